@@ -1,0 +1,82 @@
+// The one record model every source maps into. Mappers produce SpanRecords;
+// processors enrich them; the spool and storage persist them unchanged.
+
+export const SPAN_KINDS = ['llm', 'agent', 'tool', 'guardrail', 'chain', 'retrieval', 'embedding', 'other'] as const;
+export type SpanKind = (typeof SPAN_KINDS)[number];
+
+export const SOURCES = ['native', 'otlp', 'agents', 'guardrails', 'tool_call', 'proxy', 'agent_lab', 'coach', 'sdk'] as const;
+export type Source = (typeof SOURCES)[number];
+
+/** An attribute value as a client sent it (OTLP AnyValue, or JSON). */
+export type AttrValue = string | number | boolean | null | AttrValue[] | { [key: string]: AttrValue };
+export type Attributes = Record<string, AttrValue>;
+
+export interface SpanEvent {
+  name: string;
+  timeNs: string; // decimal nanoseconds since the epoch
+  attributes: Attributes;
+}
+
+export interface SpanRecord {
+  workspaceId: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string; // '' for a root span
+  name: string;
+  kind: SpanKind;
+  source: Source;
+  startTimeNs: string; // decimal nanoseconds since the epoch (exceeds 2^53, so a string)
+  endTimeNs: string;
+  durationMs: number;
+  status: string; // completed, error, blocked, cancelled, … (free text; `completed` is the usual)
+  statusMessage: string;
+  model: string;
+  provider: string;
+  prompt: string;
+  response: string;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  costUsd: number;
+  finishReason: string;
+  actionName: string;
+  environment: string;
+  requestId: string;
+  trainingPreferred: boolean;
+  /** completed with both prompt and response (spec: States). */
+  trainable: boolean;
+  attributes: Attributes;
+  resourceAttributes: Attributes;
+  events: SpanEvent[];
+  /** Server receive time in ms; also the version that makes a replayed record win. */
+  ingestedAtMs: number;
+}
+
+/** A record with every field at its empty value, for mappers to fill in. */
+export function emptySpan(workspaceId: string, source: Source): SpanRecord {
+  return {
+    workspaceId, traceId: '', spanId: '', parentSpanId: '', name: '', kind: 'other', source,
+    startTimeNs: '0', endTimeNs: '0', durationMs: 0, status: 'completed', statusMessage: '',
+    model: '', provider: '', prompt: '', response: '',
+    promptTokens: 0, completionTokens: 0, totalTokens: 0, costUsd: 0,
+    finishReason: '', actionName: '', environment: '', requestId: '',
+    trainingPreferred: false, trainable: false,
+    attributes: {}, resourceAttributes: {}, events: [], ingestedAtMs: 0,
+  };
+}
+
+export function isTrainable(r: Pick<SpanRecord, 'status' | 'prompt' | 'response'>): boolean {
+  return r.status === 'completed' && r.prompt.length > 0 && r.response.length > 0;
+}
+
+/** Milliseconds (possibly fractional) → decimal nanosecond string, without float loss for whole ms. */
+export function msToNs(ms: number): string {
+  const whole = Math.floor(ms);
+  const frac = Math.round((ms - whole) * 1e6);
+  return (BigInt(whole) * 1_000_000n + BigInt(frac)).toString();
+}
+
+export function nsDiffMs(startNs: string, endNs: string): number {
+  const d = BigInt(endNs) - BigInt(startNs);
+  return d <= 0n ? 0 : Number(d) / 1e6;
+}

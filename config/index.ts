@@ -1,0 +1,59 @@
+// Configuration from TRACEGATE_* environment variables, validated at start.
+// A bad value stops the process with a message naming the variable.
+import { z } from 'zod';
+
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+const bool = (def: boolean) =>
+  z.enum(['true', 'false', '1', '0']).default(def ? 'true' : 'false').transform((v) => v === 'true' || v === '1');
+
+// Each entry: env suffix → schema. The README's configuration table mirrors this list.
+export const configSchema = z.object({
+  PORT: int(4318),
+  HOST: z.string().default('0.0.0.0'),
+  DATA_DIR: z.string().default('./data'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+  CLICKHOUSE_URL: z.string().url().optional(),
+  CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'letters, digits and _ only').default('tracegate'),
+  CLICKHOUSE_USER: z.string().default('default'),
+  CLICKHOUSE_PASSWORD: z.string().default(''),
+
+  REDIS_URL: z.string().url().optional(),
+  RATE_LIMIT_POINTS: int(6000, 1),          // requests per window per route and key
+  RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
+
+  MAX_BODY_BYTES: int(20 * 1024 * 1024, 1024),   // after decompression
+  MAX_BATCH_ITEMS: int(1000, 1),                 // native batch items per request
+  MAX_STRING_BYTES: int(1024 * 1024, 16),        // prompt/response and other long strings
+  MAX_ATTRIBUTES: int(256, 1),                   // attributes per span
+  MAX_EVENTS: int(128, 0),                       // events per span
+  MAX_DEPTH: int(8, 1),                          // nesting depth of attribute values
+  MAX_SPANS_PER_REQUEST: int(10000, 1),
+  MAX_ATTRIBUTE_VALUE_BYTES: int(64 * 1024, 16),  // longer attribute strings are truncated and marked
+
+  FLUSH_INTERVAL_MS: int(1000, 10),      // writer → storage cadence (reads lag writes by about this)
+  FLUSH_MAX_ROWS: int(50000, 1),
+  SPOOL_MAX_BYTES: int(1024 * 1024 * 1024, 1024 * 1024), // beyond this, ingestion answers 503
+  SPOOL_FSYNC: bool(true),
+
+  PROVIDER_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  PROVIDER_API_KEY: z.string().optional(),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const raw: Record<string, string> = {};
+  for (const key of Object.keys(configSchema.shape)) {
+    const v = env[`TRACEGATE_${key}`];
+    if (v !== undefined && v !== '') raw[key] = v;
+  }
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `TRACEGATE_${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration\n  ${lines.join('\n  ')}`);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,75 @@
+// The narrow storage interface. Two implementations (ClickHouse, DuckDB) pass the
+// same contract suite in test/storage/contract.test.ts.
+import type { SpanRecord, SpanKind, Source } from '../collector/record.ts';
+
+export interface Workspace { id: string; name: string; createdAtMs: number }
+
+export interface ApiKeyRecord {
+  keyId: string;          // public part, e.g. "k_3f9a…"; the lookup key
+  workspaceId: string;
+  hash: string;           // hex SHA-256 of the full secret key; the key itself is never stored
+  createdAtMs: number;
+  revokedAtMs: number;    // 0 when active
+}
+
+export interface TraceFilter {
+  fromMs?: number;        // on the trace's start time, inclusive
+  toMs?: number;          // exclusive
+  model?: string;
+  actionName?: string;
+  environment?: string;
+  status?: string;
+  source?: Source;
+  limit: number;          // 1..1000
+  /** Opaque cursor returned as nextCursor by the previous page. */
+  cursor?: string;
+}
+
+/** One row of GET /api/traces: a trace rolled up over its spans. */
+export interface TraceSummary {
+  traceId: string;
+  name: string;           // of the root-most span
+  startTimeNs: string;
+  endTimeNs: string;
+  durationMs: number;     // trace wall time: max(end) - min(start)
+  spanCount: number;
+  status: string;         // 'error' if any span errored, else the root span's status
+  model: string;
+  source: Source | string;
+  actionName: string;
+  environment: string;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  costUsd: number;
+}
+
+export interface TracePage { items: TraceSummary[]; nextCursor: string | null }
+
+export interface Storage {
+  readonly kind: 'clickhouse' | 'duckdb';
+  /** Connect and run migrations (idempotent, versioned). */
+  init(): Promise<void>;
+  close(): Promise<void>;
+  /** True when the backend answers a trivial query. */
+  ping(): Promise<boolean>;
+
+  /** Insert a batch. Idempotent on (workspaceId, traceId, spanId): the record with the highest ingestedAtMs wins. */
+  insertSpans(rows: SpanRecord[]): Promise<void>;
+  /** All spans of a trace in the workspace, ordered by start time; [] when unknown. */
+  getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
+  listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage>;
+  /** Distinct spans stored in a workspace (tests and the benchmark's stored==acknowledged check). */
+  countSpans(workspaceId: string): Promise<number>;
+
+  createWorkspace(ws: Workspace): Promise<void>;
+  getWorkspaceByName(name: string): Promise<Workspace | null>;
+  getWorkspace(id: string): Promise<Workspace | null>;
+  putApiKey(key: ApiKeyRecord): Promise<void>;
+  getApiKey(keyId: string): Promise<ApiKeyRecord | null>;
+  listApiKeys(workspaceId?: string): Promise<ApiKeyRecord[]>;
+  /** Returns false when no such key. */
+  revokeApiKey(keyId: string, atMs: number): Promise<boolean>;
+}
+
+export type { SpanRecord, SpanKind, Source };
