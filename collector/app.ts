@@ -1,0 +1,103 @@
+// The Koa app: request ids, logging, error rendering, metrics, and the route modules.
+import Koa, { type Context, type Next } from 'koa';
+import Router from '@koa/router';
+import { randomUUID } from 'node:crypto';
+import type { Config } from '../config/index.ts';
+import type { Storage } from '../storage/types.ts';
+import type { Ingestor } from './pipeline-types.ts';
+import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
+import { HttpError } from './errors.ts';
+import { KeyVerifier, type Caller } from './keys.ts';
+import type { RateLimits } from './rate-limit.ts';
+import type { RouteDoc } from './openapi.ts';
+import { routeModules } from './routes/index.ts';
+import { adminRoutes } from './routes/admin.ts';
+
+export interface PipelineStats { spoolBytes: number; pendingRows: number; storageHealthy: boolean; lastFlushError: string | null }
+
+export interface AppDeps {
+  config: Config;
+  storage: Storage;
+  pipeline: Ingestor & { stats(): PipelineStats };
+  keys: KeyVerifier;
+  limits: RateLimits;
+  log: Logger;
+  metrics: Metrics;
+  /** Enables the loopback admin routes used by the CLI. */
+  adminToken?: string;
+}
+
+/** What each route module receives. */
+export interface RouteContext extends AppDeps {
+  router: Router;
+  docs: RouteDoc[];
+  /** auth + per-route rate limit, for ingest routes. */
+  ingestGuard(route: string): Array<(ctx: Context, next: Next) => Promise<void>>;
+  /** auth only, for read routes. */
+  requireKey: (ctx: Context, next: Next) => Promise<void>;
+}
+
+export function renderError(ctx: Context, err: HttpError): void {
+  ctx.status = err.status;
+  for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
+  ctx.body = { error: { code: err.code, message: err.message, details: err.details } };
+}
+
+export function bearer(ctx: Context): string | null {
+  const h = ctx.get('authorization');
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m ? m[1]! : null;
+}
+
+export function createApp(deps: AppDeps): Koa {
+  const app = new Koa();
+  app.proxy = false;
+  const router = new Router();
+  const docs: RouteDoc[] = [];
+
+  const requireKey = async (ctx: Context, next: Next) => {
+    const key = bearer(ctx);
+    const caller = key ? await deps.keys.verify(key) : null;
+    if (!caller) {
+      ctx.state.log.info({ event: 'auth_rejected', route: ctx.path }, 'authentication rejected');
+      throw new HttpError(401, 'unauthorized', key ? 'invalid or revoked API key' : 'missing API key: send Authorization: Bearer <key>', null, { 'WWW-Authenticate': 'Bearer' });
+    }
+    ctx.state.caller = caller satisfies Caller;
+    await next();
+  };
+  const ctx: RouteContext = {
+    ...deps, router, docs, requireKey,
+    ingestGuard: (route) => [requireKey, deps.limits.middleware(route)],
+  };
+  for (const register of routeModules) register(ctx);
+  if (deps.adminToken) adminRoutes(ctx, deps.adminToken);
+
+  app.use(async (c, next) => {
+    const requestId = /^[\w.-]{1,128}$/.test(c.get('x-request-id')) ? c.get('x-request-id') : randomUUID();
+    c.state.requestId = requestId;
+    c.state.log = deps.log.child({ requestId });
+    c.set('X-Request-Id', requestId);
+    const started = performance.now();
+    try {
+      await next();
+    } catch (err) {
+      if (err instanceof HttpError) {
+        renderError(c, err);
+      } else {
+        c.state.log.error({ err }, 'unhandled error');
+        renderError(c, new HttpError(500, 'internal', 'internal error'));
+      }
+    } finally {
+      const route = (c as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
+      deps.metrics.requests.inc({ route, status: String(c.status) });
+      c.state.log.debug({ method: c.method, route, status: c.status, ms: +(performance.now() - started).toFixed(2) }, 'request');
+    }
+  });
+  app.use(router.routes());
+  app.use(router.allowedMethods({ throw: true, notImplemented: () => new HttpError(501, 'not_implemented', 'method not implemented'), methodNotAllowed: () => new HttpError(405, 'method_not_allowed', 'method not allowed') }));
+  app.use(async (c) => {
+    throw new HttpError(404, 'not_found', `no route for ${c.method} ${c.path}`);
+  });
+  return app;
+}

@@ -1,0 +1,62 @@
+// API keys: `tg_<keyId>_<secret>`. Only SHA-256(key) is stored; the key is shown once.
+// 256 bits of entropy make a fast hash sufficient (slow KDFs are for low-entropy passwords).
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { ApiKeyRecord, Storage } from '../storage/types.ts';
+
+const KEY_RE = /^tg_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
+
+export function sha256Hex(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}
+
+export function newKey(): { keyId: string; key: string } {
+  const keyId = randomBytes(8).toString('hex');
+  return { keyId, key: `tg_${keyId}_${randomBytes(32).toString('base64url')}` };
+}
+
+export function parseKey(key: string): { keyId: string } | null {
+  const m = KEY_RE.exec(key);
+  return m ? { keyId: m[1]! } : null;
+}
+
+export function keyMatches(key: string, record: ApiKeyRecord): boolean {
+  const a = Buffer.from(sha256Hex(key), 'hex');
+  const b = Buffer.from(record.hash, 'hex');
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export interface Caller { workspaceId: string; keyId: string }
+
+/**
+ * Looks keys up by id with a short cache so a busy ingest path does not query storage per request.
+ * Revocation from another process takes effect within `ttlMs` (documented in the README).
+ */
+export class KeyVerifier {
+  private readonly cache = new Map<string, { record: ApiKeyRecord | null; until: number }>();
+  private readonly storage: Storage;
+  private readonly ttlMs: number;
+  constructor(storage: Storage, ttlMs = 30_000) {
+    this.storage = storage;
+    this.ttlMs = ttlMs;
+  }
+
+  async verify(key: string): Promise<Caller | null> {
+    const parsed = parseKey(key);
+    if (!parsed) return null;
+    const now = Date.now();
+    let hit = this.cache.get(parsed.keyId);
+    if (!hit || hit.until < now) {
+      const record = await this.storage.getApiKey(parsed.keyId);
+      hit = { record, until: now + (record ? this.ttlMs : 2_000) };
+      if (this.cache.size > 10_000) this.cache.clear();
+      this.cache.set(parsed.keyId, hit);
+    }
+    const rec = hit.record;
+    if (!rec || rec.revokedAtMs > 0 || !keyMatches(key, rec)) return null;
+    return { workspaceId: rec.workspaceId, keyId: rec.keyId };
+  }
+
+  forget(keyId: string): void {
+    this.cache.delete(keyId);
+  }
+}

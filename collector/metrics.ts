@@ -1,0 +1,17 @@
+// Prometheus metrics for GET /metrics. One registry per app so tests can run several servers.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    requests: new Counter({ name: 'tracegate_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'] as const, registers: [registry] }),
+    ingested: new Counter({ name: 'tracegate_records_ingested_total', help: 'Span records acknowledged, by source', labelNames: ['source'] as const, registers: [registry] }),
+    spoolBytes: new Gauge({ name: 'tracegate_spool_bytes', help: 'Bytes waiting in the spool', registers: [registry] }),
+    spoolPendingRows: new Gauge({ name: 'tracegate_spool_pending_rows', help: 'Records waiting to be flushed to storage', registers: [registry] }),
+    flushRows: new Histogram({ name: 'tracegate_flush_batch_rows', help: 'Rows per storage insert', buckets: [1, 10, 100, 1000, 5000, 20000, 50000, 100000], registers: [registry] }),
+    flushSeconds: new Histogram({ name: 'tracegate_flush_seconds', help: 'Storage insert latency', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10], registers: [registry] }),
+  };
+}
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,11 @@
+// Every route module registers itself here; a new source is one more line.
+import type { RouteContext } from '../app.ts';
+import { opsRoutes } from './ops.ts';
+import { nativeRoutes } from './native.ts';
+import { readRoutes } from './read.ts';
+
+export const routeModules: Array<(ctx: RouteContext) => void> = [
+  opsRoutes,
+  nativeRoutes,
+  readRoutes,
+];

@@ -1,0 +1,80 @@
+// POST /api/traces — the native payload (spec rule 1), or a JSON array of them (batch).
+import { z } from 'zod';
+import type { RouteContext } from '../app.ts';
+import { bodyKind, parseJson, readBody } from '../body.ts';
+import { HttpError } from '../errors.ts';
+import { nativeTraceResponseSchema, nativeTraceSchema } from '../../mappers/native-schema.ts';
+import { mapNative } from '../../mappers/native.ts';
+import type { Caller } from '../keys.ts';
+import type { SpanRecord } from '../record.ts';
+
+type ZodIssue = z.core.$ZodIssue;
+
+function issueDetails(issues: ZodIssue[], prefix: (string | number)[] = []) {
+  return issues.map((i) => ({ field: [...prefix, ...i.path].join('.') || '(body)', code: i.code, message: i.message }));
+}
+
+export function nativeRoutes(r: RouteContext): void {
+  const schema = nativeTraceSchema({ maxStringBytes: r.config.MAX_STRING_BYTES });
+  const batchResult = z.object({
+    accepted: z.number(), rejected: z.number(),
+    results: z.array(z.union([
+      z.object({ index: z.number(), trace: z.object({ traceId: z.string(), status: z.string() }) }),
+      z.object({ index: z.number(), error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }) }),
+    ])),
+  });
+  r.docs.push({
+    method: 'post', path: '/api/traces', tag: 'ingest', auth: 'apiKey',
+    summary: 'Ingest a native trace, or a JSON array of traces (batch)',
+    request: { contentTypes: ['application/json'], schema: z.union([schema, z.array(schema)]) },
+    responses: {
+      200: { description: 'Stored durably. A single trace answers { trace }; a batch answers per-item results', schema: z.union([nativeTraceResponseSchema, batchResult]) },
+      207: { description: 'Batch with some items rejected (valid items are stored)', schema: batchResult },
+    },
+  });
+
+  r.router.post('/api/traces', ...r.ingestGuard('traces'), async (ctx) => {
+    bodyKind(ctx, ['json']);
+    const body = parseJson(await readBody(ctx, r.config.MAX_BODY_BYTES));
+    const caller = ctx.state.caller as Caller;
+    const now = Date.now();
+
+    if (!Array.isArray(body)) {
+      const parsed = schema.safeParse(body);
+      if (!parsed.success) {
+        const details = issueDetails(parsed.error.issues);
+        throw new HttpError(400, 'validation_failed', `invalid trace: ${details[0]!.field}: ${details[0]!.message}`, details);
+      }
+      const record = mapNative(parsed.data, caller.workspaceId, now);
+      await r.pipeline.ingest([record]);
+      r.metrics.ingested.inc({ source: record.source });
+      ctx.body = { trace: { traceId: record.traceId, status: record.status } };
+      return;
+    }
+
+    if (body.length > r.config.MAX_BATCH_ITEMS) {
+      throw new HttpError(413, 'too_many_items', `batch has ${body.length} items; the limit is ${r.config.MAX_BATCH_ITEMS}`, { limit: r.config.MAX_BATCH_ITEMS });
+    }
+    const results: Array<{ index: number; trace: { traceId: string; status: string } } | { index: number; error: { code: string; message: string; details: unknown } }> = [];
+    const records: SpanRecord[] = [];
+    body.forEach((item, index) => {
+      const parsed = schema.safeParse(item);
+      if (!parsed.success) {
+        const details = issueDetails(parsed.error.issues, [index]);
+        results.push({ index, error: { code: 'validation_failed', message: `${details[0]!.field}: ${details[0]!.message}`, details } });
+        return;
+      }
+      const record = mapNative(parsed.data, caller.workspaceId, now);
+      records.push(record);
+      results.push({ index, trace: { traceId: record.traceId, status: record.status } });
+    });
+    if (records.length) await r.pipeline.ingest(records);
+    r.metrics.ingested.inc({ source: 'native' }, records.length);
+    const rejected = body.length - records.length;
+    if (body.length > 0 && records.length === 0) {
+      throw new HttpError(400, 'validation_failed', 'every item in the batch was rejected', results);
+    }
+    ctx.status = rejected ? 207 : 200;
+    ctx.body = { accepted: records.length, rejected, results };
+  });
+}

@@ -1,0 +1,62 @@
+// Wires config → storage → pipeline → app, listens, and shuts down gracefully on SIGTERM/SIGINT.
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { Server } from 'node:http';
+import type { Config } from '../config/index.ts';
+import { createStorage } from '../storage/index.ts';
+import type { Storage } from '../storage/types.ts';
+import { createApp } from './app.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { createMetrics } from './metrics.ts';
+import { KeyVerifier } from './keys.ts';
+import { RateLimits } from './rate-limit.ts';
+import { Pipeline } from './pipeline.ts';
+import { defaultProcessors } from '../processors/index.ts';
+
+export interface Running {
+  server: Server;
+  port: number;
+  storage: Storage;
+  pipeline: Pipeline;
+  log: Logger;
+  close(): Promise<void>;
+}
+
+export async function startServer(config: Config, opts: { storage?: Storage; log?: Logger } = {}): Promise<Running> {
+  const log = opts.log ?? createLogger(config.LOG_LEVEL);
+  mkdirSync(config.DATA_DIR, { recursive: true });
+  const storage = opts.storage ?? createStorage(config);
+  await storage.init();
+  const metrics = createMetrics();
+  const pipeline = new Pipeline({
+    config, storage, logger: log, processors: defaultProcessors(),
+    onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
+  });
+  await pipeline.start();
+  const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL });
+  const adminToken = randomBytes(24).toString('base64url');
+  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, log, metrics, adminToken });
+
+  const server = app.listen(config.PORT, config.HOST);
+  await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', reject); });
+  server.keepAliveTimeout = 65_000; // longer than typical client/LB idle timeouts
+  server.headersTimeout = 66_000;
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.PORT;
+  const serverFile = join(config.DATA_DIR, 'server.json');
+  writeFileSync(serverFile, JSON.stringify({ pid: process.pid, port, adminToken }), { mode: 0o600 });
+  log.info({ port, storage: storage.kind, dataDir: config.DATA_DIR }, 'tracegate listening');
+
+  let closing: Promise<void> | null = null;
+  const close = () => (closing ??= (async () => {
+    log.info('shutting down: draining requests and flushing the spool');
+    await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
+    await pipeline.close();
+    await limits.close();
+    await storage.close();
+    rmSync(serverFile, { force: true });
+    log.info('stopped');
+  })());
+  return { server, port, storage, pipeline, log, close };
+}

@@ -1,0 +1,298 @@
+// Write-ahead spool: acknowledged records live here until storage has them.
+//
+// Layout: `${dir}/<seq>.seg`, one active segment (appended to) and sealed ones
+// (waiting for the writer). A segment is a run of frames:
+//   [u32 payload length][u32 row count][u32 crc32(row count + payload)][payload: JSON array of records]
+// A crash can tear only the tail (we never write after a failed write: see rotateAfterError),
+// so on open a bad frame ends the segment: it was never acknowledged.
+//
+// Group commit: appends queued while a write+fdatasync is in flight go out together as
+// one write and one fdatasync; each caller resolves only after its bytes are synced.
+import { open, readdir, readFile, stat, truncate, unlink, mkdir, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { SpanRecord } from './record.ts';
+
+export interface SpoolLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface SpoolOptions {
+  dir: string;
+  /** false skips fdatasync: acknowledged data can be lost on power failure. Benchmarks only. */
+  fsync: boolean;
+  logger?: SpoolLogger;
+}
+
+export interface Segment {
+  readonly seq: number;
+  readonly path: string;
+  bytes: number;
+  rows: number;
+  /** In-memory copy of the rows; null when dropped to bound memory (re-read from the file). */
+  records: SpanRecord[] | null;
+}
+
+export interface SpoolCounters {
+  appends: number;     // append() calls written
+  writes: number;      // write syscalls (one per group)
+  syncs: number;       // fdatasync calls (one per group when fsync is on)
+  bytesWritten: number;
+}
+
+const HEADER = 12;
+const SUFFIX = '.seg';
+
+export function encodeFrame(records: SpanRecord[]): Buffer {
+  const payload = Buffer.from(JSON.stringify(records));
+  const frame = Buffer.allocUnsafe(HEADER + payload.length);
+  frame.writeUInt32LE(payload.length, 0);
+  frame.writeUInt32LE(records.length, 4);
+  frame.writeUInt32LE(crc32(payload, crc32(frame.subarray(4, 8))), 8);
+  payload.copy(frame, HEADER);
+  return frame;
+}
+
+export interface DecodedSegment {
+  records: SpanRecord[];
+  rows: number;
+  /** Bytes up to the end of the last good frame. */
+  validBytes: number;
+  /** Why decoding stopped before the end, if it did. */
+  error: string | null;
+}
+
+/** Decode frames; `parse: false` only validates and counts rows (cheap scan on open). */
+export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
+  const records: SpanRecord[] = [];
+  let off = 0;
+  let rows = 0;
+  let error: string | null = null;
+  while (off < buf.length) {
+    if (buf.length - off < HEADER) { error = `truncated frame header at ${off}`; break; }
+    const len = buf.readUInt32LE(off);
+    const count = buf.readUInt32LE(off + 4);
+    if (buf.length - off - HEADER < len) { error = `truncated frame at ${off}`; break; }
+    const payload = buf.subarray(off + HEADER, off + HEADER + len);
+    if (crc32(payload, crc32(buf.subarray(off + 4, off + 8))) !== buf.readUInt32LE(off + 8)) {
+      error = `checksum mismatch at ${off}`;
+      break;
+    }
+    if (parse) {
+      const batch = JSON.parse(payload.toString('utf8')) as SpanRecord[];
+      for (const r of batch) records.push(r);
+    }
+    rows += count;
+    off += HEADER + len;
+  }
+  return { records, rows, validBytes: off, error };
+}
+
+interface Pending { frame: Buffer; records: SpanRecord[]; resolve: () => void; reject: (e: Error) => void }
+interface Active extends Segment { fh: FileHandle; records: SpanRecord[] }
+
+export class Spool {
+  readonly dir: string;
+  readonly counters: SpoolCounters = { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 };
+  private readonly fsync: boolean;
+  private readonly log: SpoolLogger | undefined;
+  private sealed: Segment[] = [];
+  private active: Active | null = null; // opened lazily on the first write after a seal
+  private nextSeq = 1;
+  private queue: Pending[] = [];
+  private queuedBytes = 0;
+  private sealWaiters: Array<(seg: Segment | null) => void> = [];
+  private draining = false;
+  private drained: Promise<void> = Promise.resolve();
+  private broken = false; // last write/sync failed: never append after it (keeps damage at the tail)
+  private closed = false;
+
+  constructor(opts: SpoolOptions) {
+    this.dir = opts.dir;
+    this.fsync = opts.fsync;
+    this.log = opts.logger;
+  }
+
+  /** Create the directory and take over segments left by a previous process (oldest first). */
+  async open(): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const names = (await readdir(this.dir)).filter((n) => /^\d+\.seg$/.test(n)).sort();
+    for (const name of names) {
+      const seq = Number(name.slice(0, -SUFFIX.length));
+      const path = join(this.dir, name);
+      const dec = decodeFrames(await readFile(path), false);
+      if (dec.error) {
+        // A torn tail: the write never completed, so it was never acknowledged.
+        this.log?.warn({ segment: name, error: dec.error, keptBytes: dec.validBytes }, 'spool: ignoring torn tail of segment');
+        await truncate(path, dec.validBytes);
+      }
+      if (dec.rows === 0) { await unlink(path); continue; }
+      this.sealed.push({ seq, path, bytes: dec.validBytes, rows: dec.rows, records: null });
+      this.nextSeq = Math.max(this.nextSeq, seq + 1);
+    }
+    if (this.sealed.length) {
+      this.log?.info({ segments: this.sealed.length, rows: this.pendingRows }, 'spool: recovered segments to replay');
+    }
+  }
+
+  /** Durably append one batch; resolves after it is synced, rejects (never acknowledges) on disk errors. */
+  append(records: SpanRecord[]): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('spool is closed'));
+    const frame = encodeFrame(records);
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ frame, records, resolve, reject });
+      this.queuedBytes += frame.length;
+      this.schedule();
+    });
+  }
+
+  /** Close the active segment for appends and hand it over; null when it holds nothing. */
+  seal(): Promise<Segment | null> {
+    return new Promise((resolve) => {
+      this.sealWaiters.push(resolve);
+      this.schedule();
+    });
+  }
+
+  /** Sealed segments in append order. */
+  sealedSegments(): readonly Segment[] { return this.sealed; }
+
+  /** The rows of a sealed segment, from memory or from its file. */
+  async load(seg: Segment): Promise<SpanRecord[]> {
+    if (seg.records) return seg.records;
+    const dec = decodeFrames(await readFile(seg.path));
+    if (dec.error) this.log?.warn({ segment: seg.path, error: dec.error }, 'spool: segment has a bad tail');
+    return dec.records;
+  }
+
+  /** Delete a sealed segment once storage has its rows. */
+  async remove(seg: Segment): Promise<void> {
+    const i = this.sealed.indexOf(seg);
+    if (i < 0) return;
+    await unlink(seg.path).catch((e: NodeJS.ErrnoException) => { if (e.code !== 'ENOENT') throw e; });
+    this.sealed.splice(i, 1);
+  }
+
+  /** Bytes on disk (sealed + active) plus bytes queued for the next write. */
+  get totalBytes(): number {
+    let n = this.queuedBytes + (this.active?.bytes ?? 0);
+    for (const s of this.sealed) n += s.bytes;
+    return n;
+  }
+  get segmentCount(): number { return this.sealed.length + (this.active ? 1 : 0); }
+  get activeRows(): number { return this.active?.rows ?? 0; }
+  get activeBytes(): number { return this.active?.bytes ?? 0; }
+  get pendingRows(): number {
+    let n = this.activeRows;
+    for (const s of this.sealed) n += s.rows;
+    return n;
+  }
+
+  /** Finish queued appends and close the active file. Sealed files stay for the writer / next start. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.drained;
+    const seg = await this.sealNow();
+    // An unflushed segment stays on disk; the next open() replays it.
+    if (seg) seg.records = null;
+  }
+
+  private schedule(): void {
+    if (this.draining) return; // the running drain loop picks it up
+    this.draining = true;
+    // setImmediate, not a microtask: lets appends from this whole I/O phase join one group.
+    this.drained = new Promise((done) => setImmediate(() => { void this.drain().finally(done); }));
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length || this.sealWaiters.length) {
+        if (this.queue.length) {
+          const batch = this.queue;
+          this.queue = [];
+          await this.writeBatch(batch);
+        }
+        if (this.sealWaiters.length) {
+          const waiters = this.sealWaiters;
+          this.sealWaiters = [];
+          const seg = await this.sealNow();
+          for (const w of waiters) w(seg);
+        }
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async writeBatch(batch: Pending[]): Promise<void> {
+    let bytes = 0;
+    for (const p of batch) bytes += p.frame.length;
+    try {
+      if (this.broken) await this.sealNow();
+      const seg = this.active ?? (await this.createSegment());
+      const buf = batch.length === 1 ? batch[0]!.frame : Buffer.concat(batch.map((p) => p.frame), bytes);
+      this.counters.writes++;
+      const { bytesWritten } = await seg.fh.write(buf, 0, buf.length, seg.bytes);
+      if (bytesWritten !== buf.length) throw new Error(`short write to spool (${bytesWritten} of ${buf.length} bytes)`);
+      if (this.fsync) { this.counters.syncs++; await seg.fh.datasync(); }
+      seg.bytes += buf.length;
+      for (const p of batch) { seg.rows += p.records.length; for (const r of p.records) seg.records.push(r); }
+      this.counters.appends += batch.length;
+      this.counters.bytesWritten += buf.length;
+      this.queuedBytes -= bytes;
+      for (const p of batch) p.resolve();
+    } catch (err) {
+      // After a failed write or sync the file's tail is unknown: seal it and start a new segment.
+      this.broken = true;
+      this.queuedBytes -= bytes;
+      const e = err instanceof Error ? err : new Error(String(err));
+      this.log?.error({ err: e, dir: this.dir }, 'spool: write failed; rejecting the batch');
+      for (const p of batch) p.reject(e);
+    }
+  }
+
+  private async createSegment(): Promise<Active> {
+    const seq = this.nextSeq++;
+    const path = join(this.dir, `${String(seq).padStart(12, '0')}${SUFFIX}`);
+    const fh = await open(path, 'wx');
+    try {
+      // The new directory entry must be durable too, or a power loss could drop the whole file.
+      if (this.fsync) await syncDir(this.dir);
+    } catch (e) {
+      await fh.close().catch(() => {});
+      await unlink(path).catch(() => {});
+      throw e;
+    }
+    this.active = { seq, path, fh, bytes: 0, rows: 0, records: [] };
+    return this.active;
+  }
+
+  /** Only from the drain loop (or close after it): no write is in flight. */
+  private async sealNow(): Promise<Segment | null> {
+    const a = this.active;
+    this.broken = false;
+    if (!a) return null;
+    this.active = null;
+    // Cut off anything a failed write may have left past the last good frame.
+    await a.fh.truncate(a.bytes).catch(() => {});
+    await a.fh.close().catch((e: unknown) => this.log?.warn({ err: e }, 'spool: closing segment failed'));
+    if (a.rows === 0) { await unlink(a.path).catch(() => {}); return null; }
+    const seg: Segment = { seq: a.seq, path: a.path, bytes: a.bytes, rows: a.rows, records: a.records };
+    this.sealed.push(seg);
+    return seg;
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try { await fh.sync(); } finally { await fh.close(); }
+}
+
+/** Size of the files in a spool directory (for tests and tooling). */
+export async function spoolDirBytes(dir: string): Promise<number> {
+  let n = 0;
+  for (const name of await readdir(dir)) if (name.endsWith(SUFFIX)) n += (await stat(join(dir, name))).size;
+  return n;
+}

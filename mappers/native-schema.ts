@@ -1,0 +1,42 @@
+// The native trace payload (spec: Trace). One zod schema validates requests and feeds the OpenAPI document.
+import { z } from 'zod';
+
+export interface NativeLimits { maxStringBytes: number }
+
+const shortText = z.string().max(256);
+const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+export function nativeTraceSchema(limits: NativeLimits) {
+  const longText = z.string().max(limits.maxStringBytes);
+  return z.looseObject({
+    requestId: z.string().min(1).max(256).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional()
+      .describe('Client request id; becomes the traceId'),
+    actionName: shortText.optional().describe('Groups runs; used to group the training export'),
+    environment: shortText.optional().describe('Deployment environment label'),
+    status: z.string().min(1).max(64).default('completed').describe('Trace status; `completed` is the usual value'),
+    model: shortText.optional().describe('Model id'),
+    provider: shortText.optional().describe('Model provider, e.g. openai; helps price lookup'),
+    prompt: longText.optional().describe('Input text'),
+    response: longText.optional().describe('Output text'),
+    metrics: z.looseObject({
+      promptTokens: count.optional(),
+      completionTokens: count.optional(),
+      totalTokens: count.optional(),
+      latencyMs: z.number().min(0).max(86_400_000 * 7).optional(),
+      estimatedCostUsd: z.number().min(0).max(1e9).optional(),
+      finishReason: z.string().max(64).optional(),
+    }).optional(),
+    parameters: z.looseObject({
+      trainingPreferred: z.boolean().optional(),
+      coachSessionId: z.string().max(256).optional(),
+      source: z.enum(['native', 'sdk', 'agent_lab', 'coach']).optional(),
+    }).optional(),
+    metadata: z.record(z.string().max(256), z.unknown()).optional().describe('Free-form key/value map'),
+  });
+}
+
+export type NativeTrace = z.infer<ReturnType<typeof nativeTraceSchema>>;
+
+export const nativeTraceResponseSchema = z.object({
+  trace: z.object({ traceId: z.string(), status: z.string() }),
+});
