@@ -1,0 +1,66 @@
+// Native ingestion: POST /api/traces with a ~600-byte payload, against the bare-Koa ceiling measured in the same run.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../config/index.ts';
+import { createStorage } from '../storage/index.ts';
+import { createKey } from '../collector/admin.ts';
+import { fmt, freePort, load, peakRssMb, startChild, startCeiling, terminate, type LoadResult } from './lib.ts';
+
+export const NATIVE_BODY = JSON.stringify({
+  requestId: 'bench-[<id>]',
+  actionName: 'support_reply', environment: 'production', model: 'gpt-4o-mini', provider: 'openai',
+  prompt: 'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options for a replacement or refund?',
+  response: 'Sorry about the damaged mug! You can choose a free replacement (ships in 2 days) or a full refund to your original payment method. Reply with your choice.',
+  metrics: { promptTokens: 41, completionTokens: 38, totalTokens: 79, latencyMs: 812, estimatedCostUsd: 0.0000289, finishReason: 'stop' },
+  parameters: { trainingPreferred: false }, metadata: { userId: 'u-1029', channel: 'email' },
+});
+
+export interface CaseResult extends LoadResult { name: string; rssMb: number; stored?: number; ratio?: number }
+
+export async function runNativeServer(name: string, env: Record<string, string>, seconds: number, connections = 50): Promise<CaseResult> {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-'));
+  const fullEnv = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', ...env };
+  const config = loadConfig(fullEnv);
+  const storage = createStorage(config);
+  await storage.init();
+  const k = await createKey(storage, 'bench');
+  await storage.close();
+  const child = await startChild('bin/tracegate.ts', ['serve'], fullEnv, `http://127.0.0.1:${port}/healthz`);
+  try {
+    const r = await load({ url: `http://127.0.0.1:${port}/api/traces`, body: NATIVE_BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections, seconds, idReplacement: true });
+    const rssMb = peakRssMb(child.pid!);
+    await terminate(child, 60_000); // SIGTERM flushes the spool
+    const s2 = createStorage(config);
+    await s2.init();
+    const stored = await s2.countSpans(k.workspaceId);
+    await s2.close();
+    return { name, ...r, rssMb, stored };
+  } finally {
+    await terminate(child);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+export async function runNativeCeiling(seconds: number, connections = 50): Promise<CaseResult> {
+  const port = await freePort();
+  const child = await startCeiling(port);
+  try {
+    const r = await load({ url: `http://127.0.0.1:${port}/`, body: NATIVE_BODY, headers: { 'content-type': 'application/json' }, connections, seconds, idReplacement: true });
+    return { name: 'ceiling: bare Koa, parse JSON + reply', ...r, rssMb: peakRssMb(child.pid!) };
+  } finally {
+    await terminate(child);
+  }
+}
+
+export function printNative(rows: CaseResult[], ceiling: CaseResult): void {
+  const ceilRate = ceiling.ok / ceiling.duration;
+  console.log('\n== native ingestion: POST /api/traces, ~%d-byte payload ==', Buffer.byteLength(NATIVE_BODY));
+  console.log('case'.padEnd(44), 'traces/s'.padStart(10), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'RSS MB'.padStart(8), 'ratio'.padStart(7), '  stored/acked');
+  for (const r of [ceiling, ...rows]) {
+    const rate = r.ok / r.duration;
+    const check = r.stored === undefined ? '' : `${r.stored}/${r.ok} ${r.stored === r.ok ? 'OK' : 'MISMATCH'}`;
+    console.log(r.name.padEnd(44), fmt(rate).padStart(10), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8), String(r.rssMb).padStart(8), fmt(rate / ceilRate, 2).padStart(7), ' ', check, r.non2xx || r.errors ? `(non-2xx ${r.non2xx}, errors ${r.errors})` : '');
+  }
+}

@@ -1,0 +1,233 @@
+// The ingest pipeline: processors → durable spool (the 2xx point) → batched writer → storage.
+//
+// The writer seals the active spool segment every FLUSH_INTERVAL_MS (or once it holds
+// FLUSH_MAX_ROWS rows) and sends sealed segments to storage in large inserts, oldest first.
+// A segment file is deleted only after storage accepted its rows, so a crash at any point
+// replays it on the next start; storage dedups the re-inserted rows.
+import { join } from 'node:path';
+import type { Config } from '../config/index.ts';
+import type { Storage } from '../storage/types.ts';
+import { BackpressureError } from './errors.ts';
+import type { IngestResult, Ingestor } from './pipeline-types.ts';
+import type { SpanRecord } from './record.ts';
+import { Spool, type Segment, type SpoolLogger } from './spool.ts';
+
+export type Processor = (records: SpanRecord[]) => SpanRecord[] | Promise<SpanRecord[]>;
+
+export interface PipelineOptions {
+  config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC'>;
+  storage: Storage;
+  logger: SpoolLogger;
+  processors?: Processor[];
+  /** Called after each successful insert (metrics). */
+  onFlush?: (rows: number, ms: number) => void;
+  /** Bound on rows/bytes kept in memory for the writer; beyond it rows are re-read from the spool. */
+  memoryCap?: { rows: number; bytes: number };
+  /** Longest wait for the final flush in close(). */
+  closeTimeoutMs?: number;
+}
+
+export interface PipelineStats {
+  spoolBytes: number;
+  spoolSegments: number;
+  pendingRows: number;
+  lastFlushRows: number;
+  lastFlushMs: number;
+  lastFlushError: string | null;
+  storageHealthy: boolean;
+  flushedTotal: number;
+}
+
+const DEFAULT_CAP = { rows: 200_000, bytes: 64 * 1024 * 1024 };
+const MAX_BACKOFF_MS = 5_000;
+
+export class Pipeline implements Ingestor {
+  readonly spool: Spool;
+  private readonly opts: PipelineOptions;
+  private readonly cap: { rows: number; bytes: number };
+  private readonly processors: Processor[];
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private failures = 0;
+  private retryAt = 0;
+  private closing = false;
+  private healthy = true;
+  private lastError: string | null = null;
+  private lastRows = 0;
+  private lastMs = 0;
+  private flushed = 0;
+
+  constructor(opts: PipelineOptions) {
+    this.opts = opts;
+    this.cap = opts.memoryCap ?? DEFAULT_CAP;
+    this.processors = opts.processors ?? [];
+    this.spool = new Spool({ dir: join(opts.config.DATA_DIR, 'spool'), fsync: opts.config.SPOOL_FSYNC, logger: opts.logger });
+  }
+
+  /** Open the spool and start the writer. Leftover segments replay in the background. */
+  async start(): Promise<void> {
+    await this.spool.open();
+    const recovered = this.spool.sealedSegments().length > 0;
+    if (recovered) this.healthy = false; // until the replay reaches storage
+    const loop = () => {
+      this.timer = setTimeout(() => { this.kick(); loop(); }, this.opts.config.FLUSH_INTERVAL_MS);
+      this.timer.unref();
+    };
+    loop();
+    if (recovered) this.kick();
+  }
+
+  async ingest(input: SpanRecord[]): Promise<IngestResult> {
+    if (this.closing) throw new BackpressureError('the collector is shutting down; retry later', 1);
+    if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) {
+      throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
+    }
+    // Processors (redaction among them) run before the spool: raw text never reaches disk.
+    let records = input;
+    for (const p of this.processors) records = await p(records);
+    if (records.length === 0) return { accepted: 0 };
+    try {
+      await this.spool.append(records);
+    } catch (err) {
+      throw Object.assign(new BackpressureError('could not write to the spool; retry later', 1), { cause: err });
+    }
+    if (this.spool.activeRows >= this.opts.config.FLUSH_MAX_ROWS || this.spool.activeBytes >= this.cap.bytes / 4) this.kick();
+    return { accepted: records.length };
+  }
+
+  /** Seal what is spooled and write it all to storage now; rejects if storage fails. */
+  async flush(): Promise<void> {
+    await this.seal();
+    while (this.flushing) await this.flushing.catch(() => {});
+    await this.runFlush();
+  }
+
+  /** Stop accepting, flush what we can within the timeout, close the spool. Unflushed data replays on next start. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    let timeout: NodeJS.Timeout | undefined;
+    const limit = new Promise<'timeout'>((r) => { timeout = setTimeout(() => r('timeout'), this.opts.closeTimeoutMs ?? 10_000); });
+    try {
+      const res = await Promise.race([this.flush().then(() => 'ok' as const), limit]);
+      if (res === 'timeout') this.opts.logger.warn({ pendingRows: this.spool.pendingRows }, 'pipeline: final flush timed out; rows stay spooled');
+    } catch (err) {
+      this.opts.logger.warn({ err, pendingRows: this.spool.pendingRows }, 'pipeline: final flush failed; rows stay spooled');
+    } finally {
+      clearTimeout(timeout);
+    }
+    await this.spool.close();
+  }
+
+  stats(): PipelineStats {
+    return {
+      spoolBytes: this.spool.totalBytes,
+      spoolSegments: this.spool.segmentCount,
+      pendingRows: this.spool.pendingRows,
+      lastFlushRows: this.lastRows,
+      lastFlushMs: this.lastMs,
+      lastFlushError: this.lastError,
+      storageHealthy: this.healthy,
+      flushedTotal: this.flushed,
+    };
+  }
+
+  /** Timer / size trigger: seal, then flush unless one is running or we are backing off. */
+  private kick(): void {
+    void this.tick().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: writer tick failed'));
+  }
+
+  private async tick(): Promise<void> {
+    await this.seal();
+    if (this.flushing || Date.now() < this.retryAt) return;
+    if (this.spool.sealedSegments().length) {
+      await this.runFlush().catch(() => {}); // recorded in stats and logged by runFlush
+    } else if (!this.healthy) {
+      // Nothing to write, but readiness should notice when storage comes back.
+      this.healthy = await this.opts.storage.ping().catch(() => false);
+      if (!this.healthy) this.backoff();
+    }
+  }
+
+  private async seal(): Promise<void> {
+    await this.spool.seal();
+    this.boundMemory();
+  }
+
+  /** Keep the in-memory copies under the cap by dropping the newest (flushed last, so re-read last). */
+  private boundMemory(): void {
+    const segs = this.spool.sealedSegments();
+    let rows = 0;
+    let bytes = 0;
+    for (const s of segs) if (s.records) { rows += s.records.length; bytes += s.bytes; }
+    for (let i = segs.length - 1; i >= 0 && (rows > this.cap.rows || bytes > this.cap.bytes); i--) {
+      const s = segs[i]!;
+      if (!s.records) continue;
+      rows -= s.records.length;
+      bytes -= s.bytes;
+      s.records = null;
+    }
+  }
+
+  /** The single flush in flight; callers must check `this.flushing` first. */
+  private runFlush(): Promise<void> {
+    const run = (async () => {
+      try {
+        await this.writeSealed();
+        this.failures = 0;
+        this.retryAt = 0;
+        this.healthy = true;
+        this.lastError = null;
+      } catch (err) {
+        this.healthy = false;
+        this.lastError = err instanceof Error ? err.message : String(err);
+        const delay = this.backoff();
+        this.opts.logger.warn({ err, retryInMs: delay, pendingRows: this.spool.pendingRows }, 'pipeline: flush to storage failed; rows stay spooled');
+        throw err;
+      } finally {
+        this.flushing = null;
+      }
+    })();
+    this.flushing = run;
+    return run;
+  }
+
+  private backoff(): number {
+    this.failures++;
+    const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(this.failures, 10)) * (0.75 + Math.random() / 2);
+    this.retryAt = Date.now() + delay;
+    return delay;
+  }
+
+  /** Oldest sealed segments first, grouped into inserts of at most FLUSH_MAX_ROWS rows. */
+  private async writeSealed(): Promise<void> {
+    const maxRows = this.opts.config.FLUSH_MAX_ROWS;
+    for (;;) {
+      const segs = this.spool.sealedSegments();
+      if (!segs.length) return;
+      const group: Segment[] = [];
+      let rows: SpanRecord[] = [];
+      let bytes = 0;
+      for (const seg of segs) {
+        if (group.length && (rows.length + seg.rows > maxRows || bytes + seg.bytes > this.cap.bytes / 2)) break;
+        const recs = await this.spool.load(seg);
+        group.push(seg);
+        rows = group.length === 1 ? recs : rows.concat(recs);
+        bytes += seg.bytes;
+      }
+      for (let i = 0; i < rows.length; i += maxRows) {
+        const chunk = rows.length <= maxRows ? rows : rows.slice(i, i + maxRows);
+        const t0 = performance.now();
+        await this.opts.storage.insertSpans(chunk);
+        const ms = performance.now() - t0;
+        this.lastRows = chunk.length;
+        this.lastMs = ms;
+        this.flushed += chunk.length;
+        this.opts.onFlush?.(chunk.length, ms);
+      }
+      for (const seg of group) await this.spool.remove(seg);
+    }
+  }
+}

@@ -1,0 +1,208 @@
+// PII detectors: e-mail, phone, payment card, IBAN, US SSN, IPv4/IPv6. Each is a pure `(text) => Finding[]`.
+// Patterns are anchored with look-behinds and bounded quantifiers (no nested unbounded repeats), and every
+// numeric match is confirmed by a checksum or range check before it is reported.
+import { isIPv6 } from 'node:net';
+import { cardBrand, ibanValid, IBAN_LENGTHS, luhnValid, ssnValid } from './checksums.ts';
+import { maskDigits, maskEmail, maskIban, maskIp } from './mask.ts';
+import type { Finding, Severity } from './types.ts';
+
+function pii(rule: string, category: string, severity: Severity, start: number, end: number, preview: string): Finding {
+  return { detector: 'pii', rule, category, severity, start, end, preview };
+}
+
+// ---- e-mail: found from each '@' outwards, so text without '@' costs one indexOf.
+const LOCAL_CHAR = /[A-Za-z0-9._%+\-]/;
+const EMAIL_DOMAIN = /(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,8}([A-Za-z]{2,24})(?![A-Za-z0-9\-]|\.[A-Za-z0-9])/y;
+// `icon@2x.png`, `worker@1.2.js`: asset and module names, not addresses.
+const FILE_TLDS = new Set(['png', 'jpg', 'jpeg', 'gif', 'svg', 'webp', 'ico', 'js', 'mjs', 'cjs', 'ts', 'tsx', 'jsx', 'css',
+  'html', 'htm', 'json', 'yaml', 'yml', 'md', 'txt', 'py', 'rb', 'go', 'rs', 'java', 'kt', 'php', 'lock', 'zip', 'gz', 'tar',
+  'pdf', 'exe', 'dll', 'so', 'wasm', 'map', 'vue', 'scss']);
+
+export function detectEmails(text: string): Finding[] {
+  const out: Finding[] = [];
+  let at = text.indexOf('@');
+  while (at !== -1) {
+    let s = at;
+    while (s > 0 && at - s < 64 && LOCAL_CHAR.test(text[s - 1]!)) s--;
+    const local = text.slice(s, at);
+    const okLocal = local.length > 0 && !(s > 0 && LOCAL_CHAR.test(text[s - 1]!)) && local[0] !== '.' &&
+      !local.endsWith('.') && !local.includes('..') && !text.endsWith('://', s);
+    if (okLocal) {
+      const window = text.slice(at + 1, at + 256);
+      EMAIL_DOMAIN.lastIndex = 0;
+      const m = EMAIL_DOMAIN.exec(window);
+      if (m && !FILE_TLDS.has(m[1]!.toLowerCase())) {
+        const end = at + 1 + m[0].length;
+        out.push(pii('pii.email', 'email', 'medium', s, end, maskEmail(text.slice(s, end))));
+        at = text.indexOf('@', end);
+        continue;
+      }
+    }
+    at = text.indexOf('@', at + 1);
+  }
+  return out;
+}
+
+// ---- phone numbers
+// North American: (415) 555-0132, 415-555-0132, 415.555.0132, +1 415 555 0132. Area and exchange start 2–9.
+const NANP = /(?<![\w+\-./])(?:\+?1[ .\-]?)?(?:\(([2-9]\d\d)\)[ .\-]?|([2-9]\d\d)([ .\-]))([2-9]\d\d)([ .\-])\d{4}(?![\w]|[.\-]\d)/g;
+// International with a leading '+': groups separated by single spaces, dots or dashes, optional "(0)" trunk part.
+const E164 = /(?<![\w+])\+[1-9]\d{0,3}(?:[ .\-]?\(\d{1,4}\)[ .\-]?\d{1,6}|[ .\-]\d{1,6}){1,6}(?![\w]|[.\-]\d)|(?<![\w+])\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
+// Bare digit runs count only right after a phone keyword.
+const PHONE_KEYWORD = /\b(?:phone|tel|telephone|mobile|cell|whatsapp|sms|fax)\b[^\n\d]{0,16}(\+?\d{10,13})(?!\d)/gi;
+
+function digitCount(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) { const c = s.charCodeAt(i); if (c >= 48 && c <= 57) n++; }
+  return n;
+}
+
+export function detectPhones(text: string): Finding[] {
+  const out: Finding[] = [];
+  const push = (start: number, end: number) => {
+    if (out.some((f) => start < f.end && end > f.start)) return;
+    out.push(pii('pii.phone', 'phone', 'medium', start, end, maskDigits(text.slice(start, end), 2)));
+  };
+  for (const m of text.matchAll(E164)) {
+    const raw = m[0];
+    const digits = digitCount(raw.replace('(0)', ''));
+    if (digits < 8 || digits > 15) continue;
+    // '+3.14159265' is a signed decimal, not a number to dial.
+    if (/^\+\d+\.\d+$/.test(raw)) continue;
+    push(m.index, m.index + raw.length);
+  }
+  for (const m of text.matchAll(NANP)) {
+    if (m[2] !== undefined && m[3] !== m[5]) continue; // 415-555.0132: mixed separators
+    push(m.index, m.index + m[0].length);
+  }
+  for (const m of text.matchAll(PHONE_KEYWORD)) {
+    const num = m[1]!;
+    const d = num.replace('+', '');
+    const national = d.length === 11 && d[0] === '1' ? d.slice(1) : d;
+    const nanp = national.length === 10 && national[0]! >= '2' && national[3]! >= '2';
+    if (!nanp && !num.startsWith('+')) continue;
+    const start = m.index + m[0].length - num.length;
+    push(start, start + num.length);
+  }
+  return out;
+}
+
+// ---- payment cards: 13–19 digits, contiguous or in 4-4-4-4 / 4-6-5 / 4-6-4 groups, Luhn + issuer prefix/length.
+const CARD = /(?<![\w.\-+/])(?:\d{13,19}|\d{4}([ \-])\d{4,6}\1\d{4,5}(?:\1\d{1,4}){0,2})(?![\w]|[.\-/]\d)/g;
+
+export function detectCards(text: string): Finding[] {
+  const out: Finding[] = [];
+  for (const m of text.matchAll(CARD)) {
+    const digits = m[0].replace(/[ \-]/g, '');
+    if (digits.length < 13 || digits.length > 19) continue;
+    if (!luhnValid(digits) || cardBrand(digits) === null) continue;
+    out.push(pii('pii.payment_card', 'payment_card', 'high', m.index, m.index + m[0].length, maskDigits(digits)));
+  }
+  return out;
+}
+
+// ---- IBAN: country code + 2 check digits, compact or grouped by four, checked against country length and mod-97.
+const IBAN_START = /(?<![A-Za-z0-9])([A-Z]{2})\d{2}(?=[ A-Z0-9])/g;
+
+function isUpperAlnum(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90);
+}
+
+export function detectIbans(text: string): Finding[] {
+  const out: Finding[] = [];
+  IBAN_START.lastIndex = 0;
+  let m: RegExpExecArray | null;
+  while ((m = IBAN_START.exec(text)) !== null) {
+    const len = IBAN_LENGTHS[m[1]!];
+    if (len === undefined) continue;
+    let compact = '';
+    let i = m.index;
+    let spaced = false;
+    let ok = true;
+    while (compact.length < len && i < text.length) {
+      const c = text.charCodeAt(i);
+      if (isUpperAlnum(c)) { compact += text[i]; i++; continue; }
+      // A single space is allowed only between groups of four.
+      if (c === 32 && compact.length % 4 === 0 && i + 1 < text.length && isUpperAlnum(text.charCodeAt(i + 1))) { spaced = true; i++; continue; }
+      ok = false;
+      break;
+    }
+    if (!ok || compact.length !== len) continue;
+    if (i < text.length && (isUpperAlnum(text.charCodeAt(i)) || /[a-z]/.test(text[i]!))) continue;
+    if (spaced && text.slice(m.index, i).split(' ').slice(0, -1).some((g) => g.length !== 4)) continue;
+    if (!ibanValid(compact)) continue;
+    out.push(pii('pii.iban', 'iban', 'high', m.index, i, maskIban(compact)));
+    IBAN_START.lastIndex = i;
+  }
+  return out;
+}
+
+// ---- US SSN: 3-2-4 with a consistent dash or space, or 9 bare digits after an SSN keyword.
+const SSN = /(?<![\w\-])(\d{3})([\- ])(\d{2})\2(\d{4})(?![\w]|-\d)/g;
+const SSN_KEYWORD = /\b(?:ssn|social security(?: number| no\.?| #)?)\b\D{0,12}?(\d{9})(?!\d)/gi;
+
+export function detectSsns(text: string): Finding[] {
+  const out: Finding[] = [];
+  for (const m of text.matchAll(SSN)) {
+    if (!ssnValid(m[1]!, m[3]!, m[4]!)) continue;
+    out.push(pii('pii.ssn', 'ssn', 'high', m.index, m.index + m[0].length, `***-**-****`));
+  }
+  for (const m of text.matchAll(SSN_KEYWORD)) {
+    const d = m[1]!;
+    if (!ssnValid(d.slice(0, 3), d.slice(3, 5), d.slice(5))) continue;
+    const start = m.index + m[0].length - 9;
+    out.push(pii('pii.ssn', 'ssn', 'high', start, start + 9, `*********`));
+  }
+  return out;
+}
+
+// ---- IP addresses
+const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
+const IPV4 = new RegExp(`(?<![\\w.])(?:${OCTET}\\.){3}${OCTET}(?![\\w]|\\.\\d)`, 'g');
+// '1.2.3.4' right after 'version', 'v', 'build', … is a version string.
+const VERSION_CONTEXT = /(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\brev\.?|\bsdk|\bapi)\s*[:=]?\s*$/i;
+// Candidate: at least two colons within the first groups; confirmed with node:net.
+const IPV6 = /(?<![\w:.])(?=[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:)[0-9A-Fa-f:.]{2,45}(?![\w:])/g;
+
+function ipv4Severity(o: number[]): Severity | null {
+  const [a, b] = o as [number, number];
+  if (a === 0 || a === 127 || a === 255) return null; // unspecified, loopback, broadcast/netmask: identify no one
+  if (a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254) || (a === 100 && b >= 64 && b <= 127)) return 'low';
+  return 'medium';
+}
+
+export function detectIps(text: string): Finding[] {
+  const out: Finding[] = [];
+  if (text.includes('.')) {
+    for (const m of text.matchAll(IPV4)) {
+      const sev = ipv4Severity(m[0].split('.').map(Number));
+      if (sev === null) continue;
+      if (VERSION_CONTEXT.test(text.slice(Math.max(0, m.index - 12), m.index))) continue;
+      out.push(pii('pii.ip_address', 'ip_address', sev, m.index, m.index + m[0].length, maskIp(m[0])));
+    }
+  }
+  if (text.includes(':')) {
+    for (const m of text.matchAll(IPV6)) {
+      const raw = m[0].replace(/\.+$/, '');
+      if (!isIPv6(raw)) continue;
+      const groups = raw.split(':').filter((g) => g.length > 0);
+      const hex = raw.replace(/[^0-9A-Fa-f]/g, '');
+      if (groups.length < 2 || hex.length < 3 || !/\d/.test(raw)) continue;
+      const lower = raw.toLowerCase();
+      const sev: Severity = lower.startsWith('fe80:') || lower.startsWith('fc') || lower.startsWith('fd') ? 'low' : 'medium';
+      out.push(pii('pii.ip_address', 'ip_address', sev, m.index, m.index + raw.length, maskIp(raw)));
+    }
+  }
+  return out;
+}
+
+/** All PII detectors. */
+export function detectPii(text: string): Finding[] {
+  const out: Finding[] = [];
+  if (text.includes('@')) out.push(...detectEmails(text));
+  // Every numeric detector (and IPv6, which requires a digit) needs at least one digit.
+  if (/\d/.test(text)) {
+    out.push(...detectCards(text), ...detectIbans(text), ...detectSsns(text), ...detectPhones(text), ...detectIps(text));
+  }
+  return out;
+}

@@ -1,0 +1,132 @@
+// Secret detectors: provider API keys and tokens, private key blocks, JWTs.
+//
+// Why not secretlint as a library: its programmatic entry point (`lintSource` in @secretlint/core) is async and
+// builds a rule context, translator and message list per call, meant for linting files. These detectors run
+// synchronously on every ingested string and in the proxy's preflight, so the rules are re-expressed here as
+// plain regular expressions. They are informed by secretlint's rule packages (openai, anthropic, aws, github,
+// slack, privatekey) and gitleaks' config (key prefixes, the AWS id alphabet, the `…EXAMPLE` allowlist), and
+// add an entropy floor so placeholders such as `sk-xxxxxxxx…` are not reported.
+import { entropy } from './checksums.ts';
+import { maskToken } from './mask.ts';
+import type { Finding, Severity } from './types.ts';
+
+interface SecretRule {
+  rule: string;
+  category: string;
+  severity: Severity;
+  /** Cheap substring gate: the regex runs only when one of these occurs in the text. */
+  hints: readonly string[];
+  /** Global regex; group 1, when present, is the secret itself (the rest is context). */
+  re: RegExp;
+  minEntropy?: number;
+  validate?: (secret: string) => boolean;
+  preview?: (secret: string) => string;
+}
+
+const notExample = (s: string) => !/EXAMPLE/.test(s);
+const mixed = (s: string) => /\d/.test(s) && /[a-z]/.test(s) && /[A-Z]/.test(s);
+
+export const SECRET_RULES: readonly SecretRule[] = [
+  { rule: 'secret.anthropic_key', category: 'api_key', severity: 'critical', hints: ['sk-ant-'],
+    re: /(?<![\w\-])sk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_\-]{32,200}(?![\w\-])/g, minEntropy: 3.5 },
+  { rule: 'secret.openai_key', category: 'api_key', severity: 'critical', hints: ['sk-'],
+    re: /(?<![\w\-])sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,250}(?![\w\-])|(?<![\w\-])sk-[A-Za-z0-9]{32,64}(?![\w\-])/g,
+    minEntropy: 3.5, validate: mixed },
+  { rule: 'secret.aws_access_key_id', category: 'api_key', severity: 'high', hints: ['AKIA', 'ASIA', 'ABIA', 'ACCA', 'A3T'],
+    re: /(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])/g, minEntropy: 3, validate: notExample },
+  { rule: 'secret.aws_secret_key', category: 'api_key', severity: 'critical', hints: ['ecret'],
+    re: /(?:aws_?)?secret_?access_?key["']?\s{0,4}(?::|=>|=)\s{0,4}["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/gi,
+    minEntropy: 3.5, validate: notExample },
+  { rule: 'secret.github_token', category: 'api_key', severity: 'critical', hints: ['gh', 'github_pat_'],
+    re: /(?<![\w])(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,251}(?![\w])|(?<![\w])github_pat_[A-Za-z0-9_]{60,251}(?![\w])/g, minEntropy: 3 },
+  { rule: 'secret.slack_token', category: 'api_key', severity: 'critical', hints: ['xox', 'xapp-'],
+    re: /(?<![\w\-])xox[abposr]-(?:\d{1,40}-){1,4}[A-Za-z0-9]{8,64}(?![\w\-])|(?<![\w\-])xapp-\d-[A-Za-z0-9\-]{20,200}(?![\w\-])/g, minEntropy: 3 },
+  { rule: 'secret.slack_webhook', category: 'webhook_url', severity: 'high', hints: ['hooks.slack.com'],
+    re: /https:\/\/hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9_\-]{6,40}\/[A-Za-z0-9_\-]{6,40}\/[A-Za-z0-9_\-]{8,80}/g,
+    preview: (s) => `hooks.slack.com/…(${s.length})` },
+  { rule: 'secret.stripe_key', category: 'api_key', severity: 'critical', hints: ['k_live_', 'k_test_', 'k_prod_'],
+    re: /(?<![\w])(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,247}(?![\w])/g, minEntropy: 3 },
+  { rule: 'secret.google_api_key', category: 'api_key', severity: 'high', hints: ['AIza'],
+    re: /(?<![\w\-])AIza[0-9A-Za-z_\-]{35}(?![\w\-])/g, minEntropy: 3 },
+  { rule: 'secret.huggingface_token', category: 'api_key', severity: 'high', hints: ['hf_'],
+    re: /(?<![\w])hf_[A-Za-z]{34}(?![\w])/g, minEntropy: 3.5 },
+];
+
+function runRule(text: string, r: SecretRule, out: Finding[]): void {
+  if (!r.hints.some((h) => text.includes(h))) return;
+  for (const m of text.matchAll(r.re)) {
+    const secret = m[1] ?? m[0];
+    const start = m[1] !== undefined ? m.index + m[0].lastIndexOf(secret) : m.index;
+    if (r.minEntropy !== undefined && entropy(secret) < r.minEntropy) continue;
+    if (r.validate && !r.validate(secret)) continue;
+    out.push({
+      detector: 'secret', rule: r.rule, category: r.category, severity: r.severity,
+      start, end: start + secret.length, preview: r.preview ? r.preview(secret) : maskToken(secret),
+    });
+  }
+}
+
+// ---- private key blocks: BEGIN … PRIVATE KEY header, through the matching END line (or the base64 run after it).
+const PK_BEGIN = /-----BEGIN ([A-Z0-9 _\-]{0,60}?)PRIVATE KEY( BLOCK)?-----/g;
+const PK_BODY = /[A-Za-z0-9+/=\s:,\-]{0,16384}/y;
+const MAX_PK_SPAN = 32768;
+
+export function detectPrivateKeys(text: string): Finding[] {
+  const out: Finding[] = [];
+  if (!text.includes('PRIVATE KEY')) return out;
+  for (const m of text.matchAll(PK_BEGIN)) {
+    const start = m.index;
+    const headerEnd = start + m[0].length;
+    let end = headerEnd;
+    const endAt = text.indexOf('-----END ', headerEnd);
+    if (endAt !== -1 && endAt - start < MAX_PK_SPAN) {
+      const close = text.indexOf('-----', endAt + 9);
+      end = close !== -1 && close - endAt < 100 ? close + 5 : endAt + 9;
+    } else {
+      PK_BODY.lastIndex = headerEnd;
+      const body = PK_BODY.exec(text);
+      end = headerEnd + (body ? body[0].trimEnd().length : 0);
+    }
+    const kind = `${m[1] ?? ''}PRIVATE KEY`.trim();
+    out.push({ detector: 'secret', rule: 'secret.private_key', category: 'private_key', severity: 'critical',
+      start, end, preview: `${kind} block (${end - start} chars)` });
+  }
+  return out;
+}
+
+// ---- JWT: three base64url parts; the header must decode to a JSON object with a string `alg`.
+const JWT = /(?<![\w\-.])eyJ[A-Za-z0-9_\-]{8,4096}\.[A-Za-z0-9_\-]{2,16384}\.[A-Za-z0-9_\-]{0,4096}(?![\w\-.])/g;
+
+function jwtAlg(header: string): string | null {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(header, 'base64url').toString('utf8'));
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return null;
+    const alg = (parsed as Record<string, unknown>).alg;
+    return typeof alg === 'string' && alg.length > 0 && alg.length < 32 ? alg : null;
+  } catch {
+    return null;
+  }
+}
+
+export function detectJwts(text: string): Finding[] {
+  const out: Finding[] = [];
+  if (!text.includes('eyJ')) return out;
+  for (const m of text.matchAll(JWT)) {
+    const [header, , signature] = m[0].split('.') as [string, string, string];
+    const alg = jwtAlg(header);
+    if (alg === null) continue;
+    const unsecured = alg.toLowerCase() === 'none';
+    if (!unsecured && signature.length < 16) continue;
+    out.push({ detector: 'secret', rule: 'secret.jwt', category: 'jwt', severity: unsecured ? 'medium' : 'high',
+      start: m.index, end: m.index + m[0].length, preview: `${maskToken(m[0])} alg=${alg}` });
+  }
+  return out;
+}
+
+/** All secret detectors. */
+export function detectSecrets(text: string): Finding[] {
+  const out: Finding[] = [];
+  for (const r of SECRET_RULES) runRule(text, r, out);
+  out.push(...detectPrivateKeys(text), ...detectJwts(text));
+  return out;
+}

@@ -1,0 +1,38 @@
+// Shared shapes for the governance detectors, policy evaluation and redaction.
+
+export const DETECTOR_KINDS = ['pii', 'secret', 'injection'] as const;
+export type DetectorKind = (typeof DETECTOR_KINDS)[number];
+
+export const SEVERITIES = ['low', 'medium', 'high', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+/** One match of one rule. Offsets are UTF-16 code units into the scanned text; `preview` never holds the raw value. */
+export interface Finding {
+  detector: DetectorKind;
+  /** Stable rule id, e.g. 'pii.email', 'secret.openai_key', 'injection.ignore_instructions'. */
+  rule: string;
+  /** What kind of data was found: 'email', 'api_key', 'prompt_injection', … (policies key actions on this). */
+  category: string;
+  severity: Severity;
+  start: number;
+  end: number;
+  /** Masked rendering, safe to store and show. */
+  preview: string;
+  /** Injection findings: the text's overall injection score in [0,1]. */
+  score?: number;
+}
+
+export type Detector = (text: string) => Finding[];
+
+export const SEVERITY_RANK: Record<Severity, number> = { low: 0, medium: 1, high: 2, critical: 3 };
+
+/** Category → detector, for every category the built-in detectors emit. */
+export const CATEGORY_DETECTOR: Record<string, DetectorKind> = {
+  email: 'pii', phone: 'pii', payment_card: 'pii', iban: 'pii', ssn: 'pii', ip_address: 'pii',
+  api_key: 'secret', private_key: 'secret', jwt: 'secret', webhook_url: 'secret',
+  prompt_injection: 'injection', invisible_text: 'injection',
+};
+
+export function byStart(a: Finding, b: Finding): number {
+  return a.start - b.start || b.end - a.end;
+}

@@ -1,0 +1,205 @@
+// Backend-neutral pieces of the storage layer: value normalization, the typed attribute
+// encoding, cursors, and the trace roll-up. Both backends go through these so they return
+// identical results for the same input.
+import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
+import { nsDiffMs } from '../collector/record.ts';
+import { badRequest } from '../collector/errors.ts';
+import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
+
+const U64_MAX = (1n << 64n) - 1n;
+
+/**
+ * Lone UTF-16 surrogates cannot be encoded as UTF-8: ClickHouse rejects the whole insert
+ * and DuckDB would mangle them. Replace them with U+FFFD so one bad string cannot poison a batch.
+ */
+export function wellFormed(s: string): string {
+  return s.isWellFormed() ? s : s.toWellFormed();
+}
+
+/** A decimal nanosecond string as stored (UInt64); throws on anything else. */
+export function checkNs(ns: string, field: string): string {
+  if (!/^\d{1,20}$/.test(ns) || BigInt(ns) > U64_MAX) throw new RangeError(`${field} is not a decimal uint64: ${JSON.stringify(ns)}`);
+  return BigInt(ns).toString(); // canonical: no leading zeros
+}
+
+/** Counters are non-negative integers in storage. */
+export function count(n: number): number {
+  return Number.isFinite(n) && n > 0 ? Math.trunc(n) : 0;
+}
+
+/** NaN/Infinity cannot be stored or sent as JSON by both backends; store 0. */
+export function finite(n: number): number {
+  return Number.isFinite(n) ? n : 0;
+}
+
+/** UTC day of a nanosecond timestamp, 'YYYY-MM-DD' (ClickHouse partition/sort key). */
+export function utcDate(ns: string): string {
+  return new Date(Number(BigInt(ns) / 1_000_000n)).toISOString().slice(0, 10);
+}
+
+export type AttrType = 's' | 'n' | 'b' | 'j';
+export interface EncodedAttrs { keys: string[]; values: string[]; types: AttrType[] }
+
+/**
+ * Attributes as parallel arrays of key, string form and type tag, so a typed value comes
+ * back exactly: strings raw, numbers via String(), booleans 'true'/'false', anything else
+ * (arrays, objects, null) as JSON. NaN/Infinity become null, as JSON (and so DuckDB) would have it.
+ */
+export function encodeAttrs(attrs: Attributes): EncodedAttrs {
+  const out: EncodedAttrs = { keys: [], values: [], types: [] };
+  for (const [k, v] of Object.entries(attrs)) {
+    out.keys.push(wellFormed(k));
+    if (typeof v === 'string') { out.values.push(wellFormed(v)); out.types.push('s'); }
+    else if (typeof v === 'number' && Number.isFinite(v)) { out.values.push(String(v)); out.types.push('n'); }
+    else if (typeof v === 'boolean') { out.values.push(v ? 'true' : 'false'); out.types.push('b'); }
+    else { out.values.push(JSON.stringify(v)); out.types.push('j'); }
+  }
+  return out;
+}
+
+export function decodeAttrs(keys: readonly string[], values: readonly string[], types: readonly string[]): Attributes {
+  const out: Attributes = {};
+  for (let i = 0; i < keys.length; i++) {
+    const raw = values[i] ?? '';
+    let v: AttrValue;
+    switch (types[i]) {
+      case 'n': v = Number(raw); break;
+      case 'b': v = raw === 'true'; break;
+      case 'j': v = JSON.parse(raw) as AttrValue; break;
+      default: v = raw;
+    }
+    setOwn(out, keys[i] ?? '', v);
+  }
+  return out;
+}
+
+/** Plain JSON text of attributes for DuckDB, with top-level strings made well-formed like encodeAttrs does. */
+export function attrsJson(attrs: Attributes): string {
+  const clean: Attributes = {};
+  for (const [k, v] of Object.entries(attrs)) setOwn(clean, wellFormed(k), typeof v === 'string' ? wellFormed(v) : v);
+  return JSON.stringify(clean);
+}
+
+// `obj['__proto__'] = v` would set the prototype instead of an own key.
+function setOwn(obj: Attributes, key: string, value: AttrValue): void {
+  if (key === '__proto__') Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+  else obj[key] = value;
+}
+
+/**
+ * Collapse duplicates within one batch, keeping the highest ingestedAtMs (the later one on a
+ * tie), so the batch itself obeys the same rule as replays across batches.
+ */
+export function latestPerSpan(rows: readonly SpanRecord[]): SpanRecord[] {
+  const byKey = new Map<string, SpanRecord>();
+  for (const r of rows) {
+    const key = JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
+    const prev = byKey.get(key);
+    if (!prev || r.ingestedAtMs >= prev.ingestedAtMs) byKey.set(key, r);
+  }
+  return byKey.size === rows.length ? [...rows] : [...byKey.values()];
+}
+
+// ---- listTraces ----
+
+export interface Cursor { s: string; t: string }
+
+export function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify({ s: c.s, t: c.t })).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): Cursor {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (v && typeof v === 'object' && 's' in v && 't' in v && typeof v.s === 'string' && typeof v.t === 'string') {
+      return { s: checkNs(v.s, 'cursor'), t: v.t };
+    }
+  } catch { /* fall through */ }
+  throw badRequest('invalid cursor');
+}
+
+/** The filter with values checked and converted, ready for either backend's SQL. */
+export interface SpanFilter {
+  fromNs?: string;
+  toNs?: string;
+  model?: string;
+  actionName?: string;
+  environment?: string;
+  status?: string;
+  source?: string;
+  cursor?: Cursor;
+  limit: number;
+}
+
+export function normalizeFilter(f: TraceFilter): SpanFilter {
+  const msNs = (ms: number) => (BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n).toString();
+  const out: SpanFilter = { limit: Math.min(1000, Math.max(1, Math.trunc(f.limit) || 1)) };
+  if (f.fromMs !== undefined) out.fromNs = msNs(f.fromMs);
+  if (f.toMs !== undefined) out.toNs = msNs(f.toMs);
+  for (const k of ['model', 'actionName', 'environment', 'status', 'source'] as const) {
+    const v = f[k];
+    if (v !== undefined) out[k] = wellFormed(v);
+  }
+  if (f.cursor) out.cursor = decodeCursor(f.cursor);
+  return out;
+}
+
+/** True when any span-level filter is set (otherwise every trace of the workspace matches). */
+export function hasSpanFilter(f: SpanFilter): boolean {
+  return [f.fromNs, f.toNs, f.model, f.actionName, f.environment, f.status, f.source].some((v) => v !== undefined);
+}
+
+/** One aggregated trace row as both backends compute it. */
+export interface TraceAgg {
+  traceId: string;
+  startNs: string;
+  endNs: string;
+  spanCount: number;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  costUsd: number;
+  anyError: boolean;
+  // of the root-most span: parent '' first, then earliest start, then lowest span id
+  name: string;
+  model: string;
+  source: string;
+  actionName: string;
+  environment: string;
+  status: string;
+}
+
+/**
+ * Float sums depend on summation order, which differs between engines; 15 significant
+ * digits is far below a cent and makes both backends agree.
+ */
+export function roundSum(x: number): number {
+  return Number.isFinite(x) ? Number(x.toPrecision(15)) : 0;
+}
+
+export function toSummary(a: TraceAgg): TraceSummary {
+  return {
+    traceId: a.traceId,
+    name: a.name,
+    startTimeNs: a.startNs,
+    endTimeNs: a.endNs,
+    durationMs: nsDiffMs(a.startNs, a.endNs),
+    spanCount: a.spanCount,
+    status: a.anyError ? 'error' : a.status,
+    model: a.model,
+    source: a.source,
+    actionName: a.actionName,
+    environment: a.environment,
+    promptTokens: a.promptTokens,
+    completionTokens: a.completionTokens,
+    totalTokens: a.totalTokens,
+    costUsd: roundSum(a.costUsd),
+  };
+}
+
+/** `rows` were fetched with limit + 1 so the extra one tells whether another page exists. */
+export function toPage(rows: readonly TraceAgg[], limit: number): TracePage {
+  const items = rows.slice(0, limit).map(toSummary);
+  const last = items.at(-1);
+  return { items, nextCursor: rows.length > limit && last ? encodeCursor({ s: last.startTimeNs, t: last.traceId }) : null };
+}

@@ -1,0 +1,290 @@
+// POST /api/traces and the read routes over real HTTP, on both storage backends.
+import { expect } from 'chai';
+import { gzipSync } from 'node:zlib';
+import { BACKENDS, cli, flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
+
+for (const backend of BACKENDS) {
+  describe(`native ingestion over HTTP (${backend})`, function () {
+    let s: TestServer;
+    let auth: Record<string, string>;
+    let wsId: string;
+    before(async () => {
+      s = await startTestServer(backend, { TRACEGATE_MAX_STRING_BYTES: '4096', TRACEGATE_MAX_BODY_BYTES: '65536' });
+      const k = await s.key('acme');
+      auth = { authorization: `Bearer ${k.key}` };
+      wsId = k.workspaceId;
+    });
+    after(() => s.close());
+
+    const sample = (over: Record<string, unknown> = {}) => ({
+      requestId: `req-${Math.random().toString(36).slice(2)}`,
+      actionName: 'summarize', environment: 'prod', model: 'gpt-4o-mini', provider: 'openai',
+      prompt: 'Summarize: the quick brown fox', response: 'A fox jumps.',
+      metrics: { promptTokens: 12, completionTokens: 4, totalTokens: 16, latencyMs: 420, estimatedCostUsd: 0.00042, finishReason: 'stop' },
+      parameters: { trainingPreferred: true }, metadata: { userId: 'u1', tags: ['a', 'b'] },
+      ...over,
+    });
+
+    it('stores a trace and answers { trace: { traceId, status } } with traceId = requestId', async () => {
+      const body = sample();
+      const res = await post(`${s.url}/api/traces`, body, auth);
+      expect(res.status).to.equal(200);
+      expect(res.json).to.deep.equal({ trace: { traceId: body.requestId, status: 'completed' } });
+      expect(res.headers.get('x-ratelimit-remaining')).to.match(/^\d+$/);
+      await flushed(s);
+      const got = await get(`${s.url}/api/traces/${body.requestId}`, auth);
+      expect(got.status).to.equal(200);
+      const span = got.json.trace.spans[0];
+      expect(span).to.include({
+        traceId: body.requestId, requestId: body.requestId, source: 'native', kind: 'llm', model: 'gpt-4o-mini', provider: 'openai',
+        prompt: body.prompt, response: body.response, promptTokens: 12, completionTokens: 4, totalTokens: 16,
+        costUsd: 0.00042, finishReason: 'stop', actionName: 'summarize', environment: 'prod', status: 'completed',
+        trainingPreferred: true, trainable: true, durationMs: 420,
+      });
+      expect(span.attributes.metadata).to.deep.equal({ userId: 'u1', tags: ['a', 'b'] });
+      expect(span).to.not.have.property('workspaceId');
+      expect(got.json.trace.summary).to.include({ prompt: body.prompt, response: body.response, totalTokens: 16, spanCount: 1 });
+    });
+
+    it('makes a trace id when there is no requestId, defaults status to completed', async () => {
+      const { requestId: _r, ...body } = sample();
+      const res = await post(`${s.url}/api/traces`, body, auth);
+      expect(res.status).to.equal(200);
+      expect(res.json.trace.traceId).to.match(/^[0-9a-f-]{36}$/);
+      expect(res.json.trace.status).to.equal('completed');
+    });
+
+    it('computes cost from the price table when the client sends none, 0 for local models', async () => {
+      const priced = sample({ metrics: { promptTokens: 1_000_000, completionTokens: 1_000_000 } });
+      const local = sample({ model: 'llama3.2:3b', provider: 'ollama', metrics: { promptTokens: 500, completionTokens: 50 } });
+      await post(`${s.url}/api/traces`, priced, auth);
+      await post(`${s.url}/api/traces`, local, auth);
+      await flushed(s);
+      const a = (await get(`${s.url}/api/traces/${priced.requestId}`, auth)).json.trace.spans[0];
+      const b = (await get(`${s.url}/api/traces/${local.requestId}`, auth)).json.trace.spans[0];
+      expect(a.costUsd).to.be.closeTo(0.15 + 0.6, 1e-6); // gpt-4o-mini: $0.15/M in, $0.60/M out
+      expect(a.totalTokens).to.equal(2_000_000);
+      expect(b.costUsd).to.equal(0);
+    });
+
+    it('stores the trainable flag: completed with prompt and response only', async () => {
+      const noResp = sample({ response: undefined });
+      const failed = sample({ status: 'error' });
+      await post(`${s.url}/api/traces`, noResp, auth);
+      await post(`${s.url}/api/traces`, failed, auth);
+      await flushed(s);
+      expect((await get(`${s.url}/api/traces/${noResp.requestId}`, auth)).json.trace.spans[0].trainable).to.equal(false);
+      const f = (await get(`${s.url}/api/traces/${failed.requestId}`, auth)).json.trace.spans[0];
+      expect(f.trainable).to.equal(false);
+      expect(f.status).to.equal('error');
+    });
+
+    it('keeps unknown fields as attributes', async () => {
+      const body = sample({ customerTier: 'gold', extra: { nested: [1, 2, { x: true }] } });
+      await post(`${s.url}/api/traces`, body, auth);
+      await flushed(s);
+      const span = (await get(`${s.url}/api/traces/${body.requestId}`, auth)).json.trace.spans[0];
+      expect(span.attributes.customerTier).to.equal('gold');
+      expect(span.attributes.extra).to.deep.equal({ nested: [1, 2, { x: true }] });
+    });
+
+    it('never yields two traces for the same requestId', async () => {
+      const body = sample({ requestId: 'dup-1' });
+      for (let i = 0; i < 3; i++) expect((await post(`${s.url}/api/traces`, body, auth)).status).to.equal(200);
+      await Promise.all([1, 2, 3].map(() => post(`${s.url}/api/traces`, body, auth)));
+      await flushed(s);
+      const got = await get(`${s.url}/api/traces/dup-1`, auth);
+      expect(got.json.trace.spans).to.have.length(1);
+      const list = await get(`${s.url}/api/traces?actionName=summarize&limit=1000`, auth);
+      expect(list.json.items.filter((t: { traceId: string }) => t.traceId === 'dup-1')).to.have.length(1);
+    });
+
+    describe('validation', () => {
+      const cases: Array<[string, Record<string, unknown>, string]> = [
+        ['prompt of the wrong type', { prompt: 5 }, 'prompt'],
+        ['negative token count', { metrics: { promptTokens: -1 } }, 'metrics.promptTokens'],
+        ['fractional token count', { metrics: { completionTokens: 1.5 } }, 'metrics.completionTokens'],
+        ['cost as a string', { metrics: { estimatedCostUsd: '0.1' } }, 'metrics.estimatedCostUsd'],
+        ['trainingPreferred not boolean', { parameters: { trainingPreferred: 'yes' } }, 'parameters.trainingPreferred'],
+        ['oversize response', { response: 'x'.repeat(5000) }, 'response'],
+        ['requestId with spaces', { requestId: 'a b' }, 'requestId'],
+        ['status empty', { status: '' }, 'status'],
+        ['metadata not an object', { metadata: [1] }, 'metadata'],
+      ];
+      for (const [name, over, field] of cases) {
+        it(`400 naming the field: ${name}`, async () => {
+          const res = await post(`${s.url}/api/traces`, sample(over), auth);
+          expect(res.status).to.equal(400);
+          expect(res.json.error.code).to.equal('validation_failed');
+          expect(res.json.error.message).to.include(field);
+          expect(res.json.error.details.map((d: { field: string }) => d.field)).to.include(field);
+        });
+      }
+      it('400 for a body that is not an object', async () => {
+        const res = await post(`${s.url}/api/traces`, '"hello"', auth);
+        expect(res.status).to.equal(400);
+        expect(res.json.error).to.have.keys('code', 'message', 'details');
+      });
+      it('400 for malformed JSON and invalid UTF-8', async () => {
+        expect((await post(`${s.url}/api/traces`, '{"prompt":', auth)).json.error.code).to.equal('invalid_json');
+        const bad = Buffer.concat([Buffer.from('{"prompt":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
+        const res = await post(`${s.url}/api/traces`, bad, auth);
+        expect(res.status).to.equal(400);
+        expect(res.json.error.code).to.equal('invalid_encoding');
+      });
+      it('400 for __proto__ keys, and nothing is polluted', async () => {
+        const res = await post(`${s.url}/api/traces`, '{"prompt":"x","metadata":{"__proto__":{"polluted":1}}}', auth);
+        expect(res.status).to.equal(400);
+        expect(res.json.error.code).to.equal('forbidden_key');
+        expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
+      });
+      it('415 for a non-JSON content type', async () => {
+        const res = await post(`${s.url}/api/traces`, 'prompt=x', { ...auth, 'content-type': 'text/plain' });
+        expect(res.status).to.equal(415);
+        expect(res.json.error.code).to.equal('unsupported_media_type');
+      });
+      it('413 over the body limit, also after decompression (gzip bomb)', async () => {
+        const big = JSON.stringify(sample({ response: 'y'.repeat(70_000) }));
+        expect((await post(`${s.url}/api/traces`, big, auth)).status).to.equal(413);
+        const bomb = gzipSync(Buffer.from(`{"prompt":"${'a'.repeat(50 * 1024 * 1024)}"}`));
+        expect(bomb.length).to.be.lessThan(100_000);
+        const res = await post(`${s.url}/api/traces`, bomb, { ...auth, 'content-encoding': 'gzip' });
+        expect(res.status).to.equal(413);
+        expect(res.json.error.code).to.equal('payload_too_large');
+        expect((await get(`${s.url}/healthz`)).status).to.equal(200);
+      });
+      it('accepts a gzip-encoded body', async () => {
+        const body = sample();
+        const res = await post(`${s.url}/api/traces`, gzipSync(Buffer.from(JSON.stringify(body))), { ...auth, 'content-encoding': 'gzip' });
+        expect(res.status).to.equal(200);
+        expect(res.json.trace.traceId).to.equal(body.requestId);
+      });
+    });
+
+    describe('auth', () => {
+      it('401 without a key, with a malformed key, with an unknown key', async () => {
+        for (const h of [{}, { authorization: 'Bearer nope' }, { authorization: 'Bearer tg_0123456789abcdef_' + 'A'.repeat(43) }]) {
+          const res = await post(`${s.url}/api/traces`, sample(), h);
+          expect(res.status).to.equal(401);
+          expect(res.json.error.code).to.equal('unauthorized');
+        }
+      });
+      it('401 after the key is revoked with the CLI (through the running server)', async () => {
+        const k = await s.key('revoke-me');
+        const h = { authorization: `Bearer ${k.key}` };
+        expect((await post(`${s.url}/api/traces`, sample(), h)).status).to.equal(200);
+        const out = await cli(s, ['keys', 'revoke', k.keyId]);
+        expect(out.code).to.equal(0);
+        expect(out.stdout).to.include(`revoked ${k.keyId}`);
+        const res = await post(`${s.url}/api/traces`, sample(), h);
+        expect(res.status).to.equal(401);
+        const list = JSON.parse((await cli(s, ['keys', 'list', '--workspace', 'revoke-me', '--json'])).stdout);
+        expect(list[0]).to.include({ keyId: k.keyId });
+        expect(list[0].revokedAtMs).to.be.greaterThan(0);
+        expect(list[0]).to.not.have.property('hash');
+      });
+      it('a key created with the CLI works at once', async () => {
+        const out = await cli(s, ['keys', 'create', '--workspace', 'cli-co', '--json']);
+        const created = JSON.parse(out.stdout);
+        expect(created).to.have.keys('workspaceId', 'keyId', 'key');
+        expect((await post(`${s.url}/api/traces`, sample(), { authorization: `Bearer ${created.key}` })).status).to.equal(200);
+      });
+      it('stores keys only as hashes', async () => {
+        const k = await s.key('hash-check');
+        const rec = await s.running.storage.getApiKey(k.keyId);
+        expect(rec!.hash).to.match(/^[0-9a-f]{64}$/);
+        expect(JSON.stringify(rec)).to.not.include(k.key.split('_')[2]);
+      });
+    });
+
+    describe('workspaces', () => {
+      it('isolates reads and writes by workspace', async () => {
+        const other = await s.key('other-co');
+        const h2 = { authorization: `Bearer ${other.key}` };
+        const body = sample({ requestId: 'shared-id-1', prompt: 'acme prompt' });
+        await post(`${s.url}/api/traces`, body, auth);
+        await post(`${s.url}/api/traces`, { ...body, prompt: 'other prompt' }, h2);
+        await flushed(s);
+        const a = await get(`${s.url}/api/traces/shared-id-1`, auth);
+        const b = await get(`${s.url}/api/traces/shared-id-1`, h2);
+        expect(a.json.trace.spans[0].prompt).to.equal('acme prompt');
+        expect(b.json.trace.spans[0].prompt).to.equal('other prompt');
+        const third = await s.key('third-co');
+        expect((await get(`${s.url}/api/traces/shared-id-1`, { authorization: `Bearer ${third.key}` })).status).to.equal(404);
+        expect((await get(`${s.url}/api/traces`, { authorization: `Bearer ${third.key}` })).json.items).to.deep.equal([]);
+        expect(await s.running.storage.countSpans(wsId)).to.be.greaterThan(0);
+      });
+    });
+
+    describe('batch', () => {
+      it('stores valid items and reports each item', async () => {
+        const good = sample();
+        const res = await post(`${s.url}/api/traces`, [good, { prompt: 7 }, sample()], auth);
+        expect(res.status).to.equal(207);
+        expect(res.json.accepted).to.equal(2);
+        expect(res.json.rejected).to.equal(1);
+        expect(res.json.results[0]).to.deep.equal({ index: 0, trace: { traceId: good.requestId, status: 'completed' } });
+        expect(res.json.results[1].error.details[0].field).to.equal('1.prompt');
+        await flushed(s);
+        expect((await get(`${s.url}/api/traces/${good.requestId}`, auth)).status).to.equal(200);
+      });
+      it('200 when every item is valid, 400 when none is', async () => {
+        expect((await post(`${s.url}/api/traces`, [sample(), sample()], auth)).status).to.equal(200);
+        expect((await post(`${s.url}/api/traces`, [{ prompt: 1 }], auth)).status).to.equal(400);
+      });
+    });
+
+    describe('listing', () => {
+      it('filters, orders newest first, and pages with a cursor', async () => {
+        const k = await s.key('list-co');
+        const h = { authorization: `Bearer ${k.key}` };
+        const ids: string[] = [];
+        for (let i = 0; i < 7; i++) {
+          const body = sample({ requestId: `list-${i}`, environment: i % 2 ? 'prod' : 'dev', model: i < 3 ? 'gpt-4o' : 'gpt-4o-mini' });
+          ids.push(body.requestId);
+          await post(`${s.url}/api/traces`, body, h);
+          await new Promise((r) => setTimeout(r, 3));
+        }
+        await flushed(s);
+        const seen: string[] = [];
+        let cursor: string | null = null;
+        do {
+          const page: { json: { items: Array<{ traceId: string }>; nextCursor: string | null } } = await get(`${s.url}/api/traces?limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, h);
+          seen.push(...page.json.items.map((t) => t.traceId));
+          cursor = page.json.nextCursor;
+        } while (cursor);
+        expect(seen).to.deep.equal([...ids].reverse());
+        const prod = (await get(`${s.url}/api/traces?environment=prod`, h)).json.items.map((t: { traceId: string }) => t.traceId);
+        expect(prod).to.deep.equal(['list-5', 'list-3', 'list-1']);
+        const model = (await get(`${s.url}/api/traces?model=gpt-4o`, h)).json.items.map((t: { traceId: string }) => t.traceId);
+        expect(model).to.deep.equal(['list-2', 'list-1', 'list-0']);
+        expect((await get(`${s.url}/api/traces?source=native&status=completed`, h)).json.items).to.have.length(7);
+        expect((await get(`${s.url}/api/traces?from=${Date.now() + 60_000}`, h)).json.items).to.have.length(0);
+        expect((await get(`${s.url}/api/traces?limit=0`, h)).status).to.equal(400);
+      });
+    });
+  });
+}
+
+describe('rate limiting over HTTP', function () {
+  let s: TestServer;
+  before(async () => { s = await startTestServer('duckdb', { TRACEGATE_RATE_LIMIT_POINTS: '3', TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60' }); });
+  after(() => s.close());
+  it('429 with Retry-After and X-RateLimit-Remaining, per key', async () => {
+    const a = { authorization: `Bearer ${(await s.key('rl-a')).key}` };
+    const b = { authorization: `Bearer ${(await s.key('rl-b')).key}` };
+    const remaining: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await post(`${s.url}/api/traces`, { prompt: 'p' }, a);
+      expect(res.status).to.equal(200);
+      remaining.push(res.headers.get('x-ratelimit-remaining')!);
+    }
+    expect(remaining).to.deep.equal(['2', '1', '0']);
+    const limited = await post(`${s.url}/api/traces`, { prompt: 'p' }, a);
+    expect(limited.status).to.equal(429);
+    expect(Number(limited.headers.get('retry-after'))).to.be.within(1, 60);
+    expect(limited.headers.get('x-ratelimit-remaining')).to.equal('0');
+    expect(limited.json.error.code).to.equal('rate_limited');
+    expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, b)).status).to.equal(200);
+  });
+});

@@ -1,0 +1,137 @@
+// The WAL itself: framing, group commit, torn tails, disk errors.
+import { expect } from 'chai';
+import { appendFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Spool, decodeFrames, encodeFrame } from '../../collector/spool.ts';
+import { TestLogger, removeDir, span, tempDir } from './helpers.ts';
+
+describe('spool', () => {
+  let dir: string;
+  let log: TestLogger;
+  const openSpool = async (fsync = true) => {
+    const s = new Spool({ dir, fsync, logger: log });
+    await s.open();
+    return s;
+  };
+  beforeEach(async () => { dir = join(await tempDir(), 'spool'); log = new TestLogger(); });
+  afterEach(async () => { await removeDir(join(dir, '..')); });
+
+  it('round-trips frames and counts rows', () => {
+    const a = encodeFrame([span(1), span(2)]);
+    const b = encodeFrame([span(3)]);
+    const dec = decodeFrames(Buffer.concat([a, b]));
+    expect(dec.error).to.equal(null);
+    expect(dec.rows).to.equal(3);
+    expect(dec.records.map((r) => r.spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
+  });
+
+  it('coalesces concurrent appends into few writes and fsyncs (group commit)', async () => {
+    const s = await openSpool();
+    await Promise.all(Array.from({ length: 500 }, (_, i) => s.append([span(i)])));
+    expect(s.counters.appends).to.equal(500);
+    expect(s.counters.syncs).to.be.at.most(5);
+    expect(s.counters.writes).to.equal(s.counters.syncs);
+    expect(s.pendingRows).to.equal(500);
+    await s.close();
+  });
+
+  it('resolves an append only after an fsync that covers it', async () => {
+    const s = await openSpool();
+    const seen: boolean[] = [];
+    await Promise.all(Array.from({ length: 50 }, async (_, i) => {
+      const before = s.counters.syncs;
+      await s.append([span(i)]);
+      seen.push(s.counters.syncs > before);
+    }));
+    expect(seen).to.have.length(50);
+    expect(seen.every(Boolean)).to.equal(true);
+    await s.close();
+  });
+
+  it('skips fsync when disabled but still writes in groups', async () => {
+    const s = await openSpool(false);
+    await Promise.all(Array.from({ length: 100 }, (_, i) => s.append([span(i)])));
+    expect(s.counters.syncs).to.equal(0);
+    expect(s.counters.writes).to.be.at.most(3);
+    await s.close();
+  });
+
+  it('seals segments in order and reopens them for replay', async () => {
+    const s = await openSpool();
+    await s.append([span(1), span(2)]);
+    const first = await s.seal();
+    await s.append([span(3)]);
+    await s.close();
+    expect(first?.rows).to.equal(2);
+    expect(await s.seal()).to.equal(null); // nothing active after close
+
+    const again = await openSpool();
+    const segs = again.sealedSegments();
+    expect(segs.map((x) => x.rows)).to.deep.equal([2, 1]);
+    const rows = [...(await again.load(segs[0]!)), ...(await again.load(segs[1]!))];
+    expect(rows.map((r) => r.spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
+    expect(again.totalBytes).to.equal((await stat(segs[0]!.path)).size + (await stat(segs[1]!.path)).size);
+    // New appends go to a newer segment than the recovered ones.
+    await again.append([span(4)]);
+    const sealed = await again.seal();
+    expect(sealed!.seq).to.be.greaterThan(segs[1]!.seq);
+    await again.close();
+  });
+
+  it('ignores a torn tail frame (never acknowledged) and logs it', async () => {
+    const s = await openSpool();
+    await s.append([span(1)]);
+    await s.append([span(2)]);
+    const seg = (await s.seal())!;
+    await s.close();
+    const good = (await stat(seg.path)).size;
+    // A crash mid-write: half a frame after the good ones.
+    const torn = encodeFrame([span(3), span(4)]);
+    await appendFile(seg.path, torn.subarray(0, torn.length >> 1));
+
+    const again = await openSpool();
+    const [rec] = again.sealedSegments();
+    expect(rec!.rows).to.equal(2);
+    expect((await again.load(rec!)).map((r) => r.spanId)).to.deep.equal(['span-1', 'span-2']);
+    expect((await stat(seg.path)).size).to.equal(good); // cut back to the last good frame
+    expect(log.lines.some((l) => l.level === 'warn' && /torn tail/.test(l.msg ?? ''))).to.equal(true);
+    await again.close();
+  });
+
+  it('ignores a tail frame whose checksum does not match', async () => {
+    await mkdir(dir, { recursive: true });
+    const bad = encodeFrame([span(2)]);
+    bad[bad.length - 3] ^= 0xff; // flipped payload byte
+    await writeFile(join(dir, '000000000007.seg'), Buffer.concat([encodeFrame([span(1)]), bad]));
+    const s = await openSpool();
+    expect(s.pendingRows).to.equal(1);
+    expect(log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /checksum/.test(JSON.stringify(l.obj)))).to.equal(true);
+    await s.close();
+  });
+
+  it('drops segments with no complete frame on open', async () => {
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, '000000000001.seg'), Buffer.from([1, 2, 3]));
+    const s = await openSpool();
+    expect(s.sealedSegments()).to.have.length(0);
+    expect(await readdir(dir)).to.deep.equal([]);
+    await s.close();
+  });
+
+  it('rejects appends on disk errors, never acknowledging, and recovers', async () => {
+    const s = await openSpool();
+    await s.append([span(1)]);
+    await s.seal();
+    await rm(dir, { recursive: true }); // the next segment cannot be created
+    const results = await Promise.allSettled([s.append([span(2)]), s.append([span(3)])]);
+    expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected']);
+    expect(s.pendingRows).to.equal(1); // only the sealed segment's row is counted
+    expect(log.lines.some((l) => l.level === 'error')).to.equal(true);
+
+    await mkdir(dir, { recursive: true });
+    await s.append([span(4)]);
+    const seg = (await s.seal())!;
+    expect(decodeFrames(await readFile(seg.path)).records.map((r) => r.spanId)).to.deep.equal(['span-4']);
+    await s.close();
+  });
+});

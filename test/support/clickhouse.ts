@@ -1,0 +1,134 @@
+// A throwaway ClickHouse server for tests: loopback only, free ports, everything in a temp dir.
+// Set TRACEGATE_TEST_CLICKHOUSE_URL to use an existing server instead (nothing is started or stopped).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, openSync, closeSync } from 'node:fs';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { freePort, killNow, terminate, waitReady } from './process.ts';
+
+export interface TestClickHouse {
+  url: string;
+  /** True when TRACEGATE_TEST_CLICKHOUSE_URL points at a server this helper does not control. */
+  external: boolean;
+  /** Graceful SIGTERM; the data dir is kept so restart() finds the same data. */
+  stop(): Promise<void>;
+  /** SIGKILL, as in a crash. */
+  kill(): Promise<void>;
+  /** Start again on the same ports and data dir (stops first if still running). */
+  restart(): Promise<void>;
+  /** Stop and delete the temp dir. */
+  dispose(): Promise<void>;
+}
+
+/** The server command: the split `clickhouse-server` binary (18.x Debian) or the `clickhouse` multi-binary. */
+function serverCommand(): [string, string[]] {
+  const override = process.env.TRACEGATE_TEST_CLICKHOUSE_BIN;
+  if (override) return [override, override.endsWith('clickhouse') ? ['server'] : []];
+  for (const p of ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server']) if (existsSync(p)) return [p, []];
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (existsSync(join(dir, 'clickhouse-server'))) return [join(dir, 'clickhouse-server'), []];
+    if (existsSync(join(dir, 'clickhouse'))) return [join(dir, 'clickhouse'), ['server']];
+  }
+  throw new Error('clickhouse-server not found; install it or set TRACEGATE_TEST_CLICKHOUSE_URL');
+}
+
+function configXml(dir: string, httpPort: number, tcpPort: number): string {
+  // Only what a single test server needs. No interserver port: nothing replicates.
+  return `<?xml version="1.0"?>
+<yandex>
+  <logger>
+    <level>warning</level>
+    <log>${dir}/server.log</log>
+    <errorlog>${dir}/error.log</errorlog>
+    <console>0</console>
+  </logger>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>${httpPort}</http_port>
+  <tcp_port>${tcpPort}</tcp_port>
+  <path>${dir}/data/</path>
+  <tmp_path>${dir}/tmp/</tmp_path>
+  <user_files_path>${dir}/user_files/</user_files_path>
+  <format_schema_path>${dir}/format_schemas/</format_schema_path>
+  <users_config>${dir}/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <timezone>UTC</timezone>
+  <mark_cache_size>67108864</mark_cache_size>
+  <max_concurrent_queries>100</max_concurrent_queries>
+</yandex>
+`;
+}
+
+const USERS_XML = `<?xml version="1.0"?>
+<yandex>
+  <profiles><default></default></profiles>
+  <users>
+    <default>
+      <password></password>
+      <networks><ip>::1</ip><ip>127.0.0.1</ip></networks>
+      <profile>default</profile>
+      <quota>default</quota>
+    </default>
+  </users>
+  <quotas><default></default></quotas>
+</yandex>
+`;
+
+async function pingOk(url: string): Promise<boolean> {
+  const res = await fetch(`${url}/ping`, { signal: AbortSignal.timeout(1000) });
+  return res.ok && (await res.text()).trim() === 'Ok.';
+}
+
+export async function startClickHouse(): Promise<TestClickHouse> {
+  const externalUrl = process.env.TRACEGATE_TEST_CLICKHOUSE_URL;
+  if (externalUrl) {
+    const unsupported = async () => { throw new Error('not supported with TRACEGATE_TEST_CLICKHOUSE_URL'); };
+    return { url: externalUrl.replace(/\/+$/, ''), external: true, stop: async () => {}, dispose: async () => {}, kill: unsupported, restart: unsupported };
+  }
+
+  const [cmd, args] = serverCommand();
+  const dir = await mkdtemp(join(tmpdir(), 'tracegate-ch-'));
+  let httpPort = 0;
+  let child: ChildProcess | null = null;
+
+  const launch = async (): Promise<void> => {
+    const out = openSync(join(dir, 'stdout.log'), 'a');
+    try {
+      child = spawn(cmd, [...args, `--config-file=${dir}/config.xml`], { cwd: dir, stdio: ['ignore', out, out] });
+    } finally {
+      closeSync(out); // the child has its own copy
+    }
+    const url = `http://127.0.0.1:${httpPort}`;
+    await waitReady(child, () => pingOk(url), 'clickhouse-server', join(dir, 'error.log'));
+  };
+
+  await mkdir(join(dir, 'data'), { recursive: true });
+  await writeFile(join(dir, 'users.xml'), USERS_XML);
+  // Ports are picked free then released, so another process may grab one first: retry with new ones.
+  for (let attempt = 1; ; attempt++) {
+    httpPort = await freePort();
+    const tcpPort = await freePort();
+    await writeFile(join(dir, 'config.xml'), configXml(dir, httpPort, tcpPort));
+    try {
+      await launch();
+      break;
+    } catch (err) {
+      if (child) await killNow(child);
+      if (attempt >= 3) {
+        await rm(dir, { recursive: true, force: true });
+        throw err;
+      }
+    }
+  }
+
+  const stop = async () => { if (child) await terminate(child); };
+  return {
+    url: `http://127.0.0.1:${httpPort}`,
+    external: false,
+    stop,
+    kill: async () => { if (child) await killNow(child); },
+    restart: async () => { await stop(); await launch(); },
+    dispose: async () => { await stop(); await rm(dir, { recursive: true, force: true }); },
+  };
+}
