@@ -21,7 +21,7 @@ const buf = Buffer.from(ProtobufTraceSerializer.serializeRequest(exp.getFinished
 console.log('bytes', buf.length);
 function bench(name: string, fn: () => void) {
   for (let i = 0; i < 20; i++) fn();
-  const N = 200; const t = performance.now();
+  const N = 1000; const t = performance.now();
   for (let i = 0; i < N; i++) fn();
   const dt = (performance.now() - t) / N;
   console.log(name, dt.toFixed(3), 'ms/req', Math.round(512 / dt * 1000), 'spans/s');
@@ -30,7 +30,21 @@ const d3 = JSON.parse(JSON.stringify(OTLP_DESCRIPTOR));
 const T3 = protobuf.Root.fromJSON(d3).lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
 const d2 = JSON.parse(JSON.stringify(OTLP_DESCRIPTOR).replaceAll('"edition":"proto3",', ''));
 const T2 = protobuf.Root.fromJSON(d2).lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
-bench('proto3 verify', () => T3.decode(buf));
-bench('no verify', () => T2.decode(buf));
+
+
 const { isUtf8 } = await import('node:buffer');
-bench('isUtf8 whole', () => isUtf8(buf));
+
+const d4 = JSON.parse(JSON.stringify(OTLP_DESCRIPTOR).replaceAll('"edition":"proto3"', '"edition":"2023"'));
+delete d4.nested.opentelemetry.nested.proto.nested.common.nested.v1.nested.AnyValue.oneofs;
+const R4 = protobuf.Root.fromJSON(d4);
+const T4 = R4.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
+bench('2023 explicit', () => T4.decode(buf));
+const m: any = T4.decode(buf);
+const kv = m.resourceSpans[0].scopeSpans[0].spans[0].attributes;
+console.log(kv[0], Object.keys(kv[0].value), kv[4].value, 'bool default', kv[0].value.boolValue, Object.getPrototypeOf(kv[0].value));
+const sp = m.resourceSpans[0].scopeSpans[0].spans[0];
+console.log(Object.keys(sp), sp.traceState, sp.droppedAttributesCount);
+const av = R4.lookupType('opentelemetry.proto.common.v1.AnyValue');
+const e = av.encode({ boolValue: false }).finish(); console.log('enc false', e, av.decode(e));
+const e2 = av.encode({ stringValue: '' }).finish(); console.log('enc empty', e2, av.decode(e2));
+console.log((av.fields.stringValue as any)._features);

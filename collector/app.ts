@@ -10,6 +10,7 @@ import type { Metrics } from './metrics.ts';
 import { HttpError } from './errors.ts';
 import { KeyVerifier, type Caller } from './keys.ts';
 import type { RateLimits } from './rate-limit.ts';
+import type { SettingsStore } from './settings.ts';
 import type { RouteDoc } from './openapi.ts';
 import { routeModules } from './routes/index.ts';
 import { adminRoutes } from './routes/admin.ts';
@@ -22,6 +23,7 @@ export interface AppDeps {
   pipeline: Ingestor & { stats(): PipelineStats };
   keys: KeyVerifier;
   limits: RateLimits;
+  settings: SettingsStore;
   log: Logger;
   metrics: Metrics;
   /** Enables the loopback admin routes used by the CLI. */

@@ -16,7 +16,8 @@ export type Processor = (records: SpanRecord[]) => SpanRecord[] | Promise<SpanRe
 
 export interface PipelineOptions {
   config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC'>;
-  storage: Storage;
+  /** Only the write path is used: tests can pass a small double. */
+  storage: Pick<Storage, 'insertSpans' | 'ping'>;
   logger: SpoolLogger;
   processors?: Processor[];
   /** Called after each successful insert (metrics). */
@@ -51,6 +52,7 @@ export class Pipeline implements Ingestor {
   private failures = 0;
   private retryAt = 0;
   private closing = false;
+  private closed: Promise<void> | null = null;
   private healthy = true;
   private lastError: string | null = null;
   private lastRows = 0;
@@ -70,7 +72,7 @@ export class Pipeline implements Ingestor {
     const recovered = this.spool.sealedSegments().length > 0;
     if (recovered) this.healthy = false; // until the replay reaches storage
     const loop = () => {
-      this.timer = setTimeout(() => { this.kick(); loop(); }, this.opts.config.FLUSH_INTERVAL_MS);
+      this.timer = setTimeout(() => { if (this.closing) return; this.kick(); loop(); }, this.opts.config.FLUSH_INTERVAL_MS);
       this.timer.unref();
     };
     loop();
@@ -91,7 +93,9 @@ export class Pipeline implements Ingestor {
     } catch (err) {
       throw Object.assign(new BackpressureError('could not write to the spool; retry later', 1), { cause: err });
     }
-    if (this.spool.activeRows >= this.opts.config.FLUSH_MAX_ROWS || this.spool.activeBytes >= this.cap.bytes / 4) this.kick();
+    if (this.spool.activeRows >= this.opts.config.FLUSH_MAX_ROWS) this.kick();
+    // Big records: rotate early so one segment's in-memory copy stays well under the cap; the timer still paces inserts.
+    else if (this.spool.activeBytes >= this.cap.bytes / 4) void this.seal().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: seal failed'));
     return { accepted: records.length };
   }
 
@@ -103,20 +107,24 @@ export class Pipeline implements Ingestor {
   }
 
   /** Stop accepting, flush what we can within the timeout, close the spool. Unflushed data replays on next start. */
-  async close(): Promise<void> {
-    if (this.closing) return;
+  close(): Promise<void> {
+    this.closed ??= this.shutdown();
+    return this.closed;
+  }
+
+  private async shutdown(): Promise<void> {
     this.closing = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     let timeout: NodeJS.Timeout | undefined;
     const limit = new Promise<'timeout'>((r) => { timeout = setTimeout(() => r('timeout'), this.opts.closeTimeoutMs ?? 10_000); });
-    try {
-      const res = await Promise.race([this.flush().then(() => 'ok' as const), limit]);
-      if (res === 'timeout') this.opts.logger.warn({ pendingRows: this.spool.pendingRows }, 'pipeline: final flush timed out; rows stay spooled');
-    } catch (err) {
-      this.opts.logger.warn({ err, pendingRows: this.spool.pendingRows }, 'pipeline: final flush failed; rows stay spooled');
-    } finally {
-      clearTimeout(timeout);
+    // Never rejects: a flush that fails after the timeout must not become an unhandled rejection.
+    const done = this.flush().then(() => null, (err: unknown) => err);
+    const res = await Promise.race([done, limit]);
+    clearTimeout(timeout);
+    if (res !== null) {
+      const why = res === 'timeout' ? 'timed out' : 'failed';
+      this.opts.logger.warn({ err: res === 'timeout' ? undefined : res, pendingRows: this.spool.pendingRows }, `pipeline: final flush ${why}; rows stay spooled for the next start`);
     }
     await this.spool.close();
   }
@@ -140,6 +148,7 @@ export class Pipeline implements Ingestor {
   }
 
   private async tick(): Promise<void> {
+    if (this.closing) return; // close() does the last flush itself
     await this.seal();
     if (this.flushing || Date.now() < this.retryAt) return;
     if (this.spool.sealedSegments().length) {
@@ -211,7 +220,7 @@ export class Pipeline implements Ingestor {
       let rows: SpanRecord[] = [];
       let bytes = 0;
       for (const seg of segs) {
-        if (group.length && (rows.length + seg.rows > maxRows || bytes + seg.bytes > this.cap.bytes / 2)) break;
+        if (group.length && (rows.length + seg.rows > maxRows || bytes + seg.bytes > this.cap.bytes)) break;
         const recs = await this.spool.load(seg);
         group.push(seg);
         rows = group.length === 1 ? recs : rows.concat(recs);

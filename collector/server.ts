@@ -11,6 +11,7 @@ import { createLogger, type Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { KeyVerifier } from './keys.ts';
 import { RateLimits } from './rate-limit.ts';
+import { SettingsStore } from './settings.ts';
 import { Pipeline } from './pipeline.ts';
 import { defaultProcessors } from '../processors/index.ts';
 
@@ -36,7 +37,7 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
   await pipeline.start();
   const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL });
   const adminToken = randomBytes(24).toString('base64url');
-  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, log, metrics, adminToken });
+  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, settings: new SettingsStore(storage, config), log, metrics, adminToken });
 
   const server = app.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', reject); });

@@ -203,7 +203,9 @@ export class Spool {
     if (this.draining) return; // the running drain loop picks it up
     this.draining = true;
     // setImmediate, not a microtask: lets appends from this whole I/O phase join one group.
-    this.drained = new Promise((done) => setImmediate(() => { void this.drain().finally(done); }));
+    this.drained = new Promise((done) => setImmediate(() => {
+      this.drain().catch((err: unknown) => this.log?.error({ err }, 'spool: drain loop failed')).finally(done);
+    }));
   }
 
   private async drain(): Promise<void> {
@@ -217,7 +219,7 @@ export class Spool {
         if (this.sealWaiters.length) {
           const waiters = this.sealWaiters;
           this.sealWaiters = [];
-          const seg = await this.sealNow();
+          const seg = await this.sealNow().catch(() => null); // sealNow only logs; belt and braces
           for (const w of waiters) w(seg);
         }
       }

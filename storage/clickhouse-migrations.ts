@@ -82,4 +82,17 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       ORDER BY key_id`,
     ],
   },
+  {
+    version: 2,
+    description: 'workspace settings documents, every version kept',
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.settings (
+        workspace_id String,
+        version UInt64,
+        doc String,
+        updated_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree()
+      ORDER BY (workspace_id, version)`,
+    ],
+  },
 ];

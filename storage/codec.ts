@@ -13,8 +13,11 @@ const U64_MAX = (1n << 64n) - 1n;
  * and DuckDB would mangle them. Replace them with U+FFFD so one bad string cannot poison a batch.
  */
 export function wellFormed(s: string): string {
-  return s.isWellFormed() ? s : s.toWellFormed();
+  const w = s as unknown as WellFormedString;
+  return w.isWellFormed() ? s : w.toWellFormed();
 }
+// ES2024 String methods (Node >= 20); the project's TypeScript lib is es2023.
+interface WellFormedString { isWellFormed(): boolean; toWellFormed(): string }
 
 /** A decimal nanosecond string as stored (UInt64); throws on anything else. */
 export function checkNs(ns: string, field: string): string {

@@ -70,6 +70,10 @@ export interface Storage {
   listApiKeys(workspaceId?: string): Promise<ApiKeyRecord[]>;
   /** Returns false when no such key. */
   revokeApiKey(keyId: string, atMs: number): Promise<boolean>;
+
+  /** The workspace's settings document (policy, provider, alert rules), newest version; null when never set. */
+  getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null>;
+  putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<void>;
 }
 
 export type { SpanRecord, SpanKind, Source };

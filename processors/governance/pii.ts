@@ -48,8 +48,17 @@ export function detectEmails(text: string): Finding[] {
 const NANP = /(?<![\w+\-./])(?:\+?1[ .\-]?)?(?:\(([2-9]\d\d)\)[ .\-]?|([2-9]\d\d)([ .\-]))([2-9]\d\d)([ .\-])\d{4}(?![\w]|[.\-]\d)/g;
 // International with a leading '+': groups separated by single spaces, dots or dashes, optional "(0)" trunk part.
 const E164 = /(?<![\w+])\+[1-9]\d{0,3}(?:[ .\-]?\(\d{1,4}\)[ .\-]?\d{1,6}|[ .\-]\d{1,6}){1,6}(?![\w]|[.\-]\d)|(?<![\w+])\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
-// Bare digit runs count only right after a phone keyword.
-const PHONE_KEYWORD = /\b(?:phone|tel|telephone|mobile|cell|whatsapp|sms|fax)\b[^\n\d]{0,16}(\+?\d{10,13})(?!\d)/gi;
+// Bare digit runs count only right after a phone keyword. Runs are found first (rare in text), then the
+// keyword is looked for just before them.
+const DIGIT_RUN = /\+?\d{9,}/g;
+const PHONE_KEYWORD_BEFORE = /\b(?:phone|tel|telephone|mobile|cell|whatsapp|sms|fax)\b[^\n\d]{0,16}$/i;
+
+// 'SKU 883-555-2190', 'order #312-555-0187': a label right before the number makes it an identifier.
+const ID_CONTEXT = /\b(?:sku|part(?: no\.?| number)?|model|item|order|ref|reference|serial|invoice|ticket|case(?: id)?|tracking|batch|lot|id)\s*(?:#|no\.?|number)?\s*[:#=]?\s*$/i;
+
+export function idContextBefore(text: string, index: number): boolean {
+  return ID_CONTEXT.test(text.slice(Math.max(0, index - 24), index));
+}
 
 function digitCount(s: string): number {
   let n = 0;
@@ -73,16 +82,18 @@ export function detectPhones(text: string): Finding[] {
   }
   for (const m of text.matchAll(NANP)) {
     if (m[2] !== undefined && m[3] !== m[5]) continue; // 415-555.0132: mixed separators
+    if (idContextBefore(text, m.index)) continue;
     push(m.index, m.index + m[0].length);
   }
-  for (const m of text.matchAll(PHONE_KEYWORD)) {
-    const num = m[1]!;
+  for (const m of text.matchAll(DIGIT_RUN)) {
+    const num = m[0];
     const d = num.replace('+', '');
+    if (d.length < 10 || d.length > 13) continue;
+    if (!PHONE_KEYWORD_BEFORE.test(text.slice(Math.max(0, m.index - 40), m.index))) continue;
     const national = d.length === 11 && d[0] === '1' ? d.slice(1) : d;
     const nanp = national.length === 10 && national[0]! >= '2' && national[3]! >= '2';
     if (!nanp && !num.startsWith('+')) continue;
-    const start = m.index + m[0].length - num.length;
-    push(start, start + num.length);
+    push(m.index, m.index + num.length);
   }
   return out;
 }
@@ -139,19 +150,19 @@ export function detectIbans(text: string): Finding[] {
 
 // ---- US SSN: 3-2-4 with a consistent dash or space, or 9 bare digits after an SSN keyword.
 const SSN = /(?<![\w\-])(\d{3})([\- ])(\d{2})\2(\d{4})(?![\w]|-\d)/g;
-const SSN_KEYWORD = /\b(?:ssn|social security(?: number| no\.?| #)?)\b\D{0,12}?(\d{9})(?!\d)/gi;
+const SSN_KEYWORD_BEFORE = /\b(?:ssn|social security(?: number| no\.?| #)?)\b\D{0,12}$/i;
 
 export function detectSsns(text: string): Finding[] {
   const out: Finding[] = [];
   for (const m of text.matchAll(SSN)) {
-    if (!ssnValid(m[1]!, m[3]!, m[4]!)) continue;
+    if (!ssnValid(m[1]!, m[3]!, m[4]!) || idContextBefore(text, m.index)) continue;
     out.push(pii('pii.ssn', 'ssn', 'high', m.index, m.index + m[0].length, `***-**-****`));
   }
-  for (const m of text.matchAll(SSN_KEYWORD)) {
-    const d = m[1]!;
+  for (const m of text.matchAll(DIGIT_RUN)) {
+    const d = m[0];
+    if (d.length !== 9 || !SSN_KEYWORD_BEFORE.test(text.slice(Math.max(0, m.index - 32), m.index))) continue;
     if (!ssnValid(d.slice(0, 3), d.slice(3, 5), d.slice(5))) continue;
-    const start = m.index + m[0].length - 9;
-    out.push(pii('pii.ssn', 'ssn', 'high', start, start + 9, `*********`));
+    out.push(pii('pii.ssn', 'ssn', 'high', m.index, m.index + 9, `*********`));
   }
   return out;
 }
@@ -161,8 +172,32 @@ const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IPV4 = new RegExp(`(?<![\\w.])(?:${OCTET}\\.){3}${OCTET}(?![\\w]|\\.\\d)`, 'g');
 // '1.2.3.4' right after 'version', 'v', 'build', … is a version string.
 const VERSION_CONTEXT = /(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\brev\.?|\bsdk|\bapi)\s*[:=]?\s*$/i;
-// Candidate: at least two colons within the first groups; confirmed with node:net.
-const IPV6 = /(?<![\w:.])(?=[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:)[0-9A-Fa-f:.]{2,45}(?![\w:])/g;
+
+// IPv6 candidates: from each ':' expand over hex digits, ':' and '.'; confirmed with node:net.
+function isIpv6Char(c: number): boolean {
+  return (c >= 48 && c <= 58) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102) || c === 46;
+}
+const WORD_CHAR = /\w/;
+
+function ipv6Candidates(text: string): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  let i = text.indexOf(':');
+  while (i !== -1) {
+    let s = i;
+    while (s > 0 && i - s < 45 && isIpv6Char(text.charCodeAt(s - 1))) s--;
+    let e = i + 1;
+    while (e < text.length && e - s < 46 && isIpv6Char(text.charCodeAt(e))) e++;
+    while (text.charCodeAt(s) === 46) s++;
+    while (e > s && text.charCodeAt(e - 1) === 46) e--;
+    let colons = 0;
+    for (let k = s; k < e && colons < 2; k++) if (text.charCodeAt(k) === 58) colons++;
+    const before = s > 0 ? text[s - 1]! : ' ';
+    const after = e < text.length ? text[e]! : ' ';
+    if (colons >= 2 && e - s <= 45 && !WORD_CHAR.test(before) && before !== '.' && !WORD_CHAR.test(after)) out.push([s, e]);
+    i = text.indexOf(':', Math.max(e, i + 1));
+  }
+  return out;
+}
 
 function ipv4Severity(o: number[]): Severity | null {
   const [a, b] = o as [number, number];
@@ -182,15 +217,15 @@ export function detectIps(text: string): Finding[] {
     }
   }
   if (text.includes(':')) {
-    for (const m of text.matchAll(IPV6)) {
-      const raw = m[0].replace(/\.+$/, '');
-      if (!isIPv6(raw)) continue;
+    for (const [s, e] of ipv6Candidates(text)) {
+      const raw = text.slice(s, e);
+      if (!/\d/.test(raw) || !isIPv6(raw)) continue;
       const groups = raw.split(':').filter((g) => g.length > 0);
       const hex = raw.replace(/[^0-9A-Fa-f]/g, '');
-      if (groups.length < 2 || hex.length < 3 || !/\d/.test(raw)) continue;
+      if (groups.length < 2 || hex.length < 3) continue;
       const lower = raw.toLowerCase();
       const sev: Severity = lower.startsWith('fe80:') || lower.startsWith('fc') || lower.startsWith('fd') ? 'low' : 'medium';
-      out.push(pii('pii.ip_address', 'ip_address', sev, m.index, m.index + raw.length, maskIp(raw)));
+      out.push(pii('pii.ip_address', 'ip_address', sev, s, e, maskIp(raw)));
     }
   }
   return out;

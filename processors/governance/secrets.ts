@@ -34,10 +34,10 @@ export const SECRET_RULES: readonly SecretRule[] = [
     minEntropy: 3.5, validate: mixed },
   { rule: 'secret.aws_access_key_id', category: 'api_key', severity: 'high', hints: ['AKIA', 'ASIA', 'ABIA', 'ACCA', 'A3T'],
     re: /(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])/g, minEntropy: 3, validate: notExample },
-  { rule: 'secret.aws_secret_key', category: 'api_key', severity: 'critical', hints: ['ecret'],
+  { rule: 'secret.aws_secret_key', category: 'api_key', severity: 'critical', hints: ['ecret', 'ECRET'],
     re: /(?:aws_?)?secret_?access_?key["']?\s{0,4}(?::|=>|=)\s{0,4}["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/gi,
     minEntropy: 3.5, validate: notExample },
-  { rule: 'secret.github_token', category: 'api_key', severity: 'critical', hints: ['gh', 'github_pat_'],
+  { rule: 'secret.github_token', category: 'api_key', severity: 'critical', hints: ['ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'],
     re: /(?<![\w])(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,251}(?![\w])|(?<![\w])github_pat_[A-Za-z0-9_]{60,251}(?![\w])/g, minEntropy: 3 },
   { rule: 'secret.slack_token', category: 'api_key', severity: 'critical', hints: ['xox', 'xapp-'],
     re: /(?<![\w\-])xox[abposr]-(?:\d{1,40}-){1,4}[A-Za-z0-9]{8,64}(?![\w\-])|(?<![\w\-])xapp-\d-[A-Za-z0-9\-]{20,200}(?![\w\-])/g, minEntropy: 3 },
@@ -118,7 +118,7 @@ export function detectJwts(text: string): Finding[] {
     const unsecured = alg.toLowerCase() === 'none';
     if (!unsecured && signature.length < 16) continue;
     out.push({ detector: 'secret', rule: 'secret.jwt', category: 'jwt', severity: unsecured ? 'medium' : 'high',
-      start: m.index, end: m.index + m[0].length, preview: `${maskToken(m[0])} alg=${alg}` });
+      start: m.index, end: m.index + m[0].length, preview: `${maskToken(m[0])} alg=${alg.replace(/[^\w\-]/g, '')}` });
   }
   return out;
 }

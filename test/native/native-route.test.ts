@@ -163,7 +163,7 @@ for (const backend of BACKENDS) {
 
     describe('auth', () => {
       it('401 without a key, with a malformed key, with an unknown key', async () => {
-        for (const h of [{}, { authorization: 'Bearer nope' }, { authorization: 'Bearer tg_0123456789abcdef_' + 'A'.repeat(43) }]) {
+        for (const h of [{} as Record<string, string>, { authorization: 'Bearer nope' }, { authorization: 'Bearer tg_0123456789abcdef_' + 'A'.repeat(43) }]) {
           const res = await post(`${s.url}/api/traces`, sample(), h);
           expect(res.status).to.equal(401);
           expect(res.json.error.code).to.equal('unauthorized');

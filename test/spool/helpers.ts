@@ -1,18 +1,27 @@
 // Test doubles and helpers for the spool/pipeline tests.
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { configSchema, type Config } from '../../config/index.ts';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import type { DuckDbStorage } from '../../storage/duckdb.ts';
 import type { Storage } from '../../storage/types.ts';
 
+/** The real DuckDB storage in `dir` (the database file is created there). */
+export async function openDuckDb(dir: string): Promise<DuckDbStorage> {
+  const { DuckDbStorage } = await import('../../storage/duckdb.ts'); // lazily: the native module is slow to load
+  const s = new DuckDbStorage(join(dir, 'tracegate.duckdb'));
+  await s.init();
+  return s;
+}
+
 /**
- * TEST DOUBLE: a Storage keeping spans in a Map, to unit-test the spool and writer
- * without a database. Only the span-write/read methods work; `fail` makes inserts throw,
- * `hang` makes them never settle.
+ * TEST DOUBLE: the span write/read part of Storage in a Map, to unit-test the spool and
+ * writer without a database. `fail` makes inserts throw, `hang` makes them never settle.
  */
-export class MapStorage implements Storage {
-  readonly kind = 'duckdb' as const;
+export class MapStorage implements Pick<Storage, 'insertSpans' | 'ping' | 'getTrace' | 'countSpans'> {
   readonly spans = new Map<string, SpanRecord>();
   /** Row count of every insertSpans call, successful or not. */
   readonly inserts: number[] = [];
@@ -21,8 +30,6 @@ export class MapStorage implements Storage {
   fail = false;
   hang = false;
 
-  async init(): Promise<void> {}
-  async close(): Promise<void> {}
   async ping(): Promise<boolean> { return !this.fail; }
   async insertSpans(rows: SpanRecord[]): Promise<void> {
     this.inserts.push(rows.length);
@@ -43,14 +50,6 @@ export class MapStorage implements Storage {
     for (const r of this.spans.values()) if (r.workspaceId === workspaceId) n++;
     return n;
   }
-  listTraces(): never { throw new Error('not in the test double'); }
-  createWorkspace(): never { throw new Error('not in the test double'); }
-  getWorkspaceByName(): never { throw new Error('not in the test double'); }
-  getWorkspace(): never { throw new Error('not in the test double'); }
-  putApiKey(): never { throw new Error('not in the test double'); }
-  getApiKey(): never { throw new Error('not in the test double'); }
-  listApiKeys(): never { throw new Error('not in the test double'); }
-  revokeApiKey(): never { throw new Error('not in the test double'); }
 }
 
 export const WS = 'ws_spool_test';
@@ -97,3 +96,29 @@ export async function until(cond: () => boolean | Promise<boolean>, timeoutMs = 
     await sleep(10);
   }
 }
+
+const CHILD = fileURLToPath(new URL('./fixtures/child.ts', import.meta.url));
+
+/** Run the crash child until `killAfter` acks (or it finishes), SIGKILL it, return the acked indexes. */
+export async function crashChild(dataDir: string, storageMode: string, total: number, killAfter: number): Promise<Set<number>> {
+  const child = spawn(process.execPath, [CHILD, dataDir, storageMode, String(total), '16'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const acked = new Set<number>();
+  let stderr = '';
+  let buf = '';
+  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.startsWith('acked ')) acked.add(Number(line.slice(6)));
+        if (acked.size >= killAfter || line === 'done') child.kill('SIGKILL');
+      }
+    });
+    child.on('exit', (code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`))));
+  });
+  return acked;
+}
+

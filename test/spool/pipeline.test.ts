@@ -60,6 +60,15 @@ describe('pipeline (writer + spool)', () => {
     expect(storage.spans.size).to.equal(250);
   });
 
+  it('rotates early on big segments but still sends them in one insert at the next flush', async () => {
+    const p = await pipeline({}, { memoryCap: { rows: 1e6, bytes: 400 * 1024 } }); // rotate at ~100 KiB
+    for (let i = 0; i < 300; i++) await p.ingest([span(i)]);
+    await until(() => p.spool.sealedSegments().length >= 2);
+    expect(storage.inserts).to.deep.equal([]);
+    await p.flush();
+    expect(storage.inserts).to.deep.equal([300]);
+  });
+
   it('runs processors before the spool, so replaced text never reaches disk', async () => {
     const redact = (rs: ReturnType<typeof span>[]) => rs.map((r) => ({ ...r, prompt: '[redacted]' }));
     const p = await pipeline({}, { processors: [redact, async (rs) => rs.filter((r) => r.spanId !== 'span-2')] });

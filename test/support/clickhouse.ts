@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, openSync, closeSync } from 'node:fs';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { get as httpGet } from 'node:http';
 import { delimiter, join } from 'node:path';
 import { freePort, killNow, terminate, waitReady } from './process.ts';
 
@@ -56,6 +57,8 @@ function configXml(dir: string, httpPort: number, tcpPort: number): string {
   <timezone>UTC</timezone>
   <mark_cache_size>67108864</mark_cache_size>
   <max_concurrent_queries>100</max_concurrent_queries>
+  <!-- A graceful stop waits this long (s) for open connections, e.g. idle keep-alive sockets. -->
+  <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
 </yandex>
 `;
 }
@@ -75,9 +78,19 @@ const USERS_XML = `<?xml version="1.0"?>
 </yandex>
 `;
 
-async function pingOk(url: string): Promise<boolean> {
-  const res = await fetch(`${url}/ping`, { signal: AbortSignal.timeout(1000) });
-  return res.ok && (await res.text()).trim() === 'Ok.';
+/** GET /ping on a fresh connection: a pooled keep-alive socket would hold up a graceful shutdown. */
+function pingOk(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = httpGet(`${url}/ping`, { agent: false, timeout: 1000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => { body += d; });
+      res.on('end', () => resolve(res.statusCode === 200 && body.trim() === 'Ok.'));
+      res.on('error', () => resolve(false));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
 }
 
 export async function startClickHouse(): Promise<TestClickHouse> {

@@ -57,7 +57,7 @@ export async function post(url: string, body: unknown, headers: Record<string, s
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
+    body: typeof body === 'string' ? body : body instanceof Uint8Array ? new Uint8Array(body) : JSON.stringify(body),
   });
   const text = await res.text();
   let json: any = null;

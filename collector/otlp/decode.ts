@@ -1,0 +1,891 @@
+// OTLP/HTTP trace request decoding: protobuf (protobufjs + our own schema) and
+// OTLP/JSON both land in ONE normalized structure, `NormalizedRequest`.
+//
+// Normalized form
+//   - ids: lowercase hex ('' when absent; an all-zero parentSpanId is '' = root)
+//   - times: decimal nanosecond strings (fixed64 exceeds 2^53)
+//   - attributes: plain `Attributes` built on null-prototype objects:
+//       stringValue → string, boolValue → boolean, doubleValue → number
+//       (NaN/±Infinity → the strings "NaN", "Infinity", "-Infinity", as JSON cannot hold them),
+//       intValue → number when |v| ≤ 2^53-1, otherwise the exact decimal string,
+//       bytesValue → standard base64 string, arrayValue → array, kvlistValue → object,
+//       an empty AnyValue → null. Duplicate keys: the last one wins.
+//
+// Limits (OtlpLimits, derived from Config by `otlpLimits`):
+//   whole request → OtlpDecodeError (HTTP 400):
+//     undecodable body, invalid UTF-8 in any string, AnyValue nesting deeper than maxDepth
+//     (a scalar is depth 0, each arrayValue/kvlistValue level adds 1), attribute/kvlist keys
+//     `__proto__` / `constructor` / `prototype`, more than maxSpansPerRequest spans,
+//     resource or scope with more than maxAttributes attributes.
+//   one span → rejected, counted in `rejectedSpans` (+ `errorMessage`) for partialSuccess:
+//     missing/invalid/all-zero traceId or spanId, invalid parentSpanId, missing start time,
+//     end before start, more than maxAttributes attributes (on the span, an event or a link),
+//     more than maxEvents events or links, malformed values (JSON).
+//   strings: attribute string values (also nested ones) longer than maxAttributeValueBytes
+//     are cut at a UTF-8 boundary — content keys (prompt/response carriers, see
+//     CONTENT_KEYS) get the larger maxStringBytes — and the attribute set gets
+//     `tracegate.truncated: [keys…]`. Span/event names, status message and trace state
+//     longer than maxAttributeValueBytes are cut too and listed as `otel.span.name`,
+//     `otel.status_message`, `otel.trace_state`, `otel.event.name`.
+//
+// Hostile-input safety: protobufjs caps message recursion at 100 (Reader.recursionLimit),
+// so deeply nested protobuf fails fast with "max depth exceeded" (→ 400) instead of
+// blowing the stack; our own walk recurses only up to maxDepth. JSON bodies are pre-scanned
+// (byte loop, strings skipped with indexOf) for bracket depth before JSON.parse, so a
+// 20 MB "[[[[…" never reaches the parser.
+import { isUtf8 } from 'node:buffer';
+import protobuf from 'protobufjs';
+import { HttpError } from '../errors.ts';
+import type { Attributes, AttrValue } from '../record.ts';
+import type { Config } from '../../config/index.ts';
+import {
+  ExportTraceServiceRequest,
+  type PbAnyValue, type PbExportRequest, type PbKeyValue, type PbLong, type PbSpan,
+} from './schema.ts';
+
+// ---------------------------------------------------------------------------
+// Public types
+
+export interface OtlpLimits {
+  maxDepth: number;
+  maxAttributes: number;
+  maxEvents: number;
+  maxSpansPerRequest: number;
+  maxAttributeValueBytes: number;
+  maxStringBytes: number;
+}
+
+export function otlpLimits(c: Pick<Config, 'MAX_DEPTH' | 'MAX_ATTRIBUTES' | 'MAX_EVENTS' | 'MAX_SPANS_PER_REQUEST' | 'MAX_ATTRIBUTE_VALUE_BYTES' | 'MAX_STRING_BYTES'>): OtlpLimits {
+  return {
+    maxDepth: c.MAX_DEPTH,
+    maxAttributes: c.MAX_ATTRIBUTES,
+    maxEvents: c.MAX_EVENTS,
+    maxSpansPerRequest: c.MAX_SPANS_PER_REQUEST,
+    maxAttributeValueBytes: c.MAX_ATTRIBUTE_VALUE_BYTES,
+    maxStringBytes: c.MAX_STRING_BYTES,
+  };
+}
+
+/** Whole-request failure: the route answers 400 with a google.rpc.Status carrying `message`. */
+export class OtlpDecodeError extends HttpError {
+  constructor(message: string, details?: unknown) {
+    super(400, 'invalid_request', message, details);
+    this.name = 'OtlpDecodeError';
+  }
+}
+
+export interface NormalizedEvent {
+  name: string;
+  timeNs: string;
+  attributes: Attributes;
+  droppedAttributesCount: number;
+}
+
+export interface NormalizedLink {
+  traceId: string;
+  spanId: string;
+  traceState: string;
+  flags: number;
+  attributes: Attributes;
+  droppedAttributesCount: number;
+}
+
+export interface NormalizedSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  traceState: string;
+  flags: number;
+  name: string;
+  /** SpanKind enum value: 0 UNSPECIFIED, 1 INTERNAL, 2 SERVER, 3 CLIENT, 4 PRODUCER, 5 CONSUMER. */
+  kind: number;
+  startTimeNs: string;
+  endTimeNs: string;
+  attributes: Attributes;
+  droppedAttributesCount: number;
+  events: NormalizedEvent[];
+  droppedEventsCount: number;
+  links: NormalizedLink[];
+  droppedLinksCount: number;
+  /** 0 UNSET, 1 OK, 2 ERROR (any other value is normalized to 0). */
+  statusCode: number;
+  statusMessage: string;
+}
+
+export interface NormalizedScope {
+  name: string;
+  version: string;
+  attributes: Attributes;
+  droppedAttributesCount: number;
+}
+
+export interface NormalizedScopeSpans {
+  scope: NormalizedScope;
+  schemaUrl: string;
+  spans: NormalizedSpan[];
+}
+
+export interface NormalizedResourceSpans {
+  resource: { attributes: Attributes; droppedAttributesCount: number };
+  schemaUrl: string;
+  scopeSpans: NormalizedScopeSpans[];
+}
+
+export interface NormalizedRequest {
+  resourceSpans: NormalizedResourceSpans[];
+  /** Spans kept (valid). */
+  spanCount: number;
+  /** Spans dropped by per-span validation. */
+  rejectedSpans: number;
+  /** Human-readable reason(s) for the rejected spans; '' when none. */
+  errorMessage: string;
+}
+
+export type OtlpEncoding = 'protobuf' | 'json';
+
+/** Attribute keys whose string values may be as long as maxStringBytes (prompt/response carriers). */
+export const CONTENT_KEYS: ReadonlySet<string> = new Set([
+  'gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.system_instructions', 'gen_ai.tool.definitions',
+  'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result', 'gen_ai.prompt', 'gen_ai.completion',
+  'input.value', 'output.value', 'traceloop.entity.input', 'traceloop.entity.output',
+  'ai.prompt', 'ai.prompt.messages', 'ai.response.text', 'ai.response.object', 'ai.response.toolCalls',
+  'ai.toolCall.args', 'ai.toolCall.result', 'ai.toolCall.input', 'ai.toolCall.output',
+  'content', 'message', 'body', 'gen_ai.event.content', 'tool.parameters', 'llm.invocation_parameters',
+]);
+
+export const TRUNCATED_ATTR = 'tracegate.truncated';
+
+/** Decode an OTLP/HTTP ExportTraceServiceRequest body (already decompressed). Throws OtlpDecodeError. */
+export function decodeOtlpRequest(body: Buffer | Uint8Array, contentType: OtlpEncoding, limits: OtlpLimits): NormalizedRequest {
+  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return contentType === 'protobuf' ? decodeProtobuf(buf, limits) : decodeJson(buf, limits);
+}
+
+// ---------------------------------------------------------------------------
+// Shared helpers
+
+class SpanReject {
+  readonly reason: string;
+  constructor(reason: string) { this.reason = reason; }
+}
+
+const HOSTILE_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+const MAX_REASONS = 5;
+
+/** Per-attribute-set state: limits and the list of truncated keys. */
+class Ctx {
+  readonly limits: OtlpLimits;
+  truncated: string[] | null = null;
+  constructor(limits: OtlpLimits) { this.limits = limits; }
+}
+
+function checkKey(key: string): void {
+  if (key.length >= 9 && key.length <= 11 && HOSTILE_KEYS.has(key)) {
+    throw new OtlpDecodeError(`attribute key "${key}" is not allowed`);
+  }
+}
+
+function tooDeep(limits: OtlpLimits): OtlpDecodeError {
+  return new OtlpDecodeError(`attribute value nesting exceeds the limit of ${limits.maxDepth}`);
+}
+
+/** Cut a string to at most maxBytes of UTF-8, never inside a character. */
+export function truncateUtf8(s: string, maxBytes: number): string {
+  const b = Buffer.from(s, 'utf8');
+  if (b.length <= maxBytes) return s;
+  let end = maxBytes;
+  while (end > 0 && (b[end]! & 0xc0) === 0x80) end--;
+  return b.toString('utf8', 0, end);
+}
+
+/** Apply the string limit for attribute `topKey`; record truncation. */
+function limitStr(s: string, ctx: Ctx, topKey: string): string {
+  const small = ctx.limits.maxAttributeValueBytes;
+  if (s.length * 3 <= small) return s; // cannot exceed, whatever the characters
+  const max = CONTENT_KEYS.has(topKey) ? ctx.limits.maxStringBytes : small;
+  if (s.length * 3 <= max || Buffer.byteLength(s, 'utf8') <= max) return s;
+  markTruncated(ctx, topKey);
+  return truncateUtf8(s, max);
+}
+
+function markTruncated(ctx: Ctx, key: string): void {
+  if (ctx.truncated === null) ctx.truncated = [key];
+  else if (!ctx.truncated.includes(key)) ctx.truncated.push(key);
+}
+
+function limitPlain(s: string, limits: OtlpLimits, marker: string, ctx: Ctx): string {
+  if (s.length * 3 <= limits.maxAttributeValueBytes || Buffer.byteLength(s, 'utf8') <= limits.maxAttributeValueBytes) return s;
+  markTruncated(ctx, marker);
+  return truncateUtf8(s, limits.maxAttributeValueBytes);
+}
+
+function finishAttrs(attrs: Attributes, ctx: Ctx): Attributes {
+  if (ctx.truncated !== null) {
+    attrs[TRUNCATED_ATTR] = ctx.truncated;
+    ctx.truncated = null;
+  }
+  return attrs;
+}
+
+const ZERO_TRACE = '00000000000000000000000000000000';
+const ZERO_SPAN = '0000000000000000';
+
+/** Decimal string compare for non-negative integers without leading zeros. */
+function decLess(a: string, b: string): boolean {
+  return a.length !== b.length ? a.length < b.length : a < b;
+}
+
+/** Unsigned 64-bit (lo, hi as 32-bit words) → exact decimal string, without BigInt. */
+export function u64ToDecimal(lo: number, hi: number): string {
+  lo >>>= 0;
+  hi >>>= 0;
+  if (hi < 0x200000) return String(hi * 4294967296 + lo);
+  // hi·2^32 + lo = hi·4294·10^6 + (hi·967296 + lo); the bracket stays < 2^53.
+  const low = hi * 967296 + lo;
+  const top = hi * 4294 + Math.floor(low / 1e6);
+  const rem = low % 1e6;
+  return String(top) + String(rem).padStart(6, '0');
+}
+
+function rejectMessage(total: number, reasons: string[]): string {
+  if (total === 0) return '';
+  const more = total > reasons.length ? ` (and ${total - reasons.length} more)` : '';
+  return `${total} span(s) rejected: ${reasons.join('; ')}${more}`;
+}
+
+function checkSpanTimes(start: string, end: string): void {
+  if (start === '0') throw new SpanReject('missing startTimeUnixNano');
+  if (decLess(end, start)) throw new SpanReject('endTimeUnixNano is before startTimeUnixNano');
+}
+
+// ---------------------------------------------------------------------------
+// Protobuf
+
+// protobufjs's generic stringVerify builds short strings char by char and runs a fatal
+// TextDecoder on long ones. This reader is equally strict but faster:
+//   - short ASCII strings (attribute keys, model names, enum-like values repeat in every
+//     span) go through a small intern cache keyed by an FNV-1a hash of the bytes and
+//     verified byte by byte, so repeated keys cost no allocation and are already
+//     internalized when they become property names;
+//   - everything else is validated with the native `isUtf8` and sliced with `utf8Slice`.
+const INTERN_MAX_LEN = 40;
+const INTERN_MAX_ENTRIES = 8192;
+const intern = new Map<number, string>();
+
+function internAscii(buf: Buffer, start: number, end: number, hash: number): string {
+  const hit = intern.get(hash);
+  const len = end - start;
+  if (hit !== undefined && hit.length === len) {
+    let i = 0;
+    while (i < len && hit.charCodeAt(i) === buf[start + i]) i++;
+    if (i === len) return hit;
+  }
+  const s = buf.latin1Slice(start, end);
+  if (intern.size >= INTERN_MAX_ENTRIES) intern.clear();
+  intern.set(hash, s);
+  return s;
+}
+
+const BufferReaderBase = protobuf.BufferReader as unknown as new (buf: Buffer) => protobuf.Reader;
+class OtlpReader extends BufferReaderBase {
+  stringVerify(): string {
+    const self = this as unknown as { buf: Buffer; pos: number; len: number; uint32(): number };
+    const len = self.uint32();
+    const start = self.pos;
+    const end = start + len;
+    if (len < 0 || end > self.len) throw new RangeError('index out of range');
+    self.pos = end;
+    const buf = self.buf;
+    if (len === 0) return '';
+    if (len <= INTERN_MAX_LEN) {
+      let h = 0x811c9dc5;
+      let i = start;
+      for (; i < end; i++) {
+        const c = buf[i]!;
+        if (c >= 0x80) break;
+        h = Math.imul(h ^ c, 0x01000193);
+      }
+      if (i === end) return internAscii(buf, start, end, (h ^ len) >>> 0);
+    }
+    if (!isUtf8(buf.subarray(start, end))) throw new TypeError('The encoded data was not valid for encoding utf-8');
+    return buf.utf8Slice(start, end);
+  }
+}
+declare module 'node:buffer' {
+  interface Buffer {
+    latin1Slice(start: number, end: number): string;
+    utf8Slice(start: number, end: number): string;
+  }
+}
+
+function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
+  let msg: PbExportRequest;
+  try {
+    msg = ExportTraceServiceRequest.decode(new OtlpReader(buf)) as unknown as PbExportRequest;
+  } catch (err) {
+    const m = err instanceof Error ? err.message : String(err);
+    if (/utf-?8/i.test(m)) throw new OtlpDecodeError('invalid UTF-8 in a protobuf string field');
+    if (/max depth|call stack/i.test(m)) throw new OtlpDecodeError('protobuf message nesting is too deep');
+    throw new OtlpDecodeError(`undecodable protobuf body: ${m}`);
+  }
+  const rsList = msg.resourceSpans;
+  let total = 0;
+  for (const rs of rsList) for (const ss of rs.scopeSpans) total += ss.spans.length;
+  if (total > limits.maxSpansPerRequest) {
+    throw new OtlpDecodeError(`request has ${total} spans; the limit is ${limits.maxSpansPerRequest}`);
+  }
+  const ctx = new Ctx(limits);
+  const reasons: string[] = [];
+  let rejected = 0;
+  let kept = 0;
+  let index = 0;
+  const out: NormalizedResourceSpans[] = new Array(rsList.length);
+  for (let r = 0; r < rsList.length; r++) {
+    const rs = rsList[r]!;
+    const res = rs.resource;
+    const resAttrs = res ? pbAttrList(res.attributes, ctx, 'resource') : Object.create(null) as Attributes;
+    const nss: NormalizedScopeSpans[] = new Array(rs.scopeSpans.length);
+    for (let s = 0; s < rs.scopeSpans.length; s++) {
+      const ss = rs.scopeSpans[s]!;
+      const sc = ss.scope;
+      const scope: NormalizedScope = sc
+        ? { name: limitPlain(sc.name, limits, 'otel.scope.name', ctx), version: limitPlain(sc.version, limits, 'otel.scope.version', ctx), attributes: pbAttrList(sc.attributes, ctx, 'scope'), droppedAttributesCount: sc.droppedAttributesCount >>> 0 }
+        : { name: '', version: '', attributes: Object.create(null) as Attributes, droppedAttributesCount: 0 };
+      const spans: NormalizedSpan[] = [];
+      for (const sp of ss.spans) {
+        try {
+          spans.push(pbSpan(sp, ctx));
+          kept++;
+        } catch (err) {
+          if (!(err instanceof SpanReject)) throw err;
+          ctx.truncated = null;
+          rejected++;
+          if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${idHint(sp.spanId)}: ${err.reason}`);
+        }
+        index++;
+      }
+      nss[s] = { scope, schemaUrl: ss.schemaUrl, spans };
+    }
+    out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? res.droppedAttributesCount >>> 0 : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
+  }
+  return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
+}
+
+function idHint(id: unknown): string {
+  if (id instanceof Uint8Array && id.length > 0 && id.length <= 16) return ` (spanId ${toHex(id)})`;
+  if (typeof id === 'string' && id.length > 0 && id.length <= 32) return ` (spanId ${id})`;
+  return '';
+}
+
+function toHex(b: Uint8Array): string {
+  return (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('hex');
+}
+
+function pbId(b: Uint8Array | undefined, size: 8 | 16, what: string, optional: boolean): string {
+  if (!b || b.length === 0) {
+    if (optional) return '';
+    throw new SpanReject(`missing ${what}`);
+  }
+  if (b.length !== size) throw new SpanReject(`invalid ${what} (${b.length} bytes, expected ${size})`);
+  const hex = toHex(b);
+  if (hex === (size === 16 ? ZERO_TRACE : ZERO_SPAN)) {
+    if (optional) return '';
+    throw new SpanReject(`invalid ${what} (all zero)`);
+  }
+  return hex;
+}
+
+function pbTime(v: PbLong | number | undefined): string {
+  if (v === undefined || v === null) return '0';
+  if (typeof v === 'number') return v >= 0 && Number.isInteger(v) ? BigInt(v).toString() : '0';
+  return u64ToDecimal(v.low, v.high);
+}
+
+function pbSpan(sp: PbSpan, ctx: Ctx): NormalizedSpan {
+  const limits = ctx.limits;
+  const traceId = pbId(sp.traceId, 16, 'traceId', false);
+  const spanId = pbId(sp.spanId, 8, 'spanId', false);
+  const parentSpanId = pbId(sp.parentSpanId, 8, 'parentSpanId', true);
+  const startTimeNs = pbTime(sp.startTimeUnixNano);
+  const endTimeNs = pbTime(sp.endTimeUnixNano);
+  checkSpanTimes(startTimeNs, endTimeNs);
+  if (sp.attributes.length > limits.maxAttributes) throw new SpanReject(`${sp.attributes.length} attributes exceed the limit of ${limits.maxAttributes}`);
+  if (sp.events.length > limits.maxEvents) throw new SpanReject(`${sp.events.length} events exceed the limit of ${limits.maxEvents}`);
+  if (sp.links.length > limits.maxEvents) throw new SpanReject(`${sp.links.length} links exceed the limit of ${limits.maxEvents}`);
+
+  const events: NormalizedEvent[] = new Array(sp.events.length);
+  for (let i = 0; i < sp.events.length; i++) {
+    const e = sp.events[i]!;
+    if (e.attributes.length > limits.maxAttributes) throw new SpanReject(`event has ${e.attributes.length} attributes; the limit is ${limits.maxAttributes}`);
+    const attributes = pbAttrs(e.attributes, ctx);
+    const name = limitPlain(e.name, limits, 'otel.event.name', ctx);
+    events[i] = { name, timeNs: pbTime(e.timeUnixNano), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: e.droppedAttributesCount >>> 0 };
+  }
+  const links: NormalizedLink[] = [];
+  for (const l of sp.links) {
+    if (l.attributes.length > limits.maxAttributes) throw new SpanReject(`link has ${l.attributes.length} attributes; the limit is ${limits.maxAttributes}`);
+    const lt = pbIdLoose(l.traceId, 16);
+    const ls = pbIdLoose(l.spanId, 8);
+    const attributes = pbAttrs(l.attributes, ctx);
+    const traceState = limitPlain(l.traceState, limits, 'otel.trace_state', ctx);
+    const attrs = finishAttrs(attributes, ctx);
+    if (lt === '' || ls === '') continue; // a link without valid ids points nowhere: dropped
+    links.push({ traceId: lt, spanId: ls, traceState, flags: l.flags >>> 0, attributes: attrs, droppedAttributesCount: l.droppedAttributesCount >>> 0 });
+  }
+  const attributes = pbAttrs(sp.attributes, ctx);
+  const name = limitPlain(sp.name, limits, 'otel.span.name', ctx);
+  const traceState = limitPlain(sp.traceState, limits, 'otel.trace_state', ctx);
+  const st = sp.status;
+  const statusMessage = st ? limitPlain(st.message, limits, 'otel.status_message', ctx) : '';
+  const code = st ? st.code : 0;
+  return {
+    traceId, spanId, parentSpanId, traceState, flags: sp.flags >>> 0, name, kind: sp.kind | 0,
+    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: sp.droppedAttributesCount >>> 0,
+    events, droppedEventsCount: sp.droppedEventsCount >>> 0, links, droppedLinksCount: sp.droppedLinksCount >>> 0,
+    statusCode: code === 1 || code === 2 ? code : 0, statusMessage,
+  };
+}
+
+function pbIdLoose(b: Uint8Array | undefined, size: 8 | 16): string {
+  if (!b || b.length !== size) return '';
+  const hex = toHex(b);
+  return hex === (size === 16 ? ZERO_TRACE : ZERO_SPAN) ? '' : hex;
+}
+
+/** Resource / scope attributes: over the limit fails the whole request. */
+function pbAttrList(kvs: PbKeyValue[], ctx: Ctx, where: string): Attributes {
+  if (kvs.length > ctx.limits.maxAttributes) {
+    throw new OtlpDecodeError(`${where} has ${kvs.length} attributes; the limit is ${ctx.limits.maxAttributes}`);
+  }
+  return finishAttrs(pbAttrs(kvs, ctx), ctx);
+}
+
+function pbAttrs(kvs: PbKeyValue[], ctx: Ctx): Attributes {
+  const out: Attributes = {};
+  for (let i = 0; i < kvs.length; i++) {
+    const kv = kvs[i]!;
+    const key = kv.key;
+    checkKey(key);
+    out[key] = pbValue(kv.value, 0, ctx, key);
+  }
+  return out;
+}
+
+const has = Object.prototype.hasOwnProperty;
+
+function pbValue(v: PbAnyValue | null | undefined, depth: number, ctx: Ctx, topKey: string): AttrValue {
+  if (!v) return null;
+  if (has.call(v, 'stringValue')) return limitStr(v.stringValue!, ctx, topKey);
+  if (has.call(v, 'intValue')) {
+    const n = v.intValue!;
+    if (typeof n === 'number') return n;
+    const hi = n.high | 0;
+    if (hi >= -0x200000 && hi < 0x200000) return hi * 4294967296 + (n.low >>> 0);
+    return n.toString();
+  }
+  if (has.call(v, 'boolValue')) return v.boolValue!;
+  if (has.call(v, 'doubleValue')) return finiteOrString(v.doubleValue!);
+  if (has.call(v, 'arrayValue')) {
+    if (depth + 1 > ctx.limits.maxDepth) throw tooDeep(ctx.limits);
+    const vals = v.arrayValue?.values ?? [];
+    const arr: AttrValue[] = new Array(vals.length);
+    for (let i = 0; i < vals.length; i++) arr[i] = pbValue(vals[i], depth + 1, ctx, topKey);
+    return arr;
+  }
+  if (has.call(v, 'kvlistValue')) {
+    if (depth + 1 > ctx.limits.maxDepth) throw tooDeep(ctx.limits);
+    const vals = v.kvlistValue?.values ?? [];
+    const obj: { [k: string]: AttrValue } = Object.create(null);
+    for (let i = 0; i < vals.length; i++) {
+      const kv = vals[i]!;
+      checkKey(kv.key);
+      obj[kv.key] = pbValue(kv.value, depth + 1, ctx, topKey);
+    }
+    return obj;
+  }
+  if (has.call(v, 'bytesValue')) return toBase64(v.bytesValue!);
+  return null;
+}
+
+function toBase64(b: Uint8Array): string {
+  return (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('base64');
+}
+
+function finiteOrString(d: number): number | string {
+  return Number.isFinite(d) ? d : String(d);
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+/**
+ * Bracket depth of a JSON text, scanning bytes and skipping string contents with indexOf.
+ * Returns false as soon as the depth exceeds `max` (no parse, no allocation).
+ */
+export function jsonNestingWithin(b: Buffer, max: number): boolean {
+  let depth = 0;
+  const n = b.length;
+  for (let i = 0; i < n; i++) {
+    const c = b[i]!;
+    if (c === 0x22) {
+      let j = i + 1;
+      for (;;) {
+        j = b.indexOf(0x22, j);
+        if (j < 0) return true; // unterminated string: JSON.parse reports it
+        let k = j - 1;
+        let bs = 0;
+        while (b[k] === 0x5c) { bs++; k--; }
+        if ((bs & 1) === 0) break;
+        j++;
+      }
+      i = j;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return false;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return true;
+}
+
+type J = Record<string, unknown>;
+
+const isObj = (v: unknown): v is J => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function jArr(v: unknown, what: string, perSpan: boolean): unknown[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) {
+    if (perSpan) throw new SpanReject(`${what} is not an array`);
+    throw new OtlpDecodeError(`${what} is not an array`);
+  }
+  return v;
+}
+
+function jStr(v: unknown, what: string): string {
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'string') throw new SpanReject(`${what} is not a string`);
+  return v;
+}
+
+function jUint(v: unknown): number {
+  if (typeof v === 'number') return v >= 0 && Number.isFinite(v) ? Math.floor(v) >>> 0 : 0;
+  if (typeof v === 'string' && v !== '') { const n = Number(v); return n >= 0 && Number.isFinite(n) ? Math.floor(n) >>> 0 : 0; }
+  return 0;
+}
+
+function hostileObject(o: J): void {
+  if (has.call(o, '__proto__')) throw new OtlpDecodeError('JSON key "__proto__" is not allowed');
+}
+
+const SPAN_KIND_NAMES: Record<string, number> = {
+  SPAN_KIND_UNSPECIFIED: 0, SPAN_KIND_INTERNAL: 1, SPAN_KIND_SERVER: 2, SPAN_KIND_CLIENT: 3, SPAN_KIND_PRODUCER: 4, SPAN_KIND_CONSUMER: 5,
+};
+const STATUS_CODE_NAMES: Record<string, number> = { STATUS_CODE_UNSET: 0, STATUS_CODE_OK: 1, STATUS_CODE_ERROR: 2 };
+
+function jEnum(v: unknown, names: Record<string, number>): number {
+  if (typeof v === 'number' && Number.isInteger(v)) return v;
+  if (typeof v === 'string') {
+    if (has.call(names, v)) return names[v]!;
+    const n = Number(v);
+    if (Number.isInteger(n)) return n;
+  }
+  return 0;
+}
+
+function isDigits(s: string, from: number): boolean {
+  if (s.length <= from) return false;
+  for (let i = from; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
+
+function jTime(v: unknown, what: string): string {
+  if (v === undefined || v === null) return '0';
+  if (typeof v === 'string') {
+    if (!isDigits(v, 0)) throw new SpanReject(`${what} is not a decimal integer`);
+    if (v.length > 1 && v.charCodeAt(0) === 48) return BigInt(v).toString();
+    if (v.length > 20 || (v.length === 20 && v > '18446744073709551615')) throw new SpanReject(`${what} is out of range`);
+    return v;
+  }
+  if (typeof v === 'number' && Number.isInteger(v) && v >= 0) return BigInt(v).toString();
+  throw new SpanReject(`${what} is not a decimal integer`);
+}
+
+function isHex(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i) | 0x20; // lower-case letters; digits unchanged
+    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
+  }
+  return true;
+}
+
+function isBase64(s: string): boolean {
+  let i = 0;
+  for (; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const ok = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 43 || c === 47 || c === 45 || c === 95;
+    if (!ok) break;
+  }
+  for (; i < s.length; i++) if (s.charCodeAt(i) !== 61) return false; // '=' padding only at the end
+  return true;
+}
+
+/** Hex (case-insensitive) or base64 (standard or URL-safe, padding optional) id → lowercase hex; '' when absent; null when invalid. */
+function jId(v: unknown, size: 8 | 16): string | null {
+  if (v === undefined || v === null || v === '') return '';
+  if (typeof v !== 'string') return null;
+  if (v.length === size * 2 && isHex(v)) return v.toLowerCase();
+  const b64len = Math.ceil(size / 3) * 4; // 24 for 16 bytes, 12 for 8
+  const unpadded = Math.ceil((size * 4) / 3); // 22 / 11
+  if ((v.length === b64len || v.length === unpadded) && isBase64(v)) {
+    const b = Buffer.from(v, v.includes('-') || v.includes('_') ? 'base64url' : 'base64');
+    if (b.length === size) return b.toString('hex');
+  }
+  return null;
+}
+
+function jSpanId(v: unknown, size: 8 | 16, what: string, optional: boolean): string {
+  const id = jId(v, size);
+  if (id === null) throw new SpanReject(`invalid ${what}`);
+  if (id === '' || id === (size === 16 ? ZERO_TRACE : ZERO_SPAN)) {
+    if (optional) return '';
+    throw new SpanReject(id === '' ? `missing ${what}` : `invalid ${what} (all zero)`);
+  }
+  return id;
+}
+
+function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
+  if (!isUtf8(buf)) throw new OtlpDecodeError('request body is not valid UTF-8');
+  // Structural depth of a span attribute value is 12 for a scalar; each container adds ≤ 4.
+  if (!jsonNestingWithin(buf, 16 + 4 * limits.maxDepth)) throw tooDeep(limits);
+  let root: unknown;
+  try {
+    root = buf.length === 0 ? {} : JSON.parse(buf.toString('utf8'));
+  } catch (err) {
+    throw new OtlpDecodeError(`undecodable JSON body: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (!isObj(root)) throw new OtlpDecodeError('request body is not a JSON object');
+  hostileObject(root);
+  const rsList = jArr(root.resourceSpans, 'resourceSpans', false);
+  let total = 0;
+  for (const rs of rsList) {
+    if (!isObj(rs)) throw new OtlpDecodeError('resourceSpans[] entry is not an object');
+    for (const ss of jArr(rs.scopeSpans, 'scopeSpans', false)) {
+      if (!isObj(ss)) throw new OtlpDecodeError('scopeSpans[] entry is not an object');
+      total += jArr(ss.spans, 'spans', false).length;
+    }
+  }
+  if (total > limits.maxSpansPerRequest) {
+    throw new OtlpDecodeError(`request has ${total} spans; the limit is ${limits.maxSpansPerRequest}`);
+  }
+  const ctx = new Ctx(limits);
+  const reasons: string[] = [];
+  let rejected = 0;
+  let kept = 0;
+  let index = 0;
+  const out: NormalizedResourceSpans[] = [];
+  for (const rsu of rsList) {
+    const rs = rsu as J;
+    hostileObject(rs);
+    const res = isObj(rs.resource) ? rs.resource : null;
+    if (res) hostileObject(res);
+    const resAttrs = res ? jAttrList(res.attributes, ctx, 'resource') : Object.create(null) as Attributes;
+    const nss: NormalizedScopeSpans[] = [];
+    for (const ssu of jArr(rs.scopeSpans, 'scopeSpans', false)) {
+      const ss = ssu as J;
+      hostileObject(ss);
+      const sc = isObj(ss.scope) ? ss.scope : null;
+      let scope: NormalizedScope;
+      if (sc) {
+        hostileObject(sc);
+        scope = {
+          name: limitPlain(typeof sc.name === 'string' ? sc.name : '', limits, 'otel.scope.name', ctx),
+          version: limitPlain(typeof sc.version === 'string' ? sc.version : '', limits, 'otel.scope.version', ctx),
+          attributes: jAttrList(sc.attributes, ctx, 'scope'),
+          droppedAttributesCount: jUint(sc.droppedAttributesCount),
+        };
+      } else {
+        scope = { name: '', version: '', attributes: Object.create(null) as Attributes, droppedAttributesCount: 0 };
+      }
+      const spans: NormalizedSpan[] = [];
+      for (const sp of jArr(ss.spans, 'spans', false)) {
+        try {
+          if (!isObj(sp)) throw new SpanReject('span is not an object');
+          spans.push(jSpan(sp, ctx));
+          kept++;
+        } catch (err) {
+          if (!(err instanceof SpanReject)) throw err;
+          ctx.truncated = null;
+          rejected++;
+          if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${isObj(sp) ? idHint(sp.spanId) : ''}: ${err.reason}`);
+        }
+        index++;
+      }
+      nss.push({ scope, schemaUrl: typeof ss.schemaUrl === 'string' ? ss.schemaUrl : '', spans });
+    }
+    out.push({
+      resource: { attributes: resAttrs, droppedAttributesCount: res ? jUint(res.droppedAttributesCount) : 0 },
+      schemaUrl: typeof rs.schemaUrl === 'string' ? rs.schemaUrl : '',
+      scopeSpans: nss,
+    });
+  }
+  return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
+}
+
+function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
+  const limits = ctx.limits;
+  hostileObject(sp);
+  const traceId = jSpanId(sp.traceId, 16, 'traceId', false);
+  const spanId = jSpanId(sp.spanId, 8, 'spanId', false);
+  const parentSpanId = jSpanId(sp.parentSpanId, 8, 'parentSpanId', true);
+  const startTimeNs = jTime(sp.startTimeUnixNano, 'startTimeUnixNano');
+  const endTimeNs = jTime(sp.endTimeUnixNano, 'endTimeUnixNano');
+  checkSpanTimes(startTimeNs, endTimeNs);
+  const rawAttrs = jArr(sp.attributes, 'attributes', true);
+  const rawEvents = jArr(sp.events, 'events', true);
+  const rawLinks = jArr(sp.links, 'links', true);
+  if (rawAttrs.length > limits.maxAttributes) throw new SpanReject(`${rawAttrs.length} attributes exceed the limit of ${limits.maxAttributes}`);
+  if (rawEvents.length > limits.maxEvents) throw new SpanReject(`${rawEvents.length} events exceed the limit of ${limits.maxEvents}`);
+  if (rawLinks.length > limits.maxEvents) throw new SpanReject(`${rawLinks.length} links exceed the limit of ${limits.maxEvents}`);
+
+  const events: NormalizedEvent[] = new Array(rawEvents.length);
+  for (let i = 0; i < rawEvents.length; i++) {
+    const e = rawEvents[i];
+    if (!isObj(e)) throw new SpanReject('event is not an object');
+    hostileObject(e);
+    const ea = jArr(e.attributes, 'event attributes', true);
+    if (ea.length > limits.maxAttributes) throw new SpanReject(`event has ${ea.length} attributes; the limit is ${limits.maxAttributes}`);
+    const attributes = jAttrs(ea, ctx);
+    const name = limitPlain(jStr(e.name, 'event name'), limits, 'otel.event.name', ctx);
+    events[i] = { name, timeNs: jTime(e.timeUnixNano, 'event timeUnixNano'), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(e.droppedAttributesCount) };
+  }
+  const links: NormalizedLink[] = [];
+  for (const l of rawLinks) {
+    if (!isObj(l)) throw new SpanReject('link is not an object');
+    hostileObject(l);
+    const la = jArr(l.attributes, 'link attributes', true);
+    if (la.length > limits.maxAttributes) throw new SpanReject(`link has ${la.length} attributes; the limit is ${limits.maxAttributes}`);
+    const attributes = jAttrs(la, ctx);
+    const traceState = limitPlain(jStr(l.traceState, 'link traceState'), limits, 'otel.trace_state', ctx);
+    const attrs = finishAttrs(attributes, ctx);
+    const lt = jId(l.traceId, 16);
+    const ls = jId(l.spanId, 8);
+    if (!lt || !ls || lt === ZERO_TRACE || ls === ZERO_SPAN) continue; // link without valid ids: dropped
+    links.push({ traceId: lt, spanId: ls, traceState, flags: jUint(l.flags), attributes: attrs, droppedAttributesCount: jUint(l.droppedAttributesCount) });
+  }
+  const attributes = jAttrs(rawAttrs, ctx);
+  const name = limitPlain(jStr(sp.name, 'name'), limits, 'otel.span.name', ctx);
+  const traceState = limitPlain(jStr(sp.traceState, 'traceState'), limits, 'otel.trace_state', ctx);
+  let statusCode = 0;
+  let statusMessage = '';
+  if (isObj(sp.status)) {
+    hostileObject(sp.status);
+    statusCode = jEnum(sp.status.code, STATUS_CODE_NAMES);
+    if (statusCode !== 1 && statusCode !== 2) statusCode = 0;
+    statusMessage = limitPlain(jStr(sp.status.message, 'status message'), limits, 'otel.status_message', ctx);
+  }
+  return {
+    traceId, spanId, parentSpanId, traceState, flags: jUint(sp.flags), name, kind: jEnum(sp.kind, SPAN_KIND_NAMES),
+    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(sp.droppedAttributesCount),
+    events, droppedEventsCount: jUint(sp.droppedEventsCount), links, droppedLinksCount: jUint(sp.droppedLinksCount),
+    statusCode, statusMessage,
+  };
+}
+
+function jAttrList(v: unknown, ctx: Ctx, where: string): Attributes {
+  const kvs = jArr(v, `${where} attributes`, false);
+  if (kvs.length > ctx.limits.maxAttributes) {
+    throw new OtlpDecodeError(`${where} has ${kvs.length} attributes; the limit is ${ctx.limits.maxAttributes}`);
+  }
+  try {
+    return finishAttrs(jAttrs(kvs, ctx), ctx);
+  } catch (err) {
+    if (err instanceof SpanReject) throw new OtlpDecodeError(`${where}: ${err.reason}`);
+    throw err;
+  }
+}
+
+function jAttrs(kvs: unknown[], ctx: Ctx): Attributes {
+  const out: Attributes = {};
+  for (let i = 0; i < kvs.length; i++) {
+    const kv = kvs[i];
+    if (!isObj(kv)) throw new SpanReject('attribute is not an object');
+    hostileObject(kv);
+    const key = kv.key;
+    if (typeof key !== 'string') throw new SpanReject('attribute key is not a string');
+    checkKey(key);
+    out[key] = jValue(kv.value, 0, ctx, key);
+  }
+  return out;
+}
+
+function jInt(v: unknown, key: string): number | string {
+  if (typeof v === 'number') {
+    if (Number.isSafeInteger(v)) return v;
+    if (Number.isInteger(v)) return BigInt(v).toString();
+    throw new SpanReject(`attribute "${key}": intValue is not an integer`);
+  }
+  if (typeof v === 'string') {
+    const neg = v.charCodeAt(0) === 45;
+    if (!isDigits(v, neg ? 1 : 0)) throw new SpanReject(`attribute "${key}": intValue is not an integer`);
+    if (v.length <= 15) return Number(v);
+    const b = BigInt(v);
+    if (b > 9223372036854775807n || b < -9223372036854775808n) throw new SpanReject(`attribute "${key}": intValue is out of int64 range`);
+    return b <= 9007199254740991n && b >= -9007199254740991n ? Number(b) : b.toString();
+  }
+  throw new SpanReject(`attribute "${key}": intValue is not an integer`);
+}
+
+function jDouble(v: unknown, key: string): number | string {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'string') {
+    if (v === 'NaN' || v === 'Infinity' || v === '-Infinity') return v;
+    const n = Number(v);
+    if (v.trim() !== '' && !Number.isNaN(n)) return finiteOrString(n);
+  }
+  throw new SpanReject(`attribute "${key}": doubleValue is not a number`);
+}
+
+function jValue(v: unknown, depth: number, ctx: Ctx, topKey: string): AttrValue {
+  if (v === undefined || v === null) return null;
+  if (!isObj(v)) throw new SpanReject(`attribute "${topKey}": value is not an AnyValue object`);
+  hostileObject(v);
+  let x: unknown;
+  if ((x = v.stringValue) !== undefined) {
+    if (typeof x !== 'string') throw new SpanReject(`attribute "${topKey}": stringValue is not a string`);
+    return limitStr(x, ctx, topKey);
+  }
+  if ((x = v.intValue) !== undefined) return jInt(x, topKey);
+  if ((x = v.boolValue) !== undefined) {
+    if (typeof x !== 'boolean') throw new SpanReject(`attribute "${topKey}": boolValue is not a boolean`);
+    return x;
+  }
+  if ((x = v.doubleValue) !== undefined) return jDouble(x, topKey);
+  if ((x = v.arrayValue) !== undefined) {
+    if (depth + 1 > ctx.limits.maxDepth) throw tooDeep(ctx.limits);
+    if (!isObj(x)) throw new SpanReject(`attribute "${topKey}": arrayValue is not an object`);
+    const vals = jArr(x.values, `attribute "${topKey}" arrayValue.values`, true);
+    const arr: AttrValue[] = new Array(vals.length);
+    for (let i = 0; i < vals.length; i++) arr[i] = jValue(vals[i], depth + 1, ctx, topKey);
+    return arr;
+  }
+  if ((x = v.kvlistValue) !== undefined) {
+    if (depth + 1 > ctx.limits.maxDepth) throw tooDeep(ctx.limits);
+    if (!isObj(x)) throw new SpanReject(`attribute "${topKey}": kvlistValue is not an object`);
+    const vals = jArr(x.values, `attribute "${topKey}" kvlistValue.values`, true);
+    const obj: { [k: string]: AttrValue } = Object.create(null);
+    for (const kv of vals) {
+      if (!isObj(kv) || typeof kv.key !== 'string') throw new SpanReject(`attribute "${topKey}": malformed kvlistValue entry`);
+      checkKey(kv.key);
+      obj[kv.key] = jValue(kv.value, depth + 1, ctx, topKey);
+    }
+    return obj;
+  }
+  if ((x = v.bytesValue) !== undefined) {
+    if (typeof x !== 'string' || !isBase64(x)) throw new SpanReject(`attribute "${topKey}": bytesValue is not base64`);
+    return Buffer.from(x, x.includes('-') || x.includes('_') ? 'base64url' : 'base64').toString('base64');
+  }
+  return null;
+}

@@ -1,0 +1,8 @@
+// OTLP/HTTP trace receiver building blocks (the route and body reading live elsewhere).
+export {
+  decodeOtlpRequest, otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, truncateUtf8,
+  type OtlpLimits, type OtlpEncoding, type NormalizedRequest, type NormalizedResourceSpans,
+  type NormalizedScopeSpans, type NormalizedScope, type NormalizedSpan, type NormalizedEvent, type NormalizedLink,
+} from './decode.ts';
+export { encodeExportResponse, encodeStatus, rpcCodeForHttp, CONTENT_TYPES, type PartialSuccess, type FieldViolation } from './encode.ts';
+export { mapOtlp, type OtlpMapLimits } from '../../mappers/otlp.ts';

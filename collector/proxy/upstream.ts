@@ -1,0 +1,101 @@
+// The upstream side of the proxy: keep-alive pools per origin, the header allowlists, transport errors.
+import type { IncomingHttpHeaders } from 'node:http';
+import { Pool } from 'undici';
+
+/** Defaults until the lead moves them to config (read from r.config when present, so tests can lower them). */
+export const PROXY_DEFAULTS = {
+  /** TCP/TLS connect to the provider. */
+  PROXY_CONNECT_TIMEOUT_MS: 10_000,
+  /** Until the response headers: a non-streamed reasoning response can take minutes (the SDK allows 10). */
+  PROXY_HEADERS_TIMEOUT_MS: 600_000,
+  /** Longest silence between two body chunks (per chunk, so long streams are fine). */
+  PROXY_BODY_TIMEOUT_MS: 300_000,
+  /** Sockets per upstream origin; beyond this requests queue in the pool. */
+  PROXY_MAX_CONNECTIONS: 256,
+  /** Idle keep-alive sockets are closed after this. */
+  PROXY_KEEPALIVE_MS: 30_000,
+};
+export type ProxyTimeouts = typeof PROXY_DEFAULTS;
+
+export function proxySettings(config: object): ProxyTimeouts {
+  const c = config as Partial<ProxyTimeouts>;
+  const out = { ...PROXY_DEFAULTS };
+  for (const k of Object.keys(out) as Array<keyof ProxyTimeouts>) if (typeof c[k] === 'number') out[k] = c[k];
+  return out;
+}
+
+export interface Target { origin: string; path: string }
+
+/** `${baseUrl}/responses`; nothing from the caller takes part in building it. */
+export function responsesTarget(baseUrl: string): Target {
+  const u = new URL(baseUrl);
+  return { origin: u.origin, path: `${u.pathname.replace(/\/+$/, '')}/responses${u.search}` };
+}
+
+export class Upstreams {
+  private readonly pools = new Map<string, Pool>();
+  private readonly settings: () => ProxyTimeouts;
+  constructor(settings: () => ProxyTimeouts) {
+    this.settings = settings;
+  }
+
+  pool(origin: string): Pool {
+    let p = this.pools.get(origin);
+    if (!p) {
+      const s = this.settings();
+      p = new Pool(origin, {
+        connections: s.PROXY_MAX_CONNECTIONS, pipelining: 1,
+        connectTimeout: s.PROXY_CONNECT_TIMEOUT_MS, keepAliveTimeout: s.PROXY_KEEPALIVE_MS,
+      });
+      this.pools.set(origin, p);
+    }
+    return p;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.pools.values()].map((p) => p.close().catch(() => {})));
+    this.pools.clear();
+  }
+}
+
+// Forwarded request headers: an allowlist. Never the caller's Authorization (that is the tracegate key),
+// nor Host, cookies, X-Forwarded-*, or X-Provider-Api-Key itself.
+const FORWARD = ['accept', 'user-agent', 'openai-organization', 'openai-project', 'openai-beta', 'idempotency-key'];
+
+export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | undefined): Record<string, string> {
+  const h: Record<string, string> = {
+    'content-type': 'application/json',
+    // Identity bytes: the stream is forwarded and parsed as is.
+    'accept-encoding': 'identity',
+  };
+  for (const name of FORWARD) {
+    const v = incoming[name];
+    if (typeof v === 'string' && v) h[name] = v;
+  }
+  if (apiKey) h.authorization = `Bearer ${apiKey}`;
+  return h;
+}
+
+/** Response headers worth passing back: the provider's ids, timings, rate-limit state and retry hints. */
+const PASS_BACK = /^(x-request-id|openai-processing-ms|openai-version|x-ratelimit-[a-z-]+|retry-after|retry-after-ms|x-should-retry)$/;
+
+export function passBackHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v !== undefined && PASS_BACK.test(k)) out[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+export interface TransportFailure { status: 502 | 504; code: string; message: string }
+
+/** A failure to get an answer from the provider, as the status we answer with (no host or address in the message). */
+export function transportFailure(err: unknown): TransportFailure {
+  const code = (err as { code?: string }).code ?? '';
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT': return { status: 504, code: 'upstream_connect_timeout', message: 'timed out connecting to the provider' };
+    case 'UND_ERR_HEADERS_TIMEOUT': return { status: 504, code: 'upstream_timeout', message: 'the provider did not answer in time' };
+    case 'UND_ERR_BODY_TIMEOUT': return { status: 504, code: 'upstream_timeout', message: 'the provider stopped sending data' };
+    default: return { status: 502, code: 'upstream_unavailable', message: `could not reach the provider (${code || 'network error'})` };
+  }
+}

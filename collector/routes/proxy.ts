@@ -1,0 +1,192 @@
+// POST /api/proxy/provider/responses: governance preflight, forward to the workspace's provider (JSON or SSE
+// passthrough), and persist the trace in the same call. Errors use the provider's shape so SDKs surface them.
+import { once } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import type { Context, Next } from 'koa';
+import type { Dispatcher } from 'undici';
+import { z } from 'zod';
+import type { RouteContext } from '../app.ts';
+import { bodyKind, parseJson, readBody } from '../body.ts';
+import { HttpError } from '../errors.ts';
+import type { Caller } from '../keys.ts';
+import type { SpanRecord } from '../record.ts';
+import { mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
+import { blockMessage, preflight } from '../proxy/preflight.ts';
+import { passBackHeaders, proxySettings, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
+
+const PATH = '/api/proxy/provider/responses';
+
+/** Our own errors (auth, rate limit, validation, policy) in the provider's `{ error: { message, type, param, code } }` shape. */
+async function providerErrors(ctx: Context, next: Next): Promise<void> {
+  try {
+    await next();
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err;
+    ctx.status = err.status;
+    for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
+    const extra = (err.details && typeof err.details === 'object' ? err.details : {}) as Record<string, unknown>;
+    ctx.body = { error: { message: err.message, type: extra.type ?? 'tracegate_error', param: extra.param ?? null, code: err.code, ...extra.tracegate ? { tracegate: extra.tracegate } : {} } };
+  }
+}
+
+/** Join the caller's W3C trace when it sent one; otherwise a new trace. */
+function traceContext(traceparent: string): { traceId: string; parentSpanId: string } {
+  const m = /^[\da-f]{2}-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$/.exec(traceparent.trim());
+  if (m && !/^0+$/.test(m[1]!) && !/^0+$/.test(m[2]!)) return { traceId: m[1]!, parentSpanId: m[2]! };
+  return { traceId: randomBytes(16).toString('hex'), parentSpanId: '' };
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export function proxyRoutes(r: RouteContext): void {
+  const upstreams = new Upstreams(() => proxySettings(r.config));
+  r.docs.push({
+    method: 'post', path: PATH, tag: 'proxy', auth: 'apiKey',
+    summary: 'Governance preflight, forward to the provider\'s Responses API (JSON, or SSE passthrough when stream is true), persist the trace',
+    request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string(), input: z.unknown().optional(), stream: z.boolean().optional() }) },
+    responses: {
+      200: { description: 'The provider\'s answer, passed through; X-Trace-Id names the stored trace' },
+      403: { description: 'Blocked by the workspace policy (upstream not called; the attempt is stored with status blocked)' },
+      429: { description: 'This route\'s rate limit (Retry-After, X-RateLimit-Remaining); an upstream 429 is passed through as is' },
+      502: { description: 'The provider could not be reached' },
+      504: { description: 'The provider timed out' },
+    },
+  });
+
+  /** Durable before the answer goes out. Back-pressure does not cost the caller a paid completion: see README. */
+  async function persist(ctx: Context, record: SpanRecord): Promise<boolean> {
+    try {
+      await r.pipeline.ingest([record]);
+      r.metrics.ingested.inc({ source: 'proxy' });
+      return true;
+    } catch (err) {
+      ctx.state.log.warn({ err: (err as Error).message, traceId: record.traceId }, 'proxy: telemetry not stored');
+      return false;
+    }
+  }
+
+  r.router.post(PATH, providerErrors, ...r.ingestGuard('proxy'), async (ctx) => {
+    const startMs = Date.now();
+    bodyKind(ctx, ['json']);
+    const raw = await readBody(ctx, r.config.MAX_BODY_BYTES);
+    const body = parseJson(raw);
+    if (!isObj(body) || typeof body.model !== 'string' || body.model === '') {
+      throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with a string `model`', { type: 'invalid_request_error', param: 'model' });
+    }
+    const caller = ctx.state.caller as Caller;
+    const settings = await r.settings.forWorkspace(caller.workspaceId);
+    const provider = settings.provider;
+    const stream = body.stream === true;
+    const { traceId, parentSpanId } = traceContext(ctx.get('traceparent'));
+    ctx.set('X-Trace-Id', traceId);
+    const environment = ctx.get('x-tracegate-environment');
+
+    const pre = preflight(settings.policy, raw, body, environment);
+    const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
+    const base = {
+      workspaceId: caller.workspaceId, traceId, spanId: randomBytes(8).toString('hex'), parentSpanId, startMs,
+      request: pre.request, prompt: pre.prompt, provider: providerFor(provider.baseUrl), environment,
+      actionName: ctx.get('x-tracegate-action'), stream,
+      attributes: { ...pre.attributes, ...(callerKey ? { 'proxy.caller_key': true } : {}) },
+    };
+    const finish = async (outcome: ProxyExchange['outcome'], extra: Partial<ProxyExchange> = {}) =>
+      persist(ctx, mapProxy({ ...base, ...extra, attributes: { ...base.attributes, ...extra.attributes }, endMs: Date.now(), outcome }));
+
+    if (pre.decision === 'block') {
+      // 403: the request is well-formed and authenticated but refused; 400 would read as "fix your JSON".
+      const message = blockMessage(pre);
+      if (!(await finish({ kind: 'blocked', message }))) ctx.set('X-Tracegate-Telemetry', 'not-stored');
+      const categories = (pre.attributes['governance.categories'] ?? []) as string[];
+      throw new HttpError(403, 'policy_blocked', message, { type: 'policy_violation', tracegate: { decision: 'block', categories, reasons: pre.reasons.map((x) => x.code), traceId } });
+    }
+
+    const target = responsesTarget(provider.baseUrl);
+    const abort = new AbortController();
+    // The client went away before we finished answering: stop paying for the upstream generation.
+    const onClose = () => { if (!ctx.res.writableFinished) abort.abort(); };
+    ctx.res.once('close', onClose);
+    const t = proxySettings(r.config);
+
+    let up: Dispatcher.ResponseData;
+    try {
+      up = await upstreams.pool(target.origin).request({
+        method: 'POST', path: target.path, body: pre.forward, signal: abort.signal,
+        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey),
+        headersTimeout: t.PROXY_HEADERS_TIMEOUT_MS, bodyTimeout: t.PROXY_BODY_TIMEOUT_MS,
+      });
+    } catch (err) {
+      if (abort.signal.aborted) { ctx.status = 499; await finish({ kind: 'cancelled' }); return; }
+      const f = transportFailure(err);
+      ctx.state.log.warn({ code: f.code, origin: target.origin }, 'proxy: upstream request failed');
+      if (!(await finish({ kind: 'transport_error', code: f.code, message: f.message }))) ctx.set('X-Tracegate-Telemetry', 'not-stored');
+      throw new HttpError(f.status, f.code, f.message, { type: 'upstream_error' });
+    }
+
+    const headers = passBackHeaders(up.headers);
+    const requestId = headers['x-request-id'] ?? '';
+    if (requestId) ctx.set('X-Tracegate-Request-Id', ctx.state.requestId as string);
+    const contentType = String(up.headers['content-type'] ?? '');
+    const upstreamTtfb = { 'proxy.upstream_headers_ms': Date.now() - startMs };
+
+    if (!contentType.toLowerCase().startsWith('text/event-stream')) {
+      let buf: Buffer;
+      try {
+        buf = Buffer.from(await up.body.arrayBuffer());
+      } catch (err) {
+        if (abort.signal.aborted) { ctx.status = 499; await finish({ kind: 'cancelled' }); return; }
+        const f = transportFailure(err);
+        if (!(await finish({ kind: 'transport_error', code: f.code, message: f.message }))) ctx.set('X-Tracegate-Telemetry', 'not-stored');
+        throw new HttpError(f.status, f.code, f.message, { type: 'upstream_error' });
+      } finally {
+        ctx.res.off('close', onClose);
+      }
+      let json: Record<string, unknown> | null = null;
+      try { const v: unknown = JSON.parse(buf.toString('utf8')); json = isObj(v) ? v : null; } catch { /* not JSON: pass it through anyway */ }
+      const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: json, stream: null }, { attributes: upstreamTtfb });
+      ctx.status = up.statusCode;
+      ctx.set(headers);
+      if (!stored) ctx.set('X-Tracegate-Telemetry', 'not-stored');
+      if (contentType) ctx.set('Content-Type', contentType);
+      ctx.body = buf;
+      return;
+    }
+
+    // SSE: raw bytes straight through, each chunk written as it arrives; the parser only reads a copy.
+    ctx.respond = false;
+    const res = ctx.res;
+    res.statusCode = up.statusCode;
+    for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+    res.setHeader('Content-Type', contentType);
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('X-Accel-Buffering', 'no');
+    res.flushHeaders();
+    const asm = new ResponsesStreamAssembler();
+    let failure: ReturnType<typeof transportFailure> | null = null;
+    try {
+      for await (const chunk of up.body) {
+        if (!res.write(chunk)) await once(res, 'drain', { signal: abort.signal });
+        asm.push(chunk as Buffer, Date.now());
+      }
+    } catch (err) {
+      if (!abort.signal.aborted) failure = transportFailure(err);
+    }
+    const summary: StreamSummary = asm.end();
+    ctx.res.off('close', onClose);
+    const timing = { ...upstreamTtfb, ...(summary.firstDeltaAtMs !== null ? { 'gen_ai.response.time_to_first_token_ms': summary.firstDeltaAtMs - startMs } : {}) };
+
+    if (abort.signal.aborted) {
+      up.body.destroy();
+      await finish({ kind: 'cancelled' }, { partial: summary, attributes: timing });
+      return;
+    }
+    if (failure) {
+      // Headers are gone already: tell the client in-band, the way the provider reports stream errors.
+      res.write(`event: error\ndata: ${JSON.stringify({ type: 'error', code: failure.code, message: failure.message, param: null })}\n\n`);
+      await finish({ kind: 'transport_error', code: failure.code, message: failure.message }, { partial: summary, attributes: timing });
+    } else {
+      const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: null, stream: summary }, { attributes: timing });
+      if (!stored) res.write(': tracegate telemetry not stored\n\n');
+    }
+    res.end();
+  });
+}

@@ -1,0 +1,71 @@
+// Per-workspace settings (policy, proxy provider, alert rules): one JSON document per workspace,
+// managed with the CLI, cached briefly so the hot path does not read storage per request.
+import { z } from 'zod';
+import type { Config } from '../config/index.ts';
+import type { Storage } from '../storage/types.ts';
+import { DEFAULT_POLICY, policySchema, type Policy } from '../processors/governance/policy.ts';
+
+export const providerSettingsSchema = z.strictObject({
+  baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+  apiKey: z.string().min(1).max(512).optional(),
+  /** Callers may send their own provider key in X-Provider-Api-Key instead of the configured one. */
+  allowCallerKey: z.boolean().default(false),
+});
+
+export const settingsSchema = z.strictObject({
+  policy: policySchema.optional(),
+  provider: providerSettingsSchema.optional(),
+  alertRules: z.array(z.unknown()).optional(),
+  alertWebhookUrl: z.url({ protocol: /^https?$/ }).optional(),
+});
+export type SettingsDoc = z.infer<typeof settingsSchema>;
+
+export interface ResolvedSettings {
+  policy: Policy;
+  provider: { baseUrl: string; apiKey: string | undefined; allowCallerKey: boolean };
+  doc: SettingsDoc;
+  version: number;
+}
+
+export class SettingsStore {
+  private readonly cache = new Map<string, { value: ResolvedSettings; until: number }>();
+  private readonly storage: Storage;
+  private readonly config: Config;
+  private readonly ttlMs: number;
+  constructor(storage: Storage, config: Config, ttlMs = 5_000) {
+    this.storage = storage;
+    this.config = config;
+    this.ttlMs = ttlMs;
+  }
+
+  async forWorkspace(workspaceId: string): Promise<ResolvedSettings> {
+    const hit = this.cache.get(workspaceId);
+    if (hit && hit.until > Date.now()) return hit.value;
+    const row = await this.storage.getSettings(workspaceId);
+    const doc = row ? settingsSchema.parse(JSON.parse(row.doc)) : {};
+    const value: ResolvedSettings = {
+      doc, version: row?.version ?? 0,
+      policy: doc.policy ?? DEFAULT_POLICY,
+      provider: {
+        baseUrl: doc.provider?.baseUrl ?? this.config.PROVIDER_BASE_URL,
+        apiKey: doc.provider?.apiKey ?? this.config.PROVIDER_API_KEY,
+        allowCallerKey: doc.provider?.allowCallerKey ?? false,
+      },
+    };
+    this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
+    return value;
+  }
+
+  /** Validates and stores a new version; returns it. Callers audit the change. */
+  async update(workspaceId: string, change: (doc: SettingsDoc) => SettingsDoc): Promise<ResolvedSettings> {
+    const current = await this.storage.getSettings(workspaceId);
+    const doc = settingsSchema.parse(change(current ? JSON.parse(current.doc) : {}));
+    await this.storage.putSettings(workspaceId, JSON.stringify(doc), (current?.version ?? 0) + 1, Date.now());
+    this.cache.delete(workspaceId);
+    return this.forWorkspace(workspaceId);
+  }
+
+  forget(workspaceId: string): void {
+    this.cache.delete(workspaceId);
+  }
+}

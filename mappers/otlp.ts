@@ -1,0 +1,693 @@
+/**
+ * OTLP → SpanRecord mapper (pure): `mapOtlp(request, workspaceId, ingestedAtMs, limits)`.
+ *
+ * EVERY span becomes a record (`source: 'otlp'`), LLM or not. Generic OTel data:
+ *
+ * | record field            | from                                                                 |
+ * |-------------------------|----------------------------------------------------------------------|
+ * | traceId/spanId/parent   | span ids (lowercase hex; '' parent = root)                           |
+ * | name, start/end, durMs  | span name, start/end time (ns strings), end − start in ms            |
+ * | status                  | status.code ERROR → 'error'; UNSET/OK → 'completed'                  |
+ * | statusMessage           | status.message, else (on error) `error.type`                         |
+ * | resourceAttributes      | resource attributes (copied per record)                              |
+ * | attributes              | span attributes + `otel.span_kind` (internal/server/client/producer/ |
+ * |                         | consumer/unspecified), `otel.scope.name`, `otel.scope.version`,      |
+ * |                         | `otel.scope.attributes`, `otel.status_code` (ok/error, when set),    |
+ * |                         | `otel.links` [{traceId, spanId, traceState?, attributes?}],          |
+ * |                         | `otel.trace_state`, `otel.dropped_{attributes,events,links}_count`   |
+ * |                         | (when > 0), `tracegate.truncated` (keys cut to the size limits)      |
+ * | events                  | span events {name, timeNs, attributes}                               |
+ * | environment             | resource `deployment.environment.name` → `deployment.environment`    |
+ * |                         | → the same keys on the span                                          |
+ *
+ * LLM fields — first match wins, left to right. "A" = span attributes, overlaid on the
+ * attributes of a `gen_ai.client.inference.operation.details` event when there is one
+ * (span attributes win).
+ *
+ * | field        | precedence                                                                                   |
+ * |--------------|----------------------------------------------------------------------------------------------|
+ * | kind         | 1 `gen_ai.operation.name`: chat/text_completion/generate_content/completion/generate → llm;  |
+ * |              |   embeddings → embedding; execute_tool → tool; invoke_agent/create_agent → agent;            |
+ * |              |   invoke_workflow/plan → chain; retrieval → retrieval                                        |
+ * |              | 2 `openinference.span.kind`: LLM → llm, EMBEDDING → embedding, CHAIN → chain,                |
+ * |              |   RETRIEVER/RERANKER → retrieval, TOOL → tool, AGENT → agent, GUARDRAIL/EVALUATOR → guardrail |
+ * |              | 3 `traceloop.span.kind`: workflow/task → chain, agent → agent, tool → tool;                  |
+ * |              |   `llm.request.type`: chat/completion → llm, embedding → embedding, rerank → retrieval       |
+ * |              | 4 Vercel `ai.operationId` (or span name `ai.*`): *.doGenerate/*.doStream → llm,              |
+ * |              |   *.doEmbed → embedding, ai.toolCall → tool, other ai.* (generateText, streamText, embed…)   |
+ * |              |   → chain                                                                                    |
+ * |              | 5 `gen_ai.tool.name` / `gen_ai.tool.call.id` → tool                                          |
+ * |              | 6 a model attribute or LLM messages present → llm                                           |
+ * |              | 7 `gen_ai.agent.name` → agent; otherwise other                                              |
+ * | model        | gen_ai.response.model → gen_ai.request.model → llm.model_name → llm.response.model_name →    |
+ * |              | llm.request.model_name → ai.response.model → ai.model.id                                     |
+ * | provider     | gen_ai.provider.name → gen_ai.system → llm.provider → llm.system → ai.model.provider (part   |
+ * |              | before the first '.', e.g. "openai.chat" → "openai"); lower-cased                           |
+ * | promptTokens | gen_ai.usage.input_tokens → gen_ai.usage.prompt_tokens → llm.token_count.prompt →            |
+ * |              | ai.usage.inputTokens → ai.usage.promptTokens                                                 |
+ * | completion…  | gen_ai.usage.output_tokens → gen_ai.usage.completion_tokens → llm.token_count.completion →   |
+ * |              | ai.usage.outputTokens → ai.usage.completionTokens                                            |
+ * | totalTokens  | gen_ai.usage.total_tokens → llm.usage.total_tokens → llm.token_count.total →                 |
+ * |              | ai.usage.totalTokens → promptTokens + completionTokens                                       |
+ * | (cache, for  | read: gen_ai.usage.cache_read.input_tokens → gen_ai.usage.cache_read_input_tokens →          |
+ * |  pricing)    | llm.token_count.prompt_details.cache_read → ai.usage.cachedInputTokens; write:               |
+ * |              | gen_ai.usage.cache_creation.input_tokens → gen_ai.usage.cache_write.input_tokens →           |
+ * |              | gen_ai.usage.cache_creation_input_tokens → llm.token_count.prompt_details.cache_write        |
+ * |              | (reasoning tokens are part of output tokens and need no separate handling)                  |
+ * | costUsd      | llm.cost.total → gen_ai.usage.cost → llm.cost.prompt + llm.cost.completion → for kind        |
+ * |              | llm/embedding only: priceUsd(model, provider, tokens) (0 if unknown/local) → 0. Wrapper     |
+ * |              | spans (agent, chain) keep their tokens but get no computed cost, so sums don't double count. |
+ * | finishReason | gen_ai.response.finish_reasons (distinct values joined with ',') → llm.finish_reason →       |
+ * |              | gen_ai.completion.N.finish_reason → ai.response.finishReason → output message finish_reason |
+ * |              | → gen_ai.choice event finish_reason                                                          |
+ * | requestId    | gen_ai.response.id → ai.response.id                                                          |
+ * | actionName   | (tool spans first: gen_ai.tool.name → tool.name → ai.toolCall.name) → gen_ai.agent.name →    |
+ * |              | gen_ai.workflow.name → traceloop.workflow.name → ai.telemetry.functionId → agent.name        |
+ * | prompt       | 1 gen_ai.input.messages (structured or JSON string), gen_ai.system_instructions prepended   |
+ * |              | 2 legacy events gen_ai.{system,user,assistant,tool}.message (in order)                       |
+ * |              | 3 llm.input_messages.N.* (OpenInference)  4 gen_ai.prompt.N.* (OpenLLMetry)                  |
+ * |              | 5 ai.prompt.messages → ai.prompt (Vercel)  6 input.value → traceloop.entity.input            |
+ * |              | 7 gen_ai.tool.call.arguments → ai.toolCall.args → ai.toolCall.input                          |
+ * | response     | 1 gen_ai.output.messages  2 gen_ai.choice events  3 llm.output_messages.N.*                  |
+ * |              | 4 gen_ai.completion.N.*  5 ai.response.text → ai.response.object  6 output.value →           |
+ * |              | traceloop.entity.output  7 gen_ai.tool.call.result → ai.toolCall.result → ai.toolCall.output |
+ * | trainable    | isTrainable(record): completed with non-empty prompt and response                           |
+ *
+ * Text rendering: the prompt is one `role: text` line per message (system instructions first,
+ * as `system: …`); the response is the plain text of the output message(s), joined by newlines.
+ * Only text is rendered: tool-call parts are left out (they stay in the attributes); tool
+ * results are rendered as the tool message's text; media parts become `[image]`, `[audio]`, ….
+ * A JSON-string message attribute that does not parse (e.g. truncated) is used verbatim.
+ * Prompt and response are cut to `maxStringBytes` (marked `tracegate.prompt` /
+ * `tracegate.response` in `tracegate.truncated`).
+ * Token values may be numbers or numeric strings; unknown `gen_ai.usage.*` keys are ignored
+ * (they stay in the attributes), and a failure while extracting LLM fields keeps what was
+ * extracted so far — it never drops the span.
+ */
+import { emptySpan, isTrainable, nsDiffMs, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
+import { TRUNCATED_ATTR, truncateUtf8, type NormalizedRequest, type NormalizedScope, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
+import { priceUsd } from '../processors/cost.ts';
+
+export type OtlpMapLimits = Pick<OtlpLimits, 'maxStringBytes'>;
+
+const SPAN_KIND_NAMES = ['unspecified', 'internal', 'server', 'client', 'producer', 'consumer'];
+
+export function mapOtlp(req: NormalizedRequest, workspaceId: string, ingestedAtMs: number, limits: OtlpMapLimits): SpanRecord[] {
+  const out: SpanRecord[] = [];
+  for (const rs of req.resourceSpans) {
+    const res = rs.resource.attributes;
+    const env = str(res['deployment.environment.name']) || str(res['deployment.environment']);
+    for (const ss of rs.scopeSpans) {
+      for (const span of ss.spans) out.push(mapSpan(span, res, ss.scope, env, workspaceId, ingestedAtMs, limits));
+    }
+  }
+  return out;
+}
+
+function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, env: string, workspaceId: string, ingestedAtMs: number, limits: OtlpMapLimits): SpanRecord {
+  const r = emptySpan(workspaceId, 'otlp');
+  const a = span.attributes;
+  r.traceId = span.traceId;
+  r.spanId = span.spanId;
+  r.parentSpanId = span.parentSpanId;
+  r.name = span.name;
+  r.startTimeNs = span.startTimeNs;
+  r.endTimeNs = span.endTimeNs;
+  r.durationMs = durationMs(span.startTimeNs, span.endTimeNs);
+  r.status = span.statusCode === 2 ? 'error' : 'completed';
+  r.statusMessage = span.statusMessage || (span.statusCode === 2 ? str(a['error.type']) : '');
+  r.environment = env || str(a['deployment.environment.name']) || str(a['deployment.environment']);
+  r.ingestedAtMs = ingestedAtMs;
+  r.resourceAttributes = { ...res };
+
+  const attrs: Attributes = { ...a };
+  attrs['otel.span_kind'] = SPAN_KIND_NAMES[span.kind] ?? 'unspecified';
+  if (scope.name) attrs['otel.scope.name'] = scope.name;
+  if (scope.version) attrs['otel.scope.version'] = scope.version;
+  if (hasKeys(scope.attributes)) attrs['otel.scope.attributes'] = scope.attributes;
+  if (span.statusCode === 1) attrs['otel.status_code'] = 'ok';
+  else if (span.statusCode === 2) attrs['otel.status_code'] = 'error';
+  if (span.traceState) attrs['otel.trace_state'] = span.traceState;
+  if (span.links.length > 0) {
+    attrs['otel.links'] = span.links.map((l) => {
+      const o: { [k: string]: AttrValue } = { traceId: l.traceId, spanId: l.spanId };
+      if (l.traceState) o.traceState = l.traceState;
+      if (hasKeys(l.attributes)) o.attributes = l.attributes;
+      return o;
+    });
+  }
+  if (span.droppedAttributesCount > 0) attrs['otel.dropped_attributes_count'] = span.droppedAttributesCount;
+  if (span.droppedEventsCount > 0) attrs['otel.dropped_events_count'] = span.droppedEventsCount;
+  if (span.droppedLinksCount > 0) attrs['otel.dropped_links_count'] = span.droppedLinksCount;
+  r.attributes = attrs;
+
+  const events: SpanEvent[] = new Array(span.events.length);
+  for (let i = 0; i < span.events.length; i++) {
+    const e = span.events[i]!;
+    events[i] = { name: e.name, timeNs: e.timeNs, attributes: e.attributes };
+  }
+  r.events = events;
+
+  try {
+    extractLlm(r, span, limits);
+  } catch {
+    // Unexpected shapes must never lose the span: keep the record with what was extracted.
+  }
+  r.trainable = isTrainable(r);
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers
+
+function hasKeys(o: object): boolean {
+  for (const _ in o) return true;
+  return false;
+}
+
+function str(v: AttrValue | undefined): string {
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return '';
+}
+
+function firstStr(a: Attributes, keys: readonly string[]): string {
+  for (let i = 0; i < keys.length; i++) {
+    const v = a[keys[i]!];
+    if (v !== undefined && v !== null) {
+      const s = str(v);
+      if (s !== '') return s;
+    }
+  }
+  return '';
+}
+
+function tok(v: AttrValue | undefined): number | undefined {
+  if (typeof v === 'number') return Number.isFinite(v) && v >= 0 ? Math.round(v) : undefined;
+  if (typeof v === 'string' && v !== '') {
+    const n = Number(v);
+    return Number.isFinite(n) && n >= 0 ? Math.round(n) : undefined;
+  }
+  return undefined;
+}
+
+function firstTok(a: Attributes, keys: readonly string[]): number | undefined {
+  for (let i = 0; i < keys.length; i++) {
+    const v = a[keys[i]!];
+    if (v !== undefined) {
+      const n = tok(v);
+      if (n !== undefined) return n;
+    }
+  }
+  return undefined;
+}
+
+function money(v: AttrValue | undefined): number | undefined {
+  if (typeof v === 'number') return Number.isFinite(v) && v >= 0 ? v : undefined;
+  if (typeof v === 'string' && v !== '') {
+    const n = Number(v);
+    return Number.isFinite(n) && n >= 0 ? n : undefined;
+  }
+  return undefined;
+}
+
+/** end − start in ms, exact for durations below 2^53 ns (~104 days); same result as nsDiffMs. */
+function durationMs(start: string, end: string): number {
+  if (start.length === end.length && end.length > 9) {
+    const k = end.length - 9;
+    const ds = Number(end.slice(0, k)) - Number(start.slice(0, k));
+    const dn = Number(end.slice(k)) - Number(start.slice(k));
+    const d = ds * 1e9 + dn;
+    if (Math.abs(ds) < 9e6) return d <= 0 ? 0 : d / 1e6;
+  }
+  return nsDiffMs(start, end);
+}
+
+function limitText(s: string, max: number, r: SpanRecord, marker: string): string {
+  if (s.length * 3 <= max || Buffer.byteLength(s, 'utf8') <= max) return s;
+  const prev = r.attributes[TRUNCATED_ATTR];
+  r.attributes[TRUNCATED_ATTR] = Array.isArray(prev) ? [...prev, marker] : [marker];
+  return truncateUtf8(s, max);
+}
+
+function parseJson(s: string): unknown {
+  const c = s.charCodeAt(0);
+  if (c !== 0x5b && c !== 0x7b && c !== 0x22) return undefined; // [ { "
+  try {
+    return JSON.parse(s);
+  } catch {
+    return undefined;
+  }
+}
+
+type Obj = { [k: string]: unknown };
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Any value as display text: strings verbatim, everything else as JSON. */
+function valueText(v: unknown): string {
+  if (v === undefined || v === null) return '';
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  try {
+    return JSON.stringify(v) ?? '';
+  } catch {
+    return '';
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Message rendering (GenAI parts, OpenAI/Vercel content arrays, OpenInference contents)
+
+const MEDIA_PARTS = new Set(['blob', 'file', 'uri', 'image', 'image_url', 'input_image', 'audio', 'input_audio', 'video', 'document']);
+const SKIP_PARTS = new Set(['tool_call', 'tool-call', 'function_call', 'tool_use', 'server_tool_call', 'reasoning', 'thinking', 'redacted_thinking']);
+const RESULT_PARTS = new Set(['tool_call_response', 'tool-result', 'tool_result', 'function_call_output', 'server_tool_call_response']);
+
+function partText(p: unknown): string {
+  if (typeof p === 'string') return p;
+  if (!isObj(p)) return '';
+  const type = typeof p.type === 'string' ? p.type : '';
+  if (type === 'text' || type === 'input_text' || type === 'output_text') {
+    return typeof p.content === 'string' ? p.content : typeof p.text === 'string' ? p.text : '';
+  }
+  if (SKIP_PARTS.has(type)) return '';
+  if (RESULT_PARTS.has(type)) return valueText(p.response ?? p.result ?? p.output ?? p.content);
+  if (MEDIA_PARTS.has(type)) return `[${typeof p.modality === 'string' && p.modality ? p.modality : type}]`;
+  if (typeof p.content === 'string') return p.content;
+  if (typeof p.text === 'string') return p.text;
+  if (isObj(p.message_content)) return partText(p.message_content); // OpenInference contents
+  return '';
+}
+
+function contentText(c: unknown): string {
+  if (c === undefined || c === null) return '';
+  if (typeof c === 'string') {
+    // OpenLLMetry writes multi-part content as a JSON string of parts.
+    if (c.length > 2 && c.charCodeAt(0) === 0x5b && c.charCodeAt(1) === 0x7b) {
+      const parsed = parseJson(c);
+      if (Array.isArray(parsed)) {
+        const t = partsText(parsed);
+        if (t !== '') return t;
+      }
+    }
+    return c;
+  }
+  if (Array.isArray(c)) return partsText(c);
+  if (isObj(c)) return partText(c);
+  return valueText(c);
+}
+
+function partsText(parts: unknown[]): string {
+  let out = '';
+  for (const p of parts) {
+    const t = partText(p);
+    if (t !== '') out = out === '' ? t : out + '\n' + t;
+  }
+  return out;
+}
+
+interface Msg { role: string; text: string; finish: string }
+
+function toMsg(m: unknown, defaultRole: string): Msg {
+  if (typeof m === 'string') return { role: defaultRole, text: m, finish: '' };
+  if (!isObj(m)) return { role: defaultRole, text: valueText(m), finish: '' };
+  let finish = typeof m.finish_reason === 'string' ? m.finish_reason : '';
+  let src: Obj = m;
+  if (isObj(m.message)) src = m.message; // OpenInference {message:{…}}, gen_ai.choice {message:{…}}
+  else if (typeof m.message === 'string') {
+    const p = parseJson(m.message);
+    if (isObj(p)) src = p;
+  }
+  if (!finish && typeof src.finish_reason === 'string') finish = src.finish_reason;
+  const role = typeof src.role === 'string' && src.role ? src.role : defaultRole;
+  let text = '';
+  if (Array.isArray(src.parts)) text = partsText(src.parts);
+  if (text === '' && src.content !== undefined) text = contentText(src.content);
+  if (text === '' && Array.isArray(src.contents)) text = partsText(src.contents);
+  if (text === '' && typeof src.text === 'string') text = src.text;
+  return { role, text, finish };
+}
+
+/** A message-list attribute (array, or JSON string of one) → messages; a non-JSON string → one message. */
+function messagesOf(v: AttrValue | undefined, defaultRole: string): Msg[] | null {
+  if (v === undefined || v === null || v === '') return null;
+  let list: unknown = v;
+  if (typeof v === 'string') {
+    const p = parseJson(v);
+    if (p === undefined) return [{ role: defaultRole, text: v, finish: '' }];
+    list = p;
+  }
+  if (Array.isArray(list)) return list.map((m) => toMsg(m, defaultRole));
+  if (isObj(list)) return [toMsg(list, defaultRole)];
+  return [{ role: defaultRole, text: valueText(list), finish: '' }];
+}
+
+function promptText(msgs: Msg[]): string {
+  let out = '';
+  for (const m of msgs) {
+    if (m.text === '') continue;
+    const line = m.role ? `${m.role}: ${m.text}` : m.text;
+    out = out === '' ? line : out + '\n' + line;
+  }
+  return out;
+}
+
+function responseText(msgs: Msg[]): string {
+  let out = '';
+  for (const m of msgs) {
+    if (m.text === '') continue;
+    out = out === '' ? m.text : out + '\n' + m.text;
+  }
+  return out;
+}
+
+/** System instructions (array of parts, a string, or JSON string) → text. */
+function instructionsText(v: AttrValue | undefined): string {
+  if (v === undefined || v === null) return '';
+  if (typeof v === 'string') {
+    const p = parseJson(v);
+    return p === undefined ? v : contentText(p);
+  }
+  return contentText(v);
+}
+
+// ---------------------------------------------------------------------------
+// Flattened message lists: llm.input_messages.N.message.*, gen_ai.prompt.N.*
+
+interface FlatMsg { idx: number; role: string; content: string; parts: Map<number, string> | null; finish: string }
+
+function flatEntry(list: FlatMsg[], idx: number): FlatMsg {
+  for (const m of list) if (m.idx === idx) return m;
+  const m: FlatMsg = { idx, role: '', content: '', parts: null, finish: '' };
+  list.push(m);
+  return m;
+}
+
+/** Parse "N.rest" at `from`; returns [N, rest] or null. */
+function indexed(key: string, from: number): [number, string] | null {
+  let i = from;
+  let n = 0;
+  while (i < key.length) {
+    const c = key.charCodeAt(i);
+    if (c < 48 || c > 57) break;
+    n = n * 10 + (c - 48);
+    i++;
+  }
+  if (i === from || i - from > 6 || key.charCodeAt(i) !== 46) return null;
+  return [n, key.slice(i + 1)];
+}
+
+function addOpenInference(list: FlatMsg[], key: string, from: number, v: AttrValue): void {
+  const ix = indexed(key, from);
+  if (!ix) return;
+  const [n, rest0] = ix;
+  if (!rest0.startsWith('message.')) return;
+  const rest = rest0.slice(8);
+  const m = flatEntry(list, n);
+  if (rest === 'role') m.role = str(v);
+  else if (rest === 'content') m.content = typeof v === 'string' ? v : valueText(v);
+  else if (rest.startsWith('contents.')) {
+    const cx = indexed(rest, 9);
+    if (cx && cx[1] === 'message_content.text') (m.parts ??= new Map()).set(cx[0], str(v));
+  }
+}
+
+function addOpenLLMetry(list: FlatMsg[], key: string, from: number, v: AttrValue): void {
+  const ix = indexed(key, from);
+  if (!ix) return;
+  const [n, rest] = ix;
+  if (rest === 'role') flatEntry(list, n).role = str(v);
+  else if (rest === 'content') flatEntry(list, n).content = typeof v === 'string' ? v : valueText(v);
+  else if (rest === 'finish_reason') flatEntry(list, n).finish = str(v);
+}
+
+function flatMsgs(list: FlatMsg[]): Msg[] {
+  list.sort((x, y) => x.idx - y.idx);
+  return list.map((m) => {
+    let text = m.content !== '' ? contentText(m.content) : '';
+    if (text === '' && m.parts) {
+      const ks = [...m.parts.keys()].sort((x, y) => x - y);
+      text = ks.map((k) => m.parts!.get(k)!).filter((t) => t !== '').join('\n');
+    }
+    return { role: m.role, text, finish: m.finish };
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Precedence lists
+
+const MODEL_KEYS = ['gen_ai.response.model', 'gen_ai.request.model', 'llm.model_name', 'llm.response.model_name', 'llm.request.model_name', 'ai.response.model', 'ai.model.id'];
+const PROVIDER_KEYS = ['gen_ai.provider.name', 'gen_ai.system', 'llm.provider', 'llm.system'];
+const INPUT_KEYS = ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', 'ai.usage.inputTokens', 'ai.usage.promptTokens'];
+const OUTPUT_KEYS = ['gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion', 'ai.usage.outputTokens', 'ai.usage.completionTokens'];
+const TOTAL_KEYS = ['gen_ai.usage.total_tokens', 'llm.usage.total_tokens', 'llm.token_count.total', 'ai.usage.totalTokens'];
+const CACHE_READ_KEYS = ['gen_ai.usage.cache_read.input_tokens', 'gen_ai.usage.cache_read_input_tokens', 'llm.token_count.prompt_details.cache_read', 'ai.usage.cachedInputTokens'];
+const CACHE_WRITE_KEYS = ['gen_ai.usage.cache_creation.input_tokens', 'gen_ai.usage.cache_write.input_tokens', 'gen_ai.usage.cache_creation_input_tokens', 'llm.token_count.prompt_details.cache_write'];
+const TOOL_NAME_KEYS = ['gen_ai.tool.name', 'tool.name', 'ai.toolCall.name'];
+const ACTION_KEYS = ['gen_ai.agent.name', 'gen_ai.workflow.name', 'traceloop.workflow.name', 'ai.telemetry.functionId', 'agent.name'];
+const REQUEST_ID_KEYS = ['gen_ai.response.id', 'ai.response.id'];
+
+const OPERATION_KIND: Record<string, SpanKind> = {
+  chat: 'llm', text_completion: 'llm', generate_content: 'llm', completion: 'llm', generate: 'llm',
+  embeddings: 'embedding', embedding: 'embedding', execute_tool: 'tool', invoke_agent: 'agent', create_agent: 'agent',
+  invoke_workflow: 'chain', plan: 'chain', retrieval: 'retrieval',
+};
+const OPENINFERENCE_KIND: Record<string, SpanKind> = {
+  LLM: 'llm', EMBEDDING: 'embedding', CHAIN: 'chain', RETRIEVER: 'retrieval', RERANKER: 'retrieval', TOOL: 'tool',
+  AGENT: 'agent', GUARDRAIL: 'guardrail', EVALUATOR: 'guardrail',
+};
+const TRACELOOP_KIND: Record<string, SpanKind> = { workflow: 'chain', task: 'chain', agent: 'agent', tool: 'tool' };
+const LLM_REQUEST_TYPE_KIND: Record<string, SpanKind> = { chat: 'llm', completion: 'llm', embedding: 'embedding', rerank: 'retrieval' };
+
+const own = Object.prototype.hasOwnProperty;
+const lookup = (t: Record<string, SpanKind>, k: string): SpanKind | undefined => (own.call(t, k) ? t[k] : undefined);
+
+function vercelKind(op: string): SpanKind | undefined {
+  if (!op.startsWith('ai.')) return undefined;
+  if (op.endsWith('.doGenerate') || op.endsWith('.doStream')) return 'llm';
+  if (op.endsWith('.doEmbed')) return 'embedding';
+  if (op === 'ai.toolCall') return 'tool';
+  return 'chain';
+}
+
+const OP_DETAILS_EVENT = 'gen_ai.client.inference.operation.details';
+const EVENT_ROLE: Record<string, string> = {
+  'gen_ai.system.message': 'system', 'gen_ai.user.message': 'user', 'gen_ai.assistant.message': 'assistant', 'gen_ai.tool.message': 'tool',
+};
+
+/** The body of a legacy GenAI event, carried as span-event attributes (flat, or as a JSON body). */
+function eventBody(a: Attributes): Obj {
+  for (const k of ['gen_ai.event.content', 'body', 'event.body']) {
+    const v = a[k];
+    if (typeof v === 'string') {
+      const p = parseJson(v);
+      if (isObj(p)) return p;
+    } else if (isObj(v)) return v as Obj;
+  }
+  const b: Obj = { ...a };
+  // flattened `message.role` / `message.content` (gen_ai.choice)
+  if (b.message === undefined && (a['message.content'] !== undefined || a['message.role'] !== undefined)) {
+    b.message = { role: a['message.role'], content: a['message.content'] };
+  }
+  return b;
+}
+
+// ---------------------------------------------------------------------------
+// LLM extraction
+
+function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits): void {
+  const sa = span.attributes;
+
+  // One pass over the keys: flattened message families + "is there anything LLM-ish?".
+  let llmish = false;
+  let oiIn: FlatMsg[] | null = null;
+  let oiOut: FlatMsg[] | null = null;
+  let olIn: FlatMsg[] | null = null;
+  let olOut: FlatMsg[] | null = null;
+  for (const k in sa) {
+    const c = k.charCodeAt(0);
+    if (c === 103 /* g */) {
+      if (!k.startsWith('gen_ai.')) continue;
+      llmish = true;
+      if (k.startsWith('gen_ai.prompt.')) addOpenLLMetry((olIn ??= []), k, 14, sa[k]!);
+      else if (k.startsWith('gen_ai.completion.')) addOpenLLMetry((olOut ??= []), k, 18, sa[k]!);
+    } else if (c === 108 /* l */) {
+      if (!k.startsWith('llm.')) continue;
+      llmish = true;
+      if (k.startsWith('llm.input_messages.')) addOpenInference((oiIn ??= []), k, 19, sa[k]!);
+      else if (k.startsWith('llm.output_messages.')) addOpenInference((oiOut ??= []), k, 20, sa[k]!);
+    } else if (c === 97 /* a */) {
+      if (k.startsWith('ai.')) llmish = true;
+    } else if (c === 111 /* o */) {
+      if (k === 'openinference.span.kind' || k === 'output.value') llmish = true;
+    } else if (c === 116 /* t */) {
+      if (k.startsWith('traceloop.') || k.startsWith('tool.')) llmish = true;
+    } else if (c === 105 /* i */) {
+      if (k === 'input.value') llmish = true;
+    }
+  }
+
+  // Events: operation-details overlay and legacy per-message events.
+  let opDetails: Attributes | null = null;
+  let evIn: Msg[] | null = null;
+  let evOut: Msg[] | null = null;
+  for (const e of span.events) {
+    const n = e.name;
+    if (n.charCodeAt(0) !== 103 || !n.startsWith('gen_ai.')) continue;
+    if (n === OP_DETAILS_EVENT) {
+      opDetails = e.attributes;
+    } else if (n === 'gen_ai.choice') {
+      const body = eventBody(e.attributes);
+      (evOut ??= []).push(toMsg(body, 'assistant'));
+    } else if (own.call(EVENT_ROLE, n)) {
+      const body = eventBody(e.attributes);
+      (evIn ??= []).push(toMsg(body, EVENT_ROLE[n]!));
+    } else if (n === 'gen_ai.content.prompt') {
+      const m = messagesOf(e.attributes['gen_ai.prompt'], 'user');
+      if (m) (evIn ??= []).push(...m);
+    } else if (n === 'gen_ai.content.completion') {
+      const m = messagesOf(e.attributes['gen_ai.completion'], 'assistant');
+      if (m) (evOut ??= []).push(...m);
+    } else continue;
+    llmish = true;
+  }
+  if (!llmish) return; // plain OTel span (HTTP, DB, …): kind 'other', no LLM fields
+
+  const A: Attributes = opDetails ? { ...opDetails, ...sa } : sa;
+
+  // Messages (parsed lazily but needed for kind detection when no explicit kind).
+  const inMsgs = messagesOf(A['gen_ai.input.messages'], 'user');
+  const outMsgs = messagesOf(A['gen_ai.output.messages'], 'assistant');
+  const sysText = instructionsText(A['gen_ai.system_instructions']);
+  const hasMessages = inMsgs !== null || outMsgs !== null || sysText !== '' || evIn !== null || evOut !== null ||
+    oiIn !== null || oiOut !== null || olIn !== null || olOut !== null ||
+    A['ai.prompt.messages'] !== undefined || A['ai.prompt'] !== undefined || A['ai.response.text'] !== undefined;
+
+  // Model and provider
+  const model = firstStr(A, MODEL_KEYS);
+  let provider = firstStr(A, PROVIDER_KEYS);
+  if (provider === '') {
+    const p = str(A['ai.model.provider']);
+    const dot = p.indexOf('.');
+    provider = dot > 0 ? p.slice(0, dot) : p;
+  }
+  provider = provider.trim().toLowerCase();
+
+  // Kind
+  let kind: SpanKind | undefined = lookup(OPERATION_KIND, str(A['gen_ai.operation.name']));
+  kind ??= lookup(OPENINFERENCE_KIND, str(A['openinference.span.kind']).toUpperCase());
+  kind ??= lookup(TRACELOOP_KIND, str(A['traceloop.span.kind']));
+  kind ??= lookup(LLM_REQUEST_TYPE_KIND, str(A['llm.request.type']));
+  kind ??= vercelKind(str(A['ai.operationId']) || span.name);
+  if (kind === undefined && (A['gen_ai.tool.name'] !== undefined || A['gen_ai.tool.call.id'] !== undefined)) kind = 'tool';
+  if (kind === undefined && (model !== '' || hasMessages)) kind = 'llm';
+  if (kind === undefined && A['gen_ai.agent.name'] !== undefined) kind = 'agent';
+  r.kind = kind ?? 'other';
+  r.model = model;
+  r.provider = provider;
+
+  // Tokens and cost
+  const input = firstTok(A, INPUT_KEYS);
+  const output = firstTok(A, OUTPUT_KEYS);
+  const total = firstTok(A, TOTAL_KEYS);
+  r.promptTokens = input ?? 0;
+  r.completionTokens = output ?? 0;
+  r.totalTokens = total ?? r.promptTokens + r.completionTokens;
+  let cost = money(A['llm.cost.total']) ?? money(A['gen_ai.usage.cost']);
+  if (cost === undefined) {
+    const cp = money(A['llm.cost.prompt']);
+    const cc = money(A['llm.cost.completion']);
+    if (cp !== undefined || cc !== undefined) cost = (cp ?? 0) + (cc ?? 0);
+  }
+  if (cost === undefined && (r.kind === 'llm' || r.kind === 'embedding') && model !== '' && (r.promptTokens > 0 || r.completionTokens > 0)) {
+    cost = priceUsd(model, provider, {
+      input: r.promptTokens,
+      output: r.completionTokens,
+      cacheRead: firstTok(A, CACHE_READ_KEYS),
+      cacheWrite: firstTok(A, CACHE_WRITE_KEYS),
+    });
+  }
+  r.costUsd = cost ?? 0;
+
+  // Ids and names
+  r.requestId = firstStr(A, REQUEST_ID_KEYS);
+  r.actionName = (r.kind === 'tool' ? firstStr(A, TOOL_NAME_KEYS) : '') || firstStr(A, ACTION_KEYS);
+
+  // Prompt
+  let prompt = '';
+  if (inMsgs !== null || sysText !== '') {
+    prompt = promptText(inMsgs ?? []);
+    if (sysText !== '') prompt = prompt === '' ? `system: ${sysText}` : `system: ${sysText}\n${prompt}`;
+  }
+  if (prompt === '' && evIn !== null) prompt = promptText(evIn);
+  if (prompt === '' && oiIn !== null) prompt = promptText(flatMsgs(oiIn));
+  if (prompt === '' && olIn !== null) prompt = promptText(flatMsgs(olIn));
+  if (prompt === '') prompt = vercelPrompt(A);
+  if (prompt === '') prompt = valueText(A['input.value']) || valueText(A['traceloop.entity.input']);
+  if (prompt === '') prompt = valueText(A['gen_ai.tool.call.arguments']) || valueText(A['ai.toolCall.args']) || valueText(A['ai.toolCall.input']);
+
+  // Response (+ finish reasons seen in output messages)
+  let response = '';
+  let msgFinish = '';
+  if (outMsgs !== null) {
+    response = responseText(outMsgs);
+    msgFinish = finishOf(outMsgs);
+  }
+  if (response === '' && evOut !== null) response = responseText(evOut);
+  if (response === '' && oiOut !== null) response = responseText(flatMsgs(oiOut));
+  let olOutMsgs: Msg[] | null = null;
+  if (olOut !== null) {
+    olOutMsgs = flatMsgs(olOut);
+    if (response === '') response = responseText(olOutMsgs);
+  }
+  if (response === '') response = valueText(A['ai.response.text']) || valueText(A['ai.response.object']);
+  if (response === '') response = valueText(A['output.value']) || valueText(A['traceloop.entity.output']);
+  if (response === '') response = valueText(A['gen_ai.tool.call.result']) || valueText(A['ai.toolCall.result']) || valueText(A['ai.toolCall.output']);
+
+  r.prompt = limitText(prompt, limits.maxStringBytes, r, 'tracegate.prompt');
+  r.response = limitText(response, limits.maxStringBytes, r, 'tracegate.response');
+
+  // Finish reason
+  r.finishReason =
+    finishReasons(A['gen_ai.response.finish_reasons']) ||
+    str(A['llm.finish_reason']) ||
+    (olOutMsgs ? finishOf(olOutMsgs) : '') ||
+    str(A['ai.response.finishReason']) ||
+    msgFinish ||
+    (evOut ? finishOf(evOut) : '');
+}
+
+function finishOf(msgs: Msg[]): string {
+  for (const m of msgs) if (m.finish) return m.finish;
+  return '';
+}
+
+function finishReasons(v: AttrValue | undefined): string {
+  let list: unknown = v;
+  if (typeof v === 'string') {
+    if (v.charCodeAt(0) !== 0x5b) return v;
+    list = parseJson(v);
+  }
+  if (!Array.isArray(list)) return '';
+  const seen: string[] = [];
+  for (const x of list) if (typeof x === 'string' && x !== '' && !seen.includes(x)) seen.push(x);
+  return seen.join(',');
+}
+
+/** Vercel AI SDK legacy: ai.prompt.messages (JSON messages) → ai.prompt ({system, prompt, messages} JSON, or text). */
+function vercelPrompt(A: Attributes): string {
+  const pm = A['ai.prompt.messages'];
+  if (pm !== undefined && pm !== null) {
+    const msgs = messagesOf(pm, 'user');
+    const t = msgs ? promptText(msgs) : '';
+    if (t !== '') return t;
+  }
+  const p = A['ai.prompt'];
+  if (p === undefined || p === null) return '';
+  const o = typeof p === 'string' ? parseJson(p) : p;
+  if (!isObj(o)) return typeof p === 'string' ? p : valueText(p);
+  const msgs: Msg[] = [];
+  if (typeof o.system === 'string' && o.system) msgs.push({ role: 'system', text: o.system, finish: '' });
+  if (o.prompt !== undefined && o.prompt !== null) msgs.push({ role: 'user', text: contentText(o.prompt), finish: '' });
+  if (Array.isArray(o.messages)) for (const m of o.messages) msgs.push(toMsg(m, 'user'));
+  return promptText(msgs);
+}

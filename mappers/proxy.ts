@@ -1,0 +1,317 @@
+// Responses API request/response (JSON or SSE) → one span record. Pure: no I/O, no clock.
+import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
+import { priceUsd } from '../processors/cost.ts';
+
+type Json = Record<string, unknown>;
+const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+
+// ---- request text
+
+/** One text field of a request, with its JSON path so redaction can rewrite exactly that field. */
+export interface TextPart { path: Array<string | number>; role: string; text: string }
+
+const TEXT_PART_TYPES = new Set(['input_text', 'output_text', 'text']);
+
+/** The text a model will read: instructions, then input (a string, or the text parts of an item array). */
+export function requestTextParts(body: Json): TextPart[] {
+  const parts: TextPart[] = [];
+  if (typeof body.instructions === 'string' && body.instructions) parts.push({ path: ['instructions'], role: 'system', text: body.instructions });
+  const input = body.input;
+  if (typeof input === 'string') {
+    if (input) parts.push({ path: ['input'], role: 'user', text: input });
+    return parts;
+  }
+  if (!Array.isArray(input)) return parts;
+  input.forEach((item, i) => {
+    if (!isObj(item)) return;
+    const role = str(item.role) || 'user';
+    if (typeof item.content === 'string') {
+      if (item.content) parts.push({ path: ['input', i, 'content'], role, text: item.content });
+    } else if (Array.isArray(item.content)) {
+      item.content.forEach((c, j) => {
+        if (isObj(c) && typeof c.text === 'string' && c.text && (c.type === undefined || TEXT_PART_TYPES.has(str(c.type)))) {
+          parts.push({ path: ['input', i, 'content', j, 'text'], role, text: c.text });
+        }
+      });
+    } else if (item.type === 'function_call_output' && typeof item.output === 'string' && item.output) {
+      // Tool results reach the model too (and are a classic injection carrier).
+      parts.push({ path: ['input', i, 'output'], role: 'tool', text: item.output });
+    }
+  });
+  return parts;
+}
+
+/** The prompt as stored: a lone user text as is, otherwise `role: text` blocks. */
+export function renderPrompt(parts: readonly TextPart[]): string {
+  if (parts.length === 1 && parts[0]!.role === 'user') return parts[0]!.text;
+  return parts.map((p) => `${p.role}: ${p.text}`).join('\n\n');
+}
+
+/** A copy of `body` with the given text fields replaced; everything else is kept as sent. */
+export function withTexts(body: Json, parts: readonly TextPart[]): Json {
+  const out = structuredClone(body);
+  for (const p of parts) {
+    let node: any = out;
+    for (const seg of p.path.slice(0, -1)) node = node[seg];
+    node[p.path[p.path.length - 1]!] = p.text;
+  }
+  return out;
+}
+
+// ---- response text
+
+/** Concatenated `output_text` parts of message items (what the SDK calls `output_text`). */
+export function responseOutputText(resp: Json | null): string {
+  if (!resp || !Array.isArray(resp.output)) return '';
+  let text = '';
+  for (const item of resp.output) {
+    if (!isObj(item) || item.type !== 'message' || !Array.isArray(item.content)) continue;
+    for (const c of item.content) if (isObj(c) && c.type === 'output_text') text += str(c.text);
+  }
+  return text;
+}
+
+// ---- SSE
+
+export interface StreamSummary {
+  events: number;
+  /** Text assembled from response.output_text.delta events. */
+  text: string;
+  /** The response object of the terminal event (completed / incomplete / failed), or of the last created/in_progress. */
+  response: Json | null;
+  terminal: boolean;
+  /** From an `error` event (both the flat and the nested `error` shapes). */
+  error: { code: string; message: string } | null;
+  firstDeltaAtMs: number | null;
+}
+
+const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled']);
+
+/**
+ * Incremental Responses SSE parser fed with raw chunks as they are forwarded. Handles `event:`/`data:` fields,
+ * multi-line data, comments, CRLF/CR line ends and chunks split anywhere (including inside a UTF-8 sequence).
+ */
+export class ResponsesStreamAssembler {
+  private readonly decoder = new TextDecoder('utf-8');
+  private buf = '';
+  private eventName = '';
+  private data: string[] = [];
+  private readonly s: StreamSummary = { events: 0, text: '', response: null, terminal: false, error: null, firstDeltaAtMs: null };
+
+  push(chunk: Uint8Array, atMs = 0): void {
+    this.buf += this.decoder.decode(chunk, { stream: true });
+    this.drain(atMs, false);
+  }
+
+  end(): StreamSummary {
+    this.buf += this.decoder.decode();
+    this.drain(0, true);
+    this.dispatch(0);
+    return this.s;
+  }
+
+  summary(): StreamSummary {
+    return this.s;
+  }
+
+  private drain(atMs: number, final: boolean): void {
+    // A trailing CR may be the first half of CRLF: keep it until the next chunk decides.
+    const cut = !final && this.buf.endsWith('\r') ? this.buf.length - 1 : this.buf.length;
+    const lines = this.buf.slice(0, cut).split(/\r\n|\r|\n/);
+    this.buf = lines.pop()! + this.buf.slice(cut);
+    for (const line of lines) this.line(line, atMs);
+    if (final && this.buf) { this.line(this.buf, atMs); this.buf = ''; }
+  }
+
+  private line(line: string, atMs: number): void {
+    if (line === '') return this.dispatch(atMs);
+    if (line.startsWith(':')) return;
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'event') this.eventName = value;
+    else if (field === 'data') this.data.push(value);
+  }
+
+  private dispatch(atMs: number): void {
+    const name = this.eventName;
+    const data = this.data.join('\n');
+    this.eventName = '';
+    this.data = [];
+    if (!data) return;
+    this.s.events++;
+    let ev: Json;
+    try {
+      const parsed: unknown = JSON.parse(data);
+      if (!isObj(parsed)) return;
+      ev = parsed;
+    } catch {
+      return; // e.g. a `[DONE]` sentinel
+    }
+    const type = str(ev.type) || name;
+    if (type === 'response.output_text.delta') {
+      if (this.s.firstDeltaAtMs === null) this.s.firstDeltaAtMs = atMs;
+      this.s.text += str(ev.delta);
+    } else if (type === 'error') {
+      const e = isObj(ev.error) ? ev.error : ev;
+      this.s.error = { code: str(e.code) || 'error', message: str(e.message) };
+    } else if (type.startsWith('response.') && isObj(ev.response) && !this.s.terminal) {
+      this.s.response = ev.response;
+      if (TERMINAL.has(type)) this.s.terminal = true;
+    }
+  }
+}
+
+// ---- record
+
+export type ProxyOutcome =
+  | { kind: 'blocked'; message: string }
+  | { kind: 'cancelled' }
+  | { kind: 'transport_error'; code: string; message: string }
+  /** The upstream answered: `body` is its parsed JSON (JSON path), `stream` the SSE summary (stream path). */
+  | { kind: 'upstream'; httpStatus: number; requestId: string; body: Json | null; stream: StreamSummary | null };
+
+export interface ProxyExchange {
+  workspaceId: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  startMs: number;
+  endMs: number;
+  /** The request as forwarded (after redaction). */
+  request: Json;
+  /** Rendered prompt as forwarded. */
+  prompt: string;
+  provider: string;
+  environment: string;
+  actionName: string;
+  stream: boolean;
+  outcome: ProxyOutcome;
+  /** Anything the route measured or decided (governance, timings). */
+  attributes: Attributes;
+  /** Partial stream data for a cancelled or broken stream. */
+  partial?: StreamSummary | null;
+}
+
+const STATUS: Record<string, string> = { completed: 'completed', incomplete: 'incomplete', failed: 'error', cancelled: 'cancelled' };
+
+const REQUEST_ATTRS = ['temperature', 'top_p', 'max_output_tokens', 'previous_response_id', 'tool_choice', 'parallel_tool_calls',
+  'store', 'service_tier', 'truncation', 'background', 'user', 'safety_identifier', 'prompt_cache_key'];
+
+export function mapProxy(x: ProxyExchange): SpanRecord {
+  const r = emptySpan(x.workspaceId, 'proxy');
+  r.traceId = x.traceId;
+  r.spanId = x.spanId;
+  r.parentSpanId = x.parentSpanId;
+  r.name = 'responses.create';
+  r.kind = 'llm';
+  r.startTimeNs = msToNs(x.startMs);
+  r.endTimeNs = msToNs(x.endMs);
+  r.durationMs = Math.max(0, x.endMs - x.startMs);
+  r.provider = x.provider;
+  r.prompt = x.prompt;
+  r.environment = x.environment;
+  r.actionName = x.actionName;
+  r.ingestedAtMs = x.endMs;
+  const requestModel = str(x.request.model);
+  r.model = requestModel;
+
+  const a: Attributes = { 'gen_ai.operation.name': 'responses', 'gen_ai.request.model': requestModel, 'proxy.stream': x.stream };
+  for (const k of REQUEST_ATTRS) if (x.request[k] !== undefined && x.request[k] !== null) a[`gen_ai.request.${k}`] = x.request[k] as AttrValue;
+  if (isObj(x.request.metadata)) a['metadata'] = x.request.metadata as AttrValue;
+  if (Array.isArray(x.request.tools)) a['gen_ai.request.tools'] = x.request.tools.map((t) => (isObj(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
+
+  const o = x.outcome;
+  if (o.kind === 'blocked') {
+    r.status = 'blocked';
+    r.statusMessage = o.message;
+  } else if (o.kind === 'transport_error') {
+    fillFromResponse(r, a, x.partial?.response ?? null, x.partial?.text ?? '');
+    r.status = 'error';
+    r.statusMessage = o.message;
+    r.finishReason = o.code;
+  } else if (o.kind === 'cancelled') {
+    fillFromResponse(r, a, x.partial?.response ?? null, x.partial?.text ?? '');
+    r.status = 'cancelled';
+    r.statusMessage = 'client disconnected before the response completed';
+    r.finishReason = 'cancelled';
+  } else {
+    r.requestId = o.requestId;
+    a['http.response.status_code'] = o.httpStatus;
+    const resp = o.stream ? o.stream.response : o.body;
+    if (o.httpStatus >= 400) {
+      const err = isObj(o.body) && isObj(o.body.error) ? o.body.error : null;
+      r.status = 'error';
+      r.statusMessage = err ? str(err.message) : `upstream answered ${o.httpStatus}`;
+      r.finishReason = err ? str(err.code) || str(err.type) || 'error' : 'error';
+    } else {
+      fillFromResponse(r, a, resp, o.stream?.text ?? '');
+      if (o.stream) {
+        a['proxy.stream.events'] = o.stream.events;
+        if (o.stream.error) {
+          r.status = 'error';
+          r.statusMessage = o.stream.error.message;
+          r.finishReason = o.stream.error.code;
+        } else if (!o.stream.terminal) {
+          r.status = 'error';
+          r.statusMessage = 'the upstream stream ended before a terminal event';
+          r.finishReason = 'stream_truncated';
+        }
+      }
+    }
+  }
+  Object.assign(a, x.attributes);
+  r.attributes = a;
+  r.trainable = isTrainable(r);
+  return r;
+}
+
+function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, streamedText: string): void {
+  r.response = responseOutputText(resp) || streamedText;
+  if (!resp) return;
+  if (str(resp.id)) a['gen_ai.response.id'] = str(resp.id);
+  if (str(resp.model)) { r.model = str(resp.model); a['gen_ai.response.model'] = r.model; }
+  const status = str(resp.status);
+  r.status = STATUS[status] ?? (status || r.status);
+  const output = Array.isArray(resp.output) ? resp.output.filter(isObj) : [];
+  const calls = output.filter((i) => i.type === 'function_call');
+  if (calls.length) a['gen_ai.response.tool_calls'] = calls.map((c) => ({ name: str(c.name), call_id: str(c.call_id) }));
+  const refusal = output.flatMap((i) => (Array.isArray(i.content) ? i.content : [])).find((c) => isObj(c) && c.type === 'refusal');
+  if (isObj(refusal)) a['gen_ai.response.refusal'] = str(refusal.refusal);
+  if (status === 'incomplete') r.finishReason = isObj(resp.incomplete_details) ? str(resp.incomplete_details.reason) || 'incomplete' : 'incomplete';
+  else if (status === 'failed') {
+    const e = isObj(resp.error) ? resp.error : {};
+    r.finishReason = str(e.code) || 'error';
+    r.statusMessage = str(e.message);
+  } else if (status === 'completed') r.finishReason = calls.length ? 'tool_calls' : 'stop';
+
+  const u = isObj(resp.usage) ? resp.usage : null;
+  if (!u) return;
+  const inDetails = isObj(u.input_tokens_details) ? u.input_tokens_details : {};
+  const outDetails = isObj(u.output_tokens_details) ? u.output_tokens_details : {};
+  r.promptTokens = num(u.input_tokens);
+  r.completionTokens = num(u.output_tokens);
+  r.totalTokens = num(u.total_tokens) || r.promptTokens + r.completionTokens;
+  const cached = num(inDetails.cached_tokens);
+  const cacheWrite = num(inDetails.cache_write_tokens);
+  const reasoning = num(outDetails.reasoning_tokens);
+  a['gen_ai.usage.cache_read.input_tokens'] = cached;
+  if (cacheWrite) a['gen_ai.usage.cache_creation.input_tokens'] = cacheWrite;
+  a['gen_ai.usage.reasoning.output_tokens'] = reasoning;
+  // input_tokens include the cached ones, which is what priceUsd expects; it charges those at the cache rate.
+  r.costUsd = priceUsd(r.model, r.provider, { input: r.promptTokens, output: r.completionTokens, cacheRead: cached, cacheWrite });
+  a['tracegate.cost_source'] = r.costUsd > 0 ? 'price_table' : 'unpriced';
+}
+
+/** A provider name for pricing and display, from the upstream host. Anything unknown speaks the OpenAI API. */
+export function providerFor(baseUrl: string): string {
+  const host = new URL(baseUrl).hostname;
+  if (host.endsWith('.openai.azure.com')) return 'azure';
+  if (host.endsWith('openrouter.ai')) return 'openrouter';
+  if (host.endsWith('groq.com')) return 'groq';
+  if (host.endsWith('x.ai')) return 'xai';
+  return 'openai';
+}

@@ -1,0 +1,118 @@
+// Price of one LLM call in USD, from the bundled @pydantic/genai-prices catalog.
+//
+//   priceUsd(model, provider, { input, output, cacheRead?, cacheWrite? })
+//
+// - `input` is the TOTAL input token count, cached tokens included (GenAI semconv
+//   `gen_ai.usage.input_tokens` semantics; also what calcPrice expects). When
+//   cacheRead + cacheWrite exceed `input`, the sender evidently reported uncached input
+//   only (Anthropic API style), so the cache counts are added to it.
+// - Returns 0 when the model is empty or unknown to the catalog, when the provider is a
+//   local runtime (ollama, lmstudio, local, vllm, llama.cpp, …), or on any pricing error.
+// - Pure and fast: the catalog lookup (calcPrice scans providers and match rules, ~15–40 µs)
+//   runs once per (model, provider) and is memoized; for the common case of flat per-token
+//   prices the memo holds the four rates and a call is a few multiplications. Models with
+//   tiered or time-of-day prices are priced by calcPrice against a one-model provider.
+//   The memo is bounded (cleared when it reaches MEMO_MAX entries) and entries are
+//   re-resolved after an hour so dated price changes in the catalog take effect.
+// - Provider names are matched case-insensitively; GenAI semconv names such as
+//   `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai` are understood by the catalog. An
+//   unknown provider falls back to matching the model name alone.
+import { calcPrice, type ModelInfo, type ModelPrice, type Provider } from '@pydantic/genai-prices';
+
+export interface TokenUsage {
+  input: number;
+  output: number;
+  cacheRead?: number;
+  cacheWrite?: number;
+}
+
+export const LOCAL_PROVIDERS: ReadonlySet<string> = new Set([
+  'ollama', 'lmstudio', 'lm_studio', 'lm-studio', 'local', 'llamacpp', 'llama.cpp', 'llama_cpp', 'llama-cpp',
+  'vllm', 'localai', 'gpt4all', 'mlx', 'jan', 'koboldcpp', 'text-generation-webui', 'oobabooga',
+]);
+
+type Entry =
+  | { kind: 'none'; at: number }
+  | { kind: 'flat'; at: number; input: number; output: number; cacheRead: number; cacheWrite: number }
+  | { kind: 'calc'; at: number; provider: Provider; modelId: string };
+
+const MEMO_MAX = 4096;
+const MEMO_TTL_MS = 60 * 60 * 1000;
+const memo = new Map<string, Entry>();
+const FLAT_KEYS = new Set(['input_mtok', 'output_mtok', 'cache_read_mtok', 'cache_write_mtok']);
+// Price keys that only apply when a usage field we never pass is present.
+const USAGE_ONLY_KEYS = /^(?:cache_write_1h_mtok|.*_(?:audio|image|video)_.*|.*_(?:kcount|kpages|hours|mchars|gpixels))$/;
+
+function num(v: number | undefined): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0;
+}
+
+function resolve(model: string, provider: string, now: number): Entry {
+  if (!model || LOCAL_PROVIDERS.has(provider)) return { kind: 'none', at: now };
+  const probe = { input_tokens: 1000, output_tokens: 1000 };
+  let r = null;
+  try {
+    r = provider ? calcPrice(probe, model, { providerId: provider }) : null;
+    if (!r) r = calcPrice(probe, model);
+  } catch {
+    r = null;
+  }
+  if (!r) return { kind: 'none', at: now };
+  const info: ModelInfo = r.model;
+  const mp: ModelPrice = r.model_price;
+  let flat = !Array.isArray(info.prices);
+  for (const [k, v] of Object.entries(mp)) {
+    if (v === undefined) continue;
+    if (FLAT_KEYS.has(k)) {
+      if (typeof v !== 'number') flat = false;
+    } else if (k === 'requests_kcount' || !USAGE_ONLY_KEYS.test(k)) {
+      flat = false; // a charge that might apply without usage we pass: let calcPrice decide
+    }
+  }
+  if (flat) {
+    const input = num(mp.input_mtok as number | undefined) / 1e6;
+    return {
+      kind: 'flat', at: now, input,
+      output: num(mp.output_mtok as number | undefined) / 1e6,
+      cacheRead: mp.cache_read_mtok === undefined ? input : num(mp.cache_read_mtok as number) / 1e6,
+      cacheWrite: mp.cache_write_mtok === undefined ? input : num(mp.cache_write_mtok as number) / 1e6,
+    };
+  }
+  return { kind: 'calc', at: now, provider: { ...r.provider, models: [info] }, modelId: model };
+}
+
+export function priceUsd(model: string, provider: string, usage: TokenUsage): number {
+  const p = provider ? provider.toLowerCase() : '';
+  const key = p + '\u0000' + model;
+  const now = Date.now();
+  let e = memo.get(key);
+  if (e === undefined || now - e.at > MEMO_TTL_MS) {
+    if (memo.size >= MEMO_MAX) memo.clear();
+    e = resolve(model, p, now);
+    memo.set(key, e);
+  }
+  if (e.kind === 'none') return 0;
+  const cacheRead = num(usage.cacheRead);
+  const cacheWrite = num(usage.cacheWrite);
+  let input = num(usage.input);
+  const output = num(usage.output);
+  if (cacheRead + cacheWrite > input) input += cacheRead + cacheWrite;
+  if (e.kind === 'flat') {
+    const cost = (input - cacheRead - cacheWrite) * e.input + cacheRead * e.cacheRead + cacheWrite * e.cacheWrite + output * e.output;
+    return cost > 0 ? cost : 0;
+  }
+  try {
+    const u: Record<string, number> = { input_tokens: input, output_tokens: output };
+    if (cacheRead) u.cache_read_tokens = cacheRead;
+    if (cacheWrite) u.cache_write_tokens = cacheWrite;
+    const r = calcPrice(u, e.modelId, { provider: e.provider });
+    return r ? r.total_price : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** For tests: forget memoized lookups. */
+export function clearPriceMemo(): void {
+  memo.clear();
+}

@@ -1,0 +1,17 @@
+// Governance: PII / secret / prompt-injection detectors, policy evaluation and redaction.
+export type { DetectorKind, Severity, Finding, Detector } from './types.ts';
+export { DETECTOR_KINDS, SEVERITIES, SEVERITY_RANK, CATEGORY_DETECTOR } from './types.ts';
+export { detectPii, detectEmails, detectPhones, detectCards, detectIbans, detectSsns, detectIps } from './pii.ts';
+export { detectSecrets, detectPrivateKeys, detectJwts, SECRET_RULES } from './secrets.ts';
+export { detectInjection, analyzeInjection, injectionScore, severityForScore, DEFAULT_INJECTION_THRESHOLD } from './injection.ts';
+export type { InjectionOptions, InjectionResult } from './injection.ts';
+export { normalizeForInjection } from './normalize.ts';
+export { scanText, scanBounded, scanRecordFields, scanRecordLocated, attributeStrings,
+  FIELD_SCAN_CHARS, ATTR_SCAN_CHARS, MAX_ATTRS, ATTR_TOTAL_CHARS } from './scan.ts';
+export type { ScanOptions, FieldName, FieldFinding, LocatedFinding, RecordFields } from './scan.ts';
+export { policySchema, governanceActionSchema, GOVERNANCE_ACTIONS, DEFAULT_POLICY, parsePolicy, evaluatePolicy, actionFor, globMatch } from './policy.ts';
+export type { Policy, PolicyInput, GovernanceAction, Decision, PolicyReason, PolicyDecision, PolicySubject } from './policy.ts';
+export { redact } from './redact.ts';
+export { applyGovernance } from './apply.ts';
+export type { GovernanceResult } from './apply.ts';
+export { luhnValid, ibanValid, ssnValid, cardBrand } from './checksums.ts';

@@ -1,0 +1,171 @@
+// Prompt-injection detector: invisible-character findings plus phrase-family scoring over normalised text.
+import { INJECTION_FAMILIES, type InjectionFamily, type InjectionPattern } from './injection-rules.ts';
+import { excerpt } from './mask.ts';
+import { normalizeForInjection, originalSpan, type InvisibleRun } from './normalize.ts';
+import type { Finding, Severity } from './types.ts';
+
+export interface InjectionOptions {
+  /** Phrase findings are emitted only when the text's score reaches this (default 0.35). */
+  threshold?: number;
+  /** At most this many findings per family and this many invisible-text runs (default 16 / 64). */
+  maxPerFamily?: number;
+  maxInvisibleRuns?: number;
+}
+
+export interface InjectionResult {
+  score: number;
+  families: Array<{ rule: string; weight: number }>;
+  findings: Finding[];
+}
+
+export const DEFAULT_INJECTION_THRESHOLD = 0.35;
+
+export function severityForScore(score: number): Severity {
+  if (score >= 0.85) return 'critical';
+  if (score >= 0.6) return 'high';
+  if (score >= 0.4) return 'medium';
+  return 'low';
+}
+
+interface Hit { family: InjectionFamily; weight: number; start: number; end: number; phrase: string }
+
+interface Trigger { word: string; patterns: Array<{ family: InjectionFamily; pattern: InjectionPattern }> }
+
+// Triggers bucketed by their first two characters (ASCII), so the scan does one array lookup per word start.
+const BUCKETS: Array<Trigger[] | undefined> = new Array(128 * 128);
+const PUNCT_STARTS = new Set<number>();
+
+for (const family of INJECTION_FAMILIES) {
+  for (const pattern of family.patterns) {
+    for (const word of pattern.triggers) {
+      const k = (word.charCodeAt(0) & 127) * 128 + (word.charCodeAt(1) & 127);
+      const bucket = (BUCKETS[k] ??= []);
+      let t = bucket.find((x) => x.word === word);
+      if (!t) { t = { word, patterns: [] }; bucket.push(t); }
+      t.patterns.push({ family, pattern });
+      if (!/[a-z]/.test(word[0]!)) PUNCT_STARTS.add(word.charCodeAt(0));
+    }
+  }
+}
+
+// ASCII character classes for the trigger scan: 1 letter (a-z), 2 other word char, 3 punctuation trigger start.
+const CLS = new Uint8Array(128);
+for (let c = 97; c <= 122; c++) CLS[c] = 1;
+for (let c = 65; c <= 90; c++) CLS[c] = 2;
+for (let c = 48; c <= 57; c++) CLS[c] = 2;
+CLS[95] = 2;
+for (const c of PUNCT_STARTS) CLS[c] = 3;
+
+function atLineStart(text: string, i: number): boolean {
+  for (let j = i - 1; j >= 0; j--) {
+    const c = text.charCodeAt(j);
+    if (c === 10) return true;
+    if (c !== 32 && c !== 9 && c !== 13) return false;
+  }
+  return true;
+}
+
+/** One pass over `segment`: at each word start (or punctuation trigger) run the patterns its trigger selects. */
+function matchFamilies(segment: string, spanOf: (s: number, e: number) => [number, number], maxPerFamily: number, hits: Hit[]): void {
+  const counts = new Map<InjectionFamily, number>();
+  const tried = new Set<InjectionPattern>();
+  const n = segment.length;
+  let prevWord = false;
+  for (let i = 0; i < n - 1; i++) {
+    const c = segment.charCodeAt(i);
+    const cls = c < 128 ? CLS[c]! : 2;
+    if (cls !== 1) {
+      prevWord = cls === 2;
+      if (cls !== 3) continue;
+    } else {
+      if (prevWord) continue;
+      prevWord = true;
+    }
+    const bucket = BUCKETS[(c & 127) * 128 + (segment.charCodeAt(i + 1) & 127)];
+    if (bucket === undefined) continue;
+    tried.clear();
+    for (const t of bucket) {
+      if (!segment.startsWith(t.word, i)) continue;
+      for (const { family, pattern } of t.patterns) {
+        if (tried.has(pattern)) continue;
+        tried.add(pattern);
+        const count = counts.get(family) ?? 0;
+        if (count >= maxPerFamily) continue;
+        if (pattern.lineStart && !atLineStart(segment, i)) continue;
+        pattern.re.lastIndex = i;
+        const m = pattern.re.exec(segment);
+        if (m === null) continue;
+        const [start, end] = spanOf(i, i + m[0].length);
+        hits.push({ family, weight: pattern.weight, start, end, phrase: m[0] });
+        counts.set(family, count + 1);
+      }
+    }
+  }
+}
+
+function invisibleWeight(run: InvisibleRun, text: string): number {
+  if (run.kinds.has('tag')) return 0.6;
+  if (run.kinds.has('bidi')) return 0.35;
+  if (run.kinds.has('zero_width')) {
+    // Inside a word ("ig\u200Bnore") it is obfuscation; between words it is more often copy/paste residue.
+    const before = text[run.start - 1] ?? ' ';
+    const after = text[run.end] ?? ' ';
+    return /\w/.test(before) && /\w/.test(after) ? 0.35 : 0.15;
+  }
+  return 0.05;
+}
+
+function describeRun(run: InvisibleRun): string {
+  if (run.kinds.has('tag')) return `${run.codePoints.length} invisible tag characters (hidden text)`;
+  const counts = new Map<number, number>();
+  for (const cp of run.codePoints) counts.set(cp, (counts.get(cp) ?? 0) + 1);
+  const parts = [...counts].slice(0, 3).map(([cp, c]) => `${c}×U+${cp.toString(16).toUpperCase().padStart(4, '0')}`);
+  return `${run.codePoints.length} invisible: ${parts.join(', ')}${counts.size > 3 ? ', …' : ''}`;
+}
+
+/** Score a text and return its injection findings (invisible-text runs always; phrase families at ≥ threshold). */
+export function analyzeInjection(text: string, options: InjectionOptions = {}): InjectionResult {
+  const threshold = options.threshold ?? DEFAULT_INJECTION_THRESHOLD;
+  const maxPerFamily = options.maxPerFamily ?? 16;
+  const maxRuns = options.maxInvisibleRuns ?? 64;
+  const n = normalizeForInjection(text);
+  const hits: Hit[] = [];
+  matchFamilies(n.text, (s, e) => originalSpan(n, s, e), maxPerFamily, hits);
+  for (const h of n.hidden) matchFamilies(h.text, () => [h.start, h.end], maxPerFamily, hits);
+
+  const familyWeight = new Map<string, number>();
+  for (const h of hits) familyWeight.set(h.family.rule, Math.max(familyWeight.get(h.family.rule) ?? 0, h.weight));
+  let invisibleW = 0;
+  for (const run of n.invisible) invisibleW = Math.max(invisibleW, invisibleWeight(run, text));
+  if (n.invisible.length >= 8) invisibleW = Math.max(invisibleW, 0.35);
+
+  let keep = 1;
+  for (const w of familyWeight.values()) keep *= 1 - w;
+  keep *= 1 - invisibleW;
+  const score = Math.round((1 - keep) * 1000) / 1000;
+  const severity = severityForScore(score);
+
+  const findings: Finding[] = [];
+  for (const run of n.invisible.slice(0, maxRuns)) {
+    const w = invisibleWeight(run, text);
+    findings.push({ detector: 'injection', rule: 'injection.invisible_text', category: 'invisible_text',
+      severity: severityForScore(Math.max(w, run.kinds.has('tag') ? 0.6 : 0, score)), start: run.start, end: run.end,
+      preview: describeRun(run), score });
+  }
+  if (score >= threshold) {
+    for (const h of hits) {
+      findings.push({ detector: 'injection', rule: h.family.rule, category: 'prompt_injection', severity,
+        start: h.start, end: h.end, preview: `${h.family.label}: "${excerpt(h.phrase)}"`, score });
+    }
+  }
+  const families = [...familyWeight].map(([rule, weight]) => ({ rule, weight }));
+  return { score, families, findings };
+}
+
+export function detectInjection(text: string, options?: InjectionOptions): Finding[] {
+  return analyzeInjection(text, options).findings;
+}
+
+export function injectionScore(text: string): number {
+  return analyzeInjection(text).score;
+}

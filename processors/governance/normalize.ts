@@ -1,0 +1,151 @@
+// Text normalisation for injection matching: NFKC, homoglyph folding, lower case, invisible characters removed,
+// with a map back to offsets in the original text. Invisible characters are reported as runs; Unicode tag
+// characters (U+E0020–E007E, "ASCII smuggling") are also decoded into the hidden text they spell.
+
+export type InvisibleKind = 'tag' | 'bidi' | 'zero_width' | 'mark';
+
+export interface InvisibleRun {
+  start: number;
+  end: number;
+  kinds: Set<InvisibleKind>;
+  codePoints: number[];
+}
+
+export interface Normalized {
+  /** Normalised, lower-cased text. */
+  text: string;
+  /** norm index → original start offset; null when the text is unchanged except for case (ASCII fast path). */
+  starts: number[] | null;
+  /** norm index → original end offset. */
+  ends: number[] | null;
+  invisible: InvisibleRun[];
+  /** Text spelled by tag characters, with the original span of each run. */
+  hidden: Array<{ text: string; start: number; end: number }>;
+}
+
+export function invisibleKind(cp: number): InvisibleKind | null {
+  if (cp >= 0xe0000 && cp <= 0xe007f) return 'tag';
+  if ((cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) return 'bidi';
+  if ((cp >= 0x200b && cp <= 0x200d) || (cp >= 0x2060 && cp <= 0x2064) || cp === 0xfeff || cp === 0x180e) return 'zero_width';
+  if (cp === 0x200e || cp === 0x200f || cp === 0x00ad) return 'mark'; // LRM/RLM, soft hyphen
+  return null;
+}
+
+// Latin look-alikes from Cyrillic and Greek that NFKC leaves alone.
+const HOMOGLYPHS: Readonly<Record<string, string>> = {
+  'а': 'a', 'е': 'e', 'о': 'o', 'р': 'p', 'с': 'c', 'у': 'y', 'х': 'x', 'і': 'i', 'ј': 'j', 'ѕ': 's', 'һ': 'h', 'ԁ': 'd',
+  'А': 'a', 'В': 'b', 'Е': 'e', 'К': 'k', 'М': 'm', 'Н': 'h', 'О': 'o', 'Р': 'p', 'С': 'c', 'Т': 't', 'Х': 'x', 'І': 'i',
+  'α': 'a', 'ο': 'o', 'ε': 'e', 'ι': 'i', 'ν': 'v', 'τ': 't', 'υ': 'u', 'ρ': 'p', 'κ': 'k', 'Ο': 'o', 'Α': 'a', 'Ε': 'e',
+  'Ι': 'i', 'Τ': 't', 'Κ': 'k', 'Μ': 'm', 'Ν': 'n', 'Ρ': 'p',
+};
+
+const EMOJI_NEIGHBOUR = /[\p{Extended_Pictographic}\p{Emoji_Modifier}\u{FE0F}]/u;
+const NON_LATIN_LETTER = /[\p{L}\p{M}]/u;
+const LATIN = /\p{Script=Latin}/u;
+
+function cpBefore(text: string, i: number): string {
+  if (i <= 0) return '';
+  const lo = text.charCodeAt(i - 1);
+  return lo >= 0xdc00 && lo <= 0xdfff && i >= 2 ? text.slice(i - 2, i) : text[i - 1]!;
+}
+
+function cpAt(text: string, i: number): string {
+  const cp = text.codePointAt(i);
+  return cp === undefined ? '' : String.fromCodePoint(cp);
+}
+
+/** Legitimate uses: ZWJ inside emoji sequences, ZWJ/ZWNJ in non-Latin scripts, a leading BOM, tag runs of flag emoji. */
+function exempt(text: string, i: number, cp: number): boolean {
+  if (cp === 0xfeff && i === 0) return true;
+  if (cp === 0x200d || cp === 0x200c) {
+    const before = cpBefore(text, i);
+    const after = cpAt(text, i + 1);
+    if (cp === 0x200d && EMOJI_NEIGHBOUR.test(before) && EMOJI_NEIGHBOUR.test(after)) return true;
+    if (NON_LATIN_LETTER.test(before) && NON_LATIN_LETTER.test(after) && !LATIN.test(before) && !LATIN.test(after)) return true;
+  }
+  return false;
+}
+
+/** Subdivision flags: U+1F3F4, 2–6 lower-case tag letters/digits, U+E007F cancel tag. */
+function flagTagRunEnd(text: string, i: number): number {
+  if (cpBefore(text, i) !== '\u{1F3F4}') return -1;
+  let j = i;
+  let n = 0;
+  while (j < text.length) {
+    const cp = text.codePointAt(j)!;
+    if (cp === 0xe007f) return n >= 2 && n <= 6 ? j + 2 : -1;
+    if (!((cp >= 0xe0061 && cp <= 0xe007a) || (cp >= 0xe0030 && cp <= 0xe0039))) return -1;
+    n++;
+    j += 2;
+  }
+  return -1;
+}
+
+// eslint-disable-next-line no-control-regex
+const NON_ASCII = /[^\x00-\x7f]/;
+
+export function normalizeForInjection(text: string): Normalized {
+  if (!NON_ASCII.test(text)) return { text: text.toLowerCase(), starts: null, ends: null, invisible: [], hidden: [] };
+  let out = '';
+  const starts: number[] = [];
+  const ends: number[] = [];
+  const invisible: InvisibleRun[] = [];
+  const hidden: Normalized['hidden'] = [];
+  let hiddenBuf = '';
+  let hiddenStart = -1;
+  let hiddenEnd = -1;
+  const flushHidden = () => {
+    if (hiddenBuf.trim().length > 0) hidden.push({ text: hiddenBuf.toLowerCase(), start: hiddenStart, end: hiddenEnd });
+    hiddenBuf = '';
+    hiddenStart = -1;
+  };
+  let i = 0;
+  while (i < text.length) {
+    const cp = text.codePointAt(i)!;
+    const len = cp > 0xffff ? 2 : 1;
+    if (cp < 0x80) {
+      const ch = text[i]!;
+      out += ch >= 'A' && ch <= 'Z' ? ch.toLowerCase() : ch;
+      starts.push(i);
+      ends.push(i + 1);
+      i += 1;
+      continue;
+    }
+    const kind = invisibleKind(cp);
+    if (kind !== null) {
+      if (kind === 'tag') {
+        const flagEnd = flagTagRunEnd(text, i);
+        if (flagEnd !== -1) { i = flagEnd; continue; }
+        if (cp >= 0xe0020 && cp <= 0xe007e) {
+          if (hiddenStart === -1 || hiddenEnd !== i) { flushHidden(); hiddenStart = i; }
+          hiddenBuf += String.fromCharCode(cp - 0xe0000);
+          hiddenEnd = i + len;
+        }
+      }
+      if (!exempt(text, i, cp)) {
+        const last = invisible[invisible.length - 1];
+        if (last && last.end === i) { last.end = i + len; last.kinds.add(kind); last.codePoints.push(cp); }
+        else invisible.push({ start: i, end: i + len, kinds: new Set([kind]), codePoints: [cp] });
+      }
+      i += len;
+      continue;
+    }
+    const ch = text.slice(i, i + len);
+    const folded = (HOMOGLYPHS[ch] ?? ch.normalize('NFKC')).toLowerCase();
+    for (let k = 0; k < folded.length; k++) {
+      out += folded[k];
+      starts.push(i);
+      ends.push(i + len);
+    }
+    i += len;
+  }
+  flushHidden();
+  return { text: out, starts, ends, invisible, hidden };
+}
+
+/** Original [start, end) of the normalised span [s, e). */
+export function originalSpan(n: Normalized, s: number, e: number): [number, number] {
+  if (n.starts === null || n.ends === null) return [s, e];
+  if (e <= s) return [n.starts[s] ?? 0, n.starts[s] ?? 0];
+  return [n.starts[s]!, n.ends[e - 1]!];
+}

@@ -1,0 +1,135 @@
+// Workspace governance policy: schema, defaults and pure evaluation.
+import { z } from 'zod';
+import { SEVERITIES, SEVERITY_RANK, type Finding, type Severity } from './types.ts';
+
+export const GOVERNANCE_ACTIONS = ['flag', 'redact', 'block'] as const;
+export type GovernanceAction = (typeof GOVERNANCE_ACTIONS)[number];
+export const governanceActionSchema = z.enum(GOVERNANCE_ACTIONS);
+
+const pattern = z.string().min(1).max(200);
+
+/**
+ * A policy document. `actions` is keyed by finding category ('email', 'api_key', 'prompt_injection', …) or by a
+ * rule id ('secret.jwt'); a rule id wins over its category, and `defaultAction` covers everything else.
+ * `modelAllow`/`modelDeny` are case-insensitive whole-string globs where `*` matches any run of characters.
+ * `maxPromptChars` 0 means no limit. `minSeverity` ignores weaker findings (default: act on all).
+ */
+export const policySchema = z.strictObject({
+  version: z.number().int().min(1),
+  modelAllow: z.array(pattern).max(1000).default([]),
+  modelDeny: z.array(pattern).max(1000).default([]),
+  actions: z.record(z.string().min(1).max(100), governanceActionSchema).default({}),
+  defaultAction: governanceActionSchema.default('flag'),
+  maxPromptChars: z.number().int().min(0).default(0),
+  requiredEnvironments: z.array(z.string().min(1).max(100)).max(100).default([]),
+  minSeverity: z.enum(SEVERITIES).default('low'),
+});
+
+export type Policy = z.output<typeof policySchema>;
+/** What a client may send: defaults filled in by `parsePolicy`. */
+export type PolicyInput = z.input<typeof policySchema>;
+
+/** Flag every finding, block nothing, no model or environment restrictions. */
+export const DEFAULT_POLICY: Readonly<Policy> = Object.freeze({
+  version: 1, modelAllow: [], modelDeny: [], actions: {}, defaultAction: 'flag', maxPromptChars: 0,
+  requiredEnvironments: [], minSeverity: 'low',
+});
+
+/** Validate a policy document; throws a ZodError listing every problem. */
+export function parsePolicy(doc: unknown): Policy {
+  return policySchema.parse(doc);
+}
+
+export type Decision = 'allow' | GovernanceAction;
+const DECISION_RANK: Record<Decision, number> = { allow: 0, flag: 1, redact: 2, block: 3 };
+
+export interface PolicyReason {
+  code: 'model_denied' | 'model_not_allowed' | 'environment_not_allowed' | 'prompt_too_long' | 'finding_flagged' | 'finding_redacted' | 'finding_blocked';
+  message: string;
+  category?: string;
+  rule?: string;
+  /** Findings of this rule that the reason covers. */
+  count?: number;
+}
+
+export interface PolicyDecision {
+  decision: Decision;
+  reasons: PolicyReason[];
+}
+
+export interface PolicySubject {
+  model: string;
+  environment: string;
+  prompt: string;
+  response?: string;
+  findings: readonly Finding[];
+}
+
+const globCache = new Map<string, RegExp>();
+
+/** Whole-string, case-insensitive match where `*` is any run of characters. */
+export function globMatch(glob: string, value: string): boolean {
+  let re = globCache.get(glob);
+  if (re === undefined) {
+    const body = glob.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*');
+    re = new RegExp(`^${body}$`, 'is');
+    if (globCache.size > 2000) globCache.clear();
+    globCache.set(glob, re);
+  }
+  return re.test(value);
+}
+
+/** The action a policy takes on a finding, or null when the finding is below `minSeverity`. */
+export function actionFor(policy: Policy, finding: Pick<Finding, 'rule' | 'category' | 'severity'>): GovernanceAction | null {
+  if (SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.minSeverity as Severity]) return null;
+  return policy.actions[finding.rule] ?? policy.actions[finding.category] ?? policy.defaultAction;
+}
+
+const FINDING_CODE: Record<GovernanceAction, PolicyReason['code']> = {
+  flag: 'finding_flagged', redact: 'finding_redacted', block: 'finding_blocked',
+};
+
+/**
+ * Decide what to do with a request or record. Model checks are skipped when `model` is empty (spans such as
+ * tools carry none); a non-empty `requiredEnvironments` blocks any other environment, including an empty one.
+ * The decision is the strongest action among the reasons; no reasons means 'allow'.
+ */
+export function evaluatePolicy(policy: Policy, subject: PolicySubject): PolicyDecision {
+  const reasons: PolicyReason[] = [];
+  const block = (code: PolicyReason['code'], message: string) => reasons.push({ code, message });
+  const model = subject.model.trim();
+  if (model.length > 0) {
+    const denied = policy.modelDeny.find((g) => globMatch(g, model));
+    if (denied !== undefined) block('model_denied', `model "${model}" matches deny pattern "${denied}"`);
+    else if (policy.modelAllow.length > 0 && !policy.modelAllow.some((g) => globMatch(g, model))) {
+      block('model_not_allowed', `model "${model}" matches no allowed pattern`);
+    }
+  }
+  if (policy.requiredEnvironments.length > 0 && !policy.requiredEnvironments.includes(subject.environment)) {
+    block('environment_not_allowed', `environment "${subject.environment}" is not one of ${policy.requiredEnvironments.join(', ')}`);
+  }
+  if (policy.maxPromptChars > 0 && subject.prompt.length > policy.maxPromptChars) {
+    block('prompt_too_long', `prompt is ${subject.prompt.length} chars; the limit is ${policy.maxPromptChars}`);
+  }
+  // One reason per (rule, action), in first-seen order, so a text with 500 e-mails yields one line.
+  const grouped = new Map<string, PolicyReason>();
+  for (const f of subject.findings) {
+    const action = actionFor(policy, f);
+    if (action === null) continue;
+    const key = `${f.rule}\u0000${action}`;
+    const r = grouped.get(key);
+    if (r) { r.count = (r.count ?? 1) + 1; continue; }
+    grouped.set(key, { code: FINDING_CODE[action], message: '', category: f.category, rule: f.rule, count: 1 });
+  }
+  for (const [key, r] of grouped) {
+    const action = key.slice(key.indexOf('\u0000') + 1);
+    r.message = `${r.count} ${r.category} finding${r.count === 1 ? '' : 's'} (${r.rule}): ${action}`;
+    reasons.push(r);
+  }
+  let decision: Decision = 'allow';
+  for (const r of reasons) {
+    const d: Decision = r.code === 'finding_flagged' ? 'flag' : r.code === 'finding_redacted' ? 'redact' : 'block';
+    if (DECISION_RANK[d] > DECISION_RANK[decision]) decision = d;
+  }
+  return { decision, reasons };
+}

@@ -1,0 +1,368 @@
+// ClickHouse backend. Works with 18.16 and current releases: plain HTTP, no query parameters
+// (inlined literals via clickhouse-sql.ts), no compression, JSONEachRow in and out.
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
+import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
+import type { ApiKeyRecord, Storage, TraceFilter, TracePage, Workspace } from './types.ts';
+import { CLICKHOUSE_MIGRATIONS } from './clickhouse-migrations.ts';
+import { ident, str, strList, u64 } from './clickhouse-sql.ts';
+import {
+  checkNs, count, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
+  toPage, utcDate, wellFormed, type SpanFilter, type TraceAgg,
+} from './codec.ts';
+
+export interface ClickHouseOptions {
+  url: string;
+  database: string;
+  username?: string;
+  password?: string;
+  requestTimeoutMs?: number;
+}
+
+// Doubles as their IEEE-754 bit pattern (see clickhouse-migrations.ts).
+const f64 = new Float64Array(1);
+const u64view = new BigUint64Array(f64.buffer);
+function floatBits(x: number): string {
+  f64[0] = finite(x);
+  return u64view[0]!.toString();
+}
+
+/** Span row as sent to ClickHouse (JSONEachRow): UInt64 as decimal strings, which 18.16 accepts. */
+interface SpanInsertRow {
+  workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
+  name: string; kind: string; source: string;
+  start_ns: string; end_ns: string; start_date: string; duration_ms_bits: string;
+  status: string; status_message: string; model: string; provider: string; prompt: string; response: string;
+  prompt_tokens: number; completion_tokens: number; total_tokens: number; cost_usd_bits: string;
+  finish_reason: string; action_name: string; environment: string; request_id: string;
+  training_preferred: number; trainable: number;
+  attr_keys: string[]; attr_values: string[]; attr_types: string[];
+  res_keys: string[]; res_values: string[]; res_types: string[];
+  events_json: string; ingested_at_ms: number;
+}
+
+/** Span row as read back: 64-bit integers arrive as JSON strings. */
+interface SpanReadRow {
+  workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
+  name: string; kind: string; source: string;
+  start_ns: string; end_ns: string; duration_ms: number;
+  status: string; status_message: string; model: string; provider: string; prompt: string; response: string;
+  prompt_tokens: string; completion_tokens: string; total_tokens: string; cost_usd: number;
+  finish_reason: string; action_name: string; environment: string; request_id: string;
+  training_preferred: number; trainable: number;
+  attr_keys: string[]; attr_values: string[]; attr_types: string[];
+  res_keys: string[]; res_values: string[]; res_types: string[];
+  events_json: string; ingested_at_ms: string;
+}
+
+const SPAN_COLUMNS = `workspace_id, trace_id, span_id, parent_span_id, name, kind, source,
+  toString(start_ns) AS start_ns, toString(end_ns) AS end_ns, duration_ms,
+  status, status_message, model, provider, prompt, response,
+  prompt_tokens, completion_tokens, total_tokens, cost_usd,
+  finish_reason, action_name, environment, request_id, training_preferred, trainable,
+  attr_keys, attr_values, attr_types, res_keys, res_values, res_types, events_json,
+  toString(ingested_at_ms) AS ingested_at_ms`;
+
+function toInsertRow(r: SpanRecord): SpanInsertRow {
+  const start = checkNs(r.startTimeNs, 'startTimeNs');
+  const attrs = encodeAttrs(r.attributes);
+  const res = encodeAttrs(r.resourceAttributes);
+  const w = wellFormed;
+  return {
+    workspace_id: w(r.workspaceId), trace_id: w(r.traceId), span_id: w(r.spanId), parent_span_id: w(r.parentSpanId),
+    name: w(r.name), kind: w(r.kind), source: w(r.source),
+    start_ns: start, end_ns: checkNs(r.endTimeNs, 'endTimeNs'), start_date: utcDate(start),
+    duration_ms_bits: floatBits(r.durationMs),
+    status: w(r.status), status_message: w(r.statusMessage), model: w(r.model), provider: w(r.provider),
+    prompt: w(r.prompt), response: w(r.response),
+    prompt_tokens: count(r.promptTokens), completion_tokens: count(r.completionTokens), total_tokens: count(r.totalTokens),
+    cost_usd_bits: floatBits(r.costUsd),
+    finish_reason: w(r.finishReason), action_name: w(r.actionName), environment: w(r.environment), request_id: w(r.requestId),
+    training_preferred: r.trainingPreferred ? 1 : 0, trainable: r.trainable ? 1 : 0,
+    attr_keys: attrs.keys, attr_values: attrs.values, attr_types: attrs.types,
+    res_keys: res.keys, res_values: res.values, res_types: res.types,
+    // JSON.stringify escapes lone surrogates, so this text is always valid UTF-8
+    events_json: JSON.stringify(r.events),
+    ingested_at_ms: count(r.ingestedAtMs),
+  };
+}
+
+function fromReadRow(r: SpanReadRow): SpanRecord {
+  return {
+    workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id, parentSpanId: r.parent_span_id,
+    name: r.name, kind: r.kind as SpanKind, source: r.source as Source,
+    startTimeNs: r.start_ns, endTimeNs: r.end_ns, durationMs: r.duration_ms,
+    status: r.status, statusMessage: r.status_message, model: r.model, provider: r.provider,
+    prompt: r.prompt, response: r.response,
+    promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
+    costUsd: r.cost_usd,
+    finishReason: r.finish_reason, actionName: r.action_name, environment: r.environment, requestId: r.request_id,
+    trainingPreferred: r.training_preferred === 1, trainable: r.trainable === 1,
+    attributes: decodeAttrs(r.attr_keys, r.attr_values, r.attr_types),
+    resourceAttributes: decodeAttrs(r.res_keys, r.res_values, r.res_types),
+    events: JSON.parse(r.events_json) as SpanRecord['events'],
+    ingestedAtMs: Number(r.ingested_at_ms),
+  };
+}
+
+// Versions for workspaces/api_keys rows: strictly increasing within the process, so a revoke
+// written in the same millisecond as the key still wins.
+let lastVersion = 0;
+function nextVersion(atLeast = 0): number {
+  lastVersion = Math.max(Date.now() * 1000, lastVersion + 1, atLeast);
+  return lastVersion;
+}
+
+export class ClickHouseStorage implements Storage {
+  readonly kind = 'clickhouse' as const;
+  private readonly client: ClickHouseClient;
+  private readonly db: string;
+
+  constructor(opts: ClickHouseOptions) {
+    this.db = ident(opts.database);
+    this.client = createClient({
+      url: opts.url,
+      username: opts.username ?? 'default',
+      password: opts.password ?? '',
+      // No database here: it may not exist before init(); every name is qualified instead.
+      // Compression off: 18.16 predates some of the client's defaults, and batches are local.
+      compression: { request: false, response: false },
+      request_timeout: opts.requestTimeoutMs ?? 30_000,
+      // Failures are thrown to the caller, which logs them once; the client would print them too.
+      log: { level: ClickHouseLogLevel.OFF },
+    });
+  }
+
+  private t(table: string): string {
+    return `${this.db}.${table}`;
+  }
+
+  private async rows<T>(query: string): Promise<T[]> {
+    const rs = await this.client.query({ query, format: 'JSONEachRow' });
+    return rs.json<T>();
+  }
+
+  private async exec(query: string): Promise<void> {
+    await this.client.command({ query });
+  }
+
+  async init(): Promise<void> {
+    await this.exec(`CREATE DATABASE IF NOT EXISTS ${this.db}`);
+    await this.exec(`CREATE TABLE IF NOT EXISTS ${this.t('schema_migrations')} (version UInt32, applied_at DateTime)
+      ENGINE = ReplacingMergeTree() ORDER BY version`);
+    const applied = new Set(
+      (await this.rows<{ version: number }>(`SELECT DISTINCT version FROM ${this.t('schema_migrations')}`)).map((r) => Number(r.version)),
+    );
+    for (const m of CLICKHOUSE_MIGRATIONS) {
+      if (applied.has(m.version)) continue;
+      for (const sql of m.statements(this.db)) await this.exec(sql);
+      await this.exec(`INSERT INTO ${this.t('schema_migrations')} (version, applied_at) VALUES (${m.version}, now())`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      return (await this.client.ping()).success;
+    } catch {
+      return false;
+    }
+  }
+
+  async insertSpans(input: SpanRecord[]): Promise<void> {
+    if (input.length === 0) return;
+    const rows = latestPerSpan(input).map(toInsertRow);
+    const index = new Map<string, { workspace_id: string; trace_id: string; start_date: string }>();
+    for (const r of rows) {
+      const e = { workspace_id: r.workspace_id, trace_id: r.trace_id, start_date: r.start_date };
+      index.set(JSON.stringify(e), e);
+    }
+    // Index first: a span is then never stored without being findable. A failed call is
+    // retried whole by the writer, and replays collapse in both tables.
+    await this.client.insert({ table: this.t('trace_index'), values: [...index.values()], format: 'JSONEachRow' });
+    await this.client.insert({ table: this.t('spans'), values: rows, format: 'JSONEachRow' });
+  }
+
+  async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
+    const ws = str(wellFormed(workspaceId));
+    const tid = str(wellFormed(traceId));
+    const dates = await this.rows<{ d: string }>(
+      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id = ${tid}`,
+    );
+    if (dates.length === 0) return [];
+    const rows = await this.rows<SpanReadRow>(
+      `SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL
+       WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${tid}
+       ORDER BY start_ns, span_id`,
+    );
+    return rows.map(fromReadRow);
+  }
+
+  async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
+    const f = normalizeFilter(filter);
+    const ws = str(wellFormed(workspaceId));
+    const match = hasSpanFilter(f)
+      ? `AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} FINAL WHERE workspace_id = ${ws} AND ${spanConditions(f)})`
+      : '';
+    const after = f.cursor
+      ? `WHERE t_start < ${u64(f.cursor.s)} OR (t_start = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)})`
+      : '';
+    // Root-most span: no parent first, then earliest start, then lowest span id.
+    const root = `tuple(parent_span_id != '', start_ns, span_id)`;
+    const rows = await this.rows<AggRow>(`
+      SELECT * FROM (
+        SELECT trace_id,
+          min(start_ns) AS t_start,
+          toString(min(start_ns)) AS t_start_s,
+          toString(max(end_ns)) AS t_end_s,
+          count() AS n_spans,
+          sum(prompt_tokens) AS sum_prompt,
+          sum(completion_tokens) AS sum_completion,
+          sum(total_tokens) AS sum_total,
+          sum(cost_usd) AS sum_cost,
+          max(status = 'error') AS any_error,
+          argMin(name, ${root}) AS root_name,
+          argMin(model, ${root}) AS root_model,
+          argMin(source, ${root}) AS root_source,
+          argMin(action_name, ${root}) AS root_action,
+          argMin(environment, ${root}) AS root_env,
+          argMin(status, ${root}) AS root_status
+        FROM ${this.t('spans')} FINAL
+        WHERE workspace_id = ${ws} ${match}
+        GROUP BY trace_id
+      )
+      ${after}
+      ORDER BY t_start DESC, trace_id DESC
+      LIMIT ${f.limit + 1}`);
+    return toPage(rows.map(fromAggRow), f.limit);
+  }
+
+  async countSpans(workspaceId: string): Promise<number> {
+    const [row] = await this.rows<{ n: string }>(
+      `SELECT uniqExact(trace_id, span_id) AS n FROM ${this.t('spans')} WHERE workspace_id = ${str(wellFormed(workspaceId))}`,
+    );
+    return Number(row?.n ?? 0);
+  }
+
+  // ---- workspaces and API keys ----
+
+  async createWorkspace(ws: Workspace): Promise<void> {
+    await this.client.insert({
+      table: this.t('workspaces'),
+      values: [{ id: wellFormed(ws.id), name: wellFormed(ws.name), created_at_ms: count(ws.createdAtMs), version: nextVersion() }],
+      format: 'JSONEachRow',
+    });
+  }
+
+  async getWorkspaceByName(name: string): Promise<Workspace | null> {
+    return this.oneWorkspace(`name = ${str(wellFormed(name))}`);
+  }
+
+  async getWorkspace(id: string): Promise<Workspace | null> {
+    return this.oneWorkspace(`id = ${str(wellFormed(id))}`);
+  }
+
+  private async oneWorkspace(where: string): Promise<Workspace | null> {
+    const [row] = await this.rows<{ id: string; name: string; created_at_ms: string }>(
+      `SELECT id, name, created_at_ms FROM ${this.t('workspaces')} FINAL WHERE ${where} ORDER BY created_at_ms, id LIMIT 1`,
+    );
+    return row ? { id: row.id, name: row.name, createdAtMs: Number(row.created_at_ms) } : null;
+  }
+
+  async putApiKey(key: ApiKeyRecord): Promise<void> {
+    await this.writeKey(key, nextVersion());
+  }
+
+  private async writeKey(key: ApiKeyRecord, version: number): Promise<void> {
+    await this.client.insert({
+      table: this.t('api_keys'),
+      values: [{
+        key_id: wellFormed(key.keyId), workspace_id: wellFormed(key.workspaceId), hash: wellFormed(key.hash),
+        created_at_ms: count(key.createdAtMs), revoked_at_ms: count(key.revokedAtMs), version,
+      }],
+      format: 'JSONEachRow',
+    });
+  }
+
+  private async readKeys(where: string): Promise<Array<ApiKeyRecord & { version: number }>> {
+    const rows = await this.rows<{ key_id: string; workspace_id: string; hash: string; created_at_ms: string; revoked_at_ms: string; version: string }>(
+      `SELECT key_id, workspace_id, hash, created_at_ms, revoked_at_ms, version FROM ${this.t('api_keys')} FINAL
+       WHERE ${where} ORDER BY created_at_ms, key_id`,
+    );
+    return rows.map((r) => ({
+      keyId: r.key_id, workspaceId: r.workspace_id, hash: r.hash,
+      createdAtMs: Number(r.created_at_ms), revokedAtMs: Number(r.revoked_at_ms), version: Number(r.version),
+    }));
+  }
+
+  async getApiKey(keyId: string): Promise<ApiKeyRecord | null> {
+    const [k] = await this.readKeys(`key_id = ${str(wellFormed(keyId))}`);
+    return k ? stripVersion(k) : null;
+  }
+
+  async listApiKeys(workspaceId?: string): Promise<ApiKeyRecord[]> {
+    const where = workspaceId === undefined ? '1 = 1' : `workspace_id = ${str(wellFormed(workspaceId))}`;
+    return (await this.readKeys(where)).map(stripVersion);
+  }
+
+  async revokeApiKey(keyId: string, atMs: number): Promise<boolean> {
+    const [k] = await this.readKeys(`key_id = ${str(wellFormed(keyId))}`);
+    if (!k) return false;
+    if (k.revokedAtMs !== 0) return true; // already revoked: keep the first revocation time
+    await this.writeKey({ ...k, revokedAtMs: count(atMs) }, nextVersion(k.version + 1));
+    return true;
+  }
+
+  // ---- workspace settings: every version is a row; the highest one is current ----
+
+  async getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null> {
+    const [row] = await this.rows<{ doc: string; version: string }>(
+      `SELECT doc, version FROM ${this.t('settings')} FINAL WHERE workspace_id = ${str(wellFormed(workspaceId))}
+       ORDER BY version DESC LIMIT 1`,
+    );
+    return row ? { doc: row.doc, version: Number(row.version) } : null;
+  }
+
+  async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<void> {
+    await this.client.insert({
+      table: this.t('settings'),
+      values: [{ workspace_id: wellFormed(workspaceId), version: count(version), doc: wellFormed(doc), updated_at_ms: count(atMs) }],
+      format: 'JSONEachRow',
+    });
+  }
+}
+
+function stripVersion(k: ApiKeyRecord & { version: number }): ApiKeyRecord {
+  return { keyId: k.keyId, workspaceId: k.workspaceId, hash: k.hash, createdAtMs: k.createdAtMs, revokedAtMs: k.revokedAtMs };
+}
+
+/** Span-level filters of listTraces; a trace matches when any one span satisfies all of them. */
+function spanConditions(f: SpanFilter): string {
+  const c: string[] = [];
+  if (f.fromNs !== undefined) c.push(`start_date >= toDate(${str(utcDate(f.fromNs))})`, `start_ns >= ${u64(f.fromNs)}`);
+  if (f.toNs !== undefined) c.push(`start_date <= toDate(${str(utcDate(f.toNs))})`, `start_ns < ${u64(f.toNs)}`);
+  if (f.model !== undefined) c.push(`model = ${str(f.model)}`);
+  if (f.actionName !== undefined) c.push(`action_name = ${str(f.actionName)}`);
+  if (f.environment !== undefined) c.push(`environment = ${str(f.environment)}`);
+  if (f.status !== undefined) c.push(`status = ${str(f.status)}`);
+  if (f.source !== undefined) c.push(`source = ${str(f.source)}`);
+  return c.join(' AND ');
+}
+
+interface AggRow {
+  trace_id: string; t_start_s: string; t_end_s: string; n_spans: string;
+  sum_prompt: string; sum_completion: string; sum_total: string; sum_cost: number; any_error: number;
+  root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
+}
+
+function fromAggRow(r: AggRow): TraceAgg {
+  return {
+    traceId: r.trace_id, startNs: r.t_start_s, endNs: r.t_end_s, spanCount: Number(r.n_spans),
+    promptTokens: Number(r.sum_prompt), completionTokens: Number(r.sum_completion), totalTokens: Number(r.sum_total),
+    costUsd: r.sum_cost, anyError: Number(r.any_error) === 1,
+    name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
+    environment: r.root_env, status: r.root_status,
+  };
+}

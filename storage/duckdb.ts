@@ -1,0 +1,338 @@
+// DuckDB backend: one embedded database file, one connection, calls serialized.
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
+import type { ApiKeyRecord, Storage, TraceFilter, TracePage, Workspace } from './types.ts';
+import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
+import {
+  attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, toPage, wellFormed,
+  type SpanFilter, type TraceAgg,
+} from './codec.ts';
+
+type Params = Record<string, DuckDBValue>;
+type Row = Record<string, unknown>;
+
+interface SpanRow {
+  workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
+  name: string; kind: string; source: string; start_ns: bigint; end_ns: bigint; duration_ms: number;
+  status: string; status_message: string; model: string; provider: string; prompt: string; response: string;
+  prompt_tokens: bigint; completion_tokens: bigint; total_tokens: bigint; cost_usd: number;
+  finish_reason: string; action_name: string; environment: string; request_id: string;
+  training_preferred: boolean; trainable: boolean;
+  attributes: string; resource_attributes: string; events_json: string; ingested_at_ms: bigint;
+}
+
+const KEY_COLUMNS = new Set(['workspace_id', 'trace_id', 'span_id']);
+// Replays collapse: the stored row is replaced only by one at least as new.
+const UPSERT_SPANS = `INSERT INTO spans SELECT * FROM spans_staging
+  ON CONFLICT (workspace_id, trace_id, span_id) DO UPDATE SET
+  ${SPAN_COLUMNS.filter((c) => !KEY_COLUMNS.has(c)).map((c) => `${c} = excluded.${c}`).join(', ')}
+  WHERE excluded.ingested_at_ms >= spans.ingested_at_ms`;
+
+export class DuckDbStorage implements Storage {
+  readonly kind = 'duckdb' as const;
+  private readonly path: string;
+  private instance: DuckDBInstance | null = null;
+  private conn: DuckDBConnection | null = null;
+  // One connection, so one statement (or transaction) at a time.
+  private queue: Promise<unknown> = Promise.resolve();
+
+  /** `path` is the database file (created with its directory), e.g. `${DATA_DIR}/tracegate.duckdb`. */
+  constructor(path: string) {
+    this.path = path;
+  }
+
+  private serial<T>(fn: (c: DuckDBConnection) => Promise<T>): Promise<T> {
+    const run = this.queue.then(() => {
+      if (!this.conn) throw new Error('DuckDbStorage is not initialized');
+      return fn(this.conn);
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async all<T extends Row>(c: DuckDBConnection, sql: string, params: Params = {}): Promise<T[]> {
+    const reader = await c.runAndReadAll(sql, params);
+    return reader.getRowObjectsJS() as T[];
+  }
+
+  /** Runs fn inside BEGIN/COMMIT, rolling back on error. */
+  private async tx<T>(c: DuckDBConnection, fn: () => Promise<T>): Promise<T> {
+    await c.run('BEGIN TRANSACTION');
+    try {
+      const out = await fn();
+      await c.run('COMMIT');
+      return out;
+    } catch (err) {
+      await c.run('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async init(): Promise<void> {
+    if (!this.conn) {
+      await mkdir(dirname(this.path), { recursive: true });
+      this.instance = await DuckDBInstance.create(this.path);
+      this.conn = await this.instance.connect();
+    }
+    await this.serial(async (c) => {
+      await c.run('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMP NOT NULL)');
+      const applied = new Set((await this.all<{ version: number }>(c, 'SELECT version FROM schema_migrations')).map((r) => r.version));
+      for (const m of DUCKDB_MIGRATIONS) {
+        if (applied.has(m.version)) continue;
+        await this.tx(c, async () => {
+          for (const sql of m.statements) await c.run(sql);
+          await c.run('INSERT INTO schema_migrations VALUES ($v, now())', { v: m.version });
+        });
+      }
+      // Per-connection scratch table for the appender (temp: never written to the file).
+      await c.run('CREATE TEMP TABLE IF NOT EXISTS spans_staging AS SELECT * FROM spans LIMIT 0');
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.queue;
+    this.conn?.closeSync();
+    this.instance?.closeSync();
+    this.conn = null;
+    this.instance = null;
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      return await this.serial(async (c) => (await this.all(c, 'SELECT 1 AS ok')).length === 1);
+    } catch {
+      return false;
+    }
+  }
+
+  async insertSpans(input: SpanRecord[]): Promise<void> {
+    if (input.length === 0) return;
+    // Dedup first: ON CONFLICT cannot touch the same row twice in one statement.
+    const rows = latestPerSpan(input);
+    await this.serial(async (c) => {
+      await c.run('DELETE FROM spans_staging');
+      const app = await c.createAppender('spans_staging', null, 'temp');
+      try {
+        for (const r of rows) appendSpan(app, r);
+      } finally {
+        app.closeSync(); // flushes
+      }
+      try {
+        await c.run(UPSERT_SPANS); // one statement: atomic on its own
+      } finally {
+        await c.run('DELETE FROM spans_staging');
+      }
+    });
+  }
+
+  async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
+    const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
+      `SELECT * FROM spans WHERE workspace_id = $ws AND trace_id = $t ORDER BY start_ns, span_id`,
+      { ws: wellFormed(workspaceId), t: wellFormed(traceId) }));
+    return rows.map(fromRow);
+  }
+
+  async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
+    const f = normalizeFilter(filter);
+    const params: Params = { ws: wellFormed(workspaceId), lim: f.limit + 1 };
+    const match = hasSpanFilter(f)
+      ? `AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND ${spanConditions(f, params)})`
+      : '';
+    let after = '';
+    if (f.cursor) {
+      Object.assign(params, { cs: f.cursor.s, ct: f.cursor.t });
+      after = `WHERE t_start < $cs::UBIGINT OR (t_start = $cs::UBIGINT AND trace_id < $ct)`;
+    }
+    // Root-most span: no parent first, then earliest start, then lowest span id.
+    const root = (col: string) => `first(${col} ORDER BY parent_span_id <> '', start_ns, span_id)`;
+    const rows = await this.serial((c) => this.all<AggRow & Row>(c, `
+      SELECT * FROM (
+        SELECT trace_id,
+          min(start_ns) AS t_start,
+          max(end_ns) AS t_end,
+          count(*) AS n_spans,
+          sum(prompt_tokens) AS sum_prompt,
+          sum(completion_tokens) AS sum_completion,
+          sum(total_tokens) AS sum_total,
+          sum(cost_usd) AS sum_cost,
+          bool_or(status = 'error') AS any_error,
+          ${root('name')} AS root_name,
+          ${root('model')} AS root_model,
+          ${root('source')} AS root_source,
+          ${root('action_name')} AS root_action,
+          ${root('environment')} AS root_env,
+          ${root('status')} AS root_status
+        FROM spans
+        WHERE workspace_id = $ws ${match}
+        GROUP BY trace_id
+      )
+      ${after}
+      ORDER BY t_start DESC, trace_id DESC
+      LIMIT $lim`, params));
+    return toPage(rows.map(fromAggRow), f.limit);
+  }
+
+  async countSpans(workspaceId: string): Promise<number> {
+    // The primary key makes every row a distinct span.
+    const [row] = await this.serial((c) => this.all<{ n: bigint }>(c,
+      'SELECT count(*) AS n FROM spans WHERE workspace_id = $ws', { ws: wellFormed(workspaceId) }));
+    return Number(row?.n ?? 0n);
+  }
+
+  // ---- workspaces and API keys ----
+
+  async createWorkspace(ws: Workspace): Promise<void> {
+    await this.serial((c) => c.run('INSERT OR REPLACE INTO workspaces VALUES ($id, $name, $at)',
+      { id: wellFormed(ws.id), name: wellFormed(ws.name), at: BigInt(count(ws.createdAtMs)) }));
+  }
+
+  async getWorkspaceByName(name: string): Promise<Workspace | null> {
+    return this.oneWorkspace('name = $v', wellFormed(name));
+  }
+
+  async getWorkspace(id: string): Promise<Workspace | null> {
+    return this.oneWorkspace('id = $v', wellFormed(id));
+  }
+
+  private async oneWorkspace(where: string, v: string): Promise<Workspace | null> {
+    const [row] = await this.serial((c) => this.all<{ id: string; name: string; created_at_ms: bigint }>(c,
+      `SELECT id, name, created_at_ms FROM workspaces WHERE ${where} ORDER BY created_at_ms, id LIMIT 1`, { v }));
+    return row ? { id: row.id, name: row.name, createdAtMs: Number(row.created_at_ms) } : null;
+  }
+
+  async putApiKey(key: ApiKeyRecord): Promise<void> {
+    await this.serial((c) => c.run('INSERT OR REPLACE INTO api_keys VALUES ($id, $ws, $hash, $created, $revoked)', {
+      id: wellFormed(key.keyId), ws: wellFormed(key.workspaceId), hash: wellFormed(key.hash),
+      created: BigInt(count(key.createdAtMs)), revoked: BigInt(count(key.revokedAtMs)),
+    }));
+  }
+
+  private async readKeys(where: string, params: Params): Promise<ApiKeyRecord[]> {
+    const rows = await this.serial((c) => this.all<{ key_id: string; workspace_id: string; hash: string; created_at_ms: bigint; revoked_at_ms: bigint }>(c,
+      `SELECT * FROM api_keys WHERE ${where} ORDER BY created_at_ms, key_id`, params));
+    return rows.map((r) => ({
+      keyId: r.key_id, workspaceId: r.workspace_id, hash: r.hash,
+      createdAtMs: Number(r.created_at_ms), revokedAtMs: Number(r.revoked_at_ms),
+    }));
+  }
+
+  async getApiKey(keyId: string): Promise<ApiKeyRecord | null> {
+    const [k] = await this.readKeys('key_id = $id', { id: wellFormed(keyId) });
+    return k ?? null;
+  }
+
+  async listApiKeys(workspaceId?: string): Promise<ApiKeyRecord[]> {
+    return workspaceId === undefined ? this.readKeys('true', {}) : this.readKeys('workspace_id = $ws', { ws: wellFormed(workspaceId) });
+  }
+
+  async revokeApiKey(keyId: string, atMs: number): Promise<boolean> {
+    return this.serial(async (c) => {
+      const id = wellFormed(keyId);
+      // Already revoked keys keep their first revocation time.
+      await c.run('UPDATE api_keys SET revoked_at_ms = $at WHERE key_id = $id AND revoked_at_ms = 0', { id, at: BigInt(count(atMs)) });
+      return (await this.all(c, 'SELECT 1 FROM api_keys WHERE key_id = $id', { id })).length > 0;
+    });
+  }
+
+  // ---- workspace settings: every version is a row; the highest one is current ----
+
+  async getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null> {
+    const [row] = await this.serial((c) => this.all<{ doc: string; version: bigint }>(c,
+      'SELECT doc, version FROM settings WHERE workspace_id = $ws ORDER BY version DESC LIMIT 1', { ws: wellFormed(workspaceId) }));
+    return row ? { doc: row.doc, version: Number(row.version) } : null;
+  }
+
+  async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<void> {
+    await this.serial((c) => c.run('INSERT OR REPLACE INTO settings VALUES ($ws, $v, $doc, $at)', {
+      ws: wellFormed(workspaceId), v: BigInt(count(version)), doc: wellFormed(doc), at: BigInt(count(atMs)),
+    }));
+  }
+}
+
+type Appender = Awaited<ReturnType<DuckDBConnection['createAppender']>>;
+
+/** One row in SPAN_COLUMNS order. */
+function appendSpan(a: Appender, r: SpanRecord): void {
+  const w = wellFormed;
+  a.appendVarchar(w(r.workspaceId));
+  a.appendVarchar(w(r.traceId));
+  a.appendVarchar(w(r.spanId));
+  a.appendVarchar(w(r.parentSpanId));
+  a.appendVarchar(w(r.name));
+  a.appendVarchar(w(r.kind));
+  a.appendVarchar(w(r.source));
+  a.appendUBigInt(BigInt(checkNs(r.startTimeNs, 'startTimeNs')));
+  a.appendUBigInt(BigInt(checkNs(r.endTimeNs, 'endTimeNs')));
+  a.appendDouble(finite(r.durationMs));
+  a.appendVarchar(w(r.status));
+  a.appendVarchar(w(r.statusMessage));
+  a.appendVarchar(w(r.model));
+  a.appendVarchar(w(r.provider));
+  a.appendVarchar(w(r.prompt));
+  a.appendVarchar(w(r.response));
+  a.appendBigInt(BigInt(count(r.promptTokens)));
+  a.appendBigInt(BigInt(count(r.completionTokens)));
+  a.appendBigInt(BigInt(count(r.totalTokens)));
+  a.appendDouble(finite(r.costUsd));
+  a.appendVarchar(w(r.finishReason));
+  a.appendVarchar(w(r.actionName));
+  a.appendVarchar(w(r.environment));
+  a.appendVarchar(w(r.requestId));
+  a.appendBoolean(r.trainingPreferred);
+  a.appendBoolean(r.trainable);
+  a.appendVarchar(attrsJson(r.attributes));
+  a.appendVarchar(attrsJson(r.resourceAttributes));
+  a.appendVarchar(JSON.stringify(r.events));
+  a.appendBigInt(BigInt(count(r.ingestedAtMs)));
+  a.endRow();
+}
+
+function fromRow(r: SpanRow): SpanRecord {
+  return {
+    workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id, parentSpanId: r.parent_span_id,
+    name: r.name, kind: r.kind as SpanKind, source: r.source as Source,
+    startTimeNs: r.start_ns.toString(), endTimeNs: r.end_ns.toString(), durationMs: r.duration_ms,
+    status: r.status, statusMessage: r.status_message, model: r.model, provider: r.provider,
+    prompt: r.prompt, response: r.response,
+    promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
+    costUsd: r.cost_usd,
+    finishReason: r.finish_reason, actionName: r.action_name, environment: r.environment, requestId: r.request_id,
+    trainingPreferred: r.training_preferred, trainable: r.trainable,
+    attributes: JSON.parse(r.attributes) as Attributes,
+    resourceAttributes: JSON.parse(r.resource_attributes) as Attributes,
+    events: JSON.parse(r.events_json) as SpanRecord['events'],
+    ingestedAtMs: Number(r.ingested_at_ms),
+  };
+}
+
+/** Span-level filters of listTraces; a trace matches when any one span satisfies all of them. */
+function spanConditions(f: SpanFilter, params: Params): string {
+  const c: string[] = [];
+  const add = (sql: string, name: string, v: string) => { c.push(sql); params[name] = v; };
+  if (f.fromNs !== undefined) add('start_ns >= $from::UBIGINT', 'from', f.fromNs);
+  if (f.toNs !== undefined) add('start_ns < $to::UBIGINT', 'to', f.toNs);
+  if (f.model !== undefined) add('model = $model', 'model', f.model);
+  if (f.actionName !== undefined) add('action_name = $action', 'action', f.actionName);
+  if (f.environment !== undefined) add('environment = $env', 'env', f.environment);
+  if (f.status !== undefined) add('status = $status', 'status', f.status);
+  if (f.source !== undefined) add('source = $source', 'source', f.source);
+  return c.join(' AND ');
+}
+
+interface AggRow {
+  trace_id: string; t_start: bigint; t_end: bigint; n_spans: bigint;
+  sum_prompt: bigint; sum_completion: bigint; sum_total: bigint; sum_cost: number; any_error: boolean;
+  root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
+}
+
+function fromAggRow(r: AggRow): TraceAgg {
+  return {
+    traceId: r.trace_id, startNs: r.t_start.toString(), endNs: r.t_end.toString(), spanCount: Number(r.n_spans),
+    promptTokens: Number(r.sum_prompt), completionTokens: Number(r.sum_completion), totalTokens: Number(r.sum_total),
+    costUsd: r.sum_cost, anyError: r.any_error,
+    name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
+    environment: r.root_env, status: r.root_status,
+  };
+}

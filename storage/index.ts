@@ -1,0 +1,20 @@
+// Backend choice: ClickHouse when TRACEGATE_CLICKHOUSE_URL is set, else embedded DuckDB in DATA_DIR.
+import { join } from 'node:path';
+import type { Config } from '../config/index.ts';
+import type { Storage } from './types.ts';
+import { ClickHouseStorage } from './clickhouse.ts';
+import { DuckDbStorage } from './duckdb.ts';
+
+export function createStorage(config: Config): Storage {
+  if (config.CLICKHOUSE_URL) {
+    return new ClickHouseStorage({
+      url: config.CLICKHOUSE_URL,
+      database: config.CLICKHOUSE_DATABASE,
+      username: config.CLICKHOUSE_USER,
+      password: config.CLICKHOUSE_PASSWORD,
+    });
+  }
+  return new DuckDbStorage(join(config.DATA_DIR, 'tracegate.duckdb'));
+}
+
+export type { Storage } from './types.ts';

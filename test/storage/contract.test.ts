@@ -1,0 +1,463 @@
+// One contract, run against every backend (real servers, no mocks), plus a cross-check that
+// both backends answer identically for the same data.
+import { expect } from 'chai';
+import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { HttpError } from '../../collector/errors.ts';
+import type { Storage, TraceFilter, TraceSummary } from '../../storage/types.ts';
+import { BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
+
+const BASE_NS = 1763787000123456789n; // > 2^53: precision loss would show
+const MS = 1_000_000n;
+const baseMs = Number(BASE_NS / MS);
+
+const ns = (offsetMs: number) => (BASE_NS + BigInt(offsetMs) * MS).toString();
+
+function span(ws: string, traceId: string, spanId: string, over: Partial<SpanRecord> = {}): SpanRecord {
+  return {
+    ...emptySpan(ws, 'native'),
+    traceId, spanId, name: `op-${spanId}`,
+    startTimeNs: ns(0), endTimeNs: ns(10), durationMs: 10, ingestedAtMs: 1_000,
+    ...over,
+  };
+}
+
+/** A span with every field away from its empty value. */
+function fullSpan(ws: string): SpanRecord {
+  return {
+    workspaceId: ws,
+    traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+    spanId: '00f067aa0ba902b7',
+    parentSpanId: 'a3ce929d0e0e4736',
+    name: 'chat gpt-4o «résumé» 世界 😀',
+    kind: 'llm',
+    source: 'otlp',
+    startTimeNs: '1763787000123456789',
+    endTimeNs: '1763787001987654321',
+    durationMs: 1864.197532,
+    status: 'error',
+    statusMessage: "rate limited: 'quota' \"exceeded\" \\ done",
+    model: 'gpt-4o-mini',
+    provider: 'openai',
+    prompt: 'line1\nline2\ttab \u0000nul \u0001ctl \u007fdel \' " \\ \u2028',
+    response: 'ok 👍🏽 and {"json": [1, 2]}',
+    promptTokens: 1234,
+    completionTokens: 567,
+    totalTokens: 1801,
+    costUsd: 0.000123456789,
+    finishReason: 'stop',
+    actionName: 'summarize',
+    environment: 'production',
+    requestId: 'req_0123456789',
+    trainingPreferred: true,
+    trainable: true,
+    attributes: {
+      'gen_ai.system': 'openai',
+      int: 42,
+      float: 3.25,
+      tiny: 2.0846316870860149e-7,
+      negative: -1.5e-7,
+      huge: 1e21,
+      yes: true,
+      no: false,
+      nothing: null,
+      numericString: '42',
+      boolString: 'true',
+      emptyString: '',
+      list: [1, 'two', true, null, [3, [4]], { five: 5 }],
+      nested: { deep: { deeper: [1, { x: 'y' }], flag: false }, n: null },
+      'ключ 🔑': 'значение',
+      'quote\'s "and" \\slash': 'x',
+    },
+    resourceAttributes: { 'service.name': 'checkout', 'service.version': '1.2.3', pid: 4242, tags: ['a', 'b'] },
+    events: [
+      { name: 'gen_ai.content.prompt', timeNs: '1763787000223456789', attributes: { 'gen_ai.prompt': 'hi', n: 1 } },
+      { name: 'exception', timeNs: '1763787001000000001', attributes: { 'exception.type': 'RateLimit', nested: { a: [1] } } },
+    ],
+    ingestedAtMs: 1763787002123,
+  };
+}
+
+function ids(items: TraceSummary[]): string[] {
+  return items.map((t) => t.traceId);
+}
+
+async function allPages(s: Storage, ws: string, filter: Omit<TraceFilter, 'cursor'>): Promise<TraceSummary[]> {
+  const out: TraceSummary[] = [];
+  let cursor: string | undefined;
+  for (let guard = 0; guard < 1000; guard++) {
+    const page = await s.listTraces(ws, { ...filter, ...(cursor ? { cursor } : {}) });
+    expect(page.items.length).to.be.at.most(filter.limit);
+    out.push(...page.items);
+    if (!page.nextCursor) return out;
+    cursor = page.nextCursor;
+  }
+  throw new Error('pagination did not end');
+}
+
+function contract(name: string, factory: StoreFactory): void {
+  describe(`storage contract: ${name}`, function () {
+    let h: StoreHarness;
+    let s: Storage;
+
+    before(async function () {
+      h = await factory();
+      s = h.storage;
+    });
+    after(async function () {
+      await h?.destroy();
+    });
+
+    it('reports its kind and answers ping', async function () {
+      expect(s.kind).to.equal(name);
+      expect(await s.ping()).to.equal(true);
+    });
+
+    it('init is idempotent, also across a restart, and keeps data', async function () {
+      await s.insertSpans([span('ws-init', 't1', 's1')]);
+      await s.init();
+      await s.init();
+      s = await h.reopen();
+      expect(await s.ping()).to.equal(true);
+      expect(await s.countSpans('ws-init')).to.equal(1);
+      expect((await s.getTrace('ws-init', 't1'))[0]?.spanId).to.equal('s1');
+    });
+
+    it('round-trips every field exactly', async function () {
+      const rec = fullSpan('ws-full');
+      await s.insertSpans([rec]);
+      const got = await s.getTrace('ws-full', rec.traceId);
+      expect(got).to.deep.equal([rec]);
+      const [one] = got;
+      // Attribute order is kept too (deep.equal does not check key order).
+      expect(Object.keys(one!.attributes)).to.deep.equal(Object.keys(rec.attributes));
+      expect(one!.attributes.int).to.be.a('number');
+      expect(one!.attributes.numericString).to.be.a('string');
+      expect(one!.attributes.boolString).to.be.a('string');
+      expect(one!.attributes.yes).to.equal(true);
+      expect(one!.startTimeNs).to.equal('1763787000123456789');
+    });
+
+    it('returns spans of a trace ordered by start time, and [] for an unknown trace', async function () {
+      await s.insertSpans([
+        span('ws-order', 'tr', 'c', { startTimeNs: ns(30), parentSpanId: 'a' }),
+        span('ws-order', 'tr', 'a', { startTimeNs: ns(10) }),
+        span('ws-order', 'tr', 'b', { startTimeNs: ns(20), parentSpanId: 'a' }),
+        // a day later: another partition/day in ClickHouse, still found by id
+        span('ws-order', 'tr', 'd', { startTimeNs: ns(86_400_000 * 40), endTimeNs: ns(86_400_000 * 40 + 5), parentSpanId: 'a' }),
+      ]);
+      expect((await s.getTrace('ws-order', 'tr')).map((r) => r.spanId)).to.deep.equal(['a', 'b', 'c', 'd']);
+      expect(await s.getTrace('ws-order', 'nope')).to.deep.equal([]);
+      expect(await s.getTrace('ws-nope', 'tr')).to.deep.equal([]);
+    });
+
+    it('collapses duplicates within a batch: the newest ingestedAtMs wins', async function () {
+      await s.insertSpans([
+        span('ws-dup', 't', 's', { name: 'v10', ingestedAtMs: 10 }),
+        span('ws-dup', 't', 's', { name: 'v20', ingestedAtMs: 20 }),
+        span('ws-dup', 't', 's', { name: 'v5', ingestedAtMs: 5 }),
+      ]);
+      const got = await s.getTrace('ws-dup', 't');
+      expect(got.map((r) => [r.name, r.ingestedAtMs])).to.deep.equal([['v20', 20]]);
+      expect(await s.countSpans('ws-dup')).to.equal(1);
+    });
+
+    it('collapses duplicates across batches: an older replay does not overwrite a newer row', async function () {
+      await s.insertSpans([span('ws-dup2', 't', 's', { name: 'v30', ingestedAtMs: 30, status: 'completed' })]);
+      await s.insertSpans([span('ws-dup2', 't', 's', { name: 'v25', ingestedAtMs: 25 })]);
+      await s.insertSpans([span('ws-dup2', 't', 's', { name: 'v30', ingestedAtMs: 30, status: 'completed' })]);
+      let got = await s.getTrace('ws-dup2', 't');
+      expect(got.map((r) => r.name)).to.deep.equal(['v30']);
+      await s.insertSpans([span('ws-dup2', 't', 's', { name: 'v40', ingestedAtMs: 40, status: 'error' })]);
+      got = await s.getTrace('ws-dup2', 't');
+      expect(got.map((r) => [r.name, r.status])).to.deep.equal([['v40', 'error']]);
+      expect(await s.countSpans('ws-dup2')).to.equal(1);
+      const page = await s.listTraces('ws-dup2', { limit: 10 });
+      expect(page.items.map((t) => [t.spanCount, t.status])).to.deep.equal([[1, 'error']]);
+    });
+
+    it('isolates workspaces sharing a trace id', async function () {
+      await s.insertSpans([
+        span('ws-a', 'shared', 's1', { name: 'in-a' }),
+        span('ws-b', 'shared', 's1', { name: 'in-b' }),
+        span('ws-b', 'shared', 's2', { name: 'in-b2', parentSpanId: 's1' }),
+      ]);
+      expect((await s.getTrace('ws-a', 'shared')).map((r) => r.name)).to.deep.equal(['in-a']);
+      expect((await s.getTrace('ws-b', 'shared')).map((r) => r.name)).to.deep.equal(['in-b', 'in-b2']);
+      expect(await s.countSpans('ws-a')).to.equal(1);
+      expect(await s.countSpans('ws-b')).to.equal(2);
+      expect((await s.listTraces('ws-a', { limit: 10 })).items.map((t) => t.spanCount)).to.deep.equal([1]);
+      expect(await s.countSpans('ws-none')).to.equal(0);
+      expect(await s.listTraces('ws-none', { limit: 10 })).to.deep.equal({ items: [], nextCursor: null });
+    });
+
+    it('rolls a multi-span trace up from its root-most span', async function () {
+      await s.insertSpans([
+        // the root starts after its child: root-most is the parentless span, not the earliest
+        span('ws-roll', 'tr', 'root', {
+          parentSpanId: '', name: 'agent run', startTimeNs: ns(5), endTimeNs: ns(100), status: 'completed',
+          model: 'root-model', source: 'agents', actionName: 'act', environment: 'prod',
+          promptTokens: 1, completionTokens: 2, totalTokens: 3, costUsd: 0.1,
+        }),
+        span('ws-roll', 'tr', 'llm', {
+          parentSpanId: 'root', startTimeNs: ns(0), endTimeNs: ns(250), status: 'error', model: 'child-model',
+          source: 'otlp', promptTokens: 10, completionTokens: 20, totalTokens: 30, costUsd: 0.2,
+        }),
+        span('ws-roll', 'tr', 'tool', {
+          parentSpanId: 'root', startTimeNs: ns(50), endTimeNs: ns(60), promptTokens: 100, completionTokens: 200,
+          totalTokens: 300, costUsd: 0.0000003,
+        }),
+      ]);
+      const { items } = await s.listTraces('ws-roll', { limit: 10 });
+      expect(items).to.deep.equal([{
+        traceId: 'tr', name: 'agent run', startTimeNs: ns(0), endTimeNs: ns(250), durationMs: 250, spanCount: 3,
+        status: 'error', model: 'root-model', source: 'agents', actionName: 'act', environment: 'prod',
+        promptTokens: 111, completionTokens: 222, totalTokens: 333, costUsd: 0.3000003,
+      }]);
+    });
+
+    it('without a parentless span, the earliest span is root-most; status is its status when nothing errored', async function () {
+      await s.insertSpans([
+        span('ws-orphan', 'tr', 'b', { parentSpanId: 'gone', startTimeNs: ns(20), status: 'completed', name: 'late' }),
+        span('ws-orphan', 'tr', 'a', { parentSpanId: 'gone', startTimeNs: ns(10), status: 'blocked', name: 'early' }),
+      ]);
+      const [t] = (await s.listTraces('ws-orphan', { limit: 10 })).items;
+      expect([t?.name, t?.status, t?.spanCount]).to.deep.equal(['early', 'blocked', 2]);
+    });
+
+    describe('listTraces', function () {
+      const ws = 'ws-list';
+      // t1..t5: one trace per 1 s; the attributes of interest sit on a child span, so
+      // matching "any span" and not just the root is exercised.
+      before(async function () {
+        const rows: SpanRecord[] = [];
+        const child = (t: string, at: number, over: Partial<SpanRecord>) =>
+          span(ws, t, `${t}-child`, { parentSpanId: `${t}-root`, startTimeNs: ns(at + 1), endTimeNs: ns(at + 5), ...over });
+        const root = (t: string, at: number) => span(ws, t, `${t}-root`, { startTimeNs: ns(at), endTimeNs: ns(at + 10) });
+        rows.push(root('t1', 1000), child('t1', 1000, { model: 'gpt-4o', environment: 'prod', source: 'otlp' }));
+        rows.push(root('t2', 2000), child('t2', 2000, { model: 'claude', actionName: 'triage', status: 'error' }));
+        rows.push(root('t3', 3000), child('t3', 3000, { model: 'gpt-4o', environment: 'staging', source: 'agents' }));
+        rows.push(root('t4', 4000), child('t4', 4000, { actionName: 'triage', environment: 'prod', status: 'blocked' }));
+        rows.push(root('t5', 5000), child('t5', 5000, { model: "o'brien\\", source: 'proxy' }));
+        await s.insertSpans(rows);
+      });
+
+      const list = async (f: Omit<TraceFilter, 'limit'>) => ids((await s.listTraces(ws, { limit: 100, ...f })).items);
+
+      it('orders newest first', async function () {
+        expect(await list({})).to.deep.equal(['t5', 't4', 't3', 't2', 't1']);
+      });
+
+      it('filters by model, actionName, environment, status, source (any span matches)', async function () {
+        expect(await list({ model: 'gpt-4o' })).to.deep.equal(['t3', 't1']);
+        expect(await list({ model: "o'brien\\" })).to.deep.equal(['t5']);
+        expect(await list({ actionName: 'triage' })).to.deep.equal(['t4', 't2']);
+        expect(await list({ environment: 'prod' })).to.deep.equal(['t4', 't1']);
+        expect(await list({ status: 'error' })).to.deep.equal(['t2']);
+        expect(await list({ status: 'blocked' })).to.deep.equal(['t4']);
+        expect(await list({ source: 'agents' })).to.deep.equal(['t3']);
+        expect(await list({ source: 'native' })).to.deep.equal(['t5', 't4', 't3', 't2', 't1']);
+        expect(await list({ model: 'nope' })).to.deep.equal([]);
+      });
+
+      it('requires one span to satisfy all filters together', async function () {
+        expect(await list({ model: 'gpt-4o', environment: 'prod' })).to.deep.equal(['t1']);
+        // t4's root has no model, its child has actionName but no model 'claude'
+        expect(await list({ actionName: 'triage', model: 'claude' })).to.deep.equal(['t2']);
+      });
+
+      it('filters by time range on span start: from inclusive, to exclusive', async function () {
+        expect(await list({ fromMs: baseMs + 3000 })).to.deep.equal(['t5', 't4', 't3']);
+        expect(await list({ toMs: baseMs + 3000 })).to.deep.equal(['t2', 't1']);
+        expect(await list({ fromMs: baseMs + 2000, toMs: baseMs + 4000 })).to.deep.equal(['t3', 't2']);
+        // a trace matches through any span: only t3's child starts in (3000.5, 3002]
+        expect(await list({ fromMs: baseMs + 3001, toMs: baseMs + 3002 })).to.deep.equal(['t3']);
+        expect(await list({ fromMs: baseMs + 9000 })).to.deep.equal([]);
+      });
+
+      it('rejects a malformed cursor with a 400', async function () {
+        for (const cursor of ['garbage', Buffer.from('{"s":"x","t":"y"}').toString('base64url'), Buffer.from('[]').toString('base64url')]) {
+          const err = await s.listTraces(ws, { limit: 2, cursor }).then(() => null, (e: unknown) => e);
+          expect(err).to.be.instanceOf(HttpError);
+          expect((err as HttpError).status).to.equal(400);
+        }
+      });
+    });
+
+    it('paginates with a keyset cursor: no duplicates, no gaps, ties broken by trace id', async function () {
+      const ws = 'ws-page';
+      const rows: SpanRecord[] = [];
+      for (let i = 0; i < 23; i++) {
+        // groups of three traces share one start time
+        const at = Math.floor(i / 3) * 1000;
+        const t = `trace-${String(i).padStart(2, '0')}`;
+        rows.push(span(ws, t, 'r', { startTimeNs: ns(at), model: i % 2 ? 'odd' : 'even' }));
+        rows.push(span(ws, t, 'c', { parentSpanId: 'r', startTimeNs: ns(at + 1) }));
+      }
+      await s.insertSpans(rows);
+      const full = (await s.listTraces(ws, { limit: 1000 })).items;
+      expect(full).to.have.length(23);
+      // newest start first, then trace id descending
+      const expected = [...full].sort((a, b) => {
+        const d = BigInt(b.startTimeNs) - BigInt(a.startTimeNs);
+        return d !== 0n ? (d > 0n ? 1 : -1) : a.traceId < b.traceId ? 1 : -1;
+      });
+      expect(ids(full)).to.deep.equal(ids(expected));
+      expect(ids(full).slice(0, 3)).to.deep.equal(['trace-22', 'trace-21', 'trace-20']);
+      for (const limit of [1, 2, 3, 4, 7, 23, 50]) {
+        expect(await allPages(s, ws, { limit })).to.deep.equal(full, `limit ${limit}`);
+      }
+      const odd = (await s.listTraces(ws, { limit: 1000, model: 'odd' })).items;
+      expect(odd).to.have.length(11);
+      expect(await allPages(s, ws, { limit: 4, model: 'odd' })).to.deep.equal(odd);
+      const exact = await s.listTraces(ws, { limit: 23 });
+      expect(exact.nextCursor).to.equal(null);
+    });
+
+    it('counts distinct spans', async function () {
+      const ws = 'ws-count';
+      const rows: SpanRecord[] = [];
+      for (let i = 0; i < 50; i++) rows.push(span(ws, `t${i % 7}`, `s${i}`, { startTimeNs: ns(i) }));
+      await s.insertSpans(rows);
+      await s.insertSpans(rows.slice(0, 20).map((r) => ({ ...r, ingestedAtMs: r.ingestedAtMs + 1 })));
+      expect(await s.countSpans(ws)).to.equal(50);
+    });
+
+    it('creates and finds workspaces', async function () {
+      await s.createWorkspace({ id: 'w_1', name: 'acme', createdAtMs: 1700000000000 });
+      await s.createWorkspace({ id: 'w_2', name: "o'neil 😀", createdAtMs: 1700000000001 });
+      expect(await s.getWorkspace('w_1')).to.deep.equal({ id: 'w_1', name: 'acme', createdAtMs: 1700000000000 });
+      expect(await s.getWorkspaceByName("o'neil 😀")).to.deep.equal({ id: 'w_2', name: "o'neil 😀", createdAtMs: 1700000000001 });
+      expect(await s.getWorkspace('w_missing')).to.equal(null);
+      expect(await s.getWorkspaceByName('missing')).to.equal(null);
+    });
+
+    it('stores, lists and revokes API keys', async function () {
+      const k1 = { keyId: 'k_a1', workspaceId: 'w_keys', hash: 'a'.repeat(64), createdAtMs: 1700000000000, revokedAtMs: 0 };
+      const k2 = { keyId: 'k_a2', workspaceId: 'w_keys', hash: 'b'.repeat(64), createdAtMs: 1700000000005, revokedAtMs: 0 };
+      const k3 = { keyId: 'k_b1', workspaceId: 'w_other', hash: 'c'.repeat(64), createdAtMs: 1700000000002, revokedAtMs: 0 };
+      await s.putApiKey(k1);
+      await s.putApiKey(k2);
+      await s.putApiKey(k3);
+      expect(await s.getApiKey('k_a1')).to.deep.equal(k1);
+      expect(await s.getApiKey('k_missing')).to.equal(null);
+      expect(await s.listApiKeys('w_keys')).to.deep.equal([k1, k2]);
+      const all = await s.listApiKeys();
+      expect(all.filter((k) => k.keyId.startsWith('k_'))).to.deep.equal([k1, k3, k2]);
+
+      expect(await s.revokeApiKey('k_a1', 1700000000100)).to.equal(true);
+      expect(await s.getApiKey('k_a1')).to.deep.equal({ ...k1, revokedAtMs: 1700000000100 });
+      // revoking again keeps the first revocation time
+      expect(await s.revokeApiKey('k_a1', 1700000000200)).to.equal(true);
+      expect((await s.getApiKey('k_a1'))?.revokedAtMs).to.equal(1700000000100);
+      expect(await s.revokeApiKey('k_missing', 1700000000100)).to.equal(false);
+      expect(await s.listApiKeys('w_keys')).to.deep.equal([{ ...k1, revokedAtMs: 1700000000100 }, k2]);
+      // survives a restart
+      s = await h.reopen();
+      expect((await s.getApiKey('k_a1'))?.revokedAtMs).to.equal(1700000000100);
+    });
+
+    it('keeps workspace settings versions and returns the newest', async function () {
+      expect(await s.getSettings('w_set')).to.equal(null);
+      await s.putSettings('w_set', '{"policy":{"a":1}}', 1, 1700000000000);
+      await s.putSettings('w_set', '{"policy":{"a":2},"note":"é😀"}', 2, 1700000000001);
+      await s.putSettings('w_set_other', '{}', 7, 1700000000002);
+      expect(await s.getSettings('w_set')).to.deep.equal({ doc: '{"policy":{"a":2},"note":"é😀"}', version: 2 });
+      expect(await s.getSettings('w_set_other')).to.deep.equal({ doc: '{}', version: 7 });
+    });
+
+    it('does not lose a string with a lone surrogate, and does not fail the batch over it', async function () {
+      await s.insertSpans([span('ws-utf', 't', 's', { prompt: 'a\ud800b', attributes: { k: 'x\udc00' } })]);
+      const [got] = await s.getTrace('ws-utf', 't');
+      expect(got?.prompt).to.equal('a\ufffdb');
+      expect(got?.attributes).to.deep.equal({ k: 'x\ufffd' });
+    });
+  });
+}
+
+for (const [name, factory] of BACKENDS) contract(name, factory);
+
+// ---- both backends, same data, same answers ----
+
+/** Deterministic pseudo-random data (mulberry32) so failures reproduce. */
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function dataset(ws: string): SpanRecord[] {
+  const r = rng(42);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const rows: SpanRecord[] = [];
+  for (let t = 0; t < 60; t++) {
+    const traceId = `trace-${Math.floor(r() * 1e9).toString(16)}-${t}`;
+    const at = Math.floor(r() * 20) * 500; // plenty of equal start times
+    const n = 1 + Math.floor(r() * 5);
+    for (let i = 0; i < n; i++) {
+      rows.push(span(ws, traceId, `s${i}`, {
+        parentSpanId: i === 0 ? (r() < 0.2 ? 'missing' : '') : `s${Math.floor(r() * i)}`,
+        startTimeNs: ns(at + Math.floor(r() * 300)),
+        endTimeNs: ns(at + 300 + Math.floor(r() * 300)),
+        durationMs: r() * 1000,
+        status: pick(['completed', 'completed', 'error', 'blocked']),
+        model: pick(['gpt-4o', 'claude', '']),
+        source: pick(['native', 'otlp', 'agents']),
+        actionName: pick(['', 'triage', 'summarize']),
+        environment: pick(['prod', 'dev']),
+        promptTokens: Math.floor(r() * 5000),
+        completionTokens: Math.floor(r() * 500),
+        totalTokens: Math.floor(r() * 5500),
+        costUsd: r() / 1000,
+        attributes: { k: r(), s: pick(['a', 'b']), flag: r() < 0.5, list: [r(), 'x'] },
+        ingestedAtMs: 1000 + Math.floor(r() * 10),
+      }));
+    }
+  }
+  // replays with older and newer versions
+  for (const row of rows.slice(0, 40)) rows.push({ ...row, name: 'replay', ingestedAtMs: row.ingestedAtMs + (r() < 0.5 ? -1 : 1) });
+  return rows;
+}
+
+describe('storage backends agree', function () {
+  const harnesses: StoreHarness[] = [];
+  const ws = 'ws-agree';
+  const data = dataset(ws);
+
+  before(async function () {
+    for (const [, factory] of BACKENDS) {
+      const h = await factory();
+      harnesses.push(h);
+      // two batches, so replays also cross batch boundaries
+      await h.storage.insertSpans(data.slice(0, 150));
+      await h.storage.insertSpans(data.slice(150));
+    }
+  });
+  after(async function () {
+    for (const h of harnesses) await h.destroy();
+  });
+
+  async function same<T>(q: (s: Storage) => Promise<T>): Promise<T> {
+    const [first, ...rest] = await Promise.all(harnesses.map((h) => q(h.storage)));
+    for (const other of rest) expect(other).to.deep.equal(first);
+    return first!;
+  }
+
+  it('counts, traces and pages', async function () {
+    expect(await same((s) => s.countSpans(ws))).to.be.greaterThan(100);
+    const all = await same((s) => s.listTraces(ws, { limit: 1000 }));
+    expect(all.items).to.have.length(60);
+    for (const t of all.items) await same((s) => s.getTrace(ws, t.traceId));
+    const filters: Array<Omit<TraceFilter, 'limit'>> = [
+      { model: 'claude' }, { status: 'error' }, { source: 'agents', environment: 'prod' }, { actionName: 'triage' },
+      { fromMs: baseMs + 2000, toMs: baseMs + 6000 }, { model: 'gpt-4o', fromMs: baseMs + 5000 },
+    ];
+    for (const f of filters) {
+      const one = await same((s) => s.listTraces(ws, { limit: 1000, ...f }));
+      expect(await same((s) => allPages(s, ws, { limit: 7, ...f }))).to.deep.equal(one.items);
+    }
+  });
+});

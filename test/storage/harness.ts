@@ -1,0 +1,54 @@
+// Storage factories for the contract suite: a fresh, isolated store per backend.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ClickHouseStorage } from '../../storage/clickhouse.ts';
+import { DuckDbStorage } from '../../storage/duckdb.ts';
+import type { Storage } from '../../storage/types.ts';
+import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
+
+export interface StoreHarness {
+  storage: Storage;
+  /** Close and open a new instance on the same data (a collector restart). */
+  reopen(): Promise<Storage>;
+  /** Close and delete everything. */
+  destroy(): Promise<void>;
+}
+
+export type StoreFactory = () => Promise<StoreHarness>;
+
+export const clickhouseFactory: StoreFactory = async () => {
+  const url = clickhouseUrl();
+  const database = uniqueDatabase();
+  const open = async () => {
+    const s = new ClickHouseStorage({ url, database });
+    await s.init();
+    return s;
+  };
+  const h: StoreHarness = {
+    storage: await open(),
+    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
+    destroy: async () => {
+      await h.storage.close();
+      await fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` });
+    },
+  };
+  return h;
+};
+
+export const duckdbFactory: StoreFactory = async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'tracegate-duckdb-'));
+  const open = async () => {
+    const s = new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb'));
+    await s.init();
+    return s;
+  };
+  const h: StoreHarness = {
+    storage: await open(),
+    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
+    destroy: async () => { await h.storage.close(); await rm(dir, { recursive: true, force: true }); },
+  };
+  return h;
+};
+
+export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['duckdb', duckdbFactory]];
