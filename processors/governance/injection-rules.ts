@@ -10,7 +10,7 @@
 // Quantifiers are bounded and word gaps are `(?:\w+\W+){0,n}?` (disjoint classes: no ambiguous backtracking).
 
 export interface InjectionPattern {
-  /** Lower-case literals the match starts with (a word start for alphabetic triggers). */
+  /** Lower-case literals the match starts with; one that begins (ends) with a letter must begin (end) a word. */
   triggers: readonly string[];
   /** Sticky regex, tried at each trigger position. */
   re: RegExp;
@@ -86,7 +86,7 @@ export const INJECTION_FAMILIES: readonly InjectionFamily[] = [
   {
     rule: 'injection.jailbreak', label: 'jailbreak / developer mode',
     patterns: [
-      { weight: 0.65, triggers: words('dan|stan|dude|aim|do anything now|jailbr'), re: rx(String.raw`(?:dan|stan|dude|aim) mode\b|do anything now\b|jailbroken\b|jailbreak (?:mode|prompt)\b`) },
+      { weight: 0.65, triggers: words('dan|stan|dude|aim|do anything now|jailbroken|jailbreak'), re: rx(String.raw`(?:dan|stan|dude|aim) mode\b|do anything now\b|jailbroken\b|jailbreak (?:mode|prompt)\b`) },
       { weight: 0.6, triggers: ['developer mode'], re: rx(String.raw`developer mode (?:enabled|output|activated|is on)\b`) },
       { weight: 0.25, triggers: words('enable|enter|activate|switch to'), re: rx(String.raw`(?:enable|enter|activate|switch to)\s+(?:\w+\s+)?(?:developer|dev|god|sudo|debug|unrestricted) mode\b`) },
       { weight: 0.55, triggers: words('without|no|free from|ignore|bypass|disable|turn off'), re: rx(String.raw`(?:without|no|free from|ignore|bypass|disable|turn off)\s+(?:any\s+|all\s+|your\s+|of\s+){0,3}(?:ethical|moral|safety|content)\s+(?:restrictions|limitations|filters?|guidelines|rules|boundaries|policies|guardrails)`) },
@@ -98,9 +98,9 @@ export const INJECTION_FAMILIES: readonly InjectionFamily[] = [
   {
     rule: 'injection.indirect', label: 'instructions addressed to the model',
     patterns: [
-      { weight: 0.5, triggers: words('note|message|instruction|attention|important'), re: rx(String.raw`(?:note|message|instructions?|attention|important)\s+(?:to|for)\s+(?:the\s+|any\s+)?(?:ai|assistant|llm|language model|model|chatbot|agent|gpt|claude)s?\b`) },
+      { weight: 0.5, triggers: words('note|message|instruction|instructions|attention|important'), re: rx(String.raw`(?:note|message|instructions?|attention|important)\s+(?:to|for)\s+(?:the\s+|any\s+)?(?:ai|assistant|llm|language model|model|chatbot|agent|gpt|claude)s?\b`) },
       { weight: 0.55, triggers: ['if you are'], re: rx(String.raw`if you are an? (?:ai|llm|language model|large language model|assistant|chatbot|ai agent|ai assistant)\b`) },
-      { weight: 0.55, triggers: words('ai|llm|assistant|agent|model'), re: rx(String.raw`(?:ai|llm|assistant|agent|model)s?\s+(?:reading|processing|summari[sz]ing)\s+this\b`) },
+      { weight: 0.55, triggers: words('ai|ais|llm|llms|assistant|assistants|agent|agents|model|models'), re: rx(String.raw`(?:ai|llm|assistant|agent|model)s?\s+(?:reading|processing|summari[sz]ing)\s+this\b`) },
     ],
   },
 ];

@@ -29,7 +29,7 @@ export function severityForScore(score: number): Severity {
 
 interface Hit { family: InjectionFamily; weight: number; start: number; end: number; phrase: string }
 
-interface Trigger { word: string; patterns: Array<{ family: InjectionFamily; pattern: InjectionPattern }> }
+interface Trigger { word: string; wholeWord: boolean; patterns: Array<{ family: InjectionFamily; pattern: InjectionPattern }> }
 
 // Triggers bucketed by their first two characters (ASCII), so the scan does one array lookup per word start.
 const BUCKETS: Array<Trigger[] | undefined> = new Array(128 * 128);
@@ -41,7 +41,7 @@ for (const family of INJECTION_FAMILIES) {
       const k = (word.charCodeAt(0) & 127) * 128 + (word.charCodeAt(1) & 127);
       const bucket = (BUCKETS[k] ??= []);
       let t = bucket.find((x) => x.word === word);
-      if (!t) { t = { word, patterns: [] }; bucket.push(t); }
+      if (!t) { t = { word, wholeWord: /[a-z]$/.test(word), patterns: [] }; bucket.push(t); }
       t.patterns.push({ family, pattern });
       if (!/[a-z]/.test(word[0]!)) PUNCT_STARTS.add(word.charCodeAt(0));
     }
@@ -86,6 +86,10 @@ function matchFamilies(segment: string, spanOf: (s: number, e: number) => [numbe
     tried.clear();
     for (const t of bucket) {
       if (!segment.startsWith(t.word, i)) continue;
+      if (t.wholeWord) {
+        const after = segment.charCodeAt(i + t.word.length);
+        if (after > 127 || CLS[after] === 1 || CLS[after] === 2) continue;
+      }
       for (const { family, pattern } of t.patterns) {
         if (tried.has(pattern)) continue;
         tried.add(pattern);
