@@ -39,10 +39,11 @@
  * |              | 5 `gen_ai.tool.name` / `gen_ai.tool.call.id` → tool                                          |
  * |              | 6 a model attribute or LLM messages present → llm                                           |
  * |              | 7 `gen_ai.agent.name` → agent; otherwise other                                              |
- * | model        | gen_ai.response.model → gen_ai.request.model → llm.model_name → llm.response.model_name →    |
- * |              | llm.request.model_name → ai.response.model → ai.model.id                                     |
- * | provider     | gen_ai.provider.name → gen_ai.system → llm.provider → llm.system → ai.model.provider (part   |
- * |              | before the first '.', e.g. "openai.chat" → "openai"); lower-cased                           |
+ * | model        | response models first: gen_ai.response.model → ai.response.model → llm.response.model_name → |
+ * |              | llm.model_name → gen_ai.request.model → llm.request.model_name → ai.model.id                 |
+ * | provider     | gen_ai.provider.name → ai.model.provider (part before the first '.', e.g. "openai.chat" →    |
+ * |              | "openai"; Vercel also copies that raw value into gen_ai.system) → gen_ai.system →            |
+ * |              | llm.provider → llm.system; lower-cased                                                       |
  * | promptTokens | gen_ai.usage.input_tokens → gen_ai.usage.prompt_tokens → llm.token_count.prompt →            |
  * |              | ai.usage.inputTokens → ai.usage.promptTokens                                                 |
  * | completion…  | gen_ai.usage.output_tokens → gen_ai.usage.completion_tokens → llm.token_count.completion →   |
@@ -435,8 +436,8 @@ function flatMsgs(list: FlatMsg[]): Msg[] {
 // ---------------------------------------------------------------------------
 // Precedence lists
 
-const MODEL_KEYS = ['gen_ai.response.model', 'gen_ai.request.model', 'llm.model_name', 'llm.response.model_name', 'llm.request.model_name', 'ai.response.model', 'ai.model.id'];
-const PROVIDER_KEYS = ['gen_ai.provider.name', 'gen_ai.system', 'llm.provider', 'llm.system'];
+const MODEL_KEYS = ['gen_ai.response.model', 'ai.response.model', 'llm.response.model_name', 'llm.model_name', 'gen_ai.request.model', 'llm.request.model_name', 'ai.model.id'];
+const PROVIDER_KEYS = ['gen_ai.system', 'llm.provider', 'llm.system'];
 const INPUT_KEYS = ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', 'ai.usage.inputTokens', 'ai.usage.promptTokens'];
 const OUTPUT_KEYS = ['gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion', 'ai.usage.outputTokens', 'ai.usage.completionTokens'];
 const TOTAL_KEYS = ['gen_ai.usage.total_tokens', 'llm.usage.total_tokens', 'llm.token_count.total', 'ai.usage.totalTokens'];
@@ -564,12 +565,14 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
 
   // Model and provider
   const model = firstStr(A, MODEL_KEYS);
-  let provider = firstStr(A, PROVIDER_KEYS);
+  let provider = str(A['gen_ai.provider.name']);
   if (provider === '') {
+    // Vercel AI SDK: "openai.chat" → "openai" (it also copies that value into gen_ai.system).
     const p = str(A['ai.model.provider']);
     const dot = p.indexOf('.');
     provider = dot > 0 ? p.slice(0, dot) : p;
   }
+  if (provider === '') provider = firstStr(A, PROVIDER_KEYS);
   provider = provider.trim().toLowerCase();
 
   // Kind

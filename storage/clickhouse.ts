@@ -193,9 +193,13 @@ export class ClickHouseStorage implements Storage {
     );
     if (dates.length === 0) return [];
     const rows = await this.rows<SpanReadRow>(
-      `SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL
-       WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${tid}
-       ORDER BY start_ns, span_id`,
+      // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
+      // moved to another day (native retries are stamped at receipt), keeping the newest.
+      `SELECT * FROM (
+         SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
+         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${tid}
+         ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY span_id)
+       ORDER BY toUInt64(start_sort), span_id`,
     );
     return rows.map(fromReadRow);
   }
@@ -229,8 +233,12 @@ export class ClickHouseStorage implements Storage {
           argMin(action_name, ${root}) AS root_action,
           argMin(environment, ${root}) AS root_env,
           argMin(status, ${root}) AS root_status
-        FROM ${this.t('spans')} FINAL
-        WHERE workspace_id = ${ws} ${match}
+        FROM (
+          SELECT trace_id, span_id, parent_span_id, start_ns, end_ns, prompt_tokens, completion_tokens, total_tokens,
+            cost_usd, status, name, model, source, action_name, environment
+          FROM ${this.t('spans')} FINAL
+          WHERE workspace_id = ${ws} ${match}
+          ORDER BY ingested_at_ms DESC LIMIT 1 BY trace_id, span_id)
         GROUP BY trace_id
       )
       ${after}

@@ -110,12 +110,15 @@ export class DuckDbStorage implements Storage {
   async insertSpans(input: SpanRecord[]): Promise<void> {
     if (input.length === 0) return;
     // Dedup first: ON CONFLICT cannot touch the same row twice in one statement.
-    const rows = latestPerSpan(input);
+    // Validate before appending so a bad value cannot leave a half-written row in the appender.
+    const rows = latestPerSpan(input).map((r) => ({
+      r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
+    }));
     await this.serial(async (c) => {
       await c.run('DELETE FROM spans_staging');
       const app = await c.createAppender('spans_staging', null, 'temp');
       try {
-        for (const r of rows) appendSpan(app, r);
+        for (const { r, start, end } of rows) appendSpan(app, r, start, end);
       } finally {
         app.closeSync(); // flushes
       }
@@ -254,7 +257,7 @@ export class DuckDbStorage implements Storage {
 type Appender = Awaited<ReturnType<DuckDBConnection['createAppender']>>;
 
 /** One row in SPAN_COLUMNS order. */
-function appendSpan(a: Appender, r: SpanRecord): void {
+function appendSpan(a: Appender, r: SpanRecord, startNs: bigint, endNs: bigint): void {
   const w = wellFormed;
   a.appendVarchar(w(r.workspaceId));
   a.appendVarchar(w(r.traceId));
@@ -263,8 +266,8 @@ function appendSpan(a: Appender, r: SpanRecord): void {
   a.appendVarchar(w(r.name));
   a.appendVarchar(w(r.kind));
   a.appendVarchar(w(r.source));
-  a.appendUBigInt(BigInt(checkNs(r.startTimeNs, 'startTimeNs')));
-  a.appendUBigInt(BigInt(checkNs(r.endTimeNs, 'endTimeNs')));
+  a.appendUBigInt(startNs);
+  a.appendUBigInt(endNs);
   a.appendDouble(finite(r.durationMs));
   a.appendVarchar(w(r.status));
   a.appendVarchar(w(r.statusMessage));

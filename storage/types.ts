@@ -12,8 +12,9 @@ export interface ApiKeyRecord {
   revokedAtMs: number;    // 0 when active
 }
 
+/** A trace is listed when one of its spans satisfies every filter (time range on span start). */
 export interface TraceFilter {
-  fromMs?: number;        // on the trace's start time, inclusive
+  fromMs?: number;        // inclusive
   toMs?: number;          // exclusive
   model?: string;
   actionName?: string;

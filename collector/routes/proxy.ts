@@ -53,7 +53,10 @@ export function proxyRoutes(r: RouteContext): void {
     },
   });
 
-  /** Durable before the answer goes out. Back-pressure does not cost the caller a paid completion: see README. */
+  /**
+   * Durable before the answer goes out. On failure (back-pressure) the caller still gets the completion it has
+   * paid for, marked X-Tracegate-Telemetry: not-stored: a 503 would make it retry and pay twice.
+   */
   async function persist(ctx: Context, record: SpanRecord): Promise<boolean> {
     try {
       await r.pipeline.ingest([record]);

@@ -29,24 +29,24 @@ export function severityForScore(score: number): Severity {
 
 interface Hit { family: InjectionFamily; weight: number; start: number; end: number; phrase: string }
 
-interface Trigger { word: string; wholeWord: boolean; patterns: Array<{ family: InjectionFamily; pattern: InjectionPattern }> }
+interface Trigger { word: string; wholeWord: boolean; patterns: Array<{ family: number; pattern: InjectionPattern }> }
 
 // Triggers bucketed by their first two characters (ASCII), so the scan does one array lookup per word start.
+// A trigger ending in a letter must end a word, so at most one alphabetic trigger fires per position.
 const BUCKETS: Array<Trigger[] | undefined> = new Array(128 * 128);
 const PUNCT_STARTS = new Set<number>();
-
-for (const family of INJECTION_FAMILIES) {
+INJECTION_FAMILIES.forEach((family, fi) => {
   for (const pattern of family.patterns) {
     for (const word of pattern.triggers) {
       const k = (word.charCodeAt(0) & 127) * 128 + (word.charCodeAt(1) & 127);
       const bucket = (BUCKETS[k] ??= []);
       let t = bucket.find((x) => x.word === word);
       if (!t) { t = { word, wholeWord: /[a-z]$/.test(word), patterns: [] }; bucket.push(t); }
-      t.patterns.push({ family, pattern });
+      t.patterns.push({ family: fi, pattern });
       if (!/[a-z]/.test(word[0]!)) PUNCT_STARTS.add(word.charCodeAt(0));
     }
   }
-}
+});
 
 // ASCII character classes for the trigger scan: 1 letter (a-z), 2 other word char, 3 punctuation trigger start.
 const CLS = new Uint8Array(128);
@@ -67,8 +67,7 @@ function atLineStart(text: string, i: number): boolean {
 
 /** One pass over `segment`: at each word start (or punctuation trigger) run the patterns its trigger selects. */
 function matchFamilies(segment: string, spanOf: (s: number, e: number) => [number, number], maxPerFamily: number, hits: Hit[]): void {
-  const counts = new Map<InjectionFamily, number>();
-  const tried = new Set<InjectionPattern>();
+  const counts = new Array<number>(INJECTION_FAMILIES.length).fill(0);
   const n = segment.length;
   let prevWord = false;
   for (let i = 0; i < n - 1; i++) {
@@ -83,25 +82,23 @@ function matchFamilies(segment: string, spanOf: (s: number, e: number) => [numbe
     }
     const bucket = BUCKETS[(c & 127) * 128 + (segment.charCodeAt(i + 1) & 127)];
     if (bucket === undefined) continue;
-    tried.clear();
-    for (const t of bucket) {
+    for (let b = 0; b < bucket.length; b++) {
+      const t = bucket[b]!;
       if (!segment.startsWith(t.word, i)) continue;
       if (t.wholeWord) {
         const after = segment.charCodeAt(i + t.word.length);
         if (after > 127 || CLS[after] === 1 || CLS[after] === 2) continue;
       }
-      for (const { family, pattern } of t.patterns) {
-        if (tried.has(pattern)) continue;
-        tried.add(pattern);
-        const count = counts.get(family) ?? 0;
-        if (count >= maxPerFamily) continue;
+      for (let k = 0; k < t.patterns.length; k++) {
+        const { family, pattern } = t.patterns[k]!;
+        if (counts[family]! >= maxPerFamily) continue;
         if (pattern.lineStart && !atLineStart(segment, i)) continue;
         pattern.re.lastIndex = i;
         const m = pattern.re.exec(segment);
         if (m === null) continue;
         const [start, end] = spanOf(i, i + m[0].length);
-        hits.push({ family, weight: pattern.weight, start, end, phrase: m[0] });
-        counts.set(family, count + 1);
+        hits.push({ family: INJECTION_FAMILIES[family]!, weight: pattern.weight, start, end, phrase: m[0] });
+        counts[family]!++;
       }
     }
   }

@@ -81,6 +81,17 @@ function flagTagRunEnd(text: string, i: number): number {
   return -1;
 }
 
+// Folded form of each non-ASCII code point seen (NFKC per code point is the slow step for CJK-heavy text).
+const FOLD_CACHE = new Map<number, string>();
+function fold(cp: number, ch: string): string {
+  let f = FOLD_CACHE.get(cp);
+  if (f === undefined) {
+    f = (HOMOGLYPHS[ch] ?? ch.normalize('NFKC')).toLowerCase();
+    if (FOLD_CACHE.size < 65536) FOLD_CACHE.set(cp, f);
+  }
+  return f;
+}
+
 // eslint-disable-next-line no-control-regex
 const NON_ASCII = /[^\x00-\x7f]/;
 
@@ -130,8 +141,7 @@ export function normalizeForInjection(text: string): Normalized {
       i += len;
       continue;
     }
-    const ch = text.slice(i, i + len);
-    const folded = (HOMOGLYPHS[ch] ?? ch.normalize('NFKC')).toLowerCase();
+    const folded = fold(cp, len === 1 ? text[i]! : text.slice(i, i + len));
     for (let k = 0; k < folded.length; k++) {
       out += folded[k];
       starts.push(i);

@@ -3,7 +3,7 @@ import type { AttrValue, SpanRecord } from '../../collector/record.ts';
 import { detectInjection, type InjectionOptions } from './injection.ts';
 import { detectPii } from './pii.ts';
 import { detectSecrets } from './secrets.ts';
-import { byStart, SEVERITY_RANK, type DetectorKind, type Finding } from './types.ts';
+import { SEVERITY_RANK, type DetectorKind, type Finding } from './types.ts';
 
 export interface ScanOptions {
   /** Which detectors to run (default all three). */
@@ -14,20 +14,28 @@ export interface ScanOptions {
 const ALL: readonly DetectorKind[] = ['pii', 'secret', 'injection'];
 
 /**
- * Drop a PII/secret finding that lies entirely inside another, longer PII/secret finding (a phone number
- * inside a card, an e-mail inside a webhook URL); the outer one is what a redaction needs. Injection findings
- * describe phrases rather than values and are kept as they are, except exact duplicates of the same rule.
+ * Drop a PII/secret finding that lies entirely inside another PII/secret finding that is longer (or as long and
+ * at least as severe): a phone number inside a card, an IPv4 inside an IPv6. The outer one is what a redaction
+ * needs. Injection findings describe phrases rather than values and only exact duplicates are dropped.
+ * Linear after the sort: with starts ascending and, on ties, ends descending then severity descending, an
+ * earlier kept finding contains this one exactly when the largest end kept so far reaches this one's end.
  */
 function resolveOverlaps(findings: Finding[]): Finding[] {
-  findings.sort(byStart);
+  findings.sort((a, b) => a.start - b.start || b.end - a.end || SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity]);
   const out: Finding[] = [];
+  let maxEnd = -1;
+  const seen = new Set<string>();
   for (const f of findings) {
-    const shadowed = out.some((g) => {
-      if (g.start > f.start || g.end < f.end) return false;
-      if (f.detector === 'injection' || g.detector === 'injection') return g.rule === f.rule && g.detector === f.detector;
-      return g.end - g.start > f.end - f.start || SEVERITY_RANK[g.severity] >= SEVERITY_RANK[f.severity];
-    });
-    if (!shadowed) out.push(f);
+    if (f.detector === 'injection') {
+      const key = `${f.rule}:${f.start}:${f.end}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(f);
+      continue;
+    }
+    if (f.end <= maxEnd) continue;
+    maxEnd = f.end;
+    out.push(f);
   }
   return out;
 }

@@ -175,6 +175,18 @@ function contract(name: string, factory: StoreFactory): void {
       expect(page.items.map((t) => [t.spanCount, t.status])).to.deep.equal([[1, 'error']]);
     });
 
+    it('collapses a replay whose start time moved to another day or month (native retries)', async function () {
+      const day = 86_400_000_000_000n;
+      const t0 = 1_764_460_800_000_000_000n; // 2025-11-30T00:00Z
+      await s.insertSpans([span('ws-moved', 't', 's', { name: 'first', ingestedAtMs: 10, startTimeNs: String(t0), endTimeNs: String(t0 + 1000n) })]);
+      await s.insertSpans([span('ws-moved', 't', 's', { name: 'retry', ingestedAtMs: 20, startTimeNs: String(t0 + day), endTimeNs: String(t0 + day + 1000n) })]);
+      const got = await s.getTrace('ws-moved', 't');
+      expect(got.map((r) => r.name)).to.deep.equal(['retry']);
+      const page = await s.listTraces('ws-moved', { limit: 10 });
+      expect(page.items.map((t) => [t.traceId, t.spanCount, t.name])).to.deep.equal([['t', 1, 'retry']]);
+      expect(await s.countSpans('ws-moved')).to.equal(1);
+    });
+
     it('isolates workspaces sharing a trace id', async function () {
       await s.insertSpans([
         span('ws-a', 'shared', 's1', { name: 'in-a' }),
@@ -363,6 +375,15 @@ function contract(name: string, factory: StoreFactory): void {
       await s.putSettings('w_set_other', '{}', 7, 1700000000002);
       expect(await s.getSettings('w_set')).to.deep.equal({ doc: '{"policy":{"a":2},"note":"é😀"}', version: 2 });
       expect(await s.getSettings('w_set_other')).to.deep.equal({ doc: '{}', version: 7 });
+    });
+
+    it('rejects a batch with a malformed timestamp as a whole, and stays usable', async function () {
+      const bad = [span('ws-bad', 't', 'ok'), span('ws-bad', 't', 'bad', { startTimeNs: '12e5' })];
+      const err = await s.insertSpans(bad).then(() => null, (e: unknown) => e);
+      expect(err).to.be.instanceOf(RangeError);
+      expect(await s.countSpans('ws-bad')).to.equal(0);
+      await s.insertSpans([span('ws-bad', 't', 'ok')]);
+      expect(await s.countSpans('ws-bad')).to.equal(1);
     });
 
     it('does not lose a string with a lone surrogate, and does not fail the batch over it', async function () {

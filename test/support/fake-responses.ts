@@ -30,7 +30,13 @@ export interface FakeResponses {
   close(): Promise<void>;
 }
 
-export interface FakeOptions { port?: number; delayMs?: number; stamp?: boolean }
+export interface FakeOptions {
+  port?: number;
+  delayMs?: number;
+  stamp?: boolean;
+  /** Keep a log of requests (default true; the benchmark turns it off). */
+  record?: boolean;
+}
 
 const id = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 const words = (s: string) => s.split(/\s+/).filter(Boolean).length;
@@ -115,7 +121,7 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
       let body: any = {};
       try { body = JSON.parse(raw); } catch { /* recorded as is */ }
       const rec: FakeRequest = { path: req.url ?? '', headers: req.headers, body, raw, aborted: false, done: false };
-      requests.push(rec);
+      if (opts.record !== false) requests.push(rec);
       res.on('close', () => {
         if (!res.writableFinished) rec.aborted = true;
         rec.done = true;

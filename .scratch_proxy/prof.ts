@@ -1,0 +1,21 @@
+import { spawn, fork } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { loadConfig } from '/work/main/config/index.ts';
+import { createStorage } from '/work/main/storage/index.ts';
+import { createKey } from '/work/main/collector/admin.ts';
+import { freePort, sleep, terminate } from '/work/main/test/support/process.ts';
+const fake = fork('bench/fake-upstream.ts', [], { env: { ...process.env, DELAY_MS: '20' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+const url = await new Promise<string>((r) => fake.once('message', (m: any) => r(m.url)));
+const port = await freePort();
+const dataDir = mkdtempSync(join(tmpdir(), 'prof-'));
+const env = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_PROVIDER_BASE_URL: url, TRACEGATE_PROVIDER_API_KEY: 'sk' };
+const st = createStorage(loadConfig(env)); await st.init(); const k = await createKey(st, 'p'); await st.close();
+const child = spawn(process.execPath, ['--cpu-prof', '--cpu-prof-dir=/tmp/pprof', 'bin/tracegate.ts', 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+for (let i = 0; i < 200; i++) { if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break; await sleep(50); }
+const BODY = JSON.stringify({ model: 'gpt-4o-mini', instructions: 'You are a helpful support agent. Answer in two sentences.', input: 'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options?', temperature: 0.2, metadata: { channel: 'email', ticket: 'T-48213' } });
+const r = await autocannon({ url: `http://127.0.0.1:${port}/api/proxy/provider/responses`, method: 'POST', body: BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections: 100, duration: 8 });
+console.log('rps', r.requests.average, 'p50', r.latency.p50, 'non2xx', r.non2xx, 'errors', r.errors);
+await terminate(child); await terminate(fake);

@@ -1,0 +1,160 @@
+// Proxy overhead: a fake provider answering after a fixed 20 ms, called directly and through tracegate.
+// JSON: autocannon, 100 connections; latencies taken from each response's own hrtime (autocannon's histogram
+// rounds to whole ms, too coarse for sub-ms overhead). SSE: a custom client in the same process as a stamped fake,
+// so each event's send time (performance.now) and arrival time share one monotonic clock.
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { Pool } from 'undici';
+import { loadConfig } from '../config/index.ts';
+import { createStorage } from '../storage/index.ts';
+import { createKey } from '../collector/admin.ts';
+import { startFakeResponses } from '../test/support/fake-responses.ts';
+import { fmt, freePort, peakRssMb, startChild, terminate } from './lib.ts';
+
+const DELAY_MS = 20;
+const CONNECTIONS = 100;
+const BODY = JSON.stringify({
+  model: 'gpt-4o-mini', instructions: 'You are a helpful support agent. Answer in two sentences.',
+  input: 'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options?',
+  temperature: 0.2, metadata: { channel: 'email', ticket: 'T-48213' },
+});
+
+function pct(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+interface Latencies { rps: number; p50: number; p99: number; max: number; ok: number; bad: number }
+
+async function hammer(url: string, headers: Record<string, string>, seconds: number, overallRate?: number): Promise<Latencies> {
+  const times: number[] = [];
+  let bad = 0;
+  const inst = autocannon({ url, method: 'POST', body: BODY, headers, connections: CONNECTIONS, duration: seconds, ...(overallRate ? { overallRate } : {}) });
+  inst.on('response', (_c: unknown, status: number, _b: number, ms: number) => { if (status === 200) times.push(ms); else bad++; });
+  const r = await inst;
+  times.sort((a, b) => a - b);
+  return { rps: r.requests.average, p50: pct(times, 50), p99: pct(times, 99), max: times.at(-1) ?? NaN, ok: times.length, bad: bad + r.errors + r.timeouts };
+}
+
+async function startFakeChild(): Promise<{ child: ChildProcess; url: string }> {
+  const child = fork('bench/fake-upstream.ts', [], { env: { ...process.env, DELAY_MS: String(DELAY_MS) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('message', (m) => resolve((m as { url: string }).url));
+    child.once('exit', (c) => reject(new Error(`fake upstream exited ${c}`)));
+  });
+  return { child, url };
+}
+
+async function startProxy(providerUrl: string): Promise<{ child: ChildProcess; url: string; key: string; close(): Promise<void> }> {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-proxy-'));
+  const env = {
+    TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn',
+    TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_PROVIDER_BASE_URL: providerUrl, TRACEGATE_PROVIDER_API_KEY: 'sk-bench',
+  };
+  const storage = createStorage(loadConfig(env));
+  await storage.init();
+  const k = await createKey(storage, 'bench-proxy');
+  await storage.close();
+  const child = await startChild('bin/tracegate.ts', ['serve'], env, `http://127.0.0.1:${port}/healthz`);
+  return {
+    child, url: `http://127.0.0.1:${port}`, key: k.key,
+    close: async () => { await terminate(child, 60_000); rmSync(dataDir, { recursive: true, force: true }); },
+  };
+}
+
+interface StreamStats { ttfbHeaders: number[]; ttfbEvent: number[]; gaps: number[]; events: number; streams: number }
+
+/** Concurrent streams for `seconds`: per stream, time to headers and to the first event; per event, arrival − send. */
+async function streamLoad(url: string, headers: Record<string, string>, seconds: number, concurrency: number): Promise<StreamStats> {
+  const u = new URL(url);
+  const pool = new Pool(u.origin, { connections: concurrency });
+  const st: StreamStats = { ttfbHeaders: [], ttfbEvent: [], gaps: [], events: 0, streams: 0 };
+  const body = JSON.stringify({ ...JSON.parse(BODY), stream: true });
+  const until = performance.now() + seconds * 1000;
+  const worker = async () => {
+    while (performance.now() < until) {
+      const t0 = performance.now();
+      const res = await pool.request({ method: 'POST', path: u.pathname, body, headers: { 'content-type': 'application/json', ...headers } });
+      st.ttfbHeaders.push(performance.now() - t0);
+      if (res.statusCode !== 200) throw new Error(`stream answered ${res.statusCode}: ${await res.body.text()}`);
+      let buf = '';
+      let first = true;
+      for await (const chunk of res.body) {
+        const now = performance.now();
+        if (first) { st.ttfbEvent.push(now - t0); first = false; }
+        buf += chunk.toString();
+        let i: number;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const data = block.split('\n').find((l) => l.startsWith('data: '));
+          if (!data) continue;
+          const t = (JSON.parse(data.slice(6)) as { t?: number }).t;
+          if (typeof t === 'number') { st.gaps.push(now - t); st.events++; }
+        }
+      }
+      st.streams++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  await pool.close();
+  for (const a of [st.ttfbHeaders, st.ttfbEvent, st.gaps]) a.sort((x, y) => x - y);
+  return st;
+}
+
+export async function runProxyBench(seconds: number): Promise<void> {
+  const fake = await startFakeChild();
+  const proxy = await startProxy(fake.url);
+  const auth = { authorization: `Bearer ${proxy.key}` };
+  const json = { 'content-type': 'application/json' };
+  try {
+    console.log(`\n== proxy: POST /api/proxy/provider/responses, fake provider answering after ${DELAY_MS} ms, ${CONNECTIONS} connections ==`);
+    // Warm up pools, JIT and the spool before measuring.
+    await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, 2);
+    const rows: Array<[string, Latencies]> = [];
+    rows.push(['direct to the fake, closed loop', await hammer(`${fake.url}/responses`, json, seconds)]);
+    rows.push(['through tracegate, closed loop', await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds)]);
+    const paced = 1000;
+    rows.push([`direct to the fake, ${paced} req/s`, await hammer(`${fake.url}/responses`, json, seconds, paced)]);
+    rows.push([`through tracegate, ${paced} req/s`, await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds, paced)]);
+    console.log('case'.padEnd(36), 'req/s'.padStart(8), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'max ms'.padStart(8), '  non-2xx/errors');
+    for (const [name, r] of rows) console.log(name.padEnd(36), fmt(r.rps).padStart(8), fmt(r.p50, 2).padStart(8), fmt(r.p99, 2).padStart(8), fmt(r.max, 1).padStart(8), ' ', r.bad);
+    for (let i = 0; i < rows.length; i += 2) {
+      const [d, p] = [rows[i]![1], rows[i + 1]![1]];
+      console.log(`added by the proxy (${rows[i + 1]![0].split(', ')[1]}): p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms  (target ≤ 1 / ≤ 3)`);
+    }
+    console.log(`proxy peak RSS ${peakRssMb(proxy.child.pid!)} MB`);
+  } finally {
+    await proxy.close();
+    await terminate(fake.child);
+  }
+
+  // Streams: the fake runs here, stamping each event with performance.now(); the proxy is a child process.
+  const stamped = await startFakeResponses({ delayMs: DELAY_MS, stamp: true, record: false });
+  const sproxy = await startProxy(stamped.url);
+  try {
+    const concurrency = 20;
+    console.log(`\n== proxy: SSE passthrough, ${concurrency} concurrent streams, an event every ${DELAY_MS} ms ==`);
+    await streamLoad(`${sproxy.url}/api/proxy/provider/responses`, { authorization: `Bearer ${sproxy.key}` }, 2, concurrency);
+    const direct = await streamLoad(`${stamped.url}/responses`, {}, seconds, concurrency);
+    const via = await streamLoad(`${sproxy.url}/api/proxy/provider/responses`, { authorization: `Bearer ${sproxy.key}` }, seconds, concurrency);
+    console.log('case'.padEnd(22), 'streams'.padStart(8), 'events'.padStart(8), 'headers p50'.padStart(12), 'first ev p50'.padStart(13), 'first ev p99'.padStart(13), '  per-event delay p50 / p99 / max ms');
+    for (const [name, s] of [['direct to the fake', direct], ['through tracegate', via]] as const) {
+      console.log(name.padEnd(22), String(s.streams).padStart(8), String(s.events).padStart(8), fmt(pct(s.ttfbHeaders, 50), 2).padStart(12),
+        fmt(pct(s.ttfbEvent, 50), 2).padStart(13), fmt(pct(s.ttfbEvent, 99), 2).padStart(13), ' ', [50, 99].map((p) => fmt(pct(s.gaps, p), 3)).join(' / '), '/', fmt(s.gaps.at(-1)!, 3));
+    }
+    const added = (p: number) => fmt(pct(via.gaps, p) - pct(direct.gaps, p), 3);
+    const over1 = via.gaps.filter((g) => g > 1).length;
+    console.log(`forwarding delay added per event: p50 ${added(50)} ms, p99 ${added(99)} ms; events over 1 ms end to end via the proxy: ${over1}/${via.gaps.length} (target: all within 1 ms)`);
+    console.log(`time to first event added: p50 ${fmt(pct(via.ttfbEvent, 50) - pct(direct.ttfbEvent, 50), 2)} ms`);
+  } finally {
+    await sproxy.close();
+    await stamped.close();
+  }
+}
+
+if (import.meta.main) await runProxyBench(Number(process.env.BENCH_SECONDS ?? 10));

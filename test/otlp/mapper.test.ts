@@ -1,0 +1,178 @@
+// Fixture-driven tests for mappers/otlp.ts: each test/fixtures/otlp/*.json holds an OTLP/JSON
+// request and the expected records. Every field listed in an expected record is asserted
+// exactly (costUsd to 1e-12); `attributesInclude` asserts only the listed attribute keys.
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { decodeOtlpRequest, otlpLimits, type OtlpLimits } from '../../collector/otlp/decode.ts';
+import { mapOtlp } from '../../mappers/otlp.ts';
+import { configSchema } from '../../config/index.ts';
+import { SPAN_KINDS, type SpanRecord } from '../../collector/record.ts';
+import { priceUsd } from '../../processors/cost.ts';
+
+const dir = fileURLToPath(new URL('../fixtures/otlp/', import.meta.url));
+const limits: OtlpLimits = otlpLimits(configSchema.parse({}));
+
+interface Fixture {
+  description: string;
+  request: unknown;
+  expected: Array<Record<string, unknown>>;
+}
+
+function run(request: unknown, lim = limits): SpanRecord[] {
+  const norm = decodeOtlpRequest(Buffer.from(JSON.stringify(request)), 'json', lim);
+  return mapOtlp(norm, 'ws_fixture', 1760000005000, lim);
+}
+
+describe('OTLP mapper fixtures', () => {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  it('has one fixture per convention', () => {
+    expect(files).to.include.members([
+      'genai-current-structured.json', 'genai-current-json-strings.json', 'genai-legacy-events.json', 'openinference.json',
+      'openllmetry-legacy.json', 'vercel-ai-legacy.json', 'genai-tool-span.json', 'genai-agent-span.json', 'http-span.json',
+    ]);
+  });
+
+  for (const file of files) {
+    const fx = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Fixture;
+    describe(file.replace(/\.json$/, ''), () => {
+      const records = run(fx.request);
+      it('maps every span', () => {
+        expect(records).to.have.length(fx.expected.length);
+      });
+      fx.expected.forEach((exp, i) => {
+        it(`span ${String(exp.spanId)} (${String(exp.kind ?? '')}): ${fx.description.slice(0, 60)}`, () => {
+          const rec = records.find((r) => r.spanId === exp.spanId);
+          expect(rec, `record for span ${String(exp.spanId)}`).to.exist;
+          for (const [field, want] of Object.entries(exp)) {
+            if (field === 'attributesInclude') {
+              for (const [k, v] of Object.entries(want as Record<string, unknown>)) {
+                expect(rec!.attributes[k], `attributes["${k}"]`).to.deep.equal(v);
+              }
+            } else if (field === 'costUsd') {
+              expect(rec!.costUsd, 'costUsd').to.be.closeTo(want as number, 1e-12);
+            } else {
+              expect((rec as unknown as Record<string, unknown>)[field], field).to.deep.equal(want);
+            }
+          }
+          expect(SPAN_KINDS).to.include(rec!.kind);
+          expect(rec!.source).to.equal('otlp');
+          void i;
+        });
+      });
+    });
+  }
+});
+
+describe('OTLP mapper rules', () => {
+  const T = '1760000000000000000';
+  const E = '1760000000250000000';
+  const one = (attributes: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    resourceSpans: [{ scopeSpans: [{ spans: [{
+      traceId: '0102030405060708090a0b0c0d0e0f10', spanId: '0102030405060708', name: 's', kind: 1,
+      startTimeUnixNano: T, endTimeUnixNano: E,
+      attributes: Object.entries(attributes).map(([key, v]) => ({ key, value: typeof v === 'number' ? { intValue: v } : { stringValue: v } })),
+      ...extra,
+    }] }] }],
+  });
+
+  it('derives total tokens and never loses a span over unknown gen_ai.usage keys', () => {
+    const [r] = run(one({ 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 10, 'gen_ai.usage.output_tokens': 5, 'gen_ai.usage.weird.thing': 'x', 'gen_ai.usage.total_tokens': 'not-a-number' }));
+    expect(r!.kind).to.equal('llm');
+    expect(r!.totalTokens).to.equal(15);
+    expect(r!.durationMs).to.equal(250);
+  });
+
+  it('accepts numeric strings for token counts', () => {
+    const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': '12', 'gen_ai.usage.output_tokens': '3', 'gen_ai.usage.total_tokens': '20' }));
+    expect([r!.promptTokens, r!.completionTokens, r!.totalTokens]).to.deep.equal([12, 3, 20]);
+  });
+
+  it('uses a sent cost over the price table, and prices local models at 0', () => {
+    const [sent] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 1000, 'gen_ai.usage.output_tokens': 10, 'gen_ai.usage.cost': '0.5' }));
+    expect(sent!.costUsd).to.equal(0.5);
+    const [local] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'ollama', 'gen_ai.request.model': 'llama3.1:8b', 'gen_ai.usage.input_tokens': 1000, 'gen_ai.usage.output_tokens': 10 }));
+    expect(local!.costUsd).to.equal(0);
+    const [unknown] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'my-finetune-xyz', 'gen_ai.usage.input_tokens': 1000 }));
+    expect(unknown!.costUsd).to.equal(0);
+  });
+
+  it('maps gen_ai.operation.name values to kinds', () => {
+    const cases: Array<[string, string]> = [
+      ['chat', 'llm'], ['text_completion', 'llm'], ['generate_content', 'llm'], ['embeddings', 'embedding'], ['execute_tool', 'tool'],
+      ['invoke_agent', 'agent'], ['create_agent', 'agent'], ['invoke_workflow', 'chain'], ['retrieval', 'retrieval'],
+    ];
+    for (const [op, kind] of cases) expect(run(one({ 'gen_ai.operation.name': op }))[0]!.kind, op).to.equal(kind);
+    expect(run(one({ 'openinference.span.kind': 'guardrail' }))[0]!.kind).to.equal('guardrail');
+    expect(run(one({ 'openinference.span.kind': 'EMBEDDING' }))[0]!.kind).to.equal('embedding');
+    expect(run(one({ 'gen_ai.tool.name': 'x' }))[0]!.kind).to.equal('tool');
+    expect(run(one({ 'gen_ai.agent.name': 'x' }))[0]!.kind).to.equal('agent');
+    expect(run(one({ 'http.route': '/x' }))[0]!.kind).to.equal('other');
+  });
+
+  it('uses an unparsable (e.g. truncated) JSON message string verbatim', () => {
+    const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.input.messages': '[{"role":"user","parts":[{"type":"te', 'gen_ai.output.messages': 'plain answer' }));
+    expect(r!.prompt).to.equal('user: [{"role":"user","parts":[{"type":"te');
+    expect(r!.response).to.equal('plain answer');
+  });
+
+  it('cuts prompt and response to maxStringBytes and marks them', () => {
+    const small = { ...limits, maxStringBytes: 32, maxAttributeValueBytes: 1024 };
+    const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'input.value': 'é'.repeat(40), 'output.value': 'ok' }), small);
+    expect(Buffer.byteLength(r!.prompt)).to.be.at.most(32);
+    expect(r!.prompt).to.equal('é'.repeat(16));
+    expect(r!.attributes['tracegate.truncated']).to.include('tracegate.prompt');
+  });
+
+  it('does not mutate the normalized request', () => {
+    const norm = decodeOtlpRequest(Buffer.from(JSON.stringify(one({ 'gen_ai.operation.name': 'chat' }))), 'json', limits);
+    const before = JSON.stringify(norm);
+    mapOtlp(norm, 'w', 1, limits);
+    expect(JSON.stringify(norm)).to.equal(before);
+  });
+});
+
+describe('priceUsd', () => {
+  it('matches calcPrice for flat-priced models, with cache reads and writes', async () => {
+    const { calcPrice } = await import('@pydantic/genai-prices');
+    const cases: Array<[string, string, number, number, number, number]> = [
+      ['gpt-4o', 'openai', 1000, 100, 400, 0],
+      ['gpt-4o-mini', 'openai', 5000, 50, 0, 0],
+      ['claude-3-5-haiku-20241022', 'anthropic', 5000, 300, 1000, 2000],
+      ['gemini-2.0-flash', 'google', 800, 80, 0, 0],
+      ['mistral-large-latest', 'mistral', 800, 80, 0, 0],
+    ];
+    for (const [model, provider, input, output, cacheRead, cacheWrite] of cases) {
+      const ref = calcPrice({ input_tokens: input, output_tokens: output, cache_read_tokens: cacheRead, cache_write_tokens: cacheWrite }, model, { providerId: provider });
+      expect(ref, model).to.not.equal(null);
+      expect(priceUsd(model, provider, { input, output, cacheRead, cacheWrite }), model).to.be.closeTo(ref!.total_price, 1e-12);
+    }
+  });
+
+  it('is 0 for local providers, empty or unknown models', () => {
+    expect(priceUsd('llama3', 'ollama', { input: 100, output: 100 })).to.equal(0);
+    expect(priceUsd('gpt-4o', 'lmstudio', { input: 100, output: 100 })).to.equal(0);
+    expect(priceUsd('', 'openai', { input: 100, output: 100 })).to.equal(0);
+    expect(priceUsd('definitely-not-a-model', '', { input: 100, output: 100 })).to.equal(0);
+  });
+
+  it('treats cache counts larger than input as reported on top of uncached input', () => {
+    const a = priceUsd('claude-3-5-haiku-20241022', 'anthropic', { input: 100, output: 0, cacheRead: 1000 });
+    const b = priceUsd('claude-3-5-haiku-20241022', 'anthropic', { input: 1100, output: 0, cacheRead: 1000 });
+    expect(a).to.be.greaterThan(0);
+    expect(a).to.be.closeTo(b, 1e-15);
+  });
+
+  it('understands GenAI provider names and falls back to the model name', () => {
+    expect(priceUsd('gpt-4o', 'azure.ai.openai', { input: 1e6, output: 0 })).to.be.closeTo(2.5, 1e-9);
+    expect(priceUsd('gpt-4o', 'some-proxy', { input: 1e6, output: 0 })).to.be.closeTo(2.5, 1e-9);
+  });
+
+  it('is fast once memoized', () => {
+    priceUsd('gpt-4o', 'openai', { input: 1, output: 1 });
+    const t = performance.now();
+    for (let i = 0; i < 100_000; i++) priceUsd('gpt-4o', 'openai', { input: i, output: 10, cacheRead: 1 });
+    expect(performance.now() - t).to.be.below(500);
+  });
+});
