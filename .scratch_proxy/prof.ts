@@ -11,11 +11,15 @@ const fake = fork('bench/fake-upstream.ts', [], { env: { ...process.env, DELAY_M
 const url = await new Promise<string>((r) => fake.once('message', (m: any) => r(m.url)));
 const port = await freePort();
 const dataDir = mkdtempSync(join(tmpdir(), 'prof-'));
-const env = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_PROVIDER_BASE_URL: url, TRACEGATE_PROVIDER_API_KEY: 'sk' };
+const env = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_PROVIDER_BASE_URL: url, TRACEGATE_PROVIDER_API_KEY: 'sk', ...(process.env.NOFSYNC ? { TRACEGATE_SPOOL_FSYNC: 'false' } : {}) };
 const st = createStorage(loadConfig(env)); await st.init(); const k = await createKey(st, 'p'); await st.close();
-const child = spawn(process.execPath, ['--cpu-prof', '--cpu-prof-dir=/tmp/pprof', 'bin/tracegate.ts', 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+const child = spawn(process.execPath, [...(process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir=/tmp/pprof'] : []), ...(process.env.SCRIPT ? [process.env.SCRIPT] : ['bin/tracegate.ts', 'serve'])], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
 for (let i = 0; i < 200; i++) { if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break; await sleep(50); }
 const BODY = JSON.stringify({ model: 'gpt-4o-mini', instructions: 'You are a helpful support agent. Answer in two sentences.', input: 'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options?', temperature: 0.2, metadata: { channel: 'email', ticket: 'T-48213' } });
-const r = await autocannon({ url: `http://127.0.0.1:${port}/api/proxy/provider/responses`, method: 'POST', body: BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections: 100, duration: 8 });
+import { readFileSync } from 'node:fs';
+const cpu = (pid: number) => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' '); return (Number(f[11]) + Number(f[12])) * 10; };
+const c0 = cpu(child.pid!), f0 = cpu(fake.pid!), s0 = process.cpuUsage();
+const r = await autocannon({ url: `http://127.0.0.1:${port}/api/proxy/provider/responses`, method: 'POST', body: BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections: 100, duration: 8, ...(process.env.RATE ? { overallRate: Number(process.env.RATE) } : {}) });
+const reqs = r.requests.total; console.log('proxy CPU µs/req', (cpu(child.pid!) - c0) * 1000 / reqs, 'fake µs/req', (cpu(fake.pid!) - f0) * 1000 / reqs, 'autocannon µs/req', (() => { const u = process.cpuUsage(s0); return (u.user + u.system) / reqs; })());
 console.log('rps', r.requests.average, 'p50', r.latency.p50, 'non2xx', r.non2xx, 'errors', r.errors);
 await terminate(child); await terminate(fake);

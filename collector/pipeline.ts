@@ -8,16 +8,17 @@ import { join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
-import type { IngestResult, Ingestor } from './pipeline-types.ts';
-import type { SpanRecord } from './record.ts';
+import type { Batch, IngestContext, IngestResult, Ingestor, Processor } from './pipeline-types.ts';
+import { isEnrichment, type SpanRecord, type StoredRecord } from './record.ts';
+import type { EnrichmentRecord } from './enrichment-records.ts';
 import { Spool, type Segment, type SpoolLogger } from './spool.ts';
 
-export type Processor = (records: SpanRecord[]) => SpanRecord[] | Promise<SpanRecord[]>;
+export type { Processor };
 
 export interface PipelineOptions {
   config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC'>;
   /** Only the write path is used: tests can pass a small double. */
-  storage: Pick<Storage, 'insertSpans' | 'ping'>;
+  storage: Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'>;
   logger: SpoolLogger;
   processors?: Processor[];
   /** Called after each successful insert (metrics). */
@@ -79,14 +80,15 @@ export class Pipeline implements Ingestor {
     if (recovered) this.kick();
   }
 
-  async ingest(input: SpanRecord[]): Promise<IngestResult> {
+  async ingest(input: SpanRecord[], ctx?: IngestContext): Promise<IngestResult> {
     if (this.closing) throw new BackpressureError('the collector is shutting down; retry later', 1);
     if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) {
       throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     }
     // Processors (redaction among them) run before the spool: raw text never reaches disk.
-    let records = input;
-    for (const p of this.processors) records = await p(records);
+    let batch: Batch = { spans: input, extra: [] };
+    for (const p of this.processors) batch = await p(batch, ctx ?? null);
+    const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
     if (records.length === 0) return { accepted: 0 };
     try {
       await this.spool.append(records);
@@ -96,7 +98,7 @@ export class Pipeline implements Ingestor {
     if (this.spool.activeRows >= this.opts.config.FLUSH_MAX_ROWS) this.kick();
     // Big records: rotate early so one segment's in-memory copy stays well under the cap; the timer still paces inserts.
     else if (this.spool.activeBytes >= this.cap.bytes / 4) void this.seal().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: seal failed'));
-    return { accepted: records.length };
+    return { accepted: batch.spans.length };
   }
 
   /** Seal what is spooled and write it all to storage now; rejects if storage fails. */
@@ -217,7 +219,7 @@ export class Pipeline implements Ingestor {
       const segs = this.spool.sealedSegments();
       if (!segs.length) return;
       const group: Segment[] = [];
-      let rows: SpanRecord[] = [];
+      let rows: StoredRecord[] = [];
       let bytes = 0;
       for (const seg of segs) {
         if (group.length && (rows.length + seg.rows > maxRows || bytes + seg.bytes > this.cap.bytes)) break;
@@ -229,7 +231,7 @@ export class Pipeline implements Ingestor {
       for (let i = 0; i < rows.length; i += maxRows) {
         const chunk = rows.length <= maxRows ? rows : rows.slice(i, i + maxRows);
         const t0 = performance.now();
-        await this.opts.storage.insertSpans(chunk);
+        await this.insert(chunk);
         const ms = performance.now() - t0;
         this.lastRows = chunk.length;
         this.lastMs = ms;
@@ -238,5 +240,17 @@ export class Pipeline implements Ingestor {
       }
       for (const seg of group) await this.spool.remove(seg);
     }
+  }
+
+  /** Spans and enrichment go to their own tables; both inserts are idempotent, so a retry after a partial failure is safe. */
+  private async insert(rows: StoredRecord[]): Promise<void> {
+    const spans: SpanRecord[] = [];
+    const extra: EnrichmentRecord[] = [];
+    for (const r of rows) {
+      if (isEnrichment(r)) extra.push(r);
+      else spans.push(r);
+    }
+    if (spans.length) await this.opts.storage.insertSpans(spans);
+    if (extra.length) await this.opts.storage.insertEnrichment(extra);
   }
 }

@@ -1,3 +1,5 @@
+import type { EnrichmentRecord } from './enrichment-records.ts';
+
 // The one record model every source maps into. Mappers produce SpanRecords;
 // processors enrich them; the spool and storage persist them unchanged.
 
@@ -79,4 +81,11 @@ export function msToNs(ms: number): string {
 export function nsDiffMs(startNs: string, endNs: string): number {
   const d = BigInt(endNs) - BigInt(startNs);
   return d <= 0n ? 0 : Number(d) / 1e6;
+}
+
+/** What the spool and writer carry: spans, and the enrichment records produced with them. */
+export type StoredRecord = SpanRecord | EnrichmentRecord;
+
+export function isEnrichment(r: StoredRecord): r is EnrichmentRecord {
+  return (r as EnrichmentRecord).recordType !== undefined;
 }

@@ -11,7 +11,7 @@
 import { open, readdir, readFile, stat, truncate, unlink, mkdir, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import type { SpanRecord } from './record.ts';
+import type { StoredRecord } from './record.ts';
 
 export interface SpoolLogger {
   info(obj: object, msg?: string): void;
@@ -32,7 +32,7 @@ export interface Segment {
   bytes: number;
   rows: number;
   /** In-memory copy of the rows; null when dropped to bound memory (re-read from the file). */
-  records: SpanRecord[] | null;
+  records: StoredRecord[] | null;
 }
 
 export interface SpoolCounters {
@@ -45,7 +45,7 @@ export interface SpoolCounters {
 const HEADER = 12;
 const SUFFIX = '.seg';
 
-export function encodeFrame(records: SpanRecord[]): Buffer {
+export function encodeFrame(records: StoredRecord[]): Buffer {
   const payload = Buffer.from(JSON.stringify(records));
   const frame = Buffer.allocUnsafe(HEADER + payload.length);
   frame.writeUInt32LE(payload.length, 0);
@@ -56,7 +56,7 @@ export function encodeFrame(records: SpanRecord[]): Buffer {
 }
 
 export interface DecodedSegment {
-  records: SpanRecord[];
+  records: StoredRecord[];
   rows: number;
   /** Bytes up to the end of the last good frame. */
   validBytes: number;
@@ -66,7 +66,7 @@ export interface DecodedSegment {
 
 /** Decode frames; `parse: false` only validates and counts rows (cheap scan on open). */
 export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
-  const records: SpanRecord[] = [];
+  const records: StoredRecord[] = [];
   let off = 0;
   let rows = 0;
   let error: string | null = null;
@@ -81,7 +81,7 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
       break;
     }
     if (parse) {
-      const batch = JSON.parse(payload.toString('utf8')) as SpanRecord[];
+      const batch = JSON.parse(payload.toString('utf8')) as StoredRecord[];
       for (const r of batch) records.push(r);
     }
     rows += count;
@@ -90,8 +90,8 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
   return { records, rows, validBytes: off, error };
 }
 
-interface Pending { frame: Buffer; records: SpanRecord[]; resolve: () => void; reject: (e: Error) => void }
-interface Active extends Segment { fh: FileHandle; records: SpanRecord[] }
+interface Pending { frame: Buffer; records: StoredRecord[]; resolve: () => void; reject: (e: Error) => void }
+interface Active extends Segment { fh: FileHandle; records: StoredRecord[] }
 
 export class Spool {
   readonly dir: string;
@@ -138,7 +138,7 @@ export class Spool {
   }
 
   /** Durably append one batch; resolves after it is synced, rejects (never acknowledges) on disk errors. */
-  append(records: SpanRecord[]): Promise<void> {
+  append(records: StoredRecord[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('spool is closed'));
     const frame = encodeFrame(records);
     return new Promise<void>((resolve, reject) => {
@@ -160,7 +160,7 @@ export class Spool {
   sealedSegments(): readonly Segment[] { return this.sealed; }
 
   /** The rows of a sealed segment, from memory or from its file. */
-  async load(seg: Segment): Promise<SpanRecord[]> {
+  async load(seg: Segment): Promise<StoredRecord[]> {
     if (seg.records) return seg.records;
     const dec = decodeFrames(await readFile(seg.path));
     if (dec.error) this.log?.warn({ segment: seg.path, error: dec.error }, 'spool: segment has a bad tail');

@@ -12,8 +12,8 @@
 //   runs once per (model, provider) and is memoized; for the common case of flat per-token
 //   prices the memo holds the four rates and a call is a few multiplications. Models with
 //   tiered or time-of-day prices are priced by calcPrice against a one-model provider.
-//   The memo is bounded (cleared when it reaches MEMO_MAX entries) and entries are
-//   re-resolved after an hour so dated price changes in the catalog take effect.
+//   The memo is bounded (cleared when it reaches MEMO_MAX entries) and cleared every hour
+//   so dated price changes in the catalog take effect.
 // - Provider names are matched case-insensitively; GenAI semconv names such as
 //   `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai` are understood by the catalog. An
 //   unknown provider falls back to matching the model name alone.
@@ -35,10 +35,10 @@ type Entry =
   | { kind: 'none'; at: number }
   | { kind: 'flat'; at: number; input: number; output: number; cacheRead: number; cacheWrite: number }
   | { kind: 'calc'; at: number; provider: Provider; modelId: string };
+// (`at` records when the entry was resolved; the memo is cleared wholesale every MEMO_TTL_MS.)
 
 const MEMO_MAX = 4096;
 const MEMO_TTL_MS = 60 * 60 * 1000;
-const memo = new Map<string, Entry>();
 const FLAT_KEYS = new Set(['input_mtok', 'output_mtok', 'cache_read_mtok', 'cache_write_mtok']);
 // Price keys that only apply when a usage field we never pass is present.
 const USAGE_ONLY_KEYS = /^(?:cache_write_1h_mtok|.*_(?:audio|image|video)_.*|.*_(?:kcount|kpages|hours|mchars|gpixels))$/;
@@ -81,15 +81,28 @@ function resolve(model: string, provider: string, now: number): Entry {
   return { kind: 'calc', at: now, provider: { ...r.provider, models: [info] }, modelId: model };
 }
 
+const memoByProvider = new Map<string, Map<string, Entry>>();
+let memoSize = 0;
+let memoCheckedAt = Date.now();
+let calls = 0;
+
 export function priceUsd(model: string, provider: string, usage: TokenUsage): number {
-  const p = provider ? provider.toLowerCase() : '';
-  const key = p + '\u0000' + model;
-  const now = Date.now();
-  let e = memo.get(key);
-  if (e === undefined || now - e.at > MEMO_TTL_MS) {
-    if (memo.size >= MEMO_MAX) memo.clear();
-    e = resolve(model, p, now);
-    memo.set(key, e);
+  // Expire the whole memo hourly; the clock is read only every 1024 calls.
+  if ((++calls & 1023) === 0) {
+    const now = Date.now();
+    if (now - memoCheckedAt > MEMO_TTL_MS) { memoByProvider.clear(); memoSize = 0; memoCheckedAt = now; }
+  }
+  let byModel = memoByProvider.get(provider);
+  if (byModel === undefined) {
+    byModel = new Map();
+    memoByProvider.set(provider, byModel);
+  }
+  let e = byModel.get(model);
+  if (e === undefined) {
+    if (memoSize >= MEMO_MAX) { memoByProvider.clear(); memoSize = 0; memoByProvider.set(provider, byModel = new Map()); }
+    e = resolve(model, provider.toLowerCase(), Date.now());
+    byModel.set(model, e);
+    memoSize++;
   }
   if (e.kind === 'none') return 0;
   const cacheRead = num(usage.cacheRead);
@@ -114,5 +127,6 @@ export function priceUsd(model: string, provider: string, usage: TokenUsage): nu
 
 /** For tests: forget memoized lookups. */
 export function clearPriceMemo(): void {
-  memo.clear();
+  memoByProvider.clear();
+  memoSize = 0;
 }

@@ -1,6 +1,9 @@
 // The narrow storage interface. Two implementations (ClickHouse, DuckDB) pass the
 // same contract suite in test/storage/contract.test.ts.
 import type { SpanRecord, SpanKind, Source } from '../collector/record.ts';
+import type {
+  AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
+} from '../collector/enrichment-records.ts';
 
 export interface Workspace { id: string; name: string; createdAtMs: number }
 
@@ -75,6 +78,56 @@ export interface Storage {
   /** The workspace's settings document (policy, provider, alert rules), newest version; null when never set. */
   getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null>;
   putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<void>;
+
+  // ---- enrichment (issue: governance, audit, alerts, verification, analytics) ----
+  /** Insert enrichment records of any type; idempotent per record's natural key (see each table). */
+  insertEnrichment(rows: EnrichmentRecord[]): Promise<void>;
+  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>>;
+  getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]>;
+  /** Newest first by (atMs, chainId, seq). */
+  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>>;
+  /** Every audit record of a workspace in chain order (chainId, seq), for chain verification. */
+  auditChain(workspaceId: string): Promise<AuditRecord[]>;
+  /** Newest first. */
+  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>>;
+  /** Verification records covering a trace, in chain order. */
+  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]>;
+  /** All verification records and checkpoints of a workspace in chain order (chainId, seq). */
+  verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }>;
+  /** Workspaces that have verification records (for `tracegate verify` without --workspace). */
+  verificationWorkspaces(): Promise<string[]>;
+  /** Usage analytics over LLM spans (kind = 'llm'); ClickHouse answers from materialized rollups. */
+  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]>;
+  /** Findings per category and day. */
+  findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>>;
+}
+
+export interface Page<T> { items: T[]; nextCursor: string | null }
+
+export interface FindingQuery { traceId?: string; category?: string; detector?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }
+export interface AuditQuery { action?: string; actor?: string; outcome?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }
+export interface AlertQuery { kind?: string; ruleId?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }
+
+export interface UsageQuery {
+  groupBy: 'model' | 'actionName' | 'environment' | 'source';
+  bucket: 'hour' | 'day';
+  fromMs?: number;       // on span start
+  toMs?: number;
+}
+
+export interface UsageRow {
+  bucketStart: string;   // ISO 8601 UTC, start of the hour/day
+  key: string;           // the group value ('' when unset)
+  requests: number;
+  errors: number;
+  errorRate: number;     // errors / requests
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  costUsd: number;
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
 }
 
 export type { SpanRecord, SpanKind, Source };

@@ -319,11 +319,61 @@ class OtlpReader extends BufferReaderBase {
     if (!isUtf8(buf.subarray(start, end))) throw new TypeError('The encoded data was not valid for encoding utf-8');
     return buf.utf8Slice(start, end);
   }
+
+  /** fixed64 (timestamps) → exact decimal string, with no long.js allocation. */
+  fixed64(): string {
+    const self = this as unknown as { buf: Buffer; pos: number; len: number };
+    const p = self.pos;
+    if (p + 8 > self.len) throw new RangeError('index out of range');
+    const b = self.buf;
+    const lo = (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0;
+    const hi = (b[p + 4]! | (b[p + 5]! << 8) | (b[p + 6]! << 16) | (b[p + 7]! << 24)) >>> 0;
+    self.pos = p + 8;
+    return u64ToDecimal(lo, hi);
+  }
+
+  /** int64 (AnyValue.intValue) → number when |v| ≤ 2^53 − 1, else the exact decimal string. */
+  int64(): number | string {
+    const self = this as unknown as { buf: Buffer; pos: number; len: number };
+    const b = self.buf;
+    const len = self.len;
+    let pos = self.pos;
+    let lo = 0;
+    let hi = 0;
+    let c = 0;
+    let done = false;
+    for (let i = 0; i < 4; i++) {
+      if (pos >= len) throw new RangeError('index out of range');
+      c = b[pos++]!;
+      lo |= (c & 127) << (i * 7);
+      if (c < 128) { done = true; break; }
+    }
+    if (!done) {
+      if (pos >= len) throw new RangeError('index out of range');
+      c = b[pos++]!;
+      lo |= (c & 127) << 28;
+      hi = (c & 127) >> 4;
+      if (c >= 128) {
+        for (let i = 0; i < 5; i++) {
+          if (pos >= len) throw new RangeError('index out of range');
+          c = b[pos++]!;
+          hi |= (c & 127) << (i * 7 + 3);
+          if (c < 128) { done = true; break; }
+        }
+        if (!done) throw new Error('invalid varint encoding');
+      }
+    }
+    self.pos = pos;
+    hi |= 0;
+    if (hi >= -0x200000 && hi < 0x200000) return hi * 4294967296 + (lo >>> 0);
+    return BigInt.asIntN(64, (BigInt(hi >>> 0) << 32n) | BigInt(lo >>> 0)).toString();
+  }
 }
 declare module 'node:buffer' {
   interface Buffer {
     latin1Slice(start: number, end: number): string;
     utf8Slice(start: number, end: number): string;
+    hexSlice(start: number, end: number): string;
   }
 }
 
@@ -387,7 +437,7 @@ function idHint(id: unknown): string {
 }
 
 function toHex(b: Uint8Array): string {
-  return (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('hex');
+  return (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).hexSlice(0, b.length);
 }
 
 function pbId(b: Uint8Array | undefined, size: 8 | 16, what: string, optional: boolean): string {
@@ -404,8 +454,9 @@ function pbId(b: Uint8Array | undefined, size: 8 | 16, what: string, optional: b
   return hex;
 }
 
-function pbTime(v: PbLong | number | undefined): string {
+function pbTime(v: PbLong | number | string | undefined): string {
   if (v === undefined || v === null) return '0';
+  if (typeof v === 'string') return v; // OtlpReader.fixed64
   if (typeof v === 'number') return v >= 0 && Number.isInteger(v) ? BigInt(v).toString() : '0';
   return u64ToDecimal(v.low, v.high);
 }
@@ -486,9 +537,9 @@ function pbValue(v: PbAnyValue | null | undefined, depth: number, ctx: Ctx, topK
   if (!v) return null;
   if (has.call(v, 'stringValue')) return limitStr(v.stringValue!, ctx, topKey);
   if (has.call(v, 'intValue')) {
-    const n = v.intValue!;
-    if (typeof n === 'number') return n;
-    const hi = n.high | 0;
+    const n = v.intValue!; // number or exact decimal string (OtlpReader.int64)
+    if (typeof n === 'number' || typeof n === 'string') return n;
+    const hi = n.high | 0; // a long.js Long, should another reader ever be used
     if (hi >= -0x200000 && hi < 0x200000) return hi * 4294967296 + (n.low >>> 0);
     return n.toString();
   }

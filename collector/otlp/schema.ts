@@ -178,19 +178,21 @@ export const RpcBadRequest = otlpRoot.lookupType('google.rpc.BadRequest');
 export const BAD_REQUEST_TYPE_URL = 'type.googleapis.com/google.rpc.BadRequest';
 
 // ---- Shapes protobufjs produces on decode (only what decode.ts reads) ----
-// int64/fixed64 are long.js `Long` values (protobufjs ships with `long`); bytes are Buffers (Node).
+// With decode.ts's OtlpReader, fixed64 arrives as a decimal string and int64 as a number (or a
+// decimal string beyond 2^53); with a stock protobufjs Reader they would be long.js `Long`s.
+// bytes are Buffers (Node).
 
 export interface PbLong { low: number; high: number; unsigned: boolean; toString(): string; toNumber(): number }
 export interface PbAnyValue {
-  stringValue?: string; boolValue?: boolean; intValue?: PbLong | number; doubleValue?: number;
+  stringValue?: string; boolValue?: boolean; intValue?: PbLong | number | string; doubleValue?: number;
   arrayValue?: { values: PbAnyValue[] }; kvlistValue?: { values: PbKeyValue[] }; bytesValue?: Uint8Array;
 }
 export interface PbKeyValue { key: string; value?: PbAnyValue | null }
-export interface PbEvent { timeUnixNano: PbLong | number; name: string; attributes: PbKeyValue[]; droppedAttributesCount: number }
+export interface PbEvent { timeUnixNano: PbLong | number | string; name: string; attributes: PbKeyValue[]; droppedAttributesCount: number }
 export interface PbLink { traceId: Uint8Array; spanId: Uint8Array; traceState: string; attributes: PbKeyValue[]; droppedAttributesCount: number; flags: number }
 export interface PbSpan {
   traceId: Uint8Array; spanId: Uint8Array; traceState: string; parentSpanId: Uint8Array; flags: number;
-  name: string; kind: number; startTimeUnixNano: PbLong | number; endTimeUnixNano: PbLong | number;
+  name: string; kind: number; startTimeUnixNano: PbLong | number | string; endTimeUnixNano: PbLong | number | string;
   attributes: PbKeyValue[]; droppedAttributesCount: number; events: PbEvent[]; droppedEventsCount: number;
   links: PbLink[]; droppedLinksCount: number; status?: { message: string; code: number } | null;
 }

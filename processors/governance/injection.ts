@@ -138,7 +138,7 @@ export function analyzeInjection(text: string, options: InjectionOptions = {}): 
   for (const h of hits) familyWeight.set(h.family.rule, Math.max(familyWeight.get(h.family.rule) ?? 0, h.weight));
   let invisibleW = 0;
   for (const run of n.invisible) invisibleW = Math.max(invisibleW, invisibleWeight(run, text));
-  if (n.invisible.length >= 8) invisibleW = Math.max(invisibleW, 0.35);
+  if (n.invisibleCount >= 8) invisibleW = Math.max(invisibleW, 0.35);
 
   let keep = 1;
   for (const w of familyWeight.values()) keep *= 1 - w;

@@ -18,10 +18,15 @@ export interface Normalized {
   starts: number[] | null;
   /** norm index → original end offset. */
   ends: number[] | null;
+  /** The first MAX_INVISIBLE_RUNS runs of invisible characters. */
   invisible: InvisibleRun[];
+  /** Invisible characters in the whole text (also past the recorded runs). */
+  invisibleCount: number;
   /** Text spelled by tag characters, with the original span of each run. */
   hidden: Array<{ text: string; start: number; end: number }>;
 }
+
+export const MAX_INVISIBLE_RUNS = 256;
 
 export function invisibleKind(cp: number): InvisibleKind | null {
   if (cp >= 0xe0000 && cp <= 0xe007f) return 'tag';
@@ -96,12 +101,13 @@ function fold(cp: number, ch: string): string {
 const NON_ASCII = /[^\x00-\x7f]/;
 
 export function normalizeForInjection(text: string): Normalized {
-  if (!NON_ASCII.test(text)) return { text: text.toLowerCase(), starts: null, ends: null, invisible: [], hidden: [] };
+  if (!NON_ASCII.test(text)) return { text: text.toLowerCase(), starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] };
   let out = '';
   const starts: number[] = [];
   const ends: number[] = [];
   const invisible: InvisibleRun[] = [];
   const hidden: Normalized['hidden'] = [];
+  let invisibleCount = 0;
   let hiddenBuf = '';
   let hiddenStart = -1;
   let hiddenEnd = -1;
@@ -134,9 +140,10 @@ export function normalizeForInjection(text: string): Normalized {
         }
       }
       if (!exempt(text, i, cp)) {
+        invisibleCount++;
         const last = invisible[invisible.length - 1];
-        if (last && last.end === i) { last.end = i + len; last.kinds.add(kind); last.codePoints.push(cp); }
-        else invisible.push({ start: i, end: i + len, kinds: new Set([kind]), codePoints: [cp] });
+        if (last && last.end === i) { last.end = i + len; last.kinds.add(kind); if (last.codePoints.length < 4096) last.codePoints.push(cp); }
+        else if (invisible.length < MAX_INVISIBLE_RUNS) invisible.push({ start: i, end: i + len, kinds: new Set([kind]), codePoints: [cp] });
       }
       i += len;
       continue;
@@ -150,7 +157,7 @@ export function normalizeForInjection(text: string): Normalized {
     i += len;
   }
   flushHidden();
-  return { text: out, starts, ends, invisible, hidden };
+  return { text: out, starts, ends, invisible, invisibleCount, hidden };
 }
 
 /** Original [start, end) of the normalised span [s, e). */

@@ -68,7 +68,8 @@ function runRule(text: string, r: SecretRule, out: Finding[]): void {
 
 // ---- private key blocks: BEGIN … PRIVATE KEY header, through the matching END line (or the base64 run after it).
 const PK_BEGIN = /-----BEGIN ([A-Z0-9 _\-]{0,60}?)PRIVATE KEY( BLOCK)?-----/g;
-const PK_BODY = /[A-Za-z0-9+/=\s:,\-]{0,16384}/y;
+// Base64 lines plus PEM headers ("Proc-Type: 4,ENCRYPTED"); stops at the next "--" so bodies never run into another block.
+const PK_BODY = /(?:[A-Za-z0-9+/=\s:,]|-(?!-)){0,16384}/y;
 const MAX_PK_SPAN = 32768;
 
 export function detectPrivateKeys(text: string): Finding[] {

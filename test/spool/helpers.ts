@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { configSchema, type Config } from '../../config/index.ts';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import type { EnrichmentRecord } from '../../collector/enrichment-records.ts';
 import type { DuckDbStorage } from '../../storage/duckdb.ts';
 import type { Storage } from '../../storage/types.ts';
 
@@ -21,8 +22,10 @@ export async function openDuckDb(dir: string): Promise<DuckDbStorage> {
  * TEST DOUBLE: the span write/read part of Storage in a Map, to unit-test the spool and
  * writer without a database. `fail` makes inserts throw, `hang` makes them never settle.
  */
-export class MapStorage implements Pick<Storage, 'insertSpans' | 'ping' | 'getTrace' | 'countSpans'> {
+export class MapStorage implements Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping' | 'getTrace' | 'countSpans'> {
   readonly spans = new Map<string, SpanRecord>();
+  /** Enrichment records in insert order. */
+  readonly enrichment: EnrichmentRecord[] = [];
   /** Row count of every insertSpans call, successful or not. */
   readonly inserts: number[] = [];
   /** How many times each (workspace, trace, span) was inserted successfully. */
@@ -41,6 +44,10 @@ export class MapStorage implements Pick<Storage, 'insertSpans' | 'ping' | 'getTr
       if (!prev || prev.ingestedAtMs <= r.ingestedAtMs) this.spans.set(k, r);
       this.deliveries.set(k, (this.deliveries.get(k) ?? 0) + 1);
     }
+  }
+  async insertEnrichment(rows: EnrichmentRecord[]): Promise<void> {
+    if (this.fail) throw new Error('storage unreachable (test)');
+    this.enrichment.push(...rows);
   }
   async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
     return [...this.spans.values()].filter((r) => r.workspaceId === workspaceId && r.traceId === traceId);

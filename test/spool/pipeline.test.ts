@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BackpressureError } from '../../collector/errors.ts';
-import { Pipeline, type PipelineOptions } from '../../collector/pipeline.ts';
+import { Pipeline, type PipelineOptions, type Processor } from '../../collector/pipeline.ts';
 import type { Config } from '../../config/index.ts';
 import { MapStorage, TestLogger, WS, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
 
@@ -70,8 +70,9 @@ describe('pipeline (writer + spool)', () => {
   });
 
   it('runs processors before the spool, so replaced text never reaches disk', async () => {
-    const redact = (rs: ReturnType<typeof span>[]) => rs.map((r) => ({ ...r, prompt: '[redacted]' }));
-    const p = await pipeline({}, { processors: [redact, async (rs) => rs.filter((r) => r.spanId !== 'span-2')] });
+    const redact: Processor = (b) => ({ ...b, spans: b.spans.map((r) => ({ ...r, prompt: '[redacted]' })) });
+    const drop: Processor = async (b) => ({ ...b, spans: b.spans.filter((r) => r.spanId !== 'span-2') });
+    const p = await pipeline({}, { processors: [redact, drop] });
     const secret = span(1);
     secret.prompt = 'my secret prompt';
     expect(await p.ingest([secret, span(2)])).to.deep.equal({ accepted: 1 });

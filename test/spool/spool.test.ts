@@ -1,4 +1,5 @@
 // The WAL itself: framing, group commit, torn tails, disk errors.
+import type { SpanRecord } from '../../collector/record.ts';
 import { expect } from 'chai';
 import { appendFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -22,7 +23,7 @@ describe('spool', () => {
     const dec = decodeFrames(Buffer.concat([a, b]));
     expect(dec.error).to.equal(null);
     expect(dec.rows).to.equal(3);
-    expect(dec.records.map((r) => r.spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
+    expect(dec.records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
   });
 
   it('coalesces concurrent appends into few writes and fsyncs (group commit)', async () => {
@@ -69,7 +70,7 @@ describe('spool', () => {
     const segs = again.sealedSegments();
     expect(segs.map((x) => x.rows)).to.deep.equal([2, 1]);
     const rows = [...(await again.load(segs[0]!)), ...(await again.load(segs[1]!))];
-    expect(rows.map((r) => r.spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
+    expect(rows.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
     expect(again.totalBytes).to.equal((await stat(segs[0]!.path)).size + (await stat(segs[1]!.path)).size);
     // New appends go to a newer segment than the recovered ones.
     await again.append([span(4)]);
@@ -92,7 +93,7 @@ describe('spool', () => {
     const again = await openSpool();
     const [rec] = again.sealedSegments();
     expect(rec!.rows).to.equal(2);
-    expect((await again.load(rec!)).map((r) => r.spanId)).to.deep.equal(['span-1', 'span-2']);
+    expect((await again.load(rec!)).map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2']);
     expect((await stat(seg.path)).size).to.equal(good); // cut back to the last good frame
     expect(log.lines.some((l) => l.level === 'warn' && /torn tail/.test(l.msg ?? ''))).to.equal(true);
     await again.close();
@@ -131,7 +132,7 @@ describe('spool', () => {
     await mkdir(dir, { recursive: true });
     await s.append([span(4)]);
     const seg = (await s.seal())!;
-    expect(decodeFrames(await readFile(seg.path)).records.map((r) => r.spanId)).to.deep.equal(['span-4']);
+    expect(decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-4']);
     await s.close();
   });
 });

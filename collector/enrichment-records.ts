@@ -1,0 +1,99 @@
+// Records produced by enrichment, stored next to spans. Each carries its workspace and a
+// `recordType` tag so one spool and one writer carry them with the spans they describe.
+
+export type Severity = 'low' | 'medium' | 'high' | 'critical';
+
+/** A detector hit. `preview` is masked: the raw matched text is never stored. */
+export interface FindingRecord {
+  recordType: 'finding';
+  workspaceId: string;
+  traceId: string;
+  spanId: string;
+  detector: string;      // pii | secret | injection
+  rule: string;          // stable rule id, e.g. pii.email
+  category: string;      // email, payment_card, api_key, prompt_injection, …
+  severity: Severity;
+  field: string;         // prompt | response | attribute:<name>
+  start: number;         // UTF-16 offsets in the scanned text (before redaction)
+  end: number;
+  preview: string;
+  score: number;         // injection score in [0,1]; 1 for deterministic detectors
+  action: string;        // flag | redact | block — what the policy did about it
+  createdAtMs: number;
+}
+
+/** The policy decision for one span at ingestion (or a proxy preflight). */
+export interface PolicyRecord {
+  recordType: 'policy';
+  workspaceId: string;
+  traceId: string;
+  spanId: string;
+  policyVersion: number;
+  decision: 'allow' | 'flag' | 'redact' | 'block';
+  reasons: string;       // JSON array of { code, message, category?, rule? }
+  createdAtMs: number;
+}
+
+/** Append-only, hash-chained per workspace: hash = sha256(prevHash + canonical JSON of the rest). */
+export interface AuditRecord {
+  recordType: 'audit';
+  workspaceId: string;   // '_system' for events with no workspace (e.g. unknown key)
+  chainId: string;       // one chain per workspace per server process start (see README)
+  seq: number;           // 1, 2, 3 … within the chain
+  atMs: number;
+  actor: string;         // key id, 'cli', 'system'
+  action: string;        // ingest, auth.rejected, key.create, key.revoke, policy.update, settings.update, …
+  route: string;
+  outcome: string;       // ok, partial, rejected, error, denied
+  accepted: number;
+  rejected: number;
+  details: string;       // JSON object
+  prevHash: string;
+  hash: string;
+}
+
+export interface AlertRecord {
+  recordType: 'alert';
+  workspaceId: string;
+  alertId: string;
+  ruleId: string;
+  kind: string;          // latency | cost | error_rate | finding | guardrail
+  severity: Severity;
+  message: string;
+  traceId: string;       // the trace that tipped it, when there is one
+  value: number;
+  threshold: number;
+  windowStartMs: number;
+  atMs: number;
+  delivered: string;     // '' (no webhook), 'ok', or the delivery error
+}
+
+/** Integrity of one trace's spans as stored in one batch, in a per-workspace hash chain. */
+export interface VerificationRecord {
+  recordType: 'verification';
+  workspaceId: string;
+  traceId: string;
+  spanIds: string[];
+  spanVersions: number[];    // ingestedAtMs of each covered span: a later replay supersedes, not tampers
+  contentHash: string;       // sha256 of RFC 8785 canonical JSON of the covered spans
+  chainId: string;
+  seq: number;
+  prevHash: string;
+  hash: string;              // sha256(prevHash + contentHash + seq + traceId)
+  createdAtMs: number;
+}
+
+/** An Ed25519 signature over a chain head: signs every verification record up to `seq`. */
+export interface CheckpointRecord {
+  recordType: 'checkpoint';
+  workspaceId: string;
+  chainId: string;
+  seq: number;
+  headHash: string;
+  keyId: string;
+  signature: string;         // base64
+  atMs: number;
+}
+
+export type EnrichmentRecord = FindingRecord | PolicyRecord | AuditRecord | AlertRecord | VerificationRecord | CheckpointRecord;
+export type EnrichmentType = EnrichmentRecord['recordType'];
