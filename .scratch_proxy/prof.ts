@@ -9,7 +9,7 @@ import { createKey } from '/work/main/collector/admin.ts';
 import { freePort, sleep, terminate } from '/work/main/test/support/process.ts';
 const fake = fork('bench/fake-upstream.ts', [], { env: { ...process.env, DELAY_MS: '20' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
 const url = await new Promise<string>((r) => fake.once('message', (m: any) => r(m.url)));
-const port = await freePort();
+const port = await freePort(); console.log('fake', url, 'proxy', port);
 const dataDir = mkdtempSync(join(tmpdir(), 'prof-'));
 const env = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_PROVIDER_BASE_URL: url, TRACEGATE_PROVIDER_API_KEY: 'sk', ...(process.env.NOFSYNC ? { TRACEGATE_SPOOL_FSYNC: 'false' } : {}) };
 const st = createStorage(loadConfig(env)); await st.init(); const k = await createKey(st, 'p'); await st.close();

@@ -5,12 +5,15 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
 import type { Ingestor } from './pipeline-types.ts';
+import type { EnrichmentRecord } from './enrichment-records.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import { HttpError } from './errors.ts';
-import { KeyVerifier, type Caller } from './keys.ts';
+import { KeyVerifier, parseKey, type Caller } from './keys.ts';
 import type { RateLimits } from './rate-limit.ts';
 import type { SettingsStore } from './settings.ts';
+import type { Enrichment } from '../processors/index.ts';
+import { SYSTEM_WORKSPACE } from '../processors/audit.ts';
 import type { RouteDoc } from './openapi.ts';
 import { routeModules } from './routes/index.ts';
 import { adminRoutes } from './routes/admin.ts';
@@ -20,10 +23,11 @@ export interface PipelineStats { spoolBytes: number; pendingRows: number; storag
 export interface AppDeps {
   config: Config;
   storage: Storage;
-  pipeline: Ingestor & { stats(): PipelineStats };
+  pipeline: Ingestor & { stats(): PipelineStats; record(extra: EnrichmentRecord[]): Promise<void> };
   keys: KeyVerifier;
   limits: RateLimits;
   settings: SettingsStore;
+  enrichment: Enrichment;
   log: Logger;
   metrics: Metrics;
   /** Enables the loopback admin routes used by the CLI. */
@@ -63,10 +67,21 @@ export function createApp(deps: AppDeps): Koa {
     const caller = key ? await deps.keys.verify(key) : null;
     if (!caller) {
       ctx.state.log.info({ event: 'auth_rejected', route: ctx.path }, 'authentication rejected');
+      auditRejected(ctx, key);
       throw new HttpError(401, 'unauthorized', key ? 'invalid or revoked API key' : 'missing API key: send Authorization: Bearer <key>', null, { 'WWW-Authenticate': 'Bearer' });
     }
     ctx.state.caller = caller satisfies Caller;
     await next();
+  };
+  // Every rejected authentication is audited. Spooled without waiting: a flood of bad keys must not queue requests
+  // behind fsyncs. The key id (never the key) is kept when the key was well-formed.
+  const auditRejected = (c: Context, key: string | null) => {
+    const keyId = key ? parseKey(key)?.keyId ?? '' : '';
+    const rec = deps.enrichment.audit.append({
+      workspaceId: SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: c.path,
+      outcome: 'denied', accepted: 0, rejected: 0, details: JSON.stringify({ reason: key ? 'invalid_or_revoked_key' : 'missing_key', ip: c.ip }),
+    });
+    deps.pipeline.record([rec]).catch(() => {});
   };
   const ctx: RouteContext = {
     ...deps, router, docs, requireKey,

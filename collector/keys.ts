@@ -2,6 +2,7 @@
 // 256 bits of entropy make a fast hash sufficient (slow KDFs are for low-entropy passwords).
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { ApiKeyRecord, Storage } from '../storage/types.ts';
+import { BackpressureError } from './errors.ts';
 
 const KEY_RE = /^tg_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 
@@ -46,12 +47,22 @@ export class KeyVerifier {
     const now = Date.now();
     let hit = this.cache.get(parsed.keyId);
     if (!hit || hit.until < now) {
-      const record = await this.storage.getApiKey(parsed.keyId);
+      let record: ApiKeyRecord | null;
+      try {
+        record = await this.storage.getApiKey(parsed.keyId);
+      } catch (err) {
+        // Storage outage: a key we knew stays valid (ingestion continues into the spool); unknown keys get a retryable 503.
+        if (hit) return this.check(key, hit.record);
+        throw Object.assign(new BackpressureError('cannot verify the API key while storage is unreachable; retry later', 5), { cause: err });
+      }
       hit = { record, until: now + (record ? this.ttlMs : 2_000) };
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(parsed.keyId, hit);
     }
-    const rec = hit.record;
+    return this.check(key, hit.record);
+  }
+
+  private check(key: string, rec: ApiKeyRecord | null): Caller | null {
     if (!rec || rec.revokedAtMs > 0 || !keyMatches(key, rec)) return null;
     return { workspaceId: rec.workspaceId, keyId: rec.keyId };
   }

@@ -101,6 +101,13 @@ export class Pipeline implements Ingestor {
     return { accepted: batch.spans.length };
   }
 
+  /** Durably spool enrichment records produced outside a request's batch (audit of rejected auth, checkpoints). */
+  async record(extra: EnrichmentRecord[]): Promise<void> {
+    if (extra.length === 0) return;
+    if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
+    await this.spool.append(extra);
+  }
+
   /** Seal what is spooled and write it all to storage now; rejects if storage fails. */
   async flush(): Promise<void> {
     await this.seal();

@@ -13,13 +13,14 @@ import { KeyVerifier } from './keys.ts';
 import { RateLimits } from './rate-limit.ts';
 import { SettingsStore } from './settings.ts';
 import { Pipeline } from './pipeline.ts';
-import { defaultProcessors } from '../processors/index.ts';
+import { createEnrichment, type Enrichment } from '../processors/index.ts';
 
 export interface Running {
   server: Server;
   port: number;
   storage: Storage;
   pipeline: Pipeline;
+  enrichment: Enrichment;
   log: Logger;
   close(): Promise<void>;
 }
@@ -30,14 +31,16 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
   const storage = opts.storage ?? createStorage(config);
   await storage.init();
   const metrics = createMetrics();
+  const settings = new SettingsStore(storage, config);
+  const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: config.ENRICHMENT, settings, log });
   const pipeline = new Pipeline({
-    config, storage, logger: log, processors: defaultProcessors(),
+    config, storage, logger: log, processors: enrichment.processors,
     onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
   });
   await pipeline.start();
   const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL });
   const adminToken = randomBytes(24).toString('base64url');
-  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, settings: new SettingsStore(storage, config), log, metrics, adminToken });
+  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, settings, enrichment, log, metrics, adminToken });
 
   const server = app.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', reject); });
@@ -53,11 +56,13 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
   const close = () => (closing ??= (async () => {
     log.info('shutting down: draining requests and flushing the spool');
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
+    // Sign the chains' last records so nothing acknowledged is left outside a checkpoint.
+    await pipeline.record(enrichment.verification?.checkpoints(Date.now(), true) ?? []).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     await pipeline.close();
     await limits.close();
     await storage.close();
     rmSync(serverFile, { force: true });
     log.info('stopped');
   })());
-  return { server, port, storage, pipeline, log, close };
+  return { server, port, storage, pipeline, enrichment, log, close };
 }

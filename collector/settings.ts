@@ -3,7 +3,9 @@
 import { z } from 'zod';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
+import { BackpressureError } from './errors.ts';
 import { DEFAULT_POLICY, policySchema, type Policy } from '../processors/governance/policy.ts';
+import { alertRuleSchema, type AlertSettings } from '../processors/alerts.ts';
 
 export const providerSettingsSchema = z.strictObject({
   baseUrl: z.url({ protocol: /^https?$/ }).optional(),
@@ -15,8 +17,9 @@ export const providerSettingsSchema = z.strictObject({
 export const settingsSchema = z.strictObject({
   policy: policySchema.optional(),
   provider: providerSettingsSchema.optional(),
-  alertRules: z.array(z.unknown()).optional(),
+  alertRules: z.array(alertRuleSchema).max(100).optional(),
   alertWebhookUrl: z.url({ protocol: /^https?$/ }).optional(),
+  alertWebhookSecret: z.string().min(16).max(256).optional(),
 });
 export type SettingsDoc = z.infer<typeof settingsSchema>;
 
@@ -41,7 +44,15 @@ export class SettingsStore {
   async forWorkspace(workspaceId: string): Promise<ResolvedSettings> {
     const hit = this.cache.get(workspaceId);
     if (hit && hit.until > Date.now()) return hit.value;
-    const row = await this.storage.getSettings(workspaceId);
+    let row: Awaited<ReturnType<Storage['getSettings']>>;
+    try {
+      row = await this.storage.getSettings(workspaceId);
+    } catch (err) {
+      // Storage outage: keep ingesting with the last known settings; without any, refuse (retryable) rather
+      // than fall back to a default policy that might store text the real policy redacts.
+      if (hit) return hit.value;
+      throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
+    }
     const doc = row ? settingsSchema.parse(JSON.parse(row.doc)) : {};
     const value: ResolvedSettings = {
       doc, version: row?.version ?? 0,
@@ -54,6 +65,15 @@ export class SettingsStore {
     };
     this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
     return value;
+  }
+
+  async policyFor(workspaceId: string): Promise<Policy> {
+    return (await this.forWorkspace(workspaceId)).policy;
+  }
+
+  async alertsFor(workspaceId: string): Promise<AlertSettings> {
+    const { doc } = await this.forWorkspace(workspaceId);
+    return { rules: doc.alertRules ?? [], webhookUrl: doc.alertWebhookUrl, webhookSecret: doc.alertWebhookSecret };
   }
 
   /** Validates and stores a new version; returns it. Callers audit the change. */

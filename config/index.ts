@@ -35,6 +35,7 @@ export const configSchema = z.object({
   FLUSH_MAX_ROWS: int(50000, 1),
   SPOOL_MAX_BYTES: int(1024 * 1024 * 1024, 1024 * 1024), // beyond this, ingestion answers 503
   SPOOL_FSYNC: bool(true),
+  ENRICHMENT: bool(true),                 // governance, alerts and verification at ingestion (audit always on)
 
   PROVIDER_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   PROVIDER_API_KEY: z.string().optional(),

@@ -66,10 +66,11 @@
  * |              | gen_ai.workflow.name → traceloop.workflow.name → ai.telemetry.functionId → agent.name        |
  * | prompt       | 1 gen_ai.input.messages (structured or JSON string), gen_ai.system_instructions prepended   |
  * |              | 2 legacy events gen_ai.{system,user,assistant,tool}.message (in order)                       |
- * |              | 3 llm.input_messages.N.* (OpenInference)  4 gen_ai.prompt.N.* (OpenLLMetry)                  |
+ * |              | 3 llm.input_messages.N.* (OpenInference; also an unflattened llm.input_messages array)       |
+ * |              | 4 gen_ai.prompt.N.* (OpenLLMetry)                                                            |
  * |              | 5 ai.prompt.messages → ai.prompt (Vercel)  6 input.value → traceloop.entity.input            |
  * |              | 7 gen_ai.tool.call.arguments → ai.toolCall.args → ai.toolCall.input                          |
- * | response     | 1 gen_ai.output.messages  2 gen_ai.choice events  3 llm.output_messages.N.*                  |
+ * | response     | 1 gen_ai.output.messages  2 gen_ai.choice events  3 llm.output_messages.N.* (or array)       |
  * |              | 4 gen_ai.completion.N.*  5 ai.response.text → ai.response.object  6 output.value →           |
  * |              | traceloop.entity.output  7 gen_ai.tool.call.result → ai.toolCall.result → ai.toolCall.output |
  * | trainable    | isTrainable(record): completed with non-empty prompt and response                           |
@@ -623,6 +624,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   }
   if (prompt === '' && evIn !== null) prompt = promptText(evIn);
   if (prompt === '' && oiIn !== null) prompt = promptText(flatMsgs(oiIn));
+  if (prompt === '' && Array.isArray(A['llm.input_messages'])) prompt = promptText(messagesOf(A['llm.input_messages'], 'user')!);
   if (prompt === '' && olIn !== null) prompt = promptText(flatMsgs(olIn));
   if (prompt === '') prompt = vercelPrompt(A);
   if (prompt === '') prompt = valueText(A['input.value']) || valueText(A['traceloop.entity.input']);
@@ -637,6 +639,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   }
   if (response === '' && evOut !== null) response = responseText(evOut);
   if (response === '' && oiOut !== null) response = responseText(flatMsgs(oiOut));
+  if (response === '' && Array.isArray(A['llm.output_messages'])) response = responseText(messagesOf(A['llm.output_messages'], 'assistant')!);
   let olOutMsgs: Msg[] | null = null;
   if (olOut !== null) {
     olOutMsgs = flatMsgs(olOut);

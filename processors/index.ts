@@ -1,6 +1,15 @@
-// The processor chain run on every record before it is spooled.
+// The processor chain run on every batch before it is spooled, in this order:
+// cost → governance (redaction before anything is written) → alerts → audit → verification (hashes what is stored).
+import { join } from 'node:path';
 import type { Processor } from '../collector/pipeline-types.ts';
 import { priceUsd } from './cost.ts';
+import { governanceProcessor, type PolicySource } from './governance-processor.ts';
+import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertSource } from './alerts.ts';
+import { AuditChain, auditProcessor } from './audit.ts';
+import { VerificationChain, verificationProcessor } from './verification.ts';
+import { loadSigningKey } from './signing.ts';
+
+export type { Processor };
 
 /** Fills costUsd from the price table when the client sent none (0 for unknown/local models). */
 export const costProcessor: Processor = (batch) => {
@@ -14,6 +23,31 @@ export const costProcessor: Processor = (batch) => {
   return batch;
 };
 
-export function defaultProcessors(): Processor[] {
-  return [costProcessor];
+export interface Enrichment {
+  processors: Processor[];
+  audit: AuditChain;
+  verification: VerificationChain | null;
+  keysDir: string;
+}
+
+export function createEnrichment(opts: {
+  dataDir: string;
+  enabled: boolean;
+  settings: PolicySource & AlertSource;
+  log: { warn(o: object, m: string): void };
+}): Enrichment {
+  const keysDir = join(opts.dataDir, 'keys');
+  const audit = new AuditChain();
+  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], audit, verification: null, keysDir };
+  const verification = new VerificationChain(loadSigningKey(keysDir));
+  return {
+    processors: [
+      costProcessor,
+      governanceProcessor(opts.settings),
+      alertProcessor(opts.settings, new AlertEvaluator(), webhookNotifier(opts.log)),
+      auditProcessor(audit),
+      verificationProcessor(verification),
+    ],
+    audit, verification, keysDir,
+  };
 }

@@ -276,7 +276,9 @@ function checkSpanTimes(start: string, end: string): void {
 //     span) go through a small intern cache keyed by an FNV-1a hash of the bytes and
 //     verified byte by byte, so repeated keys cost no allocation and are already
 //     internalized when they become property names;
-//   - everything else is validated with the native `isUtf8` and sliced with `utf8Slice`.
+//   - everything else is sliced with the native `utf8Slice` (which replaces invalid
+//     sequences by U+FFFD); only if the result contains U+FFFD are the bytes checked with
+//     the native `isUtf8`, so genuine U+FFFD characters still pass.
 const INTERN_MAX_LEN = 40;
 const INTERN_MAX_ENTRIES = 8192;
 const intern = new Map<number, string>();
@@ -295,7 +297,7 @@ function internAscii(buf: Buffer, start: number, end: number, hash: number): str
   return s;
 }
 
-const BufferReaderBase = protobuf.BufferReader as unknown as new (buf: Buffer) => protobuf.Reader;
+const BufferReaderBase = protobuf.BufferReader as unknown as new (buf: Buffer) => object;
 class OtlpReader extends BufferReaderBase {
   stringVerify(): string {
     const self = this as unknown as { buf: Buffer; pos: number; len: number; uint32(): number };
@@ -316,8 +318,13 @@ class OtlpReader extends BufferReaderBase {
       }
       if (i === end) return internAscii(buf, start, end, (h ^ len) >>> 0);
     }
-    if (!isUtf8(buf.subarray(start, end))) throw new TypeError('The encoded data was not valid for encoding utf-8');
-    return buf.utf8Slice(start, end);
+    // Lossy decode, then look for U+FFFD (a single SIMD-able scan; free for one-byte strings).
+    // Only when one is present do we validate the bytes, as U+FFFD may also be genuine.
+    const str = buf.utf8Slice(start, end);
+    if (str.indexOf('\uFFFD') !== -1 && !isUtf8(buf.subarray(start, end))) {
+      throw new TypeError('The encoded data was not valid for encoding utf-8');
+    }
+    return str;
   }
 
   /** fixed64 (timestamps) → exact decimal string, with no long.js allocation. */
@@ -380,7 +387,7 @@ declare module 'node:buffer' {
 function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   let msg: PbExportRequest;
   try {
-    msg = ExportTraceServiceRequest.decode(new OtlpReader(buf)) as unknown as PbExportRequest;
+    msg = ExportTraceServiceRequest.decode(new OtlpReader(buf) as unknown as protobuf.Reader) as unknown as PbExportRequest;
   } catch (err) {
     const m = err instanceof Error ? err.message : String(err);
     if (/utf-?8/i.test(m)) throw new OtlpDecodeError('invalid UTF-8 in a protobuf string field');
@@ -721,8 +728,9 @@ function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   // Structural depth of a span attribute value is 12 for a scalar; each container adds ≤ 4.
   if (!jsonNestingWithin(buf, 16 + 4 * limits.maxDepth)) throw tooDeep(limits);
   let root: unknown;
+  const bom = buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0;
   try {
-    root = buf.length === 0 ? {} : JSON.parse(buf.toString('utf8'));
+    root = buf.length === bom ? {} : JSON.parse(buf.toString('utf8', bom));
   } catch (err) {
     throw new OtlpDecodeError(`undecodable JSON body: ${err instanceof Error ? err.message : String(err)}`);
   }

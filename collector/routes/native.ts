@@ -46,7 +46,7 @@ export function nativeRoutes(r: RouteContext): void {
         throw new HttpError(400, 'validation_failed', `invalid trace: ${details[0]!.field}: ${details[0]!.message}`, details);
       }
       const record = mapNative(parsed.data, caller.workspaceId, now);
-      await r.pipeline.ingest([record]);
+      await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces' });
       r.metrics.ingested.inc({ source: record.source });
       ctx.body = { trace: { traceId: record.traceId, status: record.status } };
       return;
@@ -68,9 +68,10 @@ export function nativeRoutes(r: RouteContext): void {
       records.push(record);
       results.push({ index, trace: { traceId: record.traceId, status: record.status } });
     });
-    if (records.length) await r.pipeline.ingest(records);
+    const rejectedCount = body.length - records.length;
+    if (records.length) await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces', rejected: rejectedCount });
     r.metrics.ingested.inc({ source: 'native' }, records.length);
-    const rejected = body.length - records.length;
+    const rejected = rejectedCount;
     if (body.length > 0 && records.length === 0) {
       throw new HttpError(400, 'validation_failed', 'every item in the batch was rejected', results);
     }

@@ -1,7 +1,7 @@
 // POST /api/proxy/provider/responses: governance preflight, forward to the workspace's provider (JSON or SSE
 // passthrough), and persist the trace in the same call. Errors use the provider's shape so SDKs surface them.
 import { once } from 'node:events';
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
@@ -15,6 +15,11 @@ import { blockMessage, preflight } from '../proxy/preflight.ts';
 import { passBackHeaders, proxySettings, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
 
 const PATH = '/api/proxy/provider/responses';
+
+/** Every error this route answers has the provider's shape, so SDKs read message, type, param and code. */
+const providerError = z.object({
+  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable(), tracegate: z.unknown().optional() }),
+});
 
 /** Our own errors (auth, rate limit, validation, policy) in the provider's `{ error: { message, type, param, code } }` shape. */
 async function providerErrors(ctx: Context, next: Next): Promise<void> {
@@ -33,8 +38,11 @@ async function providerErrors(ctx: Context, next: Next): Promise<void> {
 function traceContext(traceparent: string): { traceId: string; parentSpanId: string } {
   const m = /^[\da-f]{2}-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$/.exec(traceparent.trim());
   if (m && !/^0+$/.test(m[1]!) && !/^0+$/.test(m[2]!)) return { traceId: m[1]!, parentSpanId: m[2]! };
-  return { traceId: randomBytes(16).toString('hex'), parentSpanId: '' };
+  return { traceId: randomUUID().replaceAll('-', ''), parentSpanId: '' };
 }
+
+/** randomUUID draws from a batched entropy cache: much cheaper per call than randomBytes on the hot path. */
+const newSpanId = () => randomUUID().replaceAll('-', '').slice(16);
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -45,11 +53,13 @@ export function proxyRoutes(r: RouteContext): void {
     summary: 'Governance preflight, forward to the provider\'s Responses API (JSON, or SSE passthrough when stream is true), persist the trace',
     request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string(), input: z.unknown().optional(), stream: z.boolean().optional() }) },
     responses: {
-      200: { description: 'The provider\'s answer, passed through; X-Trace-Id names the stored trace' },
-      403: { description: 'Blocked by the workspace policy (upstream not called; the attempt is stored with status blocked)' },
-      429: { description: 'This route\'s rate limit (Retry-After, X-RateLimit-Remaining); an upstream 429 is passed through as is' },
-      502: { description: 'The provider could not be reached' },
-      504: { description: 'The provider timed out' },
+      200: { description: 'The provider\'s answer passed through (application/json, or text/event-stream when stream is true); X-Trace-Id names the stored trace' },
+      400: { description: 'Not a JSON object with a string model', schema: providerError },
+      401: { description: 'Missing or invalid workspace API key', schema: providerError },
+      403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
+      429: { description: 'This route\'s own rate limit (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
+      502: { description: 'The provider could not be reached', schema: providerError },
+      504: { description: 'The provider timed out', schema: providerError },
     },
   });
 
@@ -87,7 +97,7 @@ export function proxyRoutes(r: RouteContext): void {
     const pre = preflight(settings.policy, raw, body, environment);
     const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
     const base = {
-      workspaceId: caller.workspaceId, traceId, spanId: randomBytes(8).toString('hex'), parentSpanId, startMs,
+      workspaceId: caller.workspaceId, traceId, spanId: newSpanId(), parentSpanId, startMs,
       request: pre.request, prompt: pre.prompt, provider: providerFor(provider.baseUrl), environment,
       actionName: ctx.get('x-tracegate-action'), stream,
       attributes: { ...pre.attributes, ...(callerKey ? { 'proxy.caller_key': true } : {}) },

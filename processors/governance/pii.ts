@@ -56,7 +56,17 @@ const NANP = /(?:\+?1[ .\-]?)?(?:\(([2-9]\d\d)\)[ .\-]?|([2-9]\d\d)([ .\-]))([2-
 const E164 = /\+[1-9]\d{0,3}(?:[ .\-]?\(\d{1,4}\)[ .\-]?\d{1,8}|[ .\-]\d{1,8}){1,6}(?![\w]|[.\-]\d)|\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
 // Bare digit runs count only right after a phone keyword. Runs are found first (rare in text), then the
 // keyword is looked for just before them.
-const DIGIT_RUN = /\+?\d{9,}/g;
+const DIGIT_RUN = /\d{9,}/g;
+
+/** Digit runs of 9+ (the candidates for keyword-introduced phone numbers and SSNs), with a leading '+' kept. */
+function digitRuns(text: string): Array<{ index: number; run: string }> {
+  const out: Array<{ index: number; run: string }> = [];
+  for (const m of text.matchAll(DIGIT_RUN)) {
+    const plus = m.index > 0 && text[m.index - 1] === '+';
+    out.push({ index: plus ? m.index - 1 : m.index, run: plus ? `+${m[0]}` : m[0] });
+  }
+  return out;
+}
 const PHONE_KEYWORD_BEFORE = /\b(?:phone|tel|telephone|mobile|cell|whatsapp|sms|fax)\b[^\n\d]{0,16}$/i;
 
 // 'SKU 883-555-2190', 'order #312-555-0187': a label right before the number makes it an identifier.
@@ -72,12 +82,9 @@ function digitCount(s: string): number {
   return n;
 }
 
-export function detectPhones(text: string): Finding[] {
-  const out: Finding[] = [];
-  const push = (start: number, end: number) => {
-    if (out.some((f) => start < f.end && end > f.start)) return;
-    out.push(pii('pii.phone', 'phone', 'medium', start, end, maskDigits(text.slice(start, end), 2)));
-  };
+export function detectPhones(text: string, runs = digitRuns(text)): Finding[] {
+  const spans: Array<[number, number]> = [];
+  const push = (start: number, end: number) => { spans.push([start, end]); };
   if (text.includes('+')) for (const m of text.matchAll(E164)) {
     const raw = m[0];
     if (!clearBefore(text, m.index, /[\w+]/)) continue;
@@ -93,15 +100,24 @@ export function detectPhones(text: string): Finding[] {
     if (idContextBefore(text, m.index)) continue;
     push(m.index, m.index + m[0].length);
   }
-  for (const m of text.matchAll(DIGIT_RUN)) {
-    const num = m[0];
+  for (const { index, run: num } of runs) {
     const d = num.replace('+', '');
     if (d.length < 10 || d.length > 13) continue;
-    if (!PHONE_KEYWORD_BEFORE.test(text.slice(Math.max(0, m.index - 40), m.index))) continue;
+    if (!PHONE_KEYWORD_BEFORE.test(text.slice(Math.max(0, index - 40), index))) continue;
     const national = d.length === 11 && d[0] === '1' ? d.slice(1) : d;
     const nanp = national.length === 10 && national[0]! >= '2' && national[3]! >= '2';
     if (!nanp && !num.startsWith('+')) continue;
-    push(m.index, m.index + num.length);
+    push(index, index + num.length);
+  }
+  // The three passes can find the same number (E.164 and NANP both match "+1 415 555 0132"): keep the first
+  // (longest) of overlapping spans.
+  spans.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+  const out: Finding[] = [];
+  let lastEnd = -1;
+  for (const [start, end] of spans) {
+    if (start < lastEnd) continue;
+    lastEnd = end;
+    out.push(pii('pii.phone', 'phone', 'medium', start, end, maskDigits(text.slice(start, end), 2)));
   }
   return out;
 }
@@ -161,17 +177,16 @@ export function detectIbans(text: string): Finding[] {
 const SSN = /(\d{3})([\- ])(\d{2})\2(\d{4})(?![\w]|-\d)/g;
 const SSN_KEYWORD_BEFORE = /\b(?:ssn|social security(?: number| no\.?| #)?)\b\D{0,12}$/i;
 
-export function detectSsns(text: string): Finding[] {
+export function detectSsns(text: string, runs = digitRuns(text)): Finding[] {
   const out: Finding[] = [];
   for (const m of text.matchAll(SSN)) {
     if (!clearBefore(text, m.index, /[\w\-]/) || !ssnValid(m[1]!, m[3]!, m[4]!) || idContextBefore(text, m.index)) continue;
     out.push(pii('pii.ssn', 'ssn', 'high', m.index, m.index + m[0].length, `***-**-****`));
   }
-  for (const m of text.matchAll(DIGIT_RUN)) {
-    const d = m[0];
-    if (d.length !== 9 || !SSN_KEYWORD_BEFORE.test(text.slice(Math.max(0, m.index - 32), m.index))) continue;
+  for (const { index, run: d } of runs) {
+    if (d.length !== 9 || !SSN_KEYWORD_BEFORE.test(text.slice(Math.max(0, index - 32), index))) continue;
     if (!ssnValid(d.slice(0, 3), d.slice(3, 5), d.slice(5))) continue;
-    out.push(pii('pii.ssn', 'ssn', 'high', m.index, m.index + 9, `*********`));
+    out.push(pii('pii.ssn', 'ssn', 'high', index, index + 9, `*********`));
   }
   return out;
 }
@@ -243,11 +258,12 @@ export function detectIps(text: string): Finding[] {
 
 /** All PII detectors. */
 export function detectPii(text: string): Finding[] {
-  const out: Finding[] = [];
-  if (text.includes('@')) out.push(...detectEmails(text));
+  const parts: Finding[][] = [];
+  if (text.includes('@')) parts.push(detectEmails(text));
   // Every numeric detector (and IPv6, which requires a digit) needs at least one digit.
   if (/\d/.test(text)) {
-    out.push(...detectCards(text), ...detectIbans(text), ...detectSsns(text), ...detectPhones(text), ...detectIps(text));
+    const runs = digitRuns(text);
+    parts.push(detectCards(text), detectIbans(text), detectSsns(text, runs), detectPhones(text, runs), detectIps(text));
   }
-  return out;
+  return parts.flat();
 }

@@ -44,10 +44,11 @@ function resolveOverlaps(findings: Finding[]): Finding[] {
 export function scanText(text: string, options: ScanOptions = {}): Finding[] {
   if (text.length === 0) return [];
   const use = options.detectors ?? ALL;
-  const found: Finding[] = [];
-  if (use.includes('pii')) found.push(...detectPii(text));
-  if (use.includes('secret')) found.push(...detectSecrets(text));
-  if (use.includes('injection')) found.push(...detectInjection(text, options.injection));
+  // concat, not push(...): an adversarial text can yield more findings than a call may take arguments.
+  let found: Finding[] = [];
+  if (use.includes('pii')) found = found.concat(detectPii(text));
+  if (use.includes('secret')) found = found.concat(detectSecrets(text));
+  if (use.includes('injection')) found = found.concat(detectInjection(text, options.injection));
   return found.length > 1 ? resolveOverlaps(found) : found;
 }
 

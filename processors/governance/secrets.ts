@@ -14,8 +14,8 @@ interface SecretRule {
   rule: string;
   category: string;
   severity: Severity;
-  /** Cheap gate: the rule's regex runs only when one of these substrings (or this regex) occurs in the text. */
-  hints: readonly string[] | RegExp;
+  /** Cheap gate: the rule's regex runs only when one of these substrings occurs in the text. */
+  hints: readonly string[];
   /** Global regex; group 1, when present, is the secret itself (the rest is context). */
   re: RegExp;
   minEntropy?: number;
@@ -32,19 +32,19 @@ export const SECRET_RULES: readonly SecretRule[] = [
   { rule: 'secret.openai_key', category: 'api_key', severity: 'critical', hints: ['sk-'],
     re: /(?<![\w\-])sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,250}(?![\w\-])|(?<![\w\-])sk-[A-Za-z0-9]{32,64}(?![\w\-])/g,
     minEntropy: 3.5, validate: mixed },
-  { rule: 'secret.aws_access_key_id', category: 'api_key', severity: 'high', hints: /A(?:KIA|SIA|BIA|CCA|3T)/,
+  { rule: 'secret.aws_access_key_id', category: 'api_key', severity: 'high', hints: ['AKIA', 'ASIA', 'ABIA', 'ACCA', 'A3T'],
     re: /(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])/g, minEntropy: 3, validate: notExample },
-  { rule: 'secret.aws_secret_key', category: 'api_key', severity: 'critical', hints: /ecret|ECRET/,
+  { rule: 'secret.aws_secret_key', category: 'api_key', severity: 'critical', hints: ['ecret', 'ECRET'],
     re: /(?:aws_?)?secret_?access_?key["']?\s{0,4}(?::|=>|=)\s{0,4}["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/gi,
     minEntropy: 3.5, validate: notExample },
-  { rule: 'secret.github_token', category: 'api_key', severity: 'critical', hints: /gh[pousr]_|github_pat_/,
+  { rule: 'secret.github_token', category: 'api_key', severity: 'critical', hints: ['ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'],
     re: /(?<![\w])(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,251}(?![\w])|(?<![\w])github_pat_[A-Za-z0-9_]{60,251}(?![\w])/g, minEntropy: 3 },
   { rule: 'secret.slack_token', category: 'api_key', severity: 'critical', hints: ['xox', 'xapp-'],
     re: /(?<![\w\-])xox[abposr]-(?:\d{1,40}-){1,4}[A-Za-z0-9]{8,64}(?![\w\-])|(?<![\w\-])xapp-\d-[A-Za-z0-9\-]{20,200}(?![\w\-])/g, minEntropy: 3 },
   { rule: 'secret.slack_webhook', category: 'webhook_url', severity: 'high', hints: ['hooks.slack.com'],
     re: /https:\/\/hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9_\-]{6,40}\/[A-Za-z0-9_\-]{6,40}\/[A-Za-z0-9_\-]{8,80}/g,
     preview: (s) => `hooks.slack.com/…(${s.length})` },
-  { rule: 'secret.stripe_key', category: 'api_key', severity: 'critical', hints: /k_(?:live|test|prod)_/,
+  { rule: 'secret.stripe_key', category: 'api_key', severity: 'critical', hints: ['k_live_', 'k_test_', 'k_prod_'],
     re: /(?<![\w])(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,247}(?![\w])/g, minEntropy: 3 },
   { rule: 'secret.google_api_key', category: 'api_key', severity: 'high', hints: ['AIza'],
     re: /(?<![\w\-])AIza[0-9A-Za-z_\-]{35}(?![\w\-])/g, minEntropy: 3 },
@@ -53,7 +53,9 @@ export const SECRET_RULES: readonly SecretRule[] = [
 ];
 
 function runRule(text: string, r: SecretRule, out: Finding[]): void {
-  if (r.hints instanceof RegExp ? !r.hints.test(text) : !r.hints.some((h) => text.includes(h))) return;
+  let hinted = false;
+  for (const h of r.hints) if (text.includes(h)) { hinted = true; break; }
+  if (!hinted) return;
   for (const m of text.matchAll(r.re)) {
     const secret = m[1] ?? m[0];
     const start = m[1] !== undefined ? m.index + m[0].lastIndexOf(secret) : m.index;
@@ -129,6 +131,5 @@ export function detectJwts(text: string): Finding[] {
 export function detectSecrets(text: string): Finding[] {
   const out: Finding[] = [];
   for (const r of SECRET_RULES) runRule(text, r, out);
-  out.push(...detectPrivateKeys(text), ...detectJwts(text));
-  return out;
+  return out.concat(detectPrivateKeys(text), detectJwts(text));
 }

@@ -33,6 +33,3 @@ export const CATEGORY_DETECTOR: Record<string, DetectorKind> = {
   prompt_injection: 'injection', invisible_text: 'injection',
 };
 
-export function byStart(a: Finding, b: Finding): number {
-  return a.start - b.start || b.end - a.end;
-}

@@ -52,7 +52,7 @@ describe('governance PII detectors', () => {
   });
   it('phone: North American and international formats, not dates or ids', () => {
     const text = 'call (415) 555-0132 or +44 20 7946 0958; not 2024-01-15, 555-0132, SKU 883-555-2190 or 415-555.0132';
-    expect(spans(text, detectPhones(text))).to.deep.equal(['+44 20 7946 0958', '(415) 555-0132']);
+    expect(spans(text, detectPhones(text))).to.deep.equal(['(415) 555-0132', '+44 20 7946 0958']);
     expect(detectPhones('phone: 4155550132')[0]!.preview).to.equal('****32 (10 digits)');
   });
   it('cards: Luhn and issuer checked, grouped or contiguous', () => {
@@ -188,11 +188,14 @@ describe('governance scanText', () => {
       'a:'.repeat(100_000), `eyJ${'a'.repeat(100_000)}.`, `${'eyJhbGc.'.repeat(20_000)}`, 'ignore '.repeat(30_000),
       'ignore all the '.repeat(20_000), `sk-${'a'.repeat(200_000)}`, `-----BEGIN PRIVATE KEY-----${'A'.repeat(100_000)}`,
       'DE89 '.repeat(40_000), '\u200B'.repeat(100_000), 'send '.repeat(30_000) + 'to http', `![${'x'.repeat(50_000)}`,
+      'a\u200B'.repeat(100_000), 'Ｉ'.repeat(100_000), 'eyJ'.repeat(70_000),
+      // many findings: overlap handling and result building must stay linear too
+      'a@b.cc '.repeat(100_000), '(415) 555-0132 '.repeat(30_000), '-----BEGIN PRIVATE KEY-----'.repeat(8_000), '8.8.8.8 '.repeat(100_000),
     ];
     for (const input of inputs) {
       const t0 = performance.now();
       scanText(input);
-      expect(performance.now() - t0, input.slice(0, 20)).to.be.lessThan(2000);
+      expect(performance.now() - t0, input.slice(0, 20)).to.be.lessThan(3000);
     }
   });
 });

@@ -351,8 +351,9 @@ describe('OTLP decode: hostile input', () => {
     ];
     for (const body of cases) expectDecodeError(() => decodeOtlpRequest(body, 'protobuf', limits), /UTF-8/);
     // valid multi-byte text passes
-    const ok = allSpans(decodeOtlpRequest(requestPb([spanPb({ attrs: [kvPb('k', anyStr('żółć 🚀'))] })]), 'protobuf', limits))[0]!;
-    expect(ok.attributes.k).to.equal('żółć 🚀');
+    const genuine = 'replacement char \uFFFD is valid UTF-8 '.repeat(3);
+    const ok = allSpans(decodeOtlpRequest(requestPb([spanPb({ attrs: [kvPb('k', anyStr('żółć 🚀')), kvPb('r', anyStr('\uFFFD')), kvPb('long', anyStr(genuine))] })]), 'protobuf', limits))[0]!;
+    expect(ok.attributes).to.deep.equal({ k: 'żółć 🚀', r: '\uFFFD', long: genuine });
   });
 
   it('rejects invalid UTF-8 in a JSON body', () => {

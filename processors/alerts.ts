@@ -1,0 +1,139 @@
+// Alert signals: per-workspace rules evaluated at ingestion over sliding windows kept in memory
+// (per instance; a restart starts the windows empty). Optional signed webhook notification.
+import { createHmac, randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { AlertRecord, FindingRecord, Severity } from '../collector/enrichment-records.ts';
+import type { Processor } from '../collector/pipeline-types.ts';
+import type { SpanRecord } from '../collector/record.ts';
+
+const SEVERITY = ['low', 'medium', 'high', 'critical'] as const;
+const RANK: Record<Severity, number> = { low: 0, medium: 1, high: 2, critical: 3 };
+
+export const alertRuleSchema = z.strictObject({
+  id: z.string().regex(/^[\w.-]{1,64}$/),
+  /** latency: p95 duration (ms); cost: USD summed; error_rate: errors/requests; finding: severity at or above; guardrail: tripwires. */
+  kind: z.enum(['latency', 'cost', 'error_rate', 'finding', 'guardrail']),
+  threshold: z.number().min(0).default(0),
+  windowSeconds: z.number().int().min(1).max(86_400).default(300),
+  minRequests: z.number().int().min(1).default(1),
+  model: z.string().max(256).optional(),
+  actionName: z.string().max(256).optional(),
+  severity: z.enum(SEVERITY).default('high'),
+  cooldownSeconds: z.number().int().min(0).max(86_400).optional(),
+});
+export type AlertRule = z.infer<typeof alertRuleSchema>;
+
+export interface AlertSettings { rules: AlertRule[]; webhookUrl?: string; webhookSecret?: string }
+export interface AlertSource { alertsFor(workspaceId: string): Promise<AlertSettings> }
+
+interface Sample { at: number; value: number; error: boolean }
+interface RuleState { samples: Sample[]; lastFiredAt: number }
+
+const MAX_SAMPLES = 10_000;
+
+function p95(values: number[]): number {
+  const v = [...values].sort((a, b) => a - b);
+  return v[Math.min(v.length - 1, Math.ceil(0.95 * v.length) - 1)] ?? 0;
+}
+
+export function isTripwire(s: SpanRecord): boolean {
+  const a = s.attributes;
+  return s.kind === 'guardrail' && (a['guardrail.tripwire_triggered'] === true || a['tripwire_triggered'] === true || s.status === 'tripwire');
+}
+
+/** The signature header value for an outbound delivery: v1=<hex HMAC-SHA256 of `${timestamp}.${body}`>. */
+export function signDelivery(secret: string, timestamp: string, body: string): string {
+  return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+export class AlertEvaluator {
+  private readonly state = new Map<string, RuleState>();
+
+  /** Pure given its state: the alerts a batch triggers at time `now`. */
+  evaluate(workspaceId: string, rules: AlertRule[], spans: SpanRecord[], findings: FindingRecord[], now: number): AlertRecord[] {
+    const out: AlertRecord[] = [];
+    for (const rule of rules) {
+      const key = `${workspaceId}\u0000${rule.id}`;
+      const st = this.state.get(key) ?? { samples: [], lastFiredAt: 0 };
+      this.state.set(key, st);
+      const cooldown = (rule.cooldownSeconds ?? rule.windowSeconds) * 1000;
+      const fire = (value: number, traceId: string, message: string) => {
+        if (now - st.lastFiredAt < cooldown) return;
+        st.lastFiredAt = now;
+        out.push({
+          recordType: 'alert', workspaceId, alertId: randomUUID(), ruleId: rule.id, kind: rule.kind, severity: rule.severity,
+          message, traceId, value, threshold: rule.threshold, windowStartMs: now - rule.windowSeconds * 1000, atMs: now, delivered: '',
+        });
+      };
+      const matching = spans.filter((s) => s.workspaceId === workspaceId && (!rule.model || s.model === rule.model) && (!rule.actionName || s.actionName === rule.actionName));
+      if (rule.kind === 'finding') {
+        const hit = findings.find((f) => f.workspaceId === workspaceId && RANK[f.severity] >= RANK[rule.severity]);
+        if (hit) fire(RANK[hit.severity], hit.traceId, `${hit.severity} ${hit.category} finding (${hit.rule}) in ${hit.field}`);
+        continue;
+      }
+      if (rule.kind === 'guardrail') {
+        const hit = matching.find(isTripwire);
+        if (hit) fire(1, hit.traceId, `guardrail tripwire: ${hit.name}`);
+        continue;
+      }
+      const llm = matching.filter((s) => s.kind === 'llm' || s.model);
+      for (const s of llm) st.samples.push({ at: now, value: rule.kind === 'cost' ? s.costUsd : s.durationMs, error: s.status === 'error' });
+      const since = now - rule.windowSeconds * 1000;
+      let drop = 0;
+      while (drop < st.samples.length && st.samples[drop]!.at < since) drop++;
+      if (drop) st.samples.splice(0, drop);
+      if (st.samples.length > MAX_SAMPLES) st.samples.splice(0, st.samples.length - MAX_SAMPLES);
+      if (llm.length === 0 || st.samples.length < rule.minRequests) continue;
+      const last = llm[llm.length - 1]!.traceId;
+      const scope = [rule.model && `model ${rule.model}`, rule.actionName && `action ${rule.actionName}`].filter(Boolean).join(', ') || 'all traffic';
+      if (rule.kind === 'latency') {
+        const v = p95(st.samples.map((x) => x.value));
+        if (v > rule.threshold) fire(v, last, `p95 latency ${v.toFixed(1)} ms over ${rule.windowSeconds}s exceeds ${rule.threshold} ms (${scope})`);
+      } else if (rule.kind === 'cost') {
+        const v = st.samples.reduce((a, x) => a + x.value, 0);
+        if (v > rule.threshold) fire(v, last, `cost $${v.toFixed(6)} over ${rule.windowSeconds}s exceeds $${rule.threshold} (${scope})`);
+      } else {
+        const v = st.samples.filter((x) => x.error).length / st.samples.length;
+        if (v > rule.threshold) fire(v, last, `error rate ${(v * 100).toFixed(1)}% over ${rule.windowSeconds}s exceeds ${(rule.threshold * 100).toFixed(1)}% (${scope})`);
+      }
+    }
+    return out;
+  }
+}
+
+export interface Notifier { notify(url: string, secret: string | undefined, alert: AlertRecord): void }
+
+/** Fire-and-forget POST, signed like the inbound webhook scheme; failures are logged, never block ingestion. */
+export function webhookNotifier(log: { warn(o: object, m: string): void }, timeoutMs = 5000): Notifier {
+  return {
+    notify(url, secret, alert) {
+      const body = JSON.stringify({ alert: { ...alert, recordType: undefined } });
+      const ts = String(Math.floor(Date.now() / 1000));
+      const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts };
+      if (secret) headers['x-service-signature'] = signDelivery(secret, ts, body);
+      fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' })
+        .then((r) => { if (!r.ok) log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx'); })
+        .catch((err: unknown) => log.warn({ err: String(err), alertId: alert.alertId }, 'alert webhook delivery failed'));
+    },
+  };
+}
+
+export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, notifier: Notifier): Processor {
+  return async (batch) => {
+    if (batch.spans.length === 0) return batch;
+    const findings = batch.extra.filter((r): r is FindingRecord => r.recordType === 'finding');
+    const now = Date.now();
+    for (const ws of new Set(batch.spans.map((s) => s.workspaceId))) {
+      const settings = await source.alertsFor(ws);
+      if (settings.rules.length === 0) continue;
+      for (const alert of evaluator.evaluate(ws, settings.rules, batch.spans, findings, now)) {
+        if (settings.webhookUrl) {
+          alert.delivered = 'sent';
+          notifier.notify(settings.webhookUrl, settings.webhookSecret, alert);
+        }
+        batch.extra.push(alert);
+      }
+    }
+    return batch;
+  };
+}

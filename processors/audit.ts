@@ -1,0 +1,67 @@
+// Tamper-evident audit log: every record carries the hash of the previous one in its chain.
+// A chain is per workspace and per server process (chainId), so concurrent instances never fork one.
+import { randomBytes } from 'node:crypto';
+import type { AuditRecord } from '../collector/enrichment-records.ts';
+import type { Processor } from '../collector/pipeline-types.ts';
+import { canonicalJson, GENESIS, sha256 } from './canonical.ts';
+
+export type AuditEvent = Omit<AuditRecord, 'recordType' | 'chainId' | 'seq' | 'prevHash' | 'hash'>;
+
+export const SYSTEM_WORKSPACE = '_system';
+
+/** hash = sha256(prevHash || canonical JSON of every other field). */
+export function auditHash(r: Omit<AuditRecord, 'hash'>): string {
+  const { prevHash, ...rest } = r;
+  return sha256(prevHash + canonicalJson(rest));
+}
+
+export class AuditChain {
+  private readonly heads = new Map<string, { seq: number; hash: string }>();
+  readonly chainId: string;
+  constructor(chainId = `c_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`) {
+    this.chainId = chainId;
+  }
+
+  /** Builds the next record of the workspace's chain (synchronous, so order is the call order). */
+  append(e: AuditEvent): AuditRecord {
+    const head = this.heads.get(e.workspaceId) ?? { seq: 0, hash: GENESIS };
+    const base = { recordType: 'audit' as const, ...e, chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash };
+    const rec: AuditRecord = { ...base, hash: auditHash(base) };
+    this.heads.set(e.workspaceId, { seq: rec.seq, hash: rec.hash });
+    return rec;
+  }
+}
+
+/** One audit record per ingestion request, spooled atomically with the spans it describes. */
+export function auditProcessor(chain: AuditChain): Processor {
+  return (batch, ctx) => {
+    if (!ctx) return batch;
+    const rejected = ctx.rejected ?? 0;
+    batch.extra.push(chain.append({
+      workspaceId: ctx.workspaceId, atMs: Date.now(), actor: ctx.keyId, action: 'ingest', route: ctx.route,
+      outcome: rejected === 0 ? 'ok' : batch.spans.length ? 'partial' : 'rejected',
+      accepted: batch.spans.length, rejected,
+      details: JSON.stringify({ traces: new Set(batch.spans.map((s) => s.traceId)).size }),
+    }));
+    return batch;
+  };
+}
+
+export interface ChainProblem { chainId: string; seq: number; kind: 'gap' | 'prev_hash_mismatch' | 'hash_mismatch'; message: string }
+
+/** Re-checks audit chains: sequence continuity, links and each record's own hash. */
+export function verifyAuditChain(records: AuditRecord[]): ChainProblem[] {
+  const problems: ChainProblem[] = [];
+  let prev: AuditRecord | null = null;
+  for (const r of records) {
+    const first = !prev || prev.chainId !== r.chainId;
+    const expectSeq = first ? 1 : prev!.seq + 1;
+    const expectPrev = first ? GENESIS : prev!.hash;
+    if (r.seq !== expectSeq) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: `expected seq ${expectSeq}, found ${r.seq}` });
+    if (r.prevHash !== expectPrev && r.seq === expectSeq) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'prev_hash_mismatch', message: 'prevHash does not match the previous record' });
+    const { hash, ...rest } = r;
+    if (auditHash(rest) !== hash) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'hash_mismatch', message: 'record content does not match its hash' });
+    prev = r;
+  }
+  return problems;
+}

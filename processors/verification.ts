@@ -1,0 +1,171 @@
+// Integrity verification: each trace's spans, as stored in a batch, get a content hash (RFC 8785 + SHA-256)
+// linked into a per-workspace hash chain. Signing every record would cost ~85 µs each, so the chain head is
+// signed with Ed25519 at most once a second per chain (a signed checkpoint covers every record before it,
+// as certificate-transparency tree heads do) and once more at shutdown.
+import { randomBytes } from 'node:crypto';
+import type { CheckpointRecord, VerificationRecord } from '../collector/enrichment-records.ts';
+import type { Processor } from '../collector/pipeline-types.ts';
+import type { SpanRecord } from '../collector/record.ts';
+import { canonicalJson, GENESIS, sha256 } from './canonical.ts';
+import { signText, verifyText, type PublicKeyInfo, type SigningKey } from './signing.ts';
+
+/** The spans' stored content, in span id order. */
+export function contentHash(spans: SpanRecord[]): string {
+  return sha256(canonicalJson([...spans].sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0))));
+}
+
+export function linkHash(prevHash: string, r: Pick<VerificationRecord, 'seq' | 'traceId' | 'contentHash'>): string {
+  return sha256(`${prevHash}|${r.seq}|${r.traceId}|${r.contentHash}`);
+}
+
+export function checkpointText(c: Pick<CheckpointRecord, 'workspaceId' | 'chainId' | 'seq' | 'headHash'>): string {
+  return `tracegate-checkpoint-v1|${c.workspaceId}|${c.chainId}|${c.seq}|${c.headHash}`;
+}
+
+interface Head { seq: number; hash: string; signedSeq: number; signedAt: number }
+
+export class VerificationChain {
+  readonly chainId: string;
+  private readonly heads = new Map<string, Head>();
+  private readonly key: SigningKey;
+  private readonly checkpointEveryMs: number;
+  constructor(key: SigningKey, checkpointEveryMs = 1000, chainId = `v_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`) {
+    this.key = key;
+    this.checkpointEveryMs = checkpointEveryMs;
+    this.chainId = chainId;
+  }
+
+  /** Verification records for the spans of one batch, grouped by trace. */
+  records(spans: SpanRecord[], now: number): VerificationRecord[] {
+    const byTrace = new Map<string, SpanRecord[]>();
+    for (const s of spans) {
+      const k = `${s.workspaceId}\u0000${s.traceId}`;
+      const list = byTrace.get(k);
+      if (list) list.push(s);
+      else byTrace.set(k, [s]);
+    }
+    const out: VerificationRecord[] = [];
+    for (const group of byTrace.values()) {
+      const { workspaceId, traceId } = group[0]!;
+      const head = this.head(workspaceId);
+      const rec = {
+        recordType: 'verification' as const, workspaceId, traceId,
+        spanIds: group.map((s) => s.spanId), spanVersions: group.map((s) => s.ingestedAtMs),
+        contentHash: contentHash(group), chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash, createdAtMs: now,
+      };
+      const hash = linkHash(head.hash, rec);
+      head.seq = rec.seq;
+      head.hash = hash;
+      out.push({ ...rec, hash });
+    }
+    return out;
+  }
+
+  /** Signed checkpoints for chains whose unsigned tail is older than the interval (or all, with force). */
+  checkpoints(now: number, force = false): CheckpointRecord[] {
+    const out: CheckpointRecord[] = [];
+    for (const [workspaceId, h] of this.heads) {
+      if (h.seq === h.signedSeq || (!force && now - h.signedAt < this.checkpointEveryMs)) continue;
+      const base = { workspaceId, chainId: this.chainId, seq: h.seq, headHash: h.hash };
+      out.push({ recordType: 'checkpoint', ...base, keyId: this.key.keyId, signature: signText(this.key, checkpointText(base)), atMs: now });
+      h.signedSeq = h.seq;
+      h.signedAt = now;
+    }
+    return out;
+  }
+
+  private head(workspaceId: string): Head {
+    let h = this.heads.get(workspaceId);
+    if (!h) {
+      h = { seq: 0, hash: GENESIS, signedSeq: 0, signedAt: 0 };
+      this.heads.set(workspaceId, h);
+    }
+    return h;
+  }
+}
+
+/** Runs last, so it hashes exactly what will be stored (after redaction and cost). */
+export function verificationProcessor(chain: VerificationChain): Processor {
+  return (batch) => {
+    if (batch.spans.length === 0) return batch;
+    const now = Date.now();
+    for (const r of chain.records(batch.spans, now)) batch.extra.push(r);
+    for (const c of chain.checkpoints(now)) batch.extra.push(c);
+    return batch;
+  };
+}
+
+// ---- re-checking ----
+
+export interface VerifyProblem {
+  kind: 'content_hash_mismatch' | 'span_missing' | 'chain_gap' | 'prev_hash_mismatch' | 'link_hash_mismatch' | 'bad_signature' | 'unknown_key' | 'checkpoint_mismatch';
+  chainId: string;
+  seq: number;
+  traceId?: string;
+  message: string;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  recordsChecked: number;
+  tracesChecked: number;
+  checkpointsChecked: number;
+  superseded: number;        // records whose spans were later replaced by a newer delivery (not tampering)
+  unsignedTail: number;      // records after the last checkpoint of their chain (signed within a second)
+  problems: VerifyProblem[];
+}
+
+/** Content: recompute each record's hash from the spans as stored now. */
+export function checkContent(records: VerificationRecord[], stored: SpanRecord[]): { problems: VerifyProblem[]; superseded: number } {
+  const byId = new Map(stored.map((s) => [s.spanId, s]));
+  const problems: VerifyProblem[] = [];
+  let superseded = 0;
+  for (const r of records) {
+    const spans: SpanRecord[] = [];
+    let newer = false;
+    let missing = '';
+    r.spanIds.forEach((id, i) => {
+      const s = byId.get(id);
+      if (!s) missing ||= id;
+      else if (s.ingestedAtMs > r.spanVersions[i]!) newer = true;
+      else spans.push(s);
+    });
+    if (missing) problems.push({ kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${missing} is no longer stored` });
+    else if (newer) superseded++;
+    else if (contentHash(spans) !== r.contentHash) {
+      problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
+    }
+  }
+  return { problems, superseded };
+}
+
+/** Chain continuity, link hashes and checkpoint signatures. Records must be in (chainId, seq) order. */
+export function checkChain(records: VerificationRecord[], checkpoints: CheckpointRecord[], keys: PublicKeyInfo[]): { problems: VerifyProblem[]; unsignedTail: number } {
+  const problems: VerifyProblem[] = [];
+  const bySeq = new Map<string, VerificationRecord>();
+  const lastSigned = new Map<string, number>();
+  const lastSeq = new Map<string, number>();
+  let prev: VerificationRecord | null = null;
+  for (const r of records) {
+    bySeq.set(`${r.chainId}|${r.seq}`, r);
+    lastSeq.set(r.chainId, r.seq);
+    const first = !prev || prev.chainId !== r.chainId;
+    const expectSeq = first ? 1 : prev!.seq + 1;
+    if (r.seq !== expectSeq) problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: `expected seq ${expectSeq}, found ${r.seq}: records are missing` });
+    else if (r.prevHash !== (first ? GENESIS : prev!.hash)) problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
+    if (linkHash(r.prevHash, r) !== r.hash) problems.push({ kind: 'link_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
+    prev = r;
+  }
+  const keyById = new Map(keys.map((k) => [k.keyId, k]));
+  for (const c of checkpoints) {
+    const key = keyById.get(c.keyId);
+    if (!key) { problems.push({ kind: 'unknown_key', chainId: c.chainId, seq: c.seq, message: `checkpoint signed by unknown key ${c.keyId}` }); continue; }
+    if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature)) { problems.push({ kind: 'bad_signature', chainId: c.chainId, seq: c.seq, message: 'checkpoint signature does not verify' }); continue; }
+    const at = bySeq.get(`${c.chainId}|${c.seq}`);
+    if (!at || at.hash !== c.headHash) problems.push({ kind: 'checkpoint_mismatch', chainId: c.chainId, seq: c.seq, message: 'signed head does not match the stored chain' });
+    lastSigned.set(c.chainId, Math.max(lastSigned.get(c.chainId) ?? 0, c.seq));
+  }
+  let unsignedTail = 0;
+  for (const [chain, seq] of lastSeq) unsignedTail += seq - (lastSigned.get(chain) ?? 0);
+  return { problems, unsignedTail };
+}

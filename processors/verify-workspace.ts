@@ -1,0 +1,45 @@
+// Re-checks stored data against its verification records: used by the trace route and `tracegate verify`.
+import type { Storage } from '../storage/types.ts';
+import type { VerificationRecord } from '../collector/enrichment-records.ts';
+import { verifyAuditChain, type ChainProblem } from './audit.ts';
+import type { PublicKeyInfo } from './signing.ts';
+import { checkChain, checkContent, type VerifyReport } from './verification.ts';
+
+async function contentOf(storage: Storage, workspaceId: string, records: VerificationRecord[]) {
+  const byTrace = new Map<string, VerificationRecord[]>();
+  for (const r of records) (byTrace.get(r.traceId) ?? byTrace.set(r.traceId, []).get(r.traceId)!).push(r);
+  const problems: VerifyReport['problems'] = [];
+  let superseded = 0;
+  for (const [traceId, recs] of byTrace) {
+    const res = checkContent(recs, await storage.getTrace(workspaceId, traceId));
+    problems.push(...res.problems);
+    superseded += res.superseded;
+  }
+  return { problems, superseded, traces: byTrace.size };
+}
+
+export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[]): Promise<VerifyReport & { audit: ChainProblem[] }> {
+  const { records, checkpoints } = await storage.verificationChain(workspaceId);
+  const chain = checkChain(records, checkpoints, keys);
+  const content = await contentOf(storage, workspaceId, records);
+  const audit = verifyAuditChain(await storage.auditChain(workspaceId));
+  const problems = [...chain.problems, ...content.problems];
+  return {
+    ok: problems.length === 0 && audit.length === 0, recordsChecked: records.length, tracesChecked: content.traces,
+    checkpointsChecked: checkpoints.length, superseded: content.superseded, unsignedTail: chain.unsignedTail, problems, audit,
+  };
+}
+
+/** One trace: its content against its records, and the chain those records sit in. */
+export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[]): Promise<VerifyReport & { records: VerificationRecord[] }> {
+  const mine = await storage.getVerification(workspaceId, traceId);
+  const { records, checkpoints } = await storage.verificationChain(workspaceId);
+  const chains = new Set(mine.map((r) => r.chainId));
+  const chain = checkChain(records.filter((r) => chains.has(r.chainId)), checkpoints.filter((c) => chains.has(c.chainId)), keys);
+  const content = checkContent(mine, await storage.getTrace(workspaceId, traceId));
+  const problems = [...content.problems, ...chain.problems.filter((p) => !p.traceId || p.traceId === traceId || p.kind !== 'link_hash_mismatch')];
+  return {
+    ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: checkpoints.length,
+    superseded: content.superseded, unsignedTail: chain.unsignedTail, problems, records: mine,
+  };
+}
