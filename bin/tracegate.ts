@@ -1,21 +1,25 @@
 #!/usr/bin/env node
-// tracegate CLI: serve, and key management (`keys create|list|revoke`).
+// tracegate CLI: serve; keys; policy, provider and alert settings; verify.
 import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
-import { createStorage } from '../storage/index.ts';
-import { createKey, listKeys } from '../collector/admin.ts';
 import { startServer } from '../collector/server.ts';
+import { openOps, type VerifyResult } from './ops.ts';
 
 const HELP: Record<string, string> = {
   main: `usage: tracegate <command> [options]
 
 commands:
-  serve                                 start the collector (configuration from TRACEGATE_* variables)
-  keys create --workspace NAME [--json] create a workspace API key (shown once)
-  keys list [--workspace NAME] [--json] list keys (ids only; secrets are never stored)
-  keys revoke KEY_ID                    revoke a key
+  serve                                      start the collector (configuration from TRACEGATE_* variables)
+  keys create --workspace NAME [--json]      create a workspace API key (shown once)
+  keys list [--workspace NAME] [--json]      list keys (ids only; secrets are never stored)
+  keys revoke KEY_ID                         revoke a key
+  policy show --workspace NAME               print the workspace policy
+  policy set --workspace NAME --file F       replace the policy (JSON; F may be - for stdin)
+  provider set --workspace NAME [...]        proxy upstream for the workspace
+  alerts set --workspace NAME --file F       alert rules and optional webhook (JSON)
+  settings show --workspace NAME             every setting (secrets shown as "(set)")
+  verify [--workspace NAME] [--json]         re-check stored data against verification records
 
 Run 'tracegate <command> --help' for details.`,
   serve: `usage: tracegate serve\n\nStarts the HTTP server on TRACEGATE_PORT (default 4318). Stops gracefully on SIGTERM/SIGINT, flushing the spool.`,
@@ -25,78 +29,132 @@ Run 'tracegate <command> --help' for details.`,
 
 create  creates the workspace if needed and prints a new key once; --json prints {workspaceId,keyId,key}
 list    lists key ids, workspaces and revocation times
-revoke  revokes a key (a running server stops accepting it within 30 s, at once when revoked through it)`,
+revoke  revokes a key (a running server stops accepting it at once)`,
+  policy: `usage: tracegate policy show --workspace NAME
+       tracegate policy set --workspace NAME --file policy.json
+
+A policy: {"version":2,"modelAllow":[],"modelDeny":["gpt-3.5*"],"actions":{"api_key":"block","email":"redact"},
+"defaultAction":"flag","maxPromptChars":0,"requiredEnvironments":[],"minSeverity":"low"}
+Actions are keyed by finding category or rule id: flag | redact | block. Every change is audited.`,
+  provider: `usage: tracegate provider set --workspace NAME [--base-url URL] [--api-key-env VAR] [--allow-caller-key | --no-allow-caller-key]
+
+Sets the proxy upstream for the workspace (default: TRACEGATE_PROVIDER_BASE_URL / TRACEGATE_PROVIDER_API_KEY).
+The provider key is read from the environment variable named by --api-key-env, never from the command line,
+and is never printed.`,
+  alerts: `usage: tracegate alerts set --workspace NAME --file alerts.json
+
+alerts.json: {"rules":[{"id":"slow","kind":"latency","threshold":2000,"windowSeconds":300,"model":"gpt-4o"}],
+"webhookUrl":"https://…","webhookSecret":"…"}  kinds: latency (p95 ms), cost (USD), error_rate (0..1),
+finding (severity at or above), guardrail (tripwires). Deliveries are signed: X-Service-Signature: v1=<hmac>.`,
+  settings: `usage: tracegate settings show --workspace NAME`,
+  verify: `usage: tracegate verify [--workspace NAME] [--json]
+
+Re-checks every verification record of the workspace (or of every workspace): the content hash of the stored
+spans, the continuity of the hash chain, the Ed25519 signatures of its checkpoints, and the audit log chain.
+Exits 1 and names each failure when anything does not match.`,
 };
 
-interface ServerFile { pid: number; port: number; adminToken: string }
+const readDoc = (file: string) => JSON.parse(readFileSync(file === '-' ? 0 : file, 'utf8')) as unknown;
 
-/** When a server is running on this data dir, manage keys through its loopback admin routes (it holds the DB). */
-function runningServer(config: Config): ServerFile | null {
-  try {
-    const s = JSON.parse(readFileSync(join(config.DATA_DIR, 'server.json'), 'utf8')) as ServerFile;
-    process.kill(s.pid, 0);
-    return s;
-  } catch {
-    return null;
-  }
+function printVerify(name: string, r: VerifyResult): void {
+  console.log(`${r.ok ? 'OK  ' : 'FAIL'} ${name}: ${r.recordsChecked} records over ${r.tracesChecked} traces, ${r.checkpointsChecked} signed checkpoints` +
+    `${r.superseded ? `, ${r.superseded} superseded by later deliveries` : ''}${r.unsignedTail ? `, ${r.unsignedTail} awaiting their checkpoint` : ''}`);
+  for (const p of r.problems) console.log(`  ${p.kind}: chain ${p.chainId} seq ${p.seq}${p.traceId ? ` trace ${p.traceId}` : ''}: ${p.message}`);
+  for (const p of r.audit) console.log(`  audit ${p.kind}: chain ${p.chainId} seq ${p.seq}: ${p.message}`);
 }
 
-async function viaServer(s: ServerFile, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`http://127.0.0.1:${s.port}${path}`, {
-    method, headers: { authorization: `Bearer ${s.adminToken}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
+async function manage(cmd: string, args: string[], config: Config): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args, allowPositionals: true, allowNegative: true,
+    options: {
+      workspace: { type: 'string' }, json: { type: 'boolean' }, file: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      'base-url': { type: 'string' }, 'api-key-env': { type: 'string' }, 'allow-caller-key': { type: 'boolean' },
+    },
   });
-  const json = (await res.json()) as { error?: { message: string } };
-  if (!res.ok) throw new Error(json.error?.message ?? `server answered ${res.status}`);
-  return json;
-}
-
-async function keys(args: string[], config: Config): Promise<number> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { workspace: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
   const sub = positionals[0];
-  if (values.help || !sub) { console.log(HELP.keys); return values.help ? 0 : 2; }
-  const server = runningServer(config);
-  const storage = server ? null : createStorage(config);
-  await storage?.init();
+  if (values.help || (!sub && cmd !== 'verify')) { console.log(HELP[cmd]); return values.help ? 0 : 2; }
+  const need = (v: string | undefined, what: string) => { if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`); return v; };
+  const ops = await openOps(config);
   try {
-    if (sub === 'create') {
-      if (!values.workspace) { console.error('keys create needs --workspace NAME'); return 2; }
-      const created = server
-        ? (await viaServer(server, 'POST', '/admin/keys', { workspace: values.workspace })) as Awaited<ReturnType<typeof createKey>>
-        : await createKey(storage!, values.workspace);
-      if (values.json) console.log(JSON.stringify({ workspaceId: created.workspaceId, keyId: created.keyId, key: created.key }));
-      else console.log(`workspace ${created.workspace} (${created.workspaceId})\nkey id    ${created.keyId}\nkey       ${created.key}\n\nStore the key now: it is not shown again.`);
+    if (cmd === 'keys' && sub === 'create') {
+      const c = await ops.createKey(need(values.workspace, '--workspace NAME'));
+      if (values.json) console.log(JSON.stringify({ workspaceId: c.workspaceId, keyId: c.keyId, key: c.key }));
+      else console.log(`workspace ${c.workspace} (${c.workspaceId})\nkey id    ${c.keyId}\nkey       ${c.key}\n\nStore the key now: it is not shown again.`);
       return 0;
     }
-    if (sub === 'list') {
-      const list = server
-        ? ((await viaServer(server, 'GET', `/admin/keys${values.workspace ? `?workspace=${encodeURIComponent(values.workspace)}` : ''}`)) as { keys: Awaited<ReturnType<typeof listKeys>> }).keys
-        : await listKeys(storage!, values.workspace);
+    if (cmd === 'keys' && sub === 'list') {
+      const list = await ops.listKeys(values.workspace);
       if (values.json) console.log(JSON.stringify(list));
       else for (const k of list) console.log(`${k.keyId}  ${k.workspaceId}  created ${new Date(k.createdAtMs).toISOString()}  ${k.revokedAtMs ? `revoked ${new Date(k.revokedAtMs).toISOString()}` : 'active'}`);
       return 0;
     }
-    if (sub === 'revoke') {
-      const id = positionals[1];
-      if (!id) { console.error('keys revoke needs KEY_ID'); return 2; }
-      if (server) await viaServer(server, 'POST', `/admin/keys/${encodeURIComponent(id)}/revoke`);
-      else if (!(await storage!.revokeApiKey(id, Date.now()))) { console.error(`no key ${id}`); return 1; }
+    if (cmd === 'keys' && sub === 'revoke') {
+      const id = need(positionals[1], 'KEY_ID');
+      if (!(await ops.revokeKey(id))) { console.error(`no key ${id}`); return 1; }
       console.log(`revoked ${id}`);
       return 0;
     }
-    console.error(`unknown keys command: ${sub}\n\n${HELP.keys}`);
-    return 2;
+    if ((cmd === 'policy' || cmd === 'settings') && sub === 'show') {
+      const s = await ops.settings(need(values.workspace, '--workspace NAME'));
+      console.log(JSON.stringify(cmd === 'policy' ? s.policy ?? '(default: flag every finding, block nothing)' : s, null, 2));
+      return 0;
+    }
+    if (cmd === 'policy' && sub === 'set') {
+      const s = await ops.updateSettings(need(values.workspace, '--workspace NAME'), { policy: readDoc(need(values.file, '--file F')) as never });
+      console.log(`policy set (settings version ${s.version})`);
+      return 0;
+    }
+    if (cmd === 'provider' && sub === 'set') {
+      const ws = need(values.workspace, '--workspace NAME');
+      const current: { baseUrl?: string; apiKey?: string; allowCallerKey?: boolean } = (await ops.settings(ws)).provider ?? {};
+      const provider: Record<string, unknown> = { allowCallerKey: current.allowCallerKey ?? false };
+      if (current.baseUrl) provider.baseUrl = current.baseUrl;
+      if (values['base-url']) provider.baseUrl = values['base-url'];
+      if (values['allow-caller-key'] !== undefined) provider.allowCallerKey = values['allow-caller-key'];
+      if (values['api-key-env']) {
+        const v = process.env[values['api-key-env']];
+        if (!v) throw new UsageError(`environment variable ${values['api-key-env']} is empty`);
+        provider.apiKey = v;
+      } else if (current.apiKey) {
+        throw new UsageError('the workspace already has a provider key: pass --api-key-env VAR again to keep or replace it');
+      }
+      const s = await ops.updateSettings(ws, { provider: provider as never });
+      console.log(`provider set (settings version ${s.version}): ${JSON.stringify(s.provider)}`);
+      return 0;
+    }
+    if (cmd === 'alerts' && sub === 'set') {
+      const doc = readDoc(need(values.file, '--file F')) as { rules?: unknown; webhookUrl?: unknown; webhookSecret?: unknown };
+      const s = await ops.updateSettings(need(values.workspace, '--workspace NAME'), { alertRules: (doc.rules ?? []) as never, alertWebhookUrl: doc.webhookUrl as never, alertWebhookSecret: doc.webhookSecret as never });
+      console.log(`alert rules set (settings version ${s.version}): ${(s.alertRules ?? []).length} rules`);
+      return 0;
+    }
+    if (cmd === 'verify') {
+      const targets = values.workspace ? [values.workspace] : await ops.verifiableWorkspaces();
+      let ok = true;
+      const results: Record<string, VerifyResult> = {};
+      for (const ws of targets) {
+        const r = await ops.verify(ws);
+        results[ws] = r;
+        ok &&= r.ok;
+        if (!values.json) printVerify(ws, r);
+      }
+      if (values.json) console.log(JSON.stringify(results));
+      if (!targets.length && !values.json) console.log('no verification records yet');
+      return ok ? 0 : 1;
+    }
+    throw new UsageError(`unknown command: ${cmd} ${sub ?? ''}\n\n${HELP[cmd] ?? HELP.main}`);
   } finally {
-    await storage?.close();
+    await ops.close();
   }
 }
+
+class UsageError extends Error {}
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(HELP.main); return cmd ? 0 : 2; }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    if (HELP[cmd]) { console.log(HELP[cmd]); return 0; }
-  }
+  if (!HELP[cmd]) { console.error(`unknown command: ${cmd}\n\n${HELP.main}`); return 2; }
+  if (rest.includes('--help') || rest.includes('-h')) { console.log(HELP[cmd]); return 0; }
   const config = loadConfig();
   if (cmd === 'serve') {
     const running = await startServer(config);
@@ -105,15 +163,18 @@ async function main(argv: string[]): Promise<number> {
     process.once('SIGINT', () => stop('SIGINT'));
     return -1; // keep running
   }
-  if (cmd === 'keys') return keys(rest, config);
-  console.error(`unknown command: ${cmd}\n\n${HELP.main}`);
-  return 2;
+  try {
+    return await manage(cmd, rest, config);
+  } catch (err) {
+    if (err instanceof UsageError) { console.error(err.message); return 2; }
+    throw err;
+  }
 }
 
 main(process.argv.slice(2)).then(
   (code) => { if (code >= 0) process.exit(code); },
   (err) => {
-    console.error(err instanceof ConfigError ? err.message : `tracegate: ${(err as Error).stack ?? err}`);
+    console.error(err instanceof ConfigError ? err.message : `tracegate: ${(err as Error).message ?? err}`);
     process.exit(1);
   },
 );

@@ -1,9 +1,19 @@
-// Workspace and key management shared by the CLI and the loopback admin routes.
+// Workspace, key and settings management shared by the CLI and the loopback admin routes.
+// Every change is audited.
 import { randomBytes } from 'node:crypto';
 import type { ApiKeyRecord, Storage, Workspace } from '../storage/types.ts';
+import type { AuditEvent } from '../processors/audit.ts';
 import { newKey, sha256Hex } from './keys.ts';
+import type { SettingsDoc, SettingsStore } from './settings.ts';
 
 export const WORKSPACE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export type AuditSink = (e: AuditEvent) => Promise<void>;
+const noAudit: AuditSink = async () => {};
+
+const event = (workspaceId: string, action: string, details: object): AuditEvent => ({
+  workspaceId, atMs: Date.now(), actor: 'cli', action, route: 'admin', outcome: 'ok', accepted: 0, rejected: 0, details: JSON.stringify(details),
+});
 
 export async function ensureWorkspace(storage: Storage, name: string): Promise<Workspace> {
   if (!WORKSPACE_NAME_RE.test(name)) throw new Error(`invalid workspace name "${name}": letters, digits, . _ - (max 64)`);
@@ -14,12 +24,27 @@ export async function ensureWorkspace(storage: Storage, name: string): Promise<W
   return ws;
 }
 
-export async function createKey(storage: Storage, workspaceName: string) {
+/** A workspace given by name or by id. */
+export async function workspaceId(storage: Storage, nameOrId: string): Promise<string> {
+  const ws = (await storage.getWorkspaceByName(nameOrId)) ?? (await storage.getWorkspace(nameOrId));
+  if (!ws) throw new Error(`no workspace "${nameOrId}"`);
+  return ws.id;
+}
+
+export async function createKey(storage: Storage, workspaceName: string, audit: AuditSink = noAudit) {
   const ws = await ensureWorkspace(storage, workspaceName);
   const { keyId, key } = newKey();
   const rec: ApiKeyRecord = { keyId, workspaceId: ws.id, hash: sha256Hex(key), createdAtMs: Date.now(), revokedAtMs: 0 };
   await storage.putApiKey(rec);
+  await audit(event(ws.id, 'key.create', { keyId }));
   return { workspaceId: ws.id, workspace: ws.name, keyId, key };
+}
+
+export async function revokeKey(storage: Storage, keyId: string, audit: AuditSink = noAudit): Promise<boolean> {
+  const rec = await storage.getApiKey(keyId);
+  if (!rec || !(await storage.revokeApiKey(keyId, Date.now()))) return false;
+  await audit(event(rec.workspaceId, 'key.revoke', { keyId }));
+  return true;
 }
 
 export async function listKeys(storage: Storage, workspaceName?: string) {
@@ -31,4 +56,20 @@ export async function listKeys(storage: Storage, workspaceName?: string) {
   }
   const keys = await storage.listApiKeys(wsId);
   return keys.map(({ hash: _h, ...k }) => k);
+}
+
+/** Settings as shown to an operator: the provider key is never returned. */
+export function showSettings(doc: SettingsDoc, version: number) {
+  const provider = doc.provider ? { ...doc.provider, apiKey: doc.provider.apiKey ? '(set)' : undefined } : undefined;
+  return { version, ...doc, provider, alertWebhookSecret: doc.alertWebhookSecret ? '(set)' : undefined };
+}
+
+/** Merge a partial settings document (each top-level part replaces the old one) and audit what changed. */
+export async function updateSettings(settings: SettingsStore, wsId: string, patch: Partial<SettingsDoc>, audit: AuditSink = noAudit) {
+  const next = await settings.update(wsId, (doc) => ({ ...doc, ...patch }));
+  const parts = Object.keys(patch);
+  const action = parts.length === 1 && parts[0] === 'policy' ? 'policy.update' : 'settings.update';
+  // Never the provider key or webhook secret themselves.
+  await audit(event(wsId, action, { parts, version: next.version, policyVersion: next.policy.version }));
+  return showSettings(next.doc, next.version);
 }

@@ -1,6 +1,7 @@
 // Versioned ClickHouse schema. Append new migrations; never edit an applied one.
 // Every statement must be idempotent (IF NOT EXISTS …): two collectors may start at once.
-// Keep to syntax ClickHouse 18.16 understands (no Map/JSON/DateTime64/LowCardinality/TTL).
+// Keep to syntax ClickHouse 18.16 understands (no Map/JSON/DateTime64/LowCardinality/TTL/
+// SimpleAggregateFunction) that current releases still accept (no old-style MergeTree(date, key, 8192)).
 
 export interface ClickHouseMigration {
   version: number;
@@ -93,6 +94,187 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         updated_at_ms UInt64
       ) ENGINE = ReplacingMergeTree()
       ORDER BY (workspace_id, version)`,
+    ],
+  },
+  {
+    version: 3,
+    description: 'enrichment: findings, policy_records, audit_log, alerts, verification, verification_checkpoints',
+    // Each table's ORDER BY is the record's natural key, so ReplacingMergeTree collapses replays
+    // (reads use FINAL). Tables are partitioned by month of a record time that is not part of the
+    // key, so a key re-written with another time may sit in two partitions: reads of versioned
+    // tables (findings, policy_records, alerts) also keep one row per key with LIMIT 1 BY.
+    // Versioned tables keep the highest version, the last written on a tie. Append-only tables
+    // (audit_log, verification, verification_checkpoints) have no version: a replay is identical.
+    // Float64 values travel as IEEE bits, as in spans.
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.findings (
+        workspace_id String,
+        trace_id String,
+        span_id String,
+        field String,
+        rule String,
+        start_offset UInt64,
+        end_offset UInt64,
+        detector String,
+        category String,
+        severity String,
+        preview String,
+        score_bits UInt64,
+        score Float64 MATERIALIZED reinterpretAsFloat64(reinterpretAsString(score_bits)),
+        action String,
+        created_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree(created_at_ms)
+      PARTITION BY toYYYYMM(toDateTime(intDiv(created_at_ms, 1000), 'UTC'))
+      ORDER BY (workspace_id, trace_id, span_id, field, rule, start_offset)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.policy_records (
+        workspace_id String,
+        trace_id String,
+        span_id String,
+        policy_version UInt64,
+        decision String,
+        reasons String,
+        created_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree(created_at_ms)
+      PARTITION BY toYYYYMM(toDateTime(intDiv(created_at_ms, 1000), 'UTC'))
+      ORDER BY (workspace_id, trace_id, span_id)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.audit_log (
+        workspace_id String,
+        chain_id String,
+        seq UInt64,
+        at_ms UInt64,
+        actor String,
+        action String,
+        route String,
+        outcome String,
+        accepted UInt64,
+        rejected UInt64,
+        details String,
+        prev_hash String,
+        hash String
+      ) ENGINE = ReplacingMergeTree()
+      PARTITION BY toYYYYMM(toDateTime(intDiv(at_ms, 1000), 'UTC'))
+      ORDER BY (workspace_id, chain_id, seq)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.alerts (
+        workspace_id String,
+        alert_id String,
+        rule_id String,
+        kind String,
+        severity String,
+        message String,
+        trace_id String,
+        value_bits UInt64,
+        value Float64 MATERIALIZED reinterpretAsFloat64(reinterpretAsString(value_bits)),
+        threshold_bits UInt64,
+        threshold Float64 MATERIALIZED reinterpretAsFloat64(reinterpretAsString(threshold_bits)),
+        window_start_ms UInt64,
+        at_ms UInt64,
+        delivered String
+      ) ENGINE = ReplacingMergeTree(at_ms)
+      PARTITION BY toYYYYMM(toDateTime(intDiv(at_ms, 1000), 'UTC'))
+      ORDER BY (workspace_id, alert_id)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.verification (
+        workspace_id String,
+        chain_id String,
+        seq UInt64,
+        trace_id String,
+        span_ids Array(String),
+        span_versions Array(UInt64),
+        content_hash String,
+        prev_hash String,
+        hash String,
+        created_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree()
+      PARTITION BY toYYYYMM(toDateTime(intDiv(created_at_ms, 1000), 'UTC'))
+      ORDER BY (workspace_id, chain_id, seq)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.verification_checkpoints (
+        workspace_id String,
+        chain_id String,
+        seq UInt64,
+        head_hash String,
+        key_id String,
+        signature String,
+        at_ms UInt64
+      ) ENGINE = ReplacingMergeTree()
+      PARTITION BY toYYYYMM(toDateTime(intDiv(at_ms, 1000), 'UTC'))
+      ORDER BY (workspace_id, chain_id, seq)`,
+    ],
+  },
+  {
+    version: 4,
+    description: 'analytics rollups: usage_hourly (from spans), findings_daily (from findings)',
+    // Enrichment as materialized processing: each materialized view aggregates every inserted
+    // block into its rollup at insert time, and usage()/findingsDaily() read only the rollups.
+    //
+    // Known limitation: a view sees inserts, not the collapsed table. A replayed duplicate insert
+    // (same span or finding written twice) is collapsed by spans/findings (ReplacingMergeTree) but
+    // counted twice by the rollup. Storage does not mitigate this: duplicates are removed upstream
+    // (the collector dedups before the writer; insertSpans collapses duplicates within a batch).
+    // Spans stored before this migration are not in the rollup (no automatic backfill: two
+    // collectors migrating at once would both backfill). A one-off backfill, run before any
+    // collector with this migration has written spans, is the view's SELECT as
+    // INSERT INTO usage_hourly SELECT … FROM spans FINAL WHERE kind = 'llm' GROUP BY ….
+    //
+    // Latency quantiles use quantilesState (a reservoir of up to 8192 values per state, merged
+    // exactly while a merged group holds at most 8192 values; a uniform sample beyond that).
+    // Its interpolation is reproduced bit-for-bit by DuckDB's usage() (enrichment.ts).
+    // The levels are part of the column type: changing them needs a new column.
+    // Times are bucketed in UTC whatever the server time zone (DateTime('UTC')).
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.usage_hourly (
+        workspace_id String,
+        hour DateTime('UTC'),
+        model String,
+        action_name String,
+        environment String,
+        source String,
+        requests AggregateFunction(count),
+        errors AggregateFunction(sum, UInt64),
+        prompt_tokens AggregateFunction(sum, UInt64),
+        completion_tokens AggregateFunction(sum, UInt64),
+        total_tokens AggregateFunction(sum, UInt64),
+        cost_usd AggregateFunction(sumKahan, Float64),
+        latency_ms AggregateFunction(quantiles(0.5, 0.95, 0.99), Float64)
+      ) ENGINE = AggregatingMergeTree()
+      PARTITION BY toYYYYMM(hour)
+      ORDER BY (workspace_id, hour, model, action_name, environment, source)`,
+      // Floats from their bits, not the MATERIALIZED columns, so the view never depends on
+      // whether the inserted block carries them.
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_hourly_mv TO ${db}.usage_hourly AS
+      SELECT
+        workspace_id,
+        toStartOfHour(toDateTime(intDiv(start_ns, 1000000000), 'UTC')) AS hour,
+        model,
+        action_name,
+        environment,
+        source,
+        countState() AS requests,
+        sumState(toUInt64(status = 'error')) AS errors,
+        sumState(prompt_tokens) AS prompt_tokens,
+        sumState(completion_tokens) AS completion_tokens,
+        sumState(total_tokens) AS total_tokens,
+        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd,
+        quantilesState(0.5, 0.95, 0.99)(reinterpretAsFloat64(reinterpretAsString(duration_ms_bits))) AS latency_ms
+      FROM ${db}.spans
+      WHERE kind = 'llm'
+      GROUP BY workspace_id, hour, model, action_name, environment, source`,
+      `CREATE TABLE IF NOT EXISTS ${db}.findings_daily (
+        workspace_id String,
+        day Date,
+        category String,
+        severity String,
+        findings UInt64
+      ) ENGINE = SummingMergeTree(findings)
+      PARTITION BY toYYYYMM(day)
+      ORDER BY (workspace_id, day, category, severity)`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.findings_daily_mv TO ${db}.findings_daily AS
+      SELECT
+        workspace_id,
+        toDate(toDateTime(intDiv(created_at_ms, 1000), 'UTC')) AS day,
+        category,
+        severity,
+        count() AS findings
+      FROM ${db}.findings
+      GROUP BY workspace_id, day, category, severity`,
     ],
   },
 ];

@@ -1,12 +1,15 @@
-// Loopback-only admin routes, so the CLI can manage keys while the server holds the embedded
+// Loopback-only admin routes, so the CLI can manage keys and settings while the server holds the embedded
 // database open (DuckDB allows one writing process). Guarded by a random token in DATA_DIR (mode 0600).
 import { timingSafeEqual } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { RouteContext } from '../app.ts';
 import { bearer } from '../app.ts';
 import { HttpError } from '../errors.ts';
-import { createKey, listKeys } from '../admin.ts';
+import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../admin.ts';
 import { parseJson, readBody } from '../body.ts';
+import { settingsSchema } from '../settings.ts';
+import { publicKeys } from '../../processors/signing.ts';
+import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 
 export function adminRoutes(r: RouteContext, adminToken: string): void {
   const guard = async (ctx: Context, next: Next) => {
@@ -17,22 +20,41 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     if (!loopback || given.length !== want.length || !timingSafeEqual(given, want)) throw new HttpError(403, 'forbidden', 'admin routes are loopback-only and need the admin token');
     await next();
   };
+  const audit: AuditSink = (e) => r.pipeline.record([r.enrichment.audit.append(e)]);
+  const fail = (e: unknown) => new HttpError(400, 'invalid_request', (e as Error).message);
+  const wsParam = async (ctx: Context) => {
+    const name = ctx.query.workspace;
+    if (typeof name !== 'string') throw new HttpError(400, 'invalid_request', 'workspace query parameter is required');
+    try { return await workspaceId(r.storage, name); } catch (e) { throw new HttpError(404, 'not_found', (e as Error).message); }
+  };
+
   r.router.post('/admin/keys', guard, async (ctx) => {
     const body = parseJson(await readBody(ctx, 4096)) as { workspace?: unknown };
     if (typeof body?.workspace !== 'string') throw new HttpError(400, 'invalid_request', 'workspace (string) is required');
-    try {
-      ctx.body = await createKey(r.storage, body.workspace);
-    } catch (e) {
-      throw new HttpError(400, 'invalid_request', (e as Error).message);
-    }
+    try { ctx.body = await createKey(r.storage, body.workspace, audit); } catch (e) { throw fail(e); }
   });
   r.router.get('/admin/keys', guard, async (ctx) => {
     ctx.body = { keys: await listKeys(r.storage, typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined) };
   });
   r.router.post('/admin/keys/:keyId/revoke', guard, async (ctx) => {
-    const ok = await r.storage.revokeApiKey(ctx.params.keyId!, Date.now());
-    if (!ok) throw new HttpError(404, 'not_found', 'no such key');
+    if (!(await revokeKey(r.storage, ctx.params.keyId!, audit))) throw new HttpError(404, 'not_found', 'no such key');
     r.keys.forget(ctx.params.keyId!);
     ctx.body = { revoked: ctx.params.keyId };
+  });
+  r.router.get('/admin/settings', guard, async (ctx) => {
+    const s = await r.settings.forWorkspace(await wsParam(ctx));
+    ctx.body = showSettings(s.doc, s.version);
+  });
+  r.router.patch('/admin/settings', guard, async (ctx) => {
+    const id = await wsParam(ctx);
+    const patch = settingsSchema.partial().safeParse(parseJson(await readBody(ctx, 1 << 20)));
+    if (!patch.success) throw new HttpError(400, 'invalid_settings', patch.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '), patch.error.issues);
+    ctx.body = await updateSettings(r.settings, id, patch.data, audit);
+  });
+  r.router.get('/admin/verify', guard, async (ctx) => {
+    ctx.body = await verifyWorkspace(r.storage, await wsParam(ctx), publicKeys(r.enrichment.keysDir));
+  });
+  r.router.get('/admin/workspaces', guard, async (ctx) => {
+    ctx.body = { workspaces: await r.storage.verificationWorkspaces() };
   });
 }

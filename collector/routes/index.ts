@@ -3,11 +3,13 @@ import type { RouteContext } from '../app.ts';
 import { opsRoutes } from './ops.ts';
 import { nativeRoutes } from './native.ts';
 import { readRoutes } from './read.ts';
+import { enrichmentRoutes } from './enrichment.ts';
 import { proxyRoutes } from './proxy.ts';
 
 export const routeModules: Array<(ctx: RouteContext) => void> = [
   opsRoutes,
   nativeRoutes,
   readRoutes,
+  enrichmentRoutes,
   proxyRoutes,
 ];

@@ -30,7 +30,7 @@ export function severityForScore(score: number): Severity {
 
 interface Hit { family: InjectionFamily; weight: number; start: number; end: number; phrase: string }
 
-interface Trigger { word: string; wholeWord: boolean; patterns: Array<{ family: number; pattern: InjectionPattern }> }
+interface Trigger { word: string; third: number; wholeWord: boolean; patterns: Array<{ family: number; pattern: InjectionPattern }> }
 
 // Triggers bucketed by their first two characters (ASCII), so the scan does one array lookup per word start.
 // A trigger ending in a letter must end a word, so at most one alphabetic trigger fires per position.
@@ -42,7 +42,7 @@ INJECTION_FAMILIES.forEach((family, fi) => {
       const k = (word.charCodeAt(0) & 127) * 128 + (word.charCodeAt(1) & 127);
       const bucket = (BUCKETS[k] ??= []);
       let t = bucket.find((x) => x.word === word);
-      if (!t) { t = { word, wholeWord: /[a-z]$/.test(word), patterns: [] }; bucket.push(t); }
+      if (!t) { t = { word, third: word.length > 2 ? word.charCodeAt(2) : -1, wholeWord: /[a-z]$/.test(word), patterns: [] }; bucket.push(t); }
       t.patterns.push({ family: fi, pattern });
       if (!/[a-z]/.test(word[0]!)) PUNCT_STARTS.add(word.charCodeAt(0));
     }
@@ -95,7 +95,7 @@ function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: n
     if (bucket === undefined) continue;
     for (let b = 0; b < bucket.length; b++) {
       const t = bucket[b]!;
-      if (!segment.startsWith(t.word, i)) continue;
+      if ((t.third !== -1 && codes[i + 2] !== t.third) || !segment.startsWith(t.word, i)) continue;
       if (t.wholeWord && i + t.word.length < n) {
         const after = codes[i + t.word.length]!;
         if (after < 128 && (CLS[after] === 1 || CLS[after] === 2)) continue;

@@ -125,6 +125,21 @@ describe('OTLP mapper rules', () => {
     expect(r!.attributes['tracegate.truncated']).to.include('tracegate.prompt');
   });
 
+  it('reads unflattened OpenInference message arrays', () => {
+    const msg = (role: string, content: string) => ({ kvlistValue: { values: [{ key: 'message', value: { kvlistValue: { values: [{ key: 'role', value: { stringValue: role } }, { key: 'content', value: { stringValue: content } }] } } }] } });
+    const body = one({ 'openinference.span.kind': 'LLM' });
+    const sp = body.resourceSpans[0]!.scopeSpans[0]!.spans[0]! as { attributes: unknown[] };
+    sp.attributes.push({ key: 'llm.input_messages', value: { arrayValue: { values: [msg('user', 'hi')] } } });
+    sp.attributes.push({ key: 'llm.output_messages', value: { arrayValue: { values: [msg('assistant', 'hello')] } } });
+    const [r] = run(body);
+    expect([r!.kind, r!.prompt, r!.response, r!.trainable]).to.deep.equal(['llm', 'user: hi', 'hello', true]);
+  });
+
+  it('accepts a JSON body with a UTF-8 BOM', () => {
+    const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(one({ 'gen_ai.operation.name': 'chat' })))]);
+    expect(mapOtlp(decodeOtlpRequest(body, 'json', limits), 'w', 1, limits)).to.have.length(1);
+  });
+
   it('does not mutate the normalized request', () => {
     const norm = decodeOtlpRequest(Buffer.from(JSON.stringify(one({ 'gen_ai.operation.name': 'chat' }))), 'json', limits);
     const before = JSON.stringify(norm);

@@ -1,0 +1,97 @@
+// What the CLI can do, two ways: through a running server's loopback admin routes (it holds the embedded
+// database), or directly on storage when no server runs on this data dir.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config/index.ts';
+import { createStorage } from '../storage/index.ts';
+import type { Storage } from '../storage/types.ts';
+import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
+import { SettingsStore, settingsSchema, type SettingsDoc } from '../collector/settings.ts';
+import { AuditChain } from '../processors/audit.ts';
+import { publicKeys } from '../processors/signing.ts';
+import { verifyWorkspace } from '../processors/verify-workspace.ts';
+
+type Created = Awaited<ReturnType<typeof createKey>>;
+type KeyList = Awaited<ReturnType<typeof listKeys>>;
+type Shown = ReturnType<typeof showSettings>;
+export type VerifyResult = Awaited<ReturnType<typeof verifyWorkspace>>;
+
+export interface Ops {
+  createKey(workspace: string): Promise<Created>;
+  listKeys(workspace?: string): Promise<KeyList>;
+  revokeKey(keyId: string): Promise<boolean>;
+  settings(workspace: string): Promise<Shown>;
+  updateSettings(workspace: string, patch: Partial<SettingsDoc>): Promise<Shown>;
+  verify(workspace: string): Promise<VerifyResult>;
+  verifiableWorkspaces(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+interface ServerFile { pid: number; port: number; adminToken: string }
+
+function runningServer(config: Config): ServerFile | null {
+  try {
+    const s = JSON.parse(readFileSync(join(config.DATA_DIR, 'server.json'), 'utf8')) as ServerFile;
+    process.kill(s.pid, 0);
+    return s;
+  } catch {
+    return null;
+  }
+}
+
+class RemoteOps implements Ops {
+  private readonly s: ServerFile;
+  constructor(s: ServerFile) { this.s = s; }
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const res = await fetch(`http://127.0.0.1:${this.s.port}${path}`, {
+      method, headers: { authorization: `Bearer ${this.s.adminToken}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = (await res.json()) as { error?: { message: string } };
+    if (!res.ok) throw new Error(json.error?.message ?? `server answered ${res.status}`);
+    return json as T;
+  }
+  private q = (ws: string) => `?workspace=${encodeURIComponent(ws)}`;
+  createKey(workspace: string) { return this.call<Created>('POST', '/admin/keys', { workspace }); }
+  async listKeys(workspace?: string) { return (await this.call<{ keys: KeyList }>('GET', `/admin/keys${workspace ? this.q(workspace) : ''}`)).keys; }
+  async revokeKey(keyId: string) {
+    try { await this.call('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`); return true; } catch (e) { if (/no such key/.test((e as Error).message)) return false; throw e; }
+  }
+  settings(ws: string) { return this.call<Shown>('GET', `/admin/settings${this.q(ws)}`); }
+  updateSettings(ws: string, patch: Partial<SettingsDoc>) { return this.call<Shown>('PATCH', `/admin/settings${this.q(ws)}`, patch); }
+  verify(ws: string) { return this.call<VerifyResult>('GET', `/admin/verify${this.q(ws)}`); }
+  async verifiableWorkspaces() { return (await this.call<{ workspaces: string[] }>('GET', '/admin/workspaces')).workspaces; }
+  async close() {}
+}
+
+class LocalOps implements Ops {
+  private readonly storage: Storage;
+  private readonly config: Config;
+  private readonly store: SettingsStore;
+  private readonly audit: AuditSink;
+  constructor(storage: Storage, config: Config) {
+    this.storage = storage;
+    this.config = config;
+    this.store = new SettingsStore(storage, config, 0);
+    const chain = new AuditChain(`cli_${Date.now().toString(36)}_${process.pid}`);
+    this.audit = (e) => storage.insertEnrichment([chain.append(e)]);
+  }
+  createKey(workspace: string) { return createKey(this.storage, workspace, this.audit); }
+  listKeys(workspace?: string) { return listKeys(this.storage, workspace); }
+  revokeKey(keyId: string) { return revokeKey(this.storage, keyId, this.audit); }
+  async settings(ws: string) { const s = await this.store.forWorkspace(await workspaceId(this.storage, ws)); return showSettings(s.doc, s.version); }
+  async updateSettings(ws: string, patch: Partial<SettingsDoc>) {
+    return updateSettings(this.store, await workspaceId(this.storage, ws), settingsSchema.partial().parse(patch), this.audit);
+  }
+  async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), publicKeys(join(this.config.DATA_DIR, 'keys'))); }
+  verifiableWorkspaces() { return this.storage.verificationWorkspaces(); }
+  close() { return this.storage.close(); }
+}
+
+export async function openOps(config: Config): Promise<Ops> {
+  const server = runningServer(config);
+  if (server) return new RemoteOps(server);
+  const storage = createStorage(config);
+  await storage.init();
+  return new LocalOps(storage, config);
+}

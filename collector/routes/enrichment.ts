@@ -1,0 +1,81 @@
+// Read routes for enrichment: audit log, alerts, findings, policy, verification and usage analytics.
+// Every read is scoped to the caller's workspace.
+import { z } from 'zod';
+import type { Context } from 'koa';
+import type { RouteContext } from '../app.ts';
+import { HttpError } from '../errors.ts';
+import type { Caller } from '../keys.ts';
+import { publicKeys } from '../../processors/signing.ts';
+import { verifyTrace } from '../../processors/verify-workspace.ts';
+
+const time = z.union([z.coerce.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]);
+const page = { from: time.optional(), to: time.optional(), limit: z.coerce.number().int().min(1).max(1000).default(100), cursor: z.string().max(512).optional() };
+
+export const auditQuery = z.object({ action: z.string().max(64).optional(), actor: z.string().max(128).optional(), outcome: z.string().max(32).optional(), ...page });
+export const alertsQuery = z.object({ kind: z.string().max(32).optional(), ruleId: z.string().max(64).optional(), ...page });
+export const findingsQuery = z.object({ traceId: z.string().max(256).optional(), category: z.string().max(64).optional(), detector: z.string().max(32).optional(), ...page });
+export const usageQuery = z.object({
+  groupBy: z.enum(['model', 'actionName', 'environment', 'source']).default('model'),
+  bucket: z.enum(['hour', 'day']).default('hour'),
+  from: time.optional(), to: time.optional(),
+});
+
+function parse<T extends z.ZodType>(schema: T, ctx: Context): z.output<T> {
+  const r = schema.safeParse(ctx.query);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new HttpError(400, 'invalid_query', `${i.path.join('.')}: ${i.message}`, r.error.issues.map((x) => ({ field: x.path.join('.'), message: x.message })));
+  }
+  return r.data;
+}
+
+const ws = (ctx: Context) => (ctx.state.caller as Caller).workspaceId;
+/** Enrichment records carry a tag for the spool; the API does not need it. */
+const strip = <T extends { recordType: string }>(r: T) => { const { recordType: _t, ...rest } = r; return rest; };
+
+export function enrichmentRoutes(r: RouteContext): void {
+  const doc = (path: string, summary: string, query?: z.ZodObject) =>
+    r.docs.push({ method: 'get', path, tag: 'enrichment', auth: 'apiKey', summary, query, responses: { 200: { description: 'OK' } } });
+  doc('/api/audit', 'Audit log, newest first: ingestion requests, key/policy/settings changes, rejected authentications', auditQuery);
+  doc('/api/alerts', 'Alert signals produced by the workspace alert rules, newest first', alertsQuery);
+  doc('/api/findings', 'Governance findings (masked previews only), newest first', findingsQuery);
+  doc('/api/policy', 'The workspace policy in force');
+  doc('/api/traces/{traceId}/verification', 'Re-check a trace: content hash, chain continuity, checkpoint signatures');
+  doc('/api/verification/keys', 'Public keys that sign verification checkpoints');
+  doc('/api/analytics/usage', 'Requests, errors, tokens, cost and p50/p95/p99 latency of LLM spans per bucket and group', usageQuery);
+
+  r.router.get('/api/audit', r.requireKey, async (ctx) => {
+    const q = parse(auditQuery, ctx);
+    const res = await r.storage.listAudit(ws(ctx), { action: q.action, actor: q.actor, outcome: q.outcome, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
+    ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
+  });
+  r.router.get('/api/alerts', r.requireKey, async (ctx) => {
+    const q = parse(alertsQuery, ctx);
+    const res = await r.storage.listAlerts(ws(ctx), { kind: q.kind, ruleId: q.ruleId, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
+    ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
+  });
+  r.router.get('/api/findings', r.requireKey, async (ctx) => {
+    const q = parse(findingsQuery, ctx);
+    const res = await r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
+    ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
+  });
+  r.router.get('/api/policy', r.requireKey, async (ctx) => {
+    const s = await r.settings.forWorkspace(ws(ctx));
+    ctx.body = { policy: s.policy, settingsVersion: s.version };
+  });
+  r.router.get('/api/verification/keys', r.requireKey, (ctx) => {
+    ctx.body = { keys: publicKeys(r.enrichment.keysDir) };
+  });
+  r.router.get('/api/traces/:traceId/verification', r.requireKey, async (ctx) => {
+    const traceId = ctx.params.traceId!;
+    if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
+    const report = await verifyTrace(r.storage, ws(ctx), traceId, publicKeys(r.enrichment.keysDir));
+    if (report.recordsChecked === 0) throw new HttpError(404, 'not_found', `no verification records for trace ${traceId} (not ingested, not yet flushed, or enrichment off)`);
+    ctx.body = { traceId, ...report, records: report.records.map(strip) };
+  });
+  r.router.get('/api/analytics/usage', r.requireKey, async (ctx) => {
+    const q = parse(usageQuery, ctx);
+    const rows = await r.storage.usage(ws(ctx), { groupBy: q.groupBy, bucket: q.bucket, fromMs: q.from, toMs: q.to });
+    ctx.body = { groupBy: q.groupBy, bucket: q.bucket, source: r.storage.kind === 'clickhouse' ? 'rollup' : 'spans', rows };
+  });
+}

@@ -1,0 +1,343 @@
+// ClickHouse side of the enrichment tables and analytics (schema: clickhouse-migrations.ts v3/v4).
+// Same conventions as clickhouse.ts: inlined literals only via clickhouse-sql.ts, floats as
+// IEEE bits on insert, UInt64 read back as decimal strings.
+import type { ClickHouseClient } from '@clickhouse/client';
+import type {
+  AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
+} from '../collector/enrichment-records.ts';
+import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import { str, u64 } from './clickhouse-sql.ts';
+import { finite, wellFormed } from './codec.ts';
+import {
+  alertCursor, auditCursor, checkBucket, compareUsage, dayRange, findingCursor, normalizeAlertQuery,
+  normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow, usageGroupColumn,
+  usageRange, USAGE_LEVELS, type KeyCursor, type ListBase, type UsageAgg,
+} from './enrichment.ts';
+
+const f64 = new Float64Array(1);
+const u64view = new BigUint64Array(f64.buffer);
+function floatBits(x: number): string {
+  f64[0] = finite(x);
+  return u64view[0]!.toString();
+}
+
+/** A number that is a safe integer as a UInt64 literal. */
+const n64 = (n: number) => u64(String(n));
+
+/** `(a, b, …) < (x, y, …)`: the keyset condition of a newest-first listing. */
+function before(columns: readonly string[], c: KeyCursor): string {
+  const values = [n64(Number(c.s)), ...c.tie.map((v) => (typeof v === 'number' ? n64(v) : str(v)))];
+  return `(${columns.join(', ')}) < (${values.join(', ')})`;
+}
+
+function timeConditions(col: string, f: ListBase): string[] {
+  const c: string[] = [];
+  if (f.fromMs !== undefined) c.push(`${col} >= ${n64(f.fromMs)}`);
+  if (f.toMs !== undefined) c.push(`${col} < ${n64(f.toMs)}`);
+  return c;
+}
+
+const and = (conds: readonly string[]) => (conds.length ? conds.join(' AND ') : '1 = 1');
+
+// ---- read rows (UInt64 arrive as strings) ----
+
+interface FindingRow {
+  workspace_id: string; trace_id: string; span_id: string; field: string; rule: string;
+  start_offset: string; end_offset: string; detector: string; category: string; severity: string;
+  preview: string; score: number; action: string; created_at_ms: string;
+}
+const FINDING_COLUMNS = `workspace_id, trace_id, span_id, field, rule, start_offset, end_offset, detector, category,
+  severity, preview, score, action, created_at_ms`;
+function fromFinding(r: FindingRow): FindingRecord {
+  return {
+    recordType: 'finding', workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id,
+    detector: r.detector, rule: r.rule, category: r.category, severity: r.severity as FindingRecord['severity'],
+    field: r.field, start: Number(r.start_offset), end: Number(r.end_offset), preview: r.preview, score: r.score,
+    action: r.action, createdAtMs: Number(r.created_at_ms),
+  };
+}
+
+interface PolicyRow {
+  workspace_id: string; trace_id: string; span_id: string; policy_version: string; decision: string; reasons: string; created_at_ms: string;
+}
+function fromPolicy(r: PolicyRow): PolicyRecord {
+  return {
+    recordType: 'policy', workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id,
+    policyVersion: Number(r.policy_version), decision: r.decision as PolicyRecord['decision'], reasons: r.reasons,
+    createdAtMs: Number(r.created_at_ms),
+  };
+}
+
+interface AuditRow {
+  workspace_id: string; chain_id: string; seq: string; at_ms: string; actor: string; action: string; route: string;
+  outcome: string; accepted: string; rejected: string; details: string; prev_hash: string; hash: string;
+}
+const AUDIT_COLUMNS = 'workspace_id, chain_id, seq, at_ms, actor, action, route, outcome, accepted, rejected, details, prev_hash, hash';
+function fromAudit(r: AuditRow): AuditRecord {
+  return {
+    recordType: 'audit', workspaceId: r.workspace_id, chainId: r.chain_id, seq: Number(r.seq), atMs: Number(r.at_ms),
+    actor: r.actor, action: r.action, route: r.route, outcome: r.outcome,
+    accepted: Number(r.accepted), rejected: Number(r.rejected), details: r.details, prevHash: r.prev_hash, hash: r.hash,
+  };
+}
+
+interface AlertRow {
+  workspace_id: string; alert_id: string; rule_id: string; kind: string; severity: string; message: string; trace_id: string;
+  value: number; threshold: number; window_start_ms: string; at_ms: string; delivered: string;
+}
+const ALERT_COLUMNS = 'workspace_id, alert_id, rule_id, kind, severity, message, trace_id, value, threshold, window_start_ms, at_ms, delivered';
+function fromAlert(r: AlertRow): AlertRecord {
+  return {
+    recordType: 'alert', workspaceId: r.workspace_id, alertId: r.alert_id, ruleId: r.rule_id, kind: r.kind,
+    severity: r.severity as AlertRecord['severity'], message: r.message, traceId: r.trace_id,
+    value: r.value, threshold: r.threshold, windowStartMs: Number(r.window_start_ms), atMs: Number(r.at_ms), delivered: r.delivered,
+  };
+}
+
+interface VerificationRow {
+  workspace_id: string; chain_id: string; seq: string; trace_id: string; span_ids: string[]; span_versions: string[];
+  content_hash: string; prev_hash: string; hash: string; created_at_ms: string;
+}
+const VERIFICATION_COLUMNS = 'workspace_id, chain_id, seq, trace_id, span_ids, span_versions, content_hash, prev_hash, hash, created_at_ms';
+function fromVerification(r: VerificationRow): VerificationRecord {
+  return {
+    recordType: 'verification', workspaceId: r.workspace_id, traceId: r.trace_id, spanIds: r.span_ids,
+    spanVersions: r.span_versions.map(Number), contentHash: r.content_hash, chainId: r.chain_id, seq: Number(r.seq),
+    prevHash: r.prev_hash, hash: r.hash, createdAtMs: Number(r.created_at_ms),
+  };
+}
+
+interface CheckpointRow {
+  workspace_id: string; chain_id: string; seq: string; head_hash: string; key_id: string; signature: string; at_ms: string;
+}
+function fromCheckpoint(r: CheckpointRow): CheckpointRecord {
+  return {
+    recordType: 'checkpoint', workspaceId: r.workspace_id, chainId: r.chain_id, seq: Number(r.seq),
+    headHash: r.head_hash, keyId: r.key_id, signature: r.signature, atMs: Number(r.at_ms),
+  };
+}
+
+interface UsageReadRow {
+  bucket: string; key: string; requests: string; errors: string; prompt_tokens: string; completion_tokens: string;
+  total_tokens: string; cost_usd: number; latency: number[];
+}
+
+export class ClickHouseEnrichment {
+  private readonly client: ClickHouseClient;
+  private readonly db: string;
+
+  /** `db` must already be a checked identifier. */
+  constructor(client: ClickHouseClient, db: string) {
+    this.client = client;
+    this.db = db;
+  }
+
+  private t(table: string): string {
+    return `${this.db}.${table}`;
+  }
+
+  private async rows<T>(query: string): Promise<T[]> {
+    const rs = await this.client.query({ query, format: 'JSONEachRow' });
+    return rs.json<T>();
+  }
+
+  private async insert(table: string, values: readonly object[]): Promise<void> {
+    if (values.length === 0) return;
+    await this.client.insert({ table: this.t(table), values: values as object[], format: 'JSONEachRow' });
+  }
+
+  /**
+   * One insert per table, the tables in parallel. Not atomic across tables: a failed call is
+   * retried whole by the writer, and every table collapses the replay (the rollup caveat in
+   * clickhouse-migrations.ts v4 applies to findings_daily).
+   */
+  async insertEnrichment(input: EnrichmentRecord[]): Promise<void> {
+    if (input.length === 0) return;
+    const b = partitionEnrichment(input);
+    await Promise.all([
+      this.insert('findings', b.findings.map((r) => ({
+        workspace_id: r.workspaceId, trace_id: r.traceId, span_id: r.spanId, field: r.field, rule: r.rule,
+        start_offset: r.start, end_offset: r.end, detector: r.detector, category: r.category, severity: r.severity,
+        preview: r.preview, score_bits: floatBits(r.score), action: r.action, created_at_ms: r.createdAtMs,
+      }))),
+      this.insert('policy_records', b.policies.map((r) => ({
+        workspace_id: r.workspaceId, trace_id: r.traceId, span_id: r.spanId, policy_version: r.policyVersion,
+        decision: r.decision, reasons: r.reasons, created_at_ms: r.createdAtMs,
+      }))),
+      this.insert('audit_log', b.audits.map((r) => ({
+        workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, at_ms: r.atMs, actor: r.actor, action: r.action,
+        route: r.route, outcome: r.outcome, accepted: r.accepted, rejected: r.rejected, details: r.details,
+        prev_hash: r.prevHash, hash: r.hash,
+      }))),
+      this.insert('alerts', b.alerts.map((r) => ({
+        workspace_id: r.workspaceId, alert_id: r.alertId, rule_id: r.ruleId, kind: r.kind, severity: r.severity,
+        message: r.message, trace_id: r.traceId, value_bits: floatBits(r.value), threshold_bits: floatBits(r.threshold),
+        window_start_ms: r.windowStartMs, at_ms: r.atMs, delivered: r.delivered,
+      }))),
+      this.insert('verification', b.verifications.map((r) => ({
+        workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, trace_id: r.traceId, span_ids: r.spanIds,
+        span_versions: r.spanVersions, content_hash: r.contentHash, prev_hash: r.prevHash, hash: r.hash,
+        created_at_ms: r.createdAtMs,
+      }))),
+      this.insert('verification_checkpoints', b.checkpoints.map((r) => ({
+        workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, head_hash: r.headHash, key_id: r.keyId,
+        signature: r.signature, at_ms: r.atMs,
+      }))),
+    ]);
+  }
+
+  async listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
+    const f = normalizeFindingQuery(q);
+    const inner = [`workspace_id = ${str(wellFormed(workspaceId))}`];
+    if (f.traceId !== undefined) inner.push(`trace_id = ${str(f.traceId)}`);
+    if (f.category !== undefined) inner.push(`category = ${str(f.category)}`);
+    if (f.detector !== undefined) inner.push(`detector = ${str(f.detector)}`);
+    const order = ['created_at_ms', 'trace_id', 'span_id', 'field', 'rule', 'start_offset'];
+    const outer = timeConditions('created_at_ms', f);
+    if (f.cursor) outer.push(before(order, f.cursor));
+    // Dedup first (newest version per key), then filter on the version's time: a key re-written
+    // with a later time must not show its older version.
+    const rows = await this.rows<FindingRow>(`
+      SELECT ${FINDING_COLUMNS} FROM (
+        SELECT ${FINDING_COLUMNS} FROM ${this.t('findings')} FINAL
+        WHERE ${and(inner)}
+        ORDER BY created_at_ms DESC LIMIT 1 BY trace_id, span_id, field, rule, start_offset)
+      WHERE ${and(outer)}
+      ORDER BY ${order.map((c) => `${c} DESC`).join(', ')}
+      LIMIT ${f.limit + 1}`);
+    return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
+  }
+
+  /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
+  async getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]> {
+    const rows = await this.rows<PolicyRow>(`
+      SELECT * FROM (
+        SELECT workspace_id, trace_id, span_id, policy_version, decision, reasons, created_at_ms
+        FROM ${this.t('policy_records')} FINAL
+        WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id = ${str(wellFormed(traceId))}
+        ORDER BY created_at_ms DESC LIMIT 1 BY span_id)
+      ORDER BY created_at_ms, span_id`);
+    return rows.map(fromPolicy);
+  }
+
+  async listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
+    const f = normalizeAuditQuery(q);
+    const c = [`workspace_id = ${str(wellFormed(workspaceId))}`, ...timeConditions('at_ms', f)];
+    if (f.action !== undefined) c.push(`action = ${str(f.action)}`);
+    if (f.actor !== undefined) c.push(`actor = ${str(f.actor)}`);
+    if (f.outcome !== undefined) c.push(`outcome = ${str(f.outcome)}`);
+    if (f.cursor) c.push(before(['at_ms', 'chain_id', 'seq'], f.cursor));
+    // Append-only: a key has one content, so the time filters can go before the dedup.
+    const rows = await this.rows<AuditRow>(`
+      SELECT ${AUDIT_COLUMNS} FROM ${this.t('audit_log')} FINAL
+      WHERE ${and(c)}
+      ORDER BY at_ms DESC, chain_id DESC, seq DESC
+      LIMIT 1 BY chain_id, seq
+      LIMIT ${f.limit + 1}`);
+    return toKeyPage(rows.map(fromAudit), f.limit, auditCursor);
+  }
+
+  async auditChain(workspaceId: string): Promise<AuditRecord[]> {
+    const rows = await this.rows<AuditRow>(`
+      SELECT ${AUDIT_COLUMNS} FROM ${this.t('audit_log')} FINAL
+      WHERE workspace_id = ${str(wellFormed(workspaceId))}
+      ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`);
+    return rows.map(fromAudit);
+  }
+
+  async listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
+    const f = normalizeAlertQuery(q);
+    const inner = [`workspace_id = ${str(wellFormed(workspaceId))}`];
+    if (f.kind !== undefined) inner.push(`kind = ${str(f.kind)}`);
+    if (f.ruleId !== undefined) inner.push(`rule_id = ${str(f.ruleId)}`);
+    const outer = timeConditions('at_ms', f);
+    if (f.cursor) outer.push(before(['at_ms', 'alert_id'], f.cursor));
+    const rows = await this.rows<AlertRow>(`
+      SELECT ${ALERT_COLUMNS} FROM (
+        SELECT ${ALERT_COLUMNS} FROM ${this.t('alerts')} FINAL
+        WHERE ${and(inner)}
+        ORDER BY at_ms DESC LIMIT 1 BY alert_id)
+      WHERE ${and(outer)}
+      ORDER BY at_ms DESC, alert_id DESC
+      LIMIT ${f.limit + 1}`);
+    return toKeyPage(rows.map(fromAlert), f.limit, alertCursor);
+  }
+
+  async getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
+    const rows = await this.rows<VerificationRow>(`
+      SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
+      WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id = ${str(wellFormed(traceId))}
+      ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`);
+    return rows.map(fromVerification);
+  }
+
+  async verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
+    const ws = str(wellFormed(workspaceId));
+    const [records, checkpoints] = await Promise.all([
+      this.rows<VerificationRow>(`
+        SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
+        WHERE workspace_id = ${ws}
+        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`),
+      this.rows<CheckpointRow>(`
+        SELECT workspace_id, chain_id, seq, head_hash, key_id, signature, at_ms FROM ${this.t('verification_checkpoints')} FINAL
+        WHERE workspace_id = ${ws}
+        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`),
+    ]);
+    return { records: records.map(fromVerification), checkpoints: checkpoints.map(fromCheckpoint) };
+  }
+
+  async verificationWorkspaces(): Promise<string[]> {
+    const rows = await this.rows<{ workspace_id: string }>(
+      `SELECT DISTINCT workspace_id FROM ${this.t('verification')} ORDER BY workspace_id`);
+    return rows.map((r) => r.workspace_id);
+  }
+
+  /** Reads only the usage_hourly rollup (merging its aggregate states); see migration v4. */
+  async usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
+    const col = usageGroupColumn(q.groupBy);
+    const bucket = checkBucket(q.bucket) === 'hour' ? 'hour' : 'toStartOfDay(hour)';
+    const range = usageRange(q);
+    const c = [`workspace_id = ${str(wellFormed(workspaceId))}`];
+    if (range.fromSec !== undefined) c.push(`hour >= toDateTime(${n64(range.fromSec)})`);
+    if (range.toSec !== undefined) c.push(`hour < toDateTime(${n64(range.toSec)})`);
+    const levels = USAGE_LEVELS.join(', ');
+    const rows = await this.rows<UsageReadRow>(`
+      SELECT
+        toString(toUnixTimestamp(${bucket})) AS bucket,
+        ${col} AS key,
+        countMerge(requests) AS requests,
+        sumMerge(errors) AS errors,
+        sumMerge(prompt_tokens) AS prompt_tokens,
+        sumMerge(completion_tokens) AS completion_tokens,
+        sumMerge(total_tokens) AS total_tokens,
+        sumKahanMerge(cost_usd) AS cost_usd,
+        quantilesMerge(${levels})(latency_ms) AS latency
+      FROM ${this.t('usage_hourly')}
+      WHERE ${c.join(' AND ')}
+      GROUP BY bucket, key`);
+    const aggs: UsageAgg[] = rows.map((r) => ({
+      bucketSec: Number(r.bucket), key: r.key, requests: Number(r.requests), errors: Number(r.errors),
+      promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
+      costUsd: r.cost_usd, quantiles: r.latency,
+    }));
+    return aggs.sort(compareUsage).map(toUsageRow);
+  }
+
+  /** Reads only the findings_daily rollup. */
+  async findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+    const range = dayRange(q);
+    const c = [`workspace_id = ${str(wellFormed(workspaceId))}`];
+    // Day numbers as Date: toDate(UInt16) would be taken as days, but 18.16 reads other ints as
+    // timestamps; a 'YYYY-MM-DD' literal is unambiguous.
+    const date = (d: number) => `toDate(${str(new Date(d * 86_400_000).toISOString().slice(0, 10))})`;
+    if (range.fromDay !== undefined) c.push(`day >= ${date(range.fromDay)}`);
+    if (range.toDay !== undefined) c.push(`day < ${date(range.toDay)}`);
+    const rows = await this.rows<{ day: string; category: string; severity: string; n: string }>(`
+      SELECT toString(day) AS day, category, severity, sum(findings) AS n
+      FROM ${this.t('findings_daily')}
+      WHERE ${c.join(' AND ')}
+      GROUP BY day, category, severity
+      ORDER BY day, category, severity`);
+    return rows.map((r) => ({ day: r.day, category: r.category, severity: r.severity, count: Number(r.n) }));
+  }
+}
