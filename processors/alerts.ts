@@ -54,7 +54,7 @@ export class AlertEvaluator {
     const out: AlertRecord[] = [];
     for (const rule of rules) {
       const key = `${workspaceId}\u0000${rule.id}`;
-      const st = this.state.get(key) ?? { samples: [], lastFiredAt: 0 };
+      const st = this.state.get(key) ?? { samples: [], lastFiredAt: -Infinity };
       this.state.set(key, st);
       const cooldown = (rule.cooldownSeconds ?? rule.windowSeconds) * 1000;
       const fire = (value: number, traceId: string, message: string) => {

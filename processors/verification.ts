@@ -115,22 +115,28 @@ export interface VerifyReport {
   problems: VerifyProblem[];
 }
 
-/** Content: recompute each record's hash from the spans as stored now. */
+/**
+ * Content: recompute each record's hash from the spans as stored now. `records` must be every record of the
+ * trace: a stored span newer than a record is fine only when another record vouches for that newer version
+ * (a later delivery), otherwise someone wrote it behind the collector's back.
+ */
 export function checkContent(records: VerificationRecord[], stored: SpanRecord[]): { problems: VerifyProblem[]; superseded: number } {
   const byId = new Map(stored.map((s) => [s.spanId, s]));
+  const vouched = new Set(records.flatMap((r) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
   const problems: VerifyProblem[] = [];
   let superseded = 0;
   for (const r of records) {
     const spans: SpanRecord[] = [];
     let newer = false;
-    let missing = '';
+    let problem: VerifyProblem | null = null;
     r.spanIds.forEach((id, i) => {
       const s = byId.get(id);
-      if (!s) missing ||= id;
-      else if (s.ingestedAtMs > r.spanVersions[i]!) newer = true;
-      else spans.push(s);
+      if (!s) problem ??= { kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} is no longer stored` };
+      else if (s.ingestedAtMs === r.spanVersions[i]) spans.push(s);
+      else if (s.ingestedAtMs > r.spanVersions[i]! && vouched.has(`${id}@${s.ingestedAtMs}`)) newer = true;
+      else problem ??= { kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record)` };
     });
-    if (missing) problems.push({ kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${missing} is no longer stored` });
+    if (problem) problems.push(problem);
     else if (newer) superseded++;
     else if (contentHash(spans) !== r.contentHash) {
       problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });

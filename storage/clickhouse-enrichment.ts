@@ -21,6 +21,9 @@ function floatBits(x: number): string {
   return u64view[0]!.toString();
 }
 
+const DATETIME_MAX = 4_294_967_295;
+const DATE_MAX = 65_535;
+
 /** A number that is a safe integer as a UInt64 literal. */
 const n64 = (n: number) => u64(String(n));
 
@@ -298,8 +301,9 @@ export class ClickHouseEnrichment {
     const bucket = checkBucket(q.bucket) === 'hour' ? 'hour' : 'toStartOfDay(hour)';
     const range = usageRange(q);
     const c = [`workspace_id = ${str(wellFormed(workspaceId))}`];
-    if (range.fromSec !== undefined) c.push(`hour >= toDateTime(${n64(range.fromSec)})`);
-    if (range.toSec !== undefined) c.push(`hour < toDateTime(${n64(range.toSec)})`);
+    // DateTime is a UInt32: keep literals in range (a bound past 2106 cannot exclude anything).
+    if (range.fromSec !== undefined) c.push(`hour >= toDateTime(${n64(Math.min(range.fromSec, DATETIME_MAX))})`);
+    if (range.toSec !== undefined && range.toSec <= DATETIME_MAX) c.push(`hour < toDateTime(${n64(range.toSec)})`);
     const levels = USAGE_LEVELS.join(', ');
     const rows = await this.rows<UsageReadRow>(`
       SELECT
@@ -330,8 +334,9 @@ export class ClickHouseEnrichment {
     // Day numbers as Date: toDate(UInt16) would be taken as days, but 18.16 reads other ints as
     // timestamps; a 'YYYY-MM-DD' literal is unambiguous.
     const date = (d: number) => `toDate(${str(new Date(d * 86_400_000).toISOString().slice(0, 10))})`;
-    if (range.fromDay !== undefined) c.push(`day >= ${date(range.fromDay)}`);
-    if (range.toDay !== undefined) c.push(`day < ${date(range.toDay)}`);
+    // Date is a UInt16 day number: keep literals in range, as for usage().
+    if (range.fromDay !== undefined) c.push(`day >= ${date(Math.min(range.fromDay, DATE_MAX))}`);
+    if (range.toDay !== undefined && range.toDay <= DATE_MAX) c.push(`day < ${date(range.toDay)}`);
     const rows = await this.rows<{ day: string; category: string; severity: string; n: string }>(`
       SELECT toString(day) AS day, category, severity, sum(findings) AS n
       FROM ${this.t('findings_daily')}

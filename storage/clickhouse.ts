@@ -2,8 +2,12 @@
 // (inlined literals via clickhouse-sql.ts), no compression, JSONEachRow in and out.
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
-import type { ApiKeyRecord, Storage, TraceFilter, TracePage, Workspace } from './types.ts';
+import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
+import type {
+  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+} from './types.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-migrations.ts';
+import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
   checkNs, count, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
@@ -116,6 +120,7 @@ export class ClickHouseStorage implements Storage {
   readonly kind = 'clickhouse' as const;
   private readonly client: ClickHouseClient;
   private readonly db: string;
+  private readonly enrichment: ClickHouseEnrichment;
 
   constructor(opts: ClickHouseOptions) {
     this.db = ident(opts.database);
@@ -130,6 +135,7 @@ export class ClickHouseStorage implements Storage {
       // Failures are thrown to the caller, which logs them once; the client would print them too.
       log: { level: ClickHouseLogLevel.OFF },
     });
+    this.enrichment = new ClickHouseEnrichment(this.client, this.db);
   }
 
   private t(table: string): string {
@@ -339,6 +345,24 @@ export class ClickHouseStorage implements Storage {
       values: [{ workspace_id: wellFormed(workspaceId), version: count(version), doc: wellFormed(doc), updated_at_ms: count(atMs) }],
       format: 'JSONEachRow',
     });
+  }
+
+  // ---- enrichment and analytics (clickhouse-enrichment.ts) ----
+
+  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> { return this.enrichment.insertEnrichment(rows); }
+  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> { return this.enrichment.listFindings(workspaceId, q); }
+  getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId); }
+  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> { return this.enrichment.listAudit(workspaceId, q); }
+  auditChain(workspaceId: string): Promise<AuditRecord[]> { return this.enrichment.auditChain(workspaceId); }
+  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> { return this.enrichment.listAlerts(workspaceId, q); }
+  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> { return this.enrichment.getVerification(workspaceId, traceId); }
+  verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
+    return this.enrichment.verificationChain(workspaceId);
+  }
+  verificationWorkspaces(): Promise<string[]> { return this.enrichment.verificationWorkspaces(); }
+  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> { return this.enrichment.usage(workspaceId, q); }
+  findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+    return this.enrichment.findingsDaily(workspaceId, q);
   }
 }
 

@@ -82,4 +82,137 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
       )`,
     ],
   },
+  {
+    version: 3,
+    description: 'enrichment: findings, policy_records, audit_log, alerts, verification, verification_checkpoints',
+    // Primary key = the record's natural key; duckdb-enrichment.ts upserts through per-connection
+    // staging tables (versioned tables: newest version wins, the later write on a tie;
+    // append-only tables: the first write stays). Column order is the appender's order.
+    // No rollup tables: DuckDB answers usage()/findingsDaily() with plain SQL over spans/findings.
+    statements: [
+      `CREATE TABLE IF NOT EXISTS findings (
+        workspace_id VARCHAR NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        span_id VARCHAR NOT NULL,
+        field VARCHAR NOT NULL,
+        rule VARCHAR NOT NULL,
+        start_offset BIGINT NOT NULL,
+        end_offset BIGINT NOT NULL,
+        detector VARCHAR NOT NULL,
+        category VARCHAR NOT NULL,
+        severity VARCHAR NOT NULL,
+        preview VARCHAR NOT NULL,
+        score DOUBLE NOT NULL,
+        action VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, trace_id, span_id, field, rule, start_offset)
+      )`,
+      `CREATE TABLE IF NOT EXISTS policy_records (
+        workspace_id VARCHAR NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        span_id VARCHAR NOT NULL,
+        policy_version BIGINT NOT NULL,
+        decision VARCHAR NOT NULL,
+        reasons VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, trace_id, span_id)
+      )`,
+      `CREATE TABLE IF NOT EXISTS audit_log (
+        workspace_id VARCHAR NOT NULL,
+        chain_id VARCHAR NOT NULL,
+        seq BIGINT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        actor VARCHAR NOT NULL,
+        action VARCHAR NOT NULL,
+        route VARCHAR NOT NULL,
+        outcome VARCHAR NOT NULL,
+        accepted BIGINT NOT NULL,
+        rejected BIGINT NOT NULL,
+        details VARCHAR NOT NULL,
+        prev_hash VARCHAR NOT NULL,
+        hash VARCHAR NOT NULL,
+        PRIMARY KEY (workspace_id, chain_id, seq)
+      )`,
+      `CREATE TABLE IF NOT EXISTS alerts (
+        workspace_id VARCHAR NOT NULL,
+        alert_id VARCHAR NOT NULL,
+        rule_id VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL,
+        severity VARCHAR NOT NULL,
+        message VARCHAR NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        value DOUBLE NOT NULL,
+        threshold DOUBLE NOT NULL,
+        window_start_ms BIGINT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        delivered VARCHAR NOT NULL,
+        PRIMARY KEY (workspace_id, alert_id)
+      )`,
+      `CREATE TABLE IF NOT EXISTS verification (
+        workspace_id VARCHAR NOT NULL,
+        chain_id VARCHAR NOT NULL,
+        seq BIGINT NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        span_ids VARCHAR[] NOT NULL,
+        span_versions UBIGINT[] NOT NULL,
+        content_hash VARCHAR NOT NULL,
+        prev_hash VARCHAR NOT NULL,
+        hash VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, chain_id, seq)
+      )`,
+      `CREATE TABLE IF NOT EXISTS verification_checkpoints (
+        workspace_id VARCHAR NOT NULL,
+        chain_id VARCHAR NOT NULL,
+        seq BIGINT NOT NULL,
+        head_hash VARCHAR NOT NULL,
+        key_id VARCHAR NOT NULL,
+        signature VARCHAR NOT NULL,
+        at_ms BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, chain_id, seq)
+      )`,
+    ],
+  },
 ];
+
+/**
+ * Enrichment tables: column order (the appender writes values in exactly this order), key
+ * columns, and the version column deciding a conflicting write (null: append-only, first stays).
+ */
+export const ENRICHMENT_TABLES = {
+  findings: {
+    columns: ['workspace_id', 'trace_id', 'span_id', 'field', 'rule', 'start_offset', 'end_offset', 'detector', 'category',
+      'severity', 'preview', 'score', 'action', 'created_at_ms'],
+    key: ['workspace_id', 'trace_id', 'span_id', 'field', 'rule', 'start_offset'],
+    version: 'created_at_ms',
+  },
+  policy_records: {
+    columns: ['workspace_id', 'trace_id', 'span_id', 'policy_version', 'decision', 'reasons', 'created_at_ms'],
+    key: ['workspace_id', 'trace_id', 'span_id'],
+    version: 'created_at_ms',
+  },
+  audit_log: {
+    columns: ['workspace_id', 'chain_id', 'seq', 'at_ms', 'actor', 'action', 'route', 'outcome', 'accepted', 'rejected',
+      'details', 'prev_hash', 'hash'],
+    key: ['workspace_id', 'chain_id', 'seq'],
+    version: null,
+  },
+  alerts: {
+    columns: ['workspace_id', 'alert_id', 'rule_id', 'kind', 'severity', 'message', 'trace_id', 'value', 'threshold',
+      'window_start_ms', 'at_ms', 'delivered'],
+    key: ['workspace_id', 'alert_id'],
+    version: 'at_ms',
+  },
+  verification: {
+    columns: ['workspace_id', 'chain_id', 'seq', 'trace_id', 'span_ids', 'span_versions', 'content_hash', 'prev_hash', 'hash',
+      'created_at_ms'],
+    key: ['workspace_id', 'chain_id', 'seq'],
+    version: null,
+  },
+  verification_checkpoints: {
+    columns: ['workspace_id', 'chain_id', 'seq', 'head_hash', 'key_id', 'signature', 'at_ms'],
+    key: ['workspace_id', 'chain_id', 'seq'],
+    version: null,
+  },
+} as const satisfies Record<string, { columns: readonly string[]; key: readonly string[]; version: string | null }>;
+export type EnrichmentTable = keyof typeof ENRICHMENT_TABLES;

@@ -3,8 +3,12 @@ import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
-import type { ApiKeyRecord, Storage, TraceFilter, TracePage, Workspace } from './types.ts';
+import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
+import type {
+  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+} from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
+import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import {
   attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, toPage, wellFormed,
   type SpanFilter, type TraceAgg,
@@ -37,6 +41,7 @@ export class DuckDbStorage implements Storage {
   private conn: DuckDBConnection | null = null;
   // One connection, so one statement (or transaction) at a time.
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly enrichment = new DuckDbEnrichment((fn) => this.serial(fn));
 
   /** `path` is the database file (created with its directory), e.g. `${DATA_DIR}/tracegate.duckdb`. */
   constructor(path: string) {
@@ -88,6 +93,7 @@ export class DuckDbStorage implements Storage {
       }
       // Per-connection scratch table for the appender (temp: never written to the file).
       await c.run('CREATE TEMP TABLE IF NOT EXISTS spans_staging AS SELECT * FROM spans LIMIT 0');
+      await DuckDbEnrichment.createStaging(c);
     });
   }
 
@@ -251,6 +257,24 @@ export class DuckDbStorage implements Storage {
     await this.serial((c) => c.run('INSERT OR REPLACE INTO settings VALUES ($ws, $v, $doc, $at)', {
       ws: wellFormed(workspaceId), v: BigInt(count(version)), doc: wellFormed(doc), at: BigInt(count(atMs)),
     }));
+  }
+
+  // ---- enrichment and analytics (duckdb-enrichment.ts) ----
+
+  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> { return this.enrichment.insertEnrichment(rows); }
+  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> { return this.enrichment.listFindings(workspaceId, q); }
+  getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId); }
+  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> { return this.enrichment.listAudit(workspaceId, q); }
+  auditChain(workspaceId: string): Promise<AuditRecord[]> { return this.enrichment.auditChain(workspaceId); }
+  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> { return this.enrichment.listAlerts(workspaceId, q); }
+  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> { return this.enrichment.getVerification(workspaceId, traceId); }
+  verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
+    return this.enrichment.verificationChain(workspaceId);
+  }
+  verificationWorkspaces(): Promise<string[]> { return this.enrichment.verificationWorkspaces(); }
+  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> { return this.enrichment.usage(workspaceId, q); }
+  findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+    return this.enrichment.findingsDaily(workspaceId, q);
   }
 }
 

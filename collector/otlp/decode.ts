@@ -16,7 +16,8 @@
 //     undecodable body, invalid UTF-8 in any string, AnyValue nesting deeper than maxDepth
 //     (a scalar is depth 0, each arrayValue/kvlistValue level adds 1), attribute/kvlist keys
 //     `__proto__` / `constructor` / `prototype`, more than maxSpansPerRequest spans,
-//     resource or scope with more than maxAttributes attributes.
+//     resource or scope with more than maxAttributes attributes, more than maxNodes
+//     decoded messages in total (see NODES_PER_SPAN; JSON: 2 × maxNodes objects).
 //   one span → rejected, counted in `rejectedSpans` (+ `errorMessage`) for partialSuccess:
 //     missing/invalid/all-zero traceId or spanId, invalid parentSpanId, missing start time,
 //     end before start, more than maxAttributes attributes (on the span, an event or a link),
@@ -39,9 +40,11 @@
 //
 // Hostile-input safety: protobufjs caps message recursion at 100 (Reader.recursionLimit),
 // so deeply nested protobuf fails fast with "max depth exceeded" (→ 400) instead of
-// blowing the stack; our own walk recurses only up to maxDepth. JSON bodies are pre-scanned
-// (byte loop, strings skipped with indexOf) for bracket depth before JSON.parse, so a
-// 20 MB "[[[[…" never reaches the parser.
+// blowing the stack, but before protobufjs runs at all, `prescanProtobuf` walks the wire
+// format (allocation-free) and rejects too many spans, too deep AnyValues and too many
+// messages in total, so hostile bodies fail in milliseconds. JSON bodies are pre-scanned
+// (byte loop, strings skipped with indexOf) for bracket depth and object count before
+// JSON.parse, so a 20 MB "[[[[…" or "[{},{},…" never reaches the parser.
 import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import { HttpError } from '../errors.ts';
@@ -62,6 +65,12 @@ export interface OtlpLimits {
   maxSpansPerRequest: number;
   maxAttributeValueBytes: number;
   maxStringBytes: number;
+  /**
+   * Cap on decoded messages per request (spans + events + links + key-values + any-values;
+   * JSON: twice as many objects). Default maxSpansPerRequest × NODES_PER_SPAN. Bounds the
+   * worst-case decode time/memory of a body full of tiny messages.
+   */
+  maxNodes?: number;
 }
 
 export function otlpLimits(c: Pick<Config, 'MAX_DEPTH' | 'MAX_ATTRIBUTES' | 'MAX_EVENTS' | 'MAX_SPANS_PER_REQUEST' | 'MAX_ATTRIBUTE_VALUE_BYTES' | 'MAX_STRING_BYTES'>): OtlpLimits {
@@ -384,7 +393,139 @@ declare module 'node:buffer' {
   }
 }
 
+// Structural pre-scan of the protobuf wire format, run BEFORE protobufjs materializes
+// anything. Allocation-free; recursion is bounded by the schema plus maxDepth (checked
+// before descending). It enforces the limits whose violation would otherwise cost time
+// and memory proportional to a hostile body: span count, AnyValue nesting, and the total
+// number of messages protobufjs would allocate (spans, events, links, key-values,
+// any-values: `maxNodesOf(limits)`, by default NODES_PER_SPAN × maxSpansPerRequest).
+// A 20 MB body of empty messages (10 M objects) otherwise takes seconds to decode.
+export const NODES_PER_SPAN = 64;
+
+export function maxNodesOf(limits: OtlpLimits): number {
+  return limits.maxNodes ?? limits.maxSpansPerRequest * NODES_PER_SPAN;
+}
+
+const K_REQ = 0, K_RS = 1, K_RES = 2, K_SS = 3, K_SCOPE = 4, K_SPAN = 5, K_EVENT = 6, K_LINK = 7, K_KV = 8, K_ANY = 9, K_ARR = 10, K_KVL = 11;
+// CHILD[kind * 16 + field] = kind of the length-delimited submessage, or -1.
+const CHILD = new Int8Array(12 * 16).fill(-1);
+const setChild = (kind: number, field: number, child: number) => { CHILD[kind * 16 + field] = child; };
+setChild(K_REQ, 1, K_RS);
+setChild(K_RS, 1, K_RES); setChild(K_RS, 2, K_SS);
+setChild(K_RES, 1, K_KV);
+setChild(K_SS, 1, K_SCOPE); setChild(K_SS, 2, K_SPAN);
+setChild(K_SCOPE, 3, K_KV);
+setChild(K_SPAN, 9, K_KV); setChild(K_SPAN, 11, K_EVENT); setChild(K_SPAN, 13, K_LINK);
+setChild(K_EVENT, 3, K_KV);
+setChild(K_LINK, 4, K_KV);
+setChild(K_KV, 2, K_ANY);
+setChild(K_ANY, 5, K_ARR); setChild(K_ANY, 6, K_KVL);
+setChild(K_ARR, 1, K_ANY);
+setChild(K_KVL, 1, K_KV);
+
+class PreScan {
+  readonly buf: Buffer;
+  readonly limits: OtlpLimits;
+  readonly maxNodes: number;
+  pos = 0;
+  spans = 0;
+  nodes = 0;
+  constructor(buf: Buffer, limits: OtlpLimits) {
+    this.buf = buf;
+    this.limits = limits;
+    this.maxNodes = maxNodesOf(limits);
+  }
+
+  varint(end: number): number {
+    // Values we use (tags, lengths) fit in 32 bits; longer varints are skipped by skipVarint.
+    const b = this.buf;
+    let result = 0;
+    let shift = 0;
+    for (let i = 0; i < 5; i++) {
+      if (this.pos >= end) throw new OtlpDecodeError('undecodable protobuf body: truncated varint');
+      const c = b[this.pos++]!;
+      result += (c & 127) * 2 ** shift;
+      if (c < 128) return result;
+      shift += 7;
+    }
+    throw new OtlpDecodeError('undecodable protobuf body: varint too long');
+  }
+
+  skipVarint(end: number): void {
+    const b = this.buf;
+    for (let i = 0; i < 10; i++) {
+      if (this.pos >= end) throw new OtlpDecodeError('undecodable protobuf body: truncated varint');
+      if (b[this.pos++]! < 128) return;
+    }
+    throw new OtlpDecodeError('undecodable protobuf body: varint too long');
+  }
+
+  /** Skip a field of wire type `wt` (groups are skipped iteratively, with a nesting cap). */
+  skip(wt: number, end: number): void {
+    if (wt === 0) this.skipVarint(end);
+    else if (wt === 1) this.advance(8, end);
+    else if (wt === 5) this.advance(4, end);
+    else if (wt === 2) this.advance(this.varint(end), end);
+    else if (wt === 3) {
+      let groups = 1;
+      while (groups > 0) {
+        const t = this.varint(end);
+        const w = t & 7;
+        if (w === 3) {
+          if (++groups > 32) throw new OtlpDecodeError('protobuf message nesting is too deep');
+        } else if (w === 4) groups--;
+        else this.skip(w, end);
+      }
+    } else throw new OtlpDecodeError(`undecodable protobuf body: invalid wire type ${wt}`);
+  }
+
+  advance(n: number, end: number): void {
+    if (this.pos + n > end) throw new OtlpDecodeError('undecodable protobuf body: length out of range');
+    this.pos += n;
+  }
+
+  /** Walk a message of `kind` spanning [pos, end). `depth` = AnyValue container depth. */
+  walk(kind: number, end: number, depth: number): void {
+    while (this.pos < end) {
+      const tag = this.varint(end);
+      const field = tag >>> 3;
+      const wt = tag & 7;
+      const child = wt === 2 && field < 16 ? CHILD[kind * 16 + field]! : -1;
+      if (child < 0) {
+        this.skip(wt, end);
+        continue;
+      }
+      const len = this.varint(end);
+      const stop = this.pos + len;
+      if (stop > end) throw new OtlpDecodeError('undecodable protobuf body: length out of range');
+      let d = depth;
+      if (child === K_SPAN) {
+        if (++this.spans > this.limits.maxSpansPerRequest) {
+          throw new OtlpDecodeError(`request has more than ${this.limits.maxSpansPerRequest} spans; the limit is ${this.limits.maxSpansPerRequest}`);
+        }
+      }
+      if (child >= K_SPAN && child <= K_ANY && ++this.nodes > this.maxNodes) {
+        throw new OtlpDecodeError(`request has more than ${this.maxNodes} spans, events, links and attribute values in total; split the batch`);
+      }
+      if (child === K_ARR || child === K_KVL) {
+        d = depth + 1;
+        if (d > this.limits.maxDepth) throw tooDeep(this.limits);
+      }
+      this.walk(child, stop, d);
+      this.pos = stop;
+    }
+  }
+}
+
+/** Validate the protobuf body's structure against the limits before decoding it. */
+export function prescanProtobuf(buf: Buffer, limits: OtlpLimits): { spans: number; nodes: number } {
+  const p = new PreScan(buf, limits);
+  p.walk(K_REQ, buf.length, 0);
+  return { spans: p.spans, nodes: p.nodes };
+}
+
 function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
+  prescanProtobuf(buf, limits);
   let msg: PbExportRequest;
   try {
     msg = ExportTraceServiceRequest.decode(new OtlpReader(buf) as unknown as protobuf.Reader) as unknown as PbExportRequest;
@@ -586,11 +727,13 @@ function finiteOrString(d: number): number | string {
 // JSON
 
 /**
- * Bracket depth of a JSON text, scanning bytes and skipping string contents with indexOf.
- * Returns false as soon as the depth exceeds `max` (no parse, no allocation).
+ * Bracket depth and object count of a JSON text, scanning bytes and skipping string
+ * contents with indexOf (no parse, no allocation). Returns 'deep' as soon as the depth
+ * exceeds `maxNesting`, 'wide' as soon as more than `maxObjects` objects were opened.
  */
-export function jsonNestingWithin(b: Buffer, max: number): boolean {
+export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity): 'ok' | 'deep' | 'wide' {
   let depth = 0;
+  let objects = 0;
   const n = b.length;
   for (let i = 0; i < n; i++) {
     const c = b[i]!;
@@ -598,7 +741,7 @@ export function jsonNestingWithin(b: Buffer, max: number): boolean {
       let j = i + 1;
       for (;;) {
         j = b.indexOf(0x22, j);
-        if (j < 0) return true; // unterminated string: JSON.parse reports it
+        if (j < 0) return 'ok'; // unterminated string: JSON.parse reports it
         let k = j - 1;
         let bs = 0;
         while (b[k] === 0x5c) { bs++; k--; }
@@ -606,13 +749,21 @@ export function jsonNestingWithin(b: Buffer, max: number): boolean {
         j++;
       }
       i = j;
-    } else if (c === 0x5b || c === 0x7b) {
-      if (++depth > max) return false;
+    } else if (c === 0x7b) {
+      if (++depth > maxNesting) return 'deep';
+      if (++objects > maxObjects) return 'wide';
+    } else if (c === 0x5b) {
+      if (++depth > maxNesting) return 'deep';
     } else if (c === 0x5d || c === 0x7d) {
       depth--;
     }
   }
-  return true;
+  return 'ok';
+}
+
+/** True when the JSON text's bracket depth stays within `max`. */
+export function jsonNestingWithin(b: Buffer, max: number): boolean {
+  return jsonPrescan(b, max) !== 'deep';
 }
 
 type J = Record<string, unknown>;
@@ -726,7 +877,10 @@ function jSpanId(v: unknown, size: 8 | 16, what: string, optional: boolean): str
 function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   if (!isUtf8(buf)) throw new OtlpDecodeError('request body is not valid UTF-8');
   // Structural depth of a span attribute value is 12 for a scalar; each container adds ≤ 4.
-  if (!jsonNestingWithin(buf, 16 + 4 * limits.maxDepth)) throw tooDeep(limits);
+  const maxObjects = 2 * maxNodesOf(limits);
+  const pre = jsonPrescan(buf, 16 + 4 * limits.maxDepth, maxObjects);
+  if (pre === 'deep') throw tooDeep(limits);
+  if (pre === 'wide') throw new OtlpDecodeError(`request has more than ${maxObjects} JSON objects; split the batch`);
   let root: unknown;
   const bom = buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0;
   try {

@@ -386,11 +386,32 @@ describe('OTLP decode: hostile input', () => {
     expect(Object.prototype).to.not.have.property('polluted');
   });
 
+  it('rejects 20 MB bodies of tiny messages before materializing them (protobuf and JSON)', () => {
+    const n = 10_000_000;
+    const arr = Buffer.alloc(n * 2);
+    for (let i = 0; i < n; i++) { arr[2 * i] = 0x0a; arr[2 * i + 1] = 0; } // ArrayValue.values = {} × n
+    const wide = requestPb([spanPb({ attrs: [kvPb('k', ld(5, arr))] })]);
+    let t = performance.now();
+    expectDecodeError(() => decodeOtlpRequest(wide, 'protobuf', limits), /in total; split the batch/);
+    const ms1 = performance.now() - t;
+    const spans = Buffer.alloc(n * 2);
+    for (let i = 0; i < n; i++) { spans[2 * i] = 0x12; spans[2 * i + 1] = 0; } // ScopeSpans.spans = {} × n
+    t = performance.now();
+    expectDecodeError(() => decodeOtlpRequest(ld(1, ld(2, spans)), 'protobuf', limits), /more than 10000 spans/);
+    const ms2 = performance.now() - t;
+    const json = Buffer.from(`{"resourceSpans":[{"scopeSpans":[{"spans":[${JSON.stringify(jsonSpan()).slice(0, -3)}[${'{},'.repeat(6_000_000)}{}]}]}]}]}`);
+    t = performance.now();
+    expectDecodeError(() => decodeOtlpRequest(json, 'json', limits), /JSON objects; split the batch/);
+    const ms3 = performance.now() - t;
+    console.log(`      20 MB of empty messages: protobuf values ${ms1.toFixed(0)} ms, protobuf spans ${ms2.toFixed(0)} ms, JSON ${ms3.toFixed(0)} ms`);
+    for (const ms of [ms1, ms2, ms3]) expect(ms).to.be.below(500);
+  });
+
   it('rejects more spans than maxSpansPerRequest (400), in both encodings', () => {
     const small = { ...limits, maxSpansPerRequest: 3 };
     const spans = makeSpans(3); // 4 spans with the root
-    expectDecodeError(() => decodeOtlpRequest(pbOf(spans), 'protobuf', small), /4 spans; the limit is 3/);
-    expectDecodeError(() => decodeOtlpRequest(jsonOf(spans), 'json', small), /4 spans; the limit is 3/);
+    expectDecodeError(() => decodeOtlpRequest(pbOf(spans), 'protobuf', small), /spans; the limit is 3/);
+    expectDecodeError(() => decodeOtlpRequest(jsonOf(spans), 'json', small), /spans; the limit is 3/);
   });
 
   it('rejects only the span with too many attributes, events or links', () => {

@@ -1,0 +1,337 @@
+// DuckDB side of the enrichment tables and analytics (schema: duckdb-migrations.ts v3).
+// Analytics are plain SQL over spans/findings, defined to match ClickHouse's rollups exactly
+// (see enrichment.ts for the shared definitions).
+import { LIST, UBIGINT, VARCHAR, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import type {
+  AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
+} from '../collector/enrichment-records.ts';
+import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
+import { wellFormed } from './codec.ts';
+import {
+  alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor, interpolatedQuantile,
+  normalizeAlertQuery, normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow,
+  usageGroupColumn, usageRange, USAGE_LEVELS, type KeyCursor, type ListBase, type UsageAgg,
+} from './enrichment.ts';
+
+type Params = Record<string, DuckDBValue>;
+type Row = Record<string, unknown>;
+type Appender = Awaited<ReturnType<DuckDBConnection['createAppender']>>;
+/** Runs fn with the storage's one connection, one call at a time (DuckDbStorage.serial). */
+export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>) => Promise<T>;
+
+const STAGING = (table: EnrichmentTable) => `${table}_staging`;
+
+function upsertSql(table: EnrichmentTable): string {
+  const t = ENRICHMENT_TABLES[table];
+  const head = `INSERT INTO ${table} SELECT * FROM ${STAGING(table)} ON CONFLICT (${t.key.join(', ')})`;
+  if (t.version === null) return `${head} DO NOTHING`;
+  const keys: readonly string[] = t.key;
+  const set = t.columns.filter((c) => !keys.includes(c)).map((c) => `${c} = excluded.${c}`).join(', ');
+  return `${head} DO UPDATE SET ${set} WHERE excluded.${t.version} >= ${table}.${t.version}`;
+}
+
+async function all<T extends Row>(c: DuckDBConnection, sql: string, params: Params = {}): Promise<T[]> {
+  const reader = await c.runAndReadAll(sql, params);
+  return reader.getRowObjectsJS() as T[];
+}
+
+/**
+ * `(c1, c2, …) < (v1, v2, …)` spelled out as a lexicographic condition (DuckDB's row comparison
+ * would do too, but this one keeps parameter types explicit).
+ */
+function before(columns: readonly string[], c: KeyCursor, params: Params): string {
+  const values: Array<[string, DuckDBValue]> = [
+    [`${columns[0]}`, BigInt(c.s)],
+    ...c.tie.map((v, i): [string, DuckDBValue] => [columns[i + 1]!, typeof v === 'number' ? BigInt(v) : v]),
+  ];
+  const names = values.map(([, v], i) => {
+    const name = `cur${i}`;
+    params[name] = v;
+    return typeof v === 'bigint' ? `$${name}::BIGINT` : `$${name}::VARCHAR`;
+  });
+  let cond = '';
+  for (let i = values.length - 1; i >= 0; i--) {
+    const col = values[i]![0];
+    cond = cond ? `(${col} < ${names[i]} OR (${col} = ${names[i]} AND ${cond}))` : `${col} < ${names[i]}`;
+  }
+  return cond;
+}
+
+function timeConditions(col: string, f: ListBase, params: Params): string[] {
+  const c: string[] = [];
+  if (f.fromMs !== undefined) { c.push(`${col} >= $from_ms`); params.from_ms = BigInt(f.fromMs); }
+  if (f.toMs !== undefined) { c.push(`${col} < $to_ms`); params.to_ms = BigInt(f.toMs); }
+  return c;
+}
+
+function eq(c: string[], params: Params, col: string, value: string | undefined): void {
+  if (value === undefined) return;
+  c.push(`${col} = $${col}`);
+  params[col] = value;
+}
+
+// ---- row mapping (BIGINT arrive as bigint) ----
+
+function fromFinding(r: Row): FindingRecord {
+  return {
+    recordType: 'finding', workspaceId: r.workspace_id as string, traceId: r.trace_id as string, spanId: r.span_id as string,
+    detector: r.detector as string, rule: r.rule as string, category: r.category as string,
+    severity: r.severity as FindingRecord['severity'], field: r.field as string,
+    start: Number(r.start_offset), end: Number(r.end_offset), preview: r.preview as string, score: r.score as number,
+    action: r.action as string, createdAtMs: Number(r.created_at_ms),
+  };
+}
+
+function fromPolicy(r: Row): PolicyRecord {
+  return {
+    recordType: 'policy', workspaceId: r.workspace_id as string, traceId: r.trace_id as string, spanId: r.span_id as string,
+    policyVersion: Number(r.policy_version), decision: r.decision as PolicyRecord['decision'], reasons: r.reasons as string,
+    createdAtMs: Number(r.created_at_ms),
+  };
+}
+
+function fromAudit(r: Row): AuditRecord {
+  return {
+    recordType: 'audit', workspaceId: r.workspace_id as string, chainId: r.chain_id as string, seq: Number(r.seq),
+    atMs: Number(r.at_ms), actor: r.actor as string, action: r.action as string, route: r.route as string,
+    outcome: r.outcome as string, accepted: Number(r.accepted), rejected: Number(r.rejected), details: r.details as string,
+    prevHash: r.prev_hash as string, hash: r.hash as string,
+  };
+}
+
+function fromAlert(r: Row): AlertRecord {
+  return {
+    recordType: 'alert', workspaceId: r.workspace_id as string, alertId: r.alert_id as string, ruleId: r.rule_id as string,
+    kind: r.kind as string, severity: r.severity as AlertRecord['severity'], message: r.message as string,
+    traceId: r.trace_id as string, value: r.value as number, threshold: r.threshold as number,
+    windowStartMs: Number(r.window_start_ms), atMs: Number(r.at_ms), delivered: r.delivered as string,
+  };
+}
+
+function fromVerification(r: Row): VerificationRecord {
+  return {
+    recordType: 'verification', workspaceId: r.workspace_id as string, traceId: r.trace_id as string,
+    spanIds: r.span_ids as string[], spanVersions: (r.span_versions as bigint[]).map(Number),
+    contentHash: r.content_hash as string, chainId: r.chain_id as string, seq: Number(r.seq),
+    prevHash: r.prev_hash as string, hash: r.hash as string, createdAtMs: Number(r.created_at_ms),
+  };
+}
+
+function fromCheckpoint(r: Row): CheckpointRecord {
+  return {
+    recordType: 'checkpoint', workspaceId: r.workspace_id as string, chainId: r.chain_id as string, seq: Number(r.seq),
+    headHash: r.head_hash as string, keyId: r.key_id as string, signature: r.signature as string, atMs: Number(r.at_ms),
+  };
+}
+
+// ---- appends, one row in ENRICHMENT_TABLES column order ----
+
+const big = (n: number) => BigInt(n);
+const VARCHAR_LIST = LIST(VARCHAR);
+const UBIGINT_LIST = LIST(UBIGINT);
+
+const APPEND = {
+  findings: (a: Appender, r: FindingRecord) => {
+    a.appendVarchar(r.workspaceId); a.appendVarchar(r.traceId); a.appendVarchar(r.spanId); a.appendVarchar(r.field);
+    a.appendVarchar(r.rule); a.appendBigInt(big(r.start)); a.appendBigInt(big(r.end)); a.appendVarchar(r.detector);
+    a.appendVarchar(r.category); a.appendVarchar(r.severity); a.appendVarchar(r.preview); a.appendDouble(r.score);
+    a.appendVarchar(r.action); a.appendBigInt(big(r.createdAtMs));
+  },
+  policy_records: (a: Appender, r: PolicyRecord) => {
+    a.appendVarchar(r.workspaceId); a.appendVarchar(r.traceId); a.appendVarchar(r.spanId); a.appendBigInt(big(r.policyVersion));
+    a.appendVarchar(r.decision); a.appendVarchar(r.reasons); a.appendBigInt(big(r.createdAtMs));
+  },
+  audit_log: (a: Appender, r: AuditRecord) => {
+    a.appendVarchar(r.workspaceId); a.appendVarchar(r.chainId); a.appendBigInt(big(r.seq)); a.appendBigInt(big(r.atMs));
+    a.appendVarchar(r.actor); a.appendVarchar(r.action); a.appendVarchar(r.route); a.appendVarchar(r.outcome);
+    a.appendBigInt(big(r.accepted)); a.appendBigInt(big(r.rejected)); a.appendVarchar(r.details);
+    a.appendVarchar(r.prevHash); a.appendVarchar(r.hash);
+  },
+  alerts: (a: Appender, r: AlertRecord) => {
+    a.appendVarchar(r.workspaceId); a.appendVarchar(r.alertId); a.appendVarchar(r.ruleId); a.appendVarchar(r.kind);
+    a.appendVarchar(r.severity); a.appendVarchar(r.message); a.appendVarchar(r.traceId); a.appendDouble(r.value);
+    a.appendDouble(r.threshold); a.appendBigInt(big(r.windowStartMs)); a.appendBigInt(big(r.atMs)); a.appendVarchar(r.delivered);
+  },
+  verification: (a: Appender, r: VerificationRecord) => {
+    a.appendVarchar(r.workspaceId); a.appendVarchar(r.chainId); a.appendBigInt(big(r.seq)); a.appendVarchar(r.traceId);
+    a.appendList(r.spanIds, VARCHAR_LIST); a.appendList(r.spanVersions.map(big), UBIGINT_LIST);
+    a.appendVarchar(r.contentHash); a.appendVarchar(r.prevHash); a.appendVarchar(r.hash); a.appendBigInt(big(r.createdAtMs));
+  },
+  verification_checkpoints: (a: Appender, r: CheckpointRecord) => {
+    a.appendVarchar(r.workspaceId); a.appendVarchar(r.chainId); a.appendBigInt(big(r.seq)); a.appendVarchar(r.headHash);
+    a.appendVarchar(r.keyId); a.appendVarchar(r.signature); a.appendBigInt(big(r.atMs));
+  },
+} as const;
+
+export class DuckDbEnrichment {
+  private readonly serial: Serial;
+
+  constructor(serial: Serial) {
+    this.serial = serial;
+  }
+
+  /** Per-connection scratch tables for the appender (temp: never written to the file). Call after migrations. */
+  static async createStaging(c: DuckDBConnection): Promise<void> {
+    for (const table of Object.keys(ENRICHMENT_TABLES) as EnrichmentTable[]) {
+      await c.run(`CREATE TEMP TABLE IF NOT EXISTS ${STAGING(table)} AS SELECT * FROM ${table} LIMIT 0`);
+    }
+  }
+
+  /** One upsert per table, all tables in one transaction: the call is atomic. */
+  async insertEnrichment(input: EnrichmentRecord[]): Promise<void> {
+    if (input.length === 0) return;
+    const b = partitionEnrichment(input); // also collapses in-batch duplicates: ON CONFLICT cannot touch a row twice
+    const work: Array<[EnrichmentTable, readonly unknown[]]> = [
+      ['findings', b.findings], ['policy_records', b.policies], ['audit_log', b.audits], ['alerts', b.alerts],
+      ['verification', b.verifications], ['verification_checkpoints', b.checkpoints],
+    ];
+    await this.serial(async (c) => {
+      await c.run('BEGIN TRANSACTION');
+      try {
+        for (const [table, rows] of work) {
+          if (rows.length === 0) continue;
+          await c.run(`DELETE FROM ${STAGING(table)}`);
+          const app = await c.createAppender(STAGING(table), null, 'temp');
+          const append = APPEND[table] as (a: Appender, r: unknown) => void;
+          try {
+            for (const r of rows) { append(app, r); app.endRow(); }
+          } finally {
+            app.closeSync(); // flushes
+          }
+          await c.run(upsertSql(table));
+        }
+        await c.run('COMMIT');
+      } catch (err) {
+        await c.run('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+      for (const [table, rows] of work) if (rows.length) await c.run(`DELETE FROM ${STAGING(table)}`);
+    });
+  }
+
+  async listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
+    const f = normalizeFindingQuery(q);
+    const params: Params = { ws: wellFormed(workspaceId), lim: f.limit + 1 };
+    const c = ['workspace_id = $ws', ...timeConditions('created_at_ms', f, params)];
+    eq(c, params, 'trace_id', f.traceId);
+    eq(c, params, 'category', f.category);
+    eq(c, params, 'detector', f.detector);
+    const order = ['created_at_ms', 'trace_id', 'span_id', 'field', 'rule', 'start_offset'];
+    if (f.cursor) c.push(before(order, f.cursor, params));
+    const rows = await this.serial((conn) => all(conn, `SELECT * FROM findings WHERE ${c.join(' AND ')}
+      ORDER BY ${order.map((o) => `${o} DESC`).join(', ')} LIMIT $lim`, params));
+    return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
+  }
+
+  /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
+  async getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]> {
+    const rows = await this.serial((c) => all(c, `SELECT * FROM policy_records WHERE workspace_id = $ws AND trace_id = $t
+      ORDER BY created_at_ms, span_id`, { ws: wellFormed(workspaceId), t: wellFormed(traceId) }));
+    return rows.map(fromPolicy);
+  }
+
+  async listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
+    const f = normalizeAuditQuery(q);
+    const params: Params = { ws: wellFormed(workspaceId), lim: f.limit + 1 };
+    const c = ['workspace_id = $ws', ...timeConditions('at_ms', f, params)];
+    eq(c, params, 'action', f.action);
+    eq(c, params, 'actor', f.actor);
+    eq(c, params, 'outcome', f.outcome);
+    if (f.cursor) c.push(before(['at_ms', 'chain_id', 'seq'], f.cursor, params));
+    const rows = await this.serial((conn) => all(conn, `SELECT * FROM audit_log WHERE ${c.join(' AND ')}
+      ORDER BY at_ms DESC, chain_id DESC, seq DESC LIMIT $lim`, params));
+    return toKeyPage(rows.map(fromAudit), f.limit, auditCursor);
+  }
+
+  async auditChain(workspaceId: string): Promise<AuditRecord[]> {
+    const rows = await this.serial((c) => all(c, 'SELECT * FROM audit_log WHERE workspace_id = $ws ORDER BY chain_id, seq',
+      { ws: wellFormed(workspaceId) }));
+    return rows.map(fromAudit);
+  }
+
+  async listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
+    const f = normalizeAlertQuery(q);
+    const params: Params = { ws: wellFormed(workspaceId), lim: f.limit + 1 };
+    const c = ['workspace_id = $ws', ...timeConditions('at_ms', f, params)];
+    eq(c, params, 'kind', f.kind);
+    eq(c, params, 'rule_id', f.ruleId);
+    if (f.cursor) c.push(before(['at_ms', 'alert_id'], f.cursor, params));
+    const rows = await this.serial((conn) => all(conn, `SELECT * FROM alerts WHERE ${c.join(' AND ')}
+      ORDER BY at_ms DESC, alert_id DESC LIMIT $lim`, params));
+    return toKeyPage(rows.map(fromAlert), f.limit, alertCursor);
+  }
+
+  async getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
+    const rows = await this.serial((c) => all(c, `SELECT * FROM verification WHERE workspace_id = $ws AND trace_id = $t
+      ORDER BY chain_id, seq`, { ws: wellFormed(workspaceId), t: wellFormed(traceId) }));
+    return rows.map(fromVerification);
+  }
+
+  async verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
+    const ws = wellFormed(workspaceId);
+    return this.serial(async (c) => ({
+      records: (await all(c, 'SELECT * FROM verification WHERE workspace_id = $ws ORDER BY chain_id, seq', { ws })).map(fromVerification),
+      checkpoints: (await all(c, 'SELECT * FROM verification_checkpoints WHERE workspace_id = $ws ORDER BY chain_id, seq', { ws }))
+        .map(fromCheckpoint),
+    }));
+  }
+
+  async verificationWorkspaces(): Promise<string[]> {
+    const rows = await this.serial((c) => all<{ workspace_id: string }>(c,
+      'SELECT DISTINCT workspace_id FROM verification ORDER BY workspace_id'));
+    return rows.map((r) => r.workspace_id);
+  }
+
+  /**
+   * Plain SQL over spans, defined as ClickHouse's usage_hourly rollup: hour bucket of span start
+   * (UTC), errors = status 'error', Kahan-summed cost, and the latency quantiles of ClickHouse's
+   * `quantiles` computed from the sorted durations (interpolatedQuantile).
+   */
+  async usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
+    const col = usageGroupColumn(q.groupBy);
+    const bucket = checkBucket(q.bucket) === 'hour' ? 'h' : '(h // 86400) * 86400';
+    const range = usageRange(q);
+    const params: Params = { ws: wellFormed(workspaceId) };
+    const c: string[] = [];
+    if (range.fromSec !== undefined) { c.push('h >= $from_sec'); params.from_sec = BigInt(range.fromSec); }
+    if (range.toSec !== undefined) { c.push('h < $to_sec'); params.to_sec = BigInt(range.toSec); }
+    const rows = await this.serial((conn) => all(conn, `
+      SELECT ${bucket} AS bucket, k AS key,
+        count(*) AS requests,
+        count(*) FILTER (WHERE status = 'error') AS errors,
+        sum(prompt_tokens) AS prompt_tokens,
+        sum(completion_tokens) AS completion_tokens,
+        sum(total_tokens) AS total_tokens,
+        fsum(cost_usd) AS cost_usd,
+        list_sort(list(duration_ms)) AS durations
+      FROM (
+        SELECT (start_ns // 3600000000000)::BIGINT * 3600 AS h, ${col} AS k, status,
+          prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms
+        FROM spans WHERE workspace_id = $ws AND kind = 'llm')
+      ${c.length ? `WHERE ${c.join(' AND ')}` : ''}
+      GROUP BY ALL`, params));
+    const aggs: UsageAgg[] = rows.map((r) => {
+      const d = r.durations as number[];
+      return {
+        bucketSec: Number(r.bucket), key: r.key as string, requests: Number(r.requests), errors: Number(r.errors),
+        promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
+        costUsd: r.cost_usd as number, quantiles: USAGE_LEVELS.map((l) => interpolatedQuantile(d, l)),
+      };
+    });
+    return aggs.sort(compareUsage).map(toUsageRow);
+  }
+
+  async findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+    const range = dayRange(q);
+    const params: Params = { ws: wellFormed(workspaceId) };
+    const c = ['workspace_id = $ws'];
+    if (range.fromDay !== undefined) { c.push('created_at_ms // 86400000 >= $from_day'); params.from_day = BigInt(range.fromDay); }
+    if (range.toDay !== undefined) { c.push('created_at_ms // 86400000 < $to_day'); params.to_day = BigInt(range.toDay); }
+    const rows = await this.serial((conn) => all(conn, `
+      SELECT created_at_ms // 86400000 AS d, category, severity, count(*) AS n
+      FROM findings WHERE ${c.join(' AND ')}
+      GROUP BY ALL ORDER BY d, category, severity`, params));
+    return rows.map((r) => ({ day: dayString(Number(r.d)), category: r.category as string, severity: r.severity as string, count: Number(r.n) }));
+  }
+}

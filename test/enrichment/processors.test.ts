@@ -1,0 +1,151 @@
+// Pure enrichment processors on fixtures: audit chain, verification chain and checkpoints, alerts, governance.
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import type { FindingRecord, PolicyRecord } from '../../collector/enrichment-records.ts';
+import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
+import { VerificationChain, checkChain, checkContent, verificationProcessor } from '../../processors/verification.ts';
+import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
+import { AlertEvaluator, signDelivery, type AlertRule } from '../../processors/alerts.ts';
+import { governanceProcessor } from '../../processors/governance-processor.ts';
+import { DEFAULT_POLICY, parsePolicy } from '../../processors/governance/index.ts';
+
+function span(trace: string, id: string, over: Partial<SpanRecord> = {}): SpanRecord {
+  return { ...emptySpan('ws1', 'native'), traceId: trace, spanId: id, startTimeNs: '1000', endTimeNs: '2000', ingestedAtMs: 5, ...over };
+}
+
+describe('audit chain', () => {
+  it('links every record to the previous one and detects edits, deletions and reordering', () => {
+    const chain = new AuditChain('c1');
+    const recs = [1, 2, 3, 4].map((i) => chain.append({ workspaceId: 'ws1', atMs: i, actor: 'k', action: 'ingest', route: 'r', outcome: 'ok', accepted: i, rejected: 0, details: '{}' }));
+    expect(recs.map((r) => r.seq)).to.deep.equal([1, 2, 3, 4]);
+    expect(recs[1]!.prevHash).to.equal(recs[0]!.hash);
+    expect(verifyAuditChain(recs)).to.deep.equal([]);
+    const edited = recs.map((r) => (r.seq === 2 ? { ...r, accepted: 999 } : r));
+    expect(verifyAuditChain(edited).map((p) => [p.seq, p.kind])).to.deep.equal([[2, 'hash_mismatch']]);
+    expect(verifyAuditChain([recs[0]!, recs[2]!, recs[3]!]).map((p) => p.kind)).to.deep.equal(['gap']);
+  });
+  it('the processor adds one record per request with counts and the key id', () => {
+    const p = auditProcessor(new AuditChain('c2'));
+    const out = p({ spans: [span('t', 'a'), span('t', 'b')], extra: [] }, { workspaceId: 'ws1', keyId: 'key1', route: 'POST /api/traces', rejected: 1 }) as { extra: Array<{ actor: string; accepted: number; rejected: number; outcome: string }> };
+    expect(out.extra).to.have.length(1);
+    expect(out.extra[0]).to.include({ actor: 'key1', accepted: 2, rejected: 1, outcome: 'partial' });
+  });
+});
+
+describe('verification chain', () => {
+  let dir: string;
+  before(() => { dir = mkdtempSync(join(tmpdir(), 'tg-keys-')); });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('hashes each trace of a batch, chains the records, and signs checkpoints that verify', () => {
+    const key = loadSigningKey(dir);
+    const chain = new VerificationChain(key, 1000, 'v1');
+    const b1 = [span('t1', 'a'), span('t1', 'b'), span('t2', 'c')];
+    const r1 = chain.records(b1, 10);
+    expect(r1.map((r) => [r.traceId, r.seq, r.spanIds.join()])).to.deep.equal([['t1', 1, 'a,b'], ['t2', 2, 'c']]);
+    const cps = chain.checkpoints(2000);
+    expect(cps).to.have.length(1);
+    expect(cps[0]).to.include({ seq: 2, headHash: r1[1]!.hash, keyId: key.keyId });
+    expect(chain.checkpoints(2500)).to.have.length(0); // nothing new to sign
+    const keys = publicKeys(dir);
+    const ok = checkChain(r1, cps, keys);
+    expect(ok).to.deep.equal({ problems: [], unsignedTail: 0 });
+    expect(checkContent(r1.slice(0, 1), b1.slice(0, 2)).problems).to.deep.equal([]);
+
+    // Content edited behind the collector's back is caught, and named.
+    const tampered = checkContent(r1.slice(0, 1), [{ ...b1[0]!, prompt: 'edited' }, b1[1]!]);
+    expect(tampered.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([['content_hash_mismatch', 't1']]);
+    // A rewritten row with a bumped version but no record vouching for it is tampering too.
+    const bumped = checkContent(r1.slice(0, 1), [{ ...b1[0]!, ingestedAtMs: 99 }, b1[1]!]);
+    expect(bumped.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch']);
+    // A legitimate later delivery has its own record: superseded, not a problem.
+    const redelivered = { ...b1[0]!, ingestedAtMs: 50, response: 'new' };
+    const r2 = chain.records([redelivered], 50);
+    const later = checkContent([r1[0]!, r2[0]!], [redelivered, b1[1]!]);
+    expect(later.problems).to.deep.equal([]);
+    expect(later.superseded).to.equal(1);
+
+    // A deleted record breaks continuity; a forged signature fails.
+    expect(checkChain([r1[0]!, r2[0]!], [], keys).problems.map((p) => p.kind)).to.deep.equal(['chain_gap']);
+    const forged = [{ ...cps[0]!, headHash: r1[0]!.hash }];
+    expect(checkChain(r1, forged, keys).problems.map((p) => p.kind)).to.include('bad_signature');
+    expect(checkChain(r1, [{ ...cps[0]!, keyId: 'ed25519:nope' }], keys).problems.map((p) => p.kind)).to.deep.equal(['unknown_key']);
+    expect(checkChain(r1, [], keys).unsignedTail).to.equal(2);
+  });
+
+  it('the processor emits records and a checkpoint per interval', () => {
+    const chain = new VerificationChain(loadSigningKey(dir), 0, 'v2');
+    const out = verificationProcessor(chain)({ spans: [span('t', 'a')], extra: [] }, null) as { extra: Array<{ recordType: string }> };
+    expect(out.extra.map((r) => r.recordType)).to.deep.equal(['verification', 'checkpoint']);
+  });
+
+  it('signs and verifies with Ed25519', () => {
+    const key = loadSigningKey(dir);
+    const pem = publicKeys(dir)[0]!.publicKeyPem;
+    const sig = signText(key, 'hello');
+    expect(verifyText(pem, 'hello', sig)).to.equal(true);
+    expect(verifyText(pem, 'hellO', sig)).to.equal(false);
+  });
+});
+
+describe('alert evaluator', () => {
+  const rule = (over: Partial<AlertRule>): AlertRule => ({ id: 'r', kind: 'latency', threshold: 100, windowSeconds: 60, minRequests: 1, severity: 'high', ...over });
+  it('latency p95 over the window, per model, with cooldown', () => {
+    const ev = new AlertEvaluator();
+    const r = rule({ model: 'gpt-4o' });
+    expect(ev.evaluate('ws1', [r], [span('t1', 'a', { model: 'gpt-4o', kind: 'llm', durationMs: 50 })], [], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [r], [span('t2', 'b', { model: 'other', kind: 'llm', durationMs: 5000 })], [], 1100)).to.have.length(0);
+    const fired = ev.evaluate('ws1', [r], [span('t3', 'c', { model: 'gpt-4o', kind: 'llm', durationMs: 900 })], [], 1200);
+    expect(fired).to.have.length(1);
+    expect(fired[0]).to.include({ ruleId: 'r', kind: 'latency', traceId: 't3', value: 900, threshold: 100 });
+    expect(ev.evaluate('ws1', [r], [span('t4', 'd', { model: 'gpt-4o', kind: 'llm', durationMs: 900 })], [], 1300)).to.have.length(0); // cooldown
+    expect(ev.evaluate('ws1', [r], [span('t5', 'e', { model: 'gpt-4o', kind: 'llm', durationMs: 900 })], [], 70_000)).to.have.length(1);
+  });
+  it('error rate with a minimum request count, cost sum, findings by severity, guardrail tripwires', () => {
+    const ev = new AlertEvaluator();
+    const er = rule({ id: 'er', kind: 'error_rate', threshold: 0.5, minRequests: 4 });
+    const spans = [1, 2, 3].map((i) => span(`e${i}`, 's', { kind: 'llm', status: 'error' }));
+    expect(ev.evaluate('ws1', [er], spans, [], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [er], [span('e4', 's', { kind: 'llm' })], [], 1001)[0]).to.include({ kind: 'error_rate', value: 0.75 });
+    const cost = rule({ id: 'c', kind: 'cost', threshold: 1 });
+    expect(ev.evaluate('ws1', [cost], [span('c1', 's', { kind: 'llm', costUsd: 0.6 })], [], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [cost], [span('c2', 's', { kind: 'llm', costUsd: 0.6 })], [], 1001)).to.have.length(1);
+    const f = rule({ id: 'f', kind: 'finding', severity: 'high' });
+    const finding = (sev: FindingRecord['severity']): FindingRecord => ({ recordType: 'finding', workspaceId: 'ws1', traceId: 'ft', spanId: 's', detector: 'secret', rule: 'secret.openai_key', category: 'api_key', severity: sev, field: 'prompt', start: 0, end: 5, preview: 'sk-…', score: 1, action: 'flag', createdAtMs: 0 });
+    expect(ev.evaluate('ws1', [f], [span('ft', 's')], [finding('medium')], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [f], [span('ft', 's')], [finding('critical')], 1001)[0]).to.include({ kind: 'finding', traceId: 'ft' });
+    const g = rule({ id: 'g', kind: 'guardrail' });
+    const trip = span('gt', 's', { kind: 'guardrail', name: 'pii-check', attributes: { 'guardrail.tripwire_triggered': true } });
+    expect(ev.evaluate('ws1', [g], [trip], [], 1000)[0]).to.include({ kind: 'guardrail', traceId: 'gt' });
+  });
+  it('signs deliveries as v1=<hex hmac of timestamp.body>', () => {
+    expect(signDelivery('secret', '1700000000', '{}')).to.match(/^v1=[0-9a-f]{64}$/);
+  });
+});
+
+describe('governance processor', () => {
+  it('flags by default, stores masked findings and a policy record, never the raw value', async () => {
+    const p = governanceProcessor({ policyFor: async () => DEFAULT_POLICY });
+    const out = await p({ spans: [span('t', 'a', { prompt: 'mail me at jane.doe@example.com please' })], extra: [] }, null);
+    expect(out.spans[0]!.prompt).to.include('jane.doe@example.com');
+    const f = out.extra.find((r) => r.recordType === 'finding') as FindingRecord;
+    expect(f).to.include({ category: 'email', field: 'prompt', action: 'flag' });
+    expect(JSON.stringify(out.extra)).to.not.include('jane.doe@example.com');
+    expect((out.extra.find((r) => r.recordType === 'policy') as PolicyRecord).decision).to.equal('flag');
+  });
+  it('redacts before anything is stored, and marks blocked content', async () => {
+    const policy = parsePolicy({ version: 3, actions: { email: 'redact', api_key: 'block' } });
+    const p = governanceProcessor({ policyFor: async () => policy });
+    const key = 'sk-proj-' + 'Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z'.repeat(2);
+    const out = await p({ spans: [span('t', 'a', { prompt: `I am jane.doe@example.com`, response: `use ${key}` })], extra: [] }, null);
+    expect(out.spans[0]!.prompt).to.equal('I am [REDACTED:email]');
+    expect(out.spans[0]!.response).to.not.include(key);
+    expect(out.spans[0]!.attributes['governance.decision']).to.equal('block');
+    const policyRec = out.extra.find((r) => r.recordType === 'policy') as PolicyRecord;
+    expect(policyRec).to.include({ decision: 'block', policyVersion: 3 });
+    expect(JSON.stringify(out)).to.not.include(key);
+  });
+});
