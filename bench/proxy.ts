@@ -47,6 +47,31 @@ async function hammer(url: string, headers: Record<string, string>, seconds: num
   return { rps: r.requests.average, p50: pct(times, 50), p99: pct(times, 99), max: times.at(-1) ?? NaN, ok: times.length, bad: bad + r.errors + r.timeouts };
 }
 
+/** Open loop: one request every 1000/rate ms (drift-corrected), over a pool of CONNECTIONS keep-alive sockets. */
+async function paced(url: string, headers: Record<string, string>, seconds: number, rate: number): Promise<Latencies> {
+  const u = new URL(url);
+  const pool = new Pool(u.origin, { connections: CONNECTIONS });
+  const times: number[] = [];
+  let bad = 0;
+  const inflight: Promise<void>[] = [];
+  const start = performance.now();
+  const total = Math.floor(seconds * rate);
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const t0 = performance.now();
+    inflight.push(pool.request({ method: 'POST', path: u.pathname, body: BODY, headers }).then(async (res) => {
+      await res.body.text();
+      if (res.statusCode === 200) times.push(performance.now() - t0); else bad++;
+    }, () => { bad++; }));
+  }
+  await Promise.all(inflight);
+  await pool.close();
+  times.sort((a, b) => a - b);
+  return { rps: times.length / ((performance.now() - start) / 1000), p50: pct(times, 50), p99: pct(times, 99), max: times.at(-1) ?? NaN, ok: times.length, bad };
+}
+
 async function startFakeChild(): Promise<{ child: ChildProcess; url: string }> {
   const child = fork('bench/fake-upstream.ts', [], { env: { ...process.env, DELAY_MS: String(DELAY_MS) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const url = await new Promise<string>((resolve, reject) => {
@@ -129,17 +154,23 @@ export async function runProxyBench(seconds: number): Promise<void> {
     const closed = await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds);
     closed.cpuUs = ((cpuMs(proxy.child.pid!) - cpu0) * 1000) / closed.ok;
     rows.push(['through tracegate, closed loop', closed]);
-    // Closed loop saturates a 2-core box (load generator, fake and proxy share it), so latency there is mostly
-    // queueing; paced runs below saturation show the per-request overhead.
-    for (const paced of [200, 500]) {
-      rows.push([`direct to the fake, ${paced} req/s`, await hammer(`${fake.url}/responses`, json, seconds, paced)]);
-      rows.push([`through tracegate, ${paced} req/s`, await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds, paced)]);
+    // Closed loop saturates a 2-core box (load generator, fake and proxy share it), so its latency is mostly
+    // queueing. autocannon's overallRate sends in bursts, so the paced rows use an evenly spaced open-loop client.
+    for (const rate of [100, 300]) {
+      rows.push([`direct to the fake, ${rate} req/s`, await paced(`${fake.url}/responses`, json, seconds, rate)]);
+      rows.push([`through tracegate, ${rate} req/s`, await paced(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds, rate)]);
     }
     console.log('case'.padEnd(36), 'req/s'.padStart(8), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'max ms'.padStart(8), '  non-2xx/errors');
     for (const [name, r] of rows) console.log(name.padEnd(36), fmt(r.rps).padStart(8), fmt(r.p50, 2).padStart(8), fmt(r.p99, 2).padStart(8), fmt(r.max, 1).padStart(8), ' ', r.bad);
     for (let i = 0; i < rows.length; i += 2) {
       const [d, p] = [rows[i]![1], rows[i + 1]![1]];
       console.log(`added by the proxy (${rows[i + 1]![0].split(', ')[1]}): p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms  (target ≤ 1 / ≤ 3)`);
+    }
+    // Unloaded: one request at a time (the pure per-request overhead, including the durable spool append).
+    {
+      const d = await paced(`${fake.url}/responses`, json, Math.min(seconds, 5), 20);
+      const p = await paced(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, Math.min(seconds, 5), 20);
+      console.log(`unloaded (20 req/s, no overlap): direct p50 ${fmt(d.p50, 2)} / p99 ${fmt(d.p99, 2)} ms, via proxy p50 ${fmt(p.p50, 2)} / p99 ${fmt(p.p99, 2)} ms; added p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms`);
     }
     console.log(`proxy CPU per request (closed loop, incl. spool and storage writer): ${fmt(closed.cpuUs, 0)} µs; peak RSS ${peakRssMb(proxy.child.pid!)} MB`);
   } finally {

@@ -83,9 +83,26 @@ export function createApp(deps: AppDeps): Koa {
     });
     deps.pipeline.record([rec]).catch(() => {});
   };
+  // Requests refused after authentication (bad body, too large) are audited too; accepted ones are audited
+  // by the audit processor, atomically with their records.
+  const auditRejectedRequest = (route: string) => async (c: Context, next: Next) => {
+    try {
+      await next();
+    } catch (err) {
+      if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+        const caller = c.state.caller as Caller;
+        const rec = deps.enrichment.audit.append({
+          workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId, action: 'ingest', route: `${c.method} ${c.path}`,
+          outcome: 'rejected', accepted: 0, rejected: 1, details: JSON.stringify({ status: err.status, code: err.code, limiter: route }),
+        });
+        deps.pipeline.record([rec]).catch(() => {});
+      }
+      throw err;
+    }
+  };
   const ctx: RouteContext = {
     ...deps, router, docs, requireKey,
-    ingestGuard: (route) => [requireKey, deps.limits.middleware(route)],
+    ingestGuard: (route) => [requireKey, deps.limits.middleware(route), auditRejectedRequest(route)],
   };
   for (const register of routeModules) register(ctx);
   if (deps.adminToken) adminRoutes(ctx, deps.adminToken);

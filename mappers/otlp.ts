@@ -64,7 +64,8 @@
  * | requestId    | gen_ai.response.id → ai.response.id                                                          |
  * | actionName   | (tool spans first: gen_ai.tool.name → tool.name → ai.toolCall.name) → gen_ai.agent.name →    |
  * |              | gen_ai.workflow.name → traceloop.workflow.name → ai.telemetry.functionId → agent.name        |
- * | prompt       | 1 gen_ai.input.messages (structured or JSON string), gen_ai.system_instructions prepended   |
+ * | prompt       | gen_ai.system_instructions (as a leading `system:` line, whatever the source below) +       |
+ * |              | 1 gen_ai.input.messages (structured or JSON string)                                          |
  * |              | 2 legacy events gen_ai.{system,user,assistant,tool}.message (in order)                       |
  * |              | 3 llm.input_messages.N.* (OpenInference; also an unflattened llm.input_messages array)       |
  * |              | 4 gen_ai.prompt.N.* (OpenLLMetry)                                                            |
@@ -617,11 +618,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   r.actionName = (r.kind === 'tool' ? firstStr(A, TOOL_NAME_KEYS) : '') || firstStr(A, ACTION_KEYS);
 
   // Prompt
-  let prompt = '';
-  if (inMsgs !== null || sysText !== '') {
-    prompt = promptText(inMsgs ?? []);
-    if (sysText !== '') prompt = prompt === '' ? `system: ${sysText}` : `system: ${sysText}\n${prompt}`;
-  }
+  let prompt = inMsgs !== null ? promptText(inMsgs) : '';
   if (prompt === '' && evIn !== null) prompt = promptText(evIn);
   if (prompt === '' && oiIn !== null) prompt = promptText(flatMsgs(oiIn));
   if (prompt === '' && Array.isArray(A['llm.input_messages'])) prompt = promptText(messagesOf(A['llm.input_messages'], 'user')!);
@@ -629,6 +626,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   if (prompt === '') prompt = vercelPrompt(A);
   if (prompt === '') prompt = valueText(A['input.value']) || valueText(A['traceloop.entity.input']);
   if (prompt === '') prompt = valueText(A['gen_ai.tool.call.arguments']) || valueText(A['ai.toolCall.args']) || valueText(A['ai.toolCall.input']);
+  if (sysText !== '') prompt = prompt === '' ? `system: ${sysText}` : `system: ${sysText}\n${prompt}`;
 
   // Response (+ finish reasons seen in output messages)
   let response = '';

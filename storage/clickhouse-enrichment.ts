@@ -121,7 +121,7 @@ function fromCheckpoint(r: CheckpointRow): CheckpointRecord {
 }
 
 interface UsageReadRow {
-  bucket: string; key: string; requests: string; errors: string; prompt_tokens: string; completion_tokens: string;
+  bucket: string; group_key: string; n_requests: string; n_errors: string; prompt_tokens: string; completion_tokens: string;
   total_tokens: string; cost_usd: number; latency: number[];
 }
 
@@ -308,19 +308,19 @@ export class ClickHouseEnrichment {
     const rows = await this.rows<UsageReadRow>(`
       SELECT
         toString(toUnixTimestamp(${bucket})) AS bucket,
-        ${col} AS key,
-        countMerge(requests) AS requests,
-        sumMerge(errors) AS errors,
-        sumMerge(prompt_tokens) AS prompt_tokens,
-        sumMerge(completion_tokens) AS completion_tokens,
-        sumMerge(total_tokens) AS total_tokens,
-        sumKahanMerge(cost_usd) AS cost_usd,
+        ${col} AS group_key,
+        countMerge(requests) AS n_requests,
+        sumMerge(errors) AS n_errors,
+        sumMerge(prompt_tokens_sum) AS prompt_tokens,
+        sumMerge(completion_tokens_sum) AS completion_tokens,
+        sumMerge(total_tokens_sum) AS total_tokens,
+        sumKahanMerge(cost_usd_sum) AS cost_usd,
         quantilesMerge(${levels})(latency_ms) AS latency
       FROM ${this.t('usage_hourly')}
       WHERE ${c.join(' AND ')}
-      GROUP BY bucket, key`);
+      GROUP BY bucket, group_key`);
     const aggs: UsageAgg[] = rows.map((r) => ({
-      bucketSec: Number(r.bucket), key: r.key, requests: Number(r.requests), errors: Number(r.errors),
+      bucketSec: Number(r.bucket), key: r.group_key, requests: Number(r.n_requests), errors: Number(r.n_errors),
       promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
       costUsd: r.cost_usd, quantiles: r.latency,
     }));
@@ -337,12 +337,13 @@ export class ClickHouseEnrichment {
     // Date is a UInt16 day number: keep literals in range, as for usage().
     if (range.fromDay !== undefined) c.push(`day >= ${date(Math.min(range.fromDay, DATE_MAX))}`);
     if (range.toDay !== undefined && range.toDay <= DATE_MAX) c.push(`day < ${date(range.toDay)}`);
-    const rows = await this.rows<{ day: string; category: string; severity: string; n: string }>(`
-      SELECT toString(day) AS day, category, severity, sum(findings) AS n
+    // (ClickHouse aliases are visible in WHERE: the output name must not shadow `day`.)
+    const rows = await this.rows<{ d: string; category: string; severity: string; n: string }>(`
+      SELECT toString(day) AS d, category, severity, sum(finding_count) AS n
       FROM ${this.t('findings_daily')}
       WHERE ${c.join(' AND ')}
       GROUP BY day, category, severity
       ORDER BY day, category, severity`);
-    return rows.map((r) => ({ day: r.day, category: r.category, severity: r.severity, count: Number(r.n) }));
+    return rows.map((r) => ({ day: r.d, category: r.category, severity: r.severity, count: Number(r.n) }));
   }
 }

@@ -229,16 +229,17 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         source String,
         requests AggregateFunction(count),
         errors AggregateFunction(sum, UInt64),
-        prompt_tokens AggregateFunction(sum, UInt64),
-        completion_tokens AggregateFunction(sum, UInt64),
-        total_tokens AggregateFunction(sum, UInt64),
-        cost_usd AggregateFunction(sumKahan, Float64),
+        prompt_tokens_sum AggregateFunction(sum, UInt64),
+        completion_tokens_sum AggregateFunction(sum, UInt64),
+        total_tokens_sum AggregateFunction(sum, UInt64),
+        cost_usd_sum AggregateFunction(sumKahan, Float64),
         latency_ms AggregateFunction(quantiles(0.5, 0.95, 0.99), Float64)
       ) ENGINE = AggregatingMergeTree()
       PARTITION BY toYYYYMM(hour)
       ORDER BY (workspace_id, hour, model, action_name, environment, source)`,
       // Floats from their bits, not the MATERIALIZED columns, so the view never depends on
-      // whether the inserted block carries them.
+      // whether the inserted block carries them. No output alias equals a column of spans
+      // (\`sumState(x) AS x\` resolves differently across ClickHouse analyzers).
       `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_hourly_mv TO ${db}.usage_hourly AS
       SELECT
         workspace_id,
@@ -249,10 +250,10 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         source,
         countState() AS requests,
         sumState(toUInt64(status = 'error')) AS errors,
-        sumState(prompt_tokens) AS prompt_tokens,
-        sumState(completion_tokens) AS completion_tokens,
-        sumState(total_tokens) AS total_tokens,
-        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd,
+        sumState(prompt_tokens) AS prompt_tokens_sum,
+        sumState(completion_tokens) AS completion_tokens_sum,
+        sumState(total_tokens) AS total_tokens_sum,
+        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd_sum,
         quantilesState(0.5, 0.95, 0.99)(reinterpretAsFloat64(reinterpretAsString(duration_ms_bits))) AS latency_ms
       FROM ${db}.spans
       WHERE kind = 'llm'
@@ -262,8 +263,8 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         day Date,
         category String,
         severity String,
-        findings UInt64
-      ) ENGINE = SummingMergeTree(findings)
+        finding_count UInt64
+      ) ENGINE = SummingMergeTree(finding_count)
       PARTITION BY toYYYYMM(day)
       ORDER BY (workspace_id, day, category, severity)`,
       `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.findings_daily_mv TO ${db}.findings_daily AS
@@ -272,7 +273,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         toDate(toDateTime(intDiv(created_at_ms, 1000), 'UTC')) AS day,
         category,
         severity,
-        count() AS findings
+        count() AS finding_count
       FROM ${db}.findings
       GROUP BY workspace_id, day, category, severity`,
     ],

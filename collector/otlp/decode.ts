@@ -281,30 +281,16 @@ function checkSpanTimes(start: string, end: string): void {
 
 // protobufjs's generic stringVerify builds short strings char by char and runs a fatal
 // TextDecoder on long ones. This reader is equally strict but faster:
+//   - every string is sliced with the native `utf8Slice` (which turns invalid sequences
+//     into U+FFFD); only if the result contains U+FFFD are the bytes checked with the
+//     native `isUtf8`, so genuine U+FFFD characters still pass and invalid UTF-8 throws;
 //   - short ASCII strings (attribute keys, model names, enum-like values repeat in every
-//     span) go through a small intern cache keyed by an FNV-1a hash of the bytes and
-//     verified byte by byte, so repeated keys cost no allocation and are already
-//     internalized when they become property names;
-//   - everything else is sliced with the native `utf8Slice` (which replaces invalid
-//     sequences by U+FFFD); only if the result contains U+FFFD are the bytes checked with
-//     the native `isUtf8`, so genuine U+FFFD characters still pass.
-const INTERN_MAX_LEN = 40;
+//     span) go through a small intern cache keyed by a cheap signature (length and three
+//     sampled bytes) and verified byte by byte, so repeated keys cost no allocation and
+//     are already internalized when they become property names.
+const INTERN_MAX_LEN = 48;
 const INTERN_MAX_ENTRIES = 8192;
 const intern = new Map<number, string>();
-
-function internAscii(buf: Buffer, start: number, end: number, hash: number): string {
-  const hit = intern.get(hash);
-  const len = end - start;
-  if (hit !== undefined && hit.length === len) {
-    let i = 0;
-    while (i < len && hit.charCodeAt(i) === buf[start + i]) i++;
-    if (i === len) return hit;
-  }
-  const s = buf.latin1Slice(start, end);
-  if (intern.size >= INTERN_MAX_ENTRIES) intern.clear();
-  intern.set(hash, s);
-  return s;
-}
 
 const BufferReaderBase = protobuf.BufferReader as unknown as new (buf: Buffer) => object;
 class OtlpReader extends BufferReaderBase {
@@ -317,21 +303,23 @@ class OtlpReader extends BufferReaderBase {
     self.pos = end;
     const buf = self.buf;
     if (len === 0) return '';
+    let sig = -1;
     if (len <= INTERN_MAX_LEN) {
-      let h = 0x811c9dc5;
-      let i = start;
-      for (; i < end; i++) {
-        const c = buf[i]!;
-        if (c >= 0x80) break;
-        h = Math.imul(h ^ c, 0x01000193);
+      sig = len | (buf[start]! << 6) | (buf[end - 1]! << 13) | ((buf[start + (len >> 1)]! ^ buf[start + (len >> 2)]!) << 20);
+      const hit = intern.get(sig);
+      if (hit !== undefined && hit.length === len) {
+        let i = 0;
+        while (i < len && hit.charCodeAt(i) === buf[start + i]) i++;
+        if (i === len) return hit;
       }
-      if (i === end) return internAscii(buf, start, end, (h ^ len) >>> 0);
     }
-    // Lossy decode, then look for U+FFFD (a single SIMD-able scan; free for one-byte strings).
-    // Only when one is present do we validate the bytes, as U+FFFD may also be genuine.
     const str = buf.utf8Slice(start, end);
     if (str.indexOf('\uFFFD') !== -1 && !isUtf8(buf.subarray(start, end))) {
       throw new TypeError('The encoded data was not valid for encoding utf-8');
+    }
+    if (sig !== -1 && str.length === len) { // one UTF-16 unit per byte: pure ASCII
+      if (intern.size >= INTERN_MAX_ENTRIES) intern.clear();
+      intern.set(sig, str);
     }
     return str;
   }
@@ -439,6 +427,21 @@ class PreScan {
   varint(end: number): number {
     // Values we use (tags, lengths) fit in 32 bits; longer varints are skipped by skipVarint.
     const b = this.buf;
+    let p = this.pos;
+    if (p + 5 <= end) {
+      let c = b[p++]!;
+      let r = c & 127;
+      if (c < 128) { this.pos = p; return r; }
+      c = b[p++]!; r |= (c & 127) << 7;
+      if (c < 128) { this.pos = p; return r; }
+      c = b[p++]!; r |= (c & 127) << 14;
+      if (c < 128) { this.pos = p; return r; }
+      c = b[p++]!; r |= (c & 127) << 21;
+      if (c < 128) { this.pos = p; return r; }
+      c = b[p++]!; r += (c & 127) * 268435456;
+      if (c < 128) { this.pos = p; return r; }
+      throw new OtlpDecodeError('undecodable protobuf body: varint too long');
+    }
     let result = 0;
     let shift = 0;
     for (let i = 0; i < 5; i++) {

@@ -5,10 +5,12 @@ import { nativeRoutes } from './native.ts';
 import { readRoutes } from './read.ts';
 import { enrichmentRoutes } from './enrichment.ts';
 import { proxyRoutes } from './proxy.ts';
+import { otlpRoutes } from './otlp.ts';
 
 export const routeModules: Array<(ctx: RouteContext) => void> = [
   opsRoutes,
   nativeRoutes,
+  otlpRoutes,
   readRoutes,
   enrichmentRoutes,
   proxyRoutes,

@@ -135,6 +135,13 @@ describe('OTLP mapper rules', () => {
     expect([r!.kind, r!.prompt, r!.response, r!.trainable]).to.deep.equal(['llm', 'user: hi', 'hello', true]);
   });
 
+  it('prepends system instructions whatever the message source', () => {
+    const body = one({ 'gen_ai.operation.name': 'chat', 'gen_ai.system_instructions': 'Be brief.' }, {
+      events: [{ name: 'gen_ai.user.message', timeUnixNano: T, attributes: [{ key: 'content', value: { stringValue: 'hi' } }] }],
+    });
+    expect(run(body)[0]!.prompt).to.equal('system: Be brief.\nuser: hi');
+  });
+
   it('accepts a JSON body with a UTF-8 BOM', () => {
     const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(one({ 'gen_ai.operation.name': 'chat' })))]);
     expect(mapOtlp(decodeOtlpRequest(body, 'json', limits), 'w', 1, limits)).to.have.length(1);

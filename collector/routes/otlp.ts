@@ -1,0 +1,58 @@
+// OTLP/HTTP traces: POST /api/integrations/otlp/v1/traces, and /v1/traces so an exporter configured with only
+// OTEL_EXPORTER_OTLP_ENDPOINT=http://host:4318 works unchanged. Every answer uses the request's encoding;
+// failures are google.rpc.Status bodies (spec), including auth, size and throttling errors.
+import type { Context, Next } from 'koa';
+import type { RouteContext } from '../app.ts';
+import { HttpError } from '../errors.ts';
+import { bodyKind, readBody } from '../body.ts';
+import type { Caller } from '../keys.ts';
+import { CONTENT_TYPES, decodeOtlpRequest, encodeExportResponse, encodeStatus, mapOtlp, otlpLimits, rpcCodeForHttp, type OtlpEncoding } from '../otlp/index.ts';
+
+const PATHS = ['/api/integrations/otlp/v1/traces', '/v1/traces'];
+
+function encodingOf(ctx: Context): OtlpEncoding {
+  const type = (ctx.get('content-type') || '').split(';')[0]!.trim().toLowerCase();
+  return type === 'application/x-protobuf' || type === 'application/protobuf' ? 'protobuf' : 'json';
+}
+
+/** Renders any HttpError as google.rpc.Status in the request's encoding, keeping status and headers. */
+async function otlpErrors(ctx: Context, next: Next): Promise<void> {
+  try {
+    await next();
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err;
+    const enc = encodingOf(ctx);
+    ctx.status = err.status;
+    for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
+    const violations = Array.isArray(err.details) ? (err.details as Array<{ field?: string; message?: string }>).map((d) => ({ field: String(d.field ?? ''), description: String(d.message ?? '') })) : undefined;
+    ctx.type = CONTENT_TYPES[enc];
+    ctx.body = encodeStatus(rpcCodeForHttp(err.status), err.message, enc, violations);
+  }
+}
+
+export function otlpRoutes(r: RouteContext): void {
+  const limits = otlpLimits(r.config);
+  for (const path of PATHS) {
+    r.docs.push({
+      method: 'post', path, tag: 'ingest', auth: 'apiKey',
+      summary: 'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
+      request: { contentTypes: ['application/x-protobuf', 'application/json'] },
+      responses: { 200: { description: 'ExportTraceServiceResponse; partialSuccess reports rejected spans' } },
+    });
+  }
+
+  const handler = async (ctx: Context) => {
+    const enc = bodyKind(ctx, ['protobuf', 'json']);
+    const body = await readBody(ctx, r.config.MAX_BODY_BYTES);
+    const caller = ctx.state.caller as Caller;
+    const req = decodeOtlpRequest(body, enc, limits);
+    const now = Date.now();
+    const records = mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES });
+    await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /v1/traces', rejected: req.rejectedSpans });
+    r.metrics.ingested.inc({ source: 'otlp' }, records.length);
+    ctx.status = 200;
+    ctx.type = CONTENT_TYPES[enc];
+    ctx.body = encodeExportResponse(req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null, enc);
+  };
+  for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler);
+}

@@ -1,0 +1,206 @@
+// Enrichment end to end over HTTP: policies set with the CLI, redaction before the spool, findings, audit,
+// alerts with a signed webhook, verification (and tampering caught in ClickHouse), usage analytics.
+import { expect } from 'chai';
+import { createServer, type Server } from 'node:http';
+import { createHmac } from 'node:crypto';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createClient } from '@clickhouse/client';
+import { BACKENDS, cli, flushed, get, post, startTestServer, type Backend, type TestServer } from '../support/server.ts';
+import { verifyAuditChain } from '../../processors/audit.ts';
+import type { AuditRecord } from '../../collector/enrichment-records.ts';
+import { sleep } from '../support/process.ts';
+
+const EMAIL = 'jane.doe@example.com';
+const OPENAI_KEY = 'sk-proj-' + 'Zq7Xw2Lm9Np4Rt6Vb1Yc3Hd8Kf5Jg0Ms'.repeat(2);
+
+function spoolText(s: TestServer): string {
+  const dir = join(s.dataDir, 'spool');
+  return readdirSync(dir).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('\n');
+}
+
+async function webhookSink(): Promise<{ url: string; received: Array<{ headers: Record<string, string | string[] | undefined>; body: string }>; close(): Promise<void> }> {
+  const received: Array<{ headers: Record<string, string | string[] | undefined>; body: string }> = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => { received.push({ headers: req.headers, body }); res.end('ok'); });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  return { url: `http://127.0.0.1:${port}/alerts`, received, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+for (const backend of BACKENDS) {
+  describe(`enrichment over HTTP (${backend})`, function () {
+    this.timeout(60_000);
+    let s: TestServer;
+    let auth: Record<string, string>;
+    let wsName: string;
+    let hook: Awaited<ReturnType<typeof webhookSink>>;
+    before(async () => {
+      s = await startTestServer(backend, { TRACEGATE_FLUSH_INTERVAL_MS: '600000' }); // flush only when the test says
+      wsName = `enrich-${backend}`;
+      const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', wsName, '--json'])).stdout);
+      auth = { authorization: `Bearer ${k.key}` };
+      hook = await webhookSink();
+    });
+    after(async () => { await s.close(); await hook.close(); });
+
+    it('a new workspace flags everything and blocks nothing', async () => {
+      const res = await post(`${s.url}/api/traces`, { requestId: 'flag-1', prompt: `contact ${EMAIL}`, response: 'ok' }, auth);
+      expect(res.status).to.equal(200);
+      await flushed(s);
+      const span = (await get(`${s.url}/api/traces/flag-1`, auth)).json.trace.spans[0];
+      expect(span.prompt).to.include(EMAIL);
+      expect(span.attributes['governance.decision']).to.equal('flag');
+      const findings = (await get(`${s.url}/api/findings?traceId=flag-1`, auth)).json.items;
+      expect(findings.map((f: { category: string; field: string }) => [f.category, f.field])).to.deep.equal([['email', 'prompt']]);
+      expect(JSON.stringify(findings)).to.not.include(EMAIL);
+    });
+
+    it('policy set with the CLI: redact and block take effect before anything is written, the spool included', async () => {
+      const file = join(s.dataDir, 'policy.json');
+      writeFileSync(file, JSON.stringify({ version: 2, actions: { email: 'redact', api_key: 'block' }, modelDeny: ['forbidden-*'] }));
+      const set = await cli(s, ['policy', 'set', '--workspace', wsName, '--file', file]);
+      expect(set.code, set.stderr).to.equal(0);
+      expect(JSON.parse((await cli(s, ['policy', 'show', '--workspace', wsName])).stdout)).to.include({ version: 2 });
+      const res = await post(`${s.url}/api/traces`, { requestId: 'redact-1', model: 'forbidden-model', prompt: `I am ${EMAIL}`, response: `key ${OPENAI_KEY}` }, auth);
+      expect(res.status).to.equal(200);
+      const spooled = spoolText(s);
+      expect(spooled).to.include('redact-1');
+      expect(spooled).to.not.include(EMAIL);
+      expect(spooled).to.not.include(OPENAI_KEY);
+      await flushed(s);
+      const span = (await get(`${s.url}/api/traces/redact-1`, auth)).json.trace.spans[0];
+      expect(span.prompt).to.equal('I am [REDACTED:email]');
+      expect(span.response).to.not.include(OPENAI_KEY);
+      expect(span.attributes['governance.decision']).to.equal('block');
+      const cats = (await get(`${s.url}/api/findings?traceId=redact-1`, auth)).json.items.map((f: { category: string; action: string }) => `${f.category}:${f.action}`).sort();
+      expect(cats).to.deep.equal(['api_key:block', 'email:redact']);
+      expect((await get(`${s.url}/api/policy`, auth)).json.policy.version).to.equal(2);
+    });
+
+    it('audits ingestion, key and policy changes, and rejected authentication; the chain verifies', async () => {
+      await post(`${s.url}/api/traces`, [{ requestId: 'a-1', prompt: 'p' }, { prompt: 5 }], auth);
+      await post(`${s.url}/api/traces`, { prompt: 'x' }, { authorization: 'Bearer tg_0123456789abcdef_' + 'B'.repeat(43) });
+      await flushed(s);
+      const items = (await get(`${s.url}/api/audit?limit=1000`, auth)).json.items as AuditRecord[];
+      const actions = items.map((i) => i.action);
+      expect(actions).to.include.members(['ingest', 'key.create', 'policy.update']);
+      const partial = items.find((i) => i.action === 'ingest' && i.rejected === 1)!;
+      expect(partial).to.include({ accepted: 1, outcome: 'partial', route: 'POST /api/traces' });
+      expect(JSON.stringify(items)).to.not.include(OPENAI_KEY);
+      const ingestOnly = (await get(`${s.url}/api/audit?action=ingest&limit=2`, auth)).json;
+      expect(ingestOnly.items).to.have.length(2);
+      expect(ingestOnly.nextCursor).to.be.a('string');
+      const wsId = (await s.running.storage.getWorkspaceByName(wsName))!.id;
+      const chain = await s.running.storage.auditChain(wsId);
+      expect(verifyAuditChain(chain.map((r) => ({ ...r, recordType: 'audit' as const })))).to.deep.equal([]);
+      const system = await s.running.storage.listAudit('_system', { action: 'auth.rejected', limit: 10 });
+      expect(system.items[0]).to.include({ actor: '0123456789abcdef', outcome: 'denied' });
+    });
+
+    it('alert rules produce alerts and a signed webhook delivery', async () => {
+      const file = join(s.dataDir, 'alerts.json');
+      const secret = 'whsec-test-secret-0123456789';
+      writeFileSync(file, JSON.stringify({ rules: [{ id: 'slow-4o', kind: 'latency', threshold: 1000, model: 'gpt-4o', windowSeconds: 60 }, { id: 'secrets', kind: 'finding', severity: 'high' }], webhookUrl: hook.url, webhookSecret: secret }));
+      expect((await cli(s, ['alerts', 'set', '--workspace', wsName, '--file', file])).code).to.equal(0);
+      await post(`${s.url}/api/traces`, { requestId: 'slow-1', model: 'gpt-4o', prompt: 'p', response: 'r', metrics: { latencyMs: 4000 } }, auth);
+      await post(`${s.url}/api/traces`, { requestId: 'leak-1', prompt: `here: ${OPENAI_KEY}`, response: 'r' }, auth);
+      await flushed(s);
+      const alerts = (await get(`${s.url}/api/alerts`, auth)).json.items;
+      expect(alerts.map((a: { ruleId: string }) => a.ruleId).sort()).to.deep.equal(['secrets', 'slow-4o']);
+      expect(alerts.find((a: { ruleId: string }) => a.ruleId === 'slow-4o')).to.include({ traceId: 'slow-1', value: 4000, threshold: 1000 });
+      for (let i = 0; i < 50 && hook.received.length < 2; i++) await sleep(50);
+      expect(hook.received).to.have.length(2);
+      for (const d of hook.received) {
+        const ts = String(d.headers['x-service-delivery-timestamp']);
+        const expected = 'v1=' + createHmac('sha256', secret).update(`${ts}.${d.body}`).digest('hex');
+        expect(d.headers['x-service-signature']).to.equal(expected);
+        expect(d.body).to.not.include(OPENAI_KEY);
+      }
+    });
+
+    it('verification: keys published, trace re-checked, `tracegate verify` passes', async () => {
+      await flushed(s);
+      const keys = (await get(`${s.url}/api/verification/keys`, auth)).json.keys;
+      expect(keys[0]).to.include({ algorithm: 'Ed25519' });
+      expect(keys[0].keyId).to.match(/^ed25519:[0-9a-f]{16}$/);
+      const v = await get(`${s.url}/api/traces/flag-1/verification`, auth);
+      expect(v.status).to.equal(200);
+      expect(v.json).to.include({ ok: true, traceId: 'flag-1' });
+      expect(v.json.records[0].contentHash).to.match(/^[0-9a-f]{64}$/);
+      expect((await get(`${s.url}/api/traces/nope/verification`, auth)).status).to.equal(404);
+      const out = await cli(s, ['verify', '--workspace', wsName]);
+      expect(out.code, out.stdout + out.stderr).to.equal(0);
+      expect(out.stdout).to.match(/^OK /);
+    });
+
+    it('usage analytics from the rollups', async () => {
+      const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', `usage-${backend}`, '--json'])).stdout);
+      const h = { authorization: `Bearer ${k.key}` };
+      const batch = [];
+      for (let i = 0; i < 20; i++) batch.push({ requestId: `u-${i}`, model: i % 2 ? 'gpt-4o' : 'gpt-4o-mini', status: i % 5 === 0 ? 'error' : 'completed', prompt: 'p', response: 'r', metrics: { promptTokens: 10, completionTokens: 5, latencyMs: 100 + i * 10, estimatedCostUsd: 0.001 } });
+      expect((await post(`${s.url}/api/traces`, batch, h)).status).to.equal(200);
+      await flushed(s);
+      const res = await get(`${s.url}/api/analytics/usage?groupBy=model&bucket=day`, h);
+      expect(res.status).to.equal(200);
+      const rows = res.json.rows as Array<{ key: string; requests: number; errors: number; promptTokens: number; costUsd: number; p50Ms: number; p99Ms: number }>;
+      expect(rows.map((r) => r.key).sort()).to.deep.equal(['gpt-4o', 'gpt-4o-mini']);
+      const mini = rows.find((r) => r.key === 'gpt-4o-mini')!;
+      expect(mini).to.include({ requests: 10, errors: 2, promptTokens: 100 });
+      expect(mini.costUsd).to.be.closeTo(0.01, 1e-9);
+      expect(mini.p50Ms).to.be.within(180, 200);
+      expect((await get(`${s.url}/api/analytics/usage?groupBy=nope`, h)).status).to.equal(400);
+    });
+
+    if (backend === 'clickhouse') {
+      it('catches a row edited directly in ClickHouse, and names it', async () => {
+        const ch = createClient({ url: s.config.CLICKHOUSE_URL!, compression: { request: false, response: false } });
+        const db = s.config.CLICKHOUSE_DATABASE;
+        const wsId = (await s.running.storage.getWorkspaceByName(wsName))!.id;
+        await ch.command({ query: `ALTER TABLE ${db}.spans UPDATE response = 'tampered' WHERE workspace_id = '${wsId}' AND trace_id = 'flag-1'` });
+        for (let i = 0; i < 100; i++) {
+          const span = (await get(`${s.url}/api/traces/flag-1`, auth)).json.trace.spans[0];
+          if (span.response === 'tampered') break;
+          await sleep(100);
+        }
+        await ch.close();
+        const v = await get(`${s.url}/api/traces/flag-1/verification`, auth);
+        expect(v.json.ok).to.equal(false);
+        expect(v.json.problems[0]).to.include({ kind: 'content_hash_mismatch', traceId: 'flag-1' });
+        const out = await cli(s, ['verify', '--workspace', wsName]);
+        expect(out.code).to.equal(1);
+        expect(out.stdout).to.include('content_hash_mismatch').and.include('flag-1');
+      });
+    }
+  });
+}
+
+describe('usage analytics agree between ClickHouse and the embedded store', function () {
+  this.timeout(60_000);
+  it('same traces in, same answers out', async () => {
+    const answers: Record<Backend, unknown[]> = { duckdb: [], clickhouse: [] };
+    for (const backend of BACKENDS) {
+      const s = await startTestServer(backend);
+      try {
+        const k = await s.key('agree');
+        const h = { authorization: `Bearer ${k.key}` };
+        const batch = Array.from({ length: 60 }, (_, i) => ({
+          requestId: `g-${i}`, model: ['a', 'b', 'c'][i % 3], actionName: `act${i % 2}`, environment: i % 4 ? 'prod' : 'dev',
+          status: i % 7 === 0 ? 'error' : 'completed', metrics: { promptTokens: i, completionTokens: 2 * i, latencyMs: 10 * (i % 13), estimatedCostUsd: i / 1000 },
+        }));
+        expect((await post(`${s.url}/api/traces`, batch, h)).status).to.equal(200);
+        await flushed(s);
+        for (const groupBy of ['model', 'actionName', 'environment', 'source']) {
+          const rows = (await get(`${s.url}/api/analytics/usage?groupBy=${groupBy}&bucket=day`, h)).json.rows;
+          answers[backend].push(rows.map((r: Record<string, unknown>) => ({ ...r, costUsd: Math.round((r.costUsd as number) * 1e9) / 1e9 })));
+        }
+      } finally {
+        await s.close();
+      }
+    }
+    expect(answers.clickhouse).to.deep.equal(answers.duckdb);
+  });
+});

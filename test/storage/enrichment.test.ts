@@ -1,0 +1,625 @@
+// The enrichment contract (findings, policy records, audit log, alerts, verification, analytics),
+// run against every backend, plus agreement of the analytics between the backends (ClickHouse
+// answers from materialized rollups, DuckDB from plain SQL over the same spans/findings).
+import { expect } from 'chai';
+import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import type {
+  AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord,
+} from '../../collector/enrichment-records.ts';
+import { HttpError } from '../../collector/errors.ts';
+import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts';
+import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
+import { interpolatedQuantile } from '../../storage/enrichment.ts';
+import { BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
+
+const T0 = 1_763_787_000_123; // 2025-11-22T04:50:00.123Z
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+// Strings that have broken naive literal escaping or UTF-8 handling before.
+const NASTY = 'q\'uote "dq" \\back \n nl \t tab \u0000 nul \u007f del 😀 «é» 世界 \u2028';
+
+function finding(ws: string, over: Partial<FindingRecord> = {}): FindingRecord {
+  return {
+    recordType: 'finding', workspaceId: ws, traceId: 't1', spanId: 's1', detector: 'pii', rule: 'pii.email',
+    category: 'email', severity: 'medium', field: 'prompt', start: 10, end: 25, preview: 'j***@example.com',
+    score: 1, action: 'redact', createdAtMs: T0, ...over,
+  };
+}
+
+function policy(ws: string, over: Partial<PolicyRecord> = {}): PolicyRecord {
+  return {
+    recordType: 'policy', workspaceId: ws, traceId: 't1', spanId: 's1', policyVersion: 3, decision: 'redact',
+    reasons: '[{"code":"pii","message":"email"}]', createdAtMs: T0, ...over,
+  };
+}
+
+function audit(ws: string, over: Partial<AuditRecord> = {}): AuditRecord {
+  return {
+    recordType: 'audit', workspaceId: ws, chainId: 'c1', seq: 1, atMs: T0, actor: 'k_abc', action: 'ingest',
+    route: 'POST /v1/traces', outcome: 'ok', accepted: 10, rejected: 0, details: '{"spans":10}',
+    prevHash: '0'.repeat(64), hash: 'a'.repeat(64), ...over,
+  };
+}
+
+function alert(ws: string, over: Partial<AlertRecord> = {}): AlertRecord {
+  return {
+    recordType: 'alert', workspaceId: ws, alertId: 'al1', ruleId: 'r-latency', kind: 'latency', severity: 'high',
+    message: 'p95 latency above 2000 ms', traceId: 't1', value: 2345.5, threshold: 2000, windowStartMs: T0 - 300_000,
+    atMs: T0, delivered: '', ...over,
+  };
+}
+
+function verification(ws: string, over: Partial<VerificationRecord> = {}): VerificationRecord {
+  return {
+    recordType: 'verification', workspaceId: ws, traceId: 't1', spanIds: ['s1', 's2'], spanVersions: [T0, T0 + 1],
+    contentHash: 'c'.repeat(64), chainId: 'vc1', seq: 1, prevHash: '0'.repeat(64), hash: 'd'.repeat(64), createdAtMs: T0, ...over,
+  };
+}
+
+function checkpoint(ws: string, over: Partial<CheckpointRecord> = {}): CheckpointRecord {
+  return {
+    recordType: 'checkpoint', workspaceId: ws, chainId: 'vc1', seq: 1, headHash: 'd'.repeat(64), keyId: 'sk_1',
+    signature: 'c2lnbmF0dXJl', atMs: T0, ...over,
+  };
+}
+
+function llmSpan(ws: string, spanId: string, startMs: number, over: Partial<SpanRecord> = {}): SpanRecord {
+  return {
+    ...emptySpan(ws, 'native'), traceId: `tr-${spanId}`, spanId, kind: 'llm', name: 'chat',
+    startTimeNs: (BigInt(startMs) * 1_000_000n + 123n).toString(), endTimeNs: (BigInt(startMs + 100) * 1_000_000n).toString(),
+    durationMs: 100, model: 'gpt-4o', ingestedAtMs: startMs + 5, ...over,
+  };
+}
+
+type Lister<T> = (cursor?: string) => Promise<Page<T>>;
+
+async function allPages<T>(list: Lister<T>, limit: number): Promise<T[]> {
+  const out: T[] = [];
+  let cursor: string | undefined;
+  for (let guard = 0; guard < 1000; guard++) {
+    const page = await list(cursor);
+    expect(page.items.length).to.be.at.most(limit);
+    out.push(...page.items);
+    if (!page.nextCursor) return out;
+    cursor = page.nextCursor;
+  }
+  throw new Error('pagination did not end');
+}
+
+async function rejects400(p: Promise<unknown>): Promise<void> {
+  const err = await p.then(() => null, (e: unknown) => e);
+  expect(err).to.be.instanceOf(HttpError);
+  expect((err as HttpError).status).to.equal(400);
+}
+
+function enrichmentContract(name: string, factory: StoreFactory): void {
+  describe(`enrichment contract: ${name}`, function () {
+    let h: StoreHarness;
+    let s: Storage;
+
+    before(async function () {
+      h = await factory();
+      s = h.storage;
+    });
+    after(async function () {
+      await h?.destroy();
+    });
+
+    it('round-trips every field of every record type exactly', async function () {
+      const ws = 'ws-rt';
+      const f = finding(ws, {
+        traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', detector: 'injection',
+        rule: 'injection.ignore_previous', category: 'prompt_injection', severity: 'critical', field: 'attribute:gen_ai.prompt',
+        start: 2 ** 40 + 3, end: 2 ** 40 + 99, preview: NASTY, score: 0.1 + 0.2, action: 'block', createdAtMs: 2 ** 52 + 1,
+      });
+      const p = policy(ws, { traceId: f.traceId, spanId: f.spanId, policyVersion: 2 ** 33, decision: 'block', reasons: `[{"message":${JSON.stringify(NASTY)}}]`, createdAtMs: T0 + 7 });
+      const a = audit(ws, {
+        chainId: 'chain-😀', seq: 2 ** 45, atMs: T0 + 9, actor: NASTY, action: 'policy.update', route: 'PUT /api/settings',
+        outcome: 'partial', accepted: 2 ** 35, rejected: 7, details: JSON.stringify({ note: NASTY }), prevHash: 'p'.repeat(64), hash: 'h'.repeat(64),
+      });
+      const al = alert(ws, {
+        alertId: 'alert-\'x\'', ruleId: NASTY, kind: 'cost', severity: 'low', message: NASTY, traceId: '',
+        value: 2.0846316870860149e-7, threshold: 1e21, windowStartMs: 1, atMs: T0 + 11, delivered: 'HTTP 500: "boom"',
+      });
+      const v = verification(ws, {
+        traceId: f.traceId, spanIds: ['a', NASTY, ''], spanVersions: [0, 2 ** 53 - 1, T0], contentHash: 'x'.repeat(64),
+        chainId: 'vc-😀', seq: 2 ** 40, prevHash: 'y'.repeat(64), hash: 'z'.repeat(64), createdAtMs: T0 + 13,
+      });
+      const empty = verification(ws, { traceId: 'no-spans', spanIds: [], spanVersions: [], chainId: 'vc-😀', seq: 2 ** 40 + 1 });
+      const cp = checkpoint(ws, { chainId: 'vc-😀', seq: 2 ** 40 + 1, headHash: NASTY, keyId: 'key 1', signature: 'AAEC/+==', atMs: T0 + 17 });
+      await s.insertEnrichment([f, p, a, al, v, empty, cp]);
+
+      expect((await s.listFindings(ws, { limit: 10 })).items).to.deep.equal([f]);
+      expect(await s.getPolicyRecords(ws, p.traceId)).to.deep.equal([p]);
+      expect((await s.listAudit(ws, { limit: 10 })).items).to.deep.equal([a]);
+      expect(await s.auditChain(ws)).to.deep.equal([a]);
+      expect((await s.listAlerts(ws, { limit: 10 })).items).to.deep.equal([al]);
+      expect(await s.getVerification(ws, v.traceId)).to.deep.equal([v]);
+      expect(await s.verificationChain(ws)).to.deep.equal({ records: [v, empty], checkpoints: [cp] });
+      const [got] = (await s.listAlerts(ws, { limit: 1 })).items;
+      expect(Object.is(got?.value, 2.0846316870860149e-7)).to.equal(true);
+      expect((await s.listFindings(ws, { limit: 1 })).items[0]?.score).to.equal(0.30000000000000004);
+      // survives a restart
+      s = await h.reopen();
+      expect((await s.listFindings(ws, { limit: 10 })).items).to.deep.equal([f]);
+    });
+
+    it('replaces lone surrogates and normalizes non-finite numbers instead of failing the batch', async function () {
+      const ws = 'ws-norm';
+      await s.insertEnrichment([
+        finding(ws, { preview: 'a\ud800b', score: Number.NaN }),
+        alert(ws, { message: 'x\udc00', value: Number.POSITIVE_INFINITY, threshold: -0.5 }),
+      ]);
+      const [f] = (await s.listFindings(ws, { limit: 10 })).items;
+      expect([f?.preview, f?.score]).to.deep.equal(['a\ufffdb', 0]);
+      const [a] = (await s.listAlerts(ws, { limit: 10 })).items;
+      expect([a?.message, a?.value, a?.threshold]).to.deep.equal(['x\ufffd', 0, -0.5]);
+    });
+
+    it('is idempotent per natural key: re-inserting a batch changes nothing', async function () {
+      const ws = 'ws-idem';
+      const batch = [
+        finding(ws), finding(ws, { start: 30, end: 40 }), finding(ws, { rule: 'pii.phone', category: 'phone' }),
+        policy(ws), policy(ws, { spanId: 's2' }),
+        audit(ws), audit(ws, { seq: 2, atMs: T0 + 1 }),
+        alert(ws), alert(ws, { alertId: 'al2' }),
+        verification(ws), verification(ws, { seq: 2, traceId: 't2' }),
+        checkpoint(ws), checkpoint(ws, { seq: 2 }),
+      ];
+      const snapshot = async () => ({
+        findings: (await s.listFindings(ws, { limit: 100 })).items,
+        policies: await s.getPolicyRecords(ws, 't1'),
+        audit: await s.auditChain(ws),
+        alerts: (await s.listAlerts(ws, { limit: 100 })).items,
+        chain: await s.verificationChain(ws),
+      });
+      await s.insertEnrichment(batch);
+      const first = await snapshot();
+      expect(first.findings).to.have.length(3);
+      expect(first.policies).to.have.length(2);
+      expect(first.audit).to.have.length(2);
+      expect(first.alerts).to.have.length(2);
+      expect(first.chain.records).to.have.length(2);
+      expect(first.chain.checkpoints).to.have.length(2);
+      await s.insertEnrichment(batch);
+      await s.insertEnrichment([...batch, ...batch]); // duplicates within one batch too
+      expect(await snapshot()).to.deep.equal(first);
+    });
+
+    it('keeps the newest version of versioned records (findings, policy, alerts), also against older replays', async function () {
+      const ws = 'ws-ver';
+      await s.insertEnrichment([policy(ws, { decision: 'flag', createdAtMs: T0 + 10 })]);
+      await s.insertEnrichment([policy(ws, { decision: 'allow', createdAtMs: T0 + 5 })]); // older replay
+      expect((await s.getPolicyRecords(ws, 't1')).map((r) => r.decision)).to.deep.equal(['flag']);
+      // newer, and a month later: another ClickHouse partition
+      await s.insertEnrichment([policy(ws, { decision: 'block', createdAtMs: T0 + 40 * DAY })]);
+      expect((await s.getPolicyRecords(ws, 't1')).map((r) => [r.decision, r.createdAtMs])).to.deep.equal([['block', T0 + 40 * DAY]]);
+      // within one batch: highest version, the later one on a tie
+      await s.insertEnrichment([
+        alert(ws, { delivered: 'first', atMs: T0 }), alert(ws, { delivered: 'second', atMs: T0 }), alert(ws, { delivered: 'old', atMs: T0 - 1 }),
+      ]);
+      expect((await s.listAlerts(ws, { limit: 10 })).items.map((a) => a.delivered)).to.deep.equal(['second']);
+      // a later write with the same version wins (delivery status updated)
+      await s.insertEnrichment([alert(ws, { delivered: 'ok', atMs: T0 })]);
+      expect((await s.listAlerts(ws, { limit: 10 })).items.map((a) => a.delivered)).to.deep.equal(['ok']);
+      // a finding reprocessed a month later moves, once
+      await s.insertEnrichment([finding(ws, { createdAtMs: T0 })]);
+      await s.insertEnrichment([finding(ws, { createdAtMs: T0 + 40 * DAY, action: 'block' })]);
+      const items = (await s.listFindings(ws, { limit: 10 })).items;
+      expect(items.map((f) => [f.createdAtMs, f.action])).to.deep.equal([[T0 + 40 * DAY, 'block']]);
+      // the old version is not found through a time filter on its old time either
+      expect((await s.listFindings(ws, { limit: 10, toMs: T0 + DAY })).items).to.deep.equal([]);
+    });
+
+    it('isolates workspaces sharing ids', async function () {
+      for (const ws of ['ws-iso-a', 'ws-iso-b']) {
+        await s.insertEnrichment([
+          finding(ws, { preview: ws }), policy(ws, { reasons: ws }), audit(ws, { details: ws }), alert(ws, { message: ws }),
+          verification(ws, { contentHash: ws }), checkpoint(ws, { headHash: ws }),
+        ]);
+      }
+      for (const ws of ['ws-iso-a', 'ws-iso-b']) {
+        expect((await s.listFindings(ws, { limit: 10 })).items.map((r) => r.preview)).to.deep.equal([ws]);
+        expect((await s.getPolicyRecords(ws, 't1')).map((r) => r.reasons)).to.deep.equal([ws]);
+        expect((await s.listAudit(ws, { limit: 10 })).items.map((r) => r.details)).to.deep.equal([ws]);
+        expect((await s.auditChain(ws)).map((r) => r.details)).to.deep.equal([ws]);
+        expect((await s.listAlerts(ws, { limit: 10 })).items.map((r) => r.message)).to.deep.equal([ws]);
+        expect((await s.getVerification(ws, 't1')).map((r) => r.contentHash)).to.deep.equal([ws]);
+        const chain = await s.verificationChain(ws);
+        expect([chain.records.map((r) => r.contentHash), chain.checkpoints.map((r) => r.headHash)]).to.deep.equal([[ws], [ws]]);
+      }
+      const none = 'ws-iso-none';
+      expect(await s.listFindings(none, { limit: 10 })).to.deep.equal({ items: [], nextCursor: null });
+      expect(await s.listAudit(none, { limit: 10 })).to.deep.equal({ items: [], nextCursor: null });
+      expect(await s.listAlerts(none, { limit: 10 })).to.deep.equal({ items: [], nextCursor: null });
+      expect(await s.getPolicyRecords(none, 't1')).to.deep.equal([]);
+      expect(await s.auditChain(none)).to.deep.equal([]);
+      expect(await s.getVerification(none, 't1')).to.deep.equal([]);
+      expect(await s.verificationChain(none)).to.deep.equal({ records: [], checkpoints: [] });
+      expect(await s.usage(none, { groupBy: 'model', bucket: 'hour' })).to.deep.equal([]);
+      expect(await s.findingsDaily(none, {})).to.deep.equal([]);
+      const wss = await s.verificationWorkspaces();
+      expect(wss).to.include.members(['ws-iso-a', 'ws-iso-b']);
+      expect(wss).to.not.include(none);
+      expect(wss).to.deep.equal([...new Set(wss)].sort());
+    });
+
+    it('returns policy records of one trace, newest per span, in (createdAtMs, spanId) order', async function () {
+      const ws = 'ws-pol';
+      await s.insertEnrichment([
+        policy(ws, { spanId: 'b', createdAtMs: T0 + 2 }), policy(ws, { spanId: 'a', createdAtMs: T0 + 2 }),
+        policy(ws, { spanId: 'c', createdAtMs: T0 + 1 }), policy(ws, { traceId: 'other', spanId: 'z' }),
+      ]);
+      expect((await s.getPolicyRecords(ws, 't1')).map((r) => r.spanId)).to.deep.equal(['c', 'a', 'b']);
+      expect(await s.getPolicyRecords(ws, 'missing')).to.deep.equal([]);
+    });
+
+    describe('listFindings', function () {
+      const ws = 'ws-find';
+      const all: FindingRecord[] = [];
+      before(async function () {
+        // 3 traces × 2 spans × 2 rules × 2 offsets; createdAtMs repeats so ties need the full key
+        let i = 0;
+        for (const traceId of ['ta', 'tb', 'tc']) {
+          for (const spanId of ['s1', 's2']) {
+            for (const [detector, rule, category] of [['pii', 'pii.email', 'email'], ['secret', 'secret.aws', 'api_key']] as const) {
+              for (const start of [5, 100]) {
+                all.push(finding(ws, { traceId, spanId, detector, rule, category, start, end: start + 3, createdAtMs: T0 + (i++ % 5) * 1000 }));
+              }
+            }
+          }
+        }
+        await s.insertEnrichment(all.slice(0, 10));
+        await s.insertEnrichment(all.slice(10));
+      });
+
+      const sorted = (rows: FindingRecord[]) => [...rows].sort((a, b) =>
+        b.createdAtMs - a.createdAtMs || cmp(b.traceId, a.traceId) || cmp(b.spanId, a.spanId) || cmp(b.field, a.field)
+        || cmp(b.rule, a.rule) || b.start - a.start);
+
+      it('lists newest first with the full key as tie-break', async function () {
+        const page = await s.listFindings(ws, { limit: 1000 });
+        expect(page.items).to.deep.equal(sorted(all));
+        expect(page.nextCursor).to.equal(null);
+      });
+
+      it('filters by traceId, category, detector and time (from inclusive, to exclusive)', async function () {
+        const q = async (f: Omit<Parameters<Storage['listFindings']>[1], 'limit'>) => (await s.listFindings(ws, { limit: 1000, ...f })).items;
+        expect(await q({ traceId: 'tb' })).to.deep.equal(sorted(all.filter((f) => f.traceId === 'tb')));
+        expect(await q({ category: 'api_key' })).to.deep.equal(sorted(all.filter((f) => f.category === 'api_key')));
+        expect(await q({ detector: 'pii', traceId: 'tc' })).to.deep.equal(sorted(all.filter((f) => f.detector === 'pii' && f.traceId === 'tc')));
+        expect(await q({ fromMs: T0 + 1000, toMs: T0 + 3000 })).to.deep.equal(sorted(all.filter((f) => f.createdAtMs >= T0 + 1000 && f.createdAtMs < T0 + 3000)));
+        expect(await q({ category: 'nope' })).to.deep.equal([]);
+      });
+
+      it('paginates with a keyset cursor: no duplicates, no gaps', async function () {
+        for (const limit of [1, 2, 5, 7, 24, 50]) {
+          expect(await allPages((cursor) => s.listFindings(ws, { limit, ...(cursor ? { cursor } : {}) }), limit)).to.deep.equal(sorted(all), `limit ${limit}`);
+        }
+        const filtered = sorted(all.filter((f) => f.detector === 'secret' && f.createdAtMs >= T0 + 1000));
+        expect(await allPages((cursor) => s.listFindings(ws, { limit: 3, detector: 'secret', fromMs: T0 + 1000, ...(cursor ? { cursor } : {}) }), 3)).to.deep.equal(filtered);
+        expect((await s.listFindings(ws, { limit: 24 })).nextCursor).to.equal(null);
+      });
+
+      it('rejects a malformed cursor with a 400', async function () {
+        const page = await s.listAudit('ws-find', { limit: 1 }); // empty; any foreign-shaped cursor
+        expect(page.nextCursor).to.equal(null);
+        const auditShaped = Buffer.from(JSON.stringify({ s: '1', t: '["c",1]' })).toString('base64url');
+        for (const cursor of ['garbage', auditShaped, Buffer.from('{"s":"1","t":"[1,2,3,4,5]"}').toString('base64url')]) {
+          await rejects400(s.listFindings(ws, { limit: 2, cursor }));
+        }
+      });
+    });
+
+    describe('listAudit and auditChain', function () {
+      const ws = 'ws-audit';
+      const all: AuditRecord[] = [];
+      before(async function () {
+        for (const chainId of ['chain-b', 'chain-a']) {
+          for (let seq = 1; seq <= 12; seq++) {
+            all.push(audit(ws, {
+              chainId, seq, atMs: T0 + Math.floor(seq / 3) * 1000, // equal times within and across chains
+              action: seq % 4 === 0 ? 'key.create' : 'ingest', actor: seq % 2 ? 'k_1' : 'cli',
+              outcome: seq % 5 === 0 ? 'rejected' : 'ok', prevHash: `${chainId}-${seq - 1}`, hash: `${chainId}-${seq}`,
+            }));
+          }
+        }
+        // out of order, across batches
+        await s.insertEnrichment([...all].reverse().slice(0, 7));
+        await s.insertEnrichment([...all].reverse().slice(7));
+      });
+      const newest = (rows: AuditRecord[]) => [...rows].sort((a, b) => b.atMs - a.atMs || cmp(b.chainId, a.chainId) || b.seq - a.seq);
+
+      it('returns the chain in (chainId, seq) order', async function () {
+        const chain = await s.auditChain(ws);
+        expect(chain).to.deep.equal([...all].sort((a, b) => cmp(a.chainId, b.chainId) || a.seq - b.seq));
+        expect(chain.slice(0, 3).map((r) => [r.chainId, r.seq])).to.deep.equal([['chain-a', 1], ['chain-a', 2], ['chain-a', 3]]);
+      });
+
+      it('lists newest first by (atMs, chainId, seq), filters, and paginates', async function () {
+        expect((await s.listAudit(ws, { limit: 1000 })).items).to.deep.equal(newest(all));
+        expect((await s.listAudit(ws, { limit: 1000, action: 'key.create' })).items).to.deep.equal(newest(all.filter((r) => r.action === 'key.create')));
+        expect((await s.listAudit(ws, { limit: 1000, actor: 'cli', outcome: 'ok' })).items)
+          .to.deep.equal(newest(all.filter((r) => r.actor === 'cli' && r.outcome === 'ok')));
+        expect((await s.listAudit(ws, { limit: 1000, fromMs: T0 + 1000, toMs: T0 + 3000 })).items)
+          .to.deep.equal(newest(all.filter((r) => r.atMs >= T0 + 1000 && r.atMs < T0 + 3000)));
+        for (const limit of [1, 4, 5, 24]) {
+          expect(await allPages((cursor) => s.listAudit(ws, { limit, ...(cursor ? { cursor } : {}) }), limit)).to.deep.equal(newest(all), `limit ${limit}`);
+        }
+        expect(await allPages((cursor) => s.listAudit(ws, { limit: 2, actor: 'k_1', ...(cursor ? { cursor } : {}) }), 2))
+          .to.deep.equal(newest(all.filter((r) => r.actor === 'k_1')));
+        await rejects400(s.listAudit(ws, { limit: 2, cursor: 'x' }));
+      });
+    });
+
+    describe('listAlerts', function () {
+      const ws = 'ws-alerts';
+      const all: AlertRecord[] = [];
+      before(async function () {
+        for (let i = 0; i < 17; i++) {
+          all.push(alert(ws, {
+            alertId: `al-${String(i).padStart(2, '0')}`, ruleId: i % 3 ? 'r-cost' : 'r-latency', kind: i % 3 ? 'cost' : 'latency',
+            atMs: T0 + Math.floor(i / 4) * 1000, value: i * 1.5,
+          }));
+        }
+        await s.insertEnrichment(all);
+      });
+      const newest = (rows: AlertRecord[]) => [...rows].sort((a, b) => b.atMs - a.atMs || cmp(b.alertId, a.alertId));
+
+      it('lists newest first, filters by kind, ruleId and time, and paginates', async function () {
+        expect((await s.listAlerts(ws, { limit: 1000 })).items).to.deep.equal(newest(all));
+        expect((await s.listAlerts(ws, { limit: 1000, kind: 'latency' })).items).to.deep.equal(newest(all.filter((a) => a.kind === 'latency')));
+        expect((await s.listAlerts(ws, { limit: 1000, ruleId: 'r-cost', fromMs: T0 + 2000 })).items)
+          .to.deep.equal(newest(all.filter((a) => a.ruleId === 'r-cost' && a.atMs >= T0 + 2000)));
+        expect((await s.listAlerts(ws, { limit: 1000, toMs: T0 + 1000 })).items).to.deep.equal(newest(all.filter((a) => a.atMs < T0 + 1000)));
+        for (const limit of [1, 3, 4, 16, 17]) {
+          expect(await allPages((cursor) => s.listAlerts(ws, { limit, ...(cursor ? { cursor } : {}) }), limit)).to.deep.equal(newest(all), `limit ${limit}`);
+        }
+        await rejects400(s.listAlerts(ws, { limit: 2, cursor: Buffer.from('{"s":"1","t":"[1]"}').toString('base64url') }));
+      });
+    });
+
+    it('returns verification records and checkpoints in chain order; a trace\'s records across chains', async function () {
+      const ws = 'ws-verif';
+      const recs: VerificationRecord[] = [];
+      for (const chainId of ['v-2', 'v-1']) {
+        for (let seq = 1; seq <= 6; seq++) {
+          recs.push(verification(ws, { chainId, seq, traceId: seq % 3 === 0 ? 'shared' : `${chainId}-t${seq}`, hash: `${chainId}-${seq}` }));
+        }
+      }
+      const cps = [checkpoint(ws, { chainId: 'v-2', seq: 6 }), checkpoint(ws, { chainId: 'v-1', seq: 3 }), checkpoint(ws, { chainId: 'v-1', seq: 6 })];
+      await s.insertEnrichment([...recs, ...cps].reverse());
+      const byChain = <T extends { chainId: string; seq: number }>(xs: T[]) => [...xs].sort((a, b) => cmp(a.chainId, b.chainId) || a.seq - b.seq);
+      expect(await s.verificationChain(ws)).to.deep.equal({ records: byChain(recs), checkpoints: byChain(cps) });
+      expect((await s.getVerification(ws, 'shared')).map((r) => [r.chainId, r.seq])).to.deep.equal([['v-1', 3], ['v-1', 6], ['v-2', 3], ['v-2', 6]]);
+      expect(await s.getVerification(ws, 'v-1-t1')).to.deep.equal([recs.find((r) => r.traceId === 'v-1-t1')]);
+      expect(await s.getVerification(ws, 'missing')).to.deep.equal([]);
+      expect(await s.verificationWorkspaces()).to.include(ws);
+    });
+
+    describe('analytics', function () {
+      const ws = 'ws-usage';
+      const h0 = Math.floor(T0 / DAY) * DAY + 22 * HOUR; // 22:00 UTC: the day changes two hours later
+      before(async function () {
+        await s.insertSpans([
+          llmSpan(ws, 'a1', h0 + 1000, { durationMs: 100, promptTokens: 10, completionTokens: 5, totalTokens: 15, costUsd: 0.001 }),
+          llmSpan(ws, 'a2', h0 + 2000, { durationMs: 300, status: 'error', promptTokens: 20, completionTokens: 0, totalTokens: 20, costUsd: 0.002 }),
+          llmSpan(ws, 'a3', h0 + 3000, { durationMs: 200, model: 'claude', environment: 'prod', promptTokens: 1, completionTokens: 1, totalTokens: 2, costUsd: 0.5 }),
+          llmSpan(ws, 'b1', h0 + HOUR + 5, { durationMs: 50, actionName: 'triage', source: 'otlp' }),
+          llmSpan(ws, 'c1', h0 + 2 * HOUR + 5, { durationMs: 70, costUsd: 0.25 }), // next UTC day
+          // not counted: other kinds, other workspaces
+          llmSpan(ws, 'x1', h0 + 1000, { kind: 'tool', durationMs: 9999, promptTokens: 999 }),
+          llmSpan('ws-usage-other', 'y1', h0 + 1000, { durationMs: 1 }),
+        ]);
+        // a second batch into the same hour: the rollup merges states of several inserts
+        await s.insertSpans([llmSpan(ws, 'a4', h0 + 4000, { durationMs: 400, promptTokens: 1, completionTokens: 2, totalTokens: 3, costUsd: 0.004 })]);
+        await s.insertEnrichment([
+          finding(ws, { createdAtMs: h0 + 5 }), finding(ws, { start: 1, createdAtMs: h0 + 6 }),
+          finding(ws, { rule: 'secret.aws', category: 'api_key', severity: 'critical', createdAtMs: h0 + 7 }),
+          finding(ws, { spanId: 's9', createdAtMs: h0 + 2 * HOUR + 1 }),
+          finding('ws-usage-other', { createdAtMs: h0 }),
+        ]);
+      });
+
+      const iso = (ms: number) => new Date(ms).toISOString();
+      const row = (bucketMs: number, key: string, durations: number[], over: Partial<UsageRow>): UsageRow => {
+        const d = [...durations].sort((a, b) => a - b);
+        return {
+          bucketStart: iso(bucketMs), key, requests: d.length, errors: 0, errorRate: 0, promptTokens: 0, completionTokens: 0,
+          totalTokens: 0, costUsd: 0, p50Ms: interpolatedQuantile(d, 0.5), p95Ms: interpolatedQuantile(d, 0.95), p99Ms: interpolatedQuantile(d, 0.99),
+          ...over,
+        };
+      };
+
+      it('rolls LLM spans up per hour and group', async function () {
+        expect(await s.usage(ws, { groupBy: 'model', bucket: 'hour' })).to.deep.equal([
+          row(h0, 'claude', [200], { promptTokens: 1, completionTokens: 1, totalTokens: 2, costUsd: 0.5 }),
+          row(h0, 'gpt-4o', [100, 300, 400], { errors: 1, errorRate: 1 / 3, promptTokens: 31, completionTokens: 7, totalTokens: 38, costUsd: 0.007 }),
+          row(h0 + HOUR, 'gpt-4o', [50], {}),
+          row(h0 + 2 * HOUR, 'gpt-4o', [70], { costUsd: 0.25 }),
+        ]);
+        const bySource = await s.usage(ws, { groupBy: 'source', bucket: 'hour' });
+        expect(bySource.map((r) => [r.bucketStart, r.key, r.requests])).to.deep.equal([
+          [iso(h0), 'native', 4], [iso(h0 + HOUR), 'otlp', 1], [iso(h0 + 2 * HOUR), 'native', 1],
+        ]);
+        const byAction = await s.usage(ws, { groupBy: 'actionName', bucket: 'hour' });
+        expect(byAction.map((r) => [r.key, r.requests])).to.deep.equal([['', 4], ['triage', 1], ['', 1]]);
+      });
+
+      it('rolls hours up into UTC days', async function () {
+        const day0 = Math.floor(h0 / DAY) * DAY;
+        expect(await s.usage(ws, { groupBy: 'environment', bucket: 'day' })).to.deep.equal([
+          row(day0, '', [100, 300, 400, 50], { errors: 1, errorRate: 0.25, promptTokens: 31, completionTokens: 7, totalTokens: 38, costUsd: 0.007 }),
+          row(day0, 'prod', [200], { promptTokens: 1, completionTokens: 1, totalTokens: 2, costUsd: 0.5 }),
+          row(day0 + DAY, '', [70], { costUsd: 0.25 }),
+        ]);
+      });
+
+      it('filters on the hour bucket: an hour is included when it overlaps [fromMs, toMs)', async function () {
+        const keys = async (q: Partial<UsageQuery>) =>
+          (await s.usage(ws, { groupBy: 'model', bucket: 'hour', ...q })).map((r) => `${r.bucketStart.slice(11, 13)}:${r.key}:${r.requests}`);
+        expect(await keys({ fromMs: h0 + HOUR })).to.deep.equal(['23:gpt-4o:1', '00:gpt-4o:1']);
+        // mid-hour bounds: the whole 22:00 hour is in, the 00:00 hour starts at toMs and is out
+        expect(await keys({ fromMs: h0 + 3500, toMs: h0 + 2 * HOUR })).to.deep.equal(['22:claude:1', '22:gpt-4o:3', '23:gpt-4o:1']);
+        expect(await keys({ toMs: h0 + 2 * HOUR + 1 })).to.have.length(4);
+        expect(await keys({ fromMs: h0 + 3 * HOUR })).to.deep.equal([]);
+        // a day bucket at the edge holds only the hours in range
+        const days = await s.usage(ws, { groupBy: 'model', bucket: 'day', fromMs: h0 + HOUR });
+        expect(days.map((r) => [r.bucketStart.slice(0, 10), r.requests])).to.deep.equal([[iso(h0).slice(0, 10), 1], [iso(h0 + DAY).slice(0, 10), 1]]);
+      });
+
+      it('rejects an unknown groupBy or bucket with a 400', async function () {
+        await rejects400(s.usage(ws, { groupBy: 'nope' as UsageQuery['groupBy'], bucket: 'hour' }));
+        await rejects400(s.usage(ws, { groupBy: 'model', bucket: 'week' as UsageQuery['bucket'] }));
+      });
+
+      it('counts findings per UTC day, category and severity', async function () {
+        const d0 = iso(h0).slice(0, 10);
+        const d1 = iso(h0 + DAY).slice(0, 10);
+        expect(await s.findingsDaily(ws, {})).to.deep.equal([
+          { day: d0, category: 'api_key', severity: 'critical', count: 1 },
+          { day: d0, category: 'email', severity: 'medium', count: 2 },
+          { day: d1, category: 'email', severity: 'medium', count: 1 },
+        ]);
+        expect((await s.findingsDaily(ws, { fromMs: h0 + 2 * HOUR })).map((r) => r.day)).to.deep.equal([d1]);
+        expect((await s.findingsDaily(ws, { toMs: h0 + 2 * HOUR })).map((r) => r.day)).to.deep.equal([d0, d0]);
+        expect((await s.findingsDaily(ws, { toMs: h0 + 2 * HOUR + 1 }))).to.have.length(3);
+      });
+    });
+  });
+}
+
+function cmp(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+for (const [name, factory] of BACKENDS) enrichmentContract(name, factory);
+
+describe('enrichment schema: clickhouse', function () {
+  let h: StoreHarness;
+  before(async function () {
+    const ch = BACKENDS.find(([n]) => n === 'clickhouse');
+    h = await ch![1]();
+  });
+  after(async function () {
+    await h?.destroy();
+  });
+
+  it('every migration statement can run again (two collectors migrating at once)', async function () {
+    const db = (h.storage as unknown as { db: string }).db;
+    const client = (h.storage as unknown as { client: { command(o: { query: string }): Promise<unknown> } }).client;
+    for (const m of CLICKHOUSE_MIGRATIONS) for (const sql of m.statements(db)) await client.command({ query: sql });
+    await h.storage.insertSpans([llmSpan('ws-mig', 's', T0)]);
+    // still one view per rollup: a second one would count every span twice
+    expect((await h.storage.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => r.requests)).to.deep.equal([1]);
+  });
+});
+
+// ---- both backends, same data, same answers ----
+
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function usageDataset(ws: string): { spans: SpanRecord[]; findings: FindingRecord[] } {
+  const r = rng(7);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const base = Math.floor(T0 / HOUR) * HOUR - 20 * HOUR; // spans over ~30 hours, across a UTC day boundary
+  const spans: SpanRecord[] = [];
+  for (let i = 0; i < 400; i++) {
+    const start = base + Math.floor(r() * 30 * HOUR);
+    spans.push(llmSpan(ws, `s${i}`, start, {
+      kind: r() < 0.85 ? 'llm' : pick(['tool', 'agent', 'chain'] as const),
+      model: pick(['gpt-4o', 'gpt-4o-mini', 'claude-sonnet', '']),
+      actionName: pick(['', 'triage', 'summarize', 'extract']),
+      environment: pick(['prod', 'staging', '']),
+      source: pick(['native', 'otlp', 'proxy', 'agents'] as const),
+      status: pick(['completed', 'completed', 'completed', 'error', 'blocked']),
+      // a mix of whole, fractional, tiny and heavy-tailed latencies, with ties
+      durationMs: pick([() => Math.floor(r() * 2000), () => r() * 5000, () => r() * 1e-3, () => 1 / (r() + 1e-3) * 100, () => 250])(),
+      promptTokens: Math.floor(r() * 8000),
+      completionTokens: Math.floor(r() * 1000),
+      totalTokens: Math.floor(r() * 9000),
+      costUsd: r() * 0.05,
+    }));
+  }
+  const findings: FindingRecord[] = [];
+  for (let i = 0; i < 150; i++) {
+    findings.push(finding(ws, {
+      traceId: `t${i % 40}`, spanId: `s${i}`, start: i, createdAtMs: base + Math.floor(r() * 50 * HOUR),
+      ...pick([{ category: 'email', rule: 'pii.email' }, { category: 'api_key', rule: 'secret.aws' }, { category: 'prompt_injection', rule: 'inj' }]),
+      severity: pick(['low', 'medium', 'high', 'critical'] as const),
+    }));
+  }
+  return { spans, findings };
+}
+
+describe('enrichment analytics: backends agree', function () {
+  const harnesses: StoreHarness[] = [];
+  const ws = 'ws-agree-usage';
+  const { spans, findings } = usageDataset(ws);
+
+  before(async function () {
+    for (const [, factory] of BACKENDS) {
+      const h = await factory();
+      harnesses.push(h);
+      // several inserts: the rollup merges partial states written by each
+      for (let i = 0; i < spans.length; i += 90) await h.storage.insertSpans(spans.slice(i, i + 90));
+      await h.storage.insertEnrichment(findings.slice(0, 70));
+      await h.storage.insertEnrichment(findings.slice(70));
+    }
+  });
+  after(async function () {
+    for (const h of harnesses) await h.destroy();
+  });
+
+  // Counts and tokens are integers: exact. Cost is a float sum whose rounding depends on the
+  // summation order, which differs between engines: within 1e-9 (both Kahan-sum and round to
+  // 15 significant digits, so in practice equal). Quantiles: exact — ClickHouse's `quantiles`
+  // reservoir holds every value while a merged group has <= 8192 spans, and DuckDB reproduces
+  // its interpolation with the same float operations (see enrichment.ts).
+  function expectAgree(a: UsageRow[], b: UsageRow[], label: string): void {
+    expect(a.length, label).to.equal(b.length);
+    for (let i = 0; i < a.length; i++) {
+      const x = a[i]!;
+      const y = b[i]!;
+      expect(Math.abs(x.costUsd - y.costUsd), `${label} cost row ${i}`).to.be.at.most(1e-9);
+      expect({ ...x, costUsd: 0 }, `${label} row ${i}`).to.deep.equal({ ...y, costUsd: 0 });
+    }
+  }
+
+  for (const groupBy of ['model', 'actionName', 'environment', 'source'] as const) {
+    for (const bucket of ['hour', 'day'] as const) {
+      it(`usage by ${groupBy} per ${bucket}`, async function () {
+        const ranges: Array<Partial<UsageQuery>> = [{}, { fromMs: T0 - 7.5 * HOUR, toMs: T0 + 2.25 * HOUR }];
+        for (const range of ranges) {
+          const [ch, duck] = await Promise.all(harnesses.map((h) => h.storage.usage(ws, { groupBy, bucket, ...range })));
+          expectAgree(ch!, duck!, `${groupBy}/${bucket} ${JSON.stringify(range)}`);
+          expect(ch!.length).to.be.greaterThan(2);
+        }
+        // the whole range adds up to the LLM spans of the data set
+        const whole = await harnesses[0]!.storage.usage(ws, { groupBy, bucket });
+        const llm = spans.filter((s) => s.kind === 'llm');
+        expect(whole.reduce((n, r) => n + r.requests, 0)).to.equal(llm.length);
+        expect(whole.reduce((n, r) => n + r.errors, 0)).to.equal(llm.filter((s) => s.status === 'error').length);
+        expect(whole.reduce((n, r) => n + r.totalTokens, 0)).to.equal(llm.reduce((n, s) => n + s.totalTokens, 0));
+      });
+    }
+  }
+
+  it('findingsDaily', async function () {
+    for (const q of [{}, { fromMs: T0 - 5 * HOUR }, { fromMs: T0 - 30 * HOUR, toMs: T0 + 1 }]) {
+      const [ch, duck] = await Promise.all(harnesses.map((h) => h.storage.findingsDaily(ws, q)));
+      expect(ch).to.deep.equal(duck);
+      expect(ch!.length).to.be.greaterThan(3);
+    }
+    const all = await harnesses[0]!.storage.findingsDaily(ws, {});
+    expect(all.reduce((n, r) => n + r.count, 0)).to.equal(findings.length);
+  });
+});
