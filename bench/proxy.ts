@@ -149,7 +149,10 @@ export async function runProxyBench(seconds: number): Promise<void> {
     // Warm up pools, JIT and the spool before measuring.
     await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, 2);
     const rows: Array<[string, Latencies]> = [];
-    rows.push(['direct to the fake, closed loop', await hammer(`${fake.url}/responses`, json, seconds)]);
+    const fake0 = cpuMs(fake.child.pid!);
+    const direct = await hammer(`${fake.url}/responses`, json, seconds);
+    direct.cpuUs = ((cpuMs(fake.child.pid!) - fake0) * 1000) / direct.ok;
+    rows.push(['direct to the fake, closed loop', direct]);
     const cpu0 = cpuMs(proxy.child.pid!);
     const closed = await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds);
     closed.cpuUs = ((cpuMs(proxy.child.pid!) - cpu0) * 1000) / closed.ok;
@@ -172,7 +175,7 @@ export async function runProxyBench(seconds: number): Promise<void> {
       const p = await paced(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, Math.min(seconds, 5), 20);
       console.log(`unloaded (20 req/s, no overlap): direct p50 ${fmt(d.p50, 2)} / p99 ${fmt(d.p99, 2)} ms, via proxy p50 ${fmt(p.p50, 2)} / p99 ${fmt(p.p99, 2)} ms; added p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms`);
     }
-    console.log(`proxy CPU per request (closed loop, incl. spool and storage writer): ${fmt(closed.cpuUs, 0)} µs; peak RSS ${peakRssMb(proxy.child.pid!)} MB`);
+    console.log(`CPU per request (closed loop): proxy ${fmt(closed.cpuUs, 0)} µs incl. spool and storage writer; the bare-node fake ${fmt(direct.cpuUs, 0)} µs; proxy peak RSS ${peakRssMb(proxy.child.pid!)} MB`);
   } finally {
     await proxy.close();
     await terminate(fake.child);

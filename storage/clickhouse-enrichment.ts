@@ -295,7 +295,12 @@ export class ClickHouseEnrichment {
     return rows.map((r) => r.workspace_id);
   }
 
-  /** Reads only the usage_hourly rollup (merging its aggregate states); see migration v4. */
+  /**
+   * Reads only the usage_hourly rollup (merging its aggregate states); see migration v4.
+   * Known limitation: the rollup is fed by a materialized view on inserts, so a span inserted
+   * twice in separate insertSpans calls (a replay) is counted twice here although spans
+   * collapses it. Duplicates are removed upstream of storage; nothing is done about it here.
+   */
   async usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
     const col = usageGroupColumn(q.groupBy);
     const bucket = checkBucket(q.bucket) === 'hour' ? 'hour' : 'toStartOfDay(hour)';
@@ -327,7 +332,7 @@ export class ClickHouseEnrichment {
     return aggs.sort(compareUsage).map(toUsageRow);
   }
 
-  /** Reads only the findings_daily rollup. */
+  /** Reads only the findings_daily rollup (same replay caveat as usage()). */
   async findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
     const range = dayRange(q);
     const c = [`workspace_id = ${str(wellFormed(workspaceId))}`];
