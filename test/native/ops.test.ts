@@ -1,0 +1,99 @@
+// Operability: configuration validation, OpenAPI, metrics, health/readiness, graceful shutdown, CLI help.
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { loadConfig } from '../../config/index.ts';
+import { createStorage } from '../../storage/index.ts';
+import { createKey } from '../../collector/admin.ts';
+import { cli, get, post, startTestServer, testEnv, type TestServer } from '../support/server.ts';
+import { freePort, terminate, waitReady } from '../support/process.ts';
+
+describe('configuration', () => {
+  it('names the variable of a bad value', () => {
+    expect(() => loadConfig({ TRACEGATE_PORT: 'eighty' })).to.throw(/TRACEGATE_PORT/);
+    expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_URL: 'not a url' })).to.throw(/TRACEGATE_CLICKHOUSE_URL/);
+    expect(() => loadConfig({ TRACEGATE_SPOOL_FSYNC: 'maybe' })).to.throw(/TRACEGATE_SPOOL_FSYNC/);
+    expect(loadConfig({}).PORT).to.equal(4318);
+  });
+  it('stops the process with that message', async () => {
+    const out = await cli(null, ['serve'], { TRACEGATE_MAX_BODY_BYTES: '-5' });
+    expect(out.code).to.equal(1);
+    expect(out.stderr).to.include('TRACEGATE_MAX_BODY_BYTES');
+  });
+  it('has --help everywhere', async () => {
+    for (const args of [['--help'], ['keys', '--help'], ['serve', '--help'], ['policy', '--help'], ['verify', '--help'], ['alerts', '--help'], ['provider', '--help']]) {
+      const out = await cli(null, args);
+      expect(out.code, args.join(' ')).to.equal(0);
+      expect(out.stdout).to.match(/usage: tracegate/);
+    }
+    expect((await cli(null, ['nonsense'])).code).to.equal(2);
+  });
+});
+
+describe('ops routes', () => {
+  let s: TestServer;
+  let auth: Record<string, string>;
+  before(async () => {
+    s = await startTestServer('duckdb');
+    auth = { authorization: `Bearer ${(await s.key('ops')).key}` };
+  });
+  after(() => s.close());
+
+  it('serves an OpenAPI 3.1 document of every route, from the validation schemas', async () => {
+    const doc = (await get(`${s.url}/openapi.json`)).json;
+    expect(doc.openapi).to.equal('3.1.0');
+    for (const p of ['/api/traces', '/api/traces/{traceId}', '/v1/traces', '/api/integrations/otlp/v1/traces', '/api/audit', '/api/alerts', '/api/analytics/usage', '/api/traces/{traceId}/verification', '/healthz', '/readyz', '/metrics']) {
+      expect(doc.paths, p).to.have.property(p);
+    }
+    const body = doc.paths['/api/traces'].post.requestBody.content['application/json'].schema;
+    expect(JSON.stringify(body)).to.include('estimatedCostUsd').and.include('trainingPreferred');
+    expect(doc.paths['/api/traces'].post.responses).to.have.keys('200', '207', '400', '401', '413', '415', '429', '503');
+  });
+
+  it('exposes Prometheus metrics: requests, records, spool, flushes', async () => {
+    await post(`${s.url}/api/traces`, { prompt: 'p', response: 'r' }, auth);
+    await s.running.pipeline.flush();
+    const text = (await get(`${s.url}/metrics`)).text;
+    expect(text).to.match(/tracegate_http_requests_total\{route="\/api\/traces",status="200"\} \d+/);
+    expect(text).to.match(/tracegate_records_ingested_total\{source="native"\} \d+/);
+    expect(text).to.match(/tracegate_spool_bytes \d+/);
+    expect(text).to.match(/tracegate_flush_batch_rows_count \d+/);
+  });
+
+  it('health and readiness', async () => {
+    expect((await get(`${s.url}/healthz`)).json).to.deep.equal({ status: 'ok' });
+    const ready = await get(`${s.url}/readyz`);
+    expect(ready.status).to.equal(200);
+    expect(ready.json).to.include({ status: 'ready', storage: 'ok' });
+  });
+
+  it('answers unknown routes with the JSON error body and echoes a request id', async () => {
+    const res = await get(`${s.url}/nope`);
+    expect(res.status).to.equal(404);
+    expect(res.json.error).to.have.keys('code', 'message', 'details');
+    expect(res.headers.get('x-request-id')).to.be.a('string');
+  });
+});
+
+describe('graceful shutdown', function () {
+  this.timeout(60_000);
+  it('SIGTERM flushes everything acknowledged to storage', async () => {
+    const port = await freePort();
+    const env = testEnv('clickhouse', { TRACEGATE_PORT: String(port), TRACEGATE_FLUSH_INTERVAL_MS: '600000' });
+    const config = loadConfig(env);
+    const storage = createStorage(config);
+    await storage.init();
+    const k = await createKey(storage, 'term-co');
+    const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], { env: { ...process.env, ...env }, stdio: 'ignore' });
+    try {
+      await waitReady(child, async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 'tracegate', '/dev/null');
+      for (let i = 0; i < 25; i++) expect((await post(`http://127.0.0.1:${port}/api/traces`, { requestId: `t-${i}`, prompt: 'p' }, { authorization: `Bearer ${k.key}` })).status).to.equal(200);
+      expect(await storage.countSpans(k.workspaceId)).to.equal(0); // nothing flushed yet
+      await terminate(child);
+      expect(child.exitCode).to.equal(0);
+      expect(await storage.countSpans(k.workspaceId)).to.equal(25);
+    } finally {
+      await terminate(child);
+      await storage.close();
+    }
+  });
+});
