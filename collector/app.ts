@@ -32,6 +32,8 @@ export interface AppDeps {
   metrics: Metrics;
   /** Enables the loopback admin routes used by the CLI. */
   adminToken?: string;
+  /** Route modules register cleanup here (connection pools); the server runs them at shutdown. */
+  closers?: Array<() => Promise<void>>;
 }
 
 /** What each route module receives. */
@@ -40,6 +42,8 @@ export interface RouteContext extends AppDeps {
   docs: RouteDoc[];
   /** auth + per-route rate limit, for ingest routes. */
   ingestGuard(route: string): Array<(ctx: Context, next: Next) => Promise<void>>;
+  /** Register cleanup to run at shutdown. */
+  onClose(fn: () => Promise<void>): void;
   /** auth only, for read routes. */
   requireKey: (ctx: Context, next: Next) => Promise<void>;
 }
@@ -102,6 +106,7 @@ export function createApp(deps: AppDeps): Koa {
   };
   const ctx: RouteContext = {
     ...deps, router, docs, requireKey,
+    onClose: (fn) => { deps.closers?.push(fn); },
     ingestGuard: (route) => [requireKey, deps.limits.middleware(route), auditRejectedRequest(route)],
   };
   for (const register of routeModules) register(ctx);

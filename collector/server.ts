@@ -21,6 +21,7 @@ export interface Running {
   storage: Storage;
   pipeline: Pipeline;
   enrichment: Enrichment;
+  settings: SettingsStore;
   log: Logger;
   close(): Promise<void>;
 }
@@ -40,7 +41,8 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
   await pipeline.start();
   const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL });
   const adminToken = randomBytes(24).toString('base64url');
-  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, settings, enrichment, log, metrics, adminToken });
+  const closers: Array<() => Promise<void>> = [];
+  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, settings, enrichment, log, metrics, adminToken, closers });
 
   const server = app.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', reject); });
@@ -60,9 +62,10 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
     await pipeline.record(enrichment.verification?.checkpoints(Date.now(), true) ?? []).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     await pipeline.close();
     await limits.close();
+    await Promise.all(closers.map((c) => c().catch(() => {})));
     await storage.close();
     rmSync(serverFile, { force: true });
     log.info('stopped');
   })());
-  return { server, port, storage, pipeline, enrichment, log, close };
+  return { server, port, storage, pipeline, enrichment, settings, log, close };
 }

@@ -39,6 +39,11 @@ export const configSchema = z.object({
 
   PROVIDER_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   PROVIDER_API_KEY: z.string().optional(),
+  PROXY_CONNECT_TIMEOUT_MS: int(10_000, 1),       // TCP/TLS connect to the provider
+  PROXY_HEADERS_TIMEOUT_MS: int(600_000, 1),      // until response headers (non-streamed reasoning can take minutes)
+  PROXY_BODY_TIMEOUT_MS: int(300_000, 1),         // longest silence between two body chunks
+  PROXY_MAX_CONNECTIONS: int(256, 1),             // keep-alive sockets per upstream origin
+  PROXY_KEEPALIVE_MS: int(30_000, 1),             // idle keep-alive sockets are closed after this
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -1,28 +1,9 @@
 // The upstream side of the proxy: keep-alive pools per origin, the header allowlists, transport errors.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
+import type { Config } from '../../config/index.ts';
 
-/** Defaults until the lead moves them to config (read from r.config when present, so tests can lower them). */
-export const PROXY_DEFAULTS = {
-  /** TCP/TLS connect to the provider. */
-  PROXY_CONNECT_TIMEOUT_MS: 10_000,
-  /** Until the response headers: a non-streamed reasoning response can take minutes (the SDK allows 10). */
-  PROXY_HEADERS_TIMEOUT_MS: 600_000,
-  /** Longest silence between two body chunks (per chunk, so long streams are fine). */
-  PROXY_BODY_TIMEOUT_MS: 300_000,
-  /** Sockets per upstream origin; beyond this requests queue in the pool. */
-  PROXY_MAX_CONNECTIONS: 256,
-  /** Idle keep-alive sockets are closed after this. */
-  PROXY_KEEPALIVE_MS: 30_000,
-};
-export type ProxyTimeouts = typeof PROXY_DEFAULTS;
-
-export function proxySettings(config: object): ProxyTimeouts {
-  const c = config as Partial<ProxyTimeouts>;
-  const out = { ...PROXY_DEFAULTS };
-  for (const k of Object.keys(out) as Array<keyof ProxyTimeouts>) if (typeof c[k] === 'number') out[k] = c[k];
-  return out;
-}
+export type ProxyTimeouts = Pick<Config, 'PROXY_CONNECT_TIMEOUT_MS' | 'PROXY_HEADERS_TIMEOUT_MS' | 'PROXY_BODY_TIMEOUT_MS' | 'PROXY_MAX_CONNECTIONS' | 'PROXY_KEEPALIVE_MS'>;
 
 export interface Target { origin: string; path: string }
 
@@ -34,15 +15,15 @@ export function responsesTarget(baseUrl: string): Target {
 
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
-  private readonly settings: () => ProxyTimeouts;
-  constructor(settings: () => ProxyTimeouts) {
+  private readonly settings: ProxyTimeouts;
+  constructor(settings: ProxyTimeouts) {
     this.settings = settings;
   }
 
   pool(origin: string): Pool {
     let p = this.pools.get(origin);
     if (!p) {
-      const s = this.settings();
+      const s = this.settings;
       p = new Pool(origin, {
         connections: s.PROXY_MAX_CONNECTIONS, pipelining: 1,
         connectTimeout: s.PROXY_CONNECT_TIMEOUT_MS, keepAliveTimeout: s.PROXY_KEEPALIVE_MS,

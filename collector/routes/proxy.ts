@@ -12,7 +12,7 @@ import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import { mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
 import { blockMessage, preflight } from '../proxy/preflight.ts';
-import { passBackHeaders, proxySettings, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
+import { passBackHeaders, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
 
 const PATH = '/api/proxy/provider/responses';
 
@@ -47,7 +47,8 @@ const newSpanId = () => randomUUID().replaceAll('-', '').slice(16);
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function proxyRoutes(r: RouteContext): void {
-  const upstreams = new Upstreams(() => proxySettings(r.config));
+  const upstreams = new Upstreams(r.config);
+  r.onClose(() => upstreams.close());
   r.docs.push({
     method: 'post', path: PATH, tag: 'proxy', auth: 'apiKey',
     summary: 'Governance preflight, forward to the provider\'s Responses API (JSON, or SSE passthrough when stream is true), persist the trace',
@@ -118,7 +119,7 @@ export function proxyRoutes(r: RouteContext): void {
     // The client went away before we finished answering: stop paying for the upstream generation.
     const onClose = () => { if (!ctx.res.writableFinished) abort.abort(); };
     ctx.res.once('close', onClose);
-    const t = proxySettings(r.config);
+    const t = r.config;
 
     let up: Dispatcher.ResponseData;
     try {

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { connect } from 'node:net';
 import OpenAI, { APIError } from 'openai';
 import type { z } from 'zod';
-import { SettingsStore, settingsSchema, type SettingsDoc } from '../../collector/settings.ts';
+import { settingsSchema, type SettingsDoc } from '../../collector/settings.ts';
 import { BackpressureError } from '../../collector/errors.ts';
 import { flushed, get, post, startTestServer, type Backend, type TestServer } from '../support/server.ts';
 import { fakeAnswer, startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
@@ -17,8 +17,7 @@ interface Ws { client: OpenAI; auth: Record<string, string>; key: string; worksp
 async function setup(backend: Backend, extra: Record<string, string> = {}) {
   const fake = await startFakeResponses();
   const s = await startTestServer(backend, { TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake', ...extra });
-  // The app caches settings per workspace; every test configures a fresh workspace before its first request.
-  const settings = new SettingsStore(s.running.storage, s.config);
+  const settings = s.running.settings;
   const workspace = async (doc?: DocInput): Promise<Ws> => {
     const k = await s.key();
     if (doc) await settings.update(k.workspaceId, () => doc as SettingsDoc);
