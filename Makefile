@@ -3,10 +3,11 @@ SHELL := /bin/bash
 NODE_BIN := $(shell ./scripts/node-bin.sh)
 export PATH := $(if $(NODE_BIN),$(NODE_BIN):,)$(PATH)
 
-.PHONY: run test typecheck bench deps servers clean
+.PHONY: run key test typecheck bench deps servers clean
 
 node_modules/.deps-stamp: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	@# npm ci rejects this lockfile (npm 11 omits other platforms' optional DuckDB bindings); install honours the lock.
+	npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
 deps: node_modules/.deps-stamp

@@ -397,6 +397,10 @@ for (const backend of BACKENDS) {
           expect(p.bytes.length).to.equal(0);
           const gz = await send(path, gzipSync(Buffer.alloc(0)), { ...auth, 'content-type': PB, 'content-encoding': 'gzip' });
           expect(gz.status).to.equal(200);
+          // The alternative protobuf media type is accepted too (the answer is application/x-protobuf).
+          const alt = await send(path, Buffer.alloc(0), { ...auth, 'content-type': 'application/protobuf' });
+          expect(alt.status).to.equal(200);
+          expect(alt.bytes.length).to.equal(0);
         }
       });
     });
