@@ -70,7 +70,8 @@ export function proxyRoutes(r: RouteContext): void {
    */
   async function persist(ctx: Context, record: SpanRecord): Promise<boolean> {
     try {
-      await r.pipeline.ingest([record]);
+      const caller = ctx.state.caller as Caller;
+      await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST ${PATH}` });
       r.metrics.ingested.inc({ source: 'proxy' });
       return true;
     } catch (err) {
