@@ -1,5 +1,8 @@
 // `make bench`: every case prints its figures next to a baseline measured in the same run.
 // BENCH_SECONDS (default 20) shortens runs for a quick look; BENCH_ONLY=native,otlp,proxy picks cases.
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startClickHouse } from '../test/support/clickhouse.ts';
 import { fmt } from './lib.ts';
 import { printNative, runNativeCeiling, runNativeServer, type CaseResult } from './native.ts';
@@ -16,6 +19,27 @@ function printEnrichment(pairs: Array<[string, CaseResult, CaseResult]>): void {
   }
 }
 
+/** The disk's fdatasync latency right now: acknowledged writes cannot be faster than this allows. */
+function fsyncLatency(): { p50: number; p99: number } {
+  const dir = mkdtempSync(join(tmpdir(), 'tracegate-fsync-'));
+  const fd = openSync(join(dir, 'probe'), 'w');
+  const buf = Buffer.alloc(1024, 1);
+  const t: number[] = [];
+  for (let i = 0; i < 300; i++) {
+    const s = performance.now();
+    writeSync(fd, buf);
+    fdatasyncSync(fd);
+    t.push(performance.now() - s);
+  }
+  closeSync(fd);
+  rmSync(dir, { recursive: true, force: true });
+  t.sort((a, b) => a - b);
+  return { p50: t[150]!, p99: t[296]! };
+}
+
+const fs0 = fsyncLatency();
+console.log(`disk: fdatasync of a 1 KiB append p50 ${fmt(fs0.p50, 2)} ms, p99 ${fmt(fs0.p99, 2)} ms (varies a lot on this shared VM)`);
+
 const ch = await startClickHouse();
 try {
   if (only.has('native')) {
@@ -25,7 +49,8 @@ try {
     const duckOff = await runNativeServer('tracegate, embedded, enrichment off', { TRACEGATE_ENRICHMENT: 'false' }, seconds);
     const chOn = await runNativeServer('tracegate, ClickHouse 18.16', chEnv('bench_native_on'), seconds);
     const chOff = await runNativeServer('tracegate, ClickHouse, enrichment off', { ...chEnv('bench_native_off'), TRACEGATE_ENRICHMENT: 'false' }, seconds);
-    printNative([duckOn, chOn, duckOff, chOff], ceiling);
+    const duckNoFsync = await runNativeServer('embedded, enrichment off, NO fsync', { TRACEGATE_ENRICHMENT: 'false', TRACEGATE_SPOOL_FSYNC: 'false' }, seconds);
+    printNative([duckOn, chOn, duckOff, chOff, duckNoFsync], ceiling);
     printEnrichment([['embedded (DuckDB)', duckOn, duckOff], ['ClickHouse 18.16', chOn, chOff]]);
   }
   if (only.has('otlp')) {

@@ -18,7 +18,7 @@ import type { RouteDoc } from './openapi.ts';
 import { routeModules } from './routes/index.ts';
 import { adminRoutes } from './routes/admin.ts';
 
-export interface PipelineStats { spoolBytes: number; pendingRows: number; storageHealthy: boolean; lastFlushError: string | null }
+export interface PipelineStats { spoolBytes: number; pendingRows: number; storageHealthy: boolean; lastFlushError: string | null; spoolSyncs: number; spoolAppends: number }
 
 export interface AppDeps {
   config: Config;

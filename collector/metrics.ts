@@ -10,6 +10,8 @@ export function createMetrics() {
     ingested: new Counter({ name: 'tracegate_records_ingested_total', help: 'Span records acknowledged, by source', labelNames: ['source'] as const, registers: [registry] }),
     spoolBytes: new Gauge({ name: 'tracegate_spool_bytes', help: 'Bytes waiting in the spool', registers: [registry] }),
     spoolPendingRows: new Gauge({ name: 'tracegate_spool_pending_rows', help: 'Records waiting to be flushed to storage', registers: [registry] }),
+    spoolSyncs: new Gauge({ name: 'tracegate_spool_syncs_total', help: 'fdatasync calls on the spool (one per group commit)', registers: [registry] }),
+    spoolAppends: new Gauge({ name: 'tracegate_spool_appends_total', help: 'Batches appended to the spool', registers: [registry] }),
     flushRows: new Histogram({ name: 'tracegate_flush_batch_rows', help: 'Rows per storage insert', buckets: [1, 10, 100, 1000, 5000, 20000, 50000, 100000], registers: [registry] }),
     flushSeconds: new Histogram({ name: 'tracegate_flush_seconds', help: 'Storage insert latency', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10], registers: [registry] }),
   };

@@ -38,6 +38,8 @@ export interface PipelineStats {
   lastFlushError: string | null;
   storageHealthy: boolean;
   flushedTotal: number;
+  spoolSyncs: number;
+  spoolAppends: number;
 }
 
 const DEFAULT_CAP = { rows: 200_000, bytes: 64 * 1024 * 1024 };
@@ -148,6 +150,8 @@ export class Pipeline implements Ingestor {
       lastFlushError: this.lastError,
       storageHealthy: this.healthy,
       flushedTotal: this.flushed,
+      spoolSyncs: this.spool.counters.syncs,
+      spoolAppends: this.spool.counters.appends,
     };
   }
 

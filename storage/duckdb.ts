@@ -78,7 +78,8 @@ export class DuckDbStorage implements Storage {
   async init(): Promise<void> {
     if (!this.conn) {
       await mkdir(dirname(this.path), { recursive: true });
-      this.instance = await DuckDBInstance.create(this.path);
+      // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
+      this.instance = await DuckDBInstance.create(this.path, { memory_limit: '256MB' });
       this.conn = await this.instance.connect();
     }
     await this.serial(async (c) => {

@@ -25,6 +25,8 @@ export function opsRoutes(r: RouteContext): void {
     const stats = r.pipeline.stats();
     r.metrics.spoolBytes.set(stats.spoolBytes);
     r.metrics.spoolPendingRows.set(stats.pendingRows);
+    r.metrics.spoolSyncs.set(stats.spoolSyncs);
+    r.metrics.spoolAppends.set(stats.spoolAppends);
     ctx.type = r.metrics.registry.contentType;
     ctx.body = await r.metrics.registry.metrics();
   });
