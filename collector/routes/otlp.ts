@@ -15,6 +15,12 @@ function encodingOf(ctx: Context): OtlpEncoding {
   return type === 'application/x-protobuf' || type === 'application/protobuf' ? 'protobuf' : 'json';
 }
 
+/** The spec: reply with the Content-Type received (set as a header: ctx.type would add a charset). */
+function replyType(ctx: Context, enc: OtlpEncoding): string {
+  const type = (ctx.get('content-type') || '').split(';')[0]!.trim().toLowerCase();
+  return type === 'application/protobuf' ? type : CONTENT_TYPES[enc];
+}
+
 /** Renders any HttpError as google.rpc.Status in the request's encoding, keeping status and headers. */
 async function otlpErrors(ctx: Context, next: Next): Promise<void> {
   try {
@@ -25,7 +31,7 @@ async function otlpErrors(ctx: Context, next: Next): Promise<void> {
     ctx.status = err.status;
     for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
     const violations = Array.isArray(err.details) ? (err.details as Array<{ field?: string; message?: string }>).map((d) => ({ field: String(d.field ?? ''), description: String(d.message ?? '') })) : undefined;
-    ctx.type = CONTENT_TYPES[enc];
+    ctx.set('Content-Type', replyType(ctx, enc));
     ctx.body = encodeStatus(rpcCodeForHttp(err.status), err.message, enc, violations);
   }
 }
@@ -51,7 +57,7 @@ export function otlpRoutes(r: RouteContext): void {
     await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /v1/traces', rejected: req.rejectedSpans });
     r.metrics.ingested.inc({ source: 'otlp' }, records.length);
     ctx.status = 200;
-    ctx.type = CONTENT_TYPES[enc];
+    ctx.set('Content-Type', replyType(ctx, enc));
     ctx.body = encodeExportResponse(req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null, enc);
   };
   for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler);
