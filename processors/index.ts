@@ -11,9 +11,13 @@ import { loadSigningKey } from './signing.ts';
 
 export type { Processor };
 
-/** Fills costUsd from the price table when the client sent none (0 for unknown/local models). */
+/**
+ * Fills costUsd from the price table when the client sent none (0 for unknown/local models). Only model calls
+ * are priced: an agent or chain span repeating its children's usage would otherwise count it twice.
+ */
 export const costProcessor: Processor = (batch) => {
   for (const r of batch.spans) {
+    if (r.kind !== 'llm' && r.kind !== 'embedding') continue;
     if (r.attributes['tracegate.cost_source'] !== undefined || !r.model || r.costUsd > 0) continue;
     if (r.promptTokens === 0 && r.completionTokens === 0) continue;
     const cost = priceUsd(r.model, r.provider, { input: r.promptTokens, output: r.completionTokens });

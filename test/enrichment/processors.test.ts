@@ -149,3 +149,19 @@ describe('governance processor', () => {
     expect(JSON.stringify(out)).to.not.include(key);
   });
 });
+
+describe('cost processor', () => {
+  it('prices model calls from the table, keeps client costs, and never prices wrapper spans twice', async () => {
+    const { costProcessor } = await import('../../processors/index.ts');
+    const llm = span('t', 'a', { kind: 'llm', model: 'gpt-4o-mini', provider: 'openai', promptTokens: 1_000_000, completionTokens: 1_000_000 });
+    const agent = span('t', 'b', { kind: 'agent', model: 'gpt-4o-mini', provider: 'openai', promptTokens: 1_000_000, completionTokens: 1_000_000 });
+    const client = span('t', 'c', { kind: 'llm', model: 'gpt-4o-mini', promptTokens: 10, costUsd: 0.5, attributes: { 'tracegate.cost_source': 'client' } });
+    const local = span('t', 'd', { kind: 'llm', model: 'llama3.2:3b', provider: 'ollama', promptTokens: 100, completionTokens: 10 });
+    const out = await costProcessor({ spans: [llm, agent, client, local], extra: [] }, null);
+    expect(out.spans[0]!.costUsd).to.be.closeTo(0.75, 1e-9);
+    expect(out.spans[0]!.attributes['tracegate.cost_source']).to.equal('price_table');
+    expect(out.spans[1]!.costUsd).to.equal(0);
+    expect(out.spans[2]!.costUsd).to.equal(0.5);
+    expect(out.spans[3]!.costUsd).to.equal(0);
+  });
+});
