@@ -3,7 +3,8 @@
 import { randomBytes } from 'node:crypto';
 import type { ApiKeyRecord, Storage, Workspace } from '../storage/types.ts';
 import type { AuditEvent } from '../processors/audit.ts';
-import { newKey, sha256Hex } from './keys.ts';
+import { newKey } from './keys.ts';
+import { sha256 } from '../processors/canonical.ts';
 import type { SettingsDoc, SettingsStore } from './settings.ts';
 
 export const WORKSPACE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -34,7 +35,7 @@ export async function workspaceId(storage: Storage, nameOrId: string): Promise<s
 export async function createKey(storage: Storage, workspaceName: string, audit: AuditSink = noAudit) {
   const ws = await ensureWorkspace(storage, workspaceName);
   const { keyId, key } = newKey();
-  const rec: ApiKeyRecord = { keyId, workspaceId: ws.id, hash: sha256Hex(key), createdAtMs: Date.now(), revokedAtMs: 0 };
+  const rec: ApiKeyRecord = { keyId, workspaceId: ws.id, hash: sha256(key), createdAtMs: Date.now(), revokedAtMs: 0 };
   await storage.putApiKey(rec);
   await audit(event(ws.id, 'key.create', { keyId }));
   return { workspaceId: ws.id, workspace: ws.name, keyId, key };

@@ -1,14 +1,12 @@
 // API keys: `tg_<keyId>_<secret>`. Only SHA-256(key) is stored; the key is shown once.
 // 256 bits of entropy make a fast hash sufficient (slow KDFs are for low-entropy passwords).
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { sha256 } from '../processors/canonical.ts';
 import type { ApiKeyRecord, Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
 
 const KEY_RE = /^tg_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 
-export function sha256Hex(s: string): string {
-  return createHash('sha256').update(s).digest('hex');
-}
 
 export function newKey(): { keyId: string; key: string } {
   const keyId = randomBytes(8).toString('hex');
@@ -21,7 +19,7 @@ export function parseKey(key: string): { keyId: string } | null {
 }
 
 export function keyMatches(key: string, record: ApiKeyRecord): boolean {
-  const a = Buffer.from(sha256Hex(key), 'hex');
+  const a = Buffer.from(sha256(key), 'hex');
   const b = Buffer.from(record.hash, 'hex');
   return a.length === b.length && timingSafeEqual(a, b);
 }

@@ -4,11 +4,11 @@ import { z } from 'zod';
 import type { Context } from 'koa';
 import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
+import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { publicKeys } from '../../processors/signing.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';
 
-const time = z.union([z.coerce.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]);
 const page = { from: time.optional(), to: time.optional(), limit: z.coerce.number().int().min(1).max(1000).default(100), cursor: z.string().max(512).optional() };
 
 export const auditQuery = z.object({ action: z.string().max(64).optional(), actor: z.string().max(128).optional(), outcome: z.string().max(32).optional(), ...page });
@@ -19,15 +19,6 @@ export const usageQuery = z.object({
   bucket: z.enum(['hour', 'day']).default('hour'),
   from: time.optional(), to: time.optional(),
 });
-
-function parse<T extends z.ZodType>(schema: T, ctx: Context): z.output<T> {
-  const r = schema.safeParse(ctx.query);
-  if (!r.success) {
-    const i = r.error.issues[0]!;
-    throw new HttpError(400, 'invalid_query', `${i.path.join('.')}: ${i.message}`, r.error.issues.map((x) => ({ field: x.path.join('.'), message: x.message })));
-  }
-  return r.data;
-}
 
 const ws = (ctx: Context) => (ctx.state.caller as Caller).workspaceId;
 /** Enrichment records carry a tag for the spool; the API does not need it. */
@@ -45,17 +36,17 @@ export function enrichmentRoutes(r: RouteContext): void {
   doc('/api/analytics/usage', 'Requests, errors, tokens, cost and p50/p95/p99 latency of LLM spans per bucket and group', usageQuery);
 
   r.router.get('/api/audit', r.requireKey, async (ctx) => {
-    const q = parse(auditQuery, ctx);
+    const q = parseQuery(auditQuery, ctx);
     const res = await r.storage.listAudit(ws(ctx), { action: q.action, actor: q.actor, outcome: q.outcome, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
   });
   r.router.get('/api/alerts', r.requireKey, async (ctx) => {
-    const q = parse(alertsQuery, ctx);
+    const q = parseQuery(alertsQuery, ctx);
     const res = await r.storage.listAlerts(ws(ctx), { kind: q.kind, ruleId: q.ruleId, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
   });
   r.router.get('/api/findings', r.requireKey, async (ctx) => {
-    const q = parse(findingsQuery, ctx);
+    const q = parseQuery(findingsQuery, ctx);
     const res = await r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
   });
@@ -74,7 +65,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     ctx.body = { traceId, ...report, records: report.records.map(strip) };
   });
   r.router.get('/api/analytics/usage', r.requireKey, async (ctx) => {
-    const q = parse(usageQuery, ctx);
+    const q = parseQuery(usageQuery, ctx);
     const rows = await r.storage.usage(ws(ctx), { groupBy: q.groupBy, bucket: q.bucket, fromMs: q.from, toMs: q.to });
     ctx.body = { groupBy: q.groupBy, bucket: q.bucket, source: r.storage.kind === 'clickhouse' ? 'rollup' : 'spans', rows };
   });

@@ -2,11 +2,11 @@
 import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
+import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { SOURCES } from '../record.ts';
 import { publicSpan, spanTree, summarize } from '../trace-view.ts';
 
-const time = z.union([z.coerce.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]);
 
 export const listQuery = z.object({
   from: time.optional().describe('Start of the time range: ms since the epoch or ISO 8601'),
@@ -33,12 +33,7 @@ export function readRoutes(r: RouteContext): void {
   });
 
   r.router.get('/api/traces', r.requireKey, async (ctx) => {
-    const parsed = listQuery.safeParse(ctx.query);
-    if (!parsed.success) {
-      const i = parsed.error.issues[0]!;
-      throw new HttpError(400, 'invalid_query', `${i.path.join('.')}: ${i.message}`, parsed.error.issues.map((x) => ({ field: x.path.join('.'), message: x.message })));
-    }
-    const q = parsed.data;
+    const q = parseQuery(listQuery, ctx);
     const caller = ctx.state.caller as Caller;
     const page = await r.storage.listTraces(caller.workspaceId, {
       fromMs: q.from, toMs: q.to, model: q.model, actionName: q.actionName, environment: q.environment,
