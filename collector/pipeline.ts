@@ -9,18 +9,24 @@ import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
 import type { Batch, IngestContext, IngestResult, Ingestor, Processor } from './pipeline-types.ts';
-import { isEnrichment, type SpanRecord, type StoredRecord } from './record.ts';
+import type { SpanRecord, StoredRecord } from './record.ts';
 import type { EnrichmentRecord } from './enrichment-records.ts';
 import { Spool, type Segment, type SpoolLogger } from './spool.ts';
+import { insertRecords, type SpoolFilesResult } from '../storage/spool-files.ts';
+
+type SpoolFileWriter = (paths: string[], maxRows: number) => Promise<SpoolFilesResult>;
 
 export type { Processor };
 
 export interface PipelineOptions {
   config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC'>;
-  /** Only the write path is used: tests can pass a small double. */
-  storage: Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'>;
+  /** Only the write path is used: tests can pass a small double. With insertSpoolFiles (WorkerStorage)
+   * the writer hands over segment files instead of keeping their rows in memory. */
+  storage: Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'> & { insertSpoolFiles?: SpoolFileWriter };
   logger: SpoolLogger;
   processors?: Processor[];
+  /** Runs the processors elsewhere (ProcessorWorker) and returns the encoded spool frame; replaces `processors`. */
+  offload?: { process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ frame: Buffer | null; rows: number; accepted: number }> };
   /** Called after each successful insert (metrics). */
   onFlush?: (rows: number, ms: number) => void;
   /** Bound on rows/bytes kept in memory for the writer; beyond it rows are re-read from the spool. */
@@ -61,12 +67,16 @@ export class Pipeline implements Ingestor {
   private lastRows = 0;
   private lastMs = 0;
   private flushed = 0;
+  private readonly ingesting = new Set<Promise<IngestResult>>();
 
   constructor(opts: PipelineOptions) {
     this.opts = opts;
     this.cap = opts.memoryCap ?? DEFAULT_CAP;
     this.processors = opts.processors ?? [];
-    this.spool = new Spool({ dir: join(opts.config.DATA_DIR, 'spool'), fsync: opts.config.SPOOL_FSYNC, logger: opts.logger });
+    this.spool = new Spool({
+      dir: join(opts.config.DATA_DIR, 'spool'), fsync: opts.config.SPOOL_FSYNC, logger: opts.logger,
+      keepRecords: !opts.storage.insertSpoolFiles,
+    });
   }
 
   /** Open the spool and start the writer. Leftover segments replay in the background. */
@@ -82,25 +92,44 @@ export class Pipeline implements Ingestor {
     if (recovered) this.kick();
   }
 
-  async ingest(input: SpanRecord[], ctx?: IngestContext): Promise<IngestResult> {
+  ingest(input: SpanRecord[], ctx?: IngestContext): Promise<IngestResult> {
+    const p = this.ingestNow(input, ctx);
+    this.ingesting.add(p);
+    const done = () => { this.ingesting.delete(p); };
+    p.then(done, done);
+    return p;
+  }
+
+  private async ingestNow(input: SpanRecord[], ctx?: IngestContext): Promise<IngestResult> {
     if (this.closing) throw new BackpressureError('the collector is shutting down; retry later', 1);
     if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) {
       throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     }
     // Processors (redaction among them) run before the spool: raw text never reaches disk.
-    let batch: Batch = { spans: input, extra: [] };
-    for (const p of this.processors) batch = await p(batch, ctx ?? null);
-    const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
-    if (records.length === 0) return { accepted: 0 };
+    let accepted: number;
+    let append: () => Promise<void>;
+    if (this.opts.offload) {
+      const out = await this.opts.offload.process(input, ctx ?? null);
+      if (!out.frame) return { accepted: 0 };
+      accepted = out.accepted;
+      append = () => this.spool.appendFrame(out.frame!, out.rows);
+    } else {
+      let batch: Batch = { spans: input, extra: [] };
+      for (const p of this.processors) batch = await p(batch, ctx ?? null);
+      const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
+      if (records.length === 0) return { accepted: 0 };
+      accepted = batch.spans.length;
+      append = () => this.spool.append(records);
+    }
     try {
-      await this.spool.append(records);
+      await append();
     } catch (err) {
       throw Object.assign(new BackpressureError('could not write to the spool; retry later', 1), { cause: err });
     }
     if (this.spool.activeRows >= this.opts.config.FLUSH_MAX_ROWS) this.kick();
     // Big records: rotate early so one segment's in-memory copy stays well under the cap; the timer still paces inserts.
     else if (this.spool.activeBytes >= this.cap.bytes / 4) void this.seal().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: seal failed'));
-    return { accepted: batch.spans.length };
+    return { accepted };
   }
 
   /** Durably spool enrichment records produced outside a request's batch (audit of rejected auth, checkpoints). */
@@ -110,8 +139,14 @@ export class Pipeline implements Ingestor {
     await this.spool.append(extra);
   }
 
+  /** Durably spool a frame of records encoded elsewhere (the processor worker's final checkpoints). */
+  async recordFrame(frame: Buffer | null, rows: number): Promise<void> {
+    if (frame) await this.spool.appendFrame(frame, rows);
+  }
+
   /** Seal what is spooled and write it all to storage now; rejects if storage fails. */
   async flush(): Promise<void> {
+    await Promise.allSettled([...this.ingesting]); // batches already handed over (e.g. still in the processor worker)
     await this.seal();
     while (this.flushing) await this.flushing.catch(() => {});
     await this.runFlush();
@@ -229,6 +264,7 @@ export class Pipeline implements Ingestor {
     for (;;) {
       const segs = this.spool.sealedSegments();
       if (!segs.length) return;
+      if (this.opts.storage.insertSpoolFiles) { await this.writeFiles(segs); continue; }
       const group: Segment[] = [];
       let rows: StoredRecord[] = [];
       let bytes = 0;
@@ -242,26 +278,32 @@ export class Pipeline implements Ingestor {
       for (let i = 0; i < rows.length; i += maxRows) {
         const chunk = rows.length <= maxRows ? rows : rows.slice(i, i + maxRows);
         const t0 = performance.now();
-        await this.insert(chunk);
-        const ms = performance.now() - t0;
-        this.lastRows = chunk.length;
-        this.lastMs = ms;
-        this.flushed += chunk.length;
-        this.opts.onFlush?.(chunk.length, ms);
+        await insertRecords(this.opts.storage, chunk);
+        this.noteFlush(chunk.length, performance.now() - t0);
       }
       for (const seg of group) await this.spool.remove(seg);
     }
   }
 
-  /** Spans and enrichment go to their own tables; both inserts are idempotent, so a retry after a partial failure is safe. */
-  private async insert(rows: StoredRecord[]): Promise<void> {
-    const spans: SpanRecord[] = [];
-    const extra: EnrichmentRecord[] = [];
-    for (const r of rows) {
-      if (isEnrichment(r)) extra.push(r);
-      else spans.push(r);
+  /** The worker reads the segment files itself: hand over up to the byte cap at a time. */
+  private async writeFiles(segs: readonly Segment[]): Promise<void> {
+    const group: Segment[] = [];
+    let bytes = 0;
+    for (const seg of segs) {
+      if (group.length && bytes + seg.bytes > this.cap.bytes) break;
+      group.push(seg);
+      bytes += seg.bytes;
     }
-    if (spans.length) await this.opts.storage.insertSpans(spans);
-    if (extra.length) await this.opts.storage.insertEnrichment(extra);
+    const res = await this.opts.storage.insertSpoolFiles!(group.map((s) => s.path), this.opts.config.FLUSH_MAX_ROWS);
+    for (const t of res.badTails) this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail');
+    for (const c of res.chunks) this.noteFlush(c.rows, c.ms);
+    for (const seg of group) await this.spool.remove(seg);
+  }
+
+  private noteFlush(rows: number, ms: number): void {
+    this.lastRows = rows;
+    this.lastMs = ms;
+    this.flushed += rows;
+    this.opts.onFlush?.(rows, ms);
   }
 }

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Server } from 'node:http';
 import type { Config } from '../config/index.ts';
-import { createStorage } from '../storage/index.ts';
+import { WorkerStorage } from '../storage/worker-storage.ts';
 import type { Storage } from '../storage/types.ts';
 import { createApp } from './app.ts';
 import { createLogger, type Logger } from './logger.ts';
@@ -14,6 +14,8 @@ import { RateLimits } from './rate-limit.ts';
 import { SettingsStore } from './settings.ts';
 import { Pipeline } from './pipeline.ts';
 import { createEnrichment, type Enrichment } from '../processors/index.ts';
+import { loadSigningKey } from '../processors/signing.ts';
+import { ProcessorWorker } from '../processors/worker-client.ts';
 
 export interface Running {
   server: Server;
@@ -29,13 +31,21 @@ export interface Running {
 export async function startServer(config: Config, opts: { storage?: Storage; log?: Logger } = {}): Promise<Running> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   mkdirSync(config.DATA_DIR, { recursive: true });
-  const storage = opts.storage ?? createStorage(config);
+  // Storage runs on its own thread: inserts and queries never block request handling.
+  const storage = opts.storage ?? new WorkerStorage(config);
   await storage.init();
   const metrics = createMetrics();
   const settings = new SettingsStore(storage, config);
-  const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: config.ENRICHMENT, settings, log });
+  // With enrichment on, the processor chain (scanning, hashing: the heavy part) runs on its own thread
+  // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside
+  // ingestion (rejected auth, admin changes). With it off, the light chain that is left runs here.
+  const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log });
+  if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
+  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, settings }) : null;
+  await processors?.start();
   const pipeline = new Pipeline({
-    config, storage, logger: log, processors: enrichment.processors,
+    config, storage, logger: log,
+    ...(processors ? { offload: processors } : { processors: enrichment.processors }),
     onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
   });
   await pipeline.start();
@@ -59,8 +69,9 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
     log.info('shutting down: draining requests and flushing the spool');
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
     // Sign the chains' last records so nothing acknowledged is left outside a checkpoint.
-    await pipeline.record(enrichment.verification?.checkpoints(Date.now(), true) ?? []).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
+    await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     await pipeline.close();
+    await processors?.close();
     await limits.close();
     await Promise.all(closers.map((c) => c().catch(() => {})));
     await storage.close();

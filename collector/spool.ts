@@ -6,8 +6,9 @@
 // A crash can tear only the tail (we never write after a failed write: see rotateAfterError),
 // so on open a bad frame ends the segment: it was never acknowledged.
 //
-// Group commit: appends queued while a write+fdatasync is in flight go out together as
-// one write and one fdatasync; each caller resolves only after its bytes are synced.
+// Group commit: appends queued while writes are in flight go out together as one write and one
+// fdatasync; up to MAX_INFLIGHT groups overlap, acknowledged in order, each caller only after
+// its bytes (and every byte before them) are synced.
 import { open, readdir, readFile, stat, truncate, unlink, mkdir, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -23,6 +24,8 @@ export interface SpoolOptions {
   dir: string;
   /** false skips fdatasync: acknowledged data can be lost on power failure. Benchmarks only. */
   fsync: boolean;
+  /** Keep an in-memory copy of each segment's rows for the writer (false when it reads the files itself). */
+  keepRecords?: boolean;
   logger?: SpoolLogger;
 }
 
@@ -90,13 +93,18 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
   return { records, rows, validBytes: off, error };
 }
 
-interface Pending { frame: Buffer; records: StoredRecord[]; resolve: () => void; reject: (e: Error) => void }
-interface Active extends Segment { fh: FileHandle; records: StoredRecord[] }
+interface Pending { frame: Buffer; rows: number; records: StoredRecord[] | null; resolve: () => void; reject: (e: Error) => void }
+interface Active extends Segment { fh: FileHandle; /** End of the last write issued (bytes = end of the last acknowledged one). */ reserved: number }
+interface Group { seg: Active; batch: Pending[]; bytes: number; error: Error | null; done: boolean; settled: Promise<void> }
+
+/** Group commits whose write+fdatasync may overlap. */
+const MAX_INFLIGHT = 4;
 
 export class Spool {
   readonly dir: string;
   readonly counters: SpoolCounters = { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 };
   private readonly fsync: boolean;
+  private readonly keepRecords: boolean;
   private readonly log: SpoolLogger | undefined;
   private sealed: Segment[] = [];
   private active: Active | null = null; // opened lazily on the first write after a seal
@@ -104,7 +112,10 @@ export class Spool {
   private queue: Pending[] = [];
   private queuedBytes = 0;
   private sealWaiters: Array<(seg: Segment | null) => void> = [];
+  private inflight: Group[] = [];
   private draining = false;
+  private wake: (() => void) | null = null;
+  private wakeQueued = false;
   private drained: Promise<void> = Promise.resolve();
   private broken = false; // last write/sync failed: never append after it (keeps damage at the tail)
   private closed = false;
@@ -112,6 +123,7 @@ export class Spool {
   constructor(opts: SpoolOptions) {
     this.dir = opts.dir;
     this.fsync = opts.fsync;
+    this.keepRecords = opts.keepRecords ?? true;
     this.log = opts.logger;
   }
 
@@ -139,10 +151,19 @@ export class Spool {
 
   /** Durably append one batch; resolves after it is synced, rejects (never acknowledges) on disk errors. */
   append(records: StoredRecord[]): Promise<void> {
+    return this.enqueue(encodeFrame(records), records.length, records);
+  }
+
+  /** Durably append a frame encoded elsewhere (encodeFrame); only when the spool keeps no in-memory copy. */
+  appendFrame(frame: Buffer, rows: number): Promise<void> {
+    if (this.keepRecords) return Promise.reject(new Error('appendFrame needs a spool without in-memory records'));
+    return this.enqueue(frame, rows, null);
+  }
+
+  private enqueue(frame: Buffer, rows: number, records: StoredRecord[] | null): Promise<void> {
     if (this.closed) return Promise.reject(new Error('spool is closed'));
-    const frame = encodeFrame(records);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ frame, records, resolve, reject });
+      this.queue.push({ frame, rows, records, resolve, reject });
       this.queuedBytes += frame.length;
       this.schedule();
     });
@@ -200,7 +221,14 @@ export class Spool {
   }
 
   private schedule(): void {
-    if (this.draining) return; // the running drain loop picks it up
+    if (this.draining) {
+      // The running loop may be waiting on a sync: wake it (once per I/O phase) to start another group.
+      if (this.wake && !this.wakeQueued) {
+        this.wakeQueued = true;
+        setImmediate(() => { this.wakeQueued = false; this.wake?.(); });
+      }
+      return;
+    }
     this.draining = true;
     // setImmediate, not a microtask: lets appends from this whole I/O phase join one group.
     this.drained = new Promise((done) => setImmediate(() => {
@@ -210,17 +238,24 @@ export class Spool {
 
   private async drain(): Promise<void> {
     try {
-      while (this.queue.length || this.sealWaiters.length) {
-        if (this.queue.length) {
-          const batch = this.queue;
-          this.queue = [];
-          await this.writeBatch(batch);
-        }
-        if (this.sealWaiters.length) {
+      for (;;) {
+        if (this.sealWaiters.length && !this.inflight.length) {
           const waiters = this.sealWaiters;
           this.sealWaiters = [];
           const seg = await this.sealNow().catch(() => null); // sealNow only logs; belt and braces
           for (const w of waiters) w(seg);
+        } else if (this.queue.length && this.inflight.length < MAX_INFLIGHT && !this.broken && !this.sealWaiters.length) {
+          const batch = this.queue;
+          this.queue = [];
+          await this.startGroup(batch);
+        } else if (this.inflight.length) {
+          // Until the oldest group settles (a slot frees, a seal can run) or a new append arrives.
+          await new Promise<void>((resolve) => { this.wake = resolve; void this.inflight[0]!.settled.then(resolve); });
+          this.wake = null;
+        } else if (this.broken && this.queue.length) {
+          await this.sealNow(); // the tail is unknown after a failure: continue in a new segment
+        } else {
+          return;
         }
       }
     } finally {
@@ -228,31 +263,64 @@ export class Spool {
     }
   }
 
-  private async writeBatch(batch: Pending[]): Promise<void> {
+  /**
+   * Write one group at the next offset and fdatasync it, without waiting for groups already in
+   * flight: up to MAX_INFLIGHT syncs overlap, so a slow disk flush does not idle the process.
+   * Groups are acknowledged strictly in order (settleInOrder), and a failed group fails every later
+   * one, so an acknowledged frame is never preceded by a hole.
+   */
+  private async startGroup(batch: Pending[]): Promise<void> {
     let bytes = 0;
     for (const p of batch) bytes += p.frame.length;
+    let seg: Active;
     try {
-      if (this.broken) await this.sealNow();
-      const seg = this.active ?? (await this.createSegment());
-      const buf = batch.length === 1 ? batch[0]!.frame : Buffer.concat(batch.map((p) => p.frame), bytes);
-      this.counters.writes++;
-      const { bytesWritten } = await seg.fh.write(buf, 0, buf.length, seg.bytes);
-      if (bytesWritten !== buf.length) throw new Error(`short write to spool (${bytesWritten} of ${buf.length} bytes)`);
-      if (this.fsync) { this.counters.syncs++; await seg.fh.datasync(); }
-      seg.bytes += buf.length;
-      for (const p of batch) { seg.rows += p.records.length; for (const r of p.records) seg.records.push(r); }
-      this.counters.appends += batch.length;
-      this.counters.bytesWritten += buf.length;
-      this.queuedBytes -= bytes;
-      for (const p of batch) p.resolve();
+      seg = this.active ?? (await this.createSegment());
     } catch (err) {
-      // After a failed write or sync the file's tail is unknown: seal it and start a new segment.
-      this.broken = true;
-      this.queuedBytes -= bytes;
-      const e = err instanceof Error ? err : new Error(String(err));
-      this.log?.error({ err: e, dir: this.dir }, 'spool: write failed; rejecting the batch');
-      for (const p of batch) p.reject(e);
+      this.fail(batch, bytes, err);
+      return;
     }
+    const buf = batch.length === 1 ? batch[0]!.frame : Buffer.concat(batch.map((p) => p.frame), bytes);
+    const offset = seg.reserved;
+    seg.reserved += buf.length;
+    const g: Group = { seg, batch, bytes, error: null, done: false, settled: Promise.resolve() };
+    g.settled = (async () => {
+      try {
+        this.counters.writes++;
+        const { bytesWritten } = await seg.fh.write(buf, 0, buf.length, offset);
+        if (bytesWritten !== buf.length) throw new Error(`short write to spool (${bytesWritten} of ${buf.length} bytes)`);
+        if (this.fsync) { this.counters.syncs++; await seg.fh.datasync(); }
+      } catch (err) {
+        g.error = err instanceof Error ? err : new Error(String(err));
+      }
+      g.done = true;
+      this.settleInOrder();
+    })();
+    this.inflight.push(g);
+  }
+
+  private settleInOrder(): void {
+    while (this.inflight.length && this.inflight[0]!.done) {
+      const g = this.inflight.shift()!;
+      if (g.error || this.broken) {
+        this.fail(g.batch, g.bytes, g.error ?? new Error('an earlier spool write failed'));
+        continue;
+      }
+      g.seg.bytes += g.bytes;
+      for (const p of g.batch) { g.seg.rows += p.rows; if (g.seg.records && p.records) for (const r of p.records) g.seg.records.push(r); }
+      this.counters.appends += g.batch.length;
+      this.counters.bytesWritten += g.bytes;
+      this.queuedBytes -= g.bytes;
+      for (const p of g.batch) p.resolve();
+    }
+  }
+
+  /** After a failed write or sync the file's tail is unknown: reject, and seal before the next write. */
+  private fail(batch: Pending[], bytes: number, err: unknown): void {
+    this.broken = true;
+    this.queuedBytes -= bytes;
+    const e = err instanceof Error ? err : new Error(String(err));
+    this.log?.error({ err: e, dir: this.dir }, 'spool: write failed; rejecting the batch');
+    for (const p of batch) p.reject(e);
   }
 
   private async createSegment(): Promise<Active> {
@@ -267,11 +335,11 @@ export class Spool {
       await unlink(path).catch(() => {});
       throw e;
     }
-    this.active = { seq, path, fh, bytes: 0, rows: 0, records: [] };
+    this.active = { seq, path, fh, bytes: 0, reserved: 0, rows: 0, records: this.keepRecords ? [] : null };
     return this.active;
   }
 
-  /** Only from the drain loop (or close after it): no write is in flight. */
+  /** Only from the drain loop with nothing in flight (or close after it). */
   private async sealNow(): Promise<Segment | null> {
     const a = this.active;
     this.broken = false;

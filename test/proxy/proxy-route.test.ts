@@ -24,9 +24,14 @@ async function setup(backend: Backend, extra: Record<string, string> = {}) {
     const client = new OpenAI({ apiKey: k.key, baseURL: `${s.url}/api/proxy/provider`, maxRetries: 0 });
     return { client, auth: { authorization: `Bearer ${k.key}` }, key: k.key, workspaceId: k.workspaceId };
   };
+  // A streamed exchange is stored right after its last event, which a client may see (and act on) first.
   const span = async (ws: Ws, traceId: string) => {
-    await flushed(s);
-    const res = await get(`${s.url}/api/traces/${traceId}`, ws.auth);
+    let res = await get(`${s.url}/api/traces/${traceId}`, ws.auth);
+    for (let i = 0; i < 40 && res.status === 404; i++) {
+      await flushed(s);
+      res = await get(`${s.url}/api/traces/${traceId}`, ws.auth);
+      if (res.status === 404) await new Promise((r) => setTimeout(r, 50));
+    }
     expect(res.status, res.text).to.equal(200);
     return res.json.trace.spans[0];
   };

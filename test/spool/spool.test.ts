@@ -135,4 +135,45 @@ describe('spool', () => {
     expect(decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-4']);
     await s.close();
   });
+
+  it('overlaps group commits but acknowledges them in file order', async () => {
+    const s = await openSpool();
+    const acked: number[] = [];
+    const all: Array<Promise<void>> = [];
+    for (let i = 0; i < 60; i++) {
+      all.push(s.append([span(i)]).then(() => { acked.push(i); }));
+      await new Promise((r) => setImmediate(r)); // separate ticks: separate groups, several in flight
+    }
+    await Promise.all(all);
+    expect(acked).to.deep.equal([...Array(60).keys()]);
+    expect(s.counters.syncs).to.be.greaterThan(1);
+    const seg = (await s.seal())!;
+    const ids = decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId);
+    expect(ids).to.deep.equal([...Array(60).keys()].map((i) => `span-${i}`));
+    await s.close();
+  });
+
+  it('a failed sync fails every later group in flight and the segment is cut back to the last acknowledged frame', async () => {
+    const s = await openSpool();
+    await s.append([span(0)]);
+    // Fail the next fdatasync: the group it belongs to and any group behind it must not be acknowledged.
+    const fh = (s as unknown as { active: { fh: { datasync: () => Promise<void> } } }).active.fh;
+    const real = fh.datasync.bind(fh);
+    let calls = 0;
+    fh.datasync = async () => { if (++calls === 1) { await new Promise((r) => setTimeout(r, 20)); throw new Error('EIO (test)'); } return real(); };
+    const later: Array<Promise<void>> = [];
+    const first = s.append([span(1)]);
+    await new Promise((r) => setImmediate(r));
+    for (let i = 2; i < 5; i++) { later.push(s.append([span(i)])); await new Promise((r) => setImmediate(r)); }
+    const results = await Promise.allSettled([first, ...later]);
+    expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected', 'rejected', 'rejected']);
+    await s.append([span(5)]); // goes to a new segment
+    await s.seal();
+    const segs = s.sealedSegments();
+    const ids = [];
+    for (const seg of segs) ids.push(...decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId));
+    expect(ids).to.deep.equal(['span-0', 'span-5']);
+    expect(s.pendingRows).to.equal(2);
+    await s.close();
+  });
 });

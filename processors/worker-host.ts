@@ -1,0 +1,48 @@
+// Worker-thread side of ProcessorWorker: runs the processor chain and encodes the spool frame, so the
+// CPU-heavy part of ingestion (scanning, hashing, serializing) stays off the thread that answers HTTP.
+// Batches are processed one at a time, in arrival order: the audit and verification chains depend on it.
+import { parentPort, workerData } from 'node:worker_threads';
+import type { IngestContext, Batch } from '../collector/pipeline-types.ts';
+import type { SpanRecord, StoredRecord } from '../collector/record.ts';
+import { encodeFrame } from '../collector/spool.ts';
+import { createLogger } from '../collector/logger.ts';
+import { DEFAULT_POLICY, type Policy } from './governance/policy.ts';
+import type { AlertSettings } from './alerts.ts';
+import { createEnrichment } from './index.ts';
+
+export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: Record<string, AlertSettings> }
+export type HostRequest =
+  | { id: number; type: 'process'; spans: SpanRecord[]; ctx: IngestContext | null; settings: WorkspaceSettings }
+  | { id: number; type: 'checkpoints' };
+export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number }
+export type HostReply = { id: number; ok: true; value: Encoded } | { id: number; ok: false; message: string };
+
+const { dataDir, enabled, logLevel } = workerData as { dataDir: string; enabled: boolean; logLevel: string };
+let current: WorkspaceSettings = { policies: {}, alerts: {} };
+// The main thread resolved each batch's workspace settings (its SettingsStore is the one that sees changes).
+const settings = {
+  policyFor: async (ws: string) => current.policies[ws] ?? DEFAULT_POLICY,
+  alertsFor: async (ws: string) => current.alerts[ws] ?? { rules: [] },
+};
+const enrichment = createEnrichment({ dataDir, enabled, settings, log: createLogger(logLevel) });
+
+function encode(records: StoredRecord[], accepted: number): Encoded {
+  // An exact-size copy, so the transfer below moves only this frame (encodeFrame may use a shared pool).
+  return { frame: records.length ? new Uint8Array(encodeFrame(records)) : null, rows: records.length, accepted };
+}
+
+async function handle(m: HostRequest): Promise<Encoded> {
+  if (m.type === 'checkpoints') return encode(enrichment.verification?.checkpoints(Date.now(), true) ?? [], 0);
+  current = m.settings;
+  let batch: Batch = { spans: m.spans, extra: [] };
+  for (const p of enrichment.processors) batch = await p(batch, m.ctx);
+  return encode(batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans, batch.spans.length);
+}
+
+let queue = Promise.resolve();
+parentPort!.on('message', (m: HostRequest) => {
+  queue = queue.then(() => handle(m)).then(
+    (value) => parentPort!.postMessage({ id: m.id, ok: true, value } satisfies HostReply, value.frame ? [value.frame.buffer as ArrayBuffer] : []),
+    (err: unknown) => parentPort!.postMessage({ id: m.id, ok: false, message: err instanceof Error ? err.message : String(err) } satisfies HostReply),
+  );
+});
