@@ -32,8 +32,7 @@ export class WorkerStorage implements Storage {
       if (!p) return;
       this.pending.delete(m.id);
       if (m.ok) p.resolve(m.value);
-      else p.reject(m.error.status ? new HttpError(m.error.status, m.error.code ?? 'error', m.error.message, m.error.details)
-        : Object.assign(new Error(m.error.message), { name: m.error.name }));
+      else p.reject(revive(m.error));
     });
     // A crashed worker fails its calls; the next call starts a fresh one (and re-runs init).
     const fail = (err: Error) => {
@@ -105,4 +104,13 @@ export class WorkerStorage implements Storage {
   verificationWorkspaces() { return this.fwd('verificationWorkspaces', []); }
   usage(...a: Parameters<Storage['usage']>) { return this.fwd('usage', a); }
   findingsDaily(...a: Parameters<Storage['findingsDaily']>) { return this.fwd('findingsDaily', a); }
+}
+
+const BUILTIN_ERRORS: Record<string, ErrorConstructor> = { RangeError, TypeError, SyntaxError };
+
+/** The error as the backend threw it, as far as a message can carry it: HTTP errors and built-in classes. */
+function revive(e: Extract<ReplyMessage, { ok: false }>['error']): Error {
+  if (e.status) return new HttpError(e.status, e.code ?? 'error', e.message, e.details);
+  const Ctor = BUILTIN_ERRORS[e.name];
+  return Ctor ? new Ctor(e.message) : Object.assign(new Error(e.message), { name: e.name });
 }

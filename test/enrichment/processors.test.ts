@@ -165,3 +165,35 @@ describe('cost processor', () => {
     expect(out.spans[3]!.costUsd).to.equal(0);
   });
 });
+
+describe('processor worker thread', () => {
+  it('runs the whole chain off-thread with the settings resolved here, and returns the spool frame', async () => {
+    const { ProcessorWorker } = await import('../../processors/worker-client.ts');
+    const { decodeFrames } = await import('../../collector/spool.ts');
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dataDir = await mkdtemp(join(tmpdir(), 'tracegate-procw-'));
+    const policy = parsePolicy({ version: 7, actions: { email: 'redact' } });
+    const w = new ProcessorWorker({ dataDir, enabled: true, logLevel: 'silent', settings: { policyFor: async () => policy, alertsFor: async () => ({ rules: [] }) } });
+    try {
+      await w.start();
+      const out = await w.process([span('t1', 'a', { prompt: 'mail jane.doe@example.com', kind: 'llm' })], { workspaceId: 'ws', keyId: 'k1', route: 'test' });
+      expect(out.accepted).to.equal(1);
+      const dec = decodeFrames(out.frame!);
+      expect(dec.error).to.equal(null);
+      expect(dec.rows).to.equal(out.rows);
+      const types = dec.records.map((r) => ('recordType' in r ? r.recordType : 'span'));
+      expect(types).to.include.members(['span', 'finding', 'policy', 'audit', 'verification']);
+      expect(JSON.stringify(dec.records)).to.not.include('jane.doe@example.com');
+      expect((dec.records.find((r) => 'recordType' in r && r.recordType === 'policy') as PolicyRecord).policyVersion).to.equal(7);
+      expect(types).to.include('checkpoint'); // the first head of a chain is signed at once
+      await w.process([span('t2', 'b')], { workspaceId: 'ws', keyId: 'k1', route: 'test' }); // within the second: unsigned
+      const cp = await w.checkpoints();
+      expect(decodeFrames(cp.frame!).records.map((r) => (r as { recordType: string }).recordType)).to.deep.equal(['checkpoint']);
+    } finally {
+      await w.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -10,7 +10,7 @@ import { HttpError } from '../../collector/errors.ts';
 import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
-import { BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
+import { BACKENDS, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
 const T0 = 1_763_787_000_123; // 2025-11-22T04:50:00.123Z
 const HOUR = 3_600_000;
@@ -491,7 +491,7 @@ function cmp(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
-for (const [name, factory] of BACKENDS) enrichmentContract(name, factory);
+for (const [name, factory] of CONTRACT_BACKENDS) enrichmentContract(name, factory);
 
 describe('enrichment schema: clickhouse', function () {
   let h: StoreHarness;

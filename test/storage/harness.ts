@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
+import { WorkerStorage } from '../../storage/worker-storage.ts';
+import { loadConfig } from '../../config/index.ts';
 import type { Storage } from '../../storage/types.ts';
 import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
 
@@ -52,3 +54,22 @@ export const duckdbFactory: StoreFactory = async () => {
 };
 
 export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['duckdb', duckdbFactory]];
+
+/** The server's arrangement: DuckDB behind WorkerStorage, every call crossing to a worker thread. */
+export const workerFactory: StoreFactory = async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'tracegate-worker-'));
+  const open = async () => {
+    const s = new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir }));
+    await s.init();
+    return s;
+  };
+  const h: StoreHarness = {
+    storage: await open(),
+    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
+    destroy: async () => { await h.storage.close(); await rm(dir, { recursive: true, force: true }); },
+  };
+  return h;
+};
+
+/** Backends for the contract suites: both implementations, and DuckDB through the worker thread. */
+export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, ['duckdb on a worker thread', workerFactory]];
