@@ -75,7 +75,8 @@ export class Pipeline implements Ingestor {
     this.processors = opts.processors ?? [];
     this.spool = new Spool({
       dir: join(opts.config.DATA_DIR, 'spool'), fsync: opts.config.SPOOL_FSYNC, logger: opts.logger,
-      keepRecords: !opts.storage.insertSpoolFiles,
+      // Rows stay in memory only when the writer inserts them from here and they were encoded here.
+      keepRecords: !opts.storage.insertSpoolFiles && !opts.offload,
     });
   }
 
