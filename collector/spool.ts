@@ -3,7 +3,7 @@
 // Layout: `${dir}/<seq>.seg`, one active segment (appended to) and sealed ones
 // (waiting for the writer). A segment is a run of frames:
 //   [u32 payload length][u32 row count][u32 crc32(row count + payload)][payload: JSON array of records]
-// A crash can tear only the tail (we never write after a failed write: see rotateAfterError),
+// A crash can tear only the tail (we never write after a failed write: see fail()),
 // so on open a bad frame ends the segment: it was never acknowledged.
 //
 // Group commit: appends queued while writes are in flight go out together as one write and one

@@ -1,7 +1,8 @@
 // Worker-thread side of ProcessorWorker: runs the processor chain and encodes the spool frame, so the
 // CPU-heavy part of ingestion (scanning, hashing, serializing) stays off the thread that answers HTTP.
 // Batches are processed one at a time, in arrival order: the audit and verification chains depend on it.
-import { parentPort, workerData } from 'node:worker_threads';
+import { workerData } from 'node:worker_threads';
+import { serveRpc } from '../collector/worker-rpc.ts';
 import type { IngestContext, Batch } from '../collector/pipeline-types.ts';
 import type { SpanRecord, StoredRecord } from '../collector/record.ts';
 import { encodeFrame } from '../collector/spool.ts';
@@ -15,7 +16,6 @@ export type HostRequest =
   | { id: number; type: 'process'; spans: SpanRecord[]; ctx: IngestContext | null; settings: WorkspaceSettings }
   | { id: number; type: 'checkpoints' };
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number }
-export type HostReply = { id: number; ok: true; value: Encoded } | { id: number; ok: false; message: string };
 
 const { dataDir, enabled, logLevel } = workerData as { dataDir: string; enabled: boolean; logLevel: string };
 let current: WorkspaceSettings = { policies: {}, alerts: {} };
@@ -39,10 +39,8 @@ async function handle(m: HostRequest): Promise<Encoded> {
   return encode(batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans, batch.spans.length);
 }
 
-let queue = Promise.resolve();
-parentPort!.on('message', (m: HostRequest) => {
-  queue = queue.then(() => handle(m)).then(
-    (value) => parentPort!.postMessage({ id: m.id, ok: true, value } satisfies HostReply, value.frame ? [value.frame.buffer as ArrayBuffer] : []),
-    (err: unknown) => parentPort!.postMessage({ id: m.id, ok: false, message: err instanceof Error ? err.message : String(err) } satisfies HostReply),
-  );
-});
+// In order: the audit and verification chains depend on it. The frame moves to the main thread, not copied.
+serveRpc<HostRequest>(async (m) => {
+  const value = await handle(m);
+  return { value, transfer: value.frame ? [value.frame.buffer as ArrayBuffer] : [] };
+}, true);

@@ -1,79 +1,43 @@
 // Storage on a worker thread: the same interface, each call a message to storage/worker-host.ts.
 // The server uses it so that inserts and queries run beside request handling, not inside it;
 // the writer hands over spool segment paths, so records are never copied between threads.
-import { Worker } from 'node:worker_threads';
 import type { Config } from '../config/index.ts';
-import { HttpError } from '../collector/errors.ts';
+import { WorkerRpc } from '../collector/worker-rpc.ts';
 import type { Storage } from './types.ts';
-import type { CallMessage, ReplyMessage } from './worker-host.ts';
+import type { CallMessage } from './worker-host.ts';
 import type { SpoolFilesResult } from './spool-files.ts';
 
 type Method = Exclude<keyof Storage, 'kind' | 'init' | 'close'>;
-type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 
 export class WorkerStorage implements Storage {
   readonly kind: Storage['kind'];
-  private readonly config: Config;
-  private worker: Worker | null = null;
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  private readonly rpc: WorkerRpc;
   private initialized = false;
   private closing = false;
 
   constructor(config: Config) {
-    this.config = config;
     this.kind = config.CLICKHOUSE_URL ? 'clickhouse' : 'duckdb';
-  }
-
-  private spawn(): Worker {
-    const w = new Worker(new URL('./worker-host.ts', import.meta.url), { workerData: this.config });
-    w.on('message', (m: ReplyMessage) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (m.ok) p.resolve(m.value);
-      else p.reject(revive(m.error));
-    });
-    // A crashed worker fails its calls; the next call starts a fresh one (and re-runs init).
-    const fail = (err: Error) => {
-      if (this.worker !== w) return;
-      this.worker = null;
-      for (const p of this.pending.values()) p.reject(err);
-      this.pending.clear();
-    };
-    w.on('error', fail);
-    w.on('exit', (code) => fail(new Error(`storage worker exited (code ${code})`)));
-    return w;
+    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), config, 'storage');
   }
 
   private async call<T>(method: string, ...args: unknown[]): Promise<T> {
-    if (!this.worker) {
+    if (!this.rpc.running) {
       if (this.closing) throw new Error('storage is closed');
-      this.worker = this.spawn();
-      if (this.initialized && method !== 'init') await this.send('init', []);
+      // A replacement for a worker that died must open the backend again first.
+      if (this.initialized && method !== 'init') await this.rpc.call({ method: 'init', args: [] } satisfies Omit<CallMessage, 'id'>);
     }
-    return this.send<T>(method, args);
+    return this.rpc.call<T>({ method, args } satisfies Omit<CallMessage, 'id'>);
   }
 
   private fwd<K extends Method>(method: K, args: Parameters<Storage[K]>): ReturnType<Storage[K]> {
     return this.call(method, ...args) as ReturnType<Storage[K]>;
   }
 
-  private send<T>(method: string, args: unknown[]): Promise<T> {
-    const w = this.worker!;
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      w.postMessage({ id, method, args } satisfies CallMessage);
-    });
-  }
-
   async init(): Promise<void> { await this.call('init'); this.initialized = true; }
   async close(): Promise<void> {
     this.closing = true;
-    const w = this.worker;
-    if (!w) return;
-    try { await this.send('close', []); } finally { this.worker = null; await w.terminate(); }
+    if (!this.rpc.running) return;
+    try { await this.call('close'); } finally { await this.rpc.close(); }
   }
 
   /** Insert sealed spool segments, read by the worker from disk (see storage/spool-files.ts). */
@@ -104,13 +68,4 @@ export class WorkerStorage implements Storage {
   verificationWorkspaces() { return this.fwd('verificationWorkspaces', []); }
   usage(...a: Parameters<Storage['usage']>) { return this.fwd('usage', a); }
   findingsDaily(...a: Parameters<Storage['findingsDaily']>) { return this.fwd('findingsDaily', a); }
-}
-
-const BUILTIN_ERRORS: Record<string, ErrorConstructor> = { RangeError, TypeError, SyntaxError };
-
-/** The error as the backend threw it, as far as a message can carry it: HTTP errors and built-in classes. */
-function revive(e: Extract<ReplyMessage, { ok: false }>['error']): Error {
-  if (e.status) return new HttpError(e.status, e.code ?? 'error', e.message, e.details);
-  const Ctor = BUILTIN_ERRORS[e.name];
-  return Ctor ? new Ctor(e.message) : Object.assign(new Error(e.message), { name: e.name });
 }

@@ -38,38 +38,30 @@ export const clickhouseFactory: StoreFactory = async () => {
   return h;
 };
 
-export const duckdbFactory: StoreFactory = async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'tracegate-duckdb-'));
-  const open = async () => {
-    const s = new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb'));
-    await s.init();
-    return s;
+/** A store kept in a fresh temp folder, deleted by destroy(). */
+function tempDirFactory(prefix: string, create: (dir: string) => Storage): StoreFactory {
+  return async () => {
+    const dir = await mkdtemp(join(tmpdir(), prefix));
+    const open = async () => {
+      const s = create(dir);
+      await s.init();
+      return s;
+    };
+    const h: StoreHarness = {
+      storage: await open(),
+      reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
+      destroy: async () => { await h.storage.close(); await rm(dir, { recursive: true, force: true }); },
+    };
+    return h;
   };
-  const h: StoreHarness = {
-    storage: await open(),
-    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
-    destroy: async () => { await h.storage.close(); await rm(dir, { recursive: true, force: true }); },
-  };
-  return h;
-};
+}
+
+export const duckdbFactory = tempDirFactory('tracegate-duckdb-', (dir) => new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb')));
 
 export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['duckdb', duckdbFactory]];
 
 /** The server's arrangement: DuckDB behind WorkerStorage, every call crossing to a worker thread. */
-export const workerFactory: StoreFactory = async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'tracegate-worker-'));
-  const open = async () => {
-    const s = new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir }));
-    await s.init();
-    return s;
-  };
-  const h: StoreHarness = {
-    storage: await open(),
-    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
-    destroy: async () => { await h.storage.close(); await rm(dir, { recursive: true, force: true }); },
-  };
-  return h;
-};
+export const workerFactory = tempDirFactory('tracegate-worker-', (dir) => new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir })));
 
 /** Backends for the contract suites: both implementations, and DuckDB through the worker thread. */
 export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, ['duckdb on a worker thread', workerFactory]];

@@ -20,8 +20,8 @@ describe('storage on a worker thread', () => {
   it('replaces a worker that died and re-initializes it; stored data survives', async () => {
     const span = { ...emptySpan('ws', 'native'), traceId: 't1', spanId: 's1', startTimeNs: '1000000', endTimeNs: '2000000' };
     await h.storage.insertSpans([span]);
-    const inner = h.storage as unknown as { worker: { terminate(): Promise<number> } };
-    await inner.worker.terminate();
+    const inner = h.storage as unknown as { rpc: { worker: { terminate(): Promise<number> } } };
+    await inner.rpc.worker.terminate();
     await new Promise((r) => setTimeout(r, 20)); // let the exit event reach the client
     expect(await h.storage.countSpans('ws')).to.equal(1);
     expect((await h.storage.getTrace('ws', 't1')).map((s) => s.spanId)).to.deep.equal(['s1']);

@@ -1,0 +1,93 @@
+// One request/reply channel to a worker thread, shared by the storage and processor threads.
+// Calls are matched by id; a worker that dies fails the calls in flight and is replaced on the next call.
+import { parentPort, Worker, type Transferable } from 'node:worker_threads';
+import { HttpError } from './errors.ts';
+
+export interface WireError { name: string; message: string; status?: number; code?: string; details?: unknown }
+type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: WireError };
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+
+export class WorkerRpc {
+  private readonly url: URL;
+  private readonly workerData: unknown;
+  private readonly name: string;
+  private worker: Worker | null = null;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+
+  constructor(url: URL, workerData: unknown, name: string) {
+    this.url = url;
+    this.workerData = workerData;
+    this.name = name;
+  }
+
+  /** False before the first call and after the worker died (the next call starts a fresh one). */
+  get running(): boolean { return this.worker !== null; }
+
+  call<T>(message: object, transfer: readonly Transferable[] = []): Promise<T> {
+    const w = (this.worker ??= this.spawn());
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      w.postMessage({ ...message, id }, transfer);
+    });
+  }
+
+  async close(): Promise<void> {
+    const w = this.worker;
+    this.worker = null;
+    await w?.terminate();
+  }
+
+  private spawn(): Worker {
+    const w = new Worker(this.url, { workerData: this.workerData });
+    w.on('message', (m: Reply) => {
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      if (m.ok) p.resolve(m.value);
+      else p.reject(reviveError(m.error));
+    });
+    const fail = (err: Error) => {
+      if (this.worker !== w) return;
+      this.worker = null;
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`${this.name} worker exited (code ${code})`)));
+    return w;
+  }
+}
+
+/**
+ * The worker side: answer each message with handle's result. `inOrder` runs one message at a time,
+ * in arrival order. handle may return transferables to move with the answer.
+ */
+export function serveRpc<M extends { id: number }>(handle: (m: M) => Promise<{ value: unknown; transfer?: Transferable[] }>, inOrder = false): void {
+  const port = parentPort!;
+  let queue: Promise<void> = Promise.resolve();
+  port.on('message', (m: M) => {
+    const run = () => handle(m).then(
+      ({ value, transfer }) => port.postMessage({ id: m.id, ok: true, value } satisfies Reply, transfer ?? []),
+      (err: unknown) => port.postMessage({ id: m.id, ok: false, error: wireError(err) } satisfies Reply),
+    );
+    if (inOrder) queue = queue.then(run);
+    else void run();
+  });
+}
+
+function wireError(err: unknown): WireError {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const http = e instanceof HttpError ? { status: e.status, code: e.code, details: e.details } : {};
+  return { name: e.name, message: e.message, ...http };
+}
+
+const BUILTIN_ERRORS: Record<string, ErrorConstructor> = { RangeError, TypeError, SyntaxError };
+
+/** The error as the worker threw it, as far as a message can carry it: HTTP errors and built-in classes. */
+function reviveError(e: WireError): Error {
+  if (e.status) return new HttpError(e.status, e.code ?? 'error', e.message, e.details);
+  const Ctor = BUILTIN_ERRORS[e.name];
+  return Ctor ? new Ctor(e.message) : Object.assign(new Error(e.message), { name: e.name });
+}
