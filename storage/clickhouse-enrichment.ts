@@ -7,6 +7,7 @@ import type {
 } from '../collector/enrichment-records.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { str, u64 } from './clickhouse-sql.ts';
+import { byWorkspace, dayOfMs, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, findingCursor, normalizeAlertQuery,
@@ -125,6 +126,11 @@ interface UsageReadRow {
   total_tokens: string; cost_usd: number; latency: number[];
 }
 
+interface UsageCorrectionRow {
+  bucket: string; group_key: string; n_requests: string; n_errors: string; prompt_tokens: string; completion_tokens: string;
+  total_tokens: string; cost_usd: number;
+}
+
 export class ClickHouseEnrichment {
   private readonly client: ClickHouseClient;
   private readonly db: string;
@@ -158,11 +164,7 @@ export class ClickHouseEnrichment {
     if (input.length === 0) return;
     const b = partitionEnrichment(input);
     await Promise.all([
-      this.insert('findings', b.findings.map((r) => ({
-        workspace_id: r.workspaceId, trace_id: r.traceId, span_id: r.spanId, field: r.field, rule: r.rule,
-        start_offset: r.start, end_offset: r.end, detector: r.detector, category: r.category, severity: r.severity,
-        preview: r.preview, score_bits: floatBits(r.score), action: r.action, created_at_ms: r.createdAtMs,
-      }))),
+      this.insertFindings(b.findings),
       this.insert('policy_records', b.policies.map((r) => ({
         workspace_id: r.workspaceId, trace_id: r.traceId, span_id: r.spanId, policy_version: r.policyVersion,
         decision: r.decision, reasons: r.reasons, created_at_ms: r.createdAtMs,
@@ -187,6 +189,40 @@ export class ClickHouseEnrichment {
         signature: r.signature, at_ms: r.atMs,
       }))),
     ]);
+  }
+
+  /** Findings with their rollup flag (see clickhouse-rollup.ts), then the day-count corrections. */
+  private async insertFindings(findings: FindingRecord[]): Promise<void> {
+    if (findings.length === 0) return;
+    const rows = findings.map((r) => ({
+      workspace_id: wellFormed(r.workspaceId), trace_id: wellFormed(r.traceId), span_id: wellFormed(r.spanId), field: wellFormed(r.field),
+      rule: wellFormed(r.rule), start_offset: r.start, end_offset: r.end, detector: r.detector, category: wellFormed(r.category),
+      severity: wellFormed(r.severity), preview: r.preview, score_bits: floatBits(r.score), action: r.action,
+      created_at_ms: r.createdAtMs, rollup: 1,
+    }));
+    const corrections: FindingCorrection[] = [];
+    for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
+      // Newest per key within the batch first: one insert must not count a key twice either.
+      const newest = new Map<string, number>();
+      for (const i of at) {
+        const r = rows[i]!;
+        const k = JSON.stringify([r.trace_id, r.span_id, r.field, r.rule, r.start_offset]);
+        const j = newest.get(k);
+        if (j === undefined || r.created_at_ms >= rows[j]!.created_at_ms) newest.set(k, i);
+      }
+      for (const i of at) rows[i]!.rollup = 0;
+      const keep = [...newest.values()];
+      const facts = keep.map((i) => {
+        const r = rows[i]!;
+        return { traceId: r.trace_id, spanId: r.span_id, field: r.field, rule: r.rule, startOffset: r.start_offset,
+          day: dayOfMs(r.created_at_ms), category: r.category, severity: r.severity, createdAtMs: r.created_at_ms };
+      });
+      const plan = planFindingRollup(ws, facts, await storedFindings(this.client, this.db, ws, facts.map((f) => f.traceId)));
+      keep.forEach((i, n) => { rows[i]!.rollup = plan.flags[n]!; });
+      corrections.push(...plan.corrections);
+    }
+    await this.insert('findings', rows);
+    await this.insert('findings_daily_corrections', corrections);
   }
 
   async listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
@@ -296,10 +332,8 @@ export class ClickHouseEnrichment {
   }
 
   /**
-   * Reads only the usage_hourly rollup (merging its aggregate states); see migration v4.
-   * Known limitation: the rollup is fed by a materialized view on inserts, so a span inserted
-   * twice in separate insertSpans calls (a replay) is counted twice here although spans
-   * collapses it. Duplicates are removed upstream of storage; nothing is done about it here.
+   * Reads only the rollups: usage_hourly (merging its aggregate states, migrations v4/v5) plus
+   * usage_corrections, which takes replaced span versions back out (clickhouse-rollup.ts).
    */
   async usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
     const col = usageGroupColumn(q.groupBy);
@@ -324,15 +358,32 @@ export class ClickHouseEnrichment {
       FROM ${this.t('usage_hourly')}
       WHERE ${c.join(' AND ')}
       GROUP BY bucket, group_key`);
-    const aggs: UsageAgg[] = rows.map((r) => ({
-      bucketSec: Number(r.bucket), key: r.group_key, requests: Number(r.n_requests), errors: Number(r.n_errors),
-      promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
-      costUsd: r.cost_usd, quantiles: r.latency,
-    }));
+    const fixes = await this.rows<UsageCorrectionRow>(`
+      SELECT toString(toUnixTimestamp(${bucket})) AS bucket, ${col} AS group_key,
+        toString(sum(requests)) AS n_requests, toString(sum(errors)) AS n_errors,
+        toString(sum(prompt_tokens)) AS prompt_tokens, toString(sum(completion_tokens)) AS completion_tokens,
+        toString(sum(total_tokens)) AS total_tokens, sum(cost_usd) AS cost_usd
+      FROM ${this.t('usage_corrections')}
+      WHERE ${c.join(' AND ')}
+      GROUP BY bucket, group_key`);
+    const fixOf = new Map(fixes.map((f) => [JSON.stringify([f.bucket, f.group_key]), f]));
+    const aggs: UsageAgg[] = [];
+    for (const r of rows) {
+      const f = fixOf.get(JSON.stringify([r.bucket, r.group_key]));
+      const a: UsageAgg = {
+        bucketSec: Number(r.bucket), key: r.group_key,
+        requests: Number(r.n_requests) + Number(f?.n_requests ?? 0), errors: Number(r.n_errors) + Number(f?.n_errors ?? 0),
+        promptTokens: Number(r.prompt_tokens) + Number(f?.prompt_tokens ?? 0),
+        completionTokens: Number(r.completion_tokens) + Number(f?.completion_tokens ?? 0),
+        totalTokens: Number(r.total_tokens) + Number(f?.total_tokens ?? 0),
+        costUsd: r.cost_usd + (f?.cost_usd ?? 0), quantiles: r.latency,
+      };
+      if (a.requests > 0) aggs.push(a); // a group whose every span moved elsewhere is gone
+    }
     return aggs.sort(compareUsage).map(toUsageRow);
   }
 
-  /** Reads only the findings_daily rollup (same replay caveat as usage()). */
+  /** Reads only the rollups: findings_daily plus its corrections (see usage()). */
   async findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
     const range = dayRange(q);
     const c = [`workspace_id = ${str(wellFormed(workspaceId))}`];
@@ -344,10 +395,14 @@ export class ClickHouseEnrichment {
     if (range.toDay !== undefined && range.toDay <= DATE_MAX) c.push(`day < ${date(range.toDay)}`);
     // (ClickHouse aliases are visible in WHERE: the output name must not shadow `day`.)
     const rows = await this.rows<{ d: string; category: string; severity: string; n: string }>(`
-      SELECT toString(day) AS d, category, severity, sum(finding_count) AS n
-      FROM ${this.t('findings_daily')}
-      WHERE ${c.join(' AND ')}
+      SELECT toString(day) AS d, category, severity, sum(k) AS n
+      FROM (
+        SELECT day, category, severity, toInt64(finding_count) AS k FROM ${this.t('findings_daily')} WHERE ${c.join(' AND ')}
+        UNION ALL
+        SELECT day, category, severity, delta AS k FROM ${this.t('findings_daily_corrections')} WHERE ${c.join(' AND ')}
+      )
       GROUP BY day, category, severity
+      HAVING n > 0
       ORDER BY day, category, severity`);
     return rows.map((r) => ({ day: r.d, category: r.category, severity: r.severity, count: Number(r.n) }));
   }

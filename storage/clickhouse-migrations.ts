@@ -3,11 +3,17 @@
 // Keep to syntax ClickHouse 18.16 understands (no Map/JSON/DateTime64/LowCardinality/TTL/
 // SimpleAggregateFunction) that current releases still accept (no old-style MergeTree(date, key, 8192)).
 
+/**
+ * A statement, or an ALTER TABLE … ADD COLUMN that is skipped when the column already exists
+ * (18.16 has no ADD COLUMN IF NOT EXISTS; the server answers code 44).
+ */
+export type ClickHouseStatement = string | { addColumn: string };
+
 export interface ClickHouseMigration {
   version: number;
   description: string;
   /** SQL statements for database `db` (an already-checked identifier). */
-  statements(db: string): string[];
+  statements(db: string): ClickHouseStatement[];
 }
 
 export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
@@ -205,10 +211,8 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     // Enrichment as materialized processing: each materialized view aggregates every inserted
     // block into its rollup at insert time, and usage()/findingsDaily() read only the rollups.
     //
-    // Known limitation: a view sees inserts, not the collapsed table. A replayed duplicate insert
-    // (same span or finding written twice) is collapsed by spans/findings (ReplacingMergeTree) but
-    // counted twice by the rollup. Storage does not mitigate this: duplicates are removed upstream
-    // (the collector dedups before the writer; insertSpans collapses duplicates within a batch).
+    // A view sees inserts, not the collapsed table, so these views counted a re-delivered span
+    // or finding twice; v5 replaces them with views that count each record once.
     // Spans stored before this migration are not in the rollup (no automatic backfill: two
     // collectors migrating at once would both backfill). A one-off backfill, run before any
     // collector with this migration has written spans, is the view's SELECT as
@@ -275,6 +279,75 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         severity,
         count() AS finding_count
       FROM ${db}.findings
+      GROUP BY workspace_id, day, category, severity`,
+    ],
+  },
+  {
+    version: 5,
+    description: 'rollups count a record once: rollup flag on spans and findings, correction tables',
+    // See clickhouse-rollup.ts. The writer marks each inserted row with rollup = 1 when the
+    // rollup must count it (new, or a changed version), 2 when it must count it but its latency
+    // is already in the group's quantiles, and 0 for a re-delivery; a changed row's previous
+    // version is taken out by a correction row. Quantile states skip NaN, hence if(…, nan).
+    // Old views are dropped and new ones created under new names; rows written by a collector
+    // older than this migration default to rollup = 1, as before.
+    statements: (db) => [
+      { addColumn: `ALTER TABLE ${db}.spans ADD COLUMN rollup UInt8 DEFAULT 1` },
+      { addColumn: `ALTER TABLE ${db}.findings ADD COLUMN rollup UInt8 DEFAULT 1` },
+      `CREATE TABLE IF NOT EXISTS ${db}.usage_corrections (
+        workspace_id String,
+        hour DateTime('UTC'),
+        model String,
+        action_name String,
+        environment String,
+        source String,
+        requests Int64,
+        errors Int64,
+        prompt_tokens Int64,
+        completion_tokens Int64,
+        total_tokens Int64,
+        cost_usd Float64
+      ) ENGINE = SummingMergeTree()
+      PARTITION BY toYYYYMM(hour)
+      ORDER BY (workspace_id, hour, model, action_name, environment, source)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.findings_daily_corrections (
+        workspace_id String,
+        day Date,
+        category String,
+        severity String,
+        delta Int64
+      ) ENGINE = SummingMergeTree()
+      PARTITION BY toYYYYMM(day)
+      ORDER BY (workspace_id, day, category, severity)`,
+      `DROP TABLE IF EXISTS ${db}.usage_hourly_mv`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_hourly_once_mv TO ${db}.usage_hourly AS
+      SELECT
+        workspace_id,
+        toStartOfHour(toDateTime(intDiv(start_ns, 1000000000), 'UTC')) AS hour,
+        model,
+        action_name,
+        environment,
+        source,
+        countState() AS requests,
+        sumState(toUInt64(status = 'error')) AS errors,
+        sumState(prompt_tokens) AS prompt_tokens_sum,
+        sumState(completion_tokens) AS completion_tokens_sum,
+        sumState(total_tokens) AS total_tokens_sum,
+        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd_sum,
+        quantilesState(0.5, 0.95, 0.99)(if(rollup = 1, reinterpretAsFloat64(reinterpretAsString(duration_ms_bits)), nan)) AS latency_ms
+      FROM ${db}.spans
+      WHERE kind = 'llm' AND rollup >= 1
+      GROUP BY workspace_id, hour, model, action_name, environment, source`,
+      `DROP TABLE IF EXISTS ${db}.findings_daily_mv`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.findings_daily_once_mv TO ${db}.findings_daily AS
+      SELECT
+        workspace_id,
+        toDate(toDateTime(intDiv(created_at_ms, 1000), 'UTC')) AS day,
+        category,
+        severity,
+        count() AS finding_count
+      FROM ${db}.findings
+      WHERE rollup = 1
       GROUP BY workspace_id, day, category, severity`,
     ],
   },

@@ -6,7 +6,8 @@ import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, Find
 import type {
   AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
-import { CLICKHOUSE_MIGRATIONS } from './clickhouse-migrations.ts';
+import { CLICKHOUSE_MIGRATIONS, type ClickHouseStatement } from './clickhouse-migrations.ts';
+import { byWorkspace, planSpanRollup, storedSpans, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
@@ -38,7 +39,7 @@ interface SpanInsertRow {
   status: string; status_message: string; model: string; provider: string; prompt: string; response: string;
   prompt_tokens: number; completion_tokens: number; total_tokens: number; cost_usd_bits: string;
   finish_reason: string; action_name: string; environment: string; request_id: string;
-  training_preferred: number; trainable: number;
+  training_preferred: number; trainable: number; rollup?: number;
   attr_keys: string[]; attr_values: string[]; attr_types: string[];
   res_keys: string[]; res_values: string[]; res_types: string[];
   events_json: string; ingested_at_ms: number;
@@ -88,6 +89,30 @@ function toInsertRow(r: SpanRecord): SpanInsertRow {
     events_json: JSON.stringify(r.events),
     ingested_at_ms: count(r.ingestedAtMs),
   };
+}
+
+function usageFacts(r: SpanInsertRow): UsageFacts {
+  return {
+    traceId: r.trace_id, spanId: r.span_id, startNs: r.start_ns, kind: r.kind, model: r.model, actionName: r.action_name,
+    environment: r.environment, source: r.source, status: r.status, promptTokens: r.prompt_tokens,
+    completionTokens: r.completion_tokens, totalTokens: r.total_tokens, costBits: r.cost_usd_bits,
+    durationBits: r.duration_ms_bits, ingestedAtMs: r.ingested_at_ms,
+  };
+}
+
+/** Run one migration statement; an ADD COLUMN whose column exists is done already. */
+export async function runStatement(client: ClickHouseClient, st: ClickHouseStatement): Promise<void> {
+  if (typeof st === 'string') {
+    await client.command({ query: st });
+    return;
+  }
+  try {
+    await client.command({ query: st.addColumn });
+  } catch (e) {
+    // Current servers' errors parse into a code; 18.16's only say it in the message.
+    const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec((e as Error).message ?? '')?.[1];
+    if (code !== '44') throw e;
+  }
 }
 
 function fromReadRow(r: SpanReadRow): SpanRecord {
@@ -160,7 +185,7 @@ export class ClickHouseStorage implements Storage {
     );
     for (const m of CLICKHOUSE_MIGRATIONS) {
       if (applied.has(m.version)) continue;
-      for (const sql of m.statements(this.db)) await this.exec(sql);
+      for (const st of m.statements(this.db)) await runStatement(this.client, st);
       await this.exec(`INSERT INTO ${this.t('schema_migrations')} (version, applied_at) VALUES (${m.version}, now())`);
     }
   }
@@ -180,6 +205,7 @@ export class ClickHouseStorage implements Storage {
   async insertSpans(input: SpanRecord[]): Promise<void> {
     if (input.length === 0) return;
     const rows = latestPerSpan(input).map(toInsertRow);
+    const corrections = await this.markRollup(rows);
     const index = new Map<string, { workspace_id: string; trace_id: string; start_date: string }>();
     for (const r of rows) {
       const e = { workspace_id: r.workspace_id, trace_id: r.trace_id, start_date: r.start_date };
@@ -189,6 +215,21 @@ export class ClickHouseStorage implements Storage {
     // retried whole by the writer, and replays collapse in both tables.
     await this.client.insert({ table: this.t('trace_index'), values: [...index.values()], format: 'JSONEachRow' });
     await this.client.insert({ table: this.t('spans'), values: rows, format: 'JSONEachRow' });
+    // After the spans: a crash in between leaves the old version counted (never a double correction).
+    if (corrections.length) await this.client.insert({ table: this.t('usage_corrections'), values: corrections, format: 'JSONEachRow' });
+  }
+
+  /** Set each row's rollup flag from the stored versions (see clickhouse-rollup.ts); returns the corrections. */
+  private async markRollup(rows: SpanInsertRow[]) {
+    const all = [];
+    for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
+      const facts = at.map((i) => usageFacts(rows[i]!));
+      const stored = await storedSpans(this.client, this.db, ws, facts.map((f) => f.traceId));
+      const plan = planSpanRollup(ws, facts, stored);
+      at.forEach((i, n) => { rows[i]!.rollup = plan.flags[n]!; });
+      all.push(...plan.corrections);
+    }
+    return all;
   }
 
   async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {

@@ -9,6 +9,7 @@ import type {
 import { HttpError } from '../../collector/errors.ts';
 import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
+import { runStatement } from '../../storage/clickhouse.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
 import { BACKENDS, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
@@ -506,7 +507,7 @@ describe('enrichment schema: clickhouse', function () {
   it('every migration statement can run again (two collectors migrating at once)', async function () {
     const db = (h.storage as unknown as { db: string }).db;
     const client = (h.storage as unknown as { client: { command(o: { query: string }): Promise<unknown> } }).client;
-    for (const m of CLICKHOUSE_MIGRATIONS) for (const sql of m.statements(db)) await client.command({ query: sql });
+    for (const m of CLICKHOUSE_MIGRATIONS) for (const st of m.statements(db)) await runStatement(client as never, st);
     await h.storage.insertSpans([llmSpan('ws-mig', 's', T0)]);
     // still one view per rollup: a second one would count every span twice
     expect((await h.storage.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => r.requests)).to.deep.equal([1]);
@@ -561,16 +562,35 @@ function usageDataset(ws: string): { spans: SpanRecord[]; findings: FindingRecor
 describe('enrichment analytics: backends agree', function () {
   const harnesses: StoreHarness[] = [];
   const ws = 'ws-agree-usage';
-  const { spans, findings } = usageDataset(ws);
+  const { spans: first, findings: firstFindings } = usageDataset(ws);
+  // Re-deliveries that must not be counted twice: a crash replay (identical rows), an exporter
+  // retry (same content, later ingestedAtMs), updates (same span, new status/tokens/cost), and an
+  // old version arriving after the update (ignored: the newest version wins).
+  const retried = first.slice(100, 200).map((x) => ({ ...x, ingestedAtMs: x.ingestedAtMs + 1000 }));
+  const updated = first.slice(200, 260).map((x, i) => ({
+    ...x, ingestedAtMs: x.ingestedAtMs + 2000, status: i % 2 ? 'error' : 'completed',
+    promptTokens: x.promptTokens + 7, totalTokens: x.totalTokens + 7, costUsd: x.costUsd * 2,
+  }));
+  const spans = [...first.slice(0, 200), ...updated, ...first.slice(260)];
+  // Findings: a replay, a retry on the same day, and a re-detection moved to a later day.
+  const movedFindings = firstFindings.slice(20, 40).map((f) => ({ ...f, createdAtMs: f.createdAtMs + DAY }));
+  const findings = [...firstFindings.slice(0, 20), ...movedFindings, ...firstFindings.slice(40)];
 
   before(async function () {
     for (const [, factory] of BACKENDS) {
       const h = await factory();
       harnesses.push(h);
       // several inserts: the rollup merges partial states written by each
-      for (let i = 0; i < spans.length; i += 90) await h.storage.insertSpans(spans.slice(i, i + 90));
-      await h.storage.insertEnrichment(findings.slice(0, 70));
-      await h.storage.insertEnrichment(findings.slice(70));
+      for (let i = 0; i < first.length; i += 90) await h.storage.insertSpans(first.slice(i, i + 90));
+      await h.storage.insertEnrichment(firstFindings.slice(0, 70));
+      await h.storage.insertEnrichment(firstFindings.slice(70));
+      await h.storage.insertSpans(first.slice(0, 120));
+      await h.storage.insertSpans(retried);
+      await h.storage.insertSpans(updated);
+      await h.storage.insertSpans(first.slice(200, 230));
+      await h.storage.insertEnrichment(firstFindings.slice(0, 50));
+      await h.storage.insertEnrichment(firstFindings.slice(50, 60).map((f) => ({ ...f, createdAtMs: f.createdAtMs + 1 })));
+      await h.storage.insertEnrichment(movedFindings);
     }
   });
   after(async function () {
@@ -643,5 +663,30 @@ describe('enrichment analytics: backends agree', function () {
     }
     const all = await harnesses[0]!.storage.findingsDaily(ws, {});
     expect(all.reduce((n, r) => n + r.count, 0)).to.equal(findings.length);
+  });
+
+  // A span re-sent with another model, hour or kind leaves its old group. Counts, tokens and cost
+  // follow exactly; ClickHouse's quantile states cannot drop a value, so quantiles are not compared.
+  it('a span that moves to another group leaves the old one', async function () {
+    const moveWs = 'ws-agree-move';
+    const h0 = Math.floor(T0 / HOUR) * HOUR;
+    const a = llmSpan(moveWs, 'm1', h0 + 10, { model: 'gpt-4o', totalTokens: 10, costUsd: 0.5 });
+    const b = llmSpan(moveWs, 'm2', h0 + 20, { model: 'gpt-4o', totalTokens: 20, costUsd: 0.25 });
+    const c = llmSpan(moveWs, 'm3', h0 + 30, { model: 'gpt-4o', totalTokens: 40, costUsd: 0.125 });
+    for (const h of harnesses) {
+      await h.storage.insertSpans([a, b, c]);
+      await h.storage.insertSpans([
+        { ...a, model: 'claude', ingestedAtMs: a.ingestedAtMs + 1 },
+        { ...b, kind: 'tool', ingestedAtMs: b.ingestedAtMs + 1 },
+        { ...c, startTimeNs: (BigInt(h0 + HOUR + 30) * 1_000_000n).toString(), ingestedAtMs: c.ingestedAtMs + 1 },
+      ]);
+    }
+    const strip = (rows: UsageRow[]) => rows.map((r) => [r.bucketStart, r.key, r.requests, r.totalTokens, r.costUsd]);
+    const [ch, duck] = await Promise.all(harnesses.map((h) => h.storage.usage(moveWs, { groupBy: 'model', bucket: 'hour' })));
+    expect(strip(ch!)).to.deep.equal(strip(duck!));
+    expect(strip(duck!)).to.deep.equal([
+      [new Date(h0).toISOString(), 'claude', 1, 10, 0.5],
+      [new Date(h0 + HOUR).toISOString(), 'gpt-4o', 1, 40, 0.125],
+    ]);
   });
 });
