@@ -1,6 +1,7 @@
 // Wires config → storage → pipeline → app, listens, and shuts down gracefully on SIGTERM/SIGINT.
 import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { lockDataDir } from './data-dir-lock.ts';
 import { join } from 'node:path';
 import type { Server } from 'node:http';
 import type { Config } from '../config/index.ts';
@@ -31,6 +32,16 @@ export interface Running {
 export async function startServer(config: Config, opts: { storage?: Storage; log?: Logger } = {}): Promise<Running> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   mkdirSync(config.DATA_DIR, { recursive: true });
+  const unlock = lockDataDir(config.DATA_DIR);
+  try {
+    return await start(config, log, opts, unlock);
+  } catch (e) {
+    unlock();
+    throw e;
+  }
+}
+
+async function start(config: Config, log: Logger, opts: { storage?: Storage }, unlock: () => void): Promise<Running> {
   // Storage runs on its own thread: inserts and queries never block request handling.
   const storage = opts.storage ?? new WorkerStorage(config);
   await storage.init();
@@ -76,6 +87,7 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
     await Promise.all(closers.map((c) => c().catch(() => {})));
     await storage.close();
     rmSync(serverFile, { force: true });
+    unlock();
     log.info('stopped');
   })());
   return { server, port, storage, pipeline, enrichment, settings, log, close };
