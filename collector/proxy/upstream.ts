@@ -13,6 +13,22 @@ export function responsesTarget(baseUrl: string): Target {
   return { origin: u.origin, path: `${u.pathname.replace(/\/+$/, '')}/responses${u.search}` };
 }
 
+/** Provider response ids are short tokens (`resp_…`); anything else never reaches the upstream path. */
+export const RESPONSE_ID = /^[A-Za-z0-9_-]{1,200}$/;
+
+/**
+ * `${baseUrl}/responses/{id}{sub}?{query}` for the calls about a stored response. `id` must match
+ * RESPONSE_ID and `sub` is one of ours; the query is re-encoded, so it cannot leave the query part.
+ */
+export function responseItemTarget(baseUrl: string, id: string, sub: '' | '/cancel' | '/input_items', query: URLSearchParams): Target {
+  if (!RESPONSE_ID.test(id)) throw new RangeError('bad response id');
+  const u = new URL(baseUrl);
+  const params = new URLSearchParams(u.search);
+  for (const [k, v] of query) params.append(k, v);
+  const qs = params.toString();
+  return { origin: u.origin, path: `${u.pathname.replace(/\/+$/, '')}/responses/${id}${sub}${qs ? `?${qs}` : ''}` };
+}
+
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
   private readonly settings: ProxyTimeouts;

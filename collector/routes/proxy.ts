@@ -12,9 +12,10 @@ import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import { mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
 import { blockMessage, preflight } from '../proxy/preflight.ts';
-import { passBackHeaders, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
+import { passBackHeaders, RESPONSE_ID, responseItemTarget, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
 
 const PATH = '/api/proxy/provider/responses';
+const ITEM = `${PATH}/:responseId`;
 
 /** Every error this route answers has the provider's shape, so SDKs read message, type, param and code. */
 const providerError = z.object({
@@ -204,4 +205,56 @@ export function proxyRoutes(r: RouteContext): void {
     }
     res.end();
   });
+
+  // Calls about a stored response (retrieve, delete, cancel, input items), so the official client's
+  // `responses.retrieve(id)` and friends work through the proxy too. Passed through as they are: no
+  // preflight (no prompt goes out) and no trace (no model call), same key, limit and provider settings.
+  const relay = (method: 'GET' | 'DELETE' | 'POST', sub: '' | '/cancel' | '/input_items') => async (ctx: Context) => {
+    const id = String(ctx.params.responseId ?? '');
+    if (!RESPONSE_ID.test(id)) throw new HttpError(400, 'invalid_request', 'malformed response id', { type: 'invalid_request_error', param: 'response_id' });
+    const caller = ctx.state.caller as Caller;
+    const provider = (await r.settings.forWorkspace(caller.workspaceId)).provider;
+    const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
+    const target = responseItemTarget(provider.baseUrl, id, sub, new URLSearchParams(ctx.querystring));
+    const abort = new AbortController();
+    ctx.res.once('close', () => { if (!ctx.res.writableFinished) abort.abort(); });
+    let up: Dispatcher.ResponseData;
+    try {
+      up = await upstreams.pool(target.origin).request({
+        method, path: target.path, signal: abort.signal, ...(method === 'POST' ? { body: '{}' } : {}),
+        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey),
+        headersTimeout: r.config.PROXY_HEADERS_TIMEOUT_MS, bodyTimeout: r.config.PROXY_BODY_TIMEOUT_MS,
+      });
+    } catch (err) {
+      const f = transportFailure(err);
+      throw new HttpError(f.status, f.code, f.message, { type: 'upstream_error' });
+    }
+    ctx.status = up.statusCode;
+    ctx.set(passBackHeaders(up.headers));
+    const contentType = String(up.headers['content-type'] ?? '');
+    if (contentType) ctx.set('Content-Type', contentType);
+    if (contentType.toLowerCase().startsWith('text/event-stream')) ctx.set('Cache-Control', 'no-cache');
+    ctx.body = up.body; // streamed: a retrieve with ?stream=true is SSE
+  };
+  const guard = [providerErrors, ...r.ingestGuard('proxy')];
+  r.router.get(ITEM, ...guard, relay('GET', ''));
+  r.router.delete(ITEM, ...guard, relay('DELETE', ''));
+  r.router.post(`${ITEM}/cancel`, ...guard, relay('POST', '/cancel'));
+  r.router.get(`${ITEM}/input_items`, ...guard, relay('GET', '/input_items'));
+  for (const [method, path, summary] of [
+    ['get', ITEM, 'Retrieve a stored response from the provider (passed through; SSE with ?stream=true)'],
+    ['delete', ITEM, 'Delete a stored response at the provider (passed through)'],
+    ['post', `${ITEM}/cancel`, 'Cancel a background response at the provider (passed through)'],
+    ['get', `${ITEM}/input_items`, 'List the input items of a stored response (passed through)'],
+  ] as const) {
+    r.docs.push({
+      method, path: path.replace(':responseId', '{responseId}'), tag: 'proxy', auth: 'apiKey', summary,
+      responses: {
+        200: { description: 'The provider\'s answer passed through, with its status' },
+        400: { description: 'Malformed response id', schema: providerError },
+        401: { description: 'Missing or invalid workspace API key', schema: providerError },
+        502: { description: 'The provider could not be reached', schema: providerError },
+      },
+    });
+  }
 }

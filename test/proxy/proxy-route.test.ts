@@ -326,6 +326,35 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(got.headers).to.not.have.property('x-forwarded-host');
   });
 
+  it('passes calls about a stored response through: retrieve, input items, cancel, delete (no trace stored)', async () => {
+    const ws = await workspace();
+    const created = await ws.client.responses.create({ model: 'gpt-4o-mini', input: 'Remember me' });
+    const before = fake.requests.length;
+    const got = await ws.client.responses.retrieve(created.id, { include: ['message.output_text.logprobs'] });
+    expect(got.id).to.equal(created.id);
+    expect(got.output_text).to.equal(created.output_text);
+    expect(fake.requests[before]!.path).to.equal(`/v1/responses/${created.id}?include%5B%5D=message.output_text.logprobs`);
+    expect(fake.requests[before]!.headers.authorization).to.equal('Bearer sk-fake');
+    const items = await ws.client.responses.inputItems.list(created.id);
+    expect(items.data.map((i: any) => i.content[0].text)).to.deep.equal(['Remember me']);
+    expect((await ws.client.responses.cancel(created.id)).status).to.equal('cancelled');
+    await ws.client.responses.delete(created.id);
+    const gone = await caught(ws.client.responses.retrieve(created.id));
+    expect(gone.status).to.equal(404);
+    expect(gone.message).to.include('not found');
+    expect(fake.requests.length - before).to.equal(5);
+    // only the create call left a trace
+    await flushed(s);
+    const list = await get(`${s.url}/api/traces?limit=10`, ws.auth);
+    expect(list.json.items).to.have.length(1);
+    // a malformed id never reaches the provider; neither does a call without a key
+    const bad = await get(`${s.url}/api/proxy/provider/responses/..%2F..%2Fadmin`, ws.auth);
+    expect(bad.status).to.equal(400);
+    expect(bad.json.error).to.include({ type: 'invalid_request_error', param: 'response_id' });
+    expect((await get(`${s.url}/api/proxy/provider/responses/${created.id}`)).status).to.equal(401);
+    expect(fake.requests.length - before).to.equal(5);
+  });
+
   it('rejects bad requests before forwarding: no key 401, bad body 400, both in the provider shape', async () => {
     const ws = await workspace();
     const before = fake.requests.length;

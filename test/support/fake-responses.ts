@@ -8,6 +8,8 @@
 //   'incomplete'      status incomplete (max_output_tokens)
 //   'tool'            a function_call output item
 //   'cached'          usage with cached and reasoning tokens
+// Completed responses are kept: GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel and
+// GET /v1/responses/{id}/input_items answer about them (404 in the provider's shape for unknown ids).
 // `stamp: true` in the options adds `t` (performance.now() at send) to every event, for the benchmark.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -127,9 +129,26 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
         rec.done = true;
         notify();
       });
+      const m = /^\/v1\/responses\/([^/?]+)(\/[a-z_]+)?(\?.*)?$/.exec(req.url ?? '');
+      if (m) { stored(req.method ?? '', m[1]!, m[2] ?? '', res); return; }
       void answer(body, res).catch(() => res.destroy());
     });
   });
+
+  const kept = new Map<string, { response: any; input: any }>();
+  function stored(method: string, respId: string, sub: string, res: ServerResponse): void {
+    const hit = kept.get(respId);
+    const json = (status: number, v: unknown) => { res.writeHead(status, { ...commonHeaders(), 'content-type': 'application/json' }); res.end(typeof v === 'string' ? v : JSON.stringify(v)); };
+    if (!hit) return json(404, errorBody(`Response with id '${respId}' not found.`, 'invalid_request_error', null));
+    if (method === 'GET' && sub === '') return json(200, hit.response);
+    if (method === 'DELETE' && sub === '') { kept.delete(respId); return json(200, { id: respId, object: 'response', deleted: true }); }
+    if (method === 'POST' && sub === '/cancel') return json(200, { ...hit.response, status: 'cancelled' });
+    if (method === 'GET' && sub === '/input_items') {
+      const items = typeof hit.input === 'string' ? [{ id: id('msg'), type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: hit.input }] }] : hit.input ?? [];
+      return json(200, { object: 'list', data: items, first_id: items[0]?.id ?? null, last_id: items.at(-1)?.id ?? null, has_more: false });
+    }
+    json(404, errorBody('Not found', 'invalid_request_error', null));
+  }
 
   async function answer(body: any, res: ServerResponse): Promise<void> {
     const mode = body.metadata?.fake;
@@ -151,8 +170,10 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
     const text = deltas.join('');
     if (body.stream !== true) {
       if (delay) await sleep(delay);
+      const final = finalResponse(body, respId, msgId, text);
+      if (opts.record !== false) kept.set(respId, { response: final, input: body.input });
       res.writeHead(200, { ...commonHeaders(), 'content-type': 'application/json' });
-      res.end(JSON.stringify(finalResponse(body, respId, msgId, text)));
+      res.end(JSON.stringify(final));
       return;
     }
 
