@@ -17,6 +17,8 @@ export const configSchema = z.object({
   CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'letters, digits and _ only').default('tracegate'),
   CLICKHOUSE_USER: z.string().default('default'),
   CLICKHOUSE_PASSWORD: z.string().default(''),
+  // Rollups count a re-delivered span once (a key lookup per inserted trace; see clickhouse-rollup.ts).
+  CLICKHOUSE_EXACT_ROLLUPS: bool(true),
 
   REDIS_URL: z.string().url().optional(),
   RATE_LIMIT_POINTS: int(6000, 1),          // requests per window per route and key

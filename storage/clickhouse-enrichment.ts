@@ -134,9 +134,11 @@ interface UsageCorrectionRow {
 export class ClickHouseEnrichment {
   private readonly client: ClickHouseClient;
   private readonly db: string;
+  private readonly exactRollups: boolean;
 
   /** `db` must already be a checked identifier. */
-  constructor(client: ClickHouseClient, db: string) {
+  constructor(client: ClickHouseClient, db: string, exactRollups = true) {
+    this.exactRollups = exactRollups;
     this.client = client;
     this.db = db;
   }
@@ -201,7 +203,7 @@ export class ClickHouseEnrichment {
       created_at_ms: r.createdAtMs, rollup: 1,
     }));
     const corrections: FindingCorrection[] = [];
-    for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
+    if (this.exactRollups) for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
       // Newest per key within the batch first: one insert must not count a key twice either.
       const newest = new Map<string, number>();
       for (const i of at) {

@@ -289,8 +289,9 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     // rollup must count it (new, or a changed version), 2 when it must count it but its latency
     // is already in the group's quantiles, and 0 for a re-delivery; a changed row's previous
     // version is taken out by a correction row. Quantile states skip NaN, hence if(…, nan).
-    // Old views are dropped and new ones created under new names; rows written by a collector
-    // older than this migration default to rollup = 1, as before.
+    // Old views are dropped and new ones created under new names. The writer always sends the
+    // flag: 18.16 fills a column omitted from JSONEachRow with 0, not its DEFAULT, so a collector
+    // older than this migration still writing to the same database would not be counted.
     statements: (db) => [
       { addColumn: `ALTER TABLE ${db}.spans ADD COLUMN rollup UInt8 DEFAULT 1` },
       { addColumn: `ALTER TABLE ${db}.findings ADD COLUMN rollup UInt8 DEFAULT 1` },

@@ -12,6 +12,7 @@ export function createStorage(config: Config): Storage {
       database: config.CLICKHOUSE_DATABASE,
       username: config.CLICKHOUSE_USER,
       password: config.CLICKHOUSE_PASSWORD,
+      exactRollups: config.CLICKHOUSE_EXACT_ROLLUPS,
     });
   }
   return new DuckDbStorage(join(config.DATA_DIR, 'tracegate.duckdb'));

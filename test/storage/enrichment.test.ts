@@ -9,7 +9,8 @@ import type {
 import { HttpError } from '../../collector/errors.ts';
 import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
-import { runStatement } from '../../storage/clickhouse.ts';
+import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
+import { clickhouseUrl } from '../support/shared.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
 import { BACKENDS, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
@@ -511,6 +512,24 @@ describe('enrichment schema: clickhouse', function () {
     await h.storage.insertSpans([llmSpan('ws-mig', 's', T0)]);
     // still one view per rollup: a second one would count every span twice
     expect((await h.storage.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => r.requests)).to.deep.equal([1]);
+  });
+});
+
+describe('enrichment schema: clickhouse, TRACEGATE_CLICKHOUSE_EXACT_ROLLUPS=false', function () {
+  it('skips the stored-version lookup: a replay is counted again (the documented trade-off)', async function () {
+    const db = `t_nolookup_${Date.now()}`;
+    const s = new ClickHouseStorage({ url: clickhouseUrl(), database: db, exactRollups: false });
+    await s.init();
+    try {
+      const span = llmSpan('ws-nolookup', 's', T0, { totalTokens: 5 });
+      await s.insertSpans([span]);
+      await s.insertSpans([span]);
+      expect((await s.usage('ws-nolookup', { groupBy: 'model', bucket: 'hour' })).map((r) => [r.requests, r.totalTokens])).to.deep.equal([[2, 10]]);
+      expect(await s.countSpans('ws-nolookup')).to.equal(1); // the spans table still collapses it
+    } finally {
+      await (s as unknown as { client: { command(o: { query: string }): Promise<unknown> } }).client.command({ query: `DROP DATABASE IF EXISTS ${db}` });
+      await s.close();
+    }
   });
 });
 
