@@ -7,7 +7,7 @@ import type {
 } from '../collector/enrichment-records.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { str, u64 } from './clickhouse-sql.ts';
-import { byWorkspace, dayOfMs, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
+import { byWorkspace, dayOfMs, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, findingCursor, normalizeAlertQuery,
@@ -204,22 +204,21 @@ export class ClickHouseEnrichment {
     }));
     const corrections: FindingCorrection[] = [];
     if (this.exactRollups) for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
-      // Newest per key within the batch first: one insert must not count a key twice either.
+      const facts = new Map(at.map((i) => {
+        const r = rows[i]!;
+        return [i, { traceId: r.trace_id, spanId: r.span_id, field: r.field, rule: r.rule, startOffset: r.start_offset,
+          day: dayOfMs(r.created_at_ms), category: r.category, severity: r.severity, createdAtMs: r.created_at_ms }];
+      }));
+      // Only the newest row per key in the batch can count: one insert must not count a key twice either.
       const newest = new Map<string, number>();
-      for (const i of at) {
-        const r = rows[i]!;
-        const k = JSON.stringify([r.trace_id, r.span_id, r.field, r.rule, r.start_offset]);
-        const j = newest.get(k);
-        if (j === undefined || r.created_at_ms >= rows[j]!.created_at_ms) newest.set(k, i);
+      for (const [i, f] of facts) {
+        const j = newest.get(findingKey(f));
+        if (j === undefined || f.createdAtMs >= facts.get(j)!.createdAtMs) newest.set(findingKey(f), i);
+        rows[i]!.rollup = 0;
       }
-      for (const i of at) rows[i]!.rollup = 0;
       const keep = [...newest.values()];
-      const facts = keep.map((i) => {
-        const r = rows[i]!;
-        return { traceId: r.trace_id, spanId: r.span_id, field: r.field, rule: r.rule, startOffset: r.start_offset,
-          day: dayOfMs(r.created_at_ms), category: r.category, severity: r.severity, createdAtMs: r.created_at_ms };
-      });
-      const plan = planFindingRollup(ws, facts, await storedFindings(this.client, this.db, ws, facts.map((f) => f.traceId)));
+      const kept = keep.map((i) => facts.get(i)!);
+      const plan = planFindingRollup(ws, kept, await storedFindings(this.client, this.db, ws, kept.map((f) => f.traceId)));
       keep.forEach((i, n) => { rows[i]!.rollup = plan.flags[n]!; });
       corrections.push(...plan.corrections);
     }

@@ -7,7 +7,7 @@ import type {
   AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, type ClickHouseStatement } from './clickhouse-migrations.ts';
-import { byWorkspace, planSpanRollup, storedSpans, type UsageFacts } from './clickhouse-rollup.ts';
+import { byWorkspace, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
@@ -210,7 +210,7 @@ export class ClickHouseStorage implements Storage {
     if (input.length === 0) return;
     const rows = latestPerSpan(input).map(toInsertRow);
     // Always explicit: 18.16 fills a column omitted from JSONEachRow with 0, not its DEFAULT.
-    let corrections: Awaited<ReturnType<ClickHouseStorage['markRollup']>> = [];
+    let corrections: UsageCorrection[] = [];
     if (this.exactRollups) corrections = await this.markRollup(rows);
     else for (const r of rows) r.rollup = 1;
     const index = new Map<string, { workspace_id: string; trace_id: string; start_date: string }>();
@@ -227,8 +227,8 @@ export class ClickHouseStorage implements Storage {
   }
 
   /** Set each row's rollup flag from the stored versions (see clickhouse-rollup.ts); returns the corrections. */
-  private async markRollup(rows: SpanInsertRow[]) {
-    const all = [];
+  private async markRollup(rows: SpanInsertRow[]): Promise<UsageCorrection[]> {
+    const all: UsageCorrection[] = [];
     for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
       const facts = at.map((i) => usageFacts(rows[i]!));
       const stored = await storedSpans(this.client, this.db, ws, facts.map((f) => f.traceId));
