@@ -16,6 +16,30 @@ export interface ClickHouseMigration {
   statements(db: string): ClickHouseStatement[];
 }
 
+const DURATION = 'reinterpretAsFloat64(reinterpretAsString(duration_ms_bits))';
+
+/** The usage_hourly view (v4, and v5 with the rollup flag): `latency` feeds the quantile state, `where` picks the rows. */
+function usageView(db: string, name: string, latency: string, where: string): string {
+  return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${name} TO ${db}.usage_hourly AS
+      SELECT
+        workspace_id,
+        toStartOfHour(toDateTime(intDiv(start_ns, 1000000000), 'UTC')) AS hour,
+        model,
+        action_name,
+        environment,
+        source,
+        countState() AS requests,
+        sumState(toUInt64(status = 'error')) AS errors,
+        sumState(prompt_tokens) AS prompt_tokens_sum,
+        sumState(completion_tokens) AS completion_tokens_sum,
+        sumState(total_tokens) AS total_tokens_sum,
+        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd_sum,
+        quantilesState(0.5, 0.95, 0.99)(${latency}) AS latency_ms
+      FROM ${db}.spans
+      WHERE ${where}
+      GROUP BY workspace_id, hour, model, action_name, environment, source`;
+}
+
 export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
   {
     version: 1,
@@ -244,24 +268,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       // Floats from their bits, not the MATERIALIZED columns, so the view never depends on
       // whether the inserted block carries them. No output alias equals a column of spans
       // (\`sumState(x) AS x\` resolves differently across ClickHouse analyzers).
-      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_hourly_mv TO ${db}.usage_hourly AS
-      SELECT
-        workspace_id,
-        toStartOfHour(toDateTime(intDiv(start_ns, 1000000000), 'UTC')) AS hour,
-        model,
-        action_name,
-        environment,
-        source,
-        countState() AS requests,
-        sumState(toUInt64(status = 'error')) AS errors,
-        sumState(prompt_tokens) AS prompt_tokens_sum,
-        sumState(completion_tokens) AS completion_tokens_sum,
-        sumState(total_tokens) AS total_tokens_sum,
-        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd_sum,
-        quantilesState(0.5, 0.95, 0.99)(reinterpretAsFloat64(reinterpretAsString(duration_ms_bits))) AS latency_ms
-      FROM ${db}.spans
-      WHERE kind = 'llm'
-      GROUP BY workspace_id, hour, model, action_name, environment, source`,
+      usageView(db, 'usage_hourly_mv', DURATION, `kind = 'llm'`),
       `CREATE TABLE IF NOT EXISTS ${db}.findings_daily (
         workspace_id String,
         day Date,
@@ -321,24 +328,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       PARTITION BY toYYYYMM(day)
       ORDER BY (workspace_id, day, category, severity)`,
       `DROP TABLE IF EXISTS ${db}.usage_hourly_mv`,
-      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_hourly_once_mv TO ${db}.usage_hourly AS
-      SELECT
-        workspace_id,
-        toStartOfHour(toDateTime(intDiv(start_ns, 1000000000), 'UTC')) AS hour,
-        model,
-        action_name,
-        environment,
-        source,
-        countState() AS requests,
-        sumState(toUInt64(status = 'error')) AS errors,
-        sumState(prompt_tokens) AS prompt_tokens_sum,
-        sumState(completion_tokens) AS completion_tokens_sum,
-        sumState(total_tokens) AS total_tokens_sum,
-        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd_sum,
-        quantilesState(0.5, 0.95, 0.99)(if(rollup = 1, reinterpretAsFloat64(reinterpretAsString(duration_ms_bits)), nan)) AS latency_ms
-      FROM ${db}.spans
-      WHERE kind = 'llm' AND rollup >= 1
-      GROUP BY workspace_id, hour, model, action_name, environment, source`,
+      usageView(db, 'usage_hourly_once_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'llm' AND rollup >= 1`),
       `DROP TABLE IF EXISTS ${db}.findings_daily_mv`,
       `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.findings_daily_once_mv TO ${db}.findings_daily AS
       SELECT
