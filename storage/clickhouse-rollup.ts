@@ -110,7 +110,12 @@ export function planFindingRollup(workspaceId: string, rows: readonly FindingFac
 
 // ---- reading the stored versions ----
 
-const LOOKUP_CHUNK = 500; // trace ids per query: keeps the SQL well under max_query_size
+// Trace ids per lookup query. Each query has a fixed cost (parsing, building the IN set, reading
+// trace_index), so few large queries beat many small ones: on 18.16 with 2 M indexed traces,
+// 500 ids took 70–130 ms and 5,000 ids 180–250 ms. Two lists of 5,000 ids need a larger
+// max_query_size than the 256 KiB default.
+const LOOKUP_CHUNK = 5000;
+const LOOKUP_SETTINGS = { max_query_size: String(4 << 20) };
 
 // Output names differ from the columns: a ClickHouse alias would shadow the column everywhere in the query.
 interface StoredSpanRow {
@@ -127,7 +132,7 @@ async function chunked<T>(traceIds: readonly string[], read: (ids: string[]) => 
 }
 
 async function rows<T>(client: ClickHouseClient, query: string): Promise<T[]> {
-  return (await client.query({ query, format: 'JSONEachRow' })).json<T>();
+  return (await client.query({ query, format: 'JSONEachRow', clickhouse_settings: LOOKUP_SETTINGS })).json<T>();
 }
 
 /** Newest stored version of every span of these traces (one workspace). */

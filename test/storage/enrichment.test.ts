@@ -513,6 +513,15 @@ describe('enrichment schema: clickhouse', function () {
     // still one view per rollup: a second one would count every span twice
     expect((await h.storage.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => r.requests)).to.deep.equal([1]);
   });
+
+  it('a replayed batch larger than one lookup query (5,000 trace ids) is counted once', async function () {
+    const ws = 'ws-big-replay';
+    const spans = Array.from({ length: 12_000 }, (_, i) => llmSpan(ws, `b${i}`, T0 + i, { totalTokens: 1 }));
+    await h.storage.insertSpans(spans.slice(0, 7_000));
+    await h.storage.insertSpans(spans); // the first 7,000 again, across two lookup queries, plus 5,000 new
+    const usage = await h.storage.usage(ws, { groupBy: 'model', bucket: 'day' });
+    expect(usage.map((r) => [r.requests, r.totalTokens])).to.deep.equal([[12_000, 12_000]]);
+  });
 });
 
 describe('enrichment schema: clickhouse, TRACEGATE_CLICKHOUSE_EXACT_ROLLUPS=false', function () {
