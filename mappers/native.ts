@@ -1,5 +1,5 @@
 // Native payload → one span record (a native trace is a single-span trace).
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type SpanRecord, type Source } from '../collector/record.ts';
 import type { NativeTrace } from './native-schema.ts';
 
@@ -8,7 +8,7 @@ const KNOWN_METRICS = new Set(['promptTokens', 'completionTokens', 'totalTokens'
 
 /** Deterministic span id so a replayed requestId lands on the same (traceId, spanId) and collapses. */
 export function nativeSpanId(traceId: string): string {
-  return createHash('sha256').update(traceId).digest('hex').slice(0, 16);
+  return hash('sha256', traceId, 'hex').slice(0, 16);
 }
 
 export function mapNative(t: NativeTrace, workspaceId: string, nowMs: number): SpanRecord {

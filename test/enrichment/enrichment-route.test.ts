@@ -122,6 +122,24 @@ for (const backend of BACKENDS) {
       }
     });
 
+    // JSON can escape a lone surrogate ("\ud800"); it is valid JSON but not Unicode. Stored as U+FFFD,
+    // hashed the same way, so the trace verifies (this used to be a 500 from the canonicalizer).
+    it('lone surrogates in JSON input are stored as U+FFFD and the trace still verifies', async () => {
+      const native = await post(`${s.url}/api/traces`, '{"requestId":"sur-1","prompt":"bad \\ud800 here","response":"ok \\udc00","metadata":{"k\\ud801":"v\\udfff"}}', auth);
+      expect(native.status, JSON.stringify(native.json)).to.equal(200);
+      const otlpBody = JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans: [{
+        traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', name: 'chat', startTimeUnixNano: '1000', endTimeUnixNano: '2000',
+        attributes: [{ key: 'input.value', value: { stringValue: 'SURROGATE' } }],
+      }] }] }] }).replace('SURROGATE', 'in \\ud800 put');
+      const otlp = await post(`${s.url}/v1/traces`, otlpBody, auth);
+      expect(otlp.status, JSON.stringify(otlp.json)).to.equal(200);
+      await flushed(s);
+      const span = (await get(`${s.url}/api/traces/sur-1`, auth)).json.trace.spans[0];
+      expect([span.prompt, span.response]).to.deep.equal(['bad \ufffd here', 'ok \ufffd']);
+      expect((await get(`${s.url}/api/traces/sur-1/verification`, auth)).json).to.include({ ok: true });
+      expect((await get(`${s.url}/api/traces/0af7651916cd43dd8448eb211c80319c/verification`, auth)).json).to.include({ ok: true });
+    });
+
     it('verification: keys published, trace re-checked, `tracegate verify` passes', async () => {
       await flushed(s);
       const keys = (await get(`${s.url}/api/verification/keys`, auth)).json.keys;

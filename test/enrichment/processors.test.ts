@@ -8,6 +8,7 @@ import type { FindingRecord, PolicyRecord } from '../../collector/enrichment-rec
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import { VerificationChain, checkChain, checkContent, verificationProcessor } from '../../processors/verification.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
+import { canonicalJson } from '../../processors/canonical.ts';
 import { AlertEvaluator, signDelivery, type AlertRule } from '../../processors/alerts.ts';
 import { governanceProcessor } from '../../processors/governance-processor.ts';
 import { DEFAULT_POLICY, parsePolicy } from '../../processors/governance/index.ts';
@@ -15,6 +16,14 @@ import { DEFAULT_POLICY, parsePolicy } from '../../processors/governance/index.t
 function span(trace: string, id: string, over: Partial<SpanRecord> = {}): SpanRecord {
   return { ...emptySpan('ws1', 'native'), traceId: trace, spanId: id, startTimeNs: '1000', endTimeNs: '2000', ingestedAtMs: 5, ...over };
 }
+
+describe('canonical JSON', () => {
+  it('is RFC 8785 (sorted keys, no spaces) and turns lone surrogates into U+FFFD instead of throwing', () => {
+    expect(canonicalJson({ b: [1, 'x'], a: { d: true, c: null } })).to.equal('{"a":{"c":null,"d":true},"b":[1,"x"]}');
+    const parsed = JSON.parse('{"z\\ud800":"v\\udc00","__proto__":{"p":"\\ud801"}}');
+    expect(canonicalJson(parsed)).to.equal('{"__proto__":{"p":"\ufffd"},"z\ufffd":"v\ufffd"}');
+  });
+});
 
 describe('audit chain', () => {
   it('links every record to the previous one and detects edits, deletions and reordering', () => {
