@@ -2,23 +2,27 @@
 import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 
-/** Canonical JSON; lone surrogates become U+FFFD, as storage writes them, so stored rows hash the same. */
+/**
+ * Canonical JSON of a value as storage writes it, so stored rows hash the same: lone surrogates become
+ * U+FFFD and non-finite numbers null (JSON.stringify's rule; JSON input such as 1e400 parses to Infinity).
+ */
 export function canonicalJson(value: unknown): string {
   try {
     return canonicalize(value) ?? 'null';
   } catch (err) {
-    // canonicalize refuses lone surrogates (JSON input may carry "\ud800"); rare, so only then walk the value.
-    if (!(err instanceof Error) || !/surrogate/i.test(err.message)) throw err;
-    return canonicalize(wellFormed(value)) ?? 'null';
+    // canonicalize refuses both; rare, so only then walk the value.
+    if (!(err instanceof Error) || !/surrogate|NaN|Infinity/i.test(err.message)) throw err;
+    return canonicalize(asStored(value)) ?? 'null';
   }
 }
 
-function wellFormed(v: unknown): unknown {
+function asStored(v: unknown): unknown {
   if (typeof v === 'string') return v.toWellFormed();
-  if (Array.isArray(v)) return v.map(wellFormed);
+  if (typeof v === 'number') return Number.isFinite(v) ? v : null;
+  if (Array.isArray(v)) return v.map(asStored);
   if (v !== null && typeof v === 'object') {
     const out: Record<string, unknown> = Object.create(null); // a "__proto__" key stays a key
-    for (const [k, x] of Object.entries(v)) out[k.toWellFormed()] = wellFormed(x);
+    for (const [k, x] of Object.entries(v)) out[k.toWellFormed()] = asStored(x);
     return out;
   }
   return v;

@@ -1064,7 +1064,7 @@ function jInt(v: unknown, key: string): number | string {
 }
 
 function jDouble(v: unknown, key: string): number | string {
-  if (typeof v === 'number') return v;
+  if (typeof v === 'number') return finiteOrString(v); // 1e400 parses to Infinity
   if (typeof v === 'string') {
     if (v === 'NaN' || v === 'Infinity' || v === '-Infinity') return v;
     const n = Number(v);

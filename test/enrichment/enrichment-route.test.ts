@@ -122,20 +122,26 @@ for (const backend of BACKENDS) {
       }
     });
 
-    // JSON can escape a lone surrogate ("\ud800"); it is valid JSON but not Unicode. Stored as U+FFFD,
-    // hashed the same way, so the trace verifies (this used to be a 500 from the canonicalizer).
-    it('lone surrogates in JSON input are stored as U+FFFD and the trace still verifies', async () => {
-      const native = await post(`${s.url}/api/traces`, '{"requestId":"sur-1","prompt":"bad \\ud800 here","response":"ok \\udc00","metadata":{"k\\ud801":"v\\udfff"}}', auth);
+    // JSON can escape a lone surrogate ("\ud800") or write 1e400 (Infinity once parsed): valid JSON, but
+    // neither fits the canonical form. Both are stored (U+FFFD in prompt text, null for an overflowing
+    // number, "Infinity" for an OTLP double as proto3 JSON writes it) and hashed as stored, so the traces
+    // verify. Both used to be a 500.
+    it('lone surrogates and overflowing numbers in JSON input are stored, and the traces still verify', async () => {
+      const native = await post(`${s.url}/api/traces`, '{"requestId":"sur-1","prompt":"bad \\ud800 here","response":"ok \\udc00","metadata":{"k\\ud801":"v\\udfff","big":1e400},"extra":-1e999}', auth);
       expect(native.status, JSON.stringify(native.json)).to.equal(200);
       const otlpBody = JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans: [{
         traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', name: 'chat', startTimeUnixNano: '1000', endTimeUnixNano: '2000',
-        attributes: [{ key: 'input.value', value: { stringValue: 'SURROGATE' } }],
-      }] }] }] }).replace('SURROGATE', 'in \\ud800 put');
+        attributes: [{ key: 'input.value', value: { stringValue: 'SURROGATE' } }, { key: 'huge', value: { doubleValue: 'HUGE' } }],
+      }] }] }] }).replace('SURROGATE', 'in \\ud800 put').replace('"HUGE"', '1e400');
       const otlp = await post(`${s.url}/v1/traces`, otlpBody, auth);
       expect(otlp.status, JSON.stringify(otlp.json)).to.equal(200);
       await flushed(s);
       const span = (await get(`${s.url}/api/traces/sur-1`, auth)).json.trace.spans[0];
       expect([span.prompt, span.response]).to.deep.equal(['bad \ufffd here', 'ok \ufffd']);
+      // attributes are stored as JSON text, whose escapes keep a lone surrogate as sent
+      expect(span.attributes).to.deep.include({ metadata: { 'k\ud801': 'v\udfff', big: null }, extra: null });
+      const otlpSpan = (await get(`${s.url}/api/traces/0af7651916cd43dd8448eb211c80319c`, auth)).json.trace.spans[0];
+      expect(otlpSpan.attributes).to.include({ 'input.value': 'in \ufffd put', huge: 'Infinity' });
       expect((await get(`${s.url}/api/traces/sur-1/verification`, auth)).json).to.include({ ok: true });
       expect((await get(`${s.url}/api/traces/0af7651916cd43dd8448eb211c80319c/verification`, auth)).json).to.include({ ok: true });
     });
