@@ -112,9 +112,12 @@ export function planFindingRollup(workspaceId: string, rows: readonly FindingFac
 
 // Trace ids per lookup query. Each query has a fixed cost (parsing, building the IN set, reading
 // trace_index), so few large queries beat many small ones: on 18.16 with 2 M indexed traces,
-// 500 ids took 70–130 ms and 5,000 ids 180–250 ms. Two lists of 5,000 ids need a larger
-// max_query_size than the 256 KiB default.
+// 500 ids took 70–130 ms and 5,000 ids 180–250 ms. A chunk is also bounded by the size of its
+// escaped literals (a requestId may be 256 characters of backslashes, twice as long escaped): the
+// spans query holds the list twice, and a query over max_query_size fails as a syntax error that
+// a retry would repeat forever.
 const LOOKUP_CHUNK = 5000;
+const LOOKUP_LIST_BYTES = 1 << 20;
 const LOOKUP_SETTINGS = { max_query_size: String(4 << 20) };
 
 // Output names differ from the columns: a ClickHouse alias would shadow the column everywhere in the query.
@@ -124,10 +127,28 @@ interface StoredSpanRow {
   s_total: string; s_cost: string; s_duration: string; s_ingested: string;
 }
 
+/** Unique ids in chunks of at most LOOKUP_CHUNK ids and LOOKUP_LIST_BYTES of escaped literals. */
+export function lookupChunks(traceIds: readonly string[]): string[][] {
+  const chunks: string[][] = [];
+  let cur: string[] = [];
+  let bytes = 0;
+  for (const id of new Set(traceIds)) {
+    const size = Buffer.byteLength(str(id)) + 1;
+    if (cur.length && (cur.length === LOOKUP_CHUNK || bytes + size > LOOKUP_LIST_BYTES)) {
+      chunks.push(cur);
+      cur = [];
+      bytes = 0;
+    }
+    cur.push(id);
+    bytes += size;
+  }
+  if (cur.length) chunks.push(cur);
+  return chunks;
+}
+
 async function chunked<T>(traceIds: readonly string[], read: (ids: string[]) => Promise<T[]>): Promise<T[]> {
   const out: T[] = [];
-  const unique = [...new Set(traceIds)];
-  for (let i = 0; i < unique.length; i += LOOKUP_CHUNK) out.push(...await read(unique.slice(i, i + LOOKUP_CHUNK)));
+  for (const ids of lookupChunks(traceIds)) out.push(...await read(ids));
   return out;
 }
 

@@ -10,6 +10,7 @@ import { HttpError } from '../../collector/errors.ts';
 import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
 import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
+import { lookupChunks } from '../../storage/clickhouse-rollup.ts';
 import { clickhouseUrl } from '../support/shared.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
 import { BACKENDS, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
@@ -521,6 +522,19 @@ describe('enrichment schema: clickhouse', function () {
     await h.storage.insertSpans(spans); // the first 7,000 again, across two lookup queries, plus 5,000 new
     const usage = await h.storage.usage(ws, { groupBy: 'model', bucket: 'day' });
     expect(usage.map((r) => [r.requests, r.totalTokens])).to.deep.equal([[12_000, 12_000]]);
+  });
+
+  // 5,000 ids of 250 backslashes each escape to over 2.5 MB per IN list: one query would exceed
+  // max_query_size and fail as a syntax error on every retry, stalling the writer for everyone.
+  it('a lookup of long, escape-heavy trace ids is split by size and still counts a replay once', async function () {
+    const ws = 'ws-escape-heavy';
+    const spans = Array.from({ length: 5_000 }, (_, i) => ({ ...llmSpan(ws, `e${i}`, T0 + i, { totalTokens: 1 }), traceId: '\\'.repeat(250) + i }));
+    for (const ids of lookupChunks(spans.map((s) => s.traceId))) expect(ids.length).to.be.below(5_000);
+    await h.storage.insertSpans(spans);
+    await h.storage.insertSpans(spans);
+    const usage = await h.storage.usage(ws, { groupBy: 'model', bucket: 'day' });
+    expect(usage.map((r) => [r.requests, r.totalTokens])).to.deep.equal([[5_000, 5_000]]);
+    expect(await h.storage.getTrace(ws, '\\'.repeat(250) + 42)).to.have.length(1);
   });
 });
 
