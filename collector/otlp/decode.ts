@@ -271,9 +271,13 @@ function rejectMessage(total: number, reasons: string[]): string {
   return `${total} span(s) rejected: ${reasons.join('; ')}${more}`;
 }
 
+// ClickHouse buckets by DateTime (UInt32 seconds): a later time would wrap around to 1970 in the rollups.
+const LATEST_NS = '4294967295000000000'; // 2106-02-07T06:28:15Z
+
 function checkSpanTimes(start: string, end: string): void {
   if (start === '0') throw new SpanReject('missing startTimeUnixNano');
   if (decLess(end, start)) throw new SpanReject('endTimeUnixNano is before startTimeUnixNano');
+  if (decLess(LATEST_NS, end)) throw new SpanReject('endTimeUnixNano is after 2106-02-07T06:28:15Z, the latest time storage can bucket');
 }
 
 // ---------------------------------------------------------------------------

@@ -285,11 +285,11 @@ describe('OTLP decode: protobuf wire details', () => {
 
   it('keeps int64 attributes exact and fixed64 times beyond 2^53', () => {
     const body = requestPb([spanPb({
-      start: 18446744073709551615n - 5n, end: 18446744073709551615n,
+      start: 4294967294999999995n, end: 4294967295000000000n, // beyond 2^53, up to the latest storable time
       attrs: [kvPb('small', vi(3, 123)), kvPb('neg', vi(3, (1n << 64n) - 5n)), kvPb('big', vi(3, 9007199254740993n)), kvPb('bytes', ld(7, Buffer.from([1, 2, 3]))), kvPb('f', vi(2, 0))],
     })]);
     const s = allSpans(decodeOtlpRequest(body, 'protobuf', limits))[0]!;
-    expect([s.startTimeNs, s.endTimeNs]).to.deep.equal(['18446744073709551610', '18446744073709551615']);
+    expect([s.startTimeNs, s.endTimeNs]).to.deep.equal(['4294967294999999995', '4294967295000000000']);
     expect(s.attributes).to.deep.equal({ small: 123, neg: -5, big: '9007199254740993', bytes: 'AQID', f: false });
   });
 
@@ -487,6 +487,16 @@ describe('OTLP decode: hostile input', () => {
     const p = decodeOtlpRequest(pb, 'protobuf', limits);
     expect([p.spanCount, p.rejectedSpans]).to.deep.equal([1, 3]);
     expect(p.errorMessage).to.include('invalid traceId (3 bytes, expected 16)').and.to.include('spanId').and.to.include('before startTimeUnixNano');
+  });
+
+  it('rejects a span ending after 2106-02-07T06:28:15Z (storage buckets by 32-bit seconds), accepts one ending then', () => {
+    const last = '4294967295000000000';
+    const after = '4294967295000000001';
+    const r = decodeOtlpRequest(jsonReq([jsonSpan({ spanId: '0000000000000001', endTimeUnixNano: last }), jsonSpan({ endTimeUnixNano: after })]), 'json', limits);
+    expect([r.spanCount, r.rejectedSpans]).to.deep.equal([1, 1]);
+    expect(r.errorMessage).to.include('after 2106-02-07T06:28:15Z');
+    const p = decodeOtlpRequest(requestPb([spanPb({ end: BigInt(last) }), spanPb({ end: 18446744073709551615n })]), 'protobuf', limits);
+    expect([p.spanCount, p.rejectedSpans]).to.deep.equal([1, 1]);
   });
 });
 
