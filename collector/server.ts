@@ -32,7 +32,7 @@ export interface Running {
 export async function startServer(config: Config, opts: { storage?: Storage; log?: Logger } = {}): Promise<Running> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   mkdirSync(config.DATA_DIR, { recursive: true });
-  const unlock = lockDataDir(config.DATA_DIR);
+  const unlock = await lockDataDir(config.DATA_DIR);
   try {
     return await start(config, log, opts, unlock);
   } catch (e) {
