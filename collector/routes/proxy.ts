@@ -229,8 +229,21 @@ export function proxyRoutes(r: RouteContext): void {
       const f = transportFailure(err);
       throw new HttpError(f.status, f.code, f.message, { type: 'upstream_error' });
     }
+    if (method !== 'GET') {
+      // Deleting or cancelling a stored response changes it: audited (durably) with its outcome. The call
+      // has happened by now, so a spool that cannot take the record only costs a logged error.
+      const rec = r.enrichment.audit.append({
+        workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId,
+        action: method === 'DELETE' ? 'proxy.response.delete' : 'proxy.response.cancel', route: `${ctx.method} ${ctx.path}`,
+        outcome: up.statusCode < 400 ? 'ok' : 'error', accepted: 0, rejected: 0, details: JSON.stringify({ responseId: id, status: up.statusCode }),
+      });
+      await r.pipeline.record([rec]).catch((err: unknown) => ctx.state.log.error({ err }, 'audit record of a relayed call not spooled'));
+    }
     ctx.status = up.statusCode;
-    ctx.set(passBackHeaders(up.headers));
+    const headers = passBackHeaders(up.headers);
+    ctx.set(headers);
+    // As on the create route: the provider's request id takes X-Request-Id, ours moves aside.
+    if (headers['x-request-id']) ctx.set('X-Tracegate-Request-Id', ctx.state.requestId as string);
     const contentType = String(up.headers['content-type'] ?? '');
     if (contentType) ctx.set('Content-Type', contentType);
     if (contentType.toLowerCase().startsWith('text/event-stream')) ctx.set('Cache-Control', 'no-cache');

@@ -347,6 +347,12 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     await flushed(s);
     const list = await get(`${s.url}/api/traces?limit=10`, ws.auth);
     expect(list.json.items).to.have.length(1);
+    // cancel and delete change the stored response: audited with their outcome
+    const audit = (await get(`${s.url}/api/audit?limit=50`, ws.auth)).json.items as Array<{ action: string; outcome: string; details: string }>;
+    expect(audit.filter((a) => a.action.startsWith('proxy.response.')).map((a) => [a.action, a.outcome, JSON.parse(a.details)]).sort()).to.deep.equal([
+      ['proxy.response.cancel', 'ok', { responseId: created.id, status: 200 }],
+      ['proxy.response.delete', 'ok', { responseId: created.id, status: 200 }],
+    ]);
     // a malformed id never reaches the provider; neither does a call without a key
     const bad = await get(`${s.url}/api/proxy/provider/responses/..%2F..%2Fadmin`, ws.auth);
     expect(bad.status).to.equal(400);
