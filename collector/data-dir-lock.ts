@@ -7,7 +7,7 @@
 // refused process) which pid holds it. Elsewhere LOCK itself is the lock: created whole with
 // link(2) (never seen empty), taken over when its pid is gone — best effort, as two processes
 // taking over the same stale lock at the same instant can both succeed.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { linkSync, readFileSync, realpathSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
@@ -39,7 +39,7 @@ export async function lockDataDir(dataDir: string): Promise<() => void> {
   }
   let server: Server | null = null;
   if (process.platform === 'linux') {
-    server = await bindAbstract(`\0tracegate-data-dir-${createHash('sha256').update(real).digest('hex')}`);
+    server = await bindAbstract(`\0tracegate-data-dir-${hash('sha256', real, 'hex')}`);
     if (!server) throw inUse(dataDir, readOwner(path));
     const tmp = `${path}.${process.pid}.tmp`;
     writeFileSync(tmp, String(process.pid));
