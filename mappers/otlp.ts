@@ -185,13 +185,10 @@ function firstStr(a: Attributes, keys: readonly string[]): string {
   return '';
 }
 
+/** A token count; an absurd one (beyond 2^53) is not a count and is ignored. */
 function tok(v: AttrValue | undefined): number | undefined {
-  if (typeof v === 'number') return Number.isFinite(v) && v >= 0 ? Math.round(v) : undefined;
-  if (typeof v === 'string' && v !== '') {
-    const n = Number(v);
-    return Number.isFinite(n) && n >= 0 ? Math.round(n) : undefined;
-  }
-  return undefined;
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v !== '' ? Number(v) : NaN;
+  return Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER ? Math.round(n) : undefined;
 }
 
 function firstTok(a: Attributes, keys: readonly string[]): number | undefined {

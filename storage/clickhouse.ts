@@ -422,7 +422,12 @@ function stripVersion(k: ApiKeyRecord & { version: number }): ApiKeyRecord {
 function spanConditions(f: SpanFilter): string {
   const c: string[] = [];
   if (f.fromNs !== undefined) c.push(`start_date >= toDate(${str(utcDate(f.fromNs))})`, `start_ns >= ${u64(f.fromNs)}`);
-  if (f.toNs !== undefined) c.push(`start_date <= toDate(${str(utcDate(f.toNs))})`, `start_ns < ${u64(f.toNs)}`);
+  if (f.toNs !== undefined) {
+    c.push(`start_ns < ${u64(f.toNs)}`);
+    // 18.16's Date ends in 2105: a later bound would wrap, so it only prunes partitions before that.
+    const day = utcDate(f.toNs);
+    if (day <= '2105-12-31') c.push(`start_date <= toDate(${str(day)})`);
+  }
   if (f.model !== undefined) c.push(`model = ${str(f.model)}`);
   if (f.actionName !== undefined) c.push(`action_name = ${str(f.actionName)}`);
   if (f.environment !== undefined) c.push(`environment = ${str(f.environment)}`);

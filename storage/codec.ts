@@ -7,6 +7,7 @@ import { badRequest } from '../collector/errors.ts';
 import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
 
 const U64_MAX = (1n << 64n) - 1n;
+const AFTER_LATEST_NS = 4_294_967_295_000_000_000n; // 2106-02-07T06:28:15Z, the last second a 32-bit DateTime holds
 
 /**
  * Lone UTF-16 surrogates cannot be encoded as UTF-8: ClickHouse rejects the whole insert
@@ -27,7 +28,8 @@ export function checkNs(ns: string, field: string): string {
 
 /** Counters are non-negative integers in storage. */
 export function count(n: number): number {
-  return Number.isFinite(n) && n > 0 ? Math.trunc(n) : 0;
+  // Capped: a larger value would not fit Int64 and would fail every later insert of its batch.
+  return Number.isFinite(n) && n > 0 ? Math.min(Math.trunc(n), Number.MAX_SAFE_INTEGER) : 0;
 }
 
 /** NaN/Infinity cannot be stored or sent as JSON by both backends; store 0. */
@@ -135,7 +137,9 @@ export interface SpanFilter {
 }
 
 export function normalizeFilter(f: TraceFilter): SpanFilter {
-  const msNs = (ms: number) => (BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n).toString();
+  // Clamped to the latest storable time (2106-02-07, see the OTLP decoder): a bound such as
+  // ?to=9999-12-31 would otherwise overflow UInt64 or ClickHouse's Date and fail or match nothing.
+  const msNs = (ms: number) => { const ns = BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n; return (ns > AFTER_LATEST_NS ? AFTER_LATEST_NS : ns).toString(); };
   const out: SpanFilter = { limit: Math.min(1000, Math.max(1, Math.trunc(f.limit) || 1)) };
   if (f.fromMs !== undefined) out.fromNs = msNs(f.fromMs);
   if (f.toMs !== undefined) out.toNs = msNs(f.toMs);

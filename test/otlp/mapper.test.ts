@@ -89,6 +89,12 @@ describe('OTLP mapper rules', () => {
     expect([r!.promptTokens, r!.completionTokens, r!.totalTokens]).to.deep.equal([12, 3, 20]);
   });
 
+  it('ignores token counts beyond 2^53 (they would not fit storage) and keeps the span', () => {
+    const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': '9223372036854775807', 'gen_ai.usage.output_tokens': 1e300, 'llm.token_count.total': '9.3e18' }));
+    expect([r!.promptTokens, r!.completionTokens, r!.totalTokens]).to.deep.equal([0, 0, 0]);
+    expect(r!.attributes['gen_ai.usage.input_tokens']).to.equal('9223372036854775807');
+  });
+
   it('uses a sent cost over the price table, and prices local models at 0', () => {
     const [sent] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 1000, 'gen_ai.usage.output_tokens': 10, 'gen_ai.usage.cost': '0.5' }));
     expect(sent!.costUsd).to.equal(0.5);

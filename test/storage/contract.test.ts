@@ -284,6 +284,9 @@ function contract(name: string, factory: StoreFactory): void {
         // a trace matches through any span: only t3's child starts in (3000.5, 3002]
         expect(await list({ fromMs: baseMs + 3001, toMs: baseMs + 3002 })).to.deep.equal(['t3']);
         expect(await list({ fromMs: baseMs + 9000 })).to.deep.equal([]);
+        // far-future bounds (past UInt64 nanoseconds) are clamped, not an error
+        expect(await list({ fromMs: Number.MAX_SAFE_INTEGER })).to.deep.equal([]);
+        expect(await list({ fromMs: baseMs + 3000, toMs: Date.parse('9999-12-31T23:59:59Z') })).to.deep.equal(['t5', 't4', 't3']);
       });
 
       it('rejects a malformed cursor with a 400', async function () {

@@ -159,6 +159,14 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       expect([a?.message, a?.value, a?.threshold]).to.deep.equal(['x\ufffd', 0, -0.5]);
     });
 
+    // A count beyond Int64 failed the whole insert, and the spool retried that batch forever.
+    it('caps absurd token counts instead of failing the batch', async function () {
+      const ws = 'ws-huge-tokens';
+      await s.insertSpans([llmSpan(ws, 'h1', T0, { promptTokens: 1e300, completionTokens: 9223372036854775807, totalTokens: Number.MAX_SAFE_INTEGER + 2 })]);
+      const [sp] = await s.getTrace(ws, 'tr-h1');
+      expect([sp?.promptTokens, sp?.completionTokens, sp?.totalTokens]).to.deep.equal([Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]);
+    });
+
     it('is idempotent per natural key: re-inserting a batch changes nothing', async function () {
       const ws = 'ws-idem';
       const batch = [
