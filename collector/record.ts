@@ -72,6 +72,9 @@ export function isTrainable(r: Pick<SpanRecord, 'status' | 'prompt' | 'response'
 }
 
 /** Milliseconds (possibly fractional) → decimal nanosecond string, without float loss for whole ms. */
+/** The latest time storage can hold: ClickHouse buckets by 32-bit DateTime (2106-02-07T06:28:15Z). */
+export const LATEST_STORABLE_NS = 4_294_967_295_000_000_000n;
+
 export function msToNs(ms: number): string {
   const whole = Math.floor(ms);
   const frac = Math.round((ms - whole) * 1e6);

@@ -19,6 +19,20 @@ export interface ClickHouseMigration {
 const DURATION = 'reinterpretAsFloat64(reinterpretAsString(duration_ms_bits))';
 
 /** The usage_hourly view (v4, and v5 with the rollup flag): `latency` feeds the quantile state, `where` picks the rows. */
+/** The findings_daily view: v4 counted every insert, v5 only rows flagged rollup = 1 (same SQL otherwise). */
+function findingsView(db: string, name: string, where: string): string {
+  return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${name} TO ${db}.findings_daily AS
+      SELECT
+        workspace_id,
+        toDate(toDateTime(intDiv(created_at_ms, 1000), 'UTC')) AS day,
+        category,
+        severity,
+        count() AS finding_count
+      FROM ${db}.findings
+      ${where}
+      GROUP BY workspace_id, day, category, severity`;
+}
+
 function usageView(db: string, name: string, latency: string, where: string): string {
   return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${name} TO ${db}.usage_hourly AS
       SELECT
@@ -278,15 +292,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       ) ENGINE = SummingMergeTree(finding_count)
       PARTITION BY toYYYYMM(day)
       ORDER BY (workspace_id, day, category, severity)`,
-      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.findings_daily_mv TO ${db}.findings_daily AS
-      SELECT
-        workspace_id,
-        toDate(toDateTime(intDiv(created_at_ms, 1000), 'UTC')) AS day,
-        category,
-        severity,
-        count() AS finding_count
-      FROM ${db}.findings
-      GROUP BY workspace_id, day, category, severity`,
+      findingsView(db, 'findings_daily_mv', ''),
     ],
   },
   {
@@ -330,16 +336,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       `DROP TABLE IF EXISTS ${db}.usage_hourly_mv`,
       usageView(db, 'usage_hourly_once_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'llm' AND rollup >= 1`),
       `DROP TABLE IF EXISTS ${db}.findings_daily_mv`,
-      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.findings_daily_once_mv TO ${db}.findings_daily AS
-      SELECT
-        workspace_id,
-        toDate(toDateTime(intDiv(created_at_ms, 1000), 'UTC')) AS day,
-        category,
-        severity,
-        count() AS finding_count
-      FROM ${db}.findings
-      WHERE rollup = 1
-      GROUP BY workspace_id, day, category, severity`,
+      findingsView(db, 'findings_daily_once_mv', 'WHERE rollup = 1'),
     ],
   },
 ];

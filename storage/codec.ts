@@ -2,12 +2,11 @@
 // encoding, cursors, and the trace roll-up. Both backends go through these so they return
 // identical results for the same input.
 import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
-import { nsDiffMs } from '../collector/record.ts';
+import { LATEST_STORABLE_NS, nsDiffMs } from '../collector/record.ts';
 import { badRequest } from '../collector/errors.ts';
 import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
 
 const U64_MAX = (1n << 64n) - 1n;
-const AFTER_LATEST_NS = 4_294_967_295_000_000_000n; // 2106-02-07T06:28:15Z, the last second a 32-bit DateTime holds
 
 /**
  * Lone UTF-16 surrogates cannot be encoded as UTF-8: ClickHouse rejects the whole insert
@@ -137,9 +136,9 @@ export interface SpanFilter {
 }
 
 export function normalizeFilter(f: TraceFilter): SpanFilter {
-  // Clamped to the latest storable time (2106-02-07, see the OTLP decoder): a bound such as
+  // Clamped to LATEST_STORABLE_NS (2106-02-07): a bound such as
   // ?to=9999-12-31 would otherwise overflow UInt64 or ClickHouse's Date and fail or match nothing.
-  const msNs = (ms: number) => { const ns = BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n; return (ns > AFTER_LATEST_NS ? AFTER_LATEST_NS : ns).toString(); };
+  const msNs = (ms: number) => { const ns = BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n; return (ns > LATEST_STORABLE_NS ? LATEST_STORABLE_NS : ns).toString(); };
   const out: SpanFilter = { limit: Math.min(1000, Math.max(1, Math.trunc(f.limit) || 1)) };
   if (f.fromMs !== undefined) out.fromNs = msNs(f.fromMs);
   if (f.toMs !== undefined) out.toNs = msNs(f.toMs);

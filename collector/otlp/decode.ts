@@ -48,7 +48,7 @@
 import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import { HttpError } from '../errors.ts';
-import type { Attributes, AttrValue } from '../record.ts';
+import { LATEST_STORABLE_NS, type Attributes, type AttrValue } from '../record.ts';
 import type { Config } from '../../config/index.ts';
 import {
   ExportTraceServiceRequest,
@@ -272,7 +272,7 @@ function rejectMessage(total: number, reasons: string[]): string {
 }
 
 // ClickHouse buckets by DateTime (UInt32 seconds): a later time would wrap around to 1970 in the rollups.
-const LATEST_NS = '4294967295000000000'; // 2106-02-07T06:28:15Z
+const LATEST_NS = LATEST_STORABLE_NS.toString();
 
 function checkSpanTimes(start: string, end: string): void {
   if (start === '0') throw new SpanReject('missing startTimeUnixNano');
