@@ -4,6 +4,7 @@ import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import inflate from 'inflation';
 import { HttpError } from './errors.ts';
+import { jsonPrescan } from './json-prescan.ts';
 
 export type BodyKind = 'json' | 'protobuf';
 
@@ -36,8 +37,14 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Strict JSON: valid UTF-8, and no prototype-polluting keys anywhere. */
-export function parseJson(buf: Buffer): unknown {
+/**
+ * Strict JSON: valid UTF-8, bracket depth at most `maxDepth` (deeper values overflow the stack when records
+ * are cloned or posted to a worker), and no prototype-polluting keys anywhere.
+ */
+export function parseJson(buf: Buffer, maxDepth: number): unknown {
+  if (jsonPrescan(buf, maxDepth) === 'deep') {
+    throw new HttpError(400, 'too_deep', `request body nests arrays/objects deeper than ${maxDepth} levels`, { limit: maxDepth });
+  }
   let text: string;
   try {
     text = utf8.decode(buf);

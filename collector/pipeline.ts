@@ -106,6 +106,7 @@ export class Pipeline implements Ingestor {
     if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) {
       throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     }
+    input = lastOfEachSpan(input);
     // Processors (redaction among them) run before the spool: raw text never reaches disk.
     let accepted: number;
     let append: () => Promise<void>;
@@ -308,3 +309,15 @@ export class Pipeline implements Ingestor {
     this.opts.onFlush?.(rows, ms);
   }
 }
+
+/**
+ * One record per (workspace, trace, span): a request that repeats a span keeps its last copy, as storage would,
+ * so that enrichment (verification hashes, rollups) sees exactly what is stored.
+ */
+export function lastOfEachSpan(spans: SpanRecord[]): SpanRecord[] {
+  if (spans.length < 2) return spans;
+  const last = new Map<string, number>();
+  spans.forEach((s, i) => last.set(`${s.workspaceId}\u0000${s.traceId}\u0000${s.spanId}`, i));
+  return last.size === spans.length ? spans : spans.filter((s, i) => last.get(`${s.workspaceId}\u0000${s.traceId}\u0000${s.spanId}`) === i);
+}
+

@@ -6,6 +6,8 @@ import { HttpError } from './errors.ts';
 export interface WireError { name: string; message: string; status?: number; code?: string; details?: unknown }
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: WireError };
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+/** Reply id of "a message could not be read": the worker cannot tell which call it was. */
+const UNREADABLE = 0;
 
 export class WorkerRpc {
   private readonly url: URL;
@@ -29,7 +31,12 @@ export class WorkerRpc {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      w.postMessage({ ...message, id }, transfer);
+      try {
+        w.postMessage({ ...message, id }, transfer);
+      } catch (err) {
+        this.pending.delete(id); // not serializable (e.g. too deep): this call fails, the worker is fine
+        reject(err as Error);
+      }
     });
   }
 
@@ -39,9 +46,15 @@ export class WorkerRpc {
     await w?.terminate();
   }
 
+  private failPending(err: Error): void {
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+
   private spawn(): Worker {
     const w = new Worker(this.url, { workerData: this.workerData });
     w.on('message', (m: Reply) => {
+      if (m.id === UNREADABLE) return this.failPending(reviveError((m as { error: WireError }).error));
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
@@ -54,6 +67,8 @@ export class WorkerRpc {
       for (const p of this.pending.values()) p.reject(err);
       this.pending.clear();
     };
+    // A reply that cannot be deserialized names no call: fail every call in flight rather than leave one hanging.
+    w.on('messageerror', (err) => this.failPending(err));
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`${this.name} worker exited (code ${code})`)));
     return w;
@@ -68,13 +83,18 @@ export function serveRpc<M extends { id: number }>(handle: (m: M) => Promise<{ v
   const port = parentPort!;
   let queue: Promise<void> = Promise.resolve();
   port.on('message', (m: M) => {
-    const run = () => handle(m).then(
-      ({ value, transfer }) => port.postMessage({ id: m.id, ok: true, value } satisfies Reply, transfer ?? []),
-      (err: unknown) => port.postMessage({ id: m.id, ok: false, error: wireError(err) } satisfies Reply),
-    );
+    const fail = (err: unknown) => port.postMessage({ id: m.id, ok: false, error: wireError(err) } satisfies Reply);
+    const run = () => handle(m).then(({ value, transfer }) => {
+      try {
+        port.postMessage({ id: m.id, ok: true, value } satisfies Reply, transfer ?? []);
+      } catch (err) {
+        fail(err); // an answer that cannot be serialized still answers the call
+      }
+    }, fail);
     if (inOrder) queue = queue.then(run);
     else void run();
   });
+  port.on('messageerror', (err) => port.postMessage({ id: UNREADABLE, ok: false, error: wireError(err) } satisfies Reply));
 }
 
 function wireError(err: unknown): WireError {

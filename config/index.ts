@@ -30,6 +30,7 @@ export const configSchema = z.object({
   MAX_ATTRIBUTES: int(256, 1),                   // attributes per span
   MAX_EVENTS: int(128, 0),                       // events per span
   MAX_DEPTH: int(8, 1),                          // nesting depth of attribute values
+  MAX_JSON_DEPTH: z.coerce.number().int().min(8).max(1000).default(64), // bracket depth of any JSON body
   MAX_SPANS_PER_REQUEST: int(10000, 1),
   MAX_ATTRIBUTE_VALUE_BYTES: int(64 * 1024, 16),  // longer attribute strings are truncated and marked
 

@@ -125,6 +125,10 @@ export function checkContent(records: VerificationRecord[], stored: SpanRecord[]
   const vouched = new Set(records.flatMap((r) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
   const problems: VerifyProblem[] = [];
   let superseded = 0;
+  // Records at the stored versions whose hash differs: fine only if a matching record covers the same versions
+  // (two deliveries in the same millisecond with different content; storage keeps one of them).
+  const tied: VerificationRecord[] = [];
+  const matched = new Set<string>();
   for (const r of records) {
     const spans: SpanRecord[] = [];
     let newer = false;
@@ -138,9 +142,12 @@ export function checkContent(records: VerificationRecord[], stored: SpanRecord[]
     });
     if (problem) problems.push(problem);
     else if (newer) superseded++;
-    else if (contentHash(spans) !== r.contentHash) {
-      problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
-    }
+    else if (contentHash(spans) !== r.contentHash) tied.push(r);
+    else r.spanIds.forEach((id, i) => matched.add(`${id}@${r.spanVersions[i]}`));
+  }
+  for (const r of tied) {
+    if (r.spanIds.every((id, i) => matched.has(`${id}@${r.spanVersions[i]}`))) superseded++;
+    else problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
   }
   return { problems, superseded };
 }

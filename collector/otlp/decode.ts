@@ -49,6 +49,7 @@ import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import { HttpError } from '../errors.ts';
 import { LATEST_STORABLE_NS, type Attributes, type AttrValue } from '../record.ts';
+import { jsonPrescan } from '../json-prescan.ts';
 import type { Config } from '../../config/index.ts';
 import {
   ExportTraceServiceRequest,
@@ -732,46 +733,6 @@ function finiteOrString(d: number): number | string {
 
 // ---------------------------------------------------------------------------
 // JSON
-
-/**
- * Bracket depth and object count of a JSON text, scanning bytes and skipping string
- * contents with indexOf (no parse, no allocation). Returns 'deep' as soon as the depth
- * exceeds `maxNesting`, 'wide' as soon as more than `maxObjects` objects were opened.
- */
-export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity): 'ok' | 'deep' | 'wide' {
-  let depth = 0;
-  let objects = 0;
-  const n = b.length;
-  for (let i = 0; i < n; i++) {
-    const c = b[i]!;
-    if (c === 0x22) {
-      let j = i + 1;
-      for (;;) {
-        j = b.indexOf(0x22, j);
-        if (j < 0) return 'ok'; // unterminated string: JSON.parse reports it
-        let k = j - 1;
-        let bs = 0;
-        while (b[k] === 0x5c) { bs++; k--; }
-        if ((bs & 1) === 0) break;
-        j++;
-      }
-      i = j;
-    } else if (c === 0x7b) {
-      if (++depth > maxNesting) return 'deep';
-      if (++objects > maxObjects) return 'wide';
-    } else if (c === 0x5b) {
-      if (++depth > maxNesting) return 'deep';
-    } else if (c === 0x5d || c === 0x7d) {
-      depth--;
-    }
-  }
-  return 'ok';
-}
-
-/** True when the JSON text's bracket depth stays within `max`. */
-export function jsonNestingWithin(b: Buffer, max: number): boolean {
-  return jsonPrescan(b, max) !== 'deep';
-}
 
 type J = Record<string, unknown>;
 

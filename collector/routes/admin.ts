@@ -29,7 +29,7 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
   };
 
   r.router.post('/admin/keys', guard, async (ctx) => {
-    const body = parseJson(await readBody(ctx, 4096)) as { workspace?: unknown };
+    const body = parseJson(await readBody(ctx, 4096), 8) as { workspace?: unknown };
     if (typeof body?.workspace !== 'string') throw new HttpError(400, 'invalid_request', 'workspace (string) is required');
     try { ctx.body = await createKey(r.storage, body.workspace, audit); } catch (e) { throw fail(e); }
   });
@@ -47,7 +47,7 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
   });
   r.router.patch('/admin/settings', guard, async (ctx) => {
     const id = await wsParam(ctx);
-    const patch = settingsSchema.partial().safeParse(parseJson(await readBody(ctx, 1 << 20)));
+    const patch = settingsSchema.partial().safeParse(parseJson(await readBody(ctx, 1 << 20), 16));
     if (!patch.success) throw new HttpError(400, 'invalid_settings', patch.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '), patch.error.issues);
     ctx.body = await updateSettings(r.settings, id, patch.data, audit);
   });

@@ -35,7 +35,7 @@ export function nativeRoutes(r: RouteContext): void {
 
   r.router.post('/api/traces', ...r.ingestGuard('traces'), async (ctx) => {
     bodyKind(ctx, ['json']);
-    const body = parseJson(await readBody(ctx, r.config.MAX_BODY_BYTES));
+    const body = parseJson(await readBody(ctx, r.config.MAX_BODY_BYTES), r.config.MAX_JSON_DEPTH);
     const caller = ctx.state.caller as Caller;
     const now = Date.now();
 

@@ -85,7 +85,7 @@ export function proxyRoutes(r: RouteContext): void {
     const startMs = Date.now();
     bodyKind(ctx, ['json']);
     const raw = await readBody(ctx, r.config.MAX_BODY_BYTES);
-    const body = parseJson(raw);
+    const body = parseJson(raw, r.config.MAX_JSON_DEPTH);
     if (!isObj(body) || typeof body.model !== 'string' || body.model === '') {
       throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with a string `model`', { type: 'invalid_request_error', param: 'model' });
     }

@@ -65,18 +65,34 @@ export interface PolicySubject {
   findings: readonly Finding[];
 }
 
-const globCache = new Map<string, RegExp>();
+const globCache = new Map<string, string[]>();
 
-/** Whole-string, case-insensitive match where `*` is any run of characters. */
+/**
+ * Whole-string, case-insensitive match where `*` is any run of characters. No regex: the literal parts are
+ * found left to right with indexOf (leftmost is always safe for `*`-only globs), so a long model id cannot
+ * make matching backtrack.
+ */
 export function globMatch(glob: string, value: string): boolean {
-  let re = globCache.get(glob);
-  if (re === undefined) {
-    const body = glob.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*');
-    re = new RegExp(`^${body}$`, 'is');
+  let parts = globCache.get(glob);
+  if (parts === undefined) {
+    parts = glob.toLowerCase().split('*');
     if (globCache.size > 2000) globCache.clear();
-    globCache.set(glob, re);
+    globCache.set(glob, parts);
   }
-  return re.test(value);
+  const v = value.toLowerCase();
+  const first = parts[0]!;
+  if (parts.length === 1) return v === first;
+  const last = parts[parts.length - 1]!;
+  if (v.length < first.length + last.length || !v.startsWith(first) || !v.endsWith(last)) return false;
+  let at = first.length;
+  const end = v.length - last.length;
+  for (let i = 1; i < parts.length - 1; i++) {
+    const part = parts[i]!;
+    const found = v.indexOf(part, at);
+    if (found < 0 || found + part.length > end) return false;
+    at = found + part.length;
+  }
+  return true;
 }
 
 /** The action a policy takes on a finding, or null when the finding is below `minSeverity`. */

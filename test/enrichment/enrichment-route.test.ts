@@ -146,6 +146,29 @@ for (const backend of BACKENDS) {
       expect((await get(`${s.url}/api/traces/0af7651916cd43dd8448eb211c80319c/verification`, auth)).json).to.include({ ok: true });
     });
 
+    // Found by fuzzing: a request repeating a span (or 30 parallel re-sends in one millisecond) was reported as
+    // tampering, because the verification record hashed copies that storage collapsed into one.
+    it('a span repeated within a request, or re-sent in parallel with other content, is stored once and verifies', async () => {
+      const tid = 'c'.repeat(32);
+      const spanJson = (name: string) => ({ traceId: tid, spanId: 'd'.repeat(16), name, startTimeUnixNano: '1000', endTimeUnixNano: '2000' });
+      const repeated = await post(`${s.url}/v1/traces`, { resourceSpans: [{ scopeSpans: [{ spans: [spanJson('one'), spanJson('two'), spanJson('three')] }] }] }, auth);
+      expect(repeated.status).to.equal(200);
+      const batch = await post(`${s.url}/api/traces`, [{ requestId: 'dup-1', prompt: 'a' }, { requestId: 'dup-1', prompt: 'b' }], auth);
+      expect(batch.status).to.equal(200);
+      await flushed(s);
+      const trace = (await get(`${s.url}/api/traces/${tid}`, auth)).json.trace;
+      expect(trace.spans.map((x: { name: string }) => x.name)).to.deep.equal(['three']);
+      expect((await get(`${s.url}/api/traces/dup-1`, auth)).json.trace.spans.map((x: { prompt: string }) => x.prompt)).to.deep.equal(['b']);
+      expect((await get(`${s.url}/api/traces/${tid}/verification`, auth)).json).to.include({ ok: true });
+      expect((await get(`${s.url}/api/traces/dup-1/verification`, auth)).json).to.include({ ok: true });
+
+      const tid2 = 'e'.repeat(32);
+      await Promise.all(Array.from({ length: 30 }, (_, i) => post(`${s.url}/v1/traces`, { resourceSpans: [{ scopeSpans: [{ spans: [{ ...spanJson(`n${i}`), traceId: tid2 }] }] }] }, auth)));
+      await flushed(s);
+      expect((await get(`${s.url}/api/traces/${tid2}`, auth)).json.trace.spans).to.have.length(1);
+      expect((await get(`${s.url}/api/traces/${tid2}/verification`, auth)).json).to.include({ ok: true });
+    });
+
     it('verification: keys published, trace re-checked, `tracegate verify` passes', async () => {
       await flushed(s);
       const keys = (await get(`${s.url}/api/verification/keys`, auth)).json.keys;

@@ -76,6 +76,19 @@ describe('verification chain', () => {
     const later = checkContent([r1[0]!, r2[0]!], [redelivered, b1[1]!]);
     expect(later.problems).to.deep.equal([]);
     expect(later.superseded).to.equal(1);
+    // Two deliveries in the same millisecond with different content: storage keeps one; the other's record
+    // is superseded (fuzzing found 30 parallel re-sends reported as tampering). Content matching neither is caught.
+    const twinA = { ...b1[0]!, ingestedAtMs: 60, response: 'A' };
+    const twinB = { ...b1[0]!, ingestedAtMs: 60, response: 'B' };
+    const [ra] = chain.records([twinA], 60);
+    const [rb] = chain.records([twinB], 60);
+    for (const kept of [twinA, twinB]) {
+      const tie = checkContent([ra!, rb!], [kept, b1[1]!]);
+      expect(tie.problems).to.deep.equal([]);
+      expect(tie.superseded).to.equal(1);
+    }
+    const neither = checkContent([ra!, rb!], [{ ...twinA, response: 'C' }, b1[1]!]);
+    expect(neither.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch', 'content_hash_mismatch']);
 
     // A deleted record breaks continuity; a forged signature fails.
     expect(checkChain([r1[0]!, r2[0]!], [], keys).problems.map((p) => p.kind)).to.deep.equal(['chain_gap']);

@@ -50,6 +50,27 @@ describe('governance policy evaluation', () => {
     expect(globMatch('*-preview', 'o1-preview')).to.equal(true);
     expect(globMatch('gpt-4.1', 'gpt-4x1')).to.equal(false);
     expect(globMatch('*', 'anything')).to.equal(true);
+    expect(globMatch('a*a', 'a')).to.equal(false);
+    expect(globMatch('a*b*c', 'aXbYbZc')).to.equal(true);
+    expect(globMatch('a*b*c', 'acb')).to.equal(false);
+    expect(globMatch('**', '')).to.equal(true);
+  });
+  it('glob matching agrees with a regex on random inputs', () => {
+    let seed = 7;
+    const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n; };
+    const word = (alphabet: string, n: number) => Array.from({ length: rnd(n) }, () => alphabet[rnd(alphabet.length)]).join('');
+    for (let i = 0; i < 5000; i++) {
+      const glob = word('ab*', 7);
+      const value = word('abAB', 9);
+      const re = new RegExp(`^${glob.split('*').join('.*')}$`, 'i');
+      expect(globMatch(glob, value), `${glob} ~ ${value}`).to.equal(re.test(value));
+    }
+  });
+  it('a long model id against a many-star pattern is matched in linear time (fuzzing found a 10 s regex backtrack)', () => {
+    const model = '-'.repeat(60_000) + 'x';
+    const t0 = performance.now();
+    for (let i = 0; i < 100; i++) expect(globMatch('*-*-*-preview', model)).to.equal(false);
+    expect(performance.now() - t0).to.be.below(500);
   });
   it('modelDeny blocks; it wins over modelAllow', () => {
     const p = policy({ modelAllow: ['gpt-*'], modelDeny: ['gpt-4o*'] });

@@ -7,9 +7,10 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import {
-  decodeOtlpRequest, jsonNestingWithin, otlpLimits, OtlpDecodeError, truncateUtf8, u64ToDecimal,
+  decodeOtlpRequest, otlpLimits, OtlpDecodeError, truncateUtf8, u64ToDecimal,
   type NormalizedRequest, type OtlpLimits,
 } from '../../collector/otlp/decode.ts';
+import { jsonNestingWithin } from '../../collector/json-prescan.ts';
 import { encodeExportResponse, encodeStatus, rpcCodeForHttp } from '../../collector/otlp/encode.ts';
 import { BAD_REQUEST_TYPE_URL, RpcBadRequest, RpcStatus } from '../../collector/otlp/schema.ts';
 import { mapOtlp } from '../../mappers/otlp.ts';

@@ -372,6 +372,10 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(noModel.json.error).to.include({ param: 'model', type: 'invalid_request_error' });
     const notJson = await post(`${s.url}/api/proxy/provider/responses`, '{oops', ws.auth);
     expect(notJson.status).to.equal(400);
+    // Fuzzing: 3,000 levels of metadata were forwarded and then hung the trace's reads.
+    const deep = await post(`${s.url}/api/proxy/provider/responses`, `{"model":"m","input":"x","metadata":${'['.repeat(3000)}${']'.repeat(3000)}}`, ws.auth);
+    expect(deep.status).to.equal(400);
+    expect(deep.json.error).to.include({ code: 'too_deep', type: 'tracegate_error' });
     expect(fake.requests.length).to.equal(before);
   });
 
