@@ -1,13 +1,14 @@
 // DuckDB side of the enrichment tables and analytics (schema: duckdb-migrations.ts v3).
 // Analytics are plain SQL over spans/findings, defined to match ClickHouse's rollups exactly
 // (see enrichment.ts for the shared definitions).
-import { LIST, UBIGINT, VARCHAR, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBValue } from '@duckdb/node-api';
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
 import { wellFormed } from './codec.ts';
+import { ColumnRows, tableTypes } from './duckdb-columns.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor, interpolatedQuantile,
   normalizeAlertQuery, normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow,
@@ -16,7 +17,7 @@ import {
 
 type Params = Record<string, DuckDBValue>;
 type Row = Record<string, unknown>;
-type Appender = Awaited<ReturnType<DuckDBConnection['createAppender']>>;
+type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendDouble' | 'appendList'>;
 /** Runs fn with the storage's one connection, one call at a time (DuckDbStorage.serial). */
 export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>) => Promise<T>;
 
@@ -128,8 +129,6 @@ function fromCheckpoint(r: Row): CheckpointRecord {
 // ---- appends, one row in ENRICHMENT_TABLES column order ----
 
 const big = (n: number) => BigInt(n);
-const VARCHAR_LIST = LIST(VARCHAR);
-const UBIGINT_LIST = LIST(UBIGINT);
 
 const APPEND = {
   findings: (a: Appender, r: FindingRecord) => {
@@ -155,7 +154,7 @@ const APPEND = {
   },
   verification: (a: Appender, r: VerificationRecord) => {
     a.appendVarchar(r.workspaceId); a.appendVarchar(r.chainId); a.appendBigInt(big(r.seq)); a.appendVarchar(r.traceId);
-    a.appendList(r.spanIds, VARCHAR_LIST); a.appendList(r.spanVersions.map(big), UBIGINT_LIST);
+    a.appendList(r.spanIds); a.appendList(r.spanVersions.map(big));
     a.appendVarchar(r.contentHash); a.appendVarchar(r.prevHash); a.appendVarchar(r.hash); a.appendBigInt(big(r.createdAtMs));
   },
   verification_checkpoints: (a: Appender, r: CheckpointRecord) => {
@@ -191,11 +190,13 @@ export class DuckDbEnrichment {
       try {
         for (const [table, rows] of work) {
           if (rows.length === 0) continue;
+          const cols = new ColumnRows(await tableTypes(c, STAGING(table)));
+          const append = APPEND[table] as (a: Appender, r: unknown) => void;
+          for (const r of rows) { append(cols, r); cols.endRow(); }
           await c.run(`DELETE FROM ${STAGING(table)}`);
           const app = await c.createAppender(STAGING(table), null, 'temp');
-          const append = APPEND[table] as (a: Appender, r: unknown) => void;
           try {
-            for (const r of rows) { append(app, r); app.endRow(); }
+            cols.appendTo(app);
           } finally {
             app.closeSync(); // flushes
           }

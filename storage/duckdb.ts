@@ -9,6 +9,7 @@ import type {
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
+import { ColumnRows, tableTypes } from './duckdb-columns.ts';
 import {
   attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, toPage, wellFormed,
   type SpanFilter, type TraceAgg,
@@ -122,10 +123,12 @@ export class DuckDbStorage implements Storage {
       r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
     }));
     await this.serial(async (c) => {
+      const cols = new ColumnRows(await tableTypes(c, 'spans_staging'));
+      for (const { r, start, end } of rows) appendSpan(cols, r, start, end);
       await c.run('DELETE FROM spans_staging');
       const app = await c.createAppender('spans_staging', null, 'temp');
       try {
-        for (const { r, start, end } of rows) appendSpan(app, r, start, end);
+        cols.appendTo(app);
       } finally {
         app.closeSync(); // flushes
       }
@@ -279,7 +282,7 @@ export class DuckDbStorage implements Storage {
   }
 }
 
-type Appender = Awaited<ReturnType<DuckDBConnection['createAppender']>>;
+type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendUBigInt' | 'appendDouble' | 'appendBoolean' | 'endRow'>;
 
 /** One row in SPAN_COLUMNS order. */
 function appendSpan(a: Appender, r: SpanRecord, startNs: bigint, endNs: bigint): void {
