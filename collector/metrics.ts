@@ -13,6 +13,7 @@ export function createMetrics() {
     spoolSyncs: new Gauge({ name: 'tracegate_spool_syncs_total', help: 'fdatasync calls on the spool (one per group commit)', registers: [registry] }),
     spoolAppends: new Gauge({ name: 'tracegate_spool_appends_total', help: 'Batches appended to the spool', registers: [registry] }),
     flushRows: new Histogram({ name: 'tracegate_flush_batch_rows', help: 'Rows per storage insert', buckets: [1, 10, 100, 1000, 5000, 20000, 50000, 100000], registers: [registry] }),
+    refused: new Counter({ name: 'tracegate_refused_records_total', help: 'Records storage refused on their own, set aside in DATA_DIR/refused', registers: [registry] }),
     flushSeconds: new Histogram({ name: 'tracegate_flush_seconds', help: 'Storage insert latency', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10], registers: [registry] }),
   };
 }

@@ -12,14 +12,15 @@ import type { Batch, IngestContext, IngestResult, Ingestor, Processor } from './
 import type { SpanRecord, StoredRecord } from './record.ts';
 import type { EnrichmentRecord } from './enrichment-records.ts';
 import { Spool, type Segment, type SpoolLogger } from './spool.ts';
-import { insertRecords, type SpoolFilesResult } from '../storage/spool-files.ts';
+import { insertIsolating, insertRecords, type RefusedRecord, type SpoolFilesResult } from '../storage/spool-files.ts';
+import { writeRefused } from './refused.ts';
 
-type SpoolFileWriter = (paths: string[], maxRows: number) => Promise<SpoolFilesResult>;
+type SpoolFileWriter = (paths: string[], maxRows: number, isolate?: boolean) => Promise<SpoolFilesResult>;
 
 export type { Processor };
 
 export interface PipelineOptions {
-  config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC'>;
+  config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC' | 'ISOLATE_AFTER_FAILURES'>;
   /** Only the write path is used: tests can pass a small double. With insertSpoolFiles (WorkerStorage)
    * the writer hands over segment files instead of keeping their rows in memory. */
   storage: Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'> & { insertSpoolFiles?: SpoolFileWriter };
@@ -29,6 +30,8 @@ export interface PipelineOptions {
   offload?: { process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ frame: Buffer | null; rows: number; accepted: number }> };
   /** Called after each successful insert (metrics). */
   onFlush?: (rows: number, ms: number) => void;
+  /** Called when records storage refused were set aside in DATA_DIR/refused (metrics). */
+  onRefused?: (rows: number) => void;
   /** Bound on rows/bytes kept in memory for the writer; beyond it rows are re-read from the spool. */
   memoryCap?: { rows: number; bytes: number };
   /** Longest wait for the final flush in close(). */
@@ -260,6 +263,22 @@ export class Pipeline implements Ingestor {
     return delay;
   }
 
+  /**
+   * After this many failed attempts in a row with storage still answering, the writer looks for the records
+   * storage refuses and sets them aside, so one bad record cannot hold up everyone's data forever.
+   */
+  private get isolating(): boolean {
+    return this.failures >= this.opts.config.ISOLATE_AFTER_FAILURES;
+  }
+
+  /** Refused records go to DATA_DIR/refused (durably, before their segment is removed): set aside, never lost. */
+  private async setAside(refused: RefusedRecord[]): Promise<void> {
+    if (!refused.length) return;
+    const file = await writeRefused(join(this.opts.config.DATA_DIR, 'refused'), refused);
+    this.opts.logger.error({ rows: refused.length, file, firstError: refused[0]!.error }, 'pipeline: storage refused records; set aside in DATA_DIR/refused');
+    this.opts.onRefused?.(refused.length);
+  }
+
   /** Oldest sealed segments first, grouped into inserts of at most FLUSH_MAX_ROWS rows. */
   private async writeSealed(): Promise<void> {
     const maxRows = this.opts.config.FLUSH_MAX_ROWS;
@@ -280,7 +299,8 @@ export class Pipeline implements Ingestor {
       for (let i = 0; i < rows.length; i += maxRows) {
         const chunk = rows.length <= maxRows ? rows : rows.slice(i, i + maxRows);
         const t0 = performance.now();
-        await insertRecords(this.opts.storage, chunk);
+        if (this.isolating) await this.setAside(await insertIsolating(this.opts.storage, chunk));
+        else await insertRecords(this.opts.storage, chunk);
         this.noteFlush(chunk.length, performance.now() - t0);
       }
       for (const seg of group) await this.spool.remove(seg);
@@ -296,8 +316,9 @@ export class Pipeline implements Ingestor {
       group.push(seg);
       bytes += seg.bytes;
     }
-    const res = await this.opts.storage.insertSpoolFiles!(group.map((s) => s.path), this.opts.config.FLUSH_MAX_ROWS);
+    const res = await this.opts.storage.insertSpoolFiles!(group.map((s) => s.path), this.opts.config.FLUSH_MAX_ROWS, this.isolating);
     for (const t of res.badTails) this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail');
+    await this.setAside(res.refused);
     for (const c of res.chunks) this.noteFlush(c.rows, c.ms);
     for (const seg of group) await this.spool.remove(seg);
   }

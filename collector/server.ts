@@ -58,6 +58,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     config, storage, logger: log,
     ...(processors ? { offload: processors } : { processors: enrichment.processors }),
     onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
+    onRefused: (rows) => metrics.refused.inc(rows),
   });
   await pipeline.start();
   const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL });

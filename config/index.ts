@@ -38,6 +38,7 @@ export const configSchema = z.object({
   FLUSH_MAX_ROWS: int(50000, 1),
   SPOOL_MAX_BYTES: int(1024 * 1024 * 1024, 1024 * 1024), // beyond this, ingestion answers 503
   SPOOL_FSYNC: bool(true),
+  ISOLATE_AFTER_FAILURES: int(5, 1),      // failed flushes in a row before refused records are set aside
   ENRICHMENT: bool(true),                 // governance, alerts and verification at ingestion (audit always on)
 
   PROVIDER_BASE_URL: z.string().url().default('https://api.openai.com/v1'),

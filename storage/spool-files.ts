@@ -6,16 +6,24 @@ import type { EnrichmentRecord } from '../collector/enrichment-records.ts';
 import type { Storage } from './types.ts';
 
 export interface InsertedChunk { rows: number; ms: number }
-export interface SpoolFilesResult { chunks: InsertedChunk[]; badTails: Array<{ path: string; error: string }> }
+/** A record storage refused on its own, with storage's reason. */
+export interface RefusedRecord { record: StoredRecord; error: string }
+export interface SpoolFilesResult { chunks: InsertedChunk[]; badTails: Array<{ path: string; error: string }>; refused: RefusedRecord[] }
 
-/** Insert every record of the files, in order, in inserts of at most maxRows; idempotent, so safe to repeat. */
-export async function insertSpoolFiles(storage: Pick<Storage, 'insertSpans' | 'insertEnrichment'>, paths: string[], maxRows: number): Promise<SpoolFilesResult> {
-  const result: SpoolFilesResult = { chunks: [], badTails: [] };
+type Writer = Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'>;
+
+/**
+ * Insert every record of the files, in order, in inserts of at most maxRows; idempotent, so safe to repeat.
+ * With `isolate`, records storage refuses on their own are returned in `refused` instead of failing the call.
+ */
+export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows: number, isolate = false): Promise<SpoolFilesResult> {
+  const result: SpoolFilesResult = { chunks: [], badTails: [], refused: [] };
   let rows: StoredRecord[] = [];
   const flush = async () => {
     if (!rows.length) return;
     const t0 = performance.now();
-    await insertRecords(storage, rows);
+    if (isolate) result.refused.push(...await insertIsolating(storage, rows));
+    else await insertRecords(storage, rows);
     result.chunks.push({ rows: rows.length, ms: performance.now() - t0 });
     rows = [];
   };
@@ -42,3 +50,43 @@ export async function insertRecords(storage: Pick<Storage, 'insertSpans' | 'inse
   if (spans.length) await storage.insertSpans(spans);
   if (extra.length) await storage.insertEnrichment(extra);
 }
+
+/**
+ * Insert rows, setting aside those storage refuses: a failing insert is halved until each failure stands alone.
+ * A lone failure is the record's fault only when storage names bad data or accepted its batch-mates; otherwise
+ * (storage down or overloaded) the error propagates and everything stays spooled for the next attempt.
+ */
+export async function insertIsolating(storage: Writer, rows: StoredRecord[]): Promise<RefusedRecord[]> {
+  const alone: Array<{ record: StoredRecord; err: unknown }> = [];
+  let written = 0;
+  const reachable = () => storage.ping().catch(() => false);
+  const attempt = async (part: StoredRecord[]): Promise<void> => {
+    try {
+      await insertRecords(storage, part);
+      written += part.length;
+    } catch (err) {
+      if (!(await reachable())) throw err;
+      if (part.length === 1) { alone.push({ record: part[0]!, err }); return; }
+      const mid = part.length >> 1;
+      await attempt(part.slice(0, mid));
+      await attempt(part.slice(mid));
+    }
+  };
+  await attempt(rows);
+  if (alone.length && written === 0 && !alone.every((a) => isDataError(a.err))) throw alone[0]!.err;
+  return alone.map((a) => ({ record: a.record, error: a.err instanceof Error ? a.err.message : String(a.err) }));
+}
+
+// ClickHouse error codes that mean "this data", not "this server": cannot parse, type mismatch, out of bound,
+// cannot convert, incorrect data, too large a value or query (the escaped-literal case), syntax of a literal.
+const CLICKHOUSE_DATA_CODES = new Set(['6', '26', '27', '32', '38', '41', '53', '62', '69', '70', '72', '117', '130', '131', '190']);
+const DUCKDB_DATA_ERRORS = /^(Conversion|Constraint|Invalid Input|Out of Range|Mismatch Type) Error/;
+
+/** True when an insert error is about the rows themselves, so retrying them can never succeed. */
+export function isDataError(err: unknown): boolean {
+  if (err instanceof RangeError || err instanceof TypeError) return true; // our own codec refused a value
+  const e = err as { code?: unknown; message?: unknown };
+  if (typeof e?.code === 'string' && CLICKHOUSE_DATA_CODES.has(e.code)) return true;
+  return typeof e?.message === 'string' && DUCKDB_DATA_ERRORS.test(e.message);
+}
+

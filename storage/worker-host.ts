@@ -14,8 +14,8 @@ const storage: Storage = createStorage(workerData as Config);
 
 serveRpc<CallMessage>(async (m) => {
   if (m.method === 'insertSpoolFiles') {
-    const [paths, maxRows] = m.args as [string[], number];
-    return { value: await insertSpoolFiles(storage, paths, maxRows) };
+    const [paths, maxRows, isolate] = m.args as [string[], number, boolean | undefined];
+    return { value: await insertSpoolFiles(storage, paths, maxRows, isolate === true) };
   }
   const fn = (storage as unknown as Record<string, unknown>)[m.method];
   if (typeof fn !== 'function') throw new Error(`storage has no method ${m.method}`);

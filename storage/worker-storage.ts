@@ -41,7 +41,7 @@ export class WorkerStorage implements Storage {
   }
 
   /** Insert sealed spool segments, read by the worker from disk (see storage/spool-files.ts). */
-  insertSpoolFiles(paths: string[], maxRows: number): Promise<SpoolFilesResult> { return this.call('insertSpoolFiles', paths, maxRows); }
+  insertSpoolFiles(paths: string[], maxRows: number, isolate = false): Promise<SpoolFilesResult> { return this.call('insertSpoolFiles', paths, maxRows, isolate); }
 
   ping() { return this.fwd('ping', []); }
   insertSpans(...a: Parameters<Storage['insertSpans']>) { return this.fwd('insertSpans', a); }

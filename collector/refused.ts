@@ -1,0 +1,24 @@
+// Records storage refused on their own (see storage/spool-files.ts insertIsolating): written durably to
+// DATA_DIR/refused as NDJSON, one { atMs, error, record } per line, before their spool segment is removed.
+// Records in the spool were already processed, so redacted text stays redacted here too.
+import { randomBytes } from 'node:crypto';
+import { mkdir, open } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { RefusedRecord } from '../storage/spool-files.ts';
+
+export async function writeRefused(dir: string, refused: RefusedRecord[]): Promise<string> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const atMs = Date.now();
+  const file = join(dir, `${atMs}-${randomBytes(4).toString('hex')}.ndjson`);
+  const text = refused.map((r) => JSON.stringify({ atMs, error: r.error, record: r.record })).join('\n') + '\n';
+  const fh = await open(file, 'wx', 0o600);
+  try {
+    await fh.writeFile(text);
+    await fh.datasync();
+  } finally {
+    await fh.close();
+  }
+  const d = await open(dir, 'r');
+  try { await d.sync(); } finally { await d.close(); }
+  return file;
+}

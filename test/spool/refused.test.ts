@@ -1,0 +1,85 @@
+// A record storage refuses must not hold up everyone else's data forever (found by fuzzing: one batch that
+// storage always refused was retried forever). After ISOLATE_AFTER_FAILURES failed flushes the writer finds
+// the refused records and sets them aside in DATA_DIR/refused; an outage or an overloaded server sets nothing aside.
+import { expect } from 'chai';
+import { existsSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Pipeline } from '../../collector/pipeline.ts';
+import { CONTRACT_BACKENDS, type StoreHarness } from '../storage/harness.ts';
+import { MapStorage, TestLogger, WS, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
+
+const refusedFiles = async (dir: string) => (existsSync(join(dir, 'refused')) ? await readdir(join(dir, 'refused')) : []);
+
+for (const [name, factory] of CONTRACT_BACKENDS) {
+  describe(`refused records set aside (${name})`, function () {
+    this.timeout(60_000);
+    let h: StoreHarness;
+    let dir: string;
+    before(async () => { h = await factory(); dir = await tempDir(); });
+    after(async () => { await h.destroy(); await removeDir(dir); });
+
+    it('stores the rest, writes the refused record with its reason to DATA_DIR/refused, and carries on', async () => {
+      const refusedRows: number[] = [];
+      const p = new Pipeline({
+        config: testConfig(dir, { FLUSH_INTERVAL_MS: '20', ISOLATE_AFTER_FAILURES: '2' }),
+        storage: h.storage, logger: new TestLogger(), onRefused: (n) => refusedRows.push(n),
+      });
+      await p.start();
+      try {
+        const bad = { ...span(1000), spanId: 'bad-span', startTimeNs: 'soon' }; // bypasses the mappers' checks
+        await Promise.all([...Array.from({ length: 30 }, (_, i) => p.ingest([span(i)])), p.ingest([span(30), bad, span(31)])]);
+        await until(async () => (await h.storage.countSpans(WS)) === 32 && (await refusedFiles(dir)).length === 1, 30_000);
+        const [file] = await refusedFiles(dir);
+        const lines = (await readFile(join(dir, 'refused', file!), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+        expect(lines).to.have.length(1);
+        expect(lines[0].record).to.include({ spanId: 'bad-span', startTimeNs: 'soon' });
+        expect(lines[0].error).to.match(/startTimeNs/);
+        expect(refusedRows).to.deep.equal([1]);
+        await until(() => p.stats().pendingRows === 0 && p.stats().storageHealthy);
+        await p.ingest([span(40)]); // the writer carries on
+        await p.flush();
+        expect(await h.storage.countSpans(WS)).to.equal(33);
+      } finally {
+        await p.close();
+      }
+    });
+  });
+}
+
+describe('refused records: outages are not refusals', () => {
+  let dir: string;
+  beforeEach(async () => { dir = await tempDir(); });
+  afterEach(() => removeDir(dir));
+
+  it('storage down (ping fails): nothing is set aside, everything is stored once it returns', async () => {
+    const storage = new MapStorage();
+    storage.fail = true;
+    const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+    await p.start();
+    await Promise.all(Array.from({ length: 20 }, (_, i) => p.ingest([span(i)])));
+    await until(() => storage.inserts.length >= 4, 15_000);
+    expect(await refusedFiles(dir)).to.deep.equal([]);
+    storage.fail = false;
+    await p.flush();
+    expect(await storage.countSpans(WS)).to.equal(20);
+    await p.close();
+  });
+
+  it('storage answering but refusing every insert for its own reasons: nothing is set aside', async () => {
+    const storage = new MapStorage();
+    let refuse = true;
+    const insert = storage.insertSpans.bind(storage);
+    storage.insertSpans = async (rows) => { if (refuse) throw new Error('Code: 252. DB::Exception: Too many parts (test)'); await insert(rows); };
+    const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+    await p.start();
+    await Promise.all(Array.from({ length: 8 }, (_, i) => p.ingest([span(i)])));
+    await until(() => p.stats().lastFlushError !== null, 15_000);
+    await new Promise((r) => setTimeout(r, 300)); // several isolating attempts
+    expect(await refusedFiles(dir)).to.deep.equal([]);
+    refuse = false;
+    await p.flush();
+    expect(await storage.countSpans(WS)).to.equal(8);
+    await p.close();
+  });
+});
