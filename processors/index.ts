@@ -39,6 +39,8 @@ export function createEnrichment(opts: {
   enabled: boolean;
   settings: PolicySource & AlertSource;
   log: { warn(o: object, m: string): void };
+  /** Finding records stored per span (the most severe first); the policy record still counts every finding. */
+  maxFindingsPerSpan?: number | undefined;
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain();
@@ -47,7 +49,7 @@ export function createEnrichment(opts: {
   return {
     processors: [
       costProcessor,
-      governanceProcessor(opts.settings),
+      governanceProcessor(opts.settings, opts.maxFindingsPerSpan),
       alertProcessor(opts.settings, new AlertEvaluator(), webhookNotifier(opts.log)),
       auditProcessor(audit),
       verificationProcessor(verification),

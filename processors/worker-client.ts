@@ -10,7 +10,7 @@ import type { Encoded, HostRequest, WorkspaceSettings } from './worker-host.ts';
 export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number }
 
 type Request = Omit<Extract<HostRequest, { type: 'process' }>, 'id'> | Omit<Extract<HostRequest, { type: 'checkpoints' }>, 'id'>;
-type Options = { dataDir: string; enabled: boolean; logLevel: string; settings: PolicySource & AlertSource };
+type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; settings: PolicySource & AlertSource };
 
 export class ProcessorWorker {
   private readonly settings: PolicySource & AlertSource;
@@ -18,9 +18,9 @@ export class ProcessorWorker {
 
   constructor(opts: Options) {
     this.settings = opts.settings;
-    const { dataDir, enabled, logLevel } = opts;
+    const { dataDir, enabled, logLevel, maxFindingsPerSpan } = opts;
     // A worker that dies fails its batches (never acknowledged); the next batch starts a fresh one.
-    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel }, 'processor');
+    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan }, 'processor');
   }
 
   /** Processors over one batch; resolves with the spool frame of spans plus enrichment records. */

@@ -15,9 +15,9 @@ export interface Normalized {
   /** Normalised, lower-cased text. */
   text: string;
   /** norm index → original start offset; null when the text is unchanged except for case (ASCII fast path). */
-  starts: number[] | null;
+  starts: Int32Array | null;
   /** norm index → original end offset. */
-  ends: number[] | null;
+  ends: Int32Array | null;
   /** The first MAX_INVISIBLE_RUNS runs of invisible characters. */
   invisible: InvisibleRun[];
   /** Invisible characters in the whole text (also past the recorded runs). */
@@ -87,11 +87,15 @@ function flagTagRunEnd(text: string, i: number): number {
 }
 
 // Folded form of each non-ASCII code point seen (NFKC per code point is the slow step for CJK-heavy text).
+// An expansion longer than MAX_FOLD (U+FDFA is 18 characters of Arabic) becomes one space: no Latin phrase
+// is spelled that way, and a prompt of them would otherwise grow 18-fold before matching (fuzzing: 4 s per field).
+const MAX_FOLD = 4;
 const FOLD_CACHE = new Map<number, string>();
 function fold(cp: number, ch: string): string {
   let f = FOLD_CACHE.get(cp);
   if (f === undefined) {
     f = (HOMOGLYPHS[ch] ?? ch.normalize('NFKC')).toLowerCase();
+    if (f.length > MAX_FOLD) f = ' ';
     if (FOLD_CACHE.size < 65536) FOLD_CACHE.set(cp, f);
   }
   return f;
@@ -102,9 +106,12 @@ const NON_ASCII = /[^\x00-\x7f]/;
 
 export function normalizeForInjection(text: string): Normalized {
   if (!NON_ASCII.test(text)) return { text: text.toLowerCase(), starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] };
-  let out = '';
-  const starts: number[] = [];
-  const ends: number[] = [];
+  // Output code units and their original spans in preallocated arrays: at most MAX_FOLD per input unit.
+  const cap = text.length * MAX_FOLD;
+  const units = new Uint16Array(cap);
+  const starts = new Int32Array(cap);
+  const ends = new Int32Array(cap);
+  let n = 0;
   const invisible: InvisibleRun[] = [];
   const hidden: Normalized['hidden'] = [];
   let invisibleCount = 0;
@@ -118,16 +125,16 @@ export function normalizeForInjection(text: string): Normalized {
   };
   let i = 0;
   while (i < text.length) {
-    const cp = text.codePointAt(i)!;
-    const len = cp > 0xffff ? 2 : 1;
-    if (cp < 0x80) {
-      const ch = text[i]!;
-      out += ch >= 'A' && ch <= 'Z' ? ch.toLowerCase() : ch;
-      starts.push(i);
-      ends.push(i + 1);
+    const c = text.charCodeAt(i);
+    if (c < 0x80) {
+      units[n] = c >= 0x41 && c <= 0x5a ? c + 32 : c;
+      starts[n] = i;
+      ends[n++] = i + 1;
       i += 1;
       continue;
     }
+    const cp = text.codePointAt(i)!;
+    const len = cp > 0xffff ? 2 : 1;
     const kind = invisibleKind(cp);
     if (kind !== null) {
       if (kind === 'tag') {
@@ -150,14 +157,22 @@ export function normalizeForInjection(text: string): Normalized {
     }
     const folded = fold(cp, len === 1 ? text[i]! : text.slice(i, i + len));
     for (let k = 0; k < folded.length; k++) {
-      out += folded[k];
-      starts.push(i);
-      ends.push(i + len);
+      units[n] = folded.charCodeAt(k);
+      starts[n] = i;
+      ends[n++] = i + len;
     }
     i += len;
   }
   flushHidden();
-  return { text: out, starts, ends, invisible, invisibleCount, hidden };
+  return { text: utf16(units, n), starts: starts.subarray(0, n), ends: ends.subarray(0, n), invisible, invisibleCount, hidden };
+}
+
+/** The first n code units as a string (lone surrogates kept: the input may hold them). */
+function utf16(units: Uint16Array, n: number): string {
+  let out = '';
+  const CHUNK = 8192;
+  for (let i = 0; i < n; i += CHUNK) out += String.fromCharCode.apply(null, units.subarray(i, Math.min(n, i + CHUNK)) as unknown as number[]);
+  return out;
 }
 
 /** Original [start, end) of the normalised span [s, e). */

@@ -170,6 +170,19 @@ describe('governance processor', () => {
     expect(policyRec).to.include({ decision: 'block', policyVersion: 3 });
     expect(JSON.stringify(out)).to.not.include(key);
   });
+  it('stores at most maxFindingsPerSpan findings, most severe first; redaction and the reasons cover every one', async () => {
+    const policy = parsePolicy({ version: 4, actions: { email: 'redact' } });
+    const p = governanceProcessor({ policyFor: async () => policy }, 10);
+    const key = 'sk-proj-' + 'Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z'.repeat(2);
+    const prompt = Array.from({ length: 500 }, (_, i) => `user${i}@example.com`).join(' ') + ` ${key}`;
+    const out = await p({ spans: [span('t', 'a', { prompt })], extra: [] }, null);
+    const findings = out.extra.filter((r) => r.recordType === 'finding') as FindingRecord[];
+    expect(findings).to.have.length(10);
+    expect(findings[0]).to.include({ category: 'api_key' }); // the most severe is kept
+    expect(out.spans[0]!.prompt).to.not.match(/@example\.com/);
+    const reasons = JSON.parse((out.extra.find((r) => r.recordType === 'policy') as PolicyRecord).reasons) as Array<{ category?: string; count?: number }>;
+    expect(reasons.find((r) => r.category === 'email')?.count).to.equal(500);
+  });
 });
 
 describe('cost processor', () => {
