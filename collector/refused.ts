@@ -2,7 +2,7 @@
 // DATA_DIR/refused as NDJSON, one { atMs, error, record } per line, before their spool segment is removed.
 // Records in the spool were already processed, so redacted text stays redacted here too.
 import { randomBytes } from 'node:crypto';
-import { mkdir, open } from 'node:fs/promises';
+import { mkdir, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RefusedRecord } from '../storage/spool-files.ts';
 
@@ -11,13 +11,15 @@ export async function writeRefused(dir: string, refused: RefusedRecord[]): Promi
   const atMs = Date.now();
   const file = join(dir, `${atMs}-${randomBytes(4).toString('hex')}.ndjson`);
   const text = refused.map((r) => JSON.stringify({ atMs, error: r.error, record: r.record })).join('\n') + '\n';
-  const fh = await open(file, 'wx', 0o600);
+  // Written whole under a temporary name, then renamed: a reader never sees a partial file.
+  const fh = await open(`${file}.tmp`, 'wx', 0o600);
   try {
     await fh.writeFile(text);
     await fh.datasync();
   } finally {
     await fh.close();
   }
+  await rename(`${file}.tmp`, file);
   const d = await open(dir, 'r');
   try { await d.sync(); } finally { await d.close(); }
   return file;

@@ -29,7 +29,7 @@ for (const [name, factory] of CONTRACT_BACKENDS) {
       try {
         const bad = { ...span(1000), spanId: 'bad-span', startTimeNs: 'soon' }; // bypasses the mappers' checks
         await Promise.all([...Array.from({ length: 30 }, (_, i) => p.ingest([span(i)])), p.ingest([span(30), bad, span(31)])]);
-        await until(async () => (await h.storage.countSpans(WS)) === 32 && (await refusedFiles(dir)).length === 1, 30_000);
+        await until(async () => refusedRows.length === 1 && (await h.storage.countSpans(WS)) === 32, 30_000);
         const [file] = await refusedFiles(dir);
         const lines = (await readFile(join(dir, 'refused', file!), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
         expect(lines).to.have.length(1);
