@@ -4,7 +4,7 @@
 // FLUSH_MAX_ROWS rows) and sends sealed segments to storage in large inserts, oldest first.
 // A segment file is deleted only after storage accepted its rows, so a crash at any point
 // replays it on the next start; storage dedups the re-inserted rows.
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
@@ -271,10 +271,10 @@ export class Pipeline implements Ingestor {
     return this.failures >= this.opts.config.ISOLATE_AFTER_FAILURES;
   }
 
-  /** Refused records go to DATA_DIR/refused (durably, before their segment is removed): set aside, never lost. */
-  private async setAside(refused: RefusedRecord[]): Promise<void> {
+  /** Refused records go to DATA_DIR/refused (durably, before their segments are removed): set aside, never lost. */
+  private async setAside(group: readonly Segment[], refused: RefusedRecord[]): Promise<void> {
     if (!refused.length) return;
-    const file = await writeRefused(join(this.opts.config.DATA_DIR, 'refused'), refused);
+    const file = await writeRefused(join(this.opts.config.DATA_DIR, 'refused'), basename(group[0]!.path).replace(/\.seg$/, ''), refused);
     this.opts.logger.error({ rows: refused.length, file, firstError: refused[0]!.error }, 'pipeline: storage refused records; set aside in DATA_DIR/refused');
     this.opts.onRefused?.(refused.length);
   }
@@ -296,13 +296,15 @@ export class Pipeline implements Ingestor {
         rows = group.length === 1 ? recs : rows.concat(recs);
         bytes += seg.bytes;
       }
+      const refused: RefusedRecord[] = [];
       for (let i = 0; i < rows.length; i += maxRows) {
         const chunk = rows.length <= maxRows ? rows : rows.slice(i, i + maxRows);
         const t0 = performance.now();
-        if (this.isolating) await this.setAside(await insertIsolating(this.opts.storage, chunk));
+        if (this.isolating) refused.push(...await insertIsolating(this.opts.storage, chunk));
         else await insertRecords(this.opts.storage, chunk);
         this.noteFlush(chunk.length, performance.now() - t0);
       }
+      await this.setAside(group, refused);
       for (const seg of group) await this.spool.remove(seg);
     }
   }
@@ -318,7 +320,7 @@ export class Pipeline implements Ingestor {
     }
     const res = await this.opts.storage.insertSpoolFiles!(group.map((s) => s.path), this.opts.config.FLUSH_MAX_ROWS, this.isolating);
     for (const t of res.badTails) this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail');
-    await this.setAside(res.refused);
+    await this.setAside(group, res.refused);
     for (const c of res.chunks) this.noteFlush(c.rows, c.ms);
     for (const seg of group) await this.spool.remove(seg);
   }

@@ -54,7 +54,7 @@ export class WorkerRpc {
   private spawn(): Worker {
     const w = new Worker(this.url, { workerData: this.workerData });
     w.on('message', (m: Reply) => {
-      if (m.id === UNREADABLE) return this.failPending(reviveError((m as { error: WireError }).error));
+      if (m.id === UNREADABLE) return fail(reviveError((m as { error: WireError }).error));
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
@@ -64,11 +64,12 @@ export class WorkerRpc {
     const fail = (err: Error) => {
       if (this.worker !== w) return;
       this.worker = null;
-      for (const p of this.pending.values()) p.reject(err);
-      this.pending.clear();
+      this.failPending(err);
+      void w.terminate();
     };
-    // A reply that cannot be deserialized names no call: fail every call in flight rather than leave one hanging.
-    w.on('messageerror', (err) => this.failPending(err));
+    // A message that cannot be deserialized names no call. Fail every call in flight rather than leave one
+    // hanging, and replace the worker: it may still be running them (its chains would then have gaps).
+    w.on('messageerror', (err) => fail(err));
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`${this.name} worker exited (code ${code})`)));
     return w;

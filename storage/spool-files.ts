@@ -52,20 +52,21 @@ export async function insertRecords(storage: Pick<Storage, 'insertSpans' | 'inse
 }
 
 /**
- * Insert rows, setting aside those storage refuses: a failing insert is halved until each failure stands alone.
- * A lone failure is the record's fault only when storage names bad data or accepted its batch-mates; otherwise
- * (storage down or overloaded) the error propagates and everything stays spooled for the next attempt.
+ * Insert rows, setting aside those storage refuses: an insert failing with a data error (isDataError) is halved
+ * until each failure stands alone. A lone record is set aside only when storage names bad data AND accepted some
+ * of its batch-mates, so storage is known to work. Anything else (storage down or overloaded, a schema that
+ * refuses everything) propagates and every row stays spooled; a lone bad record with no batch-mates waits for the
+ * next batch that shares its insert.
  */
 export async function insertIsolating(storage: Writer, rows: StoredRecord[]): Promise<RefusedRecord[]> {
   const alone: Array<{ record: StoredRecord; err: unknown }> = [];
   let written = 0;
-  const reachable = () => storage.ping().catch(() => false);
   const attempt = async (part: StoredRecord[]): Promise<void> => {
     try {
       await insertRecords(storage, part);
       written += part.length;
     } catch (err) {
-      if (!(await reachable())) throw err;
+      if (!isDataError(err) || !(await storage.ping().catch(() => false))) throw err;
       if (part.length === 1) { alone.push({ record: part[0]!, err }); return; }
       const mid = part.length >> 1;
       await attempt(part.slice(0, mid));
@@ -73,7 +74,7 @@ export async function insertIsolating(storage: Writer, rows: StoredRecord[]): Pr
     }
   };
   await attempt(rows);
-  if (alone.length && written === 0 && !alone.every((a) => isDataError(a.err))) throw alone[0]!.err;
+  if (alone.length && written === 0) throw alone[0]!.err;
   return alone.map((a) => ({ record: a.record, error: a.err instanceof Error ? a.err.message : String(a.err) }));
 }
 
@@ -87,6 +88,7 @@ export function isDataError(err: unknown): boolean {
   if (err instanceof RangeError || err instanceof TypeError) return true; // our own codec refused a value
   const e = err as { code?: unknown; message?: unknown };
   if (typeof e?.code === 'string' && CLICKHOUSE_DATA_CODES.has(e.code)) return true;
-  return typeof e?.message === 'string' && DUCKDB_DATA_ERRORS.test(e.message);
+  // DuckDB's error classes, and its node binding's BigInt conversion
+  return typeof e?.message === 'string' && (DUCKDB_DATA_ERRORS.test(e.message) || /^bigint out of \w+ range/.test(e.message));
 }
 

@@ -106,12 +106,18 @@ const NON_ASCII = /[^\x00-\x7f]/;
 
 export function normalizeForInjection(text: string): Normalized {
   if (!NON_ASCII.test(text)) return { text: text.toLowerCase(), starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] };
-  // Output code units and their original spans in preallocated arrays: at most MAX_FOLD per input unit.
-  const cap = text.length * MAX_FOLD;
-  const units = new Uint16Array(cap);
-  const starts = new Int32Array(cap);
-  const ends = new Int32Array(cap);
+  // Output code units and their original spans in typed arrays, grown when a fold expands (at most MAX_FOLD-fold).
+  let cap = text.length + 64;
+  let units = new Uint16Array(cap);
+  let starts = new Int32Array(cap);
+  let ends = new Int32Array(cap);
   let n = 0;
+  const grow = () => {
+    cap = Math.min(cap * 2, text.length * MAX_FOLD + 64);
+    const u = new Uint16Array(cap); u.set(units); units = u;
+    const s = new Int32Array(cap); s.set(starts); starts = s;
+    const e = new Int32Array(cap); e.set(ends); ends = e;
+  };
   const invisible: InvisibleRun[] = [];
   const hidden: Normalized['hidden'] = [];
   let invisibleCount = 0;
@@ -127,6 +133,7 @@ export function normalizeForInjection(text: string): Normalized {
   while (i < text.length) {
     const c = text.charCodeAt(i);
     if (c < 0x80) {
+      if (n === cap) grow();
       units[n] = c >= 0x41 && c <= 0x5a ? c + 32 : c;
       starts[n] = i;
       ends[n++] = i + 1;
@@ -156,6 +163,7 @@ export function normalizeForInjection(text: string): Normalized {
       continue;
     }
     const folded = fold(cp, len === 1 ? text[i]! : text.slice(i, i + len));
+    while (n + folded.length > cap) grow();
     for (let k = 0; k < folded.length; k++) {
       units[n] = folded.charCodeAt(k);
       starts[n] = i;

@@ -66,6 +66,8 @@ export interface PolicySubject {
 }
 
 const globCache = new Map<string, string[]>();
+// ASCII only: full Unicode lower-casing is context-dependent (a final sigma), so a glob could miss its own model.
+const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
 
 /**
  * Whole-string, case-insensitive match where `*` is any run of characters. No regex: the literal parts are
@@ -75,11 +77,11 @@ const globCache = new Map<string, string[]>();
 export function globMatch(glob: string, value: string): boolean {
   let parts = globCache.get(glob);
   if (parts === undefined) {
-    parts = glob.toLowerCase().split('*');
+    parts = asciiLower(glob).split('*');
     if (globCache.size > 2000) globCache.clear();
     globCache.set(glob, parts);
   }
-  const v = value.toLowerCase();
+  const v = asciiLower(value);
   const first = parts[0]!;
   if (parts.length === 1) return v === first;
   const last = parts[parts.length - 1]!;

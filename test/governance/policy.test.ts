@@ -54,6 +54,7 @@ describe('governance policy evaluation', () => {
     expect(globMatch('a*b*c', 'aXbYbZc')).to.equal(true);
     expect(globMatch('a*b*c', 'acb')).to.equal(false);
     expect(globMatch('**', '')).to.equal(true);
+    expect(globMatch('*Σ', 'ΑΣ')).to.equal(true); // only ASCII is case-folded: a final sigma cannot slip a deny-list
   });
   it('glob matching agrees with a regex on random inputs', () => {
     let seed = 7;

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Pipeline } from '../../collector/pipeline.ts';
+import { insertIsolating } from '../../storage/spool-files.ts';
 import { CONTRACT_BACKENDS, type StoreHarness } from '../storage/harness.ts';
 import { MapStorage, TestLogger, WS, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
 
@@ -63,6 +64,42 @@ describe('refused records: outages are not refusals', () => {
     storage.fail = false;
     await p.flush();
     expect(await storage.countSpans(WS)).to.equal(20);
+    await p.close();
+  });
+
+  it('an overloaded server failing some inserts (not a data error) never gets a good record set aside', async () => {
+    const storage = new MapStorage();
+    let calls = 0;
+    const insert = storage.insertSpans.bind(storage);
+    storage.insertSpans = async (rows) => {
+      if (calls++ % 2 === 1) throw Object.assign(new Error('Too many parts (test)'), { code: '252' });
+      if (rows.some((r) => r.spanId === 'bad')) throw new RangeError('startTimeNs is not a decimal uint64 (test)');
+      await insert(rows);
+    };
+    const rows = [...Array.from({ length: 8 }, (_, i) => span(i)), { ...span(99), spanId: 'bad' }];
+    let err: unknown;
+    try { await insertIsolating(storage, rows); } catch (e) { err = e; }
+    expect((err as { code?: string }).code).to.equal('252'); // propagated: the rows stay spooled
+  });
+
+  it('a crash after setting aside but before the segment is removed rewrites the same file, not a second one', async () => {
+    const storage = new MapStorage();
+    const insert = storage.insertSpans.bind(storage);
+    storage.insertSpans = async (rows) => {
+      if (rows.some((r) => r.spanId === 'bad')) throw new RangeError('startTimeNs is not a decimal uint64 (test)');
+      await insert(rows);
+    };
+    const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+    const remove = p.spool.remove.bind(p.spool);
+    let removes = 0;
+    p.spool.remove = async (seg) => { if (removes++ === 0) throw new Error('crash before remove (test)'); await remove(seg); };
+    await p.start();
+    await p.ingest([span(1), { ...span(2), spanId: 'bad' }, span(3)]);
+    await until(() => p.stats().pendingRows === 0, 15_000);
+    const files = await refusedFiles(dir);
+    expect(files).to.have.length(1);
+    expect((await readFile(join(dir, 'refused', files[0]!), 'utf8')).trim().split('\n')).to.have.length(1);
+    expect(await storage.countSpans(WS)).to.equal(2);
     await p.close();
   });
 
