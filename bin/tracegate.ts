@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // tracegate CLI: serve; keys; policy, provider and alert settings; verify.
 import { parseArgs } from 'node:util';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
 import { startServer } from '../collector/server.ts';
 import { openOps, type VerifyResult } from './ops.ts';
+import { listRefused, requeueRefused } from '../collector/refused.ts';
+import { DataDirInUse, lockDataDir } from '../collector/data-dir-lock.ts';
 
 const HELP: Record<string, string> = {
   main: `usage: tracegate <command> [options]
@@ -20,6 +22,7 @@ commands:
   alerts set --workspace NAME --file F       alert rules and optional webhook (JSON)
   settings show --workspace NAME             every setting (secrets shown as "(set)")
   verify [--workspace NAME] [--json]         re-check stored data against verification records
+  refused list | requeue [FILE...]           records storage refused (DATA_DIR/refused); requeue for replay
 
 Run 'tracegate <command> --help' for details.`,
   serve: `usage: tracegate serve\n\nStarts the HTTP server on TRACEGATE_PORT (default 4318). Stops gracefully on SIGTERM/SIGINT, flushing the spool.`,
@@ -53,6 +56,14 @@ Re-checks every verification record of the workspace (or of every workspace): th
 spans, the continuity of the hash chain, the Ed25519 signatures of its checkpoints, and the audit log chain.
 Exits 1 and names each failure when anything does not match.`,
 };
+
+HELP.refused = `usage: tracegate refused list [--json]
+       tracegate refused requeue [FILE...]
+
+list     the files in DATA_DIR/refused: records storage refused on their own, set aside so they would not hold
+         up the rest (see README, Durability)
+requeue  moves their records (all files, or the named ones) back into the spool; the next 'tracegate serve'
+         replays them. Run it with the collector stopped, after fixing what storage refused them for.`;
 
 const readDoc = (file: string) => JSON.parse(readFileSync(file === '-' ? 0 : file, 'utf8')) as unknown;
 
@@ -150,6 +161,37 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
 
 class UsageError extends Error {}
 
+async function refused(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' } } });
+  const [sub, ...files] = positionals;
+  if (sub === 'list') {
+    const list = await listRefused(config.DATA_DIR);
+    if (values.json) console.log(JSON.stringify(list));
+    else if (!list.length) console.log('no refused records');
+    else for (const f of list) console.log(`${f.name}  ${f.records} records  first error: ${f.firstError}`);
+    return 0;
+  }
+  if (sub === 'requeue') {
+    let unlock: () => void;
+    try {
+      mkdirSync(config.DATA_DIR, { recursive: true });
+      unlock = await lockDataDir(config.DATA_DIR);
+    } catch (err) {
+      if (err instanceof DataDirInUse) { console.error(`${err.message}\nStop the collector first: requeue writes to its spool.`); return 1; }
+      throw err;
+    }
+    try {
+      const r = await requeueRefused(config.DATA_DIR, files);
+      console.log(`requeued ${r.records} records from ${r.files} files; the next 'tracegate serve' replays them`);
+      return 0;
+    } finally {
+      unlock();
+    }
+  }
+  console.log(HELP.refused);
+  return 2;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(HELP.main); return cmd ? 0 : 2; }
@@ -163,6 +205,7 @@ async function main(argv: string[]): Promise<number> {
     process.once('SIGINT', () => stop('SIGINT'));
     return -1; // keep running
   }
+  if (cmd === 'refused') return refused(rest, config);
   try {
     return await manage(cmd, rest, config);
   } catch (err) {

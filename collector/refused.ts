@@ -1,9 +1,11 @@
 // Records storage refused on their own (see storage/spool-files.ts insertIsolating): written durably to
 // DATA_DIR/refused as NDJSON, one { atMs, error, record } per line, before their spool segment is removed.
 // Records in the spool were already processed, so redacted text stays redacted here too.
-import { mkdir, open, rename } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RefusedRecord } from '../storage/spool-files.ts';
+import type { StoredRecord } from './record.ts';
+import { encodeFrame } from './spool.ts';
 
 /**
  * `name` comes from the spool segment the records were in: a retry after a crash (file written, segment not yet
@@ -23,7 +25,62 @@ export async function writeRefused(dir: string, name: string, refused: RefusedRe
     await fh.close();
   }
   await rename(`${file}.tmp`, file);
+  await syncDir(dir);
+  return file;
+}
+
+export interface RefusedFile { name: string; records: number; firstError: string }
+
+/** The files in DATA_DIR/refused, oldest first. */
+export async function listRefused(dataDir: string): Promise<RefusedFile[]> {
+  const dir = join(dataDir, 'refused');
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.ndjson')).sort();
+  const out: RefusedFile[] = [];
+  for (const name of names) {
+    const lines = (await readFile(join(dir, name), 'utf8')).split('\n').filter((l) => l.trim());
+    out.push({ name, records: lines.length, firstError: lines.length ? String((JSON.parse(lines[0]!) as { error: unknown }).error) : '' });
+  }
+  return out;
+}
+
+/**
+ * Move refused records back into the spool as a new segment, for the next start to replay (after the cause was
+ * fixed). Only with the collector stopped: the caller holds the DATA_DIR lock. Records refused again return to
+ * DATA_DIR/refused. The segment is durable before the refused file is deleted.
+ */
+export async function requeueRefused(dataDir: string, names?: string[]): Promise<{ files: number; records: number }> {
+  const dir = join(dataDir, 'refused');
+  const spoolDir = join(dataDir, 'spool');
+  await mkdir(spoolDir, { recursive: true });
+  const all = (await listRefused(dataDir)).map((f) => f.name);
+  const chosen = names?.length ? names : all;
+  for (const n of chosen) if (!all.includes(n)) throw new Error(`no refused file ${n} in ${dir}`);
+  let records = 0;
+  for (const name of chosen) {
+    const rows = (await readFile(join(dir, name), 'utf8')).split('\n').filter((l) => l.trim())
+      .map((l) => (JSON.parse(l) as { record: StoredRecord }).record);
+    const segs = (await readdir(spoolDir)).filter((n) => /^\d+\.seg$/.test(n)).sort();
+    const seq = segs.length ? Number(segs[segs.length - 1]!.slice(0, -4)) + 1 : 1;
+    const seg = join(spoolDir, `${String(seq).padStart(12, '0')}.seg`);
+    const frames: Buffer[] = [];
+    for (let i = 0; i < rows.length; i += 1000) frames.push(encodeFrame(rows.slice(i, i + 1000)));
+    const fh = await open(`${seg}.tmp`, 'w', 0o600);
+    try {
+      await fh.writeFile(Buffer.concat(frames));
+      await fh.datasync();
+    } finally {
+      await fh.close();
+    }
+    await rename(`${seg}.tmp`, seg);
+    await syncDir(spoolDir);
+    await unlink(join(dir, name));
+    await syncDir(dir);
+    records += rows.length;
+  }
+  return { files: chosen.length, records };
+}
+
+async function syncDir(dir: string): Promise<void> {
   const d = await open(dir, 'r');
   try { await d.sync(); } finally { await d.close(); }
-  return file;
 }

@@ -3,12 +3,14 @@
 // the refused records and sets them aside in DATA_DIR/refused; an outage or an overloaded server sets nothing aside.
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Pipeline } from '../../collector/pipeline.ts';
 import { insertIsolating } from '../../storage/spool-files.ts';
 import { CONTRACT_BACKENDS, type StoreHarness } from '../storage/harness.ts';
-import { MapStorage, TestLogger, WS, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
+import { MapStorage, TestLogger, WS, openDuckDb, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
+import { cli } from '../support/server.ts';
+import { lockDataDir } from '../../collector/data-dir-lock.ts';
 
 const refusedFiles = async (dir: string) => (existsSync(join(dir, 'refused')) ? await readdir(join(dir, 'refused')) : []);
 
@@ -118,5 +120,52 @@ describe('refused records: outages are not refusals', () => {
     await p.flush();
     expect(await storage.countSpans(WS)).to.equal(8);
     await p.close();
+  });
+});
+
+describe('tracegate refused list | requeue', function () {
+  this.timeout(60_000);
+  it('lists refused records, refuses to requeue while the collector runs, then requeues them for the next start to replay', async () => {
+    const dir = await tempDir();
+    const storage = await openDuckDb(join(dir, 'db'));
+    try {
+      const config = testConfig(dir, { FLUSH_INTERVAL_MS: '20', ISOLATE_AFTER_FAILURES: '1' });
+      const first = new Pipeline({ config, storage, logger: new TestLogger() });
+      await first.start();
+      await first.ingest([span(1), { ...span(2), spanId: 'bad', startTimeNs: 'soon' }, span(3)]);
+      await until(() => first.stats().pendingRows === 0, 15_000);
+      await first.close();
+      expect(await storage.countSpans(WS)).to.equal(2);
+
+      const env = { TRACEGATE_DATA_DIR: dir };
+      const list = await cli(null, ['refused', 'list', '--json'], env);
+      expect(list.code, list.stderr).to.equal(0);
+      const files = JSON.parse(list.stdout) as Array<{ name: string; records: number; firstError: string }>;
+      expect(files).to.have.length(1);
+      expect(files[0]).to.include({ records: 1 });
+      expect(files[0]!.firstError).to.match(/startTimeNs/);
+
+      const unlock = await lockDataDir(dir); // a collector running on this DATA_DIR
+      const busy = await cli(null, ['refused', 'requeue'], env);
+      unlock();
+      expect(busy.code).to.equal(1);
+      expect(busy.stderr).to.match(/Stop the collector first/);
+
+      // The cause fixed (here: the record itself), requeue and start again: the record is replayed.
+      const path = join(dir, 'refused', files[0]!.name);
+      await writeFile(path, (await readFile(path, 'utf8')).replace('"soon"', '"1000"'));
+      const requeue = await cli(null, ['refused', 'requeue'], env);
+      expect(requeue.code, requeue.stderr).to.equal(0);
+      expect(requeue.stdout).to.match(/requeued 1 records from 1 files/);
+      expect(await refusedFiles(dir)).to.deep.equal([]);
+      const second = new Pipeline({ config, storage, logger: new TestLogger() });
+      await second.start();
+      await second.flush();
+      await second.close();
+      expect(await storage.countSpans(WS)).to.equal(3);
+    } finally {
+      await storage.close();
+      await removeDir(dir);
+    }
   });
 });
