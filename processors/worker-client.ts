@@ -5,16 +5,24 @@ import type { IngestContext } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import type { PolicySource } from './governance-processor.ts';
 import type { AlertSource } from './alerts.ts';
-import type { Encoded, HostRequest, WorkspaceSettings } from './worker-host.ts';
+import type { Encoded, HostItem, HostRequest, WorkspaceSettings } from './worker-host.ts';
 
 export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number }
 
-type Request = Omit<Extract<HostRequest, { type: 'process' }>, 'id'> | Omit<Extract<HostRequest, { type: 'checkpoints' }>, 'id'>;
+type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
 type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; settings: PolicySource & AlertSource };
+type Waiting = { item: HostItem; resolve: (f: ProcessedFrame) => void; reject: (e: Error) => void };
+
+const frameOf = (e: Encoded): ProcessedFrame =>
+  ({ frame: e.frame ? Buffer.from(e.frame.buffer, e.frame.byteOffset, e.frame.byteLength) : null, rows: e.rows, accepted: e.accepted });
 
 export class ProcessorWorker {
   private readonly settings: PolicySource & AlertSource;
   private readonly rpc: WorkerRpc;
+  // Requests arriving in the same turn of the event loop share one message each way (a message costs
+  // ~35 µs of main-thread time at 50 concurrent requests); each still gets its own frame.
+  private waiting: Waiting[] = [];
+  private pendingSettings: WorkspaceSettings = { policies: {}, alerts: {} };
 
   constructor(opts: Options) {
     this.settings = opts.settings;
@@ -25,24 +33,43 @@ export class ProcessorWorker {
 
   /** Processors over one batch; resolves with the spool frame of spans plus enrichment records. */
   async process(spans: SpanRecord[], ctx: IngestContext | null): Promise<ProcessedFrame> {
-    const settings: WorkspaceSettings = { policies: {}, alerts: {} };
+    const policies: WorkspaceSettings['policies'] = {};
+    const alerts: WorkspaceSettings['alerts'] = {};
     for (const ws of new Set(spans.map((s) => s.workspaceId))) {
-      settings.policies[ws] = await this.settings.policyFor(ws);
-      settings.alerts[ws] = await this.settings.alertsFor(ws);
+      policies[ws] = await this.settings.policyFor(ws);
+      alerts[ws] = await this.settings.alertsFor(ws);
     }
-    return this.send({ type: 'process', spans, ctx, settings });
+    Object.assign(this.pendingSettings.policies, policies);
+    Object.assign(this.pendingSettings.alerts, alerts);
+    return new Promise<ProcessedFrame>((resolve, reject) => {
+      if (this.waiting.push({ item: { spans, ctx }, resolve, reject }) === 1) setImmediate(() => this.sendWaiting());
+    });
   }
 
   /** Start the thread now rather than on the first batch. */
   async start(): Promise<void> { await this.process([], null); }
 
   /** Signed checkpoints of every chain head (at shutdown). */
-  checkpoints(): Promise<ProcessedFrame> { return this.send({ type: 'checkpoints' }); }
+  async checkpoints(): Promise<ProcessedFrame> {
+    const [e] = await this.rpc.call<Encoded[]>({ type: 'checkpoints' } satisfies NoId<HostRequest>);
+    return frameOf(e!);
+  }
 
   close(): Promise<void> { return this.rpc.close(); }
 
-  private async send(req: Request): Promise<ProcessedFrame> {
-    const e = await this.rpc.call<Encoded>(req);
-    return { frame: e.frame ? Buffer.from(e.frame.buffer, e.frame.byteOffset, e.frame.byteLength) : null, rows: e.rows, accepted: e.accepted };
+  private sendWaiting(): void {
+    const batch = this.waiting;
+    const settings = this.pendingSettings;
+    this.waiting = [];
+    this.pendingSettings = { policies: {}, alerts: {} };
+    const req = { type: 'process', items: batch.map((w) => w.item), settings } satisfies NoId<HostRequest>;
+    this.rpc.call<Array<Encoded | { error: string }>>(req).then(
+      (answers) => batch.forEach((w, i) => {
+        const a = answers[i];
+        if (a && 'frame' in a) w.resolve(frameOf(a));
+        else w.reject(new Error(a?.error ?? 'processor worker gave no answer'));
+      }),
+      (err: Error) => { for (const w of batch) w.reject(err); },
+    );
   }
 }

@@ -12,8 +12,9 @@ import type { AlertSettings } from './alerts.ts';
 import { createEnrichment } from './index.ts';
 
 export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: Record<string, AlertSettings> }
+export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
 export type HostRequest =
-  | { id: number; type: 'process'; spans: SpanRecord[]; ctx: IngestContext | null; settings: WorkspaceSettings }
+  | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
   | { id: number; type: 'checkpoints' };
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number }
 
@@ -31,16 +32,29 @@ function encode(records: StoredRecord[], accepted: number): Encoded {
   return { frame: records.length ? new Uint8Array(encodeFrame(records)) : null, rows: records.length, accepted };
 }
 
-async function handle(m: HostRequest): Promise<Encoded> {
-  if (m.type === 'checkpoints') return encode(enrichment.verification?.checkpoints(Date.now(), true) ?? [], 0);
-  current = m.settings;
-  let batch: Batch = { spans: m.spans, extra: [] };
-  for (const p of enrichment.processors) batch = await p(batch, m.ctx);
+async function processItem(item: HostItem): Promise<Encoded> {
+  let batch: Batch = { spans: item.spans, extra: [] };
+  for (const p of enrichment.processors) batch = await p(batch, item.ctx);
   return encode(batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans, batch.spans.length);
 }
 
-// In order: the audit and verification chains depend on it. The frame moves to the main thread, not copied.
+/** One answer per item (each request's own frame), in order; an item that fails fails alone. */
+async function handle(m: HostRequest): Promise<Array<Encoded | { error: string }>> {
+  if (m.type === 'checkpoints') return [encode(enrichment.verification?.checkpoints(Date.now(), true) ?? [], 0)];
+  current = m.settings;
+  const out: Array<Encoded | { error: string }> = [];
+  for (const item of m.items) {
+    try {
+      out.push(await processItem(item));
+    } catch (err) {
+      out.push({ error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+  return out;
+}
+
+// In order: the audit and verification chains depend on it. Frames move to the main thread, not copied.
 serveRpc<HostRequest>(async (m) => {
   const value = await handle(m);
-  return { value, transfer: value.frame ? [value.frame.buffer as ArrayBuffer] : [] };
+  return { value, transfer: value.flatMap((v) => ('frame' in v && v.frame ? [v.frame.buffer as ArrayBuffer] : [])) };
 }, true);
