@@ -108,6 +108,7 @@ export class Spool {
   private readonly log: SpoolLogger | undefined;
   private sealed: Segment[] = [];
   private active: Active | null = null; // opened lazily on the first write after a seal
+  private sealing: Active | null = null; // between leaving `active` and joining `sealed`
   private nextSeq = 1;
   private queue: Pending[] = [];
   private queuedBytes = 0;
@@ -198,7 +199,7 @@ export class Spool {
 
   /** Bytes on disk (sealed + active) plus bytes queued for the next write. */
   get totalBytes(): number {
-    let n = this.queuedBytes + (this.active?.bytes ?? 0);
+    let n = this.queuedBytes + (this.active?.bytes ?? 0) + (this.sealing?.bytes ?? 0);
     for (const s of this.sealed) n += s.bytes;
     return n;
   }
@@ -206,7 +207,7 @@ export class Spool {
   get activeRows(): number { return this.active?.rows ?? 0; }
   get activeBytes(): number { return this.active?.bytes ?? 0; }
   get pendingRows(): number {
-    let n = this.activeRows;
+    let n = this.activeRows + (this.sealing?.rows ?? 0);
     for (const s of this.sealed) n += s.rows;
     return n;
   }
@@ -345,13 +346,18 @@ export class Spool {
     this.broken = false;
     if (!a) return null;
     this.active = null;
-    // Cut off anything a failed write may have left past the last good frame.
-    await a.fh.truncate(a.bytes).catch(() => {});
-    await a.fh.close().catch((e: unknown) => this.log?.warn({ err: e }, 'spool: closing segment failed'));
-    if (a.rows === 0) { await unlink(a.path).catch(() => {}); return null; }
-    const seg: Segment = { seq: a.seq, path: a.path, bytes: a.bytes, rows: a.rows, records: a.records };
-    this.sealed.push(seg);
-    return seg;
+    this.sealing = a; // still counted in pendingRows while it is closed
+    try {
+      // Cut off anything a failed write may have left past the last good frame.
+      await a.fh.truncate(a.bytes).catch(() => {});
+      await a.fh.close().catch((e: unknown) => this.log?.warn({ err: e }, 'spool: closing segment failed'));
+      if (a.rows === 0) { await unlink(a.path).catch(() => {}); return null; }
+      const seg: Segment = { seq: a.seq, path: a.path, bytes: a.bytes, rows: a.rows, records: a.records };
+      this.sealed.push(seg);
+      return seg;
+    } finally {
+      this.sealing = null;
+    }
   }
 }
 

@@ -97,7 +97,7 @@ describe('refused records: outages are not refusals', () => {
     p.spool.remove = async (seg) => { if (removes++ === 0) throw new Error('crash before remove (test)'); await remove(seg); };
     await p.start();
     await p.ingest([span(1), { ...span(2), spanId: 'bad' }, span(3)]);
-    await until(() => p.stats().pendingRows === 0, 15_000);
+    await until(() => removes >= 2 && p.stats().pendingRows === 0, 15_000);
     const files = await refusedFiles(dir);
     expect(files).to.have.length(1);
     expect((await readFile(join(dir, 'refused', files[0]!), 'utf8')).trim().split('\n')).to.have.length(1);
