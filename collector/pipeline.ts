@@ -14,6 +14,7 @@ import type { EnrichmentRecord } from './enrichment-records.ts';
 import { Spool, type Segment, type SpoolLogger } from './spool.ts';
 import { insertIsolating, insertRecords, type RefusedRecord, type SpoolFilesResult } from '../storage/spool-files.ts';
 import { writeRefused } from './refused.ts';
+import { latestPerSpan } from '../storage/codec.ts';
 
 type SpoolFileWriter = (paths: string[], maxRows: number, isolate?: boolean) => Promise<SpoolFilesResult>;
 
@@ -109,7 +110,9 @@ export class Pipeline implements Ingestor {
     if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) {
       throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     }
-    input = lastOfEachSpan(input);
+    // A request repeating a span keeps its last copy, as storage would, so enrichment (verification hashes,
+    // rollups) sees exactly what is stored.
+    input = latestPerSpan(input);
     // Processors (redaction among them) run before the spool: raw text never reaches disk.
     let accepted: number;
     let append: () => Promise<void>;
@@ -332,15 +335,3 @@ export class Pipeline implements Ingestor {
     this.opts.onFlush?.(rows, ms);
   }
 }
-
-/**
- * One record per (workspace, trace, span): a request that repeats a span keeps its last copy, as storage would,
- * so that enrichment (verification hashes, rollups) sees exactly what is stored.
- */
-export function lastOfEachSpan(spans: SpanRecord[]): SpanRecord[] {
-  if (spans.length < 2) return spans;
-  const last = new Map<string, number>();
-  spans.forEach((s, i) => last.set(`${s.workspaceId}\u0000${s.traceId}\u0000${s.spanId}`, i));
-  return last.size === spans.length ? spans : spans.filter((s, i) => last.get(`${s.workspaceId}\u0000${s.traceId}\u0000${s.spanId}`) === i);
-}
-

@@ -5,7 +5,7 @@ import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises
 import { join } from 'node:path';
 import type { RefusedRecord } from '../storage/spool-files.ts';
 import type { StoredRecord } from './record.ts';
-import { encodeFrame } from './spool.ts';
+import { encodeFrame, syncDir } from './spool.ts';
 
 /**
  * `name` comes from the spool segment the records were in: a retry after a crash (file written, segment not yet
@@ -78,9 +78,4 @@ export async function requeueRefused(dataDir: string, names?: string[]): Promise
     records += rows.length;
   }
   return { files: chosen.length, records };
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const d = await open(dir, 'r');
-  try { await d.sync(); } finally { await d.close(); }
 }

@@ -361,7 +361,7 @@ export class Spool {
   }
 }
 
-async function syncDir(dir: string): Promise<void> {
+export async function syncDir(dir: string): Promise<void> {
   const fh = await open(dir, 'r');
   try { await fh.sync(); } finally { await fh.close(); }
 }

@@ -95,6 +95,7 @@ function setOwn(obj: Attributes, key: string, value: AttrValue): void {
  * tie), so the batch itself obeys the same rule as replays across batches.
  */
 export function latestPerSpan(rows: readonly SpanRecord[]): SpanRecord[] {
+  if (rows.length < 2) return [...rows];
   const byKey = new Map<string, SpanRecord>();
   for (const r of rows) {
     const key = JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
