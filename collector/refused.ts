@@ -1,6 +1,7 @@
 // Records storage refused on their own (see storage/spool-files.ts insertIsolating): written durably to
 // DATA_DIR/refused as NDJSON, one { atMs, error, record } per line, before their spool segment is removed.
 // Records in the spool were already processed, so redacted text stays redacted here too.
+import { hash } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RefusedRecord } from '../storage/spool-files.ts';
@@ -8,13 +9,15 @@ import type { StoredRecord } from './record.ts';
 import { encodeFrame, syncDir } from './spool.ts';
 
 /**
- * `name` comes from the spool segment the records were in: a retry after a crash (file written, segment not yet
- * removed) rewrites the same file instead of adding a second copy.
+ * Named after the spool segment the records were in plus a hash of the records: a retry after a crash (file
+ * written, segment not yet removed) rewrites the same file instead of adding a second copy, while a later
+ * segment that reuses the number (numbering restarts with an empty spool) gets a file of its own.
  */
-export async function writeRefused(dir: string, name: string, refused: RefusedRecord[]): Promise<string> {
+export async function writeRefused(dir: string, segment: string, refused: RefusedRecord[]): Promise<string> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const atMs = Date.now();
-  const file = join(dir, `${name}.ndjson`);
+  const digest = hash('sha256', JSON.stringify(refused.map((r) => r.record)), 'hex').slice(0, 16);
+  const file = join(dir, `${segment}-${digest}.ndjson`);
   const text = refused.map((r) => JSON.stringify({ atMs, error: r.error, record: r.record })).join('\n') + '\n';
   // Written whole under a temporary name, then renamed: a reader never sees a partial file.
   const fh = await open(`${file}.tmp`, 'w', 0o600); // 'w': a crash may have left one behind

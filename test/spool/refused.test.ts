@@ -105,6 +105,26 @@ describe('refused records: outages are not refusals', () => {
     await p.close();
   });
 
+  it('after a restart the spool numbers segments from 1 again: a new refusal never overwrites an older file', async () => {
+    const storage = new MapStorage();
+    const insert = storage.insertSpans.bind(storage);
+    storage.insertSpans = async (rows) => {
+      if (rows.some((r) => r.spanId.startsWith('bad'))) throw new RangeError('startTimeNs is not a decimal uint64 (test)');
+      await insert(rows);
+    };
+    for (const run of [1, 2]) {
+      const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+      await p.start();
+      await p.ingest([span(run * 10), { ...span(run * 10 + 1), spanId: `bad-${run}` }]);
+      await until(() => p.stats().pendingRows === 0, 15_000);
+      await p.close();
+    }
+    const files = await refusedFiles(dir);
+    expect(files).to.have.length(2);
+    const texts = await Promise.all(files.map((f) => readFile(join(dir, 'refused', f), 'utf8')));
+    expect(texts.join('')).to.include('bad-1').and.to.include('bad-2');
+  });
+
   it('storage answering but refusing every insert for its own reasons: nothing is set aside', async () => {
     const storage = new MapStorage();
     let refuse = true;
