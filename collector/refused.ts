@@ -3,7 +3,7 @@
 // Records in the spool were already processed, so redacted text stays redacted here too.
 import { hash } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { RefusedRecord } from '../storage/spool-files.ts';
 import type { StoredRecord } from './record.ts';
 import { encodeFrame, syncDir } from './spool.ts';
@@ -18,23 +18,26 @@ export async function writeRefused(dir: string, segment: string, refused: Refuse
   const atMs = Date.now();
   const digest = hash('sha256', JSON.stringify(refused.map((r) => r.record)), 'hex').slice(0, 16);
   const file = join(dir, `${segment}-${digest}.ndjson`);
-  const text = refused.map((r) => JSON.stringify({ atMs, error: r.error, record: r.record })).join('\n') + '\n';
-  // Written whole under a temporary name, then renamed: a reader never sees a partial file.
-  const fh = await open(`${file}.tmp`, 'w', 0o600); // 'w': a crash may have left one behind
+  await writeWhole(file, refused.map((r) => JSON.stringify({ atMs, error: r.error, record: r.record })).join('\n') + '\n');
+  return file;
+}
+
+/** Durably, under a temporary name first ('w': a crash may have left one), so a reader never sees a partial file. */
+async function writeWhole(file: string, data: string | Buffer): Promise<void> {
+  const fh = await open(`${file}.tmp`, 'w', 0o600);
   try {
-    await fh.writeFile(text);
+    await fh.writeFile(data);
     await fh.datasync();
   } finally {
     await fh.close();
   }
   await rename(`${file}.tmp`, file);
-  await syncDir(dir);
-  return file;
+  await syncDir(dirname(file));
 }
 
 export interface RefusedFile { name: string; records: number; firstError: string }
 
-/** The files in DATA_DIR/refused, oldest first. */
+/** The files in DATA_DIR/refused, by name. */
 export async function listRefused(dataDir: string): Promise<RefusedFile[]> {
   const dir = join(dataDir, 'refused');
   const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.ndjson')).sort();
@@ -67,15 +70,7 @@ export async function requeueRefused(dataDir: string, names?: string[]): Promise
     const seg = join(spoolDir, `${String(seq).padStart(12, '0')}.seg`);
     const frames: Buffer[] = [];
     for (let i = 0; i < rows.length; i += 1000) frames.push(encodeFrame(rows.slice(i, i + 1000)));
-    const fh = await open(`${seg}.tmp`, 'w', 0o600);
-    try {
-      await fh.writeFile(Buffer.concat(frames));
-      await fh.datasync();
-    } finally {
-      await fh.close();
-    }
-    await rename(`${seg}.tmp`, seg);
-    await syncDir(spoolDir);
+    await writeWhole(seg, Buffer.concat(frames));
     await unlink(join(dir, name));
     await syncDir(dir);
     records += rows.length;
