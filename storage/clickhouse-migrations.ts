@@ -18,7 +18,6 @@ export interface ClickHouseMigration {
 
 const DURATION = 'reinterpretAsFloat64(reinterpretAsString(duration_ms_bits))';
 
-/** The usage_hourly view (v4, and v5 with the rollup flag): `latency` feeds the quantile state, `where` picks the rows. */
 /** The findings_daily view: v4 counted every insert, v5 only rows flagged rollup = 1 (same SQL otherwise). */
 function findingsView(db: string, name: string, where: string): string {
   return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${name} TO ${db}.findings_daily AS
@@ -33,6 +32,7 @@ function findingsView(db: string, name: string, where: string): string {
       GROUP BY workspace_id, day, category, severity`;
 }
 
+/** The usage_hourly view (v4, and v5 with the rollup flag): `latency` feeds the quantile state, `where` picks the rows. */
 function usageView(db: string, name: string, latency: string, where: string): string {
   return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${name} TO ${db}.usage_hourly AS
       SELECT

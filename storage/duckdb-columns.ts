@@ -17,6 +17,11 @@ export class ColumnRows {
     this.columns = types.map(() => []);
   }
 
+  /** Rows for `table`, whose column types are read once per connection. */
+  static async forTable(c: DuckDBConnection, table: string): Promise<ColumnRows> {
+    return new ColumnRows(await tableTypes(c, table));
+  }
+
   private push(v: DuckDBValue): void {
     const col = this.columns[this.column++];
     if (!col) throw new Error(`row has more than ${this.types.length} values`);
@@ -36,13 +41,19 @@ export class ColumnRows {
     this.rows++;
   }
 
-  /** Everything collected, in chunks of at most CHUNK_ROWS rows; the caller closes the appender. */
-  appendTo(appender: Appender): void {
-    for (let lo = 0; lo < this.rows; lo += CHUNK_ROWS) {
-      const n = Math.min(CHUNK_ROWS, this.rows - lo);
-      const chunk = DuckDBDataChunk.create(this.types, n);
-      chunk.setColumns(this.columns.map((c) => (lo === 0 && n === c.length ? c : c.slice(lo, lo + n))));
-      appender.appendDataChunk(chunk);
+  /** Replace the contents of a (temp) staging table with everything collected, in chunks of CHUNK_ROWS rows. */
+  async fillStaging(c: DuckDBConnection, table: string): Promise<void> {
+    await c.run(`DELETE FROM ${table}`);
+    const appender: Appender = await c.createAppender(table, null, 'temp');
+    try {
+      for (let lo = 0; lo < this.rows; lo += CHUNK_ROWS) {
+        const n = Math.min(CHUNK_ROWS, this.rows - lo);
+        const chunk = DuckDBDataChunk.create(this.types, n);
+        chunk.setColumns(this.columns.map((col) => (lo === 0 && n === col.length ? col : col.slice(lo, lo + n))));
+        appender.appendDataChunk(chunk);
+      }
+    } finally {
+      appender.closeSync(); // flushes
     }
   }
 }
@@ -50,7 +61,7 @@ export class ColumnRows {
 const typeCache = new WeakMap<DuckDBConnection, Map<string, DuckDBType[]>>();
 
 /** Column types of a table, read once per connection. */
-export async function tableTypes(c: DuckDBConnection, table: string): Promise<DuckDBType[]> {
+async function tableTypes(c: DuckDBConnection, table: string): Promise<DuckDBType[]> {
   let byTable = typeCache.get(c);
   if (!byTable) typeCache.set(c, (byTable = new Map()));
   let types = byTable.get(table);

@@ -8,7 +8,7 @@ import type {
 import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
 import { wellFormed } from './codec.ts';
-import { ColumnRows, tableTypes } from './duckdb-columns.ts';
+import { ColumnRows } from './duckdb-columns.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor, interpolatedQuantile,
   normalizeAlertQuery, normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow,
@@ -190,16 +190,10 @@ export class DuckDbEnrichment {
       try {
         for (const [table, rows] of work) {
           if (rows.length === 0) continue;
-          const cols = new ColumnRows(await tableTypes(c, STAGING(table)));
+          const cols = await ColumnRows.forTable(c, STAGING(table));
           const append = APPEND[table] as (a: Appender, r: unknown) => void;
           for (const r of rows) { append(cols, r); cols.endRow(); }
-          await c.run(`DELETE FROM ${STAGING(table)}`);
-          const app = await c.createAppender(STAGING(table), null, 'temp');
-          try {
-            cols.appendTo(app);
-          } finally {
-            app.closeSync(); // flushes
-          }
+          await cols.fillStaging(c, STAGING(table));
           await c.run(upsertSql(table));
         }
         await c.run('COMMIT');

@@ -9,7 +9,7 @@ import type {
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
-import { ColumnRows, tableTypes } from './duckdb-columns.ts';
+import { ColumnRows } from './duckdb-columns.ts';
 import {
   attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, toPage, wellFormed,
   type SpanFilter, type TraceAgg,
@@ -123,15 +123,9 @@ export class DuckDbStorage implements Storage {
       r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
     }));
     await this.serial(async (c) => {
-      const cols = new ColumnRows(await tableTypes(c, 'spans_staging'));
+      const cols = await ColumnRows.forTable(c, 'spans_staging');
       for (const { r, start, end } of rows) appendSpan(cols, r, start, end);
-      await c.run('DELETE FROM spans_staging');
-      const app = await c.createAppender('spans_staging', null, 'temp');
-      try {
-        cols.appendTo(app);
-      } finally {
-        app.closeSync(); // flushes
-      }
+      await cols.fillStaging(c, 'spans_staging');
       try {
         await c.run(UPSERT_SPANS); // one statement: atomic on its own
       } finally {
