@@ -35,8 +35,3 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
   }
   return 'ok';
 }
-
-/** True when the JSON text's bracket depth stays within `max`. */
-export function jsonNestingWithin(b: Buffer, max: number): boolean {
-  return jsonPrescan(b, max) !== 'deep';
-}

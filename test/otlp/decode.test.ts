@@ -10,7 +10,7 @@ import {
   decodeOtlpRequest, otlpLimits, OtlpDecodeError, truncateUtf8, u64ToDecimal,
   type NormalizedRequest, type OtlpLimits,
 } from '../../collector/otlp/decode.ts';
-import { jsonNestingWithin } from '../../collector/json-prescan.ts';
+import { jsonPrescan } from '../../collector/json-prescan.ts';
 import { encodeExportResponse, encodeStatus, rpcCodeForHttp } from '../../collector/otlp/encode.ts';
 import { BAD_REQUEST_TYPE_URL, RpcBadRequest, RpcStatus } from '../../collector/otlp/schema.ts';
 import { mapOtlp } from '../../mappers/otlp.ts';
@@ -327,10 +327,10 @@ describe('OTLP decode: hostile input', () => {
     // and a 10 MB JSON body that is mostly one long string is scanned quickly too
     const flat = Buffer.from(JSON.stringify({ resourceSpans: [], pad: 'x'.repeat(10 * 1024 * 1024) }));
     const t2 = performance.now();
-    expect(jsonNestingWithin(flat, 56)).to.equal(true);
+    expect(jsonPrescan(flat, 56)).to.equal('ok');
     expect(performance.now() - t2).to.be.below(200);
-    expect(jsonNestingWithin(Buffer.from('{"a":"[[[[[[[[[[[[[[[[[[[[\\"[[[[","b":[[1]]}'), 3)).to.equal(true);
-    expect(jsonNestingWithin(Buffer.from('{"b":[[[1]]]}'), 3)).to.equal(false);
+    expect(jsonPrescan(Buffer.from('{"a":"[[[[[[[[[[[[[[[[[[[[\\"[[[[","b":[[1]]}'), 3)).to.equal('ok');
+    expect(jsonPrescan(Buffer.from('{"b":[[[1]]]}'), 3)).to.equal('deep');
   });
 
   it('rejects a ~1 MB protobuf of nested kvlists fast (< 200 ms) without blowing the stack', () => {
