@@ -160,10 +160,17 @@ describe('spool', () => {
     const fh = (s as unknown as { active: { fh: { datasync: () => Promise<void> } } }).active.fh;
     const real = fh.datasync.bind(fh);
     let calls = 0;
-    fh.datasync = async () => { if (++calls === 1) { await new Promise((r) => setTimeout(r, 20)); throw new Error('EIO (test)'); } return real(); };
+    let failing!: () => void;
+    const firstSyncStarted = new Promise<void>((r) => { failing = r; });
+    fh.datasync = async () => {
+      if (++calls === 1) { failing(); await new Promise((r) => setTimeout(r, 20)); throw new Error('EIO (test)'); }
+      return real();
+    };
     const later: Array<Promise<void>> = [];
     const first = s.append([span(1)]);
-    await new Promise((r) => setImmediate(r));
+    // The later groups start only once the first group's (failing) sync is under way: otherwise a later
+    // group's write could finish first and take the failing sync, leaving the first group acknowledged.
+    await firstSyncStarted;
     for (let i = 2; i < 5; i++) { later.push(s.append([span(i)])); await new Promise((r) => setImmediate(r)); }
     const results = await Promise.allSettled([first, ...later]);
     expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected', 'rejected', 'rejected']);
