@@ -9,6 +9,7 @@ import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/a
 import { VerificationChain, checkChain, checkContent, verificationProcessor } from '../../processors/verification.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
+import canonicalize from 'canonicalize';
 import { AlertEvaluator, signDelivery, type AlertRule } from '../../processors/alerts.ts';
 import { governanceProcessor } from '../../processors/governance-processor.ts';
 import { DEFAULT_POLICY, parsePolicy } from '../../processors/governance/index.ts';
@@ -22,6 +23,43 @@ describe('canonical JSON', () => {
     expect(canonicalJson({ b: [1, 'x'], a: { d: true, c: null } })).to.equal('{"a":{"c":null,"d":true},"b":[1,"x"]}');
     const parsed = JSON.parse('{"z\\ud800":"v\\udc00","__proto__":{"p":"\\ud801"}}');
     expect(canonicalJson(parsed)).to.equal('{"__proto__":{"p":"\ufffd"},"z\ufffd":"v\ufffd"}');
+  });
+  it('the fast path for plain data writes exactly what the canonicalize library writes (10,000 random values)', () => {
+    // The reference: the library, with lone surrogates and non-finite numbers mapped as storage maps them.
+    const stored = (v: unknown): unknown => {
+      if (typeof v === 'string') return v.toWellFormed();
+      if (typeof v === 'number') return Number.isFinite(v) ? v : null;
+      if (Array.isArray(v)) return v.map(stored);
+      if (v && typeof v === 'object' && !(v instanceof Date)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k.toWellFormed(), stored(x)]));
+      return v;
+    };
+    const reference = (v: unknown) => canonicalize(stored(v)) ?? 'null';
+    let seed = 42;
+    const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n; };
+    const units = [0x41, 0x7a, 0x20, 0x22, 0x5c, 0x0a, 0x01, 0x7f, 0xe9, 0x4e2d, 0xd83d, 0xde00, 0xd800, 0xdfff, 0x2028, 0xfeff];
+    const str = () => String.fromCharCode(...Array.from({ length: rnd(8) }, () => (rnd(3) ? 0x61 + rnd(26) : units[rnd(units.length)]!)));
+    const numbers = [0, -0, 1, -1.5, 1e21, 1e-7, 123456789.125, Number.MAX_SAFE_INTEGER, 5e-324, NaN, Infinity, -Infinity];
+    const value = (depth: number): unknown => {
+      switch (rnd(depth > 4 ? 6 : 9)) {
+        case 0: return str();
+        case 1: return numbers[rnd(numbers.length)];
+        case 2: return rnd(2) === 0;
+        case 3: return null;
+        case 4: return undefined;
+        case 5: return rnd(1000) / 7;
+        case 6: return Array.from({ length: rnd(5) }, () => value(depth + 1));
+        case 7: return rnd(10) ? Object.fromEntries(Array.from({ length: rnd(6) }, () => [rnd(8) ? str() : '__proto__', value(depth + 1)])) : new Date(rnd(1e9));
+        default: return Object.assign(Object.create(null), { [str()]: value(depth + 1), b: value(depth + 1) });
+      }
+    };
+    for (let i = 0; i < 10_000; i++) {
+      const v = value(0);
+      expect(canonicalJson(v), JSON.stringify(v)).to.equal(reference(v));
+    }
+    let deep: unknown = 'x';
+    for (let i = 0; i < 1000; i++) deep = { a: [deep] }; // past the fast path's depth bound
+    expect(canonicalJson(deep)).to.equal(reference(deep));
+    expect(() => canonicalJson({ a: 1n })).to.throw(TypeError);
   });
 });
 
