@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import { HttpError } from '../../collector/errors.ts';
 import type { Storage, TraceFilter, TraceSummary } from '../../storage/types.ts';
-import { BACKENDS, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
+import { BACKENDS, CLICKHOUSES, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
 const BASE_NS = 1763787000123456789n; // > 2^53: precision loss would show
 const MS = 1_000_000n;
@@ -446,13 +446,13 @@ function dataset(ws: string): SpanRecord[] {
   return rows;
 }
 
-describe('storage backends agree', function () {
+describe('storage backends agree (ClickHouse 18.16, ClickHouse 26 on chDB, DuckDB)', function () {
   const harnesses: StoreHarness[] = [];
   const ws = 'ws-agree';
   const data = dataset(ws);
 
   before(async function () {
-    for (const [, factory] of BACKENDS) {
+    for (const [, factory] of [...BACKENDS, ...CLICKHOUSES.slice(1)]) {
       const h = await factory();
       harnesses.push(h);
       // two batches, so replays also cross batch boundaries

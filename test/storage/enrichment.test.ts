@@ -13,7 +13,7 @@ import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
 import { lookupChunks } from '../../storage/clickhouse-rollup.ts';
 import { clickhouseUrl } from '../support/shared.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
-import { BACKENDS, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
+import { BACKENDS, CLICKHOUSES, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
 const T0 = 1_763_787_000_123; // 2025-11-22T04:50:00.123Z
 const HOUR = 3_600_000;
@@ -504,11 +504,10 @@ function cmp(a: string, b: string): number {
 
 for (const [name, factory] of CONTRACT_BACKENDS) enrichmentContract(name, factory);
 
-describe('enrichment schema: clickhouse', function () {
+for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${chName}`, function () {
   let h: StoreHarness;
   before(async function () {
-    const ch = BACKENDS.find(([n]) => n === 'clickhouse');
-    h = await ch![1]();
+    h = await chFactory();
   });
   after(async function () {
     await h?.destroy();
@@ -609,7 +608,7 @@ function usageDataset(ws: string): { spans: SpanRecord[]; findings: FindingRecor
   return { spans, findings };
 }
 
-describe('enrichment analytics: backends agree', function () {
+describe('enrichment analytics: backends agree (ClickHouse 18.16, ClickHouse 26 on chDB, DuckDB)', function () {
   const harnesses: StoreHarness[] = [];
   const ws = 'ws-agree-usage';
   const { spans: first, findings: firstFindings } = usageDataset(ws);
@@ -627,7 +626,7 @@ describe('enrichment analytics: backends agree', function () {
   const findings = [...firstFindings.slice(0, 20), ...movedFindings, ...firstFindings.slice(40)];
 
   before(async function () {
-    for (const [, factory] of BACKENDS) {
+    for (const [, factory] of [...BACKENDS, ...CLICKHOUSES.slice(1)]) {
       const h = await factory();
       harnesses.push(h);
       // several inserts: the rollup merges partial states written by each

@@ -1,5 +1,7 @@
 // Storage factories for the contract suite: a fresh, isolated store per backend.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createChdbConnection } from 'chdb/connection';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
@@ -38,6 +40,43 @@ export const clickhouseFactory: StoreFactory = async () => {
   return h;
 };
 
+/**
+ * Current ClickHouse (26.x), in-process through chDB, behind the same @clickhouse/client calls: the schema and
+ * queries must work there as well as on the 18.16 server. libchdb binds one data directory per process, so every
+ * store shares one connection (closed only at exit) and gets a database of its own, as on a server.
+ */
+let chdbShared: ReturnType<typeof createChdbConnection> | null = null;
+function chdbConnection(): ReturnType<typeof createChdbConnection> {
+  if (!chdbShared) {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-chdb-'));
+    chdbShared = createChdbConnection({ path: dir });
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  const shared = chdbShared;
+  // A store's close() must not close the process-wide connection.
+  return new Proxy(shared, {
+    get: (t, k) => (k === 'close' ? async () => {} : typeof Reflect.get(t, k) === 'function' ? (Reflect.get(t, k) as (...a: unknown[]) => unknown).bind(t) : Reflect.get(t, k)),
+  });
+}
+
+export const chdbFactory: StoreFactory = async () => {
+  const database = uniqueDatabase();
+  const open = async () => {
+    const s = new ClickHouseStorage({ url: 'http://chdb.invalid', database, connection: chdbConnection() as never });
+    await s.init();
+    return s;
+  };
+  const h: StoreHarness = {
+    storage: await open(),
+    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
+    destroy: async () => {
+      await h.storage.close();
+      await chdbConnection().command({ query: `DROP DATABASE IF EXISTS ${database}` } as never);
+    },
+  };
+  return h;
+};
+
 /** A store kept in a fresh temp folder, deleted by destroy(). */
 function tempDirFactory(prefix: string, create: (dir: string) => Storage): StoreFactory {
   return async () => {
@@ -64,4 +103,7 @@ export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', c
 export const workerFactory = tempDirFactory('tracegate-worker-', (dir) => new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir })));
 
 /** Backends for the contract suites: both implementations, and DuckDB through the worker thread. */
-export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, ['duckdb on a worker thread', workerFactory]];
+/** The ClickHouse server of the tests (Debian's 18.16) and current ClickHouse through chDB. */
+export const CLICKHOUSES: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['clickhouse 26 (chDB)', chdbFactory]];
+
+export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, CLICKHOUSES[1]!, ['duckdb on a worker thread', workerFactory]];
