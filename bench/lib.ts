@@ -27,16 +27,31 @@ export async function startCeiling(port: number): Promise<ChildProcess> {
   return child;
 }
 
-export interface LoadResult { rps: number; p50: number; p99: number; ok: number; non2xx: number; errors: number; duration: number }
+/**
+ * Share of CPU time the hypervisor gave to other guests while a case ran (/proc/stat "steal"). On this shared VM it
+ * swings from 0 to over 30% between runs: printed next to each case so a figure can be read for what it is.
+ */
+export function stealMeter(): () => number {
+  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const a = read();
+  return () => {
+    const d = read().map((v, i) => v - (a[i] ?? 0));
+    const total = d.reduce((x, y) => x + y, 0);
+    return total > 0 ? (100 * (d[7] ?? 0)) / total : 0;
+  };
+}
+
+export interface LoadResult { rps: number; p50: number; p99: number; ok: number; non2xx: number; errors: number; duration: number; stealPct: number }
 
 export async function load(opts: { url: string; body: string | Buffer; headers: Record<string, string>; connections: number; seconds: number; idReplacement?: boolean }): Promise<LoadResult> {
+  const steal = stealMeter();
   const r = await autocannon({
     url: opts.url, method: 'POST', body: opts.body, headers: opts.headers,
     connections: opts.connections, duration: opts.seconds, idReplacement: opts.idReplacement ?? false,
   });
   return {
     rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99,
-    ok: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration,
+    ok: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration, stealPct: steal(),
   };
 }
 

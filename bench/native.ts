@@ -61,10 +61,10 @@ export async function runNativeCeiling(seconds: number, connections = 50): Promi
 export function printNative(rows: CaseResult[], ceiling: CaseResult): void {
   const ceilRate = ceiling.ok / ceiling.duration;
   console.log('\n== native ingestion: POST /api/traces, ~%d-byte payload ==', Buffer.byteLength(NATIVE_BODY));
-  console.log('case'.padEnd(44), 'traces/s'.padStart(10), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'RSS MB'.padStart(8), 'ratio'.padStart(7), '  stored/acked');
+  console.log('case'.padEnd(44), 'traces/s'.padStart(10), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'RSS MB'.padStart(8), 'ratio'.padStart(7), 'steal %'.padStart(8), '  stored/acked');
   for (const r of [ceiling, ...rows]) {
     const rate = r.ok / r.duration;
     const check = r.stored === undefined ? '' : `${r.stored}/${r.acked} ${r.stored === r.acked ? 'OK' : 'MISMATCH'}`;
-    console.log(r.name.padEnd(44), fmt(rate).padStart(10), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8), String(r.rssMb).padStart(8), fmt(rate / ceilRate, 2).padStart(7), ' ', check, r.non2xx || r.errors ? `(non-2xx ${r.non2xx}, errors ${r.errors})` : '');
+    console.log(r.name.padEnd(44), fmt(rate).padStart(10), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8), String(r.rssMb).padStart(8), fmt(rate / ceilRate, 2).padStart(7), fmt(r.stealPct, 0).padStart(8), ' ', check, r.non2xx || r.errors ? `(non-2xx ${r.non2xx}, errors ${r.errors})` : '');
   }
 }

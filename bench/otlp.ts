@@ -26,7 +26,7 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { decodeOtlpRequest, mapOtlp, otlpLimits } from '../collector/otlp/index.ts';
-import { fmt, freePort, peakRssMb, sleep, startChild, terminate } from './lib.ts';
+import { fmt, freePort, peakRssMb, sleep, startChild, stealMeter, terminate } from './lib.ts';
 
 export const SPANS_PER_REQUEST = 512;
 const TRACES_PER_REQUEST = 32; // 16 chat spans per trace: one root call, 15 follow-up calls under it
@@ -149,6 +149,7 @@ export interface OtlpCaseResult {
   drainMs: number;
   stored: number;
   expected: number;
+  stealPct: number;
 }
 
 export async function runOtlpServer(name: string, env: Record<string, string>, seconds: number, t: OtlpTemplate): Promise<OtlpCaseResult> {
@@ -168,6 +169,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
   const child = await startChild('bin/tracegate.ts', ['serve'], childEnv, `http://127.0.0.1:${port}/healthz`);
   try {
     let seq = Math.floor(Math.random() * 0x7fffffff); // distinct from any earlier run against the same database
+    const steal = stealMeter();
     const r = await autocannon({
       url: `http://127.0.0.1:${port}/v1/traces`, method: 'POST', connections: CONNECTIONS, duration: seconds,
       headers: { 'content-type': 'application/x-protobuf', authorization: `Bearer ${k.key}` },
@@ -180,6 +182,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
     });
     // Requests still in flight when autocannon stops are completed (and acknowledged) by the
     // server without autocannon counting them: the exact figure is the server's own counter.
+    const stealPct = steal();
     const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, Math.max(1000, 2 * r.latency.max));
     const rssMb = peakRssMb(child.pid!);
     const stopAt = performance.now();
@@ -192,7 +195,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
     return {
       name, requestsOk: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration,
       spansPerSec: (r['2xx'] * SPANS_PER_REQUEST) / r.duration, p50: r.latency.p50, p99: r.latency.p99,
-      rssMb, drainMs, stored, expected: acked,
+      rssMb, drainMs, stored, expected: acked, stealPct,
     };
   } finally {
     await terminate(child);
@@ -221,12 +224,12 @@ export function printOtlp(rows: OtlpCaseResult[], ceiling: Ceiling, t: OtlpTempl
     SPANS_PER_REQUEST, fmt(t.body.length / 1024, 1), CONNECTIONS);
   console.log('ceiling: decodeOtlpRequest in-process %s spans/s (%s ms/request); decode + mapOtlp %s spans/s',
     fmt(ceiling.decodeSpansPerSec), fmt(ceiling.msPerRequest, 2), fmt(ceiling.decodeMapSpansPerSec));
-  console.log('case'.padEnd(40), 'spans/s'.padStart(9), 'req/s'.padStart(7), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'RSS MB'.padStart(7), 'ratio'.padStart(6), 'drain s'.padStart(8), '  stored/expected');
+  console.log('case'.padEnd(40), 'spans/s'.padStart(9), 'req/s'.padStart(7), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'RSS MB'.padStart(7), 'ratio'.padStart(6), 'drain s'.padStart(8), 'steal %'.padStart(8), '  stored/expected');
   for (const r of rows) {
     const ok = r.stored === r.expected ? 'OK' : 'MISMATCH';
     const bad = r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, errors ${r.errors})` : '';
     console.log(r.name.padEnd(40), fmt(r.spansPerSec).padStart(9), fmt(r.requestsOk / r.duration, 1).padStart(7), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8),
-      String(r.rssMb).padStart(7), fmt(r.spansPerSec / ceiling.decodeSpansPerSec, 2).padStart(6), fmt(r.drainMs / 1000, 1).padStart(8), ` ${r.stored}/${r.expected} ${ok}${bad}`);
+      String(r.rssMb).padStart(7), fmt(r.spansPerSec / ceiling.decodeSpansPerSec, 2).padStart(6), fmt(r.drainMs / 1000, 1).padStart(8), fmt(r.stealPct, 0).padStart(8), ` ${r.stored}/${r.expected} ${ok}${bad}`);
   }
   console.log('spans/s = spans acknowledged with 200 per second (a 200 means fsynced to the spool); ratio = spans/s ÷ decoder ceiling;');
   console.log('drain = SIGTERM → exit (final flush to storage); expected = spans the server acknowledged (its own counter, incl. requests in flight when the load stopped).');

@@ -12,7 +12,7 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { startFakeResponses } from '../test/support/fake-responses.ts';
-import { fmt, freePort, peakRssMb, startChild, terminate } from './lib.ts';
+import { fmt, freePort, peakRssMb, startChild, stealMeter, terminate } from './lib.ts';
 
 const DELAY_MS = 20;
 const CONNECTIONS = 100;
@@ -149,6 +149,7 @@ export async function runProxyBench(seconds: number): Promise<void> {
     // Warm up pools, JIT and the spool before measuring.
     await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, 2);
     const rows: Array<[string, Latencies]> = [];
+    const steal = stealMeter();
     const fake0 = cpuMs(fake.child.pid!);
     const direct = await hammer(`${fake.url}/responses`, json, seconds);
     direct.cpuUs = ((cpuMs(fake.child.pid!) - fake0) * 1000) / direct.ok;
@@ -176,6 +177,7 @@ export async function runProxyBench(seconds: number): Promise<void> {
       console.log(`unloaded (20 req/s, no overlap): direct p50 ${fmt(d.p50, 2)} / p99 ${fmt(d.p99, 2)} ms, via proxy p50 ${fmt(p.p50, 2)} / p99 ${fmt(p.p99, 2)} ms; added p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms`);
     }
     console.log(`CPU per request (closed loop): proxy ${fmt(closed.cpuUs, 0)} µs incl. spool and storage writer; the bare-node fake ${fmt(direct.cpuUs, 0)} µs; proxy peak RSS ${peakRssMb(proxy.child.pid!)} MB`);
+    console.log(`CPU steal by other guests during these cases: ${fmt(steal(), 0)}%`);
   } finally {
     await proxy.close();
     await terminate(fake.child);
@@ -188,6 +190,7 @@ export async function runProxyBench(seconds: number): Promise<void> {
     const concurrency = 20;
     console.log(`\n== proxy: SSE passthrough, ${concurrency} concurrent streams, an event every ${DELAY_MS} ms ==`);
     await streamLoad(`${sproxy.url}/api/proxy/provider/responses`, { authorization: `Bearer ${sproxy.key}` }, 2, concurrency);
+    const steal = stealMeter();
     const direct = await streamLoad(`${stamped.url}/responses`, {}, seconds, concurrency);
     const via = await streamLoad(`${sproxy.url}/api/proxy/provider/responses`, { authorization: `Bearer ${sproxy.key}` }, seconds, concurrency);
     console.log('case'.padEnd(22), 'streams'.padStart(8), 'events'.padStart(8), 'headers p50'.padStart(12), 'first ev p50'.padStart(13), 'first ev p99'.padStart(13), '  per-event delay p50 / p99 / max ms');
@@ -198,7 +201,7 @@ export async function runProxyBench(seconds: number): Promise<void> {
     const added = (p: number) => fmt(pct(via.gaps, p) - pct(direct.gaps, p), 3);
     const over1 = via.gaps.filter((g) => g > 1).length;
     console.log(`forwarding delay added per event: p50 ${added(50)} ms, p99 ${added(99)} ms; events over 1 ms end to end via the proxy: ${over1}/${via.gaps.length} (target: all within 1 ms)`);
-    console.log(`time to first event added: p50 ${fmt(pct(via.ttfbEvent, 50) - pct(direct.ttfbEvent, 50), 2)} ms`);
+    console.log(`time to first event added: p50 ${fmt(pct(via.ttfbEvent, 50) - pct(direct.ttfbEvent, 50), 2)} ms; CPU steal by other guests: ${fmt(steal(), 0)}%`);
   } finally {
     await sproxy.close();
     await stamped.close();
