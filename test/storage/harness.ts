@@ -46,7 +46,7 @@ export const clickhouseFactory: StoreFactory = async () => {
  * store shares one connection (closed only at exit) and gets a database of its own, as on a server.
  */
 let chdbShared: ReturnType<typeof createChdbConnection> | null = null;
-function chdbConnection(): ReturnType<typeof createChdbConnection> {
+export function chdbConnection(): ReturnType<typeof createChdbConnection> {
   if (!chdbShared) {
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-chdb-'));
     chdbShared = createChdbConnection({ path: dir });

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config } from '../../config/index.ts';
 import { startServer, type Running } from '../../collector/server.ts';
 import { createKey } from '../../collector/admin.ts';
+import type { Storage } from '../../storage/types.ts';
 import { clickhouseUrl } from './shared.ts';
 
 export type Backend = 'duckdb' | 'clickhouse';
@@ -33,10 +34,11 @@ export function testEnv(backend: Backend, extra: Record<string, string> = {}): R
   return { ...env, ...extra };
 }
 
-export async function startTestServer(backend: Backend, extra: Record<string, string> = {}): Promise<TestServer> {
+/** `storage` replaces the one the configuration names (the server then uses it on this thread, not a worker). */
+export async function startTestServer(backend: Backend, extra: Record<string, string> = {}, storage?: Storage): Promise<TestServer> {
   const env = testEnv(backend, extra);
   const config = loadConfig(env);
-  const running = await startServer(config);
+  const running = await startServer(config, storage ? { storage } : {});
   const url = `http://127.0.0.1:${running.port}`;
   return {
     url, config, running, dataDir: config.DATA_DIR,
