@@ -21,23 +21,25 @@ export interface StoreHarness {
 
 export type StoreFactory = () => Promise<StoreHarness>;
 
-export const clickhouseFactory: StoreFactory = async () => {
-  const url = clickhouseUrl();
-  const database = uniqueDatabase();
+/** A harness over `create` (called again on reopen); destroy() closes the store, then runs `cleanup`. */
+async function harness(create: () => Storage, cleanup: () => Promise<unknown>): Promise<StoreHarness> {
   const open = async () => {
-    const s = new ClickHouseStorage({ url, database });
+    const s = create();
     await s.init();
     return s;
   };
   const h: StoreHarness = {
     storage: await open(),
     reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
-    destroy: async () => {
-      await h.storage.close();
-      await fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` });
-    },
+    destroy: async () => { await h.storage.close(); await cleanup(); },
   };
   return h;
+}
+
+export const clickhouseFactory: StoreFactory = () => {
+  const url = clickhouseUrl();
+  const database = uniqueDatabase();
+  return harness(() => new ClickHouseStorage({ url, database }), () => fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` }));
 };
 
 /**
@@ -59,39 +61,19 @@ export function chdbConnection(): ReturnType<typeof createChdbConnection> {
   });
 }
 
-export const chdbFactory: StoreFactory = async () => {
+export const chdbFactory: StoreFactory = () => {
   const database = uniqueDatabase();
-  const open = async () => {
-    const s = new ClickHouseStorage({ url: 'http://chdb.invalid', database, connection: chdbConnection() as never });
-    await s.init();
-    return s;
-  };
-  const h: StoreHarness = {
-    storage: await open(),
-    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
-    destroy: async () => {
-      await h.storage.close();
-      await chdbConnection().command({ query: `DROP DATABASE IF EXISTS ${database}` } as never);
-    },
-  };
-  return h;
+  return harness(
+    () => new ClickHouseStorage({ url: 'http://chdb.invalid', database, connection: chdbConnection() as never }),
+    () => chdbConnection().command({ query: `DROP DATABASE IF EXISTS ${database}` } as never),
+  );
 };
 
 /** A store kept in a fresh temp folder, deleted by destroy(). */
 function tempDirFactory(prefix: string, create: (dir: string) => Storage): StoreFactory {
   return async () => {
     const dir = await mkdtemp(join(tmpdir(), prefix));
-    const open = async () => {
-      const s = create(dir);
-      await s.init();
-      return s;
-    };
-    const h: StoreHarness = {
-      storage: await open(),
-      reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
-      destroy: async () => { await h.storage.close(); await rm(dir, { recursive: true, force: true }); },
-    };
-    return h;
+    return harness(() => create(dir), () => rm(dir, { recursive: true, force: true }));
   };
 }
 
