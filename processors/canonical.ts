@@ -7,7 +7,7 @@ import canonicalize from 'canonicalize';
  * U+FFFD and non-finite numbers null (JSON.stringify's rule; JSON input such as 1e400 parses to Infinity).
  */
 export function canonicalJson(value: unknown): string {
-  // Records are plain JSON data: a direct recursive walk is ~3x faster than the library's general one
+  // Records are plain JSON data: a direct recursive walk costs about 30% less than the library's general one
   // (cycle tracking, toJSON, boxed values). Anything else takes the library path, which defines the output.
   try {
     return plain(value, 0) ?? 'null';
