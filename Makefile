@@ -3,24 +3,32 @@ SHELL := /bin/bash
 NODE_BIN := $(shell ./scripts/node-bin.sh)
 export PATH := $(if $(NODE_BIN),$(NODE_BIN):,)$(PATH)
 
-.PHONY: run key test typecheck bench deps servers clean
+.PHONY: run key test typecheck bench deps run-deps servers clean
 
 node_modules/.deps-stamp: package.json package-lock.json
 	@# npm ci rejects this lockfile (npm 11 omits other platforms' optional DuckDB bindings); install honours the lock.
 	npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# `make run` and `make key` need the runtime dependencies only, not the test tools (chDB alone is ~540 MB);
+# a current full install (`make test`) already holds them.
+node_modules/.run-deps-stamp: package.json package-lock.json
+	@if [ node_modules/.deps-stamp -nt package.json ] && [ node_modules/.deps-stamp -nt package-lock.json ]; then :; \
+	else npm install --omit=dev --no-audit --no-fund --loglevel=error; fi
+	@touch $@
+
 deps: node_modules/.deps-stamp
+run-deps: node_modules/.run-deps-stamp
 
 servers:
 	./scripts/ensure-servers.sh
 
-run: deps
+run: run-deps
 	@echo "tracegate on http://localhost:$${TRACEGATE_PORT:-4318} (embedded storage in $${TRACEGATE_DATA_DIR:-./data})"
 	@echo "create a key in another terminal:  make key WORKSPACE=demo"
 	node bin/tracegate.ts serve
 
-key: deps
+key: run-deps
 	node bin/tracegate.ts keys create --workspace $${WORKSPACE:-demo}
 
 typecheck: deps
