@@ -32,7 +32,8 @@ export async function startCeiling(port: number): Promise<ChildProcess> {
  * swings from 0 to over 30% between runs: printed next to each case so a figure can be read for what it is.
  */
 export function stealMeter(): () => number {
-  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal; guest time is already inside user and nice.
+  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
   const a = read();
   return () => {
     const d = read().map((v, i) => v - (a[i] ?? 0));

@@ -26,6 +26,7 @@ export function canonicalJson(value: unknown): string {
 const NOT_PLAIN = Symbol('not plain JSON data');
 const MAX_DEPTH = 256; // deeper values use the library's iterative walk (no stack overflow)
 const OBJECT_PROTO = Object.prototype;
+const ARRAY_PROTO = Array.prototype;
 
 /** JCS for plain data (strings, finite or non-finite numbers, booleans, null, arrays, plain objects); throws NOT_PLAIN otherwise. */
 function plain(v: unknown, depth: number): string | undefined {
@@ -40,6 +41,7 @@ function plain(v: unknown, depth: number): string | undefined {
   if (v === null) return 'null';
   if (depth >= MAX_DEPTH) throw NOT_PLAIN;
   if (Array.isArray(v)) {
+    if (Object.getPrototypeOf(v) !== ARRAY_PROTO || typeof (v as { toJSON?: unknown }).toJSON === 'function') throw NOT_PLAIN;
     let s = '[';
     for (let i = 0; i < v.length; i++) s += (i ? ',' : '') + (plain(v[i], depth + 1) ?? 'null');
     return s + ']';
@@ -71,6 +73,8 @@ function needsEscape(k: string): boolean {
 }
 
 function asStored(v: unknown): unknown {
+  // A toJSON value (a Date) is what JSON would write, as on the paths that do not need this walk.
+  if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function') return asStored((v as { toJSON(): unknown }).toJSON());
   if (typeof v === 'string') return v.toWellFormed();
   if (typeof v === 'number') return Number.isFinite(v) ? v : null;
   if (Array.isArray(v)) return v.map(asStored);

@@ -114,9 +114,11 @@ export async function runStatement(client: ClickHouseClient, st: ClickHouseState
     await client.command({ query: st.addColumn });
   } catch (e) {
     // The column exists already (another collector migrated first): 18.16 says code 44 in the message only;
-    // current servers answer 15 (DUPLICATE_COLUMN) as a parsed code.
-    const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec((e as Error).message ?? '')?.[1];
-    if (code !== '44' && code !== '15') throw e;
+    // current servers answer 15 (DUPLICATE_COLUMN) as a parsed code. 44 is also ILLEGAL_COLUMN, so the
+    // message must say so too.
+    const message = (e as Error).message ?? '';
+    const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec(message)?.[1];
+    if ((code !== '44' && code !== '15') || !/already exists/i.test(message)) throw e;
   }
 }
 

@@ -27,15 +27,22 @@ describe('canonical JSON', () => {
   it('the fast path for plain data writes exactly what the canonicalize library writes (10,000 random values)', () => {
     // The reference: the library, with lone surrogates and non-finite numbers mapped as storage maps them.
     const stored = (v: unknown): unknown => {
+      if (v instanceof Date) return v.toJSON();
       if (typeof v === 'string') return v.toWellFormed();
       if (typeof v === 'number') return Number.isFinite(v) ? v : null;
       if (Array.isArray(v)) return v.map(stored);
-      if (v && typeof v === 'object' && !(v instanceof Date)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k.toWellFormed(), stored(x)]));
+      if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k.toWellFormed(), stored(x)]));
       return v;
     };
     const reference = (v: unknown) => canonicalize(stored(v)) ?? 'null';
+    // mulberry32: 32-bit integer arithmetic throughout (an LCG on doubles loses the low bits past 2^53).
     let seed = 42;
-    const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n; };
+    const rnd = (n: number) => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) % n;
+    };
     const units = [0x41, 0x7a, 0x20, 0x22, 0x5c, 0x0a, 0x01, 0x7f, 0xe9, 0x4e2d, 0xd83d, 0xde00, 0xd800, 0xdfff, 0x2028, 0xfeff];
     const str = () => String.fromCharCode(...Array.from({ length: rnd(8) }, () => (rnd(3) ? 0x61 + rnd(26) : units[rnd(units.length)]!)));
     const numbers = [0, -0, 1, -1.5, 1e21, 1e-7, 123456789.125, Number.MAX_SAFE_INTEGER, 5e-324, NaN, Infinity, -Infinity];
@@ -52,10 +59,20 @@ describe('canonical JSON', () => {
         default: return Object.assign(Object.create(null), { [str()]: value(depth + 1), b: value(depth + 1) });
       }
     };
+    let surrogates = 0;
+    let escapes = 0;
     for (let i = 0; i < 10_000; i++) {
       const v = value(0);
-      expect(canonicalJson(v), JSON.stringify(v)).to.equal(reference(v));
+      const want = reference(v);
+      expect(canonicalJson(v), JSON.stringify(v)).to.equal(want);
+      if (want.includes('\ufffd')) surrogates++;
+      if (/\\[nu"\\]/.test(want)) escapes++;
     }
+    // The generator really reaches the cases the fast path must get right.
+    expect(surrogates).to.be.above(500);
+    expect(escapes).to.be.above(500);
+    const arr = Object.assign([1, 2], { toJSON: () => 'X' });
+    expect(canonicalJson({ a: arr })).to.equal('{"a":"X"}');
     let deep: unknown = 'x';
     for (let i = 0; i < 1000; i++) deep = { a: [deep] }; // past the fast path's depth bound
     expect(canonicalJson(deep)).to.equal(reference(deep));

@@ -84,8 +84,8 @@ export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', c
 /** The server's arrangement: DuckDB behind WorkerStorage, every call crossing to a worker thread. */
 export const workerFactory = tempDirFactory('tracegate-worker-', (dir) => new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir })));
 
-/** Backends for the contract suites: both implementations, and DuckDB through the worker thread. */
 /** The ClickHouse server of the tests (Debian's 18.16) and current ClickHouse through chDB. */
 export const CLICKHOUSES: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['clickhouse 26 (chDB)', chdbFactory]];
 
+/** Backends for the contract suites: both implementations (ClickHouse as 18.16 and 26), and DuckDB through the worker thread. */
 export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, CLICKHOUSES[1]!, ['duckdb on a worker thread', workerFactory]];
