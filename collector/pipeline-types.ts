@@ -1,6 +1,8 @@
 // What receivers see of the pipeline: hand over mapped records, get back once they are durable.
 import type { EnrichmentRecord } from './enrichment-records.ts';
 import type { SpanRecord } from './record.ts';
+import type { FieldFinding } from '../processors/governance/scan.ts';
+import type { Decision, PolicyReason } from '../processors/governance/policy.ts';
 
 export interface IngestResult {
   /** Span records written durably (fsync'd to the spool). */
@@ -14,6 +16,19 @@ export interface IngestContext {
   route: string;
   /** Items the route rejected before the pipeline (validation), for the audit record. */
   rejected?: number;
+  /** The proxy's governance preflight for one span of the batch: its findings and decision are recorded with it. */
+  preflight?: PreflightResult;
+}
+
+/** What a preflight found on a request before it was forwarded (the stored span holds the redacted text). */
+export interface PreflightResult {
+  spanId: string;
+  /** Offsets into the request field as sent; `field` is `request:<path>`. */
+  findings: FieldFinding[];
+  decision: Decision;
+  reasons: PolicyReason[];
+  /** Fields of the stored span the preflight covered: the processor does not report its own findings there twice. */
+  coveredFields: string[];
 }
 
 /** The unit processors work on: spans plus the enrichment records produced so far. */

@@ -35,12 +35,48 @@ export function requestTextParts(body: Json): TextPart[] {
           parts.push({ path: ['input', i, 'content', j, 'text'], role, text: c.text });
         }
       });
-    } else if (item.type === 'function_call_output' && typeof item.output === 'string' && item.output) {
-      // Tool results reach the model too (and are a classic injection carrier).
-      parts.push({ path: ['input', i, 'output'], role: 'tool', text: item.output });
+    } else if (item.type === 'function_call_output') {
+      // Tool results reach the model too (and are a classic injection carrier): a string or content parts.
+      if (typeof item.output === 'string' && item.output) parts.push({ path: ['input', i, 'output'], role: 'tool', text: item.output });
+      else if (Array.isArray(item.output)) {
+        item.output.forEach((c, j) => {
+          if (isObj(c) && typeof c.text === 'string' && c.text) parts.push({ path: ['input', i, 'output', j, 'text'], role: 'tool', text: c.text });
+        });
+      }
     }
   });
   return parts;
+}
+
+/** One string anywhere in a request, for the preflight. `trusted`: the application's own configuration
+ * (instructions, system and developer messages, tools, metadata, output format) rather than user or tool
+ * content (`input`, prompt-template variables); there "ignore previous instructions" is an instruction, not an
+ * injection, so only the PII and secret detectors run on it. */
+export interface RequestString { path: Array<string | number>; text: string; trusted: boolean }
+
+/** Keys whose string values are identifiers, enums or opaque data, never text a model reads. */
+const OPAQUE_KEYS = new Set(['model', 'type', 'role', 'id', 'call_id', 'status', 'previous_response_id', 'service_tier',
+  'truncation', 'encrypted_content', 'file_data', 'file_id', 'detail', 'effort', 'stream']);
+
+/**
+ * Every string the provider receives except identifiers and inline data (`data:` URLs): input items of any
+ * shape, instructions, prompt-template variables, tool descriptions and schemas, image URLs, metadata. What
+ * the preflight scans, so a secret cannot slip past a policy by travelling in a field the prompt view ignores.
+ */
+export function requestStrings(body: Json): RequestString[] {
+  const out: RequestString[] = [];
+  const walk = (v: unknown, path: Array<string | number>, trusted: boolean): void => {
+    if (typeof v === 'string') {
+      if (v && !v.startsWith('data:')) out.push({ path, text: v, trusted });
+      return;
+    }
+    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, [...path, i], trusted)); return; }
+    if (!isObj(v)) return;
+    const devRole = v.role === 'system' || v.role === 'developer';
+    for (const k of Object.keys(v)) if (!OPAQUE_KEYS.has(k)) walk(v[k], [...path, k], trusted || devRole);
+  };
+  for (const k of Object.keys(body)) if (!OPAQUE_KEYS.has(k)) walk(body[k], [k], k !== 'input' && k !== 'prompt');
+  return out;
 }
 
 /** The prompt as stored: a lone user text as is, otherwise `role: text` blocks. */
@@ -50,7 +86,7 @@ export function renderPrompt(parts: readonly TextPart[]): string {
 }
 
 /** A copy of `body` with the given text fields replaced; everything else is kept as sent. */
-export function withTexts(body: Json, parts: readonly TextPart[]): Json {
+export function withTexts(body: Json, parts: ReadonlyArray<Pick<TextPart, 'path' | 'text'>>): Json {
   const out = structuredClone(body);
   for (const p of parts) {
     let node: any = out;

@@ -3,7 +3,8 @@
 import type { FindingRecord, PolicyRecord } from '../collector/enrichment-records.ts';
 import type { Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
-import { actionFor, applyGovernance, SEVERITY_RANK, type Policy } from './governance/index.ts';
+import type { PreflightResult } from '../collector/pipeline-types.ts';
+import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type Decision, type GovernanceResult, type Policy } from './governance/index.ts';
 
 export interface PolicySource { policyFor(workspaceId: string): Promise<Policy> }
 
@@ -17,8 +18,26 @@ function strongest<F extends { severity: keyof typeof SEVERITY_RANK; start: numb
   return [...findings].sort((a, b) => SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity] || a.start - b.start).slice(0, max);
 }
 
+const DECISION_RANK: Record<Decision, number> = { allow: 0, flag: 1, redact: 2, block: 3 };
+
+/**
+ * A proxied span: its request was scanned (and redacted) by the preflight before it went upstream, so the
+ * stored prompt holds only masks. The preflight's findings stand for the request fields; this scan adds what
+ * the rest of the span holds (the response above all); the decision is the stronger of the two.
+ */
+function withPreflight(own: GovernanceResult, pre: PreflightResult, policy: Policy, span: SpanRecord): GovernanceResult {
+  const covered = (field: string) => pre.coveredFields.some((c) => field === c || (c.endsWith('.') ? field.startsWith(c) : field.startsWith(`${c}.`) || field.startsWith(`${c}[`)));
+  const rest = own.findings.filter((f) => !covered(f.field));
+  const restDecision = evaluatePolicy(policy, { model: span.model, environment: span.environment, prompt: '', response: span.response, findings: rest });
+  const reasons = [...pre.reasons];
+  const seen = new Set(reasons.map((r) => `${r.code}\u0000${r.message}`));
+  for (const r of restDecision.reasons) if (!seen.has(`${r.code}\u0000${r.message}`)) reasons.push(r);
+  const decision = DECISION_RANK[restDecision.decision] > DECISION_RANK[pre.decision] ? restDecision.decision : pre.decision;
+  return { record: own.record, findings: [...pre.findings, ...rest], decision: { decision, reasons } };
+}
+
 export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan = 100): Processor {
-  return async (batch) => {
+  return async (batch, ctx) => {
     const now = Date.now();
     const cache = new Map<string, Policy>();
     const spans: SpanRecord[] = new Array(batch.spans.length);
@@ -26,7 +45,8 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
       const span = batch.spans[i]!;
       let policy = cache.get(span.workspaceId);
       if (!policy) cache.set(span.workspaceId, (policy = await policies.policyFor(span.workspaceId)));
-      const { record, findings, decision } = applyGovernance(span, policy);
+      const pre = ctx?.preflight?.spanId === span.spanId ? ctx.preflight : undefined;
+      const { record, findings, decision } = pre ? withPreflight(applyGovernance(span, policy), pre, policy, span) : applyGovernance(span, policy);
       spans[i] = record;
       if (findings.length === 0 && decision.decision === 'allow' && !span.prompt && !span.response) continue;
       for (const f of strongest(findings, maxFindingsPerSpan)) {

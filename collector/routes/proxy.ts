@@ -10,6 +10,7 @@ import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
+import type { PreflightResult } from '../pipeline-types.ts';
 import { mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
 import { blockMessage, preflight } from '../proxy/preflight.ts';
 import { passBackHeaders, RESPONSE_ID, responseItemTarget, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
@@ -69,10 +70,10 @@ export function proxyRoutes(r: RouteContext): void {
    * Durable before the answer goes out. On failure (back-pressure) the caller still gets the completion it has
    * paid for, marked X-Tracegate-Telemetry: not-stored: a 503 would make it retry and pay twice.
    */
-  async function persist(ctx: Context, record: SpanRecord): Promise<boolean> {
+  async function persist(ctx: Context, record: SpanRecord, preflight?: PreflightResult): Promise<boolean> {
     try {
       const caller = ctx.state.caller as Caller;
-      await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST ${PATH}` });
+      await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST ${PATH}`, ...preflight ? { preflight } : {} });
       r.metrics.ingested.inc({ source: 'proxy' });
       return true;
     } catch (err) {
@@ -106,7 +107,7 @@ export function proxyRoutes(r: RouteContext): void {
       attributes: { ...pre.attributes, ...(callerKey ? { 'proxy.caller_key': true } : {}) },
     };
     const finish = async (outcome: ProxyExchange['outcome'], extra: Partial<ProxyExchange> = {}) =>
-      persist(ctx, mapProxy({ ...base, ...extra, attributes: { ...base.attributes, ...extra.attributes }, endMs: Date.now(), outcome }));
+      persist(ctx, mapProxy({ ...base, ...extra, attributes: { ...base.attributes, ...extra.attributes }, endMs: Date.now(), outcome }), { ...pre.result, spanId: base.spanId });
 
     if (pre.decision === 'block') {
       // 403: the request is well-formed and authenticated but refused; 400 would read as "fix your JSON".
@@ -121,6 +122,7 @@ export function proxyRoutes(r: RouteContext): void {
     // The client went away before we finished answering: stop paying for the upstream generation.
     const onClose = () => { if (!ctx.res.writableFinished) abort.abort(); };
     ctx.res.once('close', onClose);
+    if (ctx.req.socket.destroyed) abort.abort(); // gone during the preflight, before the listener was attached
     const t = r.config;
 
     let up: Dispatcher.ResponseData;

@@ -28,7 +28,7 @@ export function readRoutes(r: RouteContext): void {
   });
   r.docs.push({
     method: 'get', path: '/api/traces/{traceId}', tag: 'read', auth: 'apiKey',
-    summary: 'One trace: summary roll-up, spans and the span tree',
+    summary: 'One trace: summary roll-up, spans, the span tree, and the governance policy decision recorded for each span',
     responses: { 200: { description: 'The trace' }, 404: { description: 'No such trace in this workspace' } },
   });
 
@@ -48,6 +48,9 @@ export function readRoutes(r: RouteContext): void {
     const caller = ctx.state.caller as Caller;
     const spans = await r.storage.getTrace(caller.workspaceId, traceId);
     if (spans.length === 0) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
-    ctx.body = { trace: { traceId, summary: summarize(spans), spans: spans.map(publicSpan), tree: spanTree(spans) } };
+    const policy = (await r.storage.getPolicyRecords(caller.workspaceId, traceId)).map((p) => ({
+      spanId: p.spanId, policyVersion: p.policyVersion, decision: p.decision, reasons: JSON.parse(p.reasons) as unknown, createdAtMs: p.createdAtMs,
+    }));
+    ctx.body = { trace: { traceId, summary: summarize(spans), spans: spans.map(publicSpan), tree: spanTree(spans), policy } };
   });
 }

@@ -1,9 +1,8 @@
 // Processor helper: scan a record, evaluate the workspace policy, and return a redacted copy when needed.
-import type { AttrValue, Attributes, SpanRecord } from '../../collector/record.ts';
+import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../collector/record.ts';
 import { actionFor, evaluatePolicy, type Policy, type PolicyDecision } from './policy.ts';
 import { redact } from './redact.ts';
-import { scanRecordLocated, type FieldFinding, type ScanOptions } from './scan.ts';
-import type { Finding } from './types.ts';
+import { scanRecordSlots, type FieldFinding, type Path, type ScanOptions, type TextLocation } from './scan.ts';
 
 export interface GovernanceResult {
   /** The input record when nothing was redacted; otherwise a copy (the input is never mutated). */
@@ -15,12 +14,13 @@ export interface GovernanceResult {
 
 /** Structural copy of `attrs` with the strings at `edits` (keyed by JSON path) replaced; untouched branches are shared. */
 function replaceAttributes(attrs: Attributes, edits: Map<string, string>): Attributes {
+  if (edits.size === 0) return attrs;
   const prefixes = new Set<string>();
   for (const key of edits.keys()) {
-    const path = JSON.parse(key) as Array<string | number>;
+    const path = JSON.parse(key) as Path;
     for (let i = 1; i < path.length; i++) prefixes.add(JSON.stringify(path.slice(0, i)));
   }
-  const rebuild = (v: AttrValue, path: Array<string | number>): AttrValue => {
+  const rebuild = (v: AttrValue, path: Path): AttrValue => {
     const key = JSON.stringify(path);
     if (typeof v === 'string') return edits.get(key) ?? v;
     if (v === null || typeof v !== 'object' || !prefixes.has(key)) return v;
@@ -34,51 +34,51 @@ function replaceAttributes(attrs: Attributes, edits: Map<string, string>): Attri
   return out;
 }
 
-function valueAt(attrs: Attributes, path: Array<string | number>): string {
-  let v: AttrValue | undefined = attrs as AttrValue;
-  for (const p of path) v = v !== null && typeof v === 'object' ? (v as Record<string | number, AttrValue>)[p] : undefined;
-  return typeof v === 'string' ? v : '';
+/** A copy of `record` with the strings at the given locations replaced. */
+function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: string }>): SpanRecord {
+  const out = { ...record };
+  const attrs = new Map<string, string>();
+  const resource = new Map<string, string>();
+  const events = new Map<number, { name?: string; attrs: Map<string, string> }>();
+  const eventEdit = (i: number) => events.get(i) ?? events.set(i, { attrs: new Map() }).get(i)!;
+  for (const { at, value } of edits) {
+    switch (at.kind) {
+      case 'prompt': out.prompt = value; break;
+      case 'response': out.response = value; break;
+      case 'name': out.name = value; break;
+      case 'statusMessage': out.statusMessage = value; break;
+      case 'attribute': attrs.set(JSON.stringify(at.path), value); break;
+      case 'resource': resource.set(JSON.stringify(at.path), value); break;
+      case 'eventName': eventEdit(at.event).name = value; break;
+      case 'eventAttribute': eventEdit(at.event).attrs.set(JSON.stringify(at.path), value); break;
+    }
+  }
+  out.attributes = replaceAttributes(record.attributes, attrs);
+  out.resourceAttributes = replaceAttributes(record.resourceAttributes, resource);
+  if (events.size) {
+    out.events = record.events.map((e, i): SpanEvent => {
+      const ed = events.get(i);
+      return ed ? { ...e, name: ed.name ?? e.name, attributes: replaceAttributes(e.attributes, ed.attrs) } : e;
+    });
+  }
+  return out;
 }
 
 /**
- * Pure: scan prompt, response and string attributes, evaluate `policy`, and redact every finding whose action
- * is 'redact' or 'block' (blocked content must not be persisted in the clear either).
+ * Pure: scan every string of the record, evaluate `policy`, and redact every finding whose action is 'redact'
+ * or 'block' (blocked content must not be persisted in the clear either), in every copy of the value.
  */
 export function applyGovernance(record: SpanRecord, policy: Policy, options?: ScanOptions): GovernanceResult {
-  const located = scanRecordLocated(record, options);
-  const findings = located.map((l) => l.finding);
+  const scans = scanRecordSlots(record, options);
+  const findings: FieldFinding[] = [];
+  for (const s of scans) if (!s.repeat) for (const f of s.findings) findings.push({ ...f, field: s.slot.field });
   const decision = evaluatePolicy(policy, {
     model: record.model, environment: record.environment, prompt: record.prompt, response: record.response, findings,
   });
-  const toRedact = located.filter((l) => {
-    const a = actionFor(policy, l.finding);
-    return a === 'redact' || a === 'block';
-  });
-  if (toRedact.length === 0) return { record, findings, decision };
-
-  const prompt: Finding[] = [];
-  const response: Finding[] = [];
-  const attrs = new Map<string, { path: Array<string | number>; findings: Finding[] }>();
-  for (const { finding, path } of toRedact) {
-    if (finding.field === 'prompt') prompt.push(finding);
-    else if (finding.field === 'response') response.push(finding);
-    else if (path !== null) {
-      const key = JSON.stringify(path);
-      const entry = attrs.get(key) ?? { path, findings: [] };
-      entry.findings.push(finding);
-      attrs.set(key, entry);
-    }
+  const edits: Array<{ at: TextLocation; value: string }> = [];
+  for (const s of scans) {
+    const hits = s.findings.filter((f) => { const a = actionFor(policy, f); return a === 'redact' || a === 'block'; });
+    if (hits.length) edits.push({ at: s.slot.at, value: redact(s.slot.value, hits) });
   }
-  const edits = new Map<string, string>();
-  for (const [key, { path, findings: fs }] of attrs) edits.set(key, redact(valueAt(record.attributes, path), fs));
-  return {
-    record: {
-      ...record,
-      prompt: prompt.length > 0 ? redact(record.prompt, prompt) : record.prompt,
-      response: response.length > 0 ? redact(record.response, response) : record.response,
-      attributes: edits.size > 0 ? replaceAttributes(record.attributes, edits) : record.attributes,
-    },
-    findings,
-    decision,
-  };
+  return { record: edits.length ? writeBack(record, edits) : record, findings, decision };
 }

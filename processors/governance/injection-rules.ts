@@ -45,8 +45,10 @@ export const INJECTION_FAMILIES: readonly InjectionFamily[] = [
     rule: 'injection.reveal_system_prompt', label: 'reveal system prompt',
     patterns: [
       { weight: 0.6, triggers: words(REVEAL_VERBS), re: rx(String.raw`(?:${REVEAL_VERBS})\b\W+${GAP3}(?:your|the|its)\s+(?:\w+\s+)?(?:system|initial|original|hidden|secret|internal|developer|pre-?)\s*(?:prompt|instructions?|message|guidelines|configuration)`) },
-      { weight: 0.5, triggers: ['what'], re: rx(String.raw`what (?:is|are|was|were) your (?:system |initial |original |hidden |secret |exact )?(?:prompt|instructions|guidelines|rules)\b`) },
+      // "What are your rules for returns?" is a customer question: bare "rules"/"guidelines" need a qualifier.
+      { weight: 0.5, triggers: ['what'], re: rx(String.raw`what (?:is|are|was|were) your (?:(?:system |initial |original |hidden |secret |exact )(?:prompt|instructions|guidelines|rules)|prompt|instructions)\b(?!\s+(?:for|on|about|regarding|to)\b)`) },
       { weight: 0.6, triggers: words('repeat|print|output|return|copy'), re: rx(String.raw`(?:repeat|print|output|return|copy)\s+(?:the |all (?:the )?)?(?:words|text|everything|instructions|content)\s+(?:above|before)`) },
+      { weight: 0.6, triggers: words('respond|reply|answer'), re: rx(String.raw`(?:respond|reply|answer)\s+(?:only\s+)?with\s+${GAP3}(?:your|the)\s+(?:system|initial|original|hidden|secret|developer)\s+(?:prompt|instructions?|message)\b`) },
       { weight: 0.4, triggers: ['starting with'], re: rx(String.raw`starting with (?:the phrase )?["'\u201c]?you are\b`) },
     ],
   },
@@ -55,7 +57,7 @@ export const INJECTION_FAMILIES: readonly InjectionFamily[] = [
     patterns: [
       { weight: 0.65, triggers: ['you are'], re: rx(String.raw`you are (?:now|no longer)\s+(?:a |an |in |the |my )?(?:dan\b|unrestricted|unfiltered|uncensored|jailbroken|evil|free from|rogue|bound|not bound|going to (?:act|pretend|role-?play)|(?:an? )?(?:ai|assistant|model|chatbot) (?:with(?:out)?|that|who) )`) },
       { weight: 0.2, triggers: ['you are'], re: rx(String.raw`you are now\b`) },
-      { weight: 0.4, triggers: ['from now on'], re: rx(String.raw`from now on,?\s+(?:you (?:are|will|must|shall|should|can)|act|respond|answer|reply|ignore)\b`) },
+      { weight: 0.3, triggers: ['from now on'], re: rx(String.raw`from now on,?\s+(?:you (?:are|will|must|shall|should|can)|act|respond|answer|reply|ignore)\b`) },
       { weight: 0.45, triggers: words('pretend|imagine'), re: rx(String.raw`(?:pretend|imagine) (?:to be|you are|that you are|you're)\s+(?:an? |the )?${GAP2}(?:ai|assistant|model|chatbot|dan|system|hacker|unrestricted|evil|without)\b`) },
       { weight: 0.6, triggers: ['act as'], re: rx(String.raw`act as (?:an? )?(?:dan\b|unrestricted|unfiltered|uncensored|jailbroken|evil|rogue|ai (?:without|with no)|assistant (?:without|with no))`) },
       { weight: 0.45, triggers: ['new'], re: rx(String.raw`(?<=\b(?:your|the) )new (?:role|persona|identity|instructions|purpose|task|rules) (?:is|are)\b`) },

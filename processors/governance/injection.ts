@@ -118,7 +118,7 @@ function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: n
 function invisibleWeight(run: InvisibleRun, text: string): number {
   if (run.kinds.has('tag')) return 0.6;
   if (run.kinds.has('bidi')) return 0.35;
-  if (run.kinds.has('zero_width')) {
+  if (run.kinds.has('zero_width') || run.kinds.has('format') || run.kinds.has('private_use')) {
     // Inside a word ("ig\u200Bnore") it is obfuscation; between words it is more often copy/paste residue.
     const before = text[run.start - 1] ?? ' ';
     const after = text[run.end] ?? ' ';

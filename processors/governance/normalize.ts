@@ -2,7 +2,10 @@
 // with a map back to offsets in the original text. Invisible characters are reported as runs; Unicode tag
 // characters (U+E0020–E007E, "ASCII smuggling") are also decoded into the hidden text they spell.
 
-export type InvisibleKind = 'tag' | 'bidi' | 'zero_width' | 'mark';
+/** tag: U+E0000 block; bidi: embedding/isolate controls; zero_width: ZWSP/ZWJ/word joiner…; mark: LRM/RLM, soft hyphen;
+ * format: any other format or default-ignorable character (variation selectors, Hangul fillers, CGJ, …);
+ * private_use: a private-use character inside a word. */
+export type InvisibleKind = 'tag' | 'bidi' | 'zero_width' | 'mark' | 'format' | 'private_use';
 
 export interface InvisibleRun {
   start: number;
@@ -28,12 +31,25 @@ export interface Normalized {
 
 export const MAX_INVISIBLE_RUNS = 256;
 
+// Unicode's own classes rather than a hand-picked list: every format (Cf) and default-ignorable character
+// renders as nothing, so each can split a trigger word ("ig\u034Fnore").
+const FORMAT = /^[\p{Cf}\p{Default_Ignorable_Code_Point}]$/u;
+const PRIVATE_USE = /^\p{Co}$/u;
+const kindCache = new Map<number, InvisibleKind | null>();
+
 export function invisibleKind(cp: number): InvisibleKind | null {
+  if (cp < 0xad) return null;
   if (cp >= 0xe0000 && cp <= 0xe007f) return 'tag';
   if ((cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) return 'bidi';
   if ((cp >= 0x200b && cp <= 0x200d) || (cp >= 0x2060 && cp <= 0x2064) || cp === 0xfeff || cp === 0x180e) return 'zero_width';
   if (cp === 0x200e || cp === 0x200f || cp === 0x00ad) return 'mark'; // LRM/RLM, soft hyphen
-  return null;
+  let kind = kindCache.get(cp);
+  if (kind === undefined) {
+    const ch = String.fromCodePoint(cp);
+    kind = FORMAT.test(ch) ? 'format' : PRIVATE_USE.test(ch) ? 'private_use' : null;
+    if (kindCache.size < 65_536) kindCache.set(cp, kind);
+  }
+  return kind;
 }
 
 // Latin look-alikes from Cyrillic and Greek that NFKC leaves alone.
@@ -59,14 +75,27 @@ function cpAt(text: string, i: number): string {
   return cp === undefined ? '' : String.fromCodePoint(cp);
 }
 
-/** Legitimate uses: ZWJ inside emoji sequences, ZWJ/ZWNJ in non-Latin scripts, a leading BOM, tag runs of flag emoji. */
-function exempt(text: string, i: number, cp: number): boolean {
+const EMOJI_BASE = /[\p{Emoji}\p{Extended_Pictographic}]/u;
+const IDEOGRAPH = /\p{Ideographic}/u;
+const LETTER = /\p{L}/u;
+
+/**
+ * Legitimate uses: ZWJ inside emoji sequences, a variation selector after an emoji (❤️) or an ideograph, joiners
+ * and other format characters next to letters of a non-Latin script with no Latin neighbour (Arabic, Indic,
+ * Hangul, Mongolian), a
+ * leading BOM, a private-use icon that is not inside a word. Tag runs of flag emoji are handled by the caller.
+ */
+function exempt(text: string, i: number, cp: number, kind: InvisibleKind): boolean {
   if (cp === 0xfeff && i === 0) return true;
-  if (cp === 0x200d || cp === 0x200c) {
-    const before = cpBefore(text, i);
-    const after = cpAt(text, i + 1);
-    if (cp === 0x200d && EMOJI_NEIGHBOUR.test(before) && EMOJI_NEIGHBOUR.test(after)) return true;
-    if (NON_LATIN_LETTER.test(before) && NON_LATIN_LETTER.test(after) && !LATIN.test(before) && !LATIN.test(after)) return true;
+  const before = cpBefore(text, i);
+  const after = cpAt(text, i + (cp > 0xffff ? 2 : 1));
+  if (kind === 'private_use') return !(LETTER.test(before) && LETTER.test(after));
+  if (cp >= 0xfe00 && cp <= 0xfe0f && EMOJI_BASE.test(before) && !/[\p{L}]/u.test(before)) return true;
+  if (cp >= 0xe0100 && cp <= 0xe01ef && IDEOGRAPH.test(before)) return true;
+  if (cp === 0x200d && EMOJI_NEIGHBOUR.test(before) && EMOJI_NEIGHBOUR.test(after)) return true;
+  if (cp === 0x200d || cp === 0x200c || kind === 'format') {
+    // Splitting a trigger word needs a Latin neighbour; next to a non-Latin letter it is the script's own business.
+    if ((NON_LATIN_LETTER.test(before) || NON_LATIN_LETTER.test(after)) && !LATIN.test(before) && !LATIN.test(after)) return true;
   }
   return false;
 }
@@ -153,7 +182,7 @@ export function normalizeForInjection(text: string): Normalized {
           hiddenEnd = i + len;
         }
       }
-      if (!exempt(text, i, cp)) {
+      if (!exempt(text, i, cp, kind)) {
         invisibleCount++;
         const last = invisible[invisible.length - 1];
         if (last && last.end === i) { last.end = i + len; last.kinds.add(kind); if (last.codePoints.length < 4096) last.codePoints.push(cp); }

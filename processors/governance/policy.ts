@@ -1,6 +1,6 @@
 // Workspace governance policy: schema, defaults and pure evaluation.
 import { z } from 'zod';
-import { SEVERITIES, SEVERITY_RANK, type Finding, type Severity } from './types.ts';
+import { POLICY_ACTION_KEYS, SEVERITIES, SEVERITY_RANK, type Finding, type Severity } from './types.ts';
 
 export const GOVERNANCE_ACTIONS = ['flag', 'redact', 'block'] as const;
 export type GovernanceAction = (typeof GOVERNANCE_ACTIONS)[number];
@@ -9,8 +9,9 @@ export const governanceActionSchema = z.enum(GOVERNANCE_ACTIONS);
 const pattern = z.string().min(1).max(200);
 
 /**
- * A policy document. `actions` is keyed by finding category ('email', 'api_key', 'prompt_injection', …) or by a
- * rule id ('secret.jwt'); a rule id wins over its category, and `defaultAction` covers everything else.
+ * A policy document. `actions` is keyed by rule id ('secret.jwt'), finding category ('email', 'api_key',
+ * 'prompt_injection', …) or detector ('pii', 'secret', 'injection'); the most specific key wins, and
+ * `defaultAction` covers everything else. An unknown key is refused: a typo must not silently leave data unredacted.
  * `modelAllow`/`modelDeny` are case-insensitive whole-string globs where `*` matches any run of characters.
  * `maxPromptChars` 0 means no limit. `minSeverity` ignores weaker findings (default: act on all).
  */
@@ -18,7 +19,7 @@ export const policySchema = z.strictObject({
   version: z.number().int().min(1),
   modelAllow: z.array(pattern).max(1000).default([]),
   modelDeny: z.array(pattern).max(1000).default([]),
-  actions: z.record(z.string().min(1).max(100), governanceActionSchema).default({}),
+  actions: z.partialRecord(z.enum(POLICY_ACTION_KEYS as [string, ...string[]]), governanceActionSchema).default({}),
   defaultAction: governanceActionSchema.default('flag'),
   maxPromptChars: z.number().int().min(0).default(0),
   requiredEnvironments: z.array(z.string().min(1).max(100)).max(100).default([]),
@@ -98,9 +99,9 @@ export function globMatch(glob: string, value: string): boolean {
 }
 
 /** The action a policy takes on a finding, or null when the finding is below `minSeverity`. */
-export function actionFor(policy: Policy, finding: Pick<Finding, 'rule' | 'category' | 'severity'>): GovernanceAction | null {
+export function actionFor(policy: Policy, finding: Pick<Finding, 'rule' | 'category' | 'severity' | 'detector'>): GovernanceAction | null {
   if (SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.minSeverity as Severity]) return null;
-  return policy.actions[finding.rule] ?? policy.actions[finding.category] ?? policy.defaultAction;
+  return policy.actions[finding.rule] ?? policy.actions[finding.category] ?? policy.actions[finding.detector] ?? policy.defaultAction;
 }
 
 const FINDING_CODE: Record<GovernanceAction, PolicyReason['code']> = {

@@ -1,5 +1,5 @@
-// scanText: every detector over one string; scanRecordFields: prompt, response and string attributes of a record.
-import type { AttrValue, SpanRecord } from '../../collector/record.ts';
+// scanText: every detector over one string; scanRecordSlots / scanRecordFields: every string a record holds.
+import type { AttrValue, Attributes, SpanRecord } from '../../collector/record.ts';
 import { detectInjection, type InjectionOptions } from './injection.ts';
 import { detectPii } from './pii.ts';
 import { detectSecrets } from './secrets.ts';
@@ -54,81 +54,107 @@ export function scanText(text: string, options: ScanOptions = {}): Finding[] {
 
 // ---- records
 
-export type FieldName = 'prompt' | 'response' | `attribute:${string}`;
+/** Where a scanned string sits in a span record (what redaction needs to write it back). */
+export type Path = Array<string | number>;
+export type TextLocation =
+  | { kind: 'prompt' } | { kind: 'response' } | { kind: 'name' } | { kind: 'statusMessage' }
+  | { kind: 'attribute'; path: Path } | { kind: 'resource'; path: Path }
+  | { kind: 'eventName'; event: number } | { kind: 'eventAttribute'; event: number; path: Path };
+
+/** How a finding names its field: prompt, response, name, status_message, attribute:<path>, resource:<path>,
+ * event[<i>].name, event[<i>]:<path>, or request:<path> (the proxy's preflight). */
+export type FieldName = string;
 export type FieldFinding = Finding & { field: FieldName };
 
 /**
- * Bounds (documented for operators; every record passes through this):
- * - prompt and response: up to FIELD_SCAN_CHARS (512 Ki UTF-16 units) each. A longer value is scanned as its
- *   first and last half of that budget (the newest turn of a long conversation is usually at the end); the
- *   middle is not scanned.
- * - attributes: string values (nested objects and arrays walked to depth 8) up to ATTR_SCAN_CHARS (64 Ki) each,
- *   head+tail the same way; at most MAX_ATTRS strings and ATTR_TOTAL_CHARS (1 Mi) in total per record;
- *   strings shorter than 6 chars are skipped, as is a value identical to the prompt or response.
+ * Every string a record holds is scanned, whole: prompt, response, span name, status message, attribute and
+ * resource-attribute values (nested objects and arrays walked), event names and event attribute values.
+ * Nothing is skipped for size: a value longer than SCAN_WINDOW is scanned in overlapping windows, so cost is
+ * linear in the request, which the route's body limit bounds. Attribute strings shorter than 6 characters
+ * cannot hold anything a detector reports and are skipped.
  */
-export const FIELD_SCAN_CHARS = 512 * 1024;
-export const ATTR_SCAN_CHARS = 64 * 1024;
-export const MAX_ATTRS = 256;
-export const ATTR_TOTAL_CHARS = 1024 * 1024;
-const MAX_DEPTH = 8;
+export const SCAN_WINDOW = 512 * 1024;
+/** Longer than any single match a detector reports (a private key block is capped at 32 Ki). */
+export const SCAN_OVERLAP = 64 * 1024;
 const MIN_ATTR_LEN = 6;
 
-/** Scan `text` within `limit` chars: whole, or head and tail halves with offsets kept relative to `text`. */
-export function scanBounded(text: string, limit: number, options?: ScanOptions): Finding[] {
-  if (text.length <= limit) return scanText(text, options);
-  const half = Math.floor(limit / 2);
-  const tailStart = text.length - half;
-  const head = scanText(text.slice(0, half), options);
-  const tail = scanText(text.slice(tailStart), options).map((f) => ({ ...f, start: f.start + tailStart, end: f.end + tailStart }));
-  return [...head, ...tail];
+/** Every detector over the whole of `text`, in overlapping windows when it is long; offsets into `text`. */
+export function scanFull(text: string, options?: ScanOptions): Finding[] {
+  if (text.length <= SCAN_WINDOW) return scanText(text, options);
+  const step = SCAN_WINDOW - SCAN_OVERLAP;
+  let out: Finding[] = [];
+  for (let at = 0; ; at += step) {
+    const last = at + SCAN_WINDOW >= text.length;
+    // A match shorter than the overlap that starts in [at, at + step) lies wholly inside this window.
+    const kept = scanText(text.slice(at, at + SCAN_WINDOW), options).filter((f) => last || f.start < step);
+    out = out.concat(at === 0 ? kept : kept.map((f) => ({ ...f, start: f.start + at, end: f.end + at })));
+    if (last) return out.length > 1 ? resolveOverlaps(out) : out;
+  }
 }
 
-/** A string attribute value and where it sits: path segments are object keys or array indexes. */
-export interface AttrString { path: Array<string | number>; key: string; value: string }
+export interface TextSlot { field: FieldName; value: string; at: TextLocation }
 
-function pathKey(path: Array<string | number>): string {
+function pathKey(path: Path): string {
   let s = '';
   for (const p of path) s += typeof p === 'number' ? `[${p}]` : s.length === 0 ? p : `.${p}`;
   return s;
 }
 
-/** String leaves of an attribute map, depth-first in key order, within the bounds above. */
-export function attributeStrings(attrs: Record<string, AttrValue>, skip: ReadonlySet<string> = new Set()): AttrString[] {
-  const out: AttrString[] = [];
-  let budget = ATTR_TOTAL_CHARS;
-  const walk = (v: AttrValue, path: Array<string | number>, depth: number): void => {
-    if (out.length >= MAX_ATTRS || budget <= 0) return;
+function attributeSlots(attrs: Attributes, field: string, at: (path: Path) => TextLocation, out: TextSlot[]): void {
+  const walk = (v: AttrValue, path: Path): void => {
     if (typeof v === 'string') {
-      if (v.length < MIN_ATTR_LEN || skip.has(v)) return;
-      budget -= Math.min(v.length, ATTR_SCAN_CHARS);
-      out.push({ path, key: pathKey(path), value: v });
+      if (v.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)}`, value: v, at: at(path) });
       return;
     }
-    if (v === null || typeof v !== 'object' || depth >= MAX_DEPTH) return;
-    if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i], depth + 1));
-    else for (const k of Object.keys(v)) walk(v[k]!, [...path, k], depth + 1);
+    if (v === null || typeof v !== 'object') return;
+    if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
+    else for (const k of Object.keys(v)) walk(v[k]!, [...path, k]);
   };
-  for (const k of Object.keys(attrs)) walk(attrs[k]!, [k], 1);
+  for (const k of Object.keys(attrs)) walk(attrs[k]!, [k]);
+}
+
+export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>
+  & Partial<Pick<SpanRecord, 'name' | 'statusMessage' | 'resourceAttributes' | 'events'>>;
+
+/** Every string of a record, prompt and response first (a value repeated later is attributed to them). */
+export function textSlots(record: RecordFields): TextSlot[] {
+  const out: TextSlot[] = [];
+  if (record.prompt) out.push({ field: 'prompt', value: record.prompt, at: { kind: 'prompt' } });
+  if (record.response) out.push({ field: 'response', value: record.response, at: { kind: 'response' } });
+  if (record.name && record.name.length >= MIN_ATTR_LEN) out.push({ field: 'name', value: record.name, at: { kind: 'name' } });
+  if (record.statusMessage) out.push({ field: 'status_message', value: record.statusMessage, at: { kind: 'statusMessage' } });
+  attributeSlots(record.attributes, 'attribute:', (path) => ({ kind: 'attribute', path }), out);
+  if (record.resourceAttributes) attributeSlots(record.resourceAttributes, 'resource:', (path) => ({ kind: 'resource', path }), out);
+  record.events?.forEach((e, event) => {
+    if (e.name.length >= MIN_ATTR_LEN) out.push({ field: `event[${event}].name`, value: e.name, at: { kind: 'eventName', event } });
+    attributeSlots(e.attributes, `event[${event}]:`, (path) => ({ kind: 'eventAttribute', event, path }), out);
+  });
   return out;
 }
 
-export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>;
+/**
+ * A slot with what the detectors found in it. `repeat`: the same string occurred in an earlier slot (an
+ * instrumentation copying the prompt into `input.value`, say); it is scanned once and its findings are reported
+ * once, but redaction applies to every copy.
+ */
+export interface SlotFindings { slot: TextSlot; findings: Finding[]; repeat: boolean }
 
-/** A finding with the attribute path it came from (null for prompt/response): what redaction needs. */
-export interface LocatedFinding { finding: FieldFinding; path: Array<string | number> | null }
-
-export function scanRecordLocated(record: RecordFields, options?: ScanOptions): LocatedFinding[] {
-  const out: LocatedFinding[] = [];
-  for (const f of scanBounded(record.prompt, FIELD_SCAN_CHARS, options)) out.push({ finding: { ...f, field: 'prompt' }, path: null });
-  for (const f of scanBounded(record.response, FIELD_SCAN_CHARS, options)) out.push({ finding: { ...f, field: 'response' }, path: null });
-  const skip = new Set([record.prompt, record.response].filter((s) => s.length > 0));
-  for (const a of attributeStrings(record.attributes, skip)) {
-    for (const f of scanBounded(a.value, ATTR_SCAN_CHARS, options)) out.push({ finding: { ...f, field: `attribute:${a.key}` }, path: a.path });
+/** The slots of a record that have findings. */
+export function scanRecordSlots(record: RecordFields, options?: ScanOptions): SlotFindings[] {
+  const seen = new Map<string, Finding[]>();
+  const out: SlotFindings[] = [];
+  for (const slot of textSlots(record)) {
+    let findings = seen.get(slot.value);
+    const repeat = findings !== undefined;
+    if (!findings) seen.set(slot.value, (findings = scanFull(slot.value, options)));
+    if (findings.length) out.push({ slot, findings, repeat });
   }
   return out;
 }
 
-/** Scan a record's prompt, response and string attribute values. Offsets are into each field's own value. */
+/** Findings of a record, each naming its field; a repeated value's findings are reported once. */
 export function scanRecordFields(record: RecordFields, options?: ScanOptions): FieldFinding[] {
-  return scanRecordLocated(record, options).map((l) => l.finding);
+  const out: FieldFinding[] = [];
+  for (const s of scanRecordSlots(record, options)) if (!s.repeat) for (const f of s.findings) out.push({ ...f, field: s.slot.field });
+  return out;
 }

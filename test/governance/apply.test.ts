@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import {
-  applyGovernance, ATTR_SCAN_CHARS, DEFAULT_POLICY, FIELD_SCAN_CHARS, parsePolicy, scanRecordFields,
+  applyGovernance, DEFAULT_POLICY, parsePolicy, SCAN_OVERLAP, SCAN_WINDOW, scanRecordFields,
 } from '../../processors/governance/index.ts';
 
 function record(over: Partial<SpanRecord> = {}): SpanRecord {
@@ -21,17 +21,37 @@ describe('governance scanRecordFields', () => {
       ['prompt', 'email'], ['response', 'phone'], ['attribute:user.ip', 'ip_address'], ['attribute:nested.list[1]', 'prompt_injection'],
     ]);
   });
-  it('skips an attribute whose value repeats the prompt', () => {
+  it('reports a value repeated in an attribute once, attributed to the prompt', () => {
     const prompt = 'mail ann@example.com';
-    expect(scanRecordFields(record({ prompt, attributes: { 'gen_ai.prompt': prompt } }))).to.have.length(1);
+    const fs = scanRecordFields(record({ prompt, attributes: { 'gen_ai.prompt': prompt } }));
+    expect(fs.map((f) => f.field)).to.deep.equal(['prompt']);
   });
-  it('bounds huge values: head and tail are scanned, offsets stay true', () => {
-    const filler = 'lorem ipsum '.repeat(Math.ceil(FIELD_SCAN_CHARS / 12) + 10_000);
-    const prompt = `head ann@example.com ${filler} tail bob@example.com`;
+  it('scans the span name, status message, resource attributes and events', () => {
+    const r = record({
+      name: 'GET /export?mail=ann@example.com', statusMessage: 'auth failed for bob@example.com',
+      resourceAttributes: { 'deploy.owner': 'carol@example.com' },
+      events: [{ name: 'exception', timeNs: '1', attributes: { 'exception.message': 'bad key for dave@example.com' } }],
+    });
+    expect(scanRecordFields(r).map((f) => f.field)).to.deep.equal([
+      'name', 'status_message', 'resource:deploy.owner', 'event[0]:exception.message',
+    ]);
+  });
+  it('scans huge values whole: a finding in the middle, and one across a window boundary, each found once', () => {
+    const filler = 'lorem ipsum '.repeat(Math.ceil(SCAN_WINDOW / 12) * 2);
+    const prompt = `head ann@example.com ${filler.slice(0, filler.length / 2)} middle bob@example.com ${filler} tail carol@example.com`;
     const fs = scanRecordFields(record({ prompt }));
-    expect(fs.map((f) => prompt.slice(f.start, f.end))).to.deep.equal(['ann@example.com', 'bob@example.com']);
-    const middle = `${'z '.repeat(ATTR_SCAN_CHARS)}carol@example.com${' z'.repeat(ATTR_SCAN_CHARS)}`;
-    expect(scanRecordFields(record({ attributes: { big: middle } }))).to.deep.equal([]);
+    expect(fs.map((f) => prompt.slice(f.start, f.end))).to.deep.equal(['ann@example.com', 'bob@example.com', 'carol@example.com']);
+    const step = SCAN_WINDOW - SCAN_OVERLAP;
+    const edge = `${'z '.repeat(step / 2 - 4)}dave@example.com${' z'.repeat(SCAN_WINDOW)}`;
+    const found = scanRecordFields(record({ attributes: { big: edge } }));
+    expect(found.map((f) => edge.slice(f.start, f.end))).to.deep.equal(['dave@example.com']);
+    expect(found[0]!.start).to.be.lessThan(step).and.greaterThan(step - 20);
+  });
+  it('scans every attribute, however many', () => {
+    const attributes: Record<string, string> = {};
+    for (let i = 0; i < 1000; i++) attributes[`f${i}`] = `value number ${i}`;
+    attributes.f999 = 'reach me at erin@example.com';
+    expect(scanRecordFields(record({ attributes })).map((f) => f.field)).to.deep.equal(['attribute:f999']);
   });
 });
 
@@ -67,6 +87,25 @@ describe('governance applyGovernance', () => {
     });
     expect(out.record.attributes.keep).to.equal(r.attributes.keep); // untouched branches are shared
     expect(r).to.deep.equal(before);
+  });
+  it('redacts every copy of a value and every field that holds text, not only prompt and response', () => {
+    const key = `sk-proj-${'Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3Ab4Cd5'}`;
+    const r = record({
+      prompt: `my key is ${key}`, statusMessage: `rejected ${key}`,
+      attributes: { 'input.value': `my key is ${key}`, 'llm.input_messages.0.message.content': `my key is ${key}` },
+      resourceAttributes: { 'deploy.token': key },
+      events: [{ name: 'exception', timeNs: '1', attributes: { 'exception.message': `bad ${key}` } }],
+    });
+    const out = applyGovernance(r, parsePolicy({ version: 1, actions: { secret: 'redact' } }));
+    expect(out.decision.decision).to.equal('redact');
+    expect(JSON.stringify(out.record)).to.not.include(key);
+    expect(out.record.attributes['input.value']).to.equal('my key is [REDACTED:api_key]');
+    expect(out.record.resourceAttributes).to.deep.equal({ 'deploy.token': '[REDACTED:api_key]' });
+    expect(out.record.events[0]!.attributes).to.deep.equal({ 'exception.message': 'bad [REDACTED:api_key]' });
+    expect(out.record.statusMessage).to.equal('rejected [REDACTED:api_key]');
+    // Reported once per distinct value: the prompt, the status message, the resource and event values.
+    expect(out.findings.map((f) => f.field)).to.deep.equal(['prompt', 'status_message', 'resource:deploy.token', 'event[0]:exception.message']);
+    expect(JSON.stringify(r)).to.include(key); // the input is untouched
   });
   it('block: the decision is block and the blocking content is redacted too', () => {
     const r = record({ prompt: `here -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY----- ok` });

@@ -27,6 +27,18 @@ describe('governance policy schema', () => {
       {}, { version: 1, modelDeny: [''] }, { version: 1.5 }, { version: 1, minSeverity: 'severe' },
     ]) expect(policySchema.safeParse(bad).success, JSON.stringify(bad)).to.equal(false);
   });
+  it('refuses an action key that names no rule, category or detector (a typo must not leave data unredacted)', () => {
+    for (const k of ['api_keys', 'secrets', 'pii.mail', 'PII']) {
+      expect(policySchema.safeParse({ version: 1, actions: { [k]: 'redact' } }).success, k).to.equal(false);
+    }
+  });
+  it('keys actions by rule, category or detector; the most specific wins', () => {
+    const p = policy({ actions: { secret: 'block', api_key: 'redact', 'secret.openai_key': 'flag', pii: 'redact' } });
+    expect(actionFor(p, key)).to.equal('flag');
+    expect(actionFor(p, { ...key, rule: 'secret.github_token' })).to.equal('redact');
+    expect(actionFor(p, { ...key, rule: 'secret.jwt', category: 'jwt' })).to.equal('block');
+    expect(actionFor(p, email)).to.equal('redact');
+  });
   it('accepts a full document', () => {
     const p = parsePolicy({
       version: 3, modelAllow: ['gpt-4o*', 'claude-*'], modelDeny: ['*-preview'], actions: { email: 'redact', 'secret.jwt': 'block' },

@@ -71,7 +71,7 @@ describe('proxy mapper: request text', () => {
 
   it('withTexts rewrites only the given fields, on a copy', () => {
     const body = { model: 'm', input: [{ role: 'user', content: [{ type: 'input_text', text: 'mail a@b.co' }] }], tools: [{ type: 'function', name: 'f' }] };
-    const out = withTexts(body, [{ path: ['input', 0, 'content', 0, 'text'], role: 'user', text: 'mail [REDACTED:email]' }]);
+    const out = withTexts(body, [{ path: ['input', 0, 'content', 0, 'text'], text: 'mail [REDACTED:email]' }]);
     expect(out).to.deep.equal({ ...body, input: [{ role: 'user', content: [{ type: 'input_text', text: 'mail [REDACTED:email]' }] }] });
     expect(body.input[0]!.content[0]!.text).to.equal('mail a@b.co');
   });
