@@ -18,6 +18,18 @@ export function spanTree(spans: SpanRecord[]): TreeNode[] {
     // A span whose parent never arrived is shown as a root rather than hidden.
     (parent ? parent.children : roots).push(node);
   }
+  // Parents that form a cycle (A under B under A) reach no root: cut each cycle at its earliest span.
+  const seen = new Set<TreeNode>();
+  const mark = (n: TreeNode) => { const stack = [n]; while (stack.length) { const x = stack.pop()!; if (!seen.has(x)) { seen.add(x); stack.push(...x.children); } } };
+  roots.forEach(mark);
+  for (const s of spans) {
+    const node = nodes.get(s.spanId)!;
+    if (seen.has(node)) continue;
+    const parent = nodes.get(s.parentSpanId);
+    if (parent) parent.children = parent.children.filter((c) => c !== node);
+    roots.push(node);
+    mark(node);
+  }
   return roots;
 }
 
@@ -37,25 +49,50 @@ function depths(spans: SpanRecord[]): Map<string, number> {
   return out;
 }
 
+/** The order the list query picks "first" spans in: no parent first, then earliest start, then lowest span id. */
+function listOrder(a: SpanRecord, b: SpanRecord): number {
+  const pa = a.parentSpanId !== '' ? 1 : 0, pb = b.parentSpanId !== '' ? 1 : 0;
+  if (pa !== pb) return pa - pb;
+  const sa = BigInt(a.startTimeNs), sb = BigInt(b.startTimeNs);
+  if (sa !== sb) return sa < sb ? -1 : 1;
+  return a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
+}
+
+const USAGE_KINDS = new Set(['llm', 'embedding']);
+
+/**
+ * Tokens and cost of a trace. Agent and chain spans (an agent invocation, Vercel's generateText around its
+ * doGenerate steps) report the sum of the model calls under them, so adding every span counts those calls twice:
+ * the trace's usage is the sum over its model-call spans (llm, embedding). A trace with none takes the largest
+ * wrapper figure, the outermost aggregate. GET /api/traces computes the same in storage (fromAggRow).
+ */
+function usageRollup(spans: SpanRecord[]) {
+  const calls = spans.filter((s) => USAGE_KINDS.has(s.kind));
+  const pick = (f: (s: SpanRecord) => number) => (calls.length ? calls.reduce((t, s) => t + f(s), 0) : Math.max(0, ...spans.map(f)));
+  return {
+    promptTokens: pick((s) => s.promptTokens), completionTokens: pick((s) => s.completionTokens),
+    totalTokens: pick((s) => s.totalTokens), costUsd: pick((s) => s.costUsd),
+  };
+}
+
 export function summarize(spans: SpanRecord[]) {
   if (spans.length === 0) return null;
   const d = depths(spans);
   const byStart = [...spans].sort((a, b) => (d.get(a.spanId)! - d.get(b.spanId)!) || (BigInt(a.startTimeNs) < BigInt(b.startTimeNs) ? -1 : 1));
   const root = byStart[0]!;
   const llm = byStart.find((s) => s.kind === 'llm' && (s.prompt || s.response)) ?? byStart.find((s) => s.kind === 'llm');
+  // The model shown is the list's: of the first LLM span in list order (the root's when there is none).
+  const firstLlm = spans.filter((s) => s.kind === 'llm').sort(listOrder)[0];
   let start = BigInt(spans[0]!.startTimeNs);
   let end = BigInt(spans[0]!.endTimeNs);
-  let promptTokens = 0, completionTokens = 0, totalTokens = 0, costUsd = 0, errors = 0;
+  let errors = 0;
   for (const s of spans) {
     const a = BigInt(s.startTimeNs), b = BigInt(s.endTimeNs);
     if (a < start) start = a;
     if (b > end) end = b;
-    promptTokens += s.promptTokens;
-    completionTokens += s.completionTokens;
-    totalTokens += s.totalTokens;
-    costUsd += s.costUsd;
     if (s.status === 'error') errors++;
   }
+  const { promptTokens, completionTokens, totalTokens, costUsd } = usageRollup(spans);
   return {
     name: root.name,
     status: errors ? 'error' : root.status,
@@ -64,8 +101,8 @@ export function summarize(spans: SpanRecord[]) {
     durationMs: end > start ? Number(end - start) / 1e6 : 0,
     spanCount: spans.length,
     errorCount: errors,
-    model: llm?.model ?? root.model,
-    provider: llm?.provider ?? root.provider,
+    model: firstLlm?.model ?? [...spans].sort(listOrder)[0]!.model,
+    provider: firstLlm?.provider ?? root.provider,
     prompt: llm?.prompt ?? root.prompt,
     response: llm?.response ?? root.response,
     promptTokens, completionTokens, totalTokens,

@@ -7,7 +7,9 @@ const shortText = z.string().max(256);
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
 export function nativeTraceSchema(limits: NativeLimits) {
-  const longText = z.string().max(limits.maxStringBytes);
+  // The limit is in UTF-8 bytes (an emoji is 4): `max` documents it in characters for the schema, the refinement checks bytes.
+  const max = limits.maxStringBytes;
+  const longText = z.string().max(max).refine((v) => v.length * 3 <= max || Buffer.byteLength(v) <= max, { message: `longer than ${max} bytes (UTF-8)` });
   return z.looseObject({
     requestId: z.string().min(1).max(256).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional()
       .describe('Client request id; becomes the traceId'),

@@ -41,15 +41,16 @@ export function mapNative(t: NativeTrace, workspaceId: string, nowMs: number): S
   r.ingestedAtMs = nowMs;
 
   const attrs: Attributes = {};
+  // Nothing the client sent is thrown away: parameters, metadata and unknown fields become attributes.
+  // `tracegate.*` is the server's namespace: a client field there is kept as `client.tracegate.*`.
+  if (t.parameters) attrs['parameters'] = t.parameters as AttrValue;
+  if (t.metadata) attrs['metadata'] = t.metadata as AttrValue;
+  for (const [k, v] of Object.entries(metrics)) if (!KNOWN_METRICS.has(k)) attrs[`metrics.${k}`] = v as AttrValue;
+  for (const [k, v] of Object.entries(t)) if (!KNOWN.has(k)) attrs[k.startsWith('tracegate.') ? `client.${k}` : k] = v as AttrValue;
   if (metrics.estimatedCostUsd !== undefined) {
     r.costUsd = metrics.estimatedCostUsd;
     attrs['tracegate.cost_source'] = 'client';
   }
-  // Nothing the client sent is thrown away: parameters, metadata and unknown fields become attributes.
-  if (t.parameters) attrs['parameters'] = t.parameters as AttrValue;
-  if (t.metadata) attrs['metadata'] = t.metadata as AttrValue;
-  for (const [k, v] of Object.entries(metrics)) if (!KNOWN_METRICS.has(k)) attrs[`metrics.${k}`] = v as AttrValue;
-  for (const [k, v] of Object.entries(t)) if (!KNOWN.has(k)) attrs[k] = v as AttrValue;
   r.attributes = attrs;
   return r;
 }

@@ -88,7 +88,7 @@
  * extracted so far — it never drops the span.
  */
 import { emptySpan, isTrainable, nsDiffMs, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
-import { TRUNCATED_ATTR, truncateUtf8, type NormalizedRequest, type NormalizedScope, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
+import { TRUNCATED_ATTR, truncateUtf8, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
 
 export type OtlpMapLimits = Pick<OtlpLimits, 'maxStringBytes'>;
@@ -101,13 +101,24 @@ export function mapOtlp(req: NormalizedRequest, workspaceId: string, ingestedAtM
     const res = rs.resource.attributes;
     const env = str(res['deployment.environment.name']) || str(res['deployment.environment']);
     for (const ss of rs.scopeSpans) {
-      for (const span of ss.spans) out.push(mapSpan(span, res, ss.scope, env, workspaceId, ingestedAtMs, limits));
+      const envelope = envelopeAttributes(rs, ss);
+      for (const span of ss.spans) out.push(mapSpan(span, res, ss.scope, env, workspaceId, ingestedAtMs, limits, envelope));
     }
   }
   return out;
 }
 
-function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, env: string, workspaceId: string, ingestedAtMs: number, limits: OtlpMapLimits): SpanRecord {
+/** What the resource and scope envelopes carry besides attributes: schema URLs and dropped-attribute counts. */
+function envelopeAttributes(rs: NormalizedResourceSpans, ss: NormalizedScopeSpans): Attributes {
+  const e: Attributes = {};
+  if (rs.schemaUrl) e['otel.resource.schema_url'] = rs.schemaUrl;
+  if (rs.resource.droppedAttributesCount > 0) e['otel.resource.dropped_attributes_count'] = rs.resource.droppedAttributesCount;
+  if (ss.schemaUrl) e['otel.scope.schema_url'] = ss.schemaUrl;
+  if (ss.scope.droppedAttributesCount > 0) e['otel.scope.dropped_attributes_count'] = ss.scope.droppedAttributesCount;
+  return e;
+}
+
+function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, env: string, workspaceId: string, ingestedAtMs: number, limits: OtlpMapLimits, envelope: Attributes = {}): SpanRecord {
   const r = emptySpan(workspaceId, 'otlp');
   const a = span.attributes;
   r.traceId = span.traceId;
@@ -131,11 +142,15 @@ function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, 
   if (span.statusCode === 1) attrs['otel.status_code'] = 'ok';
   else if (span.statusCode === 2) attrs['otel.status_code'] = 'error';
   if (span.traceState) attrs['otel.trace_state'] = span.traceState;
+  if (span.flags) attrs['otel.flags'] = span.flags;
+  for (const k in envelope) attrs[k] = envelope[k]!;
   if (span.links.length > 0) {
     attrs['otel.links'] = span.links.map((l) => {
       const o: { [k: string]: AttrValue } = { traceId: l.traceId, spanId: l.spanId };
       if (l.traceState) o.traceState = l.traceState;
+      if (l.flags) o.flags = l.flags;
       if (hasKeys(l.attributes)) o.attributes = l.attributes;
+      if (l.droppedAttributesCount > 0) o.droppedAttributesCount = l.droppedAttributesCount;
       return o;
     });
   }
@@ -147,7 +162,7 @@ function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, 
   const events: SpanEvent[] = new Array(span.events.length);
   for (let i = 0; i < span.events.length; i++) {
     const e = span.events[i]!;
-    events[i] = { name: e.name, timeNs: e.timeNs, attributes: e.attributes };
+    events[i] = { name: e.name, timeNs: e.timeNs, attributes: e.droppedAttributesCount > 0 ? { ...e.attributes, 'otel.dropped_attributes_count': e.droppedAttributesCount } : e.attributes };
   }
   r.events = events;
 
@@ -600,13 +615,16 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
     const cc = money(A['llm.cost.completion']);
     if (cp !== undefined || cc !== undefined) cost = (cp ?? 0) + (cc ?? 0);
   }
-  if (cost === undefined && (r.kind === 'llm' || r.kind === 'embedding') && model !== '' && (r.promptTokens > 0 || r.completionTokens > 0)) {
+  // The marker tells the cost processor the span is settled (a sent cost of 0 stays 0).
+  if (cost !== undefined) r.attributes['tracegate.cost_source'] = 'client';
+  else if ((r.kind === 'llm' || r.kind === 'embedding') && model !== '' && (r.promptTokens > 0 || r.completionTokens > 0)) {
     cost = priceUsd(model, provider, {
       input: r.promptTokens,
       output: r.completionTokens,
       cacheRead: firstTok(A, CACHE_READ_KEYS),
       cacheWrite: firstTok(A, CACHE_WRITE_KEYS),
     });
+    r.attributes['tracegate.cost_source'] = cost > 0 ? 'price_table' : 'unpriced';
   }
   r.costUsd = cost ?? 0;
 

@@ -8,6 +8,7 @@
 //   only (Anthropic API style), so the cache counts are added to it.
 // - Returns 0 when the model is empty or unknown to the catalog, when the provider is a
 //   local runtime (ollama, lmstudio, local, vllm, llama.cpp, …), or on any pricing error.
+//   Callers also skip pricing for LOCAL_SOURCES (the local workbench and coach routes).
 // - Pure and fast: the catalog lookup (calcPrice scans providers and match rules, ~15–40 µs)
 //   runs once per (model, provider) and is memoized; for the common case of flat per-token
 //   prices the memo holds the four rates and a call is a few multiplications. Models with
@@ -30,6 +31,12 @@ export const LOCAL_PROVIDERS: ReadonlySet<string> = new Set([
   'ollama', 'lmstudio', 'lm_studio', 'lm-studio', 'local', 'llamacpp', 'llama.cpp', 'llama_cpp', 'llama-cpp',
   'vllm', 'localai', 'gpt4all', 'mlx', 'jan', 'koboldcpp', 'text-generation-webui', 'oobabooga',
 ]);
+
+/** Tried in order when neither the given provider nor the model name finds the model. */
+const FALLBACK_PROVIDERS = ['openai', 'anthropic', 'google', 'mistral', 'voyage', 'cohere'];
+
+/** Sources of locally hosted models (spec: local traces carry a cost of 0). */
+export const LOCAL_SOURCES: ReadonlySet<string> = new Set(['agent_lab', 'coach']);
 
 type Entry =
   | { kind: 'none'; at: number }
@@ -54,6 +61,9 @@ function resolve(model: string, provider: string, now: number): Entry {
   try {
     r = provider ? calcPrice(probe, model, { providerId: provider }) : null;
     if (!r) r = calcPrice(probe, model);
+    // The catalog finds a provider from the model name only for chat families; embedding models
+    // (text-embedding-3-small, mistral-embed, voyage-3) are found in their provider's own list.
+    for (let i = 0; !r && i < FALLBACK_PROVIDERS.length; i++) r = calcPrice(probe, model, { providerId: FALLBACK_PROVIDERS[i]! });
   } catch {
     r = null;
   }

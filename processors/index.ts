@@ -2,7 +2,7 @@
 // cost → governance (redaction before anything is written) → alerts → audit → verification (hashes what is stored).
 import { join } from 'node:path';
 import type { Processor } from '../collector/pipeline-types.ts';
-import { priceUsd } from './cost.ts';
+import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
 import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertSource } from './alerts.ts';
 import { AuditChain, auditProcessor } from './audit.ts';
@@ -18,7 +18,9 @@ export type { Processor };
 export const costProcessor: Processor = (batch) => {
   for (const r of batch.spans) {
     if (r.kind !== 'llm' && r.kind !== 'embedding') continue;
+    // Mappers set the marker when the client sent a cost (0 included) or the mapper priced the span itself.
     if (r.attributes['tracegate.cost_source'] !== undefined || !r.model || r.costUsd > 0) continue;
+    if (LOCAL_SOURCES.has(r.source)) { r.costUsd = 0; r.attributes['tracegate.cost_source'] = 'local'; continue; }
     if (r.promptTokens === 0 && r.completionTokens === 0) continue;
     const cost = priceUsd(r.model, r.provider, { input: r.promptTokens, output: r.completionTokens });
     r.costUsd = cost;

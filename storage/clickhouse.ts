@@ -270,11 +270,13 @@ export class ClickHouseStorage implements Storage {
     const match = hasSpanFilter(f)
       ? `AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} FINAL WHERE workspace_id = ${ws} AND ${spanConditions(f)})`
       : '';
-    const after = f.cursor
-      ? `WHERE t_start < ${u64(f.cursor.s)} OR (t_start = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)})`
-      : '';
+    const outer: string[] = [];
+    if (f.cursor) outer.push(`(t_start < ${u64(f.cursor.s)} OR (t_start = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`);
+    if (f.status !== undefined) outer.push(`if(any_error = 1, 'error', root_status) = ${str(f.status)}`);
+    const after = outer.length ? `WHERE ${outer.join(' AND ')}` : '';
     // Root-most span: no parent first, then earliest start, then lowest span id.
     const root = `tuple(parent_span_id != '', start_ns, span_id)`;
+    const usage = `kind IN ('llm', 'embedding')`;
     const rows = await this.rows<AggRow>(`
       SELECT * FROM (
         SELECT trace_id,
@@ -282,20 +284,25 @@ export class ClickHouseStorage implements Storage {
           toString(min(start_ns)) AS t_start_s,
           toString(max(end_ns)) AS t_end_s,
           count() AS n_spans,
-          sum(prompt_tokens) AS sum_prompt,
-          sum(completion_tokens) AS sum_completion,
-          sum(total_tokens) AS sum_total,
-          sum(cost_usd) AS sum_cost,
+          countIf(${usage}) AS n_usage,
+          sumIf(prompt_tokens, ${usage}) AS sum_prompt,
+          sumIf(completion_tokens, ${usage}) AS sum_completion,
+          sumIf(total_tokens, ${usage}) AS sum_total,
+          sumIf(cost_usd, ${usage}) AS sum_cost,
+          max(prompt_tokens) AS max_prompt,
+          max(completion_tokens) AS max_completion,
+          max(total_tokens) AS max_total,
+          max(cost_usd) AS max_cost,
           max(status = 'error') AS any_error,
           argMin(name, ${root}) AS root_name,
-          argMin(model, ${root}) AS root_model,
+          argMin(model, tuple(kind != 'llm', parent_span_id != '', start_ns, span_id)) AS root_model,
           argMin(source, ${root}) AS root_source,
           argMin(action_name, ${root}) AS root_action,
           argMin(environment, ${root}) AS root_env,
           argMin(status, ${root}) AS root_status
         FROM (
           SELECT trace_id, span_id, parent_span_id, start_ns, end_ns, prompt_tokens, completion_tokens, total_tokens,
-            cost_usd, status, name, model, source, action_name, environment
+            cost_usd, status, name, kind, model, source, action_name, environment
           FROM ${this.t('spans')} FINAL
           WHERE workspace_id = ${ws} ${match}
           ORDER BY ingested_at_ms DESC LIMIT 1 BY trace_id, span_id)
@@ -437,22 +444,23 @@ function spanConditions(f: SpanFilter): string {
   if (f.model !== undefined) c.push(`model = ${str(f.model)}`);
   if (f.actionName !== undefined) c.push(`action_name = ${str(f.actionName)}`);
   if (f.environment !== undefined) c.push(`environment = ${str(f.environment)}`);
-  if (f.status !== undefined) c.push(`status = ${str(f.status)}`);
   if (f.source !== undefined) c.push(`source = ${str(f.source)}`);
   return c.join(' AND ');
 }
 
 interface AggRow {
-  trace_id: string; t_start_s: string; t_end_s: string; n_spans: string;
-  sum_prompt: string; sum_completion: string; sum_total: string; sum_cost: number; any_error: number;
+  trace_id: string; t_start_s: string; t_end_s: string; n_spans: string; n_usage: string;
+  sum_prompt: string; sum_completion: string; sum_total: string; sum_cost: number;
+  max_prompt: string; max_completion: string; max_total: string; max_cost: number; any_error: number;
   root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
 }
 
 function fromAggRow(r: AggRow): TraceAgg {
+  const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/trace-view.ts
   return {
     traceId: r.trace_id, startNs: r.t_start_s, endNs: r.t_end_s, spanCount: Number(r.n_spans),
-    promptTokens: Number(r.sum_prompt), completionTokens: Number(r.sum_completion), totalTokens: Number(r.sum_total),
-    costUsd: r.sum_cost, anyError: Number(r.any_error) === 1,
+    promptTokens: Number(calls ? r.sum_prompt : r.max_prompt), completionTokens: Number(calls ? r.sum_completion : r.max_completion),
+    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, anyError: Number(r.any_error) === 1,
     name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
     environment: r.root_env, status: r.root_status,
   };

@@ -152,8 +152,9 @@ export function normalizeFilter(f: TraceFilter): SpanFilter {
 }
 
 /** True when any span-level filter is set (otherwise every trace of the workspace matches). */
+/** Filters that match a trace when any of its spans matches (status is a trace-level filter, see listTraces). */
 export function hasSpanFilter(f: SpanFilter): boolean {
-  return [f.fromNs, f.toNs, f.model, f.actionName, f.environment, f.status, f.source].some((v) => v !== undefined);
+  return [f.fromNs, f.toNs, f.model, f.actionName, f.environment, f.source].some((v) => v !== undefined);
 }
 
 /** One aggregated trace row as both backends compute it. */
@@ -167,9 +168,10 @@ export interface TraceAgg {
   totalTokens: number;
   costUsd: number;
   anyError: boolean;
+  /** Of the first LLM span (parent '' first, then earliest start, then lowest span id); the root's when none. */
+  model: string;
   // of the root-most span: parent '' first, then earliest start, then lowest span id
   name: string;
-  model: string;
   source: string;
   actionName: string;
   environment: string;

@@ -147,26 +147,37 @@ export class DuckDbStorage implements Storage {
     const match = hasSpanFilter(f)
       ? `AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND ${spanConditions(f, params)})`
       : '';
-    let after = '';
+    const outer: string[] = [];
     if (f.cursor) {
       Object.assign(params, { cs: f.cursor.s, ct: f.cursor.t });
-      after = `WHERE t_start < $cs::UBIGINT OR (t_start = $cs::UBIGINT AND trace_id < $ct)`;
+      outer.push(`(t_start < $cs::UBIGINT OR (t_start = $cs::UBIGINT AND trace_id < $ct))`);
     }
+    if (f.status !== undefined) {
+      params.status = f.status;
+      outer.push(`(CASE WHEN any_error THEN 'error' ELSE root_status END) = $status`);
+    }
+    const after = outer.length ? `WHERE ${outer.join(' AND ')}` : '';
     // Root-most span: no parent first, then earliest start, then lowest span id.
     const root = (col: string) => `first(${col} ORDER BY parent_span_id <> '', start_ns, span_id)`;
+    const usage = `FILTER (WHERE kind IN ('llm', 'embedding'))`;
     const rows = await this.serial((c) => this.all<AggRow & Row>(c, `
       SELECT * FROM (
         SELECT trace_id,
           min(start_ns) AS t_start,
           max(end_ns) AS t_end,
           count(*) AS n_spans,
-          sum(prompt_tokens) AS sum_prompt,
-          sum(completion_tokens) AS sum_completion,
-          sum(total_tokens) AS sum_total,
-          sum(cost_usd) AS sum_cost,
+          count(*) ${usage} AS n_usage,
+          coalesce(sum(prompt_tokens) ${usage}, 0) AS sum_prompt,
+          coalesce(sum(completion_tokens) ${usage}, 0) AS sum_completion,
+          coalesce(sum(total_tokens) ${usage}, 0) AS sum_total,
+          coalesce(sum(cost_usd) ${usage}, 0) AS sum_cost,
+          max(prompt_tokens) AS max_prompt,
+          max(completion_tokens) AS max_completion,
+          max(total_tokens) AS max_total,
+          max(cost_usd) AS max_cost,
           bool_or(status = 'error') AS any_error,
           ${root('name')} AS root_name,
-          ${root('model')} AS root_model,
+          first(model ORDER BY kind <> 'llm', parent_span_id <> '', start_ns, span_id) AS root_model,
           ${root('source')} AS root_source,
           ${root('action_name')} AS root_action,
           ${root('environment')} AS root_env,
@@ -341,22 +352,23 @@ function spanConditions(f: SpanFilter, params: Params): string {
   if (f.model !== undefined) add('model = $model', 'model', f.model);
   if (f.actionName !== undefined) add('action_name = $action', 'action', f.actionName);
   if (f.environment !== undefined) add('environment = $env', 'env', f.environment);
-  if (f.status !== undefined) add('status = $status', 'status', f.status);
   if (f.source !== undefined) add('source = $source', 'source', f.source);
   return c.join(' AND ');
 }
 
 interface AggRow {
-  trace_id: string; t_start: bigint; t_end: bigint; n_spans: bigint;
-  sum_prompt: bigint; sum_completion: bigint; sum_total: bigint; sum_cost: number; any_error: boolean;
+  trace_id: string; t_start: bigint; t_end: bigint; n_spans: bigint; n_usage: bigint;
+  sum_prompt: bigint; sum_completion: bigint; sum_total: bigint; sum_cost: number;
+  max_prompt: bigint; max_completion: bigint; max_total: bigint; max_cost: number; any_error: boolean;
   root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
 }
 
 function fromAggRow(r: AggRow): TraceAgg {
+  const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/trace-view.ts
   return {
     traceId: r.trace_id, startNs: r.t_start.toString(), endNs: r.t_end.toString(), spanCount: Number(r.n_spans),
-    promptTokens: Number(r.sum_prompt), completionTokens: Number(r.sum_completion), totalTokens: Number(r.sum_total),
-    costUsd: r.sum_cost, anyError: r.any_error,
+    promptTokens: Number(calls ? r.sum_prompt : r.max_prompt), completionTokens: Number(calls ? r.sum_completion : r.max_completion),
+    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, anyError: r.any_error,
     name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
     environment: r.root_env, status: r.root_status,
   };

@@ -254,6 +254,15 @@ describe('cost processor', () => {
     expect(out.spans[2]!.costUsd).to.equal(0.5);
     expect(out.spans[3]!.costUsd).to.equal(0);
   });
+  it('prices nothing on the local routes (agent_lab, coach) and finds embedding models without a provider', async () => {
+    const { costProcessor } = await import('../../processors/index.ts');
+    const coach = { ...span('t', 'e', { kind: 'llm', model: 'deepseek-r1', promptTokens: 1_000_000, completionTokens: 1_000_000 }), source: 'coach' as const };
+    const embed = span('t', 'f', { kind: 'embedding', model: 'text-embedding-3-small', promptTokens: 1_000_000 });
+    const out = await costProcessor({ spans: [coach, embed], extra: [] }, null);
+    expect(out.spans[0]!.costUsd).to.equal(0);
+    expect(out.spans[0]!.attributes['tracegate.cost_source']).to.equal('local');
+    expect(out.spans[1]!.costUsd).to.be.closeTo(0.02, 1e-9);
+  });
 });
 
 describe('processor worker thread', () => {

@@ -65,6 +65,13 @@ for (const backend of BACKENDS) {
       expect(a.costUsd).to.be.closeTo(0.15 + 0.6, 1e-6); // gpt-4o-mini: $0.15/M in, $0.60/M out
       expect(a.totalTokens).to.equal(2_000_000);
       expect(b.costUsd).to.equal(0);
+      // A client field in the server's namespace is kept, renamed, and cannot switch pricing off.
+      const sneaky = { ...sample({ metrics: { promptTokens: 1_000_000, completionTokens: 0 } }), 'tracegate.cost_source': 'x' };
+      await post(`${s.url}/api/traces`, sneaky, auth);
+      await flushed(s);
+      const c = (await get(`${s.url}/api/traces/${sneaky.requestId}`, auth)).json.trace.spans[0];
+      expect(c.costUsd).to.be.closeTo(0.15, 1e-9);
+      expect(c.attributes['client.tracegate.cost_source']).to.equal('x');
     });
 
     it('stores the trainable flag: completed with prompt and response only', async () => {
@@ -107,6 +114,7 @@ for (const backend of BACKENDS) {
         ['cost as a string', { metrics: { estimatedCostUsd: '0.1' } }, 'metrics.estimatedCostUsd'],
         ['trainingPreferred not boolean', { parameters: { trainingPreferred: 'yes' } }, 'parameters.trainingPreferred'],
         ['oversize response', { response: 'x'.repeat(5000) }, 'response'],
+        ['prompt over the limit in UTF-8 bytes, not characters', { prompt: '\u{1F600}'.repeat(1100) }, 'prompt'],
         ['requestId with spaces', { requestId: 'a b' }, 'requestId'],
         ['status empty', { status: '' }, 'status'],
         ['metadata not an object', { metadata: [1] }, 'metadata'],

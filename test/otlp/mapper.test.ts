@@ -104,6 +104,40 @@ describe('OTLP mapper rules', () => {
     expect(unknown!.costUsd).to.equal(0);
   });
 
+  it('keeps what the envelopes carry: schema URLs, flags and dropped-attribute counts', () => {
+    const [r] = run({
+      resourceSpans: [{
+        resource: { attributes: [], droppedAttributesCount: 3 }, schemaUrl: 'https://opentelemetry.io/schemas/1.37.0',
+        scopeSpans: [{
+          scope: { name: 'lib', droppedAttributesCount: 1 }, schemaUrl: 'https://opentelemetry.io/schemas/1.36.0',
+          spans: [{
+            traceId: '0102030405060708090a0b0c0d0e0f10', spanId: '0102030405060708', name: 's', kind: 1, flags: 257,
+            startTimeUnixNano: T, endTimeUnixNano: E,
+            events: [{ name: 'e', timeUnixNano: T, droppedAttributesCount: 4 }],
+            links: [{ traceId: '0102030405060708090a0b0c0d0e0f11', spanId: '0102030405060709', flags: 1, droppedAttributesCount: 5 }],
+          }],
+        }],
+      }],
+    });
+    expect(r!.attributes).to.include({
+      'otel.flags': 257, 'otel.resource.schema_url': 'https://opentelemetry.io/schemas/1.37.0', 'otel.resource.dropped_attributes_count': 3,
+      'otel.scope.schema_url': 'https://opentelemetry.io/schemas/1.36.0', 'otel.scope.dropped_attributes_count': 1,
+    });
+    expect(r!.attributes['otel.links']).to.deep.equal([{ traceId: '0102030405060708090a0b0c0d0e0f11', spanId: '0102030405060709', flags: 1, droppedAttributesCount: 5 }]);
+    expect(r!.events[0]!.attributes).to.deep.equal({ 'otel.dropped_attributes_count': 4 });
+  });
+
+  it('keeps a sent cost of 0 (marked, so the cost processor leaves it alone)', () => {
+    for (const key of ['llm.cost.total', 'gen_ai.usage.cost']) {
+      const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 1_000_000, [key]: 0 }));
+      expect(r!.costUsd, key).to.equal(0);
+      expect(r!.attributes['tracegate.cost_source'], key).to.equal('client');
+    }
+    const [priced] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 1_000_000, 'tracegate.cost_source': 'x' }));
+    expect(priced!.costUsd).to.be.closeTo(2.5, 1e-9);
+    expect(priced!.attributes['tracegate.cost_source']).to.equal('price_table');
+  });
+
   it('maps gen_ai.operation.name values to kinds', () => {
     const cases: Array<[string, string]> = [
       ['chat', 'llm'], ['text_completion', 'llm'], ['generate_content', 'llm'], ['embeddings', 'embedding'], ['execute_tool', 'tool'],

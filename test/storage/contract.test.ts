@@ -202,29 +202,38 @@ function contract(name: string, factory: StoreFactory): void {
       expect(await s.listTraces('ws-none', { limit: 10 })).to.deep.equal({ items: [], nextCursor: null });
     });
 
-    it('rolls a multi-span trace up from its root-most span', async function () {
+    it('rolls a multi-span trace up: name and status from the root-most span, model from the first LLM span, usage from model calls', async function () {
       await s.insertSpans([
-        // the root starts after its child: root-most is the parentless span, not the earliest
+        // the root starts after its child: root-most is the parentless span, not the earliest.
+        // The agent span repeats its model calls' usage (as agent and generateText spans do): not counted twice.
         span('ws-roll', 'tr', 'root', {
-          parentSpanId: '', name: 'agent run', startTimeNs: ns(5), endTimeNs: ns(100), status: 'completed',
+          parentSpanId: '', name: 'agent run', kind: 'agent', startTimeNs: ns(5), endTimeNs: ns(100), status: 'completed',
           model: 'root-model', source: 'agents', actionName: 'act', environment: 'prod',
-          promptTokens: 1, completionTokens: 2, totalTokens: 3, costUsd: 0.1,
+          promptTokens: 110, completionTokens: 220, totalTokens: 330, costUsd: 0.3,
         }),
         span('ws-roll', 'tr', 'llm', {
-          parentSpanId: 'root', startTimeNs: ns(0), endTimeNs: ns(250), status: 'error', model: 'child-model',
+          parentSpanId: 'root', kind: 'llm', startTimeNs: ns(0), endTimeNs: ns(250), status: 'error', model: 'child-model',
           source: 'otlp', promptTokens: 10, completionTokens: 20, totalTokens: 30, costUsd: 0.2,
         }),
-        span('ws-roll', 'tr', 'tool', {
-          parentSpanId: 'root', startTimeNs: ns(50), endTimeNs: ns(60), promptTokens: 100, completionTokens: 200,
-          totalTokens: 300, costUsd: 0.0000003,
+        span('ws-roll', 'tr', 'llm2', {
+          parentSpanId: 'root', kind: 'embedding', startTimeNs: ns(40), endTimeNs: ns(45), model: 'embed-model',
+          promptTokens: 100, completionTokens: 200, totalTokens: 300, costUsd: 0.0000003,
         }),
+        span('ws-roll', 'tr', 'tool', { parentSpanId: 'root', kind: 'tool', startTimeNs: ns(50), endTimeNs: ns(60) }),
       ]);
       const { items } = await s.listTraces('ws-roll', { limit: 10 });
       expect(items).to.deep.equal([{
-        traceId: 'tr', name: 'agent run', startTimeNs: ns(0), endTimeNs: ns(250), durationMs: 250, spanCount: 3,
-        status: 'error', model: 'root-model', source: 'agents', actionName: 'act', environment: 'prod',
-        promptTokens: 111, completionTokens: 222, totalTokens: 333, costUsd: 0.3000003,
+        traceId: 'tr', name: 'agent run', startTimeNs: ns(0), endTimeNs: ns(250), durationMs: 250, spanCount: 4,
+        status: 'error', model: 'child-model', source: 'agents', actionName: 'act', environment: 'prod',
+        promptTokens: 110, completionTokens: 220, totalTokens: 330, costUsd: 0.2000003,
       }]);
+      // Only wrappers: the largest figure (the outermost aggregate), not their sum.
+      await s.insertSpans([
+        span('ws-roll', 'tw', 'a', { kind: 'agent', promptTokens: 50, completionTokens: 5, totalTokens: 55, costUsd: 0.5 }),
+        span('ws-roll', 'tw', 'b', { kind: 'chain', parentSpanId: 'a', promptTokens: 40, completionTokens: 4, totalTokens: 44, costUsd: 0.4 }),
+      ]);
+      const tw = (await s.listTraces('ws-roll', { limit: 10 })).items.find((t) => t.traceId === 'tw')!;
+      expect([tw.promptTokens, tw.completionTokens, tw.totalTokens, tw.costUsd]).to.deep.equal([50, 5, 55, 0.5]);
     });
 
     it('without a parentless span, the earliest span is root-most; status is its status when nothing errored', async function () {
@@ -259,13 +268,15 @@ function contract(name: string, factory: StoreFactory): void {
         expect(await list({})).to.deep.equal(['t5', 't4', 't3', 't2', 't1']);
       });
 
-      it('filters by model, actionName, environment, status, source (any span matches)', async function () {
+      it('filters by model, actionName, environment, source (any span matches) and by the trace status', async function () {
         expect(await list({ model: 'gpt-4o' })).to.deep.equal(['t3', 't1']);
         expect(await list({ model: "o'brien\\" })).to.deep.equal(['t5']);
         expect(await list({ actionName: 'triage' })).to.deep.equal(['t4', 't2']);
         expect(await list({ environment: 'prod' })).to.deep.equal(['t4', 't1']);
         expect(await list({ status: 'error' })).to.deep.equal(['t2']);
-        expect(await list({ status: 'blocked' })).to.deep.equal(['t4']);
+        // t4's child was blocked but its root completed and nothing errored: the trace is completed, as the list shows it.
+        expect(await list({ status: 'blocked' })).to.deep.equal([]);
+        expect(await list({ status: 'completed' })).to.deep.equal(['t5', 't4', 't3', 't1']);
         expect(await list({ source: 'agents' })).to.deep.equal(['t3']);
         expect(await list({ source: 'native' })).to.deep.equal(['t5', 't4', 't3', 't2', 't1']);
         expect(await list({ model: 'nope' })).to.deep.equal([]);
