@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { Server } from 'node:http';
 import type { Config } from '../config/index.ts';
 import { WorkerStorage } from '../storage/worker-storage.ts';
+import { initInBackground } from '../storage/startup.ts';
 import type { Storage } from '../storage/types.ts';
 import { createApp } from './app.ts';
 import { createLogger, type Logger } from './logger.ts';
@@ -43,8 +44,15 @@ export async function startServer(config: Config, opts: { storage?: Storage; log
 
 async function start(config: Config, log: Logger, opts: { storage?: Storage }, unlock: () => void): Promise<Running> {
   // Storage runs on its own thread: inserts and queries never block request handling.
-  const storage = opts.storage ?? new WorkerStorage(config);
-  await storage.init();
+  let storage: Storage = opts.storage ?? new WorkerStorage(config);
+  let stopInit = () => {};
+  try {
+    await storage.init();
+  } catch (err) {
+    // The embedded store failing to open is a real fault (a lock, a damaged file); a remote one may just be down.
+    if (storage.kind !== 'clickhouse') throw err;
+    ({ storage, stop: stopInit } = initInBackground(storage, log, err));
+  }
   const metrics = createMetrics();
   const settings = new SettingsStore(storage, config);
   // With enrichment on, the processor chain (scanning, hashing: the heavy part) runs on its own thread
@@ -82,6 +90,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
     // Sign the chains' last records so nothing acknowledged is left outside a checkpoint.
     await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
+    stopInit();
     await pipeline.close();
     await processors?.close();
     await limits.close();

@@ -134,6 +134,47 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
     }
   });
 
+  it('starts while ClickHouse is down: answers 503 meanwhile, then migrates, replays the spool and serves', async () => {
+    const env = testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '100' });
+    const config = loadConfig(env);
+    let running = await startServer(config);
+    const k = await createKey(running.storage, 'cold-start-co');
+    const auth = { authorization: `Bearer ${k.key}` };
+    try {
+      const acked: string[] = [];
+      // Used once while storage answers: the key is then known to this process through the outage.
+      expect((await post(`http://127.0.0.1:${running.port}/api/traces`, { requestId: 'cs-first', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+      acked.push('cs-first');
+      await ch.stop();
+      for (let i = 0; i < 30; i++) {
+        const res = await post(`http://127.0.0.1:${running.port}/api/traces`, { requestId: `cs-${i}`, prompt: 'p', response: 'r' }, auth);
+        if (res.status === 200) acked.push(`cs-${i}`);
+      }
+      expect(acked.length).to.equal(31);
+      await running.close(); // the final flush fails: the spool keeps the rows
+      running = await startServer(config); // ClickHouse still down
+      const url = `http://127.0.0.1:${running.port}`;
+      expect((await get(`${url}/healthz`)).status).to.equal(200);
+      expect((await get(`${url}/readyz`)).status).to.equal(503);
+      const refused = await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, auth);
+      expect(refused.status).to.equal(503);
+      expect(Number(refused.headers.get('retry-after'))).to.be.greaterThan(0);
+      await ch.restart();
+      let ids: string[] = [];
+      for (let i = 0; i < 300 && ids.length < acked.length; i++) {
+        const r = await get(`${url}/api/traces?limit=1000`, auth).catch(() => null);
+        if (r?.status === 200) ids = await listAll(url, auth);
+        else await sleep(150);
+      }
+      expect(new Set(ids)).to.deep.equal(new Set(acked));
+      expect((await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+      expect((await get(`${url}/readyz`)).status).to.equal(200);
+    } finally {
+      await running.close();
+      rmSync(config.DATA_DIR, { recursive: true, force: true });
+    }
+  });
+
   it('answers 503 with Retry-After once the spool bound is reached, and nothing stored is harmed', async () => {
     const env = testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '100', TRACEGATE_SPOOL_MAX_BYTES: String(1024 * 1024) });
     const config = loadConfig(env);

@@ -1,0 +1,42 @@
+// Starting while ClickHouse is down: the collector must still come up, so that what is in the spool replays
+// and ingestion resumes the moment storage is back, without anyone restarting it.
+import type { Logger } from '../collector/logger.ts';
+import type { Storage } from './types.ts';
+
+export class StorageNotReadyError extends Error {}
+
+/**
+ * `storage` with init retried in the background (backoff 0.5 s → 30 s) until it succeeds. Until then every
+ * call except init and close fails at once with StorageNotReadyError, which callers treat as an outage
+ * (503 with Retry-After, spool kept, readiness false); nothing touches tables whose migrations have not run.
+ */
+export function initInBackground(storage: Storage, log: Logger, firstError: unknown): { storage: Storage; stop(): void } {
+  let ready = false;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let delay = 500;
+  log.error({ err: firstError }, 'storage unreachable at start: serving anyway (ingestion answers 503 until it is reachable, then migrations run and the spool replays)');
+  const attempt = () => {
+    timer = undefined;
+    if (stopped) return;
+    storage.init().then(() => {
+      ready = true;
+      log.info('storage reachable: migrations done, accepting requests');
+    }, (err: unknown) => {
+      log.warn({ err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'storage still unreachable');
+      if (!stopped) timer = setTimeout(attempt, delay);
+      delay = Math.min(30_000, delay * 2);
+    });
+  };
+  timer = setTimeout(attempt, delay);
+  const gated = new Proxy(storage, {
+    get(target, prop) {
+      const v: unknown = Reflect.get(target, prop, target);
+      if (typeof v !== 'function') return v;
+      const fn = v as (...args: unknown[]) => unknown;
+      if (prop === 'init' || prop === 'close') return fn.bind(target);
+      return (...args: unknown[]) => (ready ? fn.apply(target, args) : Promise.reject(new StorageNotReadyError('storage is not reachable yet (migrations pending)')));
+    },
+  });
+  return { storage: gated, stop: () => { stopped = true; if (timer) clearTimeout(timer); } };
+}
