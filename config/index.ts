@@ -27,7 +27,7 @@ export const configSchema = z.object({
   MAX_BODY_BYTES: int(20 * 1024 * 1024, 1024),   // after decompression
   MAX_BATCH_ITEMS: int(1000, 1),                 // native batch items per request
   MAX_STRING_BYTES: int(1024 * 1024, 16),        // prompt/response and other long strings
-  MAX_ATTRIBUTES: int(256, 1),                   // attributes per span
+  MAX_ATTRIBUTES: int(2048, 1),                  // attributes per span (flattened conversations need many)
   MAX_EVENTS: int(128, 0),                       // events per span
   MAX_DEPTH: int(8, 1),                          // nesting depth of attribute values
   MAX_JSON_DEPTH: z.coerce.number().int().min(8).max(1000).default(64), // bracket depth of any JSON body

@@ -14,25 +14,26 @@
 // Limits (OtlpLimits, derived from Config by `otlpLimits`):
 //   whole request → OtlpDecodeError (HTTP 400):
 //     undecodable body, invalid UTF-8 in any string, AnyValue nesting deeper than maxDepth
-//     (a scalar is depth 0, each arrayValue/kvlistValue level adds 1), attribute/kvlist keys
-//     `__proto__` / `constructor` / `prototype`, more than maxSpansPerRequest spans,
-//     resource or scope with more than maxAttributes attributes, more than maxNodes
-//     decoded messages in total (see NODES_PER_SPAN; JSON: 2 × maxNodes objects).
+//     (a scalar is depth 0, each arrayValue/kvlistValue level adds 1), the attribute/kvlist key
+//     `__proto__`, more than maxSpansPerRequest spans, more than maxNodes decoded messages in
+//     total (see NODES_PER_SPAN; JSON: 2 × maxNodes objects).
 //   one span → rejected, counted in `rejectedSpans` (+ `errorMessage`) for partialSuccess:
 //     missing/invalid/all-zero traceId or spanId, invalid parentSpanId, missing start time,
-//     end before start, more than maxAttributes attributes (on the span, an event or a link),
-//     more than maxEvents events or links, malformed values (JSON).
+//     end before start, malformed values (JSON).
+//   counts: attributes beyond maxAttributes (on a resource, scope, span, event or link) and
+//     events or links beyond maxEvents are dropped, the first ones kept, and the owner's
+//     dropped*Count grows by as many, as an SDK's own limits do: the span is kept.
 //   strings: attribute string values (also nested ones) longer than maxAttributeValueBytes
 //     are cut at a UTF-8 boundary — content keys (prompt/response carriers, see
-//     CONTENT_KEYS) get the larger maxStringBytes — and the attribute set gets
+//     CONTENT_KEYS and FLAT_CONTENT) get the larger maxStringBytes — and the attribute set gets
 //     `tracegate.truncated: [keys…]`. Span/event names, status message and trace state
 //     longer than maxAttributeValueBytes are cut too and listed as `otel.span.name`,
 //     `otel.status_message`, `otel.trace_state`, `otel.event.name`.
 //
 // Prototype safety: attribute sets and kvlist values are ordinary `{}` objects, and every
-// key is checked BEFORE it is assigned: `__proto__`, `constructor` and `prototype` fail the
-// request. The only way a plain-object assignment can touch a prototype is the `__proto__`
-// setter, which therefore never runs. (Null-prototype objects were measured and rejected:
+// key is checked BEFORE it is assigned: `__proto__` fails the request. The only way a
+// plain-object assignment can touch a prototype is the `__proto__` setter, which therefore
+// never runs (`constructor` or `prototype` simply become own properties). (Null-prototype objects were measured and rejected:
 // they are dictionary-mode in V8, and copying one 13-key attribute set with `{...a}` took
 // ~6 µs against ~0.1 µs for a plain object — per span, on the hot path.) JSON bodies are
 // parsed with JSON.parse, which defines `"__proto__"` as an own data property (never the
@@ -172,6 +173,14 @@ export const CONTENT_KEYS: ReadonlySet<string> = new Set([
   'content', 'message', 'body', 'gen_ai.event.content', 'tool.parameters', 'llm.invocation_parameters',
 ]);
 
+/** Flattened message content: OpenInference `llm.{input,output}_messages.N.message.content` (and its
+ * `message.contents.M.message_content.text` parts), OpenLLMetry `gen_ai.{prompt,completion}.N.content`. */
+const FLAT_CONTENT = /^(?:llm\.(?:input|output)_messages\.\d+\.message\.(?:content|contents\.\d+\.message_content\.text|tool_calls\.\d+\.tool_call\.function\.arguments)|gen_ai\.(?:prompt|completion)\.\d+\.(?:content|tool_calls\.\d+\.arguments))$/;
+
+function isContentKey(key: string): boolean {
+  return CONTENT_KEYS.has(key) || ((key.startsWith('llm.') || key.startsWith('gen_ai.')) && FLAT_CONTENT.test(key));
+}
+
 export const TRUNCATED_ATTR = 'tracegate.truncated';
 
 /** Decode an OTLP/HTTP ExportTraceServiceRequest body (already decompressed). Throws OtlpDecodeError. */
@@ -188,7 +197,8 @@ class SpanReject {
   constructor(reason: string) { this.reason = reason; }
 }
 
-const HOSTILE_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+/** `__proto__` is the one key whose plain-object assignment touches a prototype; `constructor` is a harmless own property. */
+const HOSTILE_KEY = '__proto__';
 const MAX_REASONS = 5;
 
 /** Per-attribute-set state: limits and the list of truncated keys. */
@@ -199,7 +209,7 @@ class Ctx {
 }
 
 function checkKey(key: string): void {
-  if (key.length >= 9 && key.length <= 11 && HOSTILE_KEYS.has(key)) {
+  if (key === HOSTILE_KEY) {
     throw new OtlpDecodeError(`attribute key "${key}" is not allowed`);
   }
 }
@@ -221,7 +231,7 @@ export function truncateUtf8(s: string, maxBytes: number): string {
 function limitStr(s: string, ctx: Ctx, topKey: string): string {
   const small = ctx.limits.maxAttributeValueBytes;
   if (s.length * 3 <= small) return s; // cannot exceed, whatever the characters
-  const max = CONTENT_KEYS.has(topKey) ? ctx.limits.maxStringBytes : small;
+  const max = isContentKey(topKey) ? ctx.limits.maxStringBytes : small;
   if (s.length * 3 <= max || Buffer.byteLength(s, 'utf8') <= max) return s;
   markTruncated(ctx, topKey);
   return truncateUtf8(s, max);
@@ -558,13 +568,13 @@ function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   for (let r = 0; r < rsList.length; r++) {
     const rs = rsList[r]!;
     const res = rs.resource;
-    const resAttrs = res ? pbAttrList(res.attributes, ctx, 'resource') : {} as Attributes;
+    const resAttrs = res ? pbAttrList(res.attributes, ctx) : {} as Attributes;
     const nss: NormalizedScopeSpans[] = new Array(rs.scopeSpans.length);
     for (let s = 0; s < rs.scopeSpans.length; s++) {
       const ss = rs.scopeSpans[s]!;
       const sc = ss.scope;
       const scope: NormalizedScope = sc
-        ? { name: limitPlain(sc.name, limits, 'otel.scope.name', ctx), version: limitPlain(sc.version, limits, 'otel.scope.version', ctx), attributes: pbAttrList(sc.attributes, ctx, 'scope'), droppedAttributesCount: sc.droppedAttributesCount >>> 0 }
+        ? { name: limitPlain(sc.name, limits, 'otel.scope.name', ctx), version: limitPlain(sc.version, limits, 'otel.scope.version', ctx), attributes: pbAttrList(sc.attributes, ctx), droppedAttributesCount: (sc.droppedAttributesCount >>> 0) + over(sc.attributes, limits.maxAttributes) }
         : { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
       const spans: NormalizedSpan[] = [];
       for (const sp of ss.spans) {
@@ -581,7 +591,7 @@ function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
       }
       nss[s] = { scope, schemaUrl: ss.schemaUrl, spans };
     }
-    out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? res.droppedAttributesCount >>> 0 : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
+    out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? (res.droppedAttributesCount >>> 0) + over(res.attributes, limits.maxAttributes) : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
   }
   return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
 }
@@ -625,30 +635,28 @@ function pbSpan(sp: PbSpan, ctx: Ctx): NormalizedSpan {
   const startTimeNs = pbTime(sp.startTimeUnixNano);
   const endTimeNs = pbTime(sp.endTimeUnixNano);
   checkSpanTimes(startTimeNs, endTimeNs);
-  if (sp.attributes.length > limits.maxAttributes) throw new SpanReject(`${sp.attributes.length} attributes exceed the limit of ${limits.maxAttributes}`);
-  if (sp.events.length > limits.maxEvents) throw new SpanReject(`${sp.events.length} events exceed the limit of ${limits.maxEvents}`);
-  if (sp.links.length > limits.maxEvents) throw new SpanReject(`${sp.links.length} links exceed the limit of ${limits.maxEvents}`);
+  const max = limits.maxAttributes;
+  const spEvents = cap(sp.events, limits.maxEvents);
+  const spLinks = cap(sp.links, limits.maxEvents);
 
-  const events: NormalizedEvent[] = new Array(sp.events.length);
-  for (let i = 0; i < sp.events.length; i++) {
-    const e = sp.events[i]!;
-    if (e.attributes.length > limits.maxAttributes) throw new SpanReject(`event has ${e.attributes.length} attributes; the limit is ${limits.maxAttributes}`);
-    const attributes = pbAttrs(e.attributes, ctx);
+  const events: NormalizedEvent[] = new Array(spEvents.length);
+  for (let i = 0; i < spEvents.length; i++) {
+    const e = spEvents[i]!;
+    const attributes = pbAttrs(cap(e.attributes, max), ctx);
     const name = limitPlain(e.name, limits, 'otel.event.name', ctx);
-    events[i] = { name, timeNs: pbTime(e.timeUnixNano), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: e.droppedAttributesCount >>> 0 };
+    events[i] = { name, timeNs: pbTime(e.timeUnixNano), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: (e.droppedAttributesCount >>> 0) + over(e.attributes, max) };
   }
   const links: NormalizedLink[] = [];
-  for (const l of sp.links) {
-    if (l.attributes.length > limits.maxAttributes) throw new SpanReject(`link has ${l.attributes.length} attributes; the limit is ${limits.maxAttributes}`);
+  for (const l of spLinks) {
     const lt = pbIdLoose(l.traceId, 16);
     const ls = pbIdLoose(l.spanId, 8);
-    const attributes = pbAttrs(l.attributes, ctx);
+    const attributes = pbAttrs(cap(l.attributes, max), ctx);
     const traceState = limitPlain(l.traceState, limits, 'otel.trace_state', ctx);
     const attrs = finishAttrs(attributes, ctx);
     if (lt === '' || ls === '') continue; // a link without valid ids points nowhere: dropped
-    links.push({ traceId: lt, spanId: ls, traceState, flags: l.flags >>> 0, attributes: attrs, droppedAttributesCount: l.droppedAttributesCount >>> 0 });
+    links.push({ traceId: lt, spanId: ls, traceState, flags: l.flags >>> 0, attributes: attrs, droppedAttributesCount: (l.droppedAttributesCount >>> 0) + over(l.attributes, max) });
   }
-  const attributes = pbAttrs(sp.attributes, ctx);
+  const attributes = pbAttrs(cap(sp.attributes, max), ctx);
   const name = limitPlain(sp.name, limits, 'otel.span.name', ctx);
   const traceState = limitPlain(sp.traceState, limits, 'otel.trace_state', ctx);
   const st = sp.status;
@@ -656,8 +664,9 @@ function pbSpan(sp: PbSpan, ctx: Ctx): NormalizedSpan {
   const code = st ? st.code : 0;
   return {
     traceId, spanId, parentSpanId, traceState, flags: sp.flags >>> 0, name, kind: sp.kind | 0,
-    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: sp.droppedAttributesCount >>> 0,
-    events, droppedEventsCount: sp.droppedEventsCount >>> 0, links, droppedLinksCount: sp.droppedLinksCount >>> 0,
+    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: (sp.droppedAttributesCount >>> 0) + over(sp.attributes, max),
+    events, droppedEventsCount: (sp.droppedEventsCount >>> 0) + over(sp.events, limits.maxEvents),
+    links, droppedLinksCount: (sp.droppedLinksCount >>> 0) + over(sp.links, limits.maxEvents),
     statusCode: code === 1 || code === 2 ? code : 0, statusMessage,
   };
 }
@@ -668,12 +677,19 @@ function pbIdLoose(b: Uint8Array | undefined, size: 8 | 16): string {
   return hex === (size === 16 ? ZERO_TRACE : ZERO_SPAN) ? '' : hex;
 }
 
-/** Resource / scope attributes: over the limit fails the whole request. */
-function pbAttrList(kvs: PbKeyValue[], ctx: Ctx, where: string): Attributes {
-  if (kvs.length > ctx.limits.maxAttributes) {
-    throw new OtlpDecodeError(`${where} has ${kvs.length} attributes; the limit is ${ctx.limits.maxAttributes}`);
-  }
-  return finishAttrs(pbAttrs(kvs, ctx), ctx);
+/** The first `max` items (all of them when within the limit). */
+function cap<T>(items: T[], max: number): T[] {
+  return items.length > max ? items.slice(0, max) : items;
+}
+
+/** How many items `cap` leaves out. */
+function over(items: unknown[], max: number): number {
+  return items.length > max ? items.length - max : 0;
+}
+
+/** Resource / scope attributes (the first maxAttributes; the caller adds the rest to the dropped count). */
+function pbAttrList(kvs: PbKeyValue[], ctx: Ctx): Attributes {
+  return finishAttrs(pbAttrs(cap(kvs, ctx.limits.maxAttributes), ctx), ctx);
 }
 
 function pbAttrs(kvs: PbKeyValue[], ctx: Ctx): Attributes {
@@ -894,7 +910,7 @@ function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
           name: limitPlain(typeof sc.name === 'string' ? sc.name : '', limits, 'otel.scope.name', ctx),
           version: limitPlain(typeof sc.version === 'string' ? sc.version : '', limits, 'otel.scope.version', ctx),
           attributes: jAttrList(sc.attributes, ctx, 'scope'),
-          droppedAttributesCount: jUint(sc.droppedAttributesCount),
+          droppedAttributesCount: jUint(sc.droppedAttributesCount) + over(jArr(sc.attributes, 'scope attributes', false), limits.maxAttributes),
         };
       } else {
         scope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
@@ -916,7 +932,7 @@ function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
       nss.push({ scope, schemaUrl: typeof ss.schemaUrl === 'string' ? ss.schemaUrl : '', spans });
     }
     out.push({
-      resource: { attributes: resAttrs, droppedAttributesCount: res ? jUint(res.droppedAttributesCount) : 0 },
+      resource: { attributes: resAttrs, droppedAttributesCount: res ? jUint(res.droppedAttributesCount) + over(jArr(res.attributes, 'resource attributes', false), limits.maxAttributes) : 0 },
       schemaUrl: typeof rs.schemaUrl === 'string' ? rs.schemaUrl : '',
       scopeSpans: nss,
     });
@@ -936,36 +952,33 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   const rawAttrs = jArr(sp.attributes, 'attributes', true);
   const rawEvents = jArr(sp.events, 'events', true);
   const rawLinks = jArr(sp.links, 'links', true);
-  if (rawAttrs.length > limits.maxAttributes) throw new SpanReject(`${rawAttrs.length} attributes exceed the limit of ${limits.maxAttributes}`);
-  if (rawEvents.length > limits.maxEvents) throw new SpanReject(`${rawEvents.length} events exceed the limit of ${limits.maxEvents}`);
-  if (rawLinks.length > limits.maxEvents) throw new SpanReject(`${rawLinks.length} links exceed the limit of ${limits.maxEvents}`);
+  const max = limits.maxAttributes;
+  const jEvents = cap(rawEvents, limits.maxEvents);
 
-  const events: NormalizedEvent[] = new Array(rawEvents.length);
-  for (let i = 0; i < rawEvents.length; i++) {
-    const e = rawEvents[i];
+  const events: NormalizedEvent[] = new Array(jEvents.length);
+  for (let i = 0; i < jEvents.length; i++) {
+    const e = jEvents[i];
     if (!isObj(e)) throw new SpanReject('event is not an object');
     hostileObject(e);
     const ea = jArr(e.attributes, 'event attributes', true);
-    if (ea.length > limits.maxAttributes) throw new SpanReject(`event has ${ea.length} attributes; the limit is ${limits.maxAttributes}`);
-    const attributes = jAttrs(ea, ctx);
+    const attributes = jAttrs(cap(ea, max), ctx);
     const name = limitPlain(jStr(e.name, 'event name'), limits, 'otel.event.name', ctx);
-    events[i] = { name, timeNs: jTime(e.timeUnixNano, 'event timeUnixNano'), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(e.droppedAttributesCount) };
+    events[i] = { name, timeNs: jTime(e.timeUnixNano, 'event timeUnixNano'), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(e.droppedAttributesCount) + over(ea, max) };
   }
   const links: NormalizedLink[] = [];
-  for (const l of rawLinks) {
+  for (const l of cap(rawLinks, limits.maxEvents)) {
     if (!isObj(l)) throw new SpanReject('link is not an object');
     hostileObject(l);
     const la = jArr(l.attributes, 'link attributes', true);
-    if (la.length > limits.maxAttributes) throw new SpanReject(`link has ${la.length} attributes; the limit is ${limits.maxAttributes}`);
-    const attributes = jAttrs(la, ctx);
+    const attributes = jAttrs(cap(la, max), ctx);
     const traceState = limitPlain(jStr(l.traceState, 'link traceState'), limits, 'otel.trace_state', ctx);
     const attrs = finishAttrs(attributes, ctx);
     const lt = jId(l.traceId, 16);
     const ls = jId(l.spanId, 8);
     if (!lt || !ls || lt === ZERO_TRACE || ls === ZERO_SPAN) continue; // link without valid ids: dropped
-    links.push({ traceId: lt, spanId: ls, traceState, flags: jUint(l.flags), attributes: attrs, droppedAttributesCount: jUint(l.droppedAttributesCount) });
+    links.push({ traceId: lt, spanId: ls, traceState, flags: jUint(l.flags), attributes: attrs, droppedAttributesCount: jUint(l.droppedAttributesCount) + over(la, max) });
   }
-  const attributes = jAttrs(rawAttrs, ctx);
+  const attributes = jAttrs(cap(rawAttrs, max), ctx);
   const name = limitPlain(jStr(sp.name, 'name'), limits, 'otel.span.name', ctx);
   const traceState = limitPlain(jStr(sp.traceState, 'traceState'), limits, 'otel.trace_state', ctx);
   let statusCode = 0;
@@ -978,19 +991,17 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   }
   return {
     traceId, spanId, parentSpanId, traceState, flags: jUint(sp.flags), name, kind: jEnum(sp.kind, SPAN_KIND_NAMES),
-    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(sp.droppedAttributesCount),
-    events, droppedEventsCount: jUint(sp.droppedEventsCount), links, droppedLinksCount: jUint(sp.droppedLinksCount),
+    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(sp.droppedAttributesCount) + over(rawAttrs, max),
+    events, droppedEventsCount: jUint(sp.droppedEventsCount) + over(rawEvents, limits.maxEvents),
+    links, droppedLinksCount: jUint(sp.droppedLinksCount) + over(rawLinks, limits.maxEvents),
     statusCode, statusMessage,
   };
 }
 
 function jAttrList(v: unknown, ctx: Ctx, where: string): Attributes {
   const kvs = jArr(v, `${where} attributes`, false);
-  if (kvs.length > ctx.limits.maxAttributes) {
-    throw new OtlpDecodeError(`${where} has ${kvs.length} attributes; the limit is ${ctx.limits.maxAttributes}`);
-  }
   try {
-    return finishAttrs(jAttrs(kvs, ctx), ctx);
+    return finishAttrs(jAttrs(cap(kvs, ctx.limits.maxAttributes), ctx), ctx);
   } catch (err) {
     if (err instanceof SpanReject) throw new OtlpDecodeError(`${where}: ${err.reason}`);
     throw err;

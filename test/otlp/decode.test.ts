@@ -370,19 +370,22 @@ describe('OTLP decode: hostile input', () => {
     expectDecodeError(() => decodeOtlpRequest(body, 'json', limits), /UTF-8/);
   });
 
-  it('rejects __proto__ / constructor / prototype keys and never pollutes prototypes', () => {
+  it('rejects __proto__ keys and never pollutes prototypes; constructor and prototype are ordinary keys', () => {
     const attr = (key: string, value: unknown = { stringValue: 'x' }) => jsonReq([jsonSpan({ attributes: [{ key, value }] })]);
     const bodies = [
       attr('__proto__', { kvlistValue: { values: [{ key: 'polluted', value: { stringValue: 'yes' } }] } }),
-      attr('constructor'),
-      attr('prototype'),
       attr('ok', { kvlistValue: { values: [{ key: '__proto__', value: { kvlistValue: { values: [{ key: 'polluted', value: { stringValue: 'yes' } }] } } }] } }),
       Buffer.from(`{"resourceSpans":[{"scopeSpans":[{"spans":[${JSON.stringify(jsonSpan()).slice(0, -1)},"__proto__":{"polluted":"yes"}}]}]}]}`),
       Buffer.from('{"__proto__":{"polluted":"yes"},"resourceSpans":[]}'),
     ];
     for (const body of bodies) expectDecodeError(() => decodeOtlpRequest(body, 'json', limits), /not allowed/);
     expectDecodeError(() => decodeOtlpRequest(requestPb([spanPb({ attrs: [kvPb('__proto__', anyStr('x'))] })]), 'protobuf', limits), /not allowed/);
-    expectDecodeError(() => decodeOtlpRequest(requestPb([spanPb({ attrs: [kvPb('a', ld(6, ld(1, kvPb('constructor', anyStr('x')))))] })]), 'protobuf', limits), /not allowed/);
+    for (const key of ['constructor', 'prototype']) {
+      const j = decodeOtlpRequest(attr(key), 'json', limits).resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
+      expect(Object.getOwnPropertyDescriptor(j.attributes, key)?.value).to.equal('x');
+      const p = decodeOtlpRequest(requestPb([spanPb({ attrs: [kvPb('a', ld(6, ld(1, kvPb(key, anyStr('x')))))] })]), 'protobuf', limits);
+      expect(p.resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes.a).to.deep.equal({ [key]: 'x' });
+    }
     expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
     expect(Object.prototype).to.not.have.property('polluted');
   });
@@ -415,27 +418,42 @@ describe('OTLP decode: hostile input', () => {
     expectDecodeError(() => decodeOtlpRequest(jsonOf(spans), 'json', small), /spans; the limit is 3/);
   });
 
-  it('rejects only the span with too many attributes, events or links', () => {
+  it('keeps a span with too many attributes, events or links: the first ones, the rest counted as dropped', () => {
     const small = { ...limits, maxAttributes: 3, maxEvents: 2 };
     const attrs = (n: number) => Array.from({ length: n }, (_, i) => ({ key: `k${i}`, value: { intValue: i } }));
     const ev = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `e${i}`, timeUnixNano: T0 }));
+    const link = (id: string) => ({ traceId: '0102030405060708090a0b0c0d0e0f10', spanId: id, attributes: attrs(4) });
     const body = jsonReq([
       jsonSpan({ spanId: '0000000000000001', attributes: attrs(3), events: ev(2) }),
-      jsonSpan({ spanId: '0000000000000002', attributes: attrs(4) }),
-      jsonSpan({ spanId: '0000000000000003', events: ev(3) }),
-      jsonSpan({ spanId: '0000000000000004', events: [{ name: 'e', attributes: attrs(4) }] }),
-      jsonSpan({ spanId: '0000000000000005', links: [{ traceId: '0102030405060708090a0b0c0d0e0f10', spanId: 'a1a2a3a4a5a6a7a8' }, { traceId: '0102030405060708090a0b0c0d0e0f10', spanId: 'a1a2a3a4a5a6a7a9' }, { traceId: '0102030405060708090a0b0c0d0e0f10', spanId: 'a1a2a3a4a5a6a7aa' }] }),
-    ]);
+      jsonSpan({ spanId: '0000000000000002', attributes: attrs(5), droppedAttributesCount: 1 }),
+      jsonSpan({ spanId: '0000000000000003', events: [...ev(2), { name: 'e', attributes: attrs(4) }] }),
+      jsonSpan({ spanId: '0000000000000004', events: [{ name: 'e', attributes: attrs(4) }], links: [link('a1a2a3a4a5a6a7a8'), link('a1a2a3a4a5a6a7a9'), link('a1a2a3a4a5a6a7aa')] }),
+    ], { attributes: attrs(4) });
     const r = decodeOtlpRequest(body, 'json', small);
-    expect(r.spanCount).to.equal(1);
-    expect(r.rejectedSpans).to.equal(4);
-    expect(r.errorMessage).to.match(/^4 span\(s\) rejected: /).and.to.include('4 attributes exceed the limit of 3').and.to.include('3 events exceed the limit of 2').and.to.include('3 links exceed');
+    expect([r.spanCount, r.rejectedSpans]).to.deep.equal([4, 0]);
+    const rs = r.resourceSpans[0]!;
+    expect([Object.keys(rs.resource.attributes), rs.resource.droppedAttributesCount]).to.deep.equal([['k0', 'k1', 'k2'], 1]);
+    const [a, b, c, d] = rs.scopeSpans[0]!.spans;
+    expect([a!.droppedAttributesCount, a!.droppedEventsCount]).to.deep.equal([0, 0]);
+    expect([Object.keys(b!.attributes), b!.droppedAttributesCount]).to.deep.equal([['k0', 'k1', 'k2'], 3]);
+    expect([c!.events.map((e) => e.name), c!.droppedEventsCount]).to.deep.equal([['e0', 'e1'], 1]);
+    expect([d!.events[0]!.droppedAttributesCount, d!.links.length, d!.droppedLinksCount, d!.links[0]!.droppedAttributesCount]).to.deep.equal([1, 2, 1, 1]);
     // same via protobuf
     const pb = requestPb([spanPb({ attrs: [kvPb('a', anyStr('1')), kvPb('b', anyStr('1')), kvPb('c', anyStr('1')), kvPb('d', anyStr('1'))] }), spanPb({ spanId: Buffer.from('b1b2b3b4b5b6b7b8', 'hex') })]);
     const p = decodeOtlpRequest(pb, 'protobuf', small);
-    expect([p.spanCount, p.rejectedSpans]).to.deep.equal([1, 1]);
-    // resource attributes over the limit fail the request
-    expectDecodeError(() => decodeOtlpRequest(jsonReq([jsonSpan()], { attributes: attrs(4) }), 'json', small), /resource has 4 attributes/);
+    expect([p.spanCount, p.rejectedSpans]).to.deep.equal([2, 0]);
+    const first = p.resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
+    expect([Object.keys(first.attributes), first.droppedAttributesCount]).to.deep.equal([['a', 'b', 'c'], 1]);
+  });
+
+  it('gives flattened message content (OpenInference, OpenLLMetry) the content limit, not the attribute limit', () => {
+    const small = { ...limits, maxAttributeValueBytes: 20, maxStringBytes: 40 };
+    const text = 'x'.repeat(35);
+    const keys = ['llm.input_messages.0.message.content', 'llm.output_messages.12.message.contents.1.message_content.text', 'gen_ai.prompt.3.content', 'gen_ai.completion.0.content'];
+    const body = jsonReq([jsonSpan({ attributes: [...keys, 'llm.input_messages.0.message.role'].map((key) => ({ key, value: { stringValue: text } })) })]);
+    const sp = decodeOtlpRequest(body, 'json', small).resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
+    for (const k of keys) expect(sp.attributes[k], k).to.equal(text);
+    expect(sp.attributes['llm.input_messages.0.message.role']).to.equal('x'.repeat(20));
   });
 
   it('truncates overlong strings at a UTF-8 boundary and marks them, never drops them', () => {
