@@ -57,15 +57,18 @@ export class Upstreams {
 
 // Forwarded request headers: an allowlist. Never the caller's Authorization (that is the tracegate key),
 // nor Host, cookies, X-Forwarded-*, or X-Provider-Api-Key itself.
-const FORWARD = ['accept', 'user-agent', 'openai-organization', 'openai-project', 'openai-beta', 'idempotency-key'];
+const FORWARD = ['accept', 'user-agent', 'openai-beta', 'idempotency-key'];
+// Which organization and project a call is billed to: the caller's choice only with the caller's own key;
+// with the workspace's configured key, a caller must not pick another org or project of its owner.
+const CALLER_KEY_ONLY = ['openai-organization', 'openai-project'];
 
-export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | undefined): Record<string, string> {
+export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | undefined, callerKey = false): Record<string, string> {
   const h: Record<string, string> = {
     'content-type': 'application/json',
     // Identity bytes: the stream is forwarded and parsed as is.
     'accept-encoding': 'identity',
   };
-  for (const name of FORWARD) {
+  for (const name of callerKey ? [...FORWARD, ...CALLER_KEY_ONLY] : FORWARD) {
     const v = incoming[name];
     if (typeof v === 'string' && v) h[name] = v;
   }

@@ -129,7 +129,7 @@ export function proxyRoutes(r: RouteContext): void {
     try {
       up = await upstreams.pool(target.origin).request({
         method: 'POST', path: target.path, body: pre.forward, signal: abort.signal,
-        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey),
+        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey, callerKey !== ''),
         headersTimeout: t.PROXY_HEADERS_TIMEOUT_MS, bodyTimeout: t.PROXY_BODY_TIMEOUT_MS,
       });
     } catch (err) {
@@ -224,7 +224,7 @@ export function proxyRoutes(r: RouteContext): void {
     try {
       up = await upstreams.pool(target.origin).request({
         method, path: target.path, signal: abort.signal, ...(method === 'POST' ? { body: '{}' } : {}),
-        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey),
+        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey, callerKey !== ''),
         headersTimeout: r.config.PROXY_HEADERS_TIMEOUT_MS, bodyTimeout: r.config.PROXY_BODY_TIMEOUT_MS,
       });
     } catch (err) {

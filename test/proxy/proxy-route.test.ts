@@ -351,11 +351,14 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       const allowed = await workspace({ provider: { baseUrl: other.url, apiKey: 'sk-workspace', allowCallerKey: true } });
       const denied = await workspace({ provider: { baseUrl: other.url, apiKey: 'sk-workspace', allowCallerKey: false } });
       const callerKey = 'sk-caller-secret-123';
-      const opts = { headers: { 'X-Provider-Api-Key': callerKey } };
+      const opts = { headers: { 'X-Provider-Api-Key': callerKey, 'OpenAI-Organization': 'org-caller', 'OpenAI-Project': 'proj_caller' } };
       const a = await allowed.client.responses.create({ model: 'gpt-4o-mini', input: 'x' }, opts).withResponse();
       expect(other.requests.at(-1)!.headers.authorization).to.equal(`Bearer ${callerKey}`);
+      expect(other.requests.at(-1)!.headers).to.include({ 'openai-organization': 'org-caller', 'openai-project': 'proj_caller' });
+      // With the workspace's key, the caller cannot pick which organization or project is billed.
       await denied.client.responses.create({ model: 'gpt-4o-mini', input: 'x' }, opts);
       expect(other.requests.at(-1)!.headers.authorization).to.equal('Bearer sk-workspace');
+      expect(other.requests.at(-1)!.headers).to.not.have.any.keys('openai-organization', 'openai-project');
       await allowed.client.responses.create({ model: 'gpt-4o-mini', input: 'x' });
       expect(other.requests.at(-1)!.headers.authorization).to.equal('Bearer sk-workspace');
       const sp = await span(allowed, a.response.headers.get('x-trace-id')!);
