@@ -129,7 +129,7 @@ export function createApp(deps: AppDeps): Koa {
       }
     } finally {
       const route = (c as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
-      deps.metrics.requests.inc({ route, status: String(c.status) });
+      deps.metrics.requests.inc({ method: c.method, route, status: String(c.status) });
       c.state.log.debug({ method: c.method, route, status: c.status, ms: +(performance.now() - started).toFixed(2) }, 'request');
     }
   });

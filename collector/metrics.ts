@@ -6,7 +6,7 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry });
   return {
     registry,
-    requests: new Counter({ name: 'tracegate_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'] as const, registers: [registry] }),
+    requests: new Counter({ name: 'tracegate_http_requests_total', help: 'HTTP requests by method, route and status', labelNames: ['method', 'route', 'status'] as const, registers: [registry] }),
     ingested: new Counter({ name: 'tracegate_records_ingested_total', help: 'Span records acknowledged, by source', labelNames: ['source'] as const, registers: [registry] }),
     spoolBytes: new Gauge({ name: 'tracegate_spool_bytes', help: 'Bytes waiting in the spool', registers: [registry] }),
     spoolPendingRows: new Gauge({ name: 'tracegate_spool_pending_rows', help: 'Records waiting to be flushed to storage', registers: [registry] }),

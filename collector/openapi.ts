@@ -10,11 +10,16 @@ export interface RouteDoc {
   request?: { contentTypes: string[]; schema?: z.ZodType };
   query?: z.ZodObject;
   responses: Record<string, { description: string; schema?: z.ZodType; contentType?: string }>;
+  /** OTLP routes answer errors as a google.rpc.Status in the request's encoding, not the JSON error envelope. */
+  errors?: 'rpc-status';
 }
 
 const errorSchema = z.object({
   error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }),
 });
+
+/** google.rpc.Status, as OTLP/HTTP servers answer errors (JSON form; protobuf carries the same fields). */
+const rpcStatusSchema = z.object({ code: z.number().int(), message: z.string(), details: z.array(z.unknown()).optional() });
 
 const toSchema = (s: z.ZodType) => z.toJSONSchema(s, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' });
 
@@ -45,8 +50,11 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
         ...(resp.schema ? { content: { [resp.contentType ?? 'application/json']: { schema: toSchema(resp.schema) } } } : {}),
       };
     }
+    const errorContent = r.errors === 'rpc-status'
+      ? { 'application/json': { schema: { $ref: '#/components/schemas/Status' } }, 'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: 'google.rpc.Status' } } }
+      : { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
     for (const [status, description] of Object.entries(standardErrors(r))) {
-      responses[status] ??= { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+      responses[status] ??= { description, content: errorContent };
     }
     op.responses = responses;
     (paths[r.path] ??= {})[r.method] = op;
@@ -60,7 +68,7 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'Workspace API key (tg_…)' },
         sessionCookie: { type: 'apiKey', in: 'cookie', name: 'tg_session' },
       },
-      schemas: { Error: toSchema(errorSchema) },
+      schemas: { Error: toSchema(errorSchema), Status: toSchema(rpcStatusSchema) },
     },
   };
 }

@@ -44,6 +44,7 @@ export function otlpRoutes(r: RouteContext): void {
       summary: 'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
       request: { contentTypes: ['application/x-protobuf', 'application/json'] },
       responses: { 200: { description: 'ExportTraceServiceResponse; partialSuccess reports rejected spans' } },
+      errors: 'rpc-status',
     });
   }
 

@@ -47,13 +47,16 @@ describe('ops routes', () => {
     const body = doc.paths['/api/traces'].post.requestBody.content['application/json'].schema;
     expect(JSON.stringify(body)).to.include('estimatedCostUsd').and.include('trainingPreferred');
     expect(doc.paths['/api/traces'].post.responses).to.have.keys('200', '207', '400', '401', '413', '415', '429', '503');
+    // OTLP errors are a google.rpc.Status, as the route answers them
+    expect(doc.paths['/v1/traces'].post.responses['400'].content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Status' });
+    expect(doc.components.schemas.Status.properties).to.have.keys('code', 'message', 'details');
   });
 
   it('exposes Prometheus metrics: requests, records, spool, flushes', async () => {
     await post(`${s.url}/api/traces`, { prompt: 'p', response: 'r' }, auth);
     await s.running.pipeline.flush();
     const text = (await get(`${s.url}/metrics`)).text;
-    expect(text).to.match(/tracegate_http_requests_total\{route="\/api\/traces",status="200"\} \d+/);
+    expect(text).to.match(/tracegate_http_requests_total\{method="POST",route="\/api\/traces",status="200"\} \d+/);
     expect(text).to.match(/tracegate_records_ingested_total\{source="native"\} \d+/);
     expect(text).to.match(/tracegate_spool_bytes \d+/);
     expect(text).to.match(/tracegate_flush_batch_rows_count \d+/);
