@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // tracegate CLI: serve; keys; policy, provider and alert settings; verify.
+import { SYSTEM_WORKSPACE } from '../processors/audit.ts';
 import { parseArgs } from 'node:util';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
@@ -70,7 +71,7 @@ const readDoc = (file: string) => JSON.parse(readFileSync(file === '-' ? 0 : fil
 function printVerify(name: string, r: VerifyResult): void {
   console.log(`${r.ok ? 'OK  ' : 'FAIL'} ${name}: ${r.recordsChecked} records over ${r.tracesChecked} traces, ${r.checkpointsChecked} signed checkpoints` +
     `${r.superseded ? `, ${r.superseded} superseded by later deliveries` : ''}${r.unsignedTail ? `, ${r.unsignedTail} awaiting their checkpoint` : ''}`);
-  for (const p of r.problems) console.log(`  ${p.kind}: chain ${p.chainId} seq ${p.seq}${p.traceId ? ` trace ${p.traceId}` : ''}: ${p.message}`);
+  for (const p of r.problems) console.log(`  ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''}${p.traceId ? ` trace ${p.traceId}` : ''}: ${p.message}`);
   for (const p of r.audit) console.log(`  audit ${p.kind}: chain ${p.chainId} seq ${p.seq}: ${p.message}`);
 }
 
@@ -140,7 +141,8 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
       return 0;
     }
     if (cmd === 'verify') {
-      const targets = values.workspace ? [values.workspace] : await ops.verifiableWorkspaces();
+      // Without --workspace: every workspace with verification records, and the audit chain of rejected requests.
+      const targets = values.workspace ? [values.workspace] : [...await ops.verifiableWorkspaces(), SYSTEM_WORKSPACE];
       let ok = true;
       const results: Record<string, VerifyResult> = {};
       for (const ws of targets) {
@@ -150,7 +152,7 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
         if (!values.json) printVerify(ws, r);
       }
       if (values.json) console.log(JSON.stringify(results));
-      if (!targets.length && !values.json) console.log('no verification records yet');
+
       return ok ? 0 : 1;
     }
     throw new UsageError(`unknown command: ${cmd} ${sub ?? ''}\n\n${HELP[cmd] ?? HELP.main}`);

@@ -1,5 +1,6 @@
 // Workspace, key and settings management shared by the CLI and the loopback admin routes.
 // Every change is audited.
+import { SYSTEM_WORKSPACE } from '../processors/audit.ts';
 import { randomBytes } from 'node:crypto';
 import type { ApiKeyRecord, Storage, Workspace } from '../storage/types.ts';
 import type { AuditEvent } from '../processors/audit.ts';
@@ -27,6 +28,7 @@ export async function ensureWorkspace(storage: Storage, name: string): Promise<W
 
 /** A workspace given by name or by id. */
 export async function workspaceId(storage: Storage, nameOrId: string): Promise<string> {
+  if (nameOrId === SYSTEM_WORKSPACE) return nameOrId; // audit records of requests with no workspace (rejected keys)
   const ws = (await storage.getWorkspaceByName(nameOrId)) ?? (await storage.getWorkspace(nameOrId));
   if (!ws) throw new Error(`no workspace "${nameOrId}"`);
   return ws.id;

@@ -60,7 +60,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   // ingestion (rejected auth, admin changes). With it off, the light chain that is left runs here.
   const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log });
   if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
-  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, settings }) : null;
+  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, settings }) : null;
   await processors?.start();
   const pipeline = new Pipeline({
     config, storage, logger: log,

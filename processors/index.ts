@@ -43,11 +43,13 @@ export function createEnrichment(opts: {
   log: { warn(o: object, m: string): void };
   /** Finding records stored per span (the most severe first); the policy record still counts every finding. */
   maxFindingsPerSpan?: number | undefined;
+  /** An Ed25519 signature for every trace rather than a signed checkpoint per chain per second. */
+  signEachTrace?: boolean | undefined;
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain();
   if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], audit, verification: null, keysDir };
-  const verification = new VerificationChain(loadSigningKey(keysDir));
+  const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false);
   return {
     processors: [
       costProcessor,

@@ -15,7 +15,19 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
     problems.push(...res.problems);
     superseded += res.superseded;
   }
-  return { problems, superseded, traces: byTrace.size };
+  // Traces no record names at all: inserted straight into storage (or stored with verification off).
+  let unverified = 0;
+  for (let cursor: string | undefined; ;) {
+    const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
+    for (const t of page.items) {
+      if (byTrace.has(t.traceId)) continue;
+      unverified++;
+      problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
+    }
+    if (!page.nextCursor) break;
+    cursor = page.nextCursor;
+  }
+  return { problems, superseded, traces: byTrace.size + unverified };
 }
 
 export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[]): Promise<VerifyReport & { audit: ChainProblem[] }> {

@@ -10,7 +10,7 @@ import type { Encoded, HostItem, HostRequest, WorkspaceSettings } from './worker
 export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number }
 
 type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
-type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; settings: PolicySource & AlertSource };
+type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; settings: PolicySource & AlertSource };
 type Waiting = { item: HostItem; resolve: (f: ProcessedFrame) => void; reject: (e: Error) => void };
 
 const frameOf = (e: Encoded): ProcessedFrame =>
@@ -26,9 +26,9 @@ export class ProcessorWorker {
 
   constructor(opts: Options) {
     this.settings = opts.settings;
-    const { dataDir, enabled, logLevel, maxFindingsPerSpan } = opts;
+    const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
     // A worker that dies fails its batches (never acknowledged); the next batch starts a fresh one.
-    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan }, 'processor');
+    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace }, 'processor');
   }
 
   /** Processors over one batch; resolves with the spool frame of spans plus enrichment records. */

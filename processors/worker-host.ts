@@ -18,14 +18,14 @@ export type HostRequest =
   | { id: number; type: 'checkpoints' };
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number }
 
-const { dataDir, enabled, logLevel, maxFindingsPerSpan } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number };
+const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean };
 let current: WorkspaceSettings = { policies: {}, alerts: {} };
 // The main thread resolved each batch's workspace settings (its SettingsStore is the one that sees changes).
 const settings = {
   policyFor: async (ws: string) => current.policies[ws] ?? DEFAULT_POLICY,
   alertsFor: async (ws: string) => current.alerts[ws] ?? { rules: [] },
 };
-const enrichment = createEnrichment({ dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan });
+const enrichment = createEnrichment({ dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan, signEachTrace });
 
 function encode(records: StoredRecord[], accepted: number): Encoded {
   // An exact-size copy, so the transfer below moves only this frame (encodeFrame may use a shared pool).

@@ -1,5 +1,6 @@
 // Enrichment end to end over HTTP: policies set with the CLI, redaction before the spool, findings, audit,
 // alerts with a signed webhook, verification (and tampering caught in ClickHouse), usage analytics.
+import { emptySpan } from '../../collector/record.ts';
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import { createHmac } from 'node:crypto';
@@ -200,6 +201,16 @@ for (const backend of BACKENDS) {
       expect(mini.costUsd).to.be.closeTo(0.01, 1e-9);
       expect(mini.p50Ms).to.be.within(180, 200);
       expect((await get(`${s.url}/api/analytics/usage?groupBy=nope`, h)).status).to.equal(400);
+    });
+
+    it('catches a span written straight into storage (no verification record), and checks the _system audit chain', async () => {
+      const wsId = (await s.running.storage.getWorkspaceByName(wsName))!.id;
+      await s.running.storage.insertSpans([{ ...emptySpan(wsId, 'native'), traceId: 'forged-1', spanId: 'f0f0f0f0f0f0f0f0', name: 'wire 1M', kind: 'llm', startTimeNs: '1763787000000000000', endTimeNs: '1763787000000000000', ingestedAtMs: Date.now() }]);
+      const out = await cli(s, ['verify', '--workspace', wsName]);
+      expect(out.code).to.equal(1);
+      expect(out.stdout).to.include('unverified_span').and.include('forged-1');
+      const all = await cli(s, ['verify', '--json']);
+      expect(Object.keys(JSON.parse(all.stdout))).to.include('_system');
     });
 
     if (backend === 'clickhouse') {

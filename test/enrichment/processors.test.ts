@@ -138,12 +138,15 @@ describe('verification chain', () => {
     const [ra] = chain.records([twinA], 60);
     const [rb] = chain.records([twinB], 60);
     for (const kept of [twinA, twinB]) {
-      const tie = checkContent([ra!, rb!], [kept, b1[1]!]);
+      const tie = checkContent([ra!, rb!], [kept]);
       expect(tie.problems).to.deep.equal([]);
       expect(tie.superseded).to.equal(1);
     }
-    const neither = checkContent([ra!, rb!], [{ ...twinA, response: 'C' }, b1[1]!]);
+    const neither = checkContent([ra!, rb!], [{ ...twinA, response: 'C' }]);
     expect(neither.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch', 'content_hash_mismatch']);
+    // A span inserted straight into storage has no record naming it.
+    const inserted = checkContent(r1.slice(0, 1), [...b1.slice(0, 2), span('t1', 'forged')]);
+    expect(inserted.problems.map((p) => [p.kind, p.message])).to.deep.equal([['unverified_span', 'span forged of trace t1 has no verification record']]);
 
     // A deleted record breaks continuity; a forged signature fails.
     expect(checkChain([r1[0]!, r2[0]!], [], keys).problems.map((p) => p.kind)).to.deep.equal(['chain_gap']);
@@ -151,6 +154,15 @@ describe('verification chain', () => {
     expect(checkChain(r1, forged, keys).problems.map((p) => p.kind)).to.include('bad_signature');
     expect(checkChain(r1, [{ ...cps[0]!, keyId: 'ed25519:nope' }], keys).problems.map((p) => p.kind)).to.deep.equal(['unknown_key']);
     expect(checkChain(r1, [], keys).unsignedTail).to.equal(2);
+  });
+
+  it('with signEachTrace, every record gets its own signed checkpoint', () => {
+    const chain = new VerificationChain(loadSigningKey(dir), 1000, 'v3', true);
+    const recs = chain.records([span('t1', 'a'), span('t2', 'b'), span('t3', 'c')], 10);
+    const cps = chain.checkpoints(20);
+    expect(cps.map((c) => [c.seq, c.headHash])).to.deep.equal(recs.map((r) => [r.seq, r.hash]));
+    expect(checkChain(recs, cps, publicKeys(dir))).to.deep.equal({ problems: [], unsignedTail: 0 });
+    expect(chain.checkpoints(5000, true)).to.deep.equal([]); // every head already signed
   });
 
   it('the processor emits records and a checkpoint per interval', () => {
