@@ -54,7 +54,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     ({ storage, stop: stopInit } = initInBackground(storage, log, err));
   }
   const metrics = createMetrics();
-  const settings = new SettingsStore(storage, config);
+  const settings = new SettingsStore(storage, config, 5_000, (o, m) => log.warn(o, m));
   // With enrichment on, the processor chain (scanning, hashing: the heavy part) runs on its own thread
   // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside
   // ingestion (rejected auth, admin changes). With it off, the light chain that is left runs here.

@@ -5,6 +5,7 @@ import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
 import { DEFAULT_POLICY, policySchema, type Policy } from '../processors/governance/policy.ts';
+import { POLICY_ACTION_KEYS } from '../processors/governance/types.ts';
 import { alertRuleSchema, type AlertSettings } from '../processors/alerts.ts';
 
 export const providerSettingsSchema = z.strictObject({
@@ -35,10 +36,12 @@ export class SettingsStore {
   private readonly storage: Storage;
   private readonly config: Config;
   private readonly ttlMs: number;
-  constructor(storage: Storage, config: Config, ttlMs = 5_000) {
+  private readonly onWarning: ((o: object, m: string) => void) | undefined;
+  constructor(storage: Storage, config: Config, ttlMs = 5_000, onWarning?: (o: object, m: string) => void) {
     this.storage = storage;
     this.config = config;
     this.ttlMs = ttlMs;
+    this.onWarning = onWarning;
   }
 
   async forWorkspace(workspaceId: string): Promise<ResolvedSettings> {
@@ -53,7 +56,7 @@ export class SettingsStore {
       if (hit) return hit.value;
       throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
     }
-    const doc = row ? settingsSchema.parse(JSON.parse(row.doc)) : {};
+    const doc = row ? this.parseStored(row.doc, workspaceId) : {};
     const value: ResolvedSettings = {
       doc, version: row?.version ?? 0,
       policy: doc.policy ?? DEFAULT_POLICY,
@@ -65,6 +68,24 @@ export class SettingsStore {
     };
     this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
     return value;
+  }
+
+  /**
+   * Documents are validated when written; one stored by an older version may hold a policy action key that is
+   * no longer accepted (keys are checked since keys that did nothing were silently accepted): it is dropped
+   * with a warning rather than failing every request of the workspace.
+   */
+  private parseStored(text: string, workspaceId: string): SettingsDoc {
+    const raw = JSON.parse(text) as { policy?: { actions?: Record<string, unknown> } };
+    const actions = raw.policy?.actions;
+    if (actions && typeof actions === 'object') {
+      const unknown = Object.keys(actions).filter((k) => !POLICY_ACTION_KEYS.includes(k));
+      if (unknown.length) {
+        this.onWarning?.({ workspaceId, ignoredActionKeys: unknown }, 'settings: stored policy has action keys that match no rule, category or detector; ignored');
+        for (const k of unknown) delete actions[k];
+      }
+    }
+    return settingsSchema.parse(raw);
   }
 
   async policyFor(workspaceId: string): Promise<Policy> {

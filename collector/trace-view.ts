@@ -20,7 +20,7 @@ export function spanTree(spans: SpanRecord[]): TreeNode[] {
   }
   // Parents that form a cycle (A under B under A) reach no root: cut each cycle at its earliest span.
   const seen = new Set<TreeNode>();
-  const mark = (n: TreeNode) => { const stack = [n]; while (stack.length) { const x = stack.pop()!; if (!seen.has(x)) { seen.add(x); stack.push(...x.children); } } };
+  const mark = (n: TreeNode) => { const stack = [n]; while (stack.length) { const x = stack.pop()!; if (!seen.has(x)) { seen.add(x); for (const c of x.children) stack.push(c); } } };
   roots.forEach(mark);
   for (const s of spans) {
     const node = nodes.get(s.spanId)!;
@@ -68,7 +68,7 @@ const USAGE_KINDS = new Set(['llm', 'embedding']);
  */
 function usageRollup(spans: SpanRecord[]) {
   const calls = spans.filter((s) => USAGE_KINDS.has(s.kind));
-  const pick = (f: (s: SpanRecord) => number) => (calls.length ? calls.reduce((t, s) => t + f(s), 0) : Math.max(0, ...spans.map(f)));
+  const pick = (f: (s: SpanRecord) => number) => (calls.length ? calls.reduce((t, s) => t + f(s), 0) : spans.reduce((m, s) => Math.max(m, f(s)), 0));
   return {
     promptTokens: pick((s) => s.promptTokens), completionTokens: pick((s) => s.completionTokens),
     totalTokens: pick((s) => s.totalTokens), costUsd: pick((s) => s.costUsd),

@@ -54,28 +54,38 @@ export function requestTextParts(body: Json): TextPart[] {
  * injection, so only the PII and secret detectors run on it. */
 export interface RequestString { path: Array<string | number>; text: string; trusted: boolean }
 
-/** Keys whose string values are identifiers, enums or opaque data, never text a model reads. */
+/** Keys whose string values are identifiers or enums, never text a model reads: skipped only as string leaves
+ * outside free-form maps (metadata, prompt variables, JSON schemas), never with what is under them. */
 const OPAQUE_KEYS = new Set(['model', 'type', 'role', 'id', 'call_id', 'status', 'previous_response_id', 'service_tier',
-  'truncation', 'encrypted_content', 'file_data', 'file_id', 'detail', 'effort', 'stream']);
+  'truncation', 'encrypted_content', 'file_id', 'detail', 'effort']);
+/** Maps whose keys are the caller's own: every string under them is scanned. */
+const FREE_FORM = new Set(['metadata', 'variables', 'parameters', 'schema', 'properties']);
+/** Inline file data (`data:<mime>;base64,…`) under these keys is not text. */
+const INLINE_DATA_KEYS = new Set(['image_url', 'file_data', 'file_url']);
+const INLINE_DATA = /^data:[\w.+-]+\/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,/;
 
 /**
- * Every string the provider receives except identifiers and inline data (`data:` URLs): input items of any
- * shape, instructions, prompt-template variables, tool descriptions and schemas, image URLs, metadata. What
- * the preflight scans, so a secret cannot slip past a policy by travelling in a field the prompt view ignores.
+ * Every string the provider receives except identifiers and inline file data: input items of any shape,
+ * instructions, prompt-template variables, tool descriptions and schemas, image URLs, metadata. What the
+ * preflight scans, so a secret cannot slip past a policy by travelling in a field the prompt view ignores.
  */
 export function requestStrings(body: Json): RequestString[] {
   const out: RequestString[] = [];
-  const walk = (v: unknown, path: Array<string | number>, trusted: boolean): void => {
+  const walk = (v: unknown, path: Array<string | number>, trusted: boolean, free: boolean): void => {
     if (typeof v === 'string') {
-      if (v && !v.startsWith('data:')) out.push({ path, text: v, trusted });
+      const key = path[path.length - 1];
+      if (!v) return;
+      if (!free && typeof key === 'string' && OPAQUE_KEYS.has(key)) return;
+      if (typeof key === 'string' && INLINE_DATA_KEYS.has(key) && INLINE_DATA.test(v)) return;
+      out.push({ path, text: v, trusted });
       return;
     }
-    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, [...path, i], trusted)); return; }
+    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, [...path, i], trusted, free)); return; }
     if (!isObj(v)) return;
     const devRole = v.role === 'system' || v.role === 'developer';
-    for (const k of Object.keys(v)) if (!OPAQUE_KEYS.has(k)) walk(v[k], [...path, k], trusted || devRole);
+    for (const k of Object.keys(v)) walk(v[k], [...path, k], trusted || devRole, free || FREE_FORM.has(k));
   };
-  for (const k of Object.keys(body)) if (!OPAQUE_KEYS.has(k)) walk(body[k], [k], k !== 'input' && k !== 'prompt');
+  for (const k of Object.keys(body)) walk(body[k], [k], k !== 'input' && k !== 'prompt', FREE_FORM.has(k));
   return out;
 }
 
@@ -311,7 +321,7 @@ function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, strea
   if (str(resp.id)) a['gen_ai.response.id'] = str(resp.id);
   if (str(resp.model)) { r.model = str(resp.model); a['gen_ai.response.model'] = r.model; }
   const status = str(resp.status);
-  r.status = STATUS[status] ?? (status || r.status);
+  r.status = (Object.hasOwn(STATUS, status) ? STATUS[status] : undefined) ?? (status || r.status);
   const output = Array.isArray(resp.output) ? resp.output.filter(isObj) : [];
   const calls = output.filter((i) => i.type === 'function_call');
   if (calls.length) a['gen_ai.response.tool_calls'] = calls.map((c) => ({ name: str(c.name), call_id: str(c.call_id) }));

@@ -4,6 +4,7 @@ import type { FindingRecord, PolicyRecord } from '../collector/enrichment-record
 import type { Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import type { PreflightResult } from '../collector/pipeline-types.ts';
+import { newScanCache } from './governance/scan.ts';
 import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type Decision, type GovernanceResult, type Policy } from './governance/index.ts';
 
 export interface PolicySource { policyFor(workspaceId: string): Promise<Policy> }
@@ -27,7 +28,9 @@ const DECISION_RANK: Record<Decision, number> = { allow: 0, flag: 1, redact: 2, 
  */
 function withPreflight(own: GovernanceResult, pre: PreflightResult, policy: Policy, span: SpanRecord): GovernanceResult {
   const covered = (field: string) => pre.coveredFields.some((c) => field === c || (c.endsWith('.') ? field.startsWith(c) : field.startsWith(`${c}.`) || field.startsWith(`${c}[`)));
-  const rest = own.findings.filter((f) => !covered(f.field));
+  // A finding in a request-derived field is the preflight's to report only when the preflight has it too.
+  const seenByPreflight = new Set(pre.findings.map((f) => `${f.rule}\u0000${f.preview}`));
+  const rest = own.findings.filter((f) => !(covered(f.field) && seenByPreflight.has(`${f.rule}\u0000${f.preview}`)));
   const restDecision = evaluatePolicy(policy, { model: span.model, environment: span.environment, prompt: '', response: span.response, findings: rest });
   const reasons = [...pre.reasons];
   const seen = new Set(reasons.map((r) => `${r.code}\u0000${r.message}`));
@@ -40,13 +43,15 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
   return async (batch, ctx) => {
     const now = Date.now();
     const cache = new Map<string, Policy>();
+    const scanCache = newScanCache();
     const spans: SpanRecord[] = new Array(batch.spans.length);
     for (let i = 0; i < batch.spans.length; i++) {
       const span = batch.spans[i]!;
       let policy = cache.get(span.workspaceId);
       if (!policy) cache.set(span.workspaceId, (policy = await policies.policyFor(span.workspaceId)));
       const pre = ctx?.preflight?.spanId === span.spanId ? ctx.preflight : undefined;
-      const { record, findings, decision } = pre ? withPreflight(applyGovernance(span, policy), pre, policy, span) : applyGovernance(span, policy);
+      const own = applyGovernance(span, policy, undefined, scanCache);
+      const { record, findings, decision } = pre ? withPreflight(own, pre, policy, span) : own;
       spans[i] = record;
       if (findings.length === 0 && decision.decision === 'allow' && !span.prompt && !span.response) continue;
       for (const f of strongest(findings, maxFindingsPerSpan)) {

@@ -6,8 +6,8 @@ export { detectSecrets, detectPrivateKeys, detectJwts, SECRET_RULES } from './se
 export { detectInjection, analyzeInjection, injectionScore, severityForScore, DEFAULT_INJECTION_THRESHOLD } from './injection.ts';
 export type { InjectionOptions, InjectionResult } from './injection.ts';
 export { normalizeForInjection } from './normalize.ts';
-export { scanText, scanFull, scanRecordFields, scanRecordSlots, textSlots, SCAN_WINDOW, SCAN_OVERLAP } from './scan.ts';
-export type { ScanOptions, FieldName, FieldFinding, RecordFields, SlotFindings, TextSlot, TextLocation } from './scan.ts';
+export { scanText, scanFull, scanRecordFields, scanRecordSlots, textSlots, newScanCache, SCAN_WINDOW, SCAN_OVERLAP } from './scan.ts';
+export type { ScanOptions, ScanCache, FieldName, FieldFinding, RecordFields, SlotFindings, TextSlot, TextLocation } from './scan.ts';
 export { policySchema, governanceActionSchema, GOVERNANCE_ACTIONS, DEFAULT_POLICY, parsePolicy, evaluatePolicy, actionFor, globMatch } from './policy.ts';
 export type { Policy, PolicyInput, GovernanceAction, Decision, PolicyReason, PolicyDecision, PolicySubject } from './policy.ts';
 export { redact } from './redact.ts';

@@ -85,12 +85,19 @@ export function scanFull(text: string, options?: ScanOptions): Finding[] {
   let out: Finding[] = [];
   for (let at = 0; ; at += step) {
     const last = at + SCAN_WINDOW >= text.length;
-    // A match shorter than the overlap that starts in [at, at + step) lies wholly inside this window.
-    const kept = scanText(text.slice(at, at + SCAN_WINDOW), options).filter((f) => last || f.start < step);
-    out = out.concat(at === 0 ? kept : kept.map((f) => ({ ...f, start: f.start + at, end: f.end + at })));
+    // A match shorter than the overlap that starts in [at, at + step) lies wholly inside this window. A finding
+    // may report less than its match (a key after its `secret_key =` context): windows after the first begin
+    // LEAD characters early, and each window keeps findings starting in [its start, next window's start).
+    const from = at === 0 ? 0 : at - LEAD;
+    const kept = scanText(text.slice(from, at + SCAN_WINDOW), options)
+      .filter((f) => (at === 0 || f.start >= LEAD) && (last || f.start + from < at + step));
+    out = out.concat(from === 0 ? kept : kept.map((f) => ({ ...f, start: f.start + from, end: f.end + from })));
     if (last) return out.length > 1 ? resolveOverlaps(out) : out;
   }
 }
+
+/** Longer than any context a detector matches before the part it reports. */
+const LEAD = 1024;
 
 export interface TextSlot { field: FieldName; value: string; at: TextLocation }
 
@@ -139,14 +146,30 @@ export function textSlots(record: RecordFields): TextSlot[] {
  */
 export interface SlotFindings { slot: TextSlot; findings: Finding[]; repeat: boolean }
 
+/**
+ * Shared by the records of one batch: a string is scanned once per batch, and the resource and scope
+ * attributes every span of a request repeats are reported for the first span only (scanning them per span
+ * would make a request's cost its resource size times its span count).
+ */
+export interface ScanCache { findings: Map<string, Finding[]>; reportedShared: Set<string> }
+export const newScanCache = (): ScanCache => ({ findings: new Map(), reportedShared: new Set() });
+
+const sharedSlot = (at: TextLocation) => at.kind === 'resource' || (at.kind === 'attribute' && at.path[0] === 'otel.scope.attributes');
+
 /** The slots of a record that have findings. */
-export function scanRecordSlots(record: RecordFields, options?: ScanOptions): SlotFindings[] {
-  const seen = new Map<string, Finding[]>();
+export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cache: ScanCache = newScanCache()): SlotFindings[] {
+  const seen = new Set<string>();
   const out: SlotFindings[] = [];
   for (const slot of textSlots(record)) {
-    let findings = seen.get(slot.value);
-    const repeat = findings !== undefined;
-    if (!findings) seen.set(slot.value, (findings = scanFull(slot.value, options)));
+    let findings = cache.findings.get(slot.value);
+    if (!findings) cache.findings.set(slot.value, (findings = scanFull(slot.value, options)));
+    let repeat = seen.has(slot.value);
+    seen.add(slot.value);
+    if (sharedSlot(slot.at)) {
+      const key = `${slot.field}\u0000${slot.value}`;
+      if (cache.reportedShared.has(key)) repeat = true;
+      else cache.reportedShared.add(key);
+    }
     if (findings.length) out.push({ slot, findings, repeat });
   }
   return out;

@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import {
-  applyGovernance, DEFAULT_POLICY, parsePolicy, SCAN_OVERLAP, SCAN_WINDOW, scanRecordFields,
+  applyGovernance, DEFAULT_POLICY, newScanCache, parsePolicy, SCAN_OVERLAP, SCAN_WINDOW, scanRecordFields,
 } from '../../processors/governance/index.ts';
 
 function record(over: Partial<SpanRecord> = {}): SpanRecord {
@@ -46,6 +46,23 @@ describe('governance scanRecordFields', () => {
     const found = scanRecordFields(record({ attributes: { big: edge } }));
     expect(found.map((f) => edge.slice(f.start, f.end))).to.deep.equal(['dave@example.com']);
     expect(found[0]!.start).to.be.lessThan(step).and.greaterThan(step - 20);
+  });
+  it('finds a key whose context starts just before a window boundary', () => {
+    const key = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'.replace('EXAMPLE', 'Q7tR9vX');
+    const step = SCAN_WINDOW - SCAN_OVERLAP;
+    const context = 'aws_secret_access_key = ';
+    const text = `${'z '.repeat((step - 10) / 2)}${context}${key}${' z'.repeat(SCAN_WINDOW)}`;
+    const fs = scanRecordFields(record({ prompt: text }));
+    expect(fs.map((f) => text.slice(f.start, f.end))).to.deep.equal([key]);
+  });
+  it('reports resource attributes shared by a batch once, but redacts them in every span', () => {
+    const cache = newScanCache();
+    const res = { 'deploy.owner': 'carol@example.com' };
+    const a = applyGovernance(record({ resourceAttributes: res }), parsePolicy({ version: 1, actions: { email: 'redact' } }), undefined, cache);
+    const b = applyGovernance(record({ resourceAttributes: res, spanId: 'b' }), parsePolicy({ version: 1, actions: { email: 'redact' } }), undefined, cache);
+    expect(a.findings.map((f) => f.field)).to.deep.equal(['resource:deploy.owner']);
+    expect(b.findings).to.deep.equal([]);
+    expect(b.record.resourceAttributes).to.deep.equal({ 'deploy.owner': '[REDACTED:email]' });
   });
   it('scans every attribute, however many', () => {
     const attributes: Record<string, string> = {};

@@ -237,6 +237,10 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(got.body.prompt.variables.customer_note).to.equal('my key [REDACTED:api_key]');
     expect(got.body.tools[0].description).to.equal('uses [REDACTED:api_key]');
     expect(got.body.input[0].call_id).to.equal('call_1');
+    // Not skipped: text that merely starts with "data:", and caller-named keys such as metadata.id.
+    const more = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: `data: ${secret}`, metadata: { id: secret } }, ws.auth);
+    expect(more.status, more.text).to.equal(200);
+    expect(fake.requests.at(-1)!.raw).to.not.include(secret);
   });
 
   it('a block cannot be padded past: a key in the middle of a 700 KB input is still found', async () => {
