@@ -62,8 +62,9 @@ function resolve(model: string, provider: string, now: number): Entry {
     r = provider ? calcPrice(probe, model, { providerId: provider }) : null;
     if (!r) r = calcPrice(probe, model);
     // The catalog finds a provider from the model name only for chat families; embedding models
-    // (text-embedding-3-small, mistral-embed, voyage-3) are found in their provider's own list.
-    for (let i = 0; !r && i < FALLBACK_PROVIDERS.length; i++) r = calcPrice(probe, model, { providerId: FALLBACK_PROVIDERS[i]! });
+    // (text-embedding-3-small, mistral-embed, voyage-3) are found in their provider's own list. Only when no
+    // provider was named: a model served by a named unknown host (tgi, a self-hosted gateway) is not guessed.
+    for (let i = 0; !r && !provider && i < FALLBACK_PROVIDERS.length; i++) r = calcPrice(probe, model, { providerId: FALLBACK_PROVIDERS[i]! });
   } catch {
     r = null;
   }

@@ -131,7 +131,7 @@ export interface VerifyReport {
  * trace: a stored span newer than a record is fine only when another record vouches for that newer version
  * (a later delivery), otherwise someone wrote it behind the collector's back.
  */
-export function checkContent(records: VerificationRecord[], stored: SpanRecord[]): { problems: VerifyProblem[]; superseded: number } {
+export function checkContent(records: VerificationRecord[], stored: SpanRecord[], settledBeforeMs = Infinity): { problems: VerifyProblem[]; superseded: number } {
   const byId = new Map(stored.map((s) => [s.spanId, s]));
   const vouched = new Set(records.flatMap((r) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
   const problems: VerifyProblem[] = [];
@@ -160,10 +160,11 @@ export function checkContent(records: VerificationRecord[], stored: SpanRecord[]
     if (r.spanIds.every((id, i) => matched.has(`${id}@${r.spanVersions[i]}`))) superseded++;
     else problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
   }
-  // A stored span no record names was written behind the collector's back (or with verification off).
+  // A stored span no record names was written behind the collector's back (or with verification off). One
+  // received after `settledBeforeMs` may just have its record still on the way (a live collector).
   const named = new Set(records.flatMap((r) => r.spanIds));
   for (const s of stored) {
-    if (!named.has(s.spanId)) problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
+    if (!named.has(s.spanId) && s.ingestedAtMs < settledBeforeMs) problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
   }
   return { problems, superseded };
 }

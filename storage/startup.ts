@@ -24,11 +24,11 @@ export function initInBackground(storage: Storage, log: Logger, firstError: unkn
       log.info('storage reachable: migrations done, accepting requests');
     }, (err: unknown) => {
       log.warn({ err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'storage still unreachable');
-      if (!stopped) timer = setTimeout(attempt, delay);
+      if (!stopped) (timer = setTimeout(attempt, delay)).unref(); // never what keeps a failed start alive
       delay = Math.min(30_000, delay * 2);
     });
   };
-  timer = setTimeout(attempt, delay);
+  (timer = setTimeout(attempt, delay)).unref();
   const gated = new Proxy(storage, {
     get(target, prop) {
       const v: unknown = Reflect.get(target, prop, target);

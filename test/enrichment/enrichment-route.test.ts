@@ -205,7 +205,7 @@ for (const backend of BACKENDS) {
 
     it('catches a span written straight into storage (no verification record), and checks the _system audit chain', async () => {
       const wsId = (await s.running.storage.getWorkspaceByName(wsName))!.id;
-      await s.running.storage.insertSpans([{ ...emptySpan(wsId, 'native'), traceId: 'forged-1', spanId: 'f0f0f0f0f0f0f0f0', name: 'wire 1M', kind: 'llm', startTimeNs: '1763787000000000000', endTimeNs: '1763787000000000000', ingestedAtMs: Date.now() }]);
+      await s.running.storage.insertSpans([{ ...emptySpan(wsId, 'native'), traceId: 'forged-1', spanId: 'f0f0f0f0f0f0f0f0', name: 'wire 1M', kind: 'llm', startTimeNs: '1763787000000000000', endTimeNs: '1763787000000000000', ingestedAtMs: Date.now() - 60_000 }]);
       const out = await cli(s, ['verify', '--workspace', wsName]);
       expect(out.code).to.equal(1);
       expect(out.stdout).to.include('unverified_span').and.include('forged-1');
