@@ -21,7 +21,7 @@ export interface CaseResult extends LoadResult { name: string; rssMb: number; st
 export async function runNativeServer(name: string, env: Record<string, string>, seconds: number, connections = 50): Promise<CaseResult> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-'));
-  const fullEnv = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', ...env };
+  const fullEnv = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_SHUTDOWN_FLUSH_MS: '240000', ...env };
   const config = loadConfig(fullEnv);
   const storage = createStorage(config);
   await storage.init();

@@ -157,7 +157,8 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-otlp-'));
   const fullEnv: Record<string, string> = {
     TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn',
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000', ...env,
+    // The final flush may take as long as it needs: the stored count is checked right after exit.
+    TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_SHUTDOWN_FLUSH_MS: '240000', ...env,
   };
   const config = loadConfig(fullEnv);
   const setup = createStorage(config);

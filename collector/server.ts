@@ -63,7 +63,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, settings }) : null;
   await processors?.start();
   const pipeline = new Pipeline({
-    config, storage, logger: log,
+    config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS,
     ...(processors ? { offload: processors } : { processors: enrichment.processors }),
     onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
     onRefused: (rows) => metrics.refused.inc(rows),

@@ -39,6 +39,7 @@ export const configSchema = z.object({
   SPOOL_MAX_BYTES: int(1024 * 1024 * 1024, 1024 * 1024), // beyond this, ingestion answers 503
   SPOOL_FSYNC: bool(true),
   ISOLATE_AFTER_FAILURES: int(5, 1),      // failed flushes in a row before refused records are set aside
+  SHUTDOWN_FLUSH_MS: int(10_000, 0),      // longest wait for the final flush at SIGTERM; the rest replays at the next start
   ENRICHMENT: bool(true),                 // governance, alerts and verification at ingestion (audit always on)
   MAX_FINDINGS_PER_SPAN: int(100, 1),     // finding records stored per span, most severe first
   SIGN_EACH_TRACE: bool(false),           // an Ed25519 signature per trace, not one signed checkpoint per chain per second
