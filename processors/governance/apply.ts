@@ -47,6 +47,7 @@ function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: s
       case 'response': out.response = value; break;
       case 'name': out.name = value; break;
       case 'statusMessage': out.statusMessage = value; break;
+      case 'label': out[at.field] = value; break;
       case 'attribute': attrs.set(JSON.stringify(at.path), value); break;
       case 'resource': resource.set(JSON.stringify(at.path), value); break;
       case 'eventName': eventEdit(at.event).name = value; break;

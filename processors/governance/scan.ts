@@ -56,19 +56,23 @@ export function scanText(text: string, options: ScanOptions = {}): Finding[] {
 
 /** Where a scanned string sits in a span record (what redaction needs to write it back). */
 export type Path = Array<string | number>;
+/** Short free-text fields of a record that a client fills in (and may paste anything into). */
+export const LABEL_FIELDS = ['actionName', 'environment', 'requestId', 'finishReason', 'status', 'model', 'provider'] as const;
+export type LabelField = (typeof LABEL_FIELDS)[number];
+
 export type TextLocation =
-  | { kind: 'prompt' } | { kind: 'response' } | { kind: 'name' } | { kind: 'statusMessage' }
+  | { kind: 'prompt' } | { kind: 'response' } | { kind: 'name' } | { kind: 'statusMessage' } | { kind: 'label'; field: LabelField }
   | { kind: 'attribute'; path: Path } | { kind: 'resource'; path: Path }
   | { kind: 'eventName'; event: number } | { kind: 'eventAttribute'; event: number; path: Path };
 
-/** How a finding names its field: prompt, response, name, status_message, attribute:<path>, resource:<path>,
- * event[<i>].name, event[<i>]:<path>, or request:<path> (the proxy's preflight). */
+/** How a finding names its field: prompt, response, name, status_message, actionName (and the other labels),
+ * attribute:<path>, resource:<path>, event[<i>].name, event[<i>]:<path>, or request:<path> (the proxy's preflight). */
 export type FieldName = string;
 export type FieldFinding = Finding & { field: FieldName };
 
 /**
- * Every string a record holds is scanned, whole: prompt, response, span name, status message, attribute and
- * resource-attribute values (nested objects and arrays walked), event names and event attribute values.
+ * Every string a record holds is scanned, whole: prompt, response, span name, status message, the labels
+ * (action, environment, request id, finish reason, status, model, provider), attribute and resource-attribute values (nested objects and arrays walked), event names and event attribute values.
  * Nothing is skipped for size: a value longer than SCAN_WINDOW is scanned in overlapping windows, so cost is
  * linear in the request, which the route's body limit bounds. Attribute strings shorter than 6 characters
  * cannot hold anything a detector reports and are skipped.
@@ -121,7 +125,7 @@ function attributeSlots(attrs: Attributes, field: string, at: (path: Path) => Te
 }
 
 export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>
-  & Partial<Pick<SpanRecord, 'name' | 'statusMessage' | 'resourceAttributes' | 'events'>>;
+  & Partial<Pick<SpanRecord, 'name' | 'statusMessage' | 'resourceAttributes' | 'events' | LabelField>>;
 
 /** Every string of a record, prompt and response first (a value repeated later is attributed to them). */
 export function textSlots(record: RecordFields): TextSlot[] {
@@ -130,6 +134,10 @@ export function textSlots(record: RecordFields): TextSlot[] {
   if (record.response) out.push({ field: 'response', value: record.response, at: { kind: 'response' } });
   if (record.name && record.name.length >= MIN_ATTR_LEN) out.push({ field: 'name', value: record.name, at: { kind: 'name' } });
   if (record.statusMessage) out.push({ field: 'status_message', value: record.statusMessage, at: { kind: 'statusMessage' } });
+  for (const field of LABEL_FIELDS) {
+    const v = record[field];
+    if (typeof v === 'string' && v.length >= MIN_ATTR_LEN) out.push({ field, value: v, at: { kind: 'label', field } });
+  }
   attributeSlots(record.attributes, 'attribute:', (path) => ({ kind: 'attribute', path }), out);
   if (record.resourceAttributes) attributeSlots(record.resourceAttributes, 'resource:', (path) => ({ kind: 'resource', path }), out);
   record.events?.forEach((e, event) => {
@@ -156,13 +164,28 @@ export const newScanCache = (): ScanCache => ({ findings: new Map(), reportedSha
 
 const sharedSlot = (at: TextLocation) => at.kind === 'resource' || (at.kind === 'attribute' && at.path[0] === 'otel.scope.attributes');
 
+// Labels and short attribute values repeat across requests ('production', the model, an action name): their
+// (pure) scan result is remembered process-wide, in a bounded map cleared when full.
+const SHORT = 128;
+const MEMO_MAX = 20_000;
+const shortMemo = new Map<string, Finding[]>();
+function scanShortMemo(value: string): Finding[] {
+  if (value.length > SHORT) return scanFull(value);
+  let f = shortMemo.get(value);
+  if (f === undefined) {
+    if (shortMemo.size >= MEMO_MAX) shortMemo.clear();
+    shortMemo.set(value, (f = scanFull(value)));
+  }
+  return f;
+}
+
 /** The slots of a record that have findings. */
 export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cache: ScanCache = newScanCache()): SlotFindings[] {
   const seen = new Set<string>();
   const out: SlotFindings[] = [];
   for (const slot of textSlots(record)) {
     let findings = cache.findings.get(slot.value);
-    if (!findings) cache.findings.set(slot.value, (findings = scanFull(slot.value, options)));
+    if (!findings) cache.findings.set(slot.value, (findings = options ? scanFull(slot.value, options) : scanShortMemo(slot.value)));
     let repeat = seen.has(slot.value);
     seen.add(slot.value);
     if (sharedSlot(slot.at)) {

@@ -108,7 +108,7 @@ describe('governance applyGovernance', () => {
   it('redacts every copy of a value and every field that holds text, not only prompt and response', () => {
     const key = `sk-proj-${'Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3Ab4Cd5'}`;
     const r = record({
-      prompt: `my key is ${key}`, statusMessage: `rejected ${key}`,
+      prompt: `my key is ${key}`, statusMessage: `rejected ${key}`, name: `run ${key}`, actionName: `run ${key}`,
       attributes: { 'input.value': `my key is ${key}`, 'llm.input_messages.0.message.content': `my key is ${key}` },
       resourceAttributes: { 'deploy.token': key },
       events: [{ name: 'exception', timeNs: '1', attributes: { 'exception.message': `bad ${key}` } }],
@@ -121,7 +121,8 @@ describe('governance applyGovernance', () => {
     expect(out.record.events[0]!.attributes).to.deep.equal({ 'exception.message': 'bad [REDACTED:api_key]' });
     expect(out.record.statusMessage).to.equal('rejected [REDACTED:api_key]');
     // Reported once per distinct value: the prompt, the status message, the resource and event values.
-    expect(out.findings.map((f) => f.field)).to.deep.equal(['prompt', 'status_message', 'resource:deploy.token', 'event[0]:exception.message']);
+    expect(out.record.actionName).to.equal('run [REDACTED:api_key]');
+    expect(out.findings.map((f) => f.field)).to.deep.equal(['prompt', 'name', 'status_message', 'resource:deploy.token', 'event[0]:exception.message']);
     expect(JSON.stringify(r)).to.include(key); // the input is untouched
   });
   it('block: the decision is block and the blocking content is redacted too', () => {
