@@ -28,7 +28,11 @@ export interface PipelineOptions {
   logger: SpoolLogger;
   processors?: Processor[];
   /** Runs the processors elsewhere (ProcessorWorker) and returns the encoded spool frame; replaces `processors`. */
-  offload?: { process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ frame: Buffer | null; rows: number; accepted: number }> };
+  offload?: {
+    process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ frame: Buffer | null; rows: number; accepted: number }>;
+    /** Told once a frame it produced is fsync'd (in spool order). */
+    durable?(out: { frame: Buffer | null; rows: number; accepted: number }): void;
+  };
   /** Called after each successful insert (metrics). */
   onFlush?: (rows: number, ms: number) => void;
   /** Called when records storage refused were set aside in DATA_DIR/refused (metrics). */
@@ -120,7 +124,7 @@ export class Pipeline implements Ingestor {
       const out = await this.opts.offload.process(input, ctx ?? null);
       if (!out.frame) return { accepted: 0 };
       accepted = out.accepted;
-      append = () => this.spool.appendFrame(out.frame!, out.rows);
+      append = async () => { await this.spool.appendFrame(out.frame!, out.rows); this.opts.offload!.durable?.(out); };
     } else {
       let batch: Batch = { spans: input, extra: [] };
       for (const p of this.processors) batch = await p(batch, ctx ?? null);

@@ -6,7 +6,7 @@ import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
 import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertSource } from './alerts.ts';
 import { AuditChain, auditProcessor } from './audit.ts';
-import { VerificationChain, verificationProcessor } from './verification.ts';
+import { VerificationChain, verificationProcessor, type ChainHead } from './verification.ts';
 import { loadSigningKey } from './signing.ts';
 
 export type { Processor };
@@ -45,11 +45,13 @@ export function createEnrichment(opts: {
   maxFindingsPerSpan?: number | undefined;
   /** An Ed25519 signature for every trace rather than a signed checkpoint per chain per second. */
   signEachTrace?: boolean | undefined;
+  /** Where the previous run's verification chains ended (see ChainHeadStore). */
+  previousHeads?: Record<string, ChainHead> | undefined;
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain();
   if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], audit, verification: null, keysDir };
-  const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false);
+  const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false, opts.previousHeads);
   return {
     processors: [
       costProcessor,

@@ -25,6 +25,21 @@ export function checkpointText(c: Pick<CheckpointRecord, 'workspaceId' | 'chainI
 
 interface Head { seq: number; hash: string; signedSeq: number; signedAt: number }
 
+/** The newest record of a chain: what the next run links to. */
+export interface ChainHead { chainId: string; seq: number; hash: string }
+
+/** The newest verification record per workspace among `records`. */
+export function headsOf(records: ReadonlyArray<object>): Record<string, ChainHead> {
+  const out: Record<string, ChainHead> = {};
+  for (const r of records) {
+    if ((r as { recordType?: string }).recordType !== 'verification') continue;
+    const v = r as VerificationRecord;
+    const cur = out[v.workspaceId];
+    if (!cur || v.seq > cur.seq) out[v.workspaceId] = { chainId: v.chainId, seq: v.seq, hash: v.hash };
+  }
+  return out;
+}
+
 export class VerificationChain {
   readonly chainId: string;
   private readonly heads = new Map<string, Head>();
@@ -33,11 +48,14 @@ export class VerificationChain {
   /** TRACEGATE_SIGN_EACH_TRACE: a signed checkpoint at every record, i.e. an Ed25519 signature per trace (~45 µs each). */
   private readonly signEach: boolean;
   private pending: CheckpointRecord[] = [];
-  constructor(key: SigningKey, checkpointEveryMs = 1000, chainId = `v_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`, signEach = false) {
+  /** Where the previous run's chains ended (durably), per workspace: this run's chains continue from there. */
+  private readonly previous: Readonly<Record<string, ChainHead>>;
+  constructor(key: SigningKey, checkpointEveryMs = 1000, chainId = `v_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`, signEach = false, previous: Readonly<Record<string, ChainHead>> = {}) {
     this.key = key;
     this.checkpointEveryMs = checkpointEveryMs;
     this.chainId = chainId;
     this.signEach = signEach;
+    this.previous = previous;
   }
 
   private sign(workspaceId: string, h: Head, now: number): CheckpointRecord {
@@ -88,7 +106,8 @@ export class VerificationChain {
   private head(workspaceId: string): Head {
     let h = this.heads.get(workspaceId);
     if (!h) {
-      h = { seq: 0, hash: GENESIS, signedSeq: 0, signedAt: 0 };
+      // A run's first record links to the last durable record of the run before, so deleting that whole run shows.
+      h = { seq: 0, hash: this.previous[workspaceId]?.hash ?? GENESIS, signedSeq: 0, signedAt: 0 };
       this.heads.set(workspaceId, h);
     }
     return h;
@@ -170,8 +189,10 @@ export function checkContent(records: VerificationRecord[], stored: SpanRecord[]
 }
 
 /** Chain continuity, link hashes and checkpoint signatures. Records must be in (chainId, seq) order. */
-export function checkChain(records: VerificationRecord[], checkpoints: CheckpointRecord[], keys: PublicKeyInfo[]): { problems: VerifyProblem[]; unsignedTail: number } {
+export function checkChain(records: VerificationRecord[], checkpoints: CheckpointRecord[], keys: PublicKeyInfo[], allHashes?: ReadonlySet<string>): { problems: VerifyProblem[]; unsignedTail: number } {
   const problems: VerifyProblem[] = [];
+  // Hashes of every record of the workspace (a chain may continue one that is not among `records`).
+  const byHash = allHashes ?? new Set(records.map((r) => r.hash));
   const bySeq = new Map<string, VerificationRecord>();
   const lastSigned = new Map<string, number>();
   const lastSeq = new Map<string, number>();
@@ -182,7 +203,10 @@ export function checkChain(records: VerificationRecord[], checkpoints: Checkpoin
     const first = !prev || prev.chainId !== r.chainId;
     const expectSeq = first ? 1 : prev!.seq + 1;
     if (r.seq !== expectSeq) problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: `expected seq ${expectSeq}, found ${r.seq}: records are missing` });
-    else if (r.prevHash !== (first ? GENESIS : prev!.hash)) problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
+    else if (first && r.prevHash !== GENESIS) {
+      // Continues an earlier run's chain: that record must still be there.
+      if (!byHash.has(r.prevHash)) problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
+    } else if (r.prevHash !== (first ? GENESIS : prev!.hash)) problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
     if (linkHash(r.prevHash, r) !== r.hash) problems.push({ kind: 'link_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
     prev = r;
   }

@@ -51,7 +51,7 @@ export async function verifyTrace(storage: Storage, workspaceId: string, traceId
   const mine = await storage.getVerification(workspaceId, traceId);
   const { records, checkpoints } = await storage.verificationChain(workspaceId);
   const chains = new Set(mine.map((r) => r.chainId));
-  const chain = checkChain(records.filter((r) => chains.has(r.chainId)), checkpoints.filter((c) => chains.has(c.chainId)), keys);
+  const chain = checkChain(records.filter((r) => chains.has(r.chainId)), checkpoints.filter((c) => chains.has(c.chainId)), keys, new Set(records.map((r) => r.hash)));
   const content = checkContent(mine, await storage.getTrace(workspaceId, traceId), Date.now() - SETTLE_MS);
   const problems = [...content.problems, ...chain.problems.filter((p) => !p.traceId || p.traceId === traceId || p.kind !== 'link_hash_mismatch')];
   return {

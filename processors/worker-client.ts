@@ -1,20 +1,23 @@
 // Runs the processor chain on a worker thread (processors/worker-host.ts). The pipeline hands over mapped
 // spans and gets back the encoded spool frame; settings are resolved here, on the main thread.
+import { join } from 'node:path';
 import { WorkerRpc } from '../collector/worker-rpc.ts';
+import { ChainHeadStore } from './chain-heads.ts';
+import type { ChainHead } from './verification.ts';
 import type { IngestContext } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import type { PolicySource } from './governance-processor.ts';
 import type { AlertSource } from './alerts.ts';
 import type { Encoded, HostItem, HostRequest, WorkspaceSettings } from './worker-host.ts';
 
-export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number }
+export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number; heads?: Record<string, ChainHead> }
 
 type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
 type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; settings: PolicySource & AlertSource };
 type Waiting = { item: HostItem; resolve: (f: ProcessedFrame) => void; reject: (e: Error) => void };
 
 const frameOf = (e: Encoded): ProcessedFrame =>
-  ({ frame: e.frame ? Buffer.from(e.frame.buffer, e.frame.byteOffset, e.frame.byteLength) : null, rows: e.rows, accepted: e.accepted });
+  ({ frame: e.frame ? Buffer.from(e.frame.buffer, e.frame.byteOffset, e.frame.byteLength) : null, rows: e.rows, accepted: e.accepted, ...e.heads ? { heads: e.heads } : {} });
 
 export class ProcessorWorker {
   private readonly settings: PolicySource & AlertSource;
@@ -24,8 +27,11 @@ export class ProcessorWorker {
   private waiting: Waiting[] = [];
   private pendingSettings: WorkspaceSettings = { policies: {}, alerts: {} };
 
+  private readonly heads: ChainHeadStore;
+
   constructor(opts: Options) {
     this.settings = opts.settings;
+    this.heads = new ChainHeadStore(join(opts.dataDir, 'keys'));
     const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
     // A worker that dies fails its batches (never acknowledged); the next batch starts a fresh one.
     this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace }, 'processor');
@@ -55,7 +61,10 @@ export class ProcessorWorker {
     return frameOf(e!);
   }
 
-  close(): Promise<void> { return this.rpc.close(); }
+  /** The pipeline calls this once a processed frame is fsync'd: its chain heads may now be linked to. */
+  durable(out: ProcessedFrame): void { this.heads.durable(out.heads); }
+
+  close(): Promise<void> { this.heads.flush(); return this.rpc.close(); }
 
   private sendWaiting(): void {
     const batch = this.waiting;

@@ -10,13 +10,16 @@ import { createLogger } from '../collector/logger.ts';
 import { DEFAULT_POLICY, type Policy } from './governance/policy.ts';
 import type { AlertSettings } from './alerts.ts';
 import { createEnrichment } from './index.ts';
+import { join } from 'node:path';
+import { readChainHeads } from './chain-heads.ts';
+import { headsOf, type ChainHead } from './verification.ts';
 
 export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: Record<string, AlertSettings> }
 export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
 export type HostRequest =
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
   | { id: number; type: 'checkpoints' };
-export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number }
+export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: Record<string, ChainHead> }
 
 const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean };
 let current: WorkspaceSettings = { policies: {}, alerts: {} };
@@ -25,11 +28,13 @@ const settings = {
   policyFor: async (ws: string) => current.policies[ws] ?? DEFAULT_POLICY,
   alertsFor: async (ws: string) => current.alerts[ws] ?? { rules: [] },
 };
-const enrichment = createEnrichment({ dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan, signEachTrace });
+const previousHeads = readChainHeads(join(dataDir, 'keys'));
+const enrichment = createEnrichment({ dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan, signEachTrace, previousHeads });
 
 function encode(records: StoredRecord[], accepted: number): Encoded {
   // An exact-size copy, so the transfer below moves only this frame (encodeFrame may use a shared pool).
-  return { frame: records.length ? new Uint8Array(encodeFrame(records)) : null, rows: records.length, accepted };
+  const heads = headsOf(records);
+  return { frame: records.length ? new Uint8Array(encodeFrame(records)) : null, rows: records.length, accepted, ...Object.keys(heads).length ? { heads } : {} };
 }
 
 async function processItem(item: HostItem): Promise<Encoded> {

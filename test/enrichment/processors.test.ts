@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import type { FindingRecord, PolicyRecord } from '../../collector/enrichment-records.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
-import { VerificationChain, checkChain, checkContent, verificationProcessor } from '../../processors/verification.ts';
+import { VerificationChain, checkChain, checkContent, headsOf, verificationProcessor } from '../../processors/verification.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
@@ -157,6 +157,20 @@ describe('verification chain', () => {
     expect(checkChain(r1, forged, keys).problems.map((p) => p.kind)).to.include('bad_signature');
     expect(checkChain(r1, [{ ...cps[0]!, keyId: 'ed25519:nope' }], keys).problems.map((p) => p.kind)).to.deep.equal(['unknown_key']);
     expect(checkChain(r1, [], keys).unsignedTail).to.equal(2);
+  });
+
+  it('a run continues the previous run\'s chain; deleting that whole run is reported', () => {
+    const keys = publicKeys(dir);
+    const run1 = new VerificationChain(loadSigningKey(dir), 1000, 'va');
+    const a = run1.records([span('t1', 'a'), span('t2', 'b')], 10);
+    const run2 = new VerificationChain(loadSigningKey(dir), 1000, 'vb', false, headsOf(a));
+    const b = run2.records([span('t3', 'c')], 20);
+    expect(b[0]!.prevHash).to.equal(a[1]!.hash);
+    expect(checkChain([...a, ...b], [], keys).problems).to.deep.equal([]);
+    expect(checkChain(b, [], keys).problems.map((p) => [p.kind, p.chainId])).to.deep.equal([['chain_gap', 'vb']]);
+    // Linking to an earlier record of that run (its last heads were not yet durable) is fine too.
+    const run3 = new VerificationChain(loadSigningKey(dir), 1000, 'vc', false, headsOf(a.slice(0, 1)));
+    expect(checkChain([...a, ...b, ...run3.records([span('t4', 'd')], 30)], [], keys).problems).to.deep.equal([]);
   });
 
   it('with signEachTrace, every record gets its own signed checkpoint', () => {
