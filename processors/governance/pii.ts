@@ -53,7 +53,7 @@ export function detectEmails(text: string): Finding[] {
 // North American: (415) 555-0132, 415-555-0132, 415.555.0132, +1 415 555 0132. Area and exchange start 2–9.
 const NANP = /(?:\+?1[ .\-]?)?(?:\(([2-9]\d\d)\)[ .\-]?|([2-9]\d\d)([ .\-]))([2-9]\d\d)([ .\-])\d{4}(?![\w]|[.\-]\d)/g;
 // International with a leading '+': groups separated by single spaces, dots or dashes, optional "(0)" trunk part.
-const E164 = /\+[1-9]\d{0,3}(?:[ .\-]?\(\d{1,4}\)[ .\-]?\d{1,8}|[ .\-]\d{1,8}){1,6}(?![\w]|[.\-]\d)|\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
+const E164 = /\+[1-9]\d{0,3}(?:[ .\-\u00A0\u202F]?\(\d{1,4}\)[ .\-\u00A0\u202F]?\d{1,8}|[ .\-\u00A0\u202F]\d{1,8}){1,6}(?![\w]|[.\-]\d)|\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
 // Bare digit runs count only right after a phone keyword. Runs are found first (rare in text), then the
 // keyword is looked for just before them.
 const DIGIT_RUN = /\d{9,}/g;
@@ -123,13 +123,14 @@ export function detectPhones(text: string, runs = digitRuns(text)): Finding[] {
 }
 
 // ---- payment cards: 13–19 digits, contiguous or in 4-4-4-4 / 4-6-5 / 4-6-4 groups, Luhn + issuer prefix/length.
-const CARD = /(?:\d{13,19}|\d{4}([ \-])\d{4,6}\1\d{4,5}(?:\1\d{1,4}){0,2})(?![\w]|[.\-/]\d)/g;
+// Group separators include the no-break and thin spaces word processors and locales put between digit groups.
+const CARD = /(?:\d{13,19}|\d{4}([ \-\u00A0\u2007\u2009\u202F])\d{4,6}\1\d{4,5}(?:\1\d{1,4}){0,2})(?![\w]|[.\-/]\d)/g;
 
 export function detectCards(text: string): Finding[] {
   const out: Finding[] = [];
   for (const m of text.matchAll(CARD)) {
     if (!clearBefore(text, m.index, NOT_BEFORE_NUMBER)) continue;
-    const digits = m[0].replace(/[ \-]/g, '');
+    const digits = m[0].replace(/[ \-\u00A0\u2007\u2009\u202F]/g, '');
     if (digits.length < 13 || digits.length > 19) continue;
     if (!luhnValid(digits) || cardBrand(digits) === null) continue;
     out.push(pii('pii.payment_card', 'payment_card', 'high', m.index, m.index + m[0].length, maskDigits(digits)));
