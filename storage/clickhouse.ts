@@ -267,9 +267,11 @@ export class ClickHouseStorage implements Storage {
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
     const f = normalizeFilter(filter);
     const ws = str(wellFormed(workspaceId));
-    const match = hasSpanFilter(f)
+    let match = hasSpanFilter(f)
       ? `AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} FINAL WHERE workspace_id = ${ws} AND ${spanConditions(f)})`
       : '';
+    // The trace status is one of its spans' statuses: only traces with such a span need aggregating.
+    if (f.status !== undefined) match += ` AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND status = ${str(f.status)})`;
     const outer: string[] = [];
     if (f.cursor) outer.push(`(t_start < ${u64(f.cursor.s)} OR (t_start = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`);
     if (f.status !== undefined) outer.push(`if(any_error = 1, 'error', root_status) = ${str(f.status)}`);

@@ -144,9 +144,11 @@ export class DuckDbStorage implements Storage {
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
     const f = normalizeFilter(filter);
     const params: Params = { ws: wellFormed(workspaceId), lim: f.limit + 1 };
-    const match = hasSpanFilter(f)
+    let match = hasSpanFilter(f)
       ? `AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND ${spanConditions(f, params)})`
       : '';
+    // The trace status is one of its spans' statuses: only traces with such a span need aggregating.
+    if (f.status !== undefined) match += ' AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND status = $status)';
     const outer: string[] = [];
     if (f.cursor) {
       Object.assign(params, { cs: f.cursor.s, ct: f.cursor.t });
