@@ -78,12 +78,14 @@ export function createApp(deps: AppDeps): Koa {
     await next();
   };
   // Every rejected authentication is audited. Spooled without waiting: a flood of bad keys must not queue requests
-  // behind fsyncs. The key id (never the key) is kept when the key was well-formed.
+  // behind fsyncs. The key id (never the key) is kept when the key was well-formed; an attempt with a real key id
+  // (wrong secret, revoked key) goes to that key's workspace, where its owners read it, the rest to _system.
   const auditRejected = (c: Context, key: string | null) => {
     const keyId = key ? parseKey(key)?.keyId ?? '' : '';
+    const owner = key ? deps.keys.rejection(key) : null;
     const rec = deps.enrichment.audit.append({
-      workspaceId: SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: c.path,
-      outcome: 'denied', accepted: 0, rejected: 0, details: JSON.stringify({ reason: key ? 'invalid_or_revoked_key' : 'missing_key', ip: c.ip }),
+      workspaceId: owner?.workspaceId ?? SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: c.path,
+      outcome: 'denied', accepted: 0, rejected: 0, details: JSON.stringify({ reason: owner?.reason ?? (key ? 'unknown_key' : 'missing_key'), ip: c.ip }),
     });
     deps.pipeline.record([rec]).catch(() => {});
   };

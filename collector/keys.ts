@@ -65,6 +65,17 @@ export class KeyVerifier {
     return { workspaceId: rec.workspaceId, keyId: rec.keyId };
   }
 
+  /**
+   * Why a key that failed `verify` failed, from the lookup just made (no storage call): the workspace owning a
+   * well-formed key id whose secret was wrong or which was revoked, so its owners see attempts on their keys.
+   */
+  rejection(key: string): { workspaceId: string; reason: 'revoked_key' | 'wrong_secret' } | null {
+    const parsed = parseKey(key);
+    const rec = parsed ? this.cache.get(parsed.keyId)?.record : null;
+    if (!rec) return null;
+    return { workspaceId: rec.workspaceId, reason: rec.revokedAtMs > 0 ? 'revoked_key' : 'wrong_secret' };
+  }
+
   forget(keyId: string): void {
     this.cache.delete(keyId);
   }

@@ -79,7 +79,8 @@ export function summarize(spans: SpanRecord[]) {
   if (spans.length === 0) return null;
   const d = depths(spans);
   const byStart = [...spans].sort((a, b) => (d.get(a.spanId)! - d.get(b.spanId)!) || (BigInt(a.startTimeNs) < BigInt(b.startTimeNs) ? -1 : 1));
-  const root = byStart[0]!;
+  // The root the list shows too: no parent first, then earliest start (an orphan never outranks a real root).
+  const root = [...spans].sort(listOrder)[0]!;
   const llm = byStart.find((s) => s.kind === 'llm' && (s.prompt || s.response)) ?? byStart.find((s) => s.kind === 'llm');
   // The model shown is the list's: of the first LLM span in list order (the root's when there is none).
   const firstLlm = spans.filter((s) => s.kind === 'llm').sort(listOrder)[0];
@@ -101,7 +102,7 @@ export function summarize(spans: SpanRecord[]) {
     durationMs: end > start ? Number(end - start) / 1e6 : 0,
     spanCount: spans.length,
     errorCount: errors,
-    model: firstLlm?.model ?? [...spans].sort(listOrder)[0]!.model,
+    model: firstLlm?.model ?? root.model,
     provider: firstLlm?.provider ?? root.provider,
     prompt: llm?.prompt ?? root.prompt,
     response: llm?.response ?? root.response,

@@ -100,6 +100,13 @@ for (const backend of BACKENDS) {
       expect(verifyAuditChain(chain.map((r) => ({ ...r, recordType: 'audit' as const })))).to.deep.equal([]);
       const system = await s.running.storage.listAudit('_system', { action: 'auth.rejected', limit: 10 });
       expect(system.items[0]).to.include({ actor: '0123456789abcdef', outcome: 'denied' });
+      expect(JSON.parse(system.items[0]!.details)).to.include({ reason: 'unknown_key' });
+      // A real key id with a wrong secret is an attempt on that workspace's key: its owners see it.
+      const keyId = auth.authorization.split('_')[1]!;
+      await post(`${s.url}/api/traces`, { prompt: 'x' }, { authorization: `Bearer tg_${keyId}_${'C'.repeat(43)}` });
+      await flushed(s);
+      const mine = (await get(`${s.url}/api/audit?action=auth.rejected`, auth)).json.items as AuditRecord[];
+      expect(mine.map((i) => [i.actor, JSON.parse(i.details).reason])).to.deep.include([keyId, 'wrong_secret']);
     });
 
     it('alert rules produce alerts and a signed webhook delivery', async () => {
