@@ -33,6 +33,8 @@ export interface PipelineOptions {
     /** Told once a frame it produced is fsync'd (in spool order). */
     durable?(out: { frame: Buffer | null; rows: number; accepted: number }): void;
   };
+  /** Told once records encoded on this thread are fsync'd (the audit chain heads a restart continues from). */
+  onDurable?: (records: ReadonlyArray<object>) => void;
   /** Called after each successful insert (metrics). */
   onFlush?: (rows: number, ms: number) => void;
   /** Called when records storage refused were set aside in DATA_DIR/refused (metrics). */
@@ -131,7 +133,7 @@ export class Pipeline implements Ingestor {
       const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
       if (records.length === 0) return { accepted: 0 };
       accepted = batch.spans.length;
-      append = () => this.spool.append(records);
+      append = async () => { await this.spool.append(records); this.opts.onDurable?.(records); };
     }
     try {
       await append();
@@ -149,6 +151,7 @@ export class Pipeline implements Ingestor {
     if (extra.length === 0) return;
     if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     await this.spool.append(extra);
+    this.opts.onDurable?.(extra);
   }
 
   /** Durably spool a frame of records encoded elsewhere (the processor worker's final checkpoints). */

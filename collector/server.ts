@@ -18,6 +18,8 @@ import { Pipeline } from './pipeline.ts';
 import { createEnrichment, type Enrichment } from '../processors/index.ts';
 import { loadSigningKey } from '../processors/signing.ts';
 import { ProcessorWorker } from '../processors/worker-client.ts';
+import { ChainHeadStore } from '../processors/chain-heads.ts';
+import { headsOf } from '../processors/verification.ts';
 
 export interface Running {
   server: Server;
@@ -58,12 +60,14 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   // With enrichment on, the processor chain (scanning, hashing: the heavy part) runs on its own thread
   // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside
   // ingestion (rejected auth, admin changes). With it off, the light chain that is left runs here.
-  const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log });
+  const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main');
+  const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log, previousAuditHeads: auditHeads.current() });
   if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
   const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, settings }) : null;
   await processors?.start();
   const pipeline = new Pipeline({
     config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS,
+    onDurable: (records) => auditHeads.durable(headsOf(records, 'audit')),
     ...(processors ? { offload: processors } : { processors: enrichment.processors }),
     onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
     onRefused: (rows) => metrics.refused.inc(rows),
@@ -92,6 +96,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     stopInit();
     await pipeline.close();
+    auditHeads.flush();
     await processors?.close();
     await limits.close();
     await Promise.all(closers.map((c) => c().catch(() => {})));

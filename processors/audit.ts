@@ -18,13 +18,16 @@ export function auditHash(r: Omit<AuditRecord, 'hash'>): string {
 export class AuditChain {
   private readonly heads = new Map<string, { seq: number; hash: string }>();
   readonly chainId: string;
-  constructor(chainId = `c_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`) {
+  /** Where the previous run's chain of this role ended (durably): this run's first record links to it. */
+  private readonly previous: Readonly<Record<string, { hash: string }>>;
+  constructor(chainId = `c_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`, previous: Readonly<Record<string, { hash: string }>> = {}) {
     this.chainId = chainId;
+    this.previous = previous;
   }
 
   /** Builds the next record of the workspace's chain (synchronous, so order is the call order). */
   append(e: AuditEvent): AuditRecord {
-    const head = this.heads.get(e.workspaceId) ?? { seq: 0, hash: GENESIS };
+    const head = this.heads.get(e.workspaceId) ?? { seq: 0, hash: this.previous[e.workspaceId]?.hash ?? GENESIS };
     const base = { recordType: 'audit' as const, ...e, chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash };
     const rec: AuditRecord = { ...base, hash: auditHash(base) };
     this.heads.set(e.workspaceId, { seq: rec.seq, hash: rec.hash });
@@ -52,13 +55,16 @@ export interface ChainProblem { chainId: string; seq: number; kind: 'gap' | 'pre
 /** Re-checks audit chains: sequence continuity, links and each record's own hash. */
 export function verifyAuditChain(records: AuditRecord[]): ChainProblem[] {
   const problems: ChainProblem[] = [];
+  const byHash = new Set(records.map((r) => r.hash));
   let prev: AuditRecord | null = null;
   for (const r of records) {
     const first = !prev || prev.chainId !== r.chainId;
     const expectSeq = first ? 1 : prev!.seq + 1;
-    const expectPrev = first ? GENESIS : prev!.hash;
     if (r.seq !== expectSeq) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: `expected seq ${expectSeq}, found ${r.seq}` });
-    if (r.prevHash !== expectPrev && r.seq === expectSeq) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'prev_hash_mismatch', message: 'prevHash does not match the previous record' });
+    else if (first && r.prevHash !== GENESIS) {
+      // Continues an earlier run's chain: that record must still be there.
+      if (!byHash.has(r.prevHash)) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: 'the earlier run this chain continues is missing (its records were deleted)' });
+    } else if (r.prevHash !== (first ? GENESIS : prev!.hash)) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'prev_hash_mismatch', message: 'prevHash does not match the previous record' });
     const { hash, ...rest } = r;
     if (auditHash(rest) !== hash) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'hash_mismatch', message: 'record content does not match its hash' });
     prev = r;

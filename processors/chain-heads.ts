@@ -1,16 +1,18 @@
-// Where each workspace's verification chain stands, kept in DATA_DIR/keys/verification-heads.json so the next
-// run's chain continues from it. Only heads of records already fsync'd to the spool are written (the pipeline
-// reports them), so after a crash the next run never links to a record that was never stored.
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+// Where each workspace's chains stand (DATA_DIR/keys/verification-heads.json, audit-ingest-heads.json,
+// audit-main-heads.json), so the next run's chains continue from them. Only heads of records already fsync'd to
+// the spool are written (the pipeline reports them), so after a crash the next run never links to a record that
+// was never stored.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { ChainHead } from './verification.ts';
 
-const FILE = 'verification-heads.json';
+export type ChainRole = 'verification' | 'audit-ingest' | 'audit-main';
 const WRITE_EVERY_MS = 1000;
+const fileOf = (role: ChainRole) => `${role}-heads.json`;
 
-export function readChainHeads(keysDir: string): Record<string, ChainHead> {
+export function readChainHeads(keysDir: string, role: ChainRole): Record<string, ChainHead> {
   try {
-    const v: unknown = JSON.parse(readFileSync(join(keysDir, FILE), 'utf8'));
+    const v: unknown = JSON.parse(readFileSync(join(keysDir, fileOf(role)), 'utf8'));
     return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, ChainHead>) : {};
   } catch {
     return {}; // first run, or an unreadable file: chains start at the genesis hash
@@ -23,10 +25,13 @@ export class ChainHeadStore {
   private dirty = false;
   private lastWrite = 0;
   private timer: NodeJS.Timeout | null = null;
-  constructor(keysDir: string) {
-    this.path = join(keysDir, FILE);
-    this.heads = readChainHeads(keysDir);
+  constructor(keysDir: string, role: ChainRole) {
+    this.path = join(keysDir, fileOf(role));
+    this.heads = readChainHeads(keysDir, role);
   }
+
+  /** The heads as last made durable (what a new chain of this role continues from). */
+  current(): Record<string, ChainHead> { return { ...this.heads }; }
 
   /** Heads of records that are now durable; written at most once a second. */
   durable(heads: Record<string, ChainHead> | undefined): void {
@@ -52,6 +57,7 @@ export class ChainHeadStore {
     this.dirty = false;
     this.lastWrite = Date.now();
     try {
+      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
       writeFileSync(`${this.path}.tmp`, JSON.stringify(this.heads), { mode: 0o600 });
       renameSync(`${this.path}.tmp`, this.path);
     } catch {

@@ -47,9 +47,11 @@ export function createEnrichment(opts: {
   signEachTrace?: boolean | undefined;
   /** Where the previous run's verification chains ended (see ChainHeadStore). */
   previousHeads?: Record<string, ChainHead> | undefined;
+  /** Where the previous run's audit chains of this role ended. */
+  previousAuditHeads?: Record<string, ChainHead> | undefined;
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
-  const audit = new AuditChain();
+  const audit = new AuditChain(undefined, opts.previousAuditHeads);
   if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], audit, verification: null, keysDir };
   const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false, opts.previousHeads);
   return {

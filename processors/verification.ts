@@ -28,12 +28,12 @@ interface Head { seq: number; hash: string; signedSeq: number; signedAt: number 
 /** The newest record of a chain: what the next run links to. */
 export interface ChainHead { chainId: string; seq: number; hash: string }
 
-/** The newest verification record per workspace among `records`. */
-export function headsOf(records: ReadonlyArray<object>): Record<string, ChainHead> {
+/** The newest record per workspace among `records` of one chained type (verification, or audit). */
+export function headsOf(records: ReadonlyArray<object>, type: 'verification' | 'audit' = 'verification'): Record<string, ChainHead> {
   const out: Record<string, ChainHead> = {};
   for (const r of records) {
-    if ((r as { recordType?: string }).recordType !== 'verification') continue;
-    const v = r as VerificationRecord;
+    if ((r as { recordType?: string }).recordType !== type) continue;
+    const v = r as { workspaceId: string; chainId: string; seq: number; hash: string };
     const cur = out[v.workspaceId];
     if (!cur || v.seq > cur.seq) out[v.workspaceId] = { chainId: v.chainId, seq: v.seq, hash: v.hash };
   }

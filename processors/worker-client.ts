@@ -10,7 +10,7 @@ import type { PolicySource } from './governance-processor.ts';
 import type { AlertSource } from './alerts.ts';
 import type { Encoded, HostItem, HostRequest, WorkspaceSettings } from './worker-host.ts';
 
-export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number; heads?: Record<string, ChainHead> }
+export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
 type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
 type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; settings: PolicySource & AlertSource };
@@ -28,10 +28,12 @@ export class ProcessorWorker {
   private pendingSettings: WorkspaceSettings = { policies: {}, alerts: {} };
 
   private readonly heads: ChainHeadStore;
+  private readonly auditHeads: ChainHeadStore;
 
   constructor(opts: Options) {
     this.settings = opts.settings;
-    this.heads = new ChainHeadStore(join(opts.dataDir, 'keys'));
+    this.heads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'verification');
+    this.auditHeads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'audit-ingest');
     const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
     // A worker that dies fails its batches (never acknowledged); the next batch starts a fresh one.
     this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace }, 'processor');
@@ -62,9 +64,9 @@ export class ProcessorWorker {
   }
 
   /** The pipeline calls this once a processed frame is fsync'd: its chain heads may now be linked to. */
-  durable(out: ProcessedFrame): void { this.heads.durable(out.heads); }
+  durable(out: ProcessedFrame): void { this.heads.durable(out.heads?.verification); this.auditHeads.durable(out.heads?.audit); }
 
-  close(): Promise<void> { this.heads.flush(); return this.rpc.close(); }
+  close(): Promise<void> { this.heads.flush(); this.auditHeads.flush(); return this.rpc.close(); }
 
   private sendWaiting(): void {
     const batch = this.waiting;

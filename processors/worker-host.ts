@@ -19,7 +19,7 @@ export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
 export type HostRequest =
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
   | { id: number; type: 'checkpoints' };
-export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: Record<string, ChainHead> }
+export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
 const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean };
 let current: WorkspaceSettings = { policies: {}, alerts: {} };
@@ -28,13 +28,16 @@ const settings = {
   policyFor: async (ws: string) => current.policies[ws] ?? DEFAULT_POLICY,
   alertsFor: async (ws: string) => current.alerts[ws] ?? { rules: [] },
 };
-const previousHeads = readChainHeads(join(dataDir, 'keys'));
-const enrichment = createEnrichment({ dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan, signEachTrace, previousHeads });
+const keysDir = join(dataDir, 'keys');
+const enrichment = createEnrichment({
+  dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan, signEachTrace,
+  previousHeads: readChainHeads(keysDir, 'verification'), previousAuditHeads: readChainHeads(keysDir, 'audit-ingest'),
+});
 
 function encode(records: StoredRecord[], accepted: number): Encoded {
   // An exact-size copy, so the transfer below moves only this frame (encodeFrame may use a shared pool).
-  const heads = headsOf(records);
-  return { frame: records.length ? new Uint8Array(encodeFrame(records)) : null, rows: records.length, accepted, ...Object.keys(heads).length ? { heads } : {} };
+  const heads = { verification: headsOf(records, 'verification'), audit: headsOf(records, 'audit') };
+  return { frame: records.length ? new Uint8Array(encodeFrame(records)) : null, rows: records.length, accepted, heads };
 }
 
 async function processItem(item: HostItem): Promise<Encoded> {

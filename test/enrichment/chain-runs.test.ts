@@ -9,6 +9,7 @@ import { createKey } from '../../collector/admin.ts';
 import { GENESIS } from '../../processors/canonical.ts';
 import { publicKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
+import { verifyAuditChain } from '../../processors/audit.ts';
 import { post, testEnv } from '../support/server.ts';
 import { join } from 'node:path';
 
@@ -56,6 +57,19 @@ describe('verification chains across restarts (clickhouse)', function () {
       const report = await verifyWorkspace(running.storage, k.workspaceId, publicKeys(keysDir), now);
       expect(report.ok).to.equal(false);
       expect(report.problems.map((p) => [p.kind, p.chainId])).to.deep.include(['chain_gap', chains[1]]);
+
+      // The audit chains continue across runs too: run 2's ingestion chain starts from run 1's last record.
+      const audit = await running.storage.auditChain(k.workspaceId);
+      const auditChains = [...new Set(audit.map((r) => r.chainId))];
+      const linked = audit.filter((r) => r.seq === 1 && r.prevHash !== GENESIS);
+      expect(linked.length).to.be.greaterThan(0);
+      for (const r of linked) expect(audit.some((x) => x.hash === r.prevHash && x.chainId !== r.chainId)).to.equal(true);
+      expect(auditChains.length).to.be.greaterThan(1);
+      expect(verifyAuditChain(audit.map((r) => ({ ...r, recordType: 'audit' as const })))).to.deep.equal([]);
+      // Deleting the run a chain continues is reported.
+      const gone = new Set(audit.filter((r) => r.hash === linked[0]!.prevHash).map((r) => r.chainId));
+      const problems = verifyAuditChain(audit.filter((r) => !gone.has(r.chainId)).map((r) => ({ ...r, recordType: 'audit' as const })));
+      expect(problems.map((p) => p.kind)).to.include('gap');
     } finally {
       await running.close();
       rmSync(config.DATA_DIR, { recursive: true, force: true });
