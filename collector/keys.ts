@@ -4,6 +4,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { sha256 } from '../processors/canonical.ts';
 import type { ApiKeyRecord, Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
+import type { LastKnown } from './last-known.ts';
 
 const KEY_RE = /^tg_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 
@@ -34,9 +35,11 @@ export class KeyVerifier {
   private readonly cache = new Map<string, { record: ApiKeyRecord | null; until: number }>();
   private readonly storage: Storage;
   private readonly ttlMs: number;
-  constructor(storage: Storage, ttlMs = 30_000) {
+  private readonly lastKnown: LastKnown | undefined;
+  constructor(storage: Storage, ttlMs = 30_000, lastKnown?: LastKnown) {
     this.storage = storage;
     this.ttlMs = ttlMs;
+    this.lastKnown = lastKnown;
   }
 
   async verify(key: string): Promise<Caller | null> {
@@ -48,9 +51,13 @@ export class KeyVerifier {
       let record: ApiKeyRecord | null;
       try {
         record = await this.storage.getApiKey(parsed.keyId);
+        if (record) this.lastKnown?.rememberKey(record);
       } catch (err) {
-        // Storage outage: a key we knew stays valid (ingestion continues into the spool); unknown keys get a retryable 503.
+        // Storage outage: a key we knew stays valid (ingestion continues into the spool), also one known before a
+        // restart; unknown keys get a retryable 503.
         if (hit) return this.check(key, hit.record);
+        const known = this.lastKnown?.key(parsed.keyId);
+        if (known) return this.check(key, known);
         throw Object.assign(new BackpressureError('cannot verify the API key while storage is unreachable; retry later', 5), { cause: err });
       }
       hit = { record, until: now + (record ? this.ttlMs : 2_000) };

@@ -14,6 +14,7 @@ import { createMetrics } from './metrics.ts';
 import { KeyVerifier } from './keys.ts';
 import { RateLimits } from './rate-limit.ts';
 import { SettingsStore } from './settings.ts';
+import { LastKnown } from './last-known.ts';
 import { Pipeline } from './pipeline.ts';
 import { createEnrichment, type Enrichment } from '../processors/index.ts';
 import { loadSigningKey } from '../processors/signing.ts';
@@ -56,7 +57,8 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     ({ storage, stop: stopInit } = initInBackground(storage, log, err));
   }
   const metrics = createMetrics();
-  const settings = new SettingsStore(storage, config, 5_000, (o, m) => log.warn(o, m));
+  const lastKnown = new LastKnown(join(config.DATA_DIR, 'cache', 'last-known.json'));
+  const settings = new SettingsStore(storage, config, 5_000, (o, m) => log.warn(o, m), lastKnown);
   // With enrichment on, the processor chain (scanning, hashing: the heavy part) runs on its own thread
   // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside
   // ingestion (rejected auth, admin changes). With it off, the light chain that is left runs here.
@@ -76,7 +78,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL });
   const adminToken = randomBytes(24).toString('base64url');
   const closers: Array<() => Promise<void>> = [];
-  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage), limits, settings, enrichment, log, metrics, adminToken, closers });
+  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage, 30_000, lastKnown), limits, settings, enrichment, log, metrics, adminToken, closers });
 
   const server = app.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', reject); });
@@ -97,6 +99,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     stopInit();
     await pipeline.close();
     auditHeads.flush();
+    lastKnown.flush();
     await processors?.close();
     await limits.close();
     await Promise.all(closers.map((c) => c().catch(() => {})));

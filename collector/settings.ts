@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
+import type { LastKnown } from './last-known.ts';
 import { DEFAULT_POLICY, policySchema, type Policy } from '../processors/governance/policy.ts';
 import { POLICY_ACTION_KEYS } from '../processors/governance/types.ts';
 import { alertRuleSchema, type AlertSettings } from '../processors/alerts.ts';
@@ -37,11 +38,13 @@ export class SettingsStore {
   private readonly config: Config;
   private readonly ttlMs: number;
   private readonly onWarning: ((o: object, m: string) => void) | undefined;
-  constructor(storage: Storage, config: Config, ttlMs = 5_000, onWarning?: (o: object, m: string) => void) {
+  private readonly lastKnown: LastKnown | undefined;
+  constructor(storage: Storage, config: Config, ttlMs = 5_000, onWarning?: (o: object, m: string) => void, lastKnown?: LastKnown) {
     this.storage = storage;
     this.config = config;
     this.ttlMs = ttlMs;
     this.onWarning = onWarning;
+    this.lastKnown = lastKnown;
   }
 
   async forWorkspace(workspaceId: string): Promise<ResolvedSettings> {
@@ -50,11 +53,14 @@ export class SettingsStore {
     let row: Awaited<ReturnType<Storage['getSettings']>>;
     try {
       row = await this.storage.getSettings(workspaceId);
+      this.lastKnown?.rememberSettings(workspaceId, row);
     } catch (err) {
-      // Storage outage: keep ingesting with the last known settings; without any, refuse (retryable) rather
-      // than fall back to a default policy that might store text the real policy redacts.
+      // Storage outage: keep ingesting with the last known settings (also those known before a restart); without
+      // any, refuse (retryable) rather than fall back to a default policy that might store text the real policy redacts.
       if (hit) return hit.value;
-      throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
+      const known = this.lastKnown?.settings(workspaceId);
+      if (known === undefined) throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
+      row = known;
     }
     const doc = row ? this.parseStored(row.doc, workspaceId) : {};
     const value: ResolvedSettings = {

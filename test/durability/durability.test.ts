@@ -134,11 +134,12 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
     }
   });
 
-  it('starts while ClickHouse is down: answers 503 meanwhile, then migrates, replays the spool and serves', async () => {
+  it('starts while ClickHouse is down: known keys keep ingesting into the spool, unknown ones get 503; then it migrates, replays and serves', async () => {
     const env = testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '100' });
     const config = loadConfig(env);
     let running = await startServer(config);
     const k = await createKey(running.storage, 'cold-start-co');
+    const never = await createKey(running.storage, 'cold-start-other'); // never used before the outage
     const auth = { authorization: `Bearer ${k.key}` };
     try {
       const acked: string[] = [];
@@ -156,7 +157,11 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
       const url = `http://127.0.0.1:${running.port}`;
       expect((await get(`${url}/healthz`)).status).to.equal(200);
       expect((await get(`${url}/readyz`)).status).to.equal(503);
-      const refused = await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, auth);
+      // The key and its workspace settings were read before the restart (DATA_DIR/cache/last-known.json).
+      const during = await post(`${url}/api/traces`, { requestId: 'cs-during', prompt: 'p', response: 'r' }, auth);
+      expect(during.status, during.text).to.equal(200);
+      acked.push('cs-during');
+      const refused = await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, { authorization: `Bearer ${never.key}` });
       expect(refused.status).to.equal(503);
       expect(Number(refused.headers.get('retry-after'))).to.be.greaterThan(0);
       await ch.restart();
@@ -167,7 +172,7 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
         else await sleep(150);
       }
       expect(new Set(ids)).to.deep.equal(new Set(acked));
-      expect((await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+      expect((await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, { authorization: `Bearer ${never.key}` })).status).to.equal(200);
       expect((await get(`${url}/readyz`)).status).to.equal(200);
     } finally {
       await running.close();
