@@ -80,11 +80,16 @@ export function createApp(deps: AppDeps): Koa {
   // Every rejected authentication is audited. Spooled without waiting: a flood of bad keys must not queue requests
   // behind fsyncs. The key id (never the key) is kept when the key was well-formed; an attempt with a real key id
   // (wrong secret, revoked key) goes to that key's workspace, where its owners read it, the rest to _system.
+  // The route pattern, not the raw path: a caller must not write arbitrary text into a workspace's audit log.
+  const routeOf = (c: Context) => (c as unknown as { _matchedRoute?: string })._matchedRoute ?? c.path.slice(0, 200);
+  // A record the spool cannot take must not advance the chain (that would leave a gap): with the spool full, skip.
+  const spoolFull = () => deps.pipeline.stats().spoolBytes >= deps.config.SPOOL_MAX_BYTES;
   const auditRejected = (c: Context, key: string | null) => {
+    if (spoolFull()) return;
     const keyId = key ? parseKey(key)?.keyId ?? '' : '';
     const owner = key ? deps.keys.rejection(key) : null;
     const rec = deps.enrichment.audit.append({
-      workspaceId: owner?.workspaceId ?? SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: c.path,
+      workspaceId: owner?.workspaceId ?? SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: routeOf(c),
       outcome: 'denied', accepted: 0, rejected: 0, details: JSON.stringify({ reason: owner?.reason ?? (key ? 'unknown_key' : 'missing_key'), ip: c.ip }),
     });
     deps.pipeline.record([rec]).catch(() => {});
@@ -95,10 +100,10 @@ export function createApp(deps: AppDeps): Koa {
     try {
       await next();
     } catch (err) {
-      if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+      if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429 && !spoolFull()) {
         const caller = c.state.caller as Caller;
         const rec = deps.enrichment.audit.append({
-          workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId, action: 'ingest', route: `${c.method} ${c.path}`,
+          workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId, action: 'ingest', route: `${c.method} ${routeOf(c)}`,
           outcome: 'rejected', accepted: 0, rejected: 1, details: JSON.stringify({ status: err.status, code: err.code, limiter: route }),
         });
         deps.pipeline.record([rec]).catch(() => {});

@@ -19,7 +19,7 @@ import { Pipeline } from './pipeline.ts';
 import { createEnrichment, type Enrichment } from '../processors/index.ts';
 import { loadSigningKey } from '../processors/signing.ts';
 import { ProcessorWorker } from '../processors/worker-client.ts';
-import { ChainHeadStore } from '../processors/chain-heads.ts';
+import { ChainHeadStore, storeIdentity } from '../processors/chain-heads.ts';
 import { headsOf } from '../processors/verification.ts';
 
 export interface Running {
@@ -62,10 +62,11 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   // With enrichment on, the processor chain (scanning, hashing: the heavy part) runs on its own thread
   // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside
   // ingestion (rejected auth, admin changes). With it off, the light chain that is left runs here.
-  const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main');
+  const store = storeIdentity(config);
+  const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main', store);
   const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log, previousAuditHeads: auditHeads.current() });
   if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
-  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, settings }) : null;
+  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, store, settings }) : null;
   await processors?.start();
   const pipeline = new Pipeline({
     config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS,

@@ -2,7 +2,7 @@
 // audit-main-heads.json), so the next run's chains continue from them. Only heads of records already fsync'd to
 // the spool are written (the pipeline reports them), so after a crash the next run never links to a record that
 // was never stored.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { ChainHead } from './verification.ts';
 
@@ -10,10 +10,23 @@ export type ChainRole = 'verification' | 'audit-ingest' | 'audit-main';
 const WRITE_EVERY_MS = 1000;
 const fileOf = (role: ChainRole) => `${role}-heads.json`;
 
-export function readChainHeads(keysDir: string, role: ChainRole): Record<string, ChainHead> {
+/**
+ * Which database the heads belong to: heads from another store (a switch from DuckDB to ClickHouse, another
+ * database name) are ignored rather than linked to records that store never had. Null when the spool does not
+ * fsync: then "durable" is not, and a power loss could leave heads naming lost records, so nothing is linked.
+ */
+export function storeIdentity(c: { CLICKHOUSE_URL?: string | undefined; CLICKHOUSE_DATABASE: string; DATA_DIR: string; SPOOL_FSYNC: boolean }): string | null {
+  if (!c.SPOOL_FSYNC) return null;
+  if (!c.CLICKHOUSE_URL) return `duckdb:${join(c.DATA_DIR, 'tracegate.duckdb')}`;
+  const u = new URL(c.CLICKHOUSE_URL);
+  return `clickhouse:${u.host}${u.pathname}#${c.CLICKHOUSE_DATABASE}`;
+}
+
+export function readChainHeads(keysDir: string, role: ChainRole, store: string | null): Record<string, ChainHead> {
+  if (store === null) return {};
   try {
-    const v: unknown = JSON.parse(readFileSync(join(keysDir, fileOf(role)), 'utf8'));
-    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, ChainHead>) : {};
+    const v = JSON.parse(readFileSync(join(keysDir, fileOf(role)), 'utf8')) as { store?: unknown; heads?: unknown };
+    return v.store === store && v.heads && typeof v.heads === 'object' && !Array.isArray(v.heads) ? (v.heads as Record<string, ChainHead>) : {};
   } catch {
     return {}; // first run, or an unreadable file: chains start at the genesis hash
   }
@@ -25,9 +38,11 @@ export class ChainHeadStore {
   private dirty = false;
   private lastWrite = 0;
   private timer: NodeJS.Timeout | null = null;
-  constructor(keysDir: string, role: ChainRole) {
+  private readonly store: string | null;
+  constructor(keysDir: string, role: ChainRole, store: string | null) {
     this.path = join(keysDir, fileOf(role));
-    this.heads = readChainHeads(keysDir, role);
+    this.store = store;
+    this.heads = readChainHeads(keysDir, role, store);
   }
 
   /** The heads as last made durable (what a new chain of this role continues from). */
@@ -35,7 +50,7 @@ export class ChainHeadStore {
 
   /** Heads of records that are now durable; written at most once a second. */
   durable(heads: Record<string, ChainHead> | undefined): void {
-    if (!heads) return;
+    if (!heads || this.store === null) return;
     for (const [ws, h] of Object.entries(heads)) {
       const cur = this.heads[ws];
       if (!cur || cur.chainId !== h.chainId || h.seq > cur.seq) { this.heads[ws] = h; this.dirty = true; }
@@ -58,7 +73,8 @@ export class ChainHeadStore {
     this.lastWrite = Date.now();
     try {
       mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-      writeFileSync(`${this.path}.tmp`, JSON.stringify(this.heads), { mode: 0o600 });
+      const fd = openSync(`${this.path}.tmp`, 'w', 0o600);
+      try { writeSync(fd, JSON.stringify({ store: this.store, heads: this.heads })); fsyncSync(fd); } finally { closeSync(fd); }
       renameSync(`${this.path}.tmp`, this.path);
     } catch {
       this.dirty = true; // retried with the next durable batch or at shutdown

@@ -10,6 +10,8 @@ import type { SpanRecord } from '../collector/record.ts';
 import { canonicalJson, GENESIS, sha256 } from './canonical.ts';
 import { signText, verifyText, type PublicKeyInfo, type SigningKey } from './signing.ts';
 
+const CLOCK_SKEW_MS = 5_000;
+
 /** The spans' stored content, in span id order. */
 export function contentHash(spans: SpanRecord[]): string {
   return sha256(canonicalJson([...spans].sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0))));
@@ -87,7 +89,9 @@ export class VerificationChain {
       head.seq = rec.seq;
       head.hash = hash;
       out.push({ ...rec, hash });
-      if (this.signEach) this.pending.push(this.sign(workspaceId, head, now));
+      // The first record is signed at once: it also signs the link to the run before (its prevHash), and a chain
+      // without any signature can then only be a rebuilt one (verify reports it).
+      if (this.signEach || rec.seq === 1) this.pending.push(this.sign(workspaceId, head, now));
     }
     return out;
   }
@@ -128,7 +132,7 @@ export function verificationProcessor(chain: VerificationChain): Processor {
 // ---- re-checking ----
 
 export interface VerifyProblem {
-  kind: 'content_hash_mismatch' | 'span_missing' | 'unverified_span' | 'chain_gap' | 'prev_hash_mismatch' | 'link_hash_mismatch' | 'bad_signature' | 'unknown_key' | 'checkpoint_mismatch';
+  kind: 'content_hash_mismatch' | 'span_missing' | 'unverified_span' | 'chain_gap' | 'prev_hash_mismatch' | 'link_hash_mismatch' | 'bad_signature' | 'unknown_key' | 'checkpoint_mismatch' | 'unsigned_chain';
   chainId: string;
   seq: number;
   traceId?: string;
@@ -150,7 +154,7 @@ export interface VerifyReport {
  * trace: a stored span newer than a record is fine only when another record vouches for that newer version
  * (a later delivery), otherwise someone wrote it behind the collector's back.
  */
-export function checkContent(records: VerificationRecord[], stored: SpanRecord[], settledBeforeMs = Infinity): { problems: VerifyProblem[]; superseded: number } {
+export function checkContent(records: VerificationRecord[], stored: SpanRecord[], settledBeforeMs = Infinity, nowMs = Infinity): { problems: VerifyProblem[]; superseded: number } {
   const byId = new Map(stored.map((s) => [s.spanId, s]));
   const vouched = new Set(records.flatMap((r) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
   const problems: VerifyProblem[] = [];
@@ -183,13 +187,15 @@ export function checkContent(records: VerificationRecord[], stored: SpanRecord[]
   // received after `settledBeforeMs` may just have its record still on the way (a live collector).
   const named = new Set(records.flatMap((r) => r.spanIds));
   for (const s of stored) {
-    if (!named.has(s.spanId) && s.ingestedAtMs < settledBeforeMs) problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
+    // Only a recent receive time excuses it: one in the future (beyond clock skew) is as forged as the span.
+    const settling = s.ingestedAtMs >= settledBeforeMs && s.ingestedAtMs <= nowMs + CLOCK_SKEW_MS;
+    if (!named.has(s.spanId) && !settling) problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
   }
   return { problems, superseded };
 }
 
 /** Chain continuity, link hashes and checkpoint signatures. Records must be in (chainId, seq) order. */
-export function checkChain(records: VerificationRecord[], checkpoints: CheckpointRecord[], keys: PublicKeyInfo[], allHashes?: ReadonlySet<string>): { problems: VerifyProblem[]; unsignedTail: number } {
+export function checkChain(records: VerificationRecord[], checkpoints: CheckpointRecord[], keys: PublicKeyInfo[], allHashes?: ReadonlySet<string>, settledBeforeMs = -Infinity): { problems: VerifyProblem[]; unsignedTail: number } {
   const problems: VerifyProblem[] = [];
   // Hashes of every record of the workspace (a chain may continue one that is not among `records`).
   const byHash = allHashes ?? new Set(records.map((r) => r.hash));
@@ -221,5 +227,11 @@ export function checkChain(records: VerificationRecord[], checkpoints: Checkpoin
   }
   let unsignedTail = 0;
   for (const [chain, seq] of lastSeq) unsignedTail += seq - (lastSigned.get(chain) ?? 0);
+  // Every chain signs its first record when it is made: a settled chain with no valid signature at all was rebuilt.
+  for (const r of records) {
+    if (r.seq === 1 && !lastSigned.has(r.chainId) && r.createdAtMs < settledBeforeMs) {
+      problems.push({ kind: 'unsigned_chain', chainId: r.chainId, seq: 1, message: 'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)' });
+    }
+  }
   return { problems, unsignedTail };
 }

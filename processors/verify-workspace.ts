@@ -8,13 +8,14 @@ import { checkChain, checkContent, type VerifyReport } from './verification.ts';
 /** Spans received this recently are not judged unverified: on a live collector their records may still be in flight. */
 export const SETTLE_MS = 30_000;
 
-async function contentOf(storage: Storage, workspaceId: string, records: VerificationRecord[], settledBeforeMs: number) {
+async function contentOf(storage: Storage, workspaceId: string, records: VerificationRecord[], now: number) {
+  const settledBeforeMs = now - SETTLE_MS;
   const byTrace = new Map<string, VerificationRecord[]>();
   for (const r of records) (byTrace.get(r.traceId) ?? byTrace.set(r.traceId, []).get(r.traceId)!).push(r);
   const problems: VerifyReport['problems'] = [];
   let superseded = 0;
   for (const [traceId, recs] of byTrace) {
-    const res = checkContent(recs, await storage.getTrace(workspaceId, traceId), settledBeforeMs);
+    const res = checkContent(recs, await storage.getTrace(workspaceId, traceId), settledBeforeMs, now);
     problems.push(...res.problems);
     superseded += res.superseded;
   }
@@ -24,7 +25,7 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
     const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
     for (const t of page.items) {
       if (byTrace.has(t.traceId)) continue;
-      if ((await storage.getTrace(workspaceId, t.traceId)).every((sp) => sp.ingestedAtMs >= settledBeforeMs)) continue;
+      if ((await storage.getTrace(workspaceId, t.traceId)).every((sp) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= now + 5_000)) continue;
       unverified++;
       problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
     }
@@ -36,8 +37,8 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
 
 export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now()): Promise<VerifyReport & { audit: ChainProblem[] }> {
   const { records, checkpoints } = await storage.verificationChain(workspaceId);
-  const chain = checkChain(records, checkpoints, keys);
-  const content = await contentOf(storage, workspaceId, records, now - SETTLE_MS);
+  const chain = checkChain(records, checkpoints, keys, undefined, now - SETTLE_MS);
+  const content = await contentOf(storage, workspaceId, records, now);
   const audit = verifyAuditChain(await storage.auditChain(workspaceId));
   const problems = [...chain.problems, ...content.problems];
   return {
@@ -52,7 +53,8 @@ export async function verifyTrace(storage: Storage, workspaceId: string, traceId
   const { records, checkpoints } = await storage.verificationChain(workspaceId);
   const chains = new Set(mine.map((r) => r.chainId));
   const chain = checkChain(records.filter((r) => chains.has(r.chainId)), checkpoints.filter((c) => chains.has(c.chainId)), keys, new Set(records.map((r) => r.hash)));
-  const content = checkContent(mine, await storage.getTrace(workspaceId, traceId), Date.now() - SETTLE_MS);
+  const now = Date.now();
+  const content = checkContent(mine, await storage.getTrace(workspaceId, traceId), now - SETTLE_MS, now);
   const problems = [...content.problems, ...chain.problems.filter((p) => !p.traceId || p.traceId === traceId || p.kind !== 'link_hash_mismatch')];
   return {
     ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: checkpoints.length,

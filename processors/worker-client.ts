@@ -13,7 +13,7 @@ import type { Encoded, HostItem, HostRequest, WorkspaceSettings } from './worker
 export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
 type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
-type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; settings: PolicySource & AlertSource };
+type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store?: string | null; settings: PolicySource & AlertSource };
 type Waiting = { item: HostItem; resolve: (f: ProcessedFrame) => void; reject: (e: Error) => void };
 
 const frameOf = (e: Encoded): ProcessedFrame =>
@@ -32,11 +32,12 @@ export class ProcessorWorker {
 
   constructor(opts: Options) {
     this.settings = opts.settings;
-    this.heads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'verification');
-    this.auditHeads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'audit-ingest');
+    this.heads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'verification', opts.store ?? null);
+    this.auditHeads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'audit-ingest', opts.store ?? null);
     const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
+    const store = opts.store ?? null;
     // A worker that dies fails its batches (never acknowledged); the next batch starts a fresh one.
-    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace }, 'processor');
+    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store }, 'processor');
   }
 
   /** Processors over one batch; resolves with the spool frame of spans plus enrichment records. */

@@ -21,7 +21,7 @@ export type HostRequest =
   | { id: number; type: 'checkpoints' };
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
-const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean };
+const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store: string | null };
 let current: WorkspaceSettings = { policies: {}, alerts: {} };
 // The main thread resolved each batch's workspace settings (its SettingsStore is the one that sees changes).
 const settings = {
@@ -31,7 +31,7 @@ const settings = {
 const keysDir = join(dataDir, 'keys');
 const enrichment = createEnrichment({
   dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan, signEachTrace,
-  previousHeads: readChainHeads(keysDir, 'verification'), previousAuditHeads: readChainHeads(keysDir, 'audit-ingest'),
+  previousHeads: readChainHeads(keysDir, 'verification', store), previousAuditHeads: readChainHeads(keysDir, 'audit-ingest', store),
 });
 
 function encode(records: StoredRecord[], accepted: number): Encoded {

@@ -53,7 +53,7 @@ export function detectEmails(text: string): Finding[] {
 // North American: (415) 555-0132, 415-555-0132, 415.555.0132, +1 415 555 0132. Area and exchange start 2–9.
 const NANP = /(?:\+?1[ .\-]?)?(?:\(([2-9]\d\d)\)[ .\-]?|([2-9]\d\d)([ .\-]))([2-9]\d\d)([ .\-])\d{4}(?![\w]|[.\-]\d)/g;
 // International with a leading '+': groups separated by single spaces, dots or dashes, optional "(0)" trunk part.
-const E164 = /\+[1-9]\d{0,3}(?:[ .\-\u00A0\u202F]?\(\d{1,4}\)[ .\-\u00A0\u202F]?\d{1,8}|[ .\-\u00A0\u202F]\d{1,8}){1,6}(?![\w]|[.\-]\d)|\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
+const E164 = /\+[1-9]\d{0,3}(?:[ .\-\u00A0\u2007\u2009\u202F]?\(\d{1,4}\)[ .\-\u00A0\u2007\u2009\u202F]?\d{1,8}|[ .\-\u00A0\u2007\u2009\u202F]\d{1,8}){1,6}(?![\w]|[.\-]\d)|\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
 // Bare digit runs count only right after a phone keyword. Runs are found first (rare in text), then the
 // keyword is looked for just before them.
 const DIGIT_RUN = /\d{9,}/g;

@@ -111,8 +111,9 @@ describe('verification chain', () => {
     const r1 = chain.records(b1, 10);
     expect(r1.map((r) => [r.traceId, r.seq, r.spanIds.join()])).to.deep.equal([['t1', 1, 'a,b'], ['t2', 2, 'c']]);
     const cps = chain.checkpoints(2000);
-    expect(cps).to.have.length(1);
-    expect(cps[0]).to.include({ seq: 2, headHash: r1[1]!.hash, keyId: key.keyId });
+    // The first record is signed at once; the head at the next interval.
+    expect(cps.map((c) => c.seq)).to.deep.equal([1, 2]);
+    expect(cps[1]).to.include({ seq: 2, headHash: r1[1]!.hash, keyId: key.keyId });
     expect(chain.checkpoints(2500)).to.have.length(0); // nothing new to sign
     const keys = publicKeys(dir);
     const ok = checkChain(r1, cps, keys);
@@ -148,15 +149,23 @@ describe('verification chain', () => {
     const inserted = checkContent(r1.slice(0, 1), [...b1.slice(0, 2), span('t1', 'forged')]);
     expect(inserted.problems.map((p) => [p.kind, p.message])).to.deep.equal([['unverified_span', 'span forged of trace t1 has no verification record']]);
     // …unless it arrived after the settle point: on a live collector its record may still be in flight.
-    const late = span('t1', 'late');
-    expect(checkContent(r1.slice(0, 1), [...b1.slice(0, 2), late], late.ingestedAtMs).problems).to.deep.equal([]);
+    const late = { ...span('t1', 'late'), ingestedAtMs: 1000 };
+    const old = { ...span('t1', 'old'), ingestedAtMs: 100 };
+    const future = { ...span('t1', 'future'), ingestedAtMs: 1000 + 3_600_000 };
+    const settle = checkContent(r1.slice(0, 1), [...b1.slice(0, 2), late, old, future], 900, 1000);
+    expect(settle.problems.map((p) => p.message)).to.deep.equal([
+      'span old of trace t1 has no verification record', 'span future of trace t1 has no verification record',
+    ]);
 
     // A deleted record breaks continuity; a forged signature fails.
     expect(checkChain([r1[0]!, r2[0]!], [], keys).problems.map((p) => p.kind)).to.deep.equal(['chain_gap']);
-    const forged = [{ ...cps[0]!, headHash: r1[0]!.hash }];
+    const forged = [{ ...cps[1]!, headHash: r1[0]!.hash }];
     expect(checkChain(r1, forged, keys).problems.map((p) => p.kind)).to.include('bad_signature');
-    expect(checkChain(r1, [{ ...cps[0]!, keyId: 'ed25519:nope' }], keys).problems.map((p) => p.kind)).to.deep.equal(['unknown_key']);
+    expect(checkChain(r1, [{ ...cps[1]!, keyId: 'ed25519:nope' }], keys).problems.map((p) => p.kind)).to.deep.equal(['unknown_key']);
     expect(checkChain(r1, [], keys).unsignedTail).to.equal(2);
+    // A settled chain with no signature at all (checkpoints deleted, or the chain rebuilt) is reported.
+    expect(checkChain(r1, [], keys, undefined, 1_000).problems.map((p) => p.kind)).to.deep.equal(['unsigned_chain']);
+    expect(checkChain(r1, cps, keys, undefined, 1_000).problems).to.deep.equal([]);
   });
 
   it('a run continues the previous run\'s chain; deleting that whole run is reported', () => {
@@ -171,6 +180,17 @@ describe('verification chain', () => {
     // Linking to an earlier record of that run (its last heads were not yet durable) is fine too.
     const run3 = new VerificationChain(loadSigningKey(dir), 1000, 'vc', false, headsOf(a.slice(0, 1)));
     expect(checkChain([...a, ...b, ...run3.records([span('t4', 'd')], 30)], [], keys).problems).to.deep.equal([]);
+  });
+
+  it('keeps chain heads per store: heads written for one database are not linked to from another', async () => {
+    const { ChainHeadStore, readChainHeads } = await import('../../processors/chain-heads.ts');
+    const keysDir = join(dir, 'heads-test');
+    const a = new ChainHeadStore(keysDir, 'verification', 'clickhouse:h:8123/#db1');
+    a.durable({ ws1: { chainId: 'c1', seq: 3, hash: 'h3' } });
+    a.flush();
+    expect(readChainHeads(keysDir, 'verification', 'clickhouse:h:8123/#db1')).to.deep.equal({ ws1: { chainId: 'c1', seq: 3, hash: 'h3' } });
+    expect(readChainHeads(keysDir, 'verification', 'clickhouse:h:8123/#db2')).to.deep.equal({});
+    expect(readChainHeads(keysDir, 'verification', null)).to.deep.equal({}); // spool without fsync: nothing linked
   });
 
   it('with signEachTrace, every record gets its own signed checkpoint', () => {
