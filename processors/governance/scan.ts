@@ -165,7 +165,10 @@ export const newScanCache = (): ScanCache => ({ findings: new Map(), reportedSha
 const sharedSlot = (at: TextLocation) => at.kind === 'resource' || (at.kind === 'attribute' && at.path[0] === 'otel.scope.attributes');
 
 // Labels and short attribute values repeat across requests ('production', the model, an action name): their
-// (pure) scan result is remembered process-wide, in a bounded map cleared when full.
+// (pure) scan result is remembered process-wide, in a bounded map cleared when full. Not prompts, responses or
+// request ids: those rarely repeat, and user text should not outlive its request in memory.
+const memoizable = (at: TextLocation) =>
+  (at.kind === 'label' && at.field !== 'requestId') || at.kind === 'attribute' || at.kind === 'resource' || at.kind === 'name';
 const SHORT = 128;
 const MEMO_MAX = 20_000;
 const shortMemo = new Map<string, Finding[]>();
@@ -185,7 +188,7 @@ export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cac
   const out: SlotFindings[] = [];
   for (const slot of textSlots(record)) {
     let findings = cache.findings.get(slot.value);
-    if (!findings) cache.findings.set(slot.value, (findings = options ? scanFull(slot.value, options) : scanShortMemo(slot.value)));
+    if (!findings) cache.findings.set(slot.value, (findings = options || !memoizable(slot.at) ? scanFull(slot.value, options) : scanShortMemo(slot.value)));
     let repeat = seen.has(slot.value);
     seen.add(slot.value);
     if (sharedSlot(slot.at)) {
