@@ -2,12 +2,12 @@
 // audit-main-heads.json), so the next run's chains continue from them. Only heads of records already fsync'd to
 // the spool are written (the pipeline reports them), so after a crash the next run never links to a record that
 // was never stored.
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { JsonSnapshot } from '../collector/json-snapshot.ts';
 import type { ChainHead } from './verification.ts';
 
 export type ChainRole = 'verification' | 'audit-ingest' | 'audit-main';
-const WRITE_EVERY_MS = 1000;
 const fileOf = (role: ChainRole) => `${role}-heads.json`;
 
 /**
@@ -33,16 +33,13 @@ export function readChainHeads(keysDir: string, role: ChainRole, store: string |
 }
 
 export class ChainHeadStore {
-  private readonly path: string;
   private readonly heads: Record<string, ChainHead>;
-  private dirty = false;
-  private lastWrite = 0;
-  private timer: NodeJS.Timeout | null = null;
   private readonly store: string | null;
+  private readonly file: JsonSnapshot;
   constructor(keysDir: string, role: ChainRole, store: string | null) {
-    this.path = join(keysDir, fileOf(role));
     this.store = store;
     this.heads = readChainHeads(keysDir, role, store);
+    this.file = new JsonSnapshot(join(keysDir, fileOf(role)), () => ({ store: this.store, heads: this.heads }));
   }
 
   /** The heads as last made durable (what a new chain of this role continues from). */
@@ -53,31 +50,10 @@ export class ChainHeadStore {
     if (!heads || this.store === null) return;
     for (const [ws, h] of Object.entries(heads)) {
       const cur = this.heads[ws];
-      if (!cur || cur.chainId !== h.chainId || h.seq > cur.seq) { this.heads[ws] = h; this.dirty = true; }
+      if (!cur || cur.chainId !== h.chainId || h.seq > cur.seq) { this.heads[ws] = h; this.file.changed(); }
     }
-    if (!this.dirty || this.timer) return;
-    const wait = Math.max(0, this.lastWrite + WRITE_EVERY_MS - Date.now());
-    this.timer = setTimeout(() => { this.timer = null; this.write(); }, wait);
-    this.timer.unref();
   }
 
   /** Write now (at shutdown). */
-  flush(): void {
-    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
-    this.write();
-  }
-
-  private write(): void {
-    if (!this.dirty) return;
-    this.dirty = false;
-    this.lastWrite = Date.now();
-    try {
-      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-      const fd = openSync(`${this.path}.tmp`, 'w', 0o600);
-      try { writeSync(fd, JSON.stringify({ store: this.store, heads: this.heads })); fsyncSync(fd); } finally { closeSync(fd); }
-      renameSync(`${this.path}.tmp`, this.path);
-    } catch {
-      this.dirty = true; // retried with the next durable batch or at shutdown
-    }
-  }
+  flush(): void { this.file.flush(); }
 }

@@ -5,7 +5,8 @@ import type { Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import type { PreflightResult } from '../collector/pipeline-types.ts';
 import { newScanCache } from './governance/scan.ts';
-import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type Decision, type GovernanceResult, type Policy } from './governance/index.ts';
+import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type GovernanceResult, type Policy } from './governance/index.ts';
+import { DECISION_RANK } from './governance/policy.ts';
 
 export interface PolicySource { policyFor(workspaceId: string): Promise<Policy> }
 
@@ -18,8 +19,6 @@ function strongest<F extends { severity: keyof typeof SEVERITY_RANK; start: numb
   if (findings.length <= max) return findings;
   return [...findings].sort((a, b) => SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity] || a.start - b.start).slice(0, max);
 }
-
-const DECISION_RANK: Record<Decision, number> = { allow: 0, flag: 1, redact: 2, block: 3 };
 
 /**
  * A proxied span: its request was scanned (and redacted) by the preflight before it went upstream, so the

@@ -2,7 +2,7 @@
 import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../collector/record.ts';
 import { actionFor, evaluatePolicy, type Policy, type PolicyDecision } from './policy.ts';
 import { redact } from './redact.ts';
-import { scanRecordSlots, type FieldFinding, type Path, type ScanCache, type ScanOptions, type TextLocation } from './scan.ts';
+import { reportedFindings, scanRecordSlots, type FieldFinding, type Path, type ScanCache, type ScanOptions, type TextLocation } from './scan.ts';
 
 export interface GovernanceResult {
   /** The input record when nothing was redacted; otherwise a copy (the input is never mutated). */
@@ -71,8 +71,7 @@ function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: s
  */
 export function applyGovernance(record: SpanRecord, policy: Policy, options?: ScanOptions, cache?: ScanCache): GovernanceResult {
   const scans = scanRecordSlots(record, options, cache);
-  const findings: FieldFinding[] = [];
-  for (const s of scans) if (!s.repeat) for (const f of s.findings) findings.push({ ...f, field: s.slot.field });
+  const findings = reportedFindings(scans);
   const decision = evaluatePolicy(policy, {
     model: record.model, environment: record.environment, prompt: record.prompt, response: record.response, findings,
   });

@@ -42,7 +42,7 @@ export function parsePolicy(doc: unknown): Policy {
 }
 
 export type Decision = 'allow' | GovernanceAction;
-const DECISION_RANK: Record<Decision, number> = { allow: 0, flag: 1, redact: 2, block: 3 };
+export const DECISION_RANK: Readonly<Record<Decision, number>> = { allow: 0, flag: 1, redact: 2, block: 3 };
 
 export interface PolicyReason {
   code: 'model_denied' | 'model_not_allowed' | 'environment_not_allowed' | 'prompt_too_long' | 'finding_flagged' | 'finding_redacted' | 'finding_blocked';

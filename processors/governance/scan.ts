@@ -201,9 +201,14 @@ export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cac
   return out;
 }
 
+/** The findings to report from scanned slots, each naming its field; a repeated value's are reported once. */
+export function reportedFindings(scans: readonly SlotFindings[]): FieldFinding[] {
+  const out: FieldFinding[] = [];
+  for (const s of scans) if (!s.repeat) for (const f of s.findings) out.push({ ...f, field: s.slot.field });
+  return out;
+}
+
 /** Findings of a record, each naming its field; a repeated value's findings are reported once. */
 export function scanRecordFields(record: RecordFields, options?: ScanOptions): FieldFinding[] {
-  const out: FieldFinding[] = [];
-  for (const s of scanRecordSlots(record, options)) if (!s.repeat) for (const f of s.findings) out.push({ ...f, field: s.slot.field });
-  return out;
+  return reportedFindings(scanRecordSlots(record, options));
 }
