@@ -6,7 +6,16 @@ import type { Context, Next } from 'koa';
 import { HttpError } from './errors.ts';
 import type { Caller } from './keys.ts';
 
-export interface LimiterOptions { points: number; durationSeconds: number; redisUrl?: string }
+export interface LimiterOptions {
+  points: number;
+  durationSeconds: number;
+  redisUrl?: string;
+  /** Failed authentications allowed per client IP per window (default 30 per 60 s). */
+  authFailures?: { points: number; durationSeconds: number };
+}
+
+/** What a failed authentication costs its client IP: `throttled` once over the limit; `tripped` on the first throttled one of a window. */
+export interface AuthFailureResult { throttled: boolean; tripped: boolean; retryAfterSeconds: number }
 
 export class RateLimits {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
@@ -21,10 +30,10 @@ export class RateLimits {
     this.redis?.on('error', () => {});
   }
 
-  private limiter(route: string): RateLimiterAbstract {
+  private limiter(route: string, points = this.opts.points, duration = this.opts.durationSeconds): RateLimiterAbstract {
     let l = this.limiters.get(route);
     if (!l) {
-      const base = { points: this.opts.points, duration: this.opts.durationSeconds, keyPrefix: `tg:rl:${route}` };
+      const base = { points, duration, keyPrefix: `tg:rl:${route}` };
       const memory = new RateLimiterMemory(base);
       l = this.redis ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory }) : memory;
       this.limiters.set(route, l);
@@ -50,6 +59,22 @@ export class RateLimits {
       }
       await next();
     };
+  }
+
+  /**
+   * Count a failed authentication against the client's IP. Only failures are counted, so a valid key keeps working
+   * from an address shared with a misbehaving client; past the limit, bad keys are answered 429 without being
+   * checked or audited one by one (a flood of bad keys would otherwise fill an audit log and burn hashing CPU).
+   */
+  async authFailure(ip: string): Promise<AuthFailureResult> {
+    const { points, durationSeconds } = this.opts.authFailures ?? { points: 30, durationSeconds: 60 };
+    try {
+      await this.limiter('auth-failure', points, durationSeconds).consume(`ip:${ip}`);
+      return { throttled: false, tripped: false, retryAfterSeconds: 0 };
+    } catch (err) {
+      if (!(err instanceof RateLimiterRes)) return { throttled: false, tripped: false, retryAfterSeconds: 0 };
+      return { throttled: true, tripped: err.consumedPoints === points + 1, retryAfterSeconds: Math.max(1, Math.ceil(err.msBeforeNext / 1000)) };
+    }
   }
 
   async close(): Promise<void> {

@@ -76,7 +76,8 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     onRefused: (rows) => metrics.refused.inc(rows),
   });
   await pipeline.start();
-  const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL });
+  const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL,
+    authFailures: { points: config.AUTH_FAILURE_LIMIT, durationSeconds: config.AUTH_FAILURE_WINDOW_SECONDS } });
   const adminToken = randomBytes(24).toString('base64url');
   const closers: Array<() => Promise<void>> = [];
   const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage, 30_000, lastKnown), limits, settings, enrichment, log, metrics, adminToken, closers });

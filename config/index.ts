@@ -23,6 +23,8 @@ export const configSchema = z.object({
   REDIS_URL: z.string().url().optional(),
   RATE_LIMIT_POINTS: int(6000, 1),          // requests per window per route and key
   RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
+  AUTH_FAILURE_LIMIT: int(30, 1),           // failed authentications per client IP per window before 429
+  AUTH_FAILURE_WINDOW_SECONDS: int(60, 1),
 
   MAX_BODY_BYTES: int(20 * 1024 * 1024, 1024),   // after decompression
   MAX_BATCH_ITEMS: int(1000, 1),                 // native batch items per request

@@ -318,3 +318,24 @@ describe('rate limiting over HTTP', function () {
     expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, b)).status).to.equal(200);
   });
 });
+
+describe('failed authentications per client address', function () {
+  let s: TestServer;
+  before(async () => { s = await startTestServer('duckdb', { TRACEGATE_AUTH_FAILURE_LIMIT: '3', TRACEGATE_AUTH_FAILURE_WINDOW_SECONDS: '60' }); });
+  after(() => s.close());
+  it('429 past the limit, one audit record when the limit trips, and a valid key still works from the same address', async () => {
+    const bad = { authorization: 'Bearer tg_0123456789abcdef_' + 'B'.repeat(43) };
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await post(`${s.url}/api/traces`, { prompt: 'p' }, bad)).status);
+    expect(statuses).to.deep.equal([401, 401, 401, 429, 429, 429]);
+    const limited = await post(`${s.url}/api/traces`, { prompt: 'p' }, {});
+    expect(limited.status).to.equal(429);
+    expect(limited.json.error.code).to.equal('rate_limited');
+    expect(Number(limited.headers.get('retry-after'))).to.be.within(1, 60);
+    const good = { authorization: `Bearer ${(await s.key('af')).key}` };
+    expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, good)).status).to.equal(200);
+    await flushed(s);
+    const audited = await s.running.storage.listAudit('_system', { action: 'auth.rejected', limit: 100 });
+    expect(audited.items.map((i) => JSON.parse(i.details).throttled ?? 'each')).to.have.members(['each', 'each', 'each', 'too_many_failures']);
+  });
+});
