@@ -1,6 +1,6 @@
 // Shared benchmark plumbing: child servers, autocannon runs, peak RSS.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { freePort, sleep, terminate } from '../test/support/process.ts';
 
@@ -42,17 +42,73 @@ export function stealMeter(): () => number {
   };
 }
 
-export interface LoadResult { rps: number; p50: number; p99: number; ok: number; non2xx: number; errors: number; duration: number; stealPct: number }
+/** CPU seconds (user + system) used so far by each thread name of a process (Linux /proc; threads that ended are not counted). */
+export function threadCpuSeconds(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let tids: string[] = [];
+  try { tids = readdirSync(`/proc/${pid}/task`); } catch { return out; }
+  for (const tid of tids) {
+    try {
+      const st = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const comm = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'));
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      out[comm] = (out[comm] ?? 0) + (Number(f[11]) + Number(f[12])) / 100; // clock ticks of 10 ms
+    } catch { /* the thread ended */ }
+  }
+  return out;
+}
 
-export async function load(opts: { url: string; body: string | Buffer; headers: Record<string, string>; connections: number; seconds: number; idReplacement?: boolean }): Promise<LoadResult> {
+/**
+ * Where the CPU went during a case, in CPU seconds: the server's threads, the load generator (this process), and
+ * everything else the machine ran (ClickHouse, the kernel's own work), from /proc/stat's busy time.
+ */
+export interface CpuSplit { server: Record<string, number>; loadGenerator: number; others: number; seconds: number }
+
+const machineBusySeconds = () => {
+  const [user, nice, system, , , irq, softirq] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 8).map(Number);
+  return (user! + nice! + system! + irq! + softirq!) / 100;
+};
+
+export function cpuMeter(serverPid?: number): () => CpuSplit {
+  const s0 = serverPid ? threadCpuSeconds(serverPid) : {};
+  const l0 = process.cpuUsage();
+  const m0 = machineBusySeconds();
+  const t0 = performance.now();
+  return () => {
+    const s1 = serverPid ? threadCpuSeconds(serverPid) : {};
+    const server: Record<string, number> = {};
+    for (const [k, v] of Object.entries(s1)) if (v - (s0[k] ?? 0) > 0) server[k] = v - (s0[k] ?? 0);
+    const l = process.cpuUsage(l0);
+    const loadGenerator = (l.user + l.system) / 1e6;
+    const serverTotal = Object.values(server).reduce((a, b) => a + b, 0);
+    const others = Math.max(0, machineBusySeconds() - m0 - serverTotal - loadGenerator);
+    return { server, loadGenerator, others, seconds: (performance.now() - t0) / 1000 };
+  };
+}
+
+/** "total 512 µs: MainThread 201, WorkerThread 180, …; load generator 95 µs" per unit of work. */
+export function describeCpu(cpu: CpuSplit | undefined, units: number, unit: string): string {
+  if (!cpu || units <= 0) return '';
+  const per = (s: number) => fmt((s * 1e6) / units);
+  const parts = Object.entries(cpu.server).sort((a, b) => b[1] - a[1]).filter(([, v]) => (v * 1e6) / units >= 1);
+  const total = Object.values(cpu.server).reduce((a, b) => a + b, 0);
+  const busy = total + cpu.loadGenerator + cpu.others;
+  return `CPU µs per ${unit}: server ${per(total)} (${parts.map(([k, v]) => `${k} ${per(v)}`).join(', ')}); load generator ${per(cpu.loadGenerator)}; ` +
+    `other processes ${per(cpu.others)}; machine ${fmt((100 * busy) / (2 * cpu.seconds))}% busy of 2 cores`;
+}
+
+export interface LoadResult { rps: number; p50: number; p99: number; ok: number; non2xx: number; errors: number; duration: number; stealPct: number; cpu?: CpuSplit }
+
+export async function load(opts: { url: string; body: string | Buffer; headers: Record<string, string>; connections: number; seconds: number; idReplacement?: boolean; serverPid?: number }): Promise<LoadResult> {
   const steal = stealMeter();
+  const cpu = cpuMeter(opts.serverPid);
   const r = await autocannon({
     url: opts.url, method: 'POST', body: opts.body, headers: opts.headers,
     connections: opts.connections, duration: opts.seconds, idReplacement: opts.idReplacement ?? false,
   });
   return {
     rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99,
-    ok: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration, stealPct: steal(),
+    ok: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration, stealPct: steal(), cpu: cpu(),
   };
 }
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
-import { fmt, freePort, load, peakRssMb, startChild, startCeiling, terminate, type LoadResult } from './lib.ts';
+import { describeCpu, fmt, freePort, load, peakRssMb, startChild, startCeiling, terminate, type LoadResult } from './lib.ts';
 
 export const NATIVE_BODY = JSON.stringify({
   requestId: 'bench-[<id>]',
@@ -29,7 +29,7 @@ export async function runNativeServer(name: string, env: Record<string, string>,
   await storage.close();
   const child = await startChild('bin/tracegate.ts', ['serve'], fullEnv, `http://127.0.0.1:${port}/healthz`);
   try {
-    const r = await load({ url: `http://127.0.0.1:${port}/api/traces`, body: NATIVE_BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections, seconds, idReplacement: true });
+    const r = await load({ url: `http://127.0.0.1:${port}/api/traces`, body: NATIVE_BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections, seconds, idReplacement: true, serverPid: child.pid! });
     const rssMb = peakRssMb(child.pid!);
     // autocannon's 2xx count misses answers still in flight when it stops: let them land, then read the server's counter.
     await new Promise((r) => setTimeout(r, 1000));
@@ -51,7 +51,7 @@ export async function runNativeCeiling(seconds: number, connections = 50): Promi
   const port = await freePort();
   const child = await startCeiling(port);
   try {
-    const r = await load({ url: `http://127.0.0.1:${port}/`, body: NATIVE_BODY, headers: { 'content-type': 'application/json' }, connections, seconds, idReplacement: true });
+    const r = await load({ url: `http://127.0.0.1:${port}/`, body: NATIVE_BODY, headers: { 'content-type': 'application/json' }, connections, seconds, idReplacement: true, serverPid: child.pid! });
     return { name: 'ceiling: bare Koa, parse JSON + reply', ...r, rssMb: peakRssMb(child.pid!) };
   } finally {
     await terminate(child);
@@ -67,4 +67,6 @@ export function printNative(rows: CaseResult[], ceiling: CaseResult): void {
     const check = r.stored === undefined ? '' : `${r.stored}/${r.acked} ${r.stored === r.acked ? 'OK' : 'MISMATCH'}`;
     console.log(r.name.padEnd(44), fmt(rate).padStart(10), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8), String(r.rssMb).padStart(8), fmt(rate / ceilRate, 2).padStart(7), fmt(r.stealPct, 0).padStart(8), ' ', check, r.non2xx || r.errors ? `(non-2xx ${r.non2xx}, errors ${r.errors})` : '');
   }
+  // Where the two cores went: the target ratio needs the whole per-trace cost close to the ceiling's.
+  for (const r of [ceiling, ...rows]) console.log(`  ${r.name}: ${describeCpu(r.cpu, r.ok, 'trace')}`);
 }

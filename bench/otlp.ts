@@ -26,7 +26,7 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { decodeOtlpRequest, mapOtlp, otlpLimits } from '../collector/otlp/index.ts';
-import { fmt, freePort, peakRssMb, sleep, startChild, stealMeter, terminate } from './lib.ts';
+import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, sleep, startChild, stealMeter, terminate, type CpuSplit } from './lib.ts';
 
 export const SPANS_PER_REQUEST = 512;
 const TRACES_PER_REQUEST = 32; // 16 chat spans per trace: one root call, 15 follow-up calls under it
@@ -150,6 +150,7 @@ export interface OtlpCaseResult {
   stored: number;
   expected: number;
   stealPct: number;
+  cpu: CpuSplit;
 }
 
 export async function runOtlpServer(name: string, env: Record<string, string>, seconds: number, t: OtlpTemplate): Promise<OtlpCaseResult> {
@@ -171,6 +172,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
   try {
     let seq = Math.floor(Math.random() * 0x7fffffff); // distinct from any earlier run against the same database
     const steal = stealMeter();
+    const cpuOf = cpuMeter(child.pid!);
     const r = await autocannon({
       url: `http://127.0.0.1:${port}/v1/traces`, method: 'POST', connections: CONNECTIONS, duration: seconds,
       headers: { 'content-type': 'application/x-protobuf', authorization: `Bearer ${k.key}` },
@@ -184,6 +186,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
     // Requests still in flight when autocannon stops are completed (and acknowledged) by the
     // server without autocannon counting them: the exact figure is the server's own counter.
     const stealPct = steal();
+    const cpu = cpuOf();
     const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, Math.max(1000, 2 * r.latency.max));
     const rssMb = peakRssMb(child.pid!);
     const stopAt = performance.now();
@@ -196,7 +199,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
     return {
       name, requestsOk: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration,
       spansPerSec: (r['2xx'] * SPANS_PER_REQUEST) / r.duration, p50: r.latency.p50, p99: r.latency.p99,
-      rssMb, drainMs, stored, expected: acked, stealPct,
+      rssMb, drainMs, stored, expected: acked, stealPct, cpu,
     };
   } finally {
     await terminate(child);
@@ -232,6 +235,7 @@ export function printOtlp(rows: OtlpCaseResult[], ceiling: Ceiling, t: OtlpTempl
     console.log(r.name.padEnd(40), fmt(r.spansPerSec).padStart(9), fmt(r.requestsOk / r.duration, 1).padStart(7), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8),
       String(r.rssMb).padStart(7), fmt(r.spansPerSec / ceiling.decodeSpansPerSec, 2).padStart(6), fmt(r.drainMs / 1000, 1).padStart(8), fmt(r.stealPct, 0).padStart(8), ` ${r.stored}/${r.expected} ${ok}${bad}`);
   }
+  for (const r of rows) console.log(`  ${r.name}: ${describeCpu(r.cpu, r.requestsOk * SPANS_PER_REQUEST, 'span')} (load window only, drain not included)`);
   console.log('spans/s = spans acknowledged with 200 per second (a 200 means fsynced to the spool); ratio = spans/s ÷ decoder ceiling;');
   console.log('drain = SIGTERM → exit (final flush to storage); expected = spans the server acknowledged (its own counter, incl. requests in flight when the load stopped).');
 }

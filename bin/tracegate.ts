@@ -1,13 +1,11 @@
 #!/usr/bin/env node
 // tracegate CLI: serve; keys; policy, provider and alert settings; verify.
-import { SYSTEM_WORKSPACE } from '../processors/audit.ts';
+// The collector, storage drivers and ops are imported when a command needs them: `--help` and the management
+// commands then start without loading (and type-stripping) the whole server.
 import { parseArgs } from 'node:util';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
-import { startServer } from '../collector/server.ts';
-import { openOps, type VerifyResult } from './ops.ts';
-import { listRefused, requeueRefused } from '../collector/refused.ts';
-import { DataDirInUse, lockDataDir } from '../collector/data-dir-lock.ts';
+import type { VerifyResult } from './ops.ts';
 
 const HELP: Record<string, string> = {
   main: `usage: tracegate <command> [options]
@@ -86,6 +84,7 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
   const sub = positionals[0];
   if (values.help || (!sub && cmd !== 'verify')) { console.log(HELP[cmd]); return values.help ? 0 : 2; }
   const need = (v: string | undefined, what: string) => { if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`); return v; };
+  const { openOps } = await import('./ops.ts');
   const ops = await openOps(config);
   try {
     if (cmd === 'keys' && sub === 'create') {
@@ -142,6 +141,7 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     }
     if (cmd === 'verify') {
       // Without --workspace: every workspace with verification records, and the audit chain of rejected requests.
+      const { SYSTEM_WORKSPACE } = await import('../processors/audit.ts');
       const targets = values.workspace ? [values.workspace] : [...await ops.verifiableWorkspaces(), SYSTEM_WORKSPACE];
       let ok = true;
       const results: Record<string, VerifyResult> = {};
@@ -166,6 +166,8 @@ class UsageError extends Error {}
 async function refused(args: string[], config: Config): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' } } });
   const [sub, ...files] = positionals;
+  const { listRefused, requeueRefused } = await import('../collector/refused.ts');
+  const { DataDirInUse, lockDataDir } = await import('../collector/data-dir-lock.ts');
   if (sub === 'list') {
     const list = await listRefused(config.DATA_DIR);
     if (values.json) console.log(JSON.stringify(list));
@@ -201,6 +203,7 @@ async function main(argv: string[]): Promise<number> {
   if (rest.includes('--help') || rest.includes('-h')) { console.log(HELP[cmd]); return 0; }
   const config = loadConfig();
   if (cmd === 'serve') {
+    const { startServer } = await import('../collector/server.ts');
     const running = await startServer(config);
     const stop = (sig: string) => { running.log.info({ signal: sig }, 'signal received'); running.close().then(() => process.exit(0), () => process.exit(1)); };
     process.once('SIGTERM', () => stop('SIGTERM'));

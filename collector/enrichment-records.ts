@@ -65,7 +65,7 @@ export interface AlertRecord {
   threshold: number;
   windowStartMs: number;
   atMs: number;
-  delivered: string;     // '' (no webhook), 'ok', or the delivery error
+  delivered: string;     // '' (no webhook) or 'sent' (handed to the webhook notifier, which retries; failures are logged)
 }
 
 /** Integrity of one trace's spans as stored in one batch, in a per-workspace hash chain. */

@@ -103,17 +103,36 @@ export class AlertEvaluator {
 
 export interface Notifier { notify(url: string, secret: string | undefined, alert: AlertRecord): void }
 
-/** Fire-and-forget POST, signed like the inbound webhook scheme; failures are logged, never block ingestion. */
-export function webhookNotifier(log: { warn(o: object, m: string): void }, timeoutMs = 5000): Notifier {
+/** Waits before the second and third delivery attempts. */
+export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000];
+
+/**
+ * Fire-and-forget POST, signed like the inbound webhook scheme; never blocks ingestion. A network error, a timeout,
+ * 429 or 5xx is retried (after WEBHOOK_RETRY_DELAYS_MS, each attempt re-signed with its own timestamp); another 4xx
+ * is final. Failures are logged; the alert itself is already stored either way.
+ */
+export function webhookNotifier(log: { warn(o: object, m: string): void }, timeoutMs = 5000, retryDelaysMs: readonly number[] = WEBHOOK_RETRY_DELAYS_MS): Notifier {
   return {
     notify(url, secret, alert) {
       const body = JSON.stringify({ alert: { ...alert, recordType: undefined } });
-      const ts = String(Math.floor(Date.now() / 1000));
-      const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts };
-      if (secret) headers['x-service-signature'] = signDelivery(secret, ts, body);
-      fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' })
-        .then((r) => { if (!r.ok) log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx'); })
-        .catch((err: unknown) => log.warn({ err: String(err), alertId: alert.alertId }, 'alert webhook delivery failed'));
+      const attempt = (n: number): void => {
+        const ts = String(Math.floor(Date.now() / 1000));
+        const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts };
+        if (secret) headers['x-service-signature'] = signDelivery(secret, ts, body);
+        const retry = (why: object) => {
+          if (n < retryDelaysMs.length) setTimeout(() => attempt(n + 1), retryDelaysMs[n]).unref();
+          else log.warn({ ...why, alertId: alert.alertId, attempts: n + 1 }, 'alert webhook delivery failed');
+        };
+        fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' })
+          .then((r) => {
+            void r.body?.cancel().catch(() => {});
+            if (r.ok) return;
+            if (r.status === 429 || r.status >= 500) retry({ status: r.status });
+            else log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx');
+          })
+          .catch((err: unknown) => retry({ err: String(err) }));
+      };
+      attempt(0);
     },
   };
 }

@@ -10,7 +10,9 @@ import { VerificationChain, checkChain, checkContent, headsOf, verificationProce
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
-import { AlertEvaluator, signDelivery, type AlertRule } from '../../processors/alerts.ts';
+import { AlertEvaluator, signDelivery, webhookNotifier, type AlertRule } from '../../processors/alerts.ts';
+import { createServer } from 'node:http';
+import { sleep } from '../support/process.ts';
 import { governanceProcessor } from '../../processors/governance-processor.ts';
 import { DEFAULT_POLICY, parsePolicy } from '../../processors/governance/index.ts';
 
@@ -249,6 +251,44 @@ describe('alert evaluator', () => {
   });
   it('signs deliveries as v1=<hex hmac of timestamp.body>', () => {
     expect(signDelivery('secret', '1700000000', '{}')).to.match(/^v1=[0-9a-f]{64}$/);
+  });
+  it('retries a webhook delivery after a 5xx or a refused connection, and not after another 4xx', async () => {
+    const answers = [503, 200, 404];
+    const received: Array<{ body: string; ts: string; sig: string }> = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        received.push({ body, ts: String(req.headers['x-service-delivery-timestamp']), sig: String(req.headers['x-service-signature']) });
+        res.statusCode = answers.shift() ?? 404;
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`;
+    const warnings: object[] = [];
+    const notifier = webhookNotifier({ warn: (o) => warnings.push(o) }, 2000, [20, 20]);
+    const alert = { recordType: 'alert' as const, workspaceId: 'ws', alertId: 'a1', ruleId: 'r', kind: 'cost', severity: 'high' as const,
+      message: 'm', traceId: 't', value: 2, threshold: 1, windowStartMs: 0, atMs: 1, delivered: 'sent' };
+    try {
+      notifier.notify(url, 'whsec', alert);
+      for (let i = 0; i < 100 && received.length < 2; i++) await sleep(10);
+      expect(received).to.have.length(2); // 503, then 200
+      for (const d of received) expect(d.sig).to.equal(signDelivery('whsec', d.ts, d.body));
+      notifier.notify(url, 'whsec', { ...alert, alertId: 'a2' }); // 404: final
+      for (let i = 0; i < 100 && warnings.length < 1; i++) await sleep(10);
+      await sleep(100);
+      expect(received).to.have.length(3);
+      expect(warnings).to.deep.equal([{ status: 404, alertId: 'a2' }]);
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+    // Nothing listening: three attempts, then one warning.
+    const refused: object[] = [];
+    webhookNotifier({ warn: (o) => refused.push(o) }, 2000, [20, 20]).notify(url, undefined, alert);
+    for (let i = 0; i < 200 && refused.length < 1; i++) await sleep(10);
+    expect(refused).to.have.length(1);
+    expect(refused[0]).to.include({ alertId: 'a1', attempts: 3 });
   });
 });
 
