@@ -1,6 +1,7 @@
 // PII detectors: e-mail, phone, payment card, IBAN, US SSN, IPv4/IPv6. Each is a pure `(text) => Finding[]`.
 // Patterns are anchored with look-behinds and bounded quantifiers (no nested unbounded repeats), and every
 // numeric match is confirmed by a checksum or range check before it is reported.
+import { execAll } from './regex.ts';
 import { isIPv6 } from 'node:net';
 import { cardBrand, ibanValid, IBAN_LENGTHS, luhnValid, ssnValid } from './checksums.ts';
 import { maskDigits, maskEmail, maskIban, maskIp } from './mask.ts';
@@ -61,7 +62,7 @@ const DIGIT_RUN = /\d{9,}/g;
 /** Digit runs of 9+ (the candidates for keyword-introduced phone numbers and SSNs), with a leading '+' kept. */
 function digitRuns(text: string): Array<{ index: number; run: string }> {
   const out: Array<{ index: number; run: string }> = [];
-  for (const m of text.matchAll(DIGIT_RUN)) {
+  for (const m of execAll(DIGIT_RUN, text)) {
     const plus = m.index > 0 && text[m.index - 1] === '+';
     out.push({ index: plus ? m.index - 1 : m.index, run: plus ? `+${m[0]}` : m[0] });
   }
@@ -85,7 +86,7 @@ function digitCount(s: string): number {
 export function detectPhones(text: string, runs = digitRuns(text)): Finding[] {
   const spans: Array<[number, number]> = [];
   const push = (start: number, end: number) => { spans.push([start, end]); };
-  if (text.includes('+')) for (const m of text.matchAll(E164)) {
+  if (text.includes('+')) for (const m of execAll(E164, text)) {
     const raw = m[0];
     if (!clearBefore(text, m.index, /[\w+]/)) continue;
     const digits = digitCount(raw.replace('(0)', ''));
@@ -94,7 +95,7 @@ export function detectPhones(text: string, runs = digitRuns(text)): Finding[] {
     if (/^\+\d+\.\d+$/.test(raw)) continue;
     push(m.index, m.index + raw.length);
   }
-  for (const m of text.matchAll(NANP)) {
+  for (const m of execAll(NANP, text)) {
     if (!clearBefore(text, m.index, NOT_BEFORE_NUMBER)) continue;
     if (m[2] !== undefined && m[3] !== m[5]) continue; // 415-555.0132: mixed separators
     if (idContextBefore(text, m.index)) continue;
@@ -128,7 +129,7 @@ const CARD = /(?:\d{13,19}|\d{4}([ \-\u00A0\u2007\u2009\u202F])\d{4,6}\1\d{4,5}(
 
 export function detectCards(text: string): Finding[] {
   const out: Finding[] = [];
-  for (const m of text.matchAll(CARD)) {
+  for (const m of execAll(CARD, text)) {
     if (!clearBefore(text, m.index, NOT_BEFORE_NUMBER)) continue;
     const digits = m[0].replace(/[ \-\u00A0\u2007\u2009\u202F]/g, '');
     if (digits.length < 13 || digits.length > 19) continue;
@@ -180,7 +181,7 @@ const SSN_KEYWORD_BEFORE = /\b(?:ssn|social security(?: number| no\.?| #)?)\b\D{
 
 export function detectSsns(text: string, runs = digitRuns(text)): Finding[] {
   const out: Finding[] = [];
-  for (const m of text.matchAll(SSN)) {
+  for (const m of execAll(SSN, text)) {
     if (!clearBefore(text, m.index, /[\w\-]/) || !ssnValid(m[1]!, m[3]!, m[4]!) || idContextBefore(text, m.index)) continue;
     out.push(pii('pii.ssn', 'ssn', 'high', m.index, m.index + m[0].length, `***-**-****`));
   }
@@ -231,10 +232,10 @@ function ipv4Severity(o: number[]): Severity | null {
   return 'medium';
 }
 
-export function detectIps(text: string): Finding[] {
+export function detectIps(text: string, digits = Infinity): Finding[] {
   const out: Finding[] = [];
-  if (text.includes('.')) {
-    for (const m of text.matchAll(IPV4)) {
+  if (digits >= 4 && text.includes('.')) {
+    for (const m of execAll(IPV4, text)) {
       if (!clearBefore(text, m.index, /[\w.]/)) continue;
       const sev = ipv4Severity(m[0].split('.').map(Number));
       if (sev === null) continue;
@@ -257,14 +258,37 @@ export function detectIps(text: string): Finding[] {
   return out;
 }
 
+/** Digits in the text and its longest run of digits: each numeric detector needs at least so many. */
+function digitStats(text: string): { count: number; maxRun: number } {
+  let count = 0;
+  let run = 0;
+  let maxRun = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      count++;
+      if (++run > maxRun) maxRun = run;
+    } else {
+      run = 0;
+    }
+  }
+  return { count, maxRun };
+}
+
 /** All PII detectors. */
 export function detectPii(text: string): Finding[] {
   const parts: Finding[][] = [];
   if (text.includes('@')) parts.push(detectEmails(text));
-  // Every numeric detector (and IPv6, which requires a digit) needs at least one digit.
-  if (/\d/.test(text)) {
-    const runs = digitRuns(text);
-    parts.push(detectCards(text), detectIbans(text), detectSsns(text, runs), detectPhones(text, runs), detectIps(text));
-  }
+  // Each numeric detector is skipped when the text has fewer digits than anything it reports: a card has 13 or
+  // more, an SSN 9, a phone number 8 (E.164) or 10, an IBAN 2 (check digits) in 15 or more characters, an IPv4
+  // address 4; IPv6 needs one (checked in detectIps). Most strings of a span rule out most of them in one pass.
+  const { count, maxRun } = digitStats(text);
+  if (count === 0) return parts.flat();
+  const runs = maxRun >= 9 ? digitRuns(text) : [];
+  if (count >= 13) parts.push(detectCards(text));
+  if (count >= 2 && text.length >= 15) parts.push(detectIbans(text));
+  if (count >= 9) parts.push(detectSsns(text, runs));
+  if (count >= 8) parts.push(detectPhones(text, runs));
+  parts.push(detectIps(text, count));
   return parts.flat();
 }

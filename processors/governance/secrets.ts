@@ -6,6 +6,7 @@
 // plain regular expressions. They are informed by secretlint's rule packages (openai, anthropic, aws, github,
 // slack, privatekey) and gitleaks' config (key prefixes, the AWS id alphabet, the `…EXAMPLE` allowlist), and
 // add an entropy floor so placeholders such as `sk-xxxxxxxx…` are not reported.
+import { execAll } from './regex.ts';
 import { entropy } from './checksums.ts';
 import { maskToken } from './mask.ts';
 import type { Finding, Severity } from './types.ts';
@@ -52,11 +53,14 @@ export const SECRET_RULES: readonly SecretRule[] = [
     re: /(?<![\w])hf_[A-Za-z]{34}(?![\w])/g, minEntropy: 3.5 },
 ];
 
+// One pass for every rule's hints: most strings hold none, and then no rule runs.
+const ANY_HINT = new RegExp(SECRET_RULES.flatMap((r) => r.hints).map((h) => h.replace(/[.*+?^${}()|[\]\\\-]/g, '\\$&')).join('|'));
+
 function runRule(text: string, r: SecretRule, out: Finding[]): void {
   let hinted = false;
   for (const h of r.hints) if (text.includes(h)) { hinted = true; break; }
   if (!hinted) return;
-  for (const m of text.matchAll(r.re)) {
+  for (const m of execAll(r.re, text)) {
     const secret = m[1] ?? m[0];
     const start = m[1] !== undefined ? m.index + m[0].lastIndexOf(secret) : m.index;
     if (r.minEntropy !== undefined && entropy(secret) < r.minEntropy) continue;
@@ -78,7 +82,7 @@ export function detectPrivateKeys(text: string): Finding[] {
   const out: Finding[] = [];
   if (!text.includes('PRIVATE KEY')) return out;
   let endAt = -2; // next '-----END ' at or after the current header (-1: none), found once and reused
-  for (const m of text.matchAll(PK_BEGIN)) {
+  for (const m of execAll(PK_BEGIN, text)) {
     const start = m.index;
     const headerEnd = start + m[0].length;
     let end = headerEnd;
@@ -115,7 +119,7 @@ function jwtAlg(header: string): string | null {
 export function detectJwts(text: string): Finding[] {
   const out: Finding[] = [];
   if (!text.includes('eyJ')) return out;
-  for (const m of text.matchAll(JWT)) {
+  for (const m of execAll(JWT, text)) {
     const [header, , signature] = m[0].split('.') as [string, string, string];
     const alg = jwtAlg(header);
     if (alg === null) continue;
@@ -130,6 +134,6 @@ export function detectJwts(text: string): Finding[] {
 /** All secret detectors. */
 export function detectSecrets(text: string): Finding[] {
   const out: Finding[] = [];
-  for (const r of SECRET_RULES) runRule(text, r, out);
+  if (ANY_HINT.test(text)) for (const r of SECRET_RULES) runRule(text, r, out);
   return out.concat(detectPrivateKeys(text), detectJwts(text));
 }
