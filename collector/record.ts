@@ -54,16 +54,17 @@ export interface SpanRecord {
   ingestedAtMs: number;
 }
 
-/** A record with every field at its empty value, for mappers to fill in. */
+/**
+ * A record with every field at its empty value, for mappers to fill in. The fields are in JCS (sorted) order, so
+ * the verification hash serializes a record without rebuilding it (see processors/canonical.ts).
+ */
 export function emptySpan(workspaceId: string, source: Source): SpanRecord {
   return {
-    workspaceId, traceId: '', spanId: '', parentSpanId: '', name: '', kind: 'other', source,
-    startTimeNs: '0', endTimeNs: '0', durationMs: 0, status: 'completed', statusMessage: '',
-    model: '', provider: '', prompt: '', response: '',
-    promptTokens: 0, completionTokens: 0, totalTokens: 0, costUsd: 0,
-    finishReason: '', actionName: '', environment: '', requestId: '',
-    trainingPreferred: false, trainable: false,
-    attributes: {}, resourceAttributes: {}, events: [], ingestedAtMs: 0,
+    actionName: '', attributes: {}, completionTokens: 0, costUsd: 0, durationMs: 0, endTimeNs: '0', environment: '',
+    events: [], finishReason: '', ingestedAtMs: 0, kind: 'other', model: '', name: '', parentSpanId: '',
+    prompt: '', promptTokens: 0, provider: '', requestId: '', resourceAttributes: {}, response: '', source,
+    spanId: '', startTimeNs: '0', status: 'completed', statusMessage: '', totalTokens: 0, traceId: '',
+    trainable: false, trainingPreferred: false, workspaceId,
   };
 }
 

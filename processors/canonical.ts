@@ -7,8 +7,18 @@ import canonicalize from 'canonicalize';
  * U+FFFD and non-finite numbers null (JSON.stringify's rule; JSON input such as 1e400 parses to Infinity).
  */
 export function canonicalJson(value: unknown): string {
-  // Records are plain JSON data: a direct recursive walk costs about 30% less than the library's general one
-  // (cycle tracking, toJSON, boxed values). Anything else takes the library path, which defines the output.
+  // Records are plain JSON data. For them JSON.stringify writes JCS once every object's keys are in sorted order
+  // (its numbers and escapes are JCS's): `ordered` checks that, rebuilding only objects whose keys are not, and
+  // one native stringify does the rest, about 2.5× faster than building the text in JavaScript. A lone surrogate
+  // (which stringify escapes as \udxxx, where storage writes U+FFFD) shows in the output, and then, as for
+  // integer-like keys (which JS always orders first), the JavaScript walk writes it; anything stranger takes the
+  // library path, which defines the output.
+  try {
+    const fast = JSON.stringify(ordered(value, 0)) ?? 'null';
+    if (!fast.includes('\\ud')) return fast;
+  } catch (err) {
+    if (err !== NOT_PLAIN) throw err;
+  }
   try {
     return plain(value, 0) ?? 'null';
   } catch (err) {
@@ -27,6 +37,68 @@ const NOT_PLAIN = Symbol('not plain JSON data');
 const MAX_DEPTH = 256; // deeper values use the library's iterative walk (no stack overflow)
 const OBJECT_PROTO = Object.prototype;
 const ARRAY_PROTO = Array.prototype;
+
+const INDEX_LIKE = /^(?:0|[1-9]\d*)$/;
+
+/**
+ * The value with every object's keys in JCS order and lone surrogates replaced, sharing every part that already
+ * is; throws NOT_PLAIN for what JSON.stringify would write differently from JCS (integer-like keys, keys with
+ * lone surrogates, toJSON, bigint, non-plain objects, depth).
+ */
+function ordered(v: unknown, depth: number): unknown {
+  if (typeof v !== 'object') {
+    if (typeof v === 'bigint') throw NOT_PLAIN;
+    return v; // strings, numbers (non-finite → null), booleans, undefined, functions, symbols: as JSON.stringify does
+  }
+  if (v === null) return null;
+  if (depth >= MAX_DEPTH) throw NOT_PLAIN;
+  if (Array.isArray(v)) {
+    if (Object.getPrototypeOf(v) !== ARRAY_PROTO || typeof (v as { toJSON?: unknown }).toJSON === 'function') throw NOT_PLAIN;
+    let copy: unknown[] | null = null;
+    for (let i = 0; i < v.length; i++) {
+      const x = v[i] as unknown;
+      const y = typeof x === 'object' || typeof x === 'bigint' ? ordered(x, depth + 1) : x;
+      if (y !== x && copy === null) copy = v.slice(0, i);
+      if (copy !== null) copy.push(y);
+    }
+    return copy ?? v;
+  }
+  const proto = Object.getPrototypeOf(v) as unknown;
+  if ((proto !== OBJECT_PROTO && proto !== null) || typeof (v as { toJSON?: unknown }).toJSON === 'function') throw NOT_PLAIN;
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o);
+  let sorted = true;
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    const c = k.charCodeAt(0);
+    if (c >= 48 && c <= 57 && INDEX_LIKE.test(k)) throw NOT_PLAIN;
+    if (i > 0 && keys[i - 1]! > k) sorted = false;
+  }
+  let values: unknown[] | null = null;
+  for (let i = 0; i < keys.length; i++) {
+    const x = o[keys[i]!];
+    if (typeof x !== 'object' && typeof x !== 'bigint') continue;
+    const y = ordered(x, depth + 1);
+    if (y !== x) (values ??= keys.map((k) => o[k]))[i] = y;
+  }
+  if (sorted && values === null) return o;
+  const put = (out: Record<string, unknown>, k: string, x: unknown) => {
+    if (k === '__proto__') Object.defineProperty(out, k, { value: x, enumerable: true, writable: true, configurable: true });
+    else out[k] = x;
+  };
+  if (sorted) {
+    // Only nested values changed: a spread copy (V8 clones the object's shape) with those values replaced is
+    // far cheaper than adding the keys one by one to a new object.
+    const out: Record<string, unknown> = { ...o };
+    for (let i = 0; i < keys.length; i++) if (values![i] !== o[keys[i]!]) put(out, keys[i]!, values![i]);
+    return out;
+  }
+  // A literal, not Object.create(null): V8 keeps it a fast object, which JSON.stringify writes much faster.
+  const out: Record<string, unknown> = {};
+  const order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1));
+  for (const i of order) put(out, keys[i]!, values ? values[i] : o[keys[i]!]);
+  return out;
+}
 
 /** JCS for plain data (strings, finite or non-finite numbers, booleans, null, arrays, plain objects); throws NOT_PLAIN otherwise. */
 function plain(v: unknown, depth: number): string | undefined {
