@@ -48,13 +48,18 @@ export interface SpoolCounters {
 const HEADER = 12;
 const SUFFIX = '.seg';
 
-export function encodeFrame(records: StoredRecord[]): Buffer {
-  const payload = Buffer.from(JSON.stringify(records));
-  const frame = Buffer.allocUnsafe(HEADER + payload.length);
-  frame.writeUInt32LE(payload.length, 0);
+/**
+ * One frame. The JSON is written straight into the frame (no intermediate buffer). `own`: the frame gets its own
+ * ArrayBuffer instead of a slice of Node's shared pool, so a worker thread can transfer it without a copy.
+ */
+export function encodeFrame(records: StoredRecord[], own = false): Buffer {
+  const json = JSON.stringify(records); // well-formed: lone surrogates are escaped, so the UTF-8 length is exact
+  const length = Buffer.byteLength(json);
+  const frame = own ? Buffer.allocUnsafeSlow(HEADER + length) : Buffer.allocUnsafe(HEADER + length);
+  frame.write(json, HEADER);
+  frame.writeUInt32LE(length, 0);
   frame.writeUInt32LE(records.length, 4);
-  frame.writeUInt32LE(crc32(payload, crc32(frame.subarray(4, 8))), 8);
-  payload.copy(frame, HEADER);
+  frame.writeUInt32LE(crc32(frame.subarray(HEADER), crc32(frame.subarray(4, 8))), 8);
   return frame;
 }
 

@@ -35,9 +35,11 @@ const enrichment = createEnrichment({
 });
 
 function encode(records: StoredRecord[], accepted: number): Encoded {
-  // An exact-size copy, so the transfer below moves only this frame (encodeFrame may use a shared pool).
+  // The frame owns its ArrayBuffer (not a slice of the shared pool), so the transfer below moves exactly it.
   const heads = { verification: headsOf(records, 'verification'), audit: headsOf(records, 'audit') };
-  return { frame: records.length ? new Uint8Array(encodeFrame(records)) : null, rows: records.length, accepted, heads };
+  const frame = records.length ? encodeFrame(records, true) : null;
+  const exact = frame && frame.byteOffset === 0 && frame.buffer.byteLength === frame.length;
+  return { frame: frame ? (exact ? new Uint8Array(frame.buffer, 0, frame.length) : new Uint8Array(frame)) : null, rows: records.length, accepted, heads };
 }
 
 async function processItem(item: HostItem): Promise<Encoded> {
