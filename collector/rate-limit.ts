@@ -63,8 +63,8 @@ export class RateLimits {
 
   /**
    * Count a failed authentication against the client's IP. Only failures are counted, so a valid key keeps working
-   * from an address shared with a misbehaving client; past the limit, bad keys are answered 429 without being
-   * checked or audited one by one (a flood of bad keys would otherwise fill an audit log and burn hashing CPU).
+   * from an address shared with a misbehaving client; past the limit, bad keys are answered 429 and not audited
+   * one by one (a flood of bad keys would otherwise fill a workspace's audit log).
    */
   async authFailure(ip: string): Promise<AuthFailureResult> {
     const { points, durationSeconds } = this.opts.authFailures ?? { points: 30, durationSeconds: 60 };
