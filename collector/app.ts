@@ -73,8 +73,10 @@ export function createApp(deps: AppDeps): Koa {
       ctx.state.log.info({ event: 'auth_rejected', route: ctx.path }, 'authentication rejected');
       const limit = await deps.limits.authFailure(ctx.ip);
       if (limit.throttled) {
-        // One audit record when an address goes over its limit, not one per attempt.
-        if (limit.tripped) auditRejected(ctx, key, 'too_many_failures');
+        // One audit record when an address goes over its limit, not one per attempt; and one per real key id
+        // attempted while throttled, in that key's workspace.
+        const owned = key ? deps.keys.rejection(key) : null;
+        if (limit.tripped || (owned && await deps.limits.firstThrottledAttempt(ctx.ip, parseKey(key!)?.keyId ?? ''))) auditRejected(ctx, key, 'too_many_failures');
         throw new HttpError(429, 'rate_limited', `too many failed authentications from this address; retry in ${limit.retryAfterSeconds}s`,
           { retryAfterSeconds: limit.retryAfterSeconds }, { 'Retry-After': String(limit.retryAfterSeconds), 'X-RateLimit-Remaining': '0' });
       }

@@ -76,7 +76,10 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
 function standardErrors(r: RouteDoc): Record<string, string> {
   const e: Record<string, string> = {};
   if (r.request) Object.assign(e, { 400: 'Invalid request', 413: 'Body too large (after decompression)', 415: 'Unsupported content type or encoding' });
-  if (r.auth === 'apiKey' || r.auth === 'session') e[401] = 'Missing or invalid credentials';
-  if (r.method === 'post' && r.auth === 'apiKey') Object.assign(e, { 429: 'Rate limited (Retry-After)', 503: 'Storage back-pressure (Retry-After)' });
+  if (r.auth === 'apiKey' || r.auth === 'session') {
+    e[401] = 'Missing or invalid credentials';
+    e[429] = 'Rate limited (Retry-After), or too many failed authentications from this address';
+  }
+  if (r.method === 'post' && r.auth === 'apiKey') e[503] = 'Storage back-pressure (Retry-After)';
   return e;
 }

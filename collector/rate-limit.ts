@@ -77,6 +77,21 @@ export class RateLimits {
     }
   }
 
+  /**
+   * While an address is throttled, an attempt on a real key id (wrong secret, revoked key) is still audited in that
+   * key's workspace, once per address, key id and window: its owners see the attack, which cannot hide behind a
+   * limit tripped with junk keys, and cannot flood their log either.
+   */
+  async firstThrottledAttempt(ip: string, keyId: string): Promise<boolean> {
+    const { durationSeconds } = this.opts.authFailures ?? { points: 30, durationSeconds: 60 };
+    try {
+      await this.limiter('auth-failure-key', 1, durationSeconds).consume(`ip:${ip}:${keyId}`);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   async close(): Promise<void> {
     this.redis?.disconnect();
   }

@@ -117,17 +117,19 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
       const body = JSON.stringify({ alert: { ...alert, recordType: undefined } });
       const attempt = (n: number): void => {
         const ts = String(Math.floor(Date.now() / 1000));
-        const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts };
+        // The delivery id lets a receiver drop a repeat (a timed-out attempt it did process).
+        const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts, 'x-service-delivery-id': alert.alertId };
         if (secret) headers['x-service-signature'] = signDelivery(secret, ts, body);
-        const retry = (why: object) => {
-          if (n < retryDelaysMs.length) setTimeout(() => attempt(n + 1), retryDelaysMs[n]).unref();
+        const retry = (why: object, retryAfterSeconds = 0) => {
+          if (n < retryDelaysMs.length) setTimeout(() => attempt(n + 1), Math.max(retryDelaysMs[n]!, Math.min(retryAfterSeconds, 60) * 1000)).unref();
           else log.warn({ ...why, alertId: alert.alertId, attempts: n + 1 }, 'alert webhook delivery failed');
         };
-        fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' })
+        // redirect: 'manual': a redirect is answered as such (final, logged), never followed to another host.
+        fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
           .then((r) => {
             void r.body?.cancel().catch(() => {});
             if (r.ok) return;
-            if (r.status === 429 || r.status >= 500) retry({ status: r.status });
+            if (r.status === 429 || r.status >= 500) retry({ status: r.status }, Number(r.headers.get('retry-after')) || 0);
             else log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx');
           })
           .catch((err: unknown) => retry({ err: String(err) }));

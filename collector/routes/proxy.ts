@@ -60,7 +60,7 @@ export function proxyRoutes(r: RouteContext): void {
       400: { description: 'Not a JSON object with a string model', schema: providerError },
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
-      429: { description: 'This route\'s own rate limit (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
+      429: { description: 'This route\'s own rate limit, or too many failed authentications from this address (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
       502: { description: 'The provider could not be reached', schema: providerError },
       504: { description: 'The provider timed out', schema: providerError },
     },

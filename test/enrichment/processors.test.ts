@@ -254,13 +254,13 @@ describe('alert evaluator', () => {
     expect(signDelivery('secret', '1700000000', '{}')).to.match(/^v1=[0-9a-f]{64}$/);
   });
   it('retries a webhook delivery after a 5xx or a refused connection, and not after another 4xx', async () => {
-    const answers = [503, 200, 404];
-    const received: Array<{ body: string; ts: string; sig: string }> = [];
+    const answers = [503, 200, 404, 302];
+    const received: Array<{ body: string; ts: string; sig: string; id: string }> = [];
     const server = createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));
       req.on('end', () => {
-        received.push({ body, ts: String(req.headers['x-service-delivery-timestamp']), sig: String(req.headers['x-service-signature']) });
+        received.push({ body, ts: String(req.headers['x-service-delivery-timestamp']), sig: String(req.headers['x-service-signature']), id: String(req.headers['x-service-delivery-id']) });
         res.statusCode = answers.shift() ?? 404;
         res.end();
       });
@@ -281,6 +281,13 @@ describe('alert evaluator', () => {
       await sleep(100);
       expect(received).to.have.length(3);
       expect(warnings).to.deep.equal([{ status: 404, alertId: 'a2' }]);
+      notifier.notify(url, 'whsec', { ...alert, alertId: 'a3' }); // a redirect: final, not followed
+      for (let i = 0; i < 100 && warnings.length < 2; i++) await sleep(10);
+      await sleep(100);
+      expect(received).to.have.length(4);
+      expect(warnings[1]).to.deep.equal({ status: 302, alertId: 'a3' });
+      expect(received.map((r) => JSON.parse(r.body).alert.alertId)).to.deep.equal(['a1', 'a1', 'a2', 'a3']);
+      expect(received.map((r) => r.id)).to.deep.equal(['a1', 'a1', 'a2', 'a3']); // X-Service-Delivery-Id
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }

@@ -332,10 +332,16 @@ describe('failed authentications per client address', function () {
     expect(limited.status).to.equal(429);
     expect(limited.json.error.code).to.equal('rate_limited');
     expect(Number(limited.headers.get('retry-after'))).to.be.within(1, 60);
-    const good = { authorization: `Bearer ${(await s.key('af')).key}` };
+    const victim = await s.key('af');
+    const good = { authorization: `Bearer ${victim.key}` };
     expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, good)).status).to.equal(200);
+    // A throttled address cannot hide attempts on a real key from its workspace: the first one per window is audited there.
+    const wrongSecret = { authorization: `Bearer tg_${victim.keyId}_${'C'.repeat(43)}` };
+    for (let i = 0; i < 3; i++) expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, wrongSecret)).status).to.equal(429);
     await flushed(s);
     const audited = await s.running.storage.listAudit('_system', { action: 'auth.rejected', limit: 100 });
     expect(audited.items.map((i) => JSON.parse(i.details).throttled ?? 'each')).to.have.members(['each', 'each', 'each', 'too_many_failures']);
+    const theirs = await s.running.storage.listAudit(victim.workspaceId, { action: 'auth.rejected', limit: 100 });
+    expect(theirs.items.map((i) => [i.actor, JSON.parse(i.details).reason, JSON.parse(i.details).throttled])).to.deep.equal([[victim.keyId, 'wrong_secret', 'too_many_failures']]);
   });
 });
