@@ -66,7 +66,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main', store);
   const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log, previousAuditHeads: auditHeads.current() });
   if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
-  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, store, settings }) : null;
+  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, store, settings, youngGenMb: config.WORKER_YOUNG_GEN_MB }) : null;
   await processors?.start();
   const pipeline = new Pipeline({
     config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS,

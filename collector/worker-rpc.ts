@@ -17,8 +17,16 @@ export class WorkerRpc {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
 
-  constructor(url: URL, workerData: unknown, name: string) {
+  /**
+   * Young-generation cap of the thread's heap in MB (0: V8's default, which grows to 64 MB per isolate under load).
+   * Measured at 32 MB (TRACEGATE_WORKER_YOUNG_GEN_MB): RSS about 80 MB lower on native and 170 MB lower on OTLP
+   * ingestion, throughput unchanged within the VM's noise; 16 MB cost OTLP about 8 %.
+   */
+  private readonly youngGenMb: number;
+
+  constructor(url: URL, workerData: unknown, name: string, youngGenMb = 0) {
     this.url = url;
+    this.youngGenMb = youngGenMb;
     this.workerData = workerData;
     this.name = name;
   }
@@ -52,7 +60,7 @@ export class WorkerRpc {
   }
 
   private spawn(): Worker {
-    const w = new Worker(this.url, { workerData: this.workerData });
+    const w = new Worker(this.url, { workerData: this.workerData, ...(this.youngGenMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenMb } } : {}) });
     w.on('message', (m: Reply) => {
       if (m.id === UNREADABLE) return fail(reviveError((m as { error: WireError }).error));
       const p = this.pending.get(m.id);

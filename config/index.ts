@@ -44,6 +44,7 @@ export const configSchema = z.object({
   SHUTDOWN_FLUSH_MS: int(10_000, 0),      // longest wait for the final flush at SIGTERM; the rest replays at the next start
   ENRICHMENT: bool(true),                 // governance, alerts and verification at ingestion (audit always on)
   MAX_FINDINGS_PER_SPAN: int(100, 1),     // finding records stored per span, most severe first
+  WORKER_YOUNG_GEN_MB: int(32, 0),        // young-generation cap of the processor and storage threads (0: V8 default)
   SIGN_EACH_TRACE: bool(false),           // an Ed25519 signature per trace, not one signed checkpoint per chain per second
 
   PROVIDER_BASE_URL: z.string().url().default('https://api.openai.com/v1'),

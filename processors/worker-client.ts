@@ -13,7 +13,7 @@ import type { Encoded, HostItem, HostRequest, WorkspaceSettings } from './worker
 export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
 type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
-type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store?: string | null; settings: PolicySource & AlertSource };
+type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store?: string | null; settings: PolicySource & AlertSource; youngGenMb?: number };
 type Waiting = { item: HostItem; resolve: (f: ProcessedFrame) => void; reject: (e: Error) => void };
 
 const frameOf = (e: Encoded): ProcessedFrame =>
@@ -37,7 +37,7 @@ export class ProcessorWorker {
     const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
     const store = opts.store ?? null;
     // A worker that dies fails its batches (never acknowledged); the next batch starts a fresh one.
-    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store }, 'processor');
+    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store }, 'processor', opts.youngGenMb ?? 0);
   }
 
   /** Processors over one batch; resolves with the spool frame of spans plus enrichment records. */

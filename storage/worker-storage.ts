@@ -17,7 +17,7 @@ export class WorkerStorage implements Storage {
 
   constructor(config: Config) {
     this.kind = config.CLICKHOUSE_URL ? 'clickhouse' : 'duckdb';
-    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), config, 'storage');
+    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), config, 'storage', config.WORKER_YOUNG_GEN_MB);
   }
 
   private async call<T>(method: string, ...args: unknown[]): Promise<T> {

@@ -1,8 +1,10 @@
 // A worker for the WorkerRpc tests: 'echo' answers the message, 'clone-fail' answers with a value that
-// cannot be posted back (a function).
+// cannot be posted back (a function), 'limits' with the thread's resource limits.
+import { resourceLimits } from 'node:worker_threads';
 import { serveRpc } from '../../collector/worker-rpc.ts';
 
 serveRpc<{ id: number; op: string; value?: unknown }>(async (m) => {
   if (m.op === 'clone-fail') return { value: { f: () => 1 } };
+  if (m.op === 'limits') return { value: resourceLimits };
   return { value: m.value };
 });

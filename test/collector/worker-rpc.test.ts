@@ -26,4 +26,13 @@ describe('WorkerRpc', () => {
     expect(String((err as Error).message)).to.match(/could not be cloned/);
     expect(await rpc.call({ op: 'echo', value: 3 })).to.equal(3);
   });
+
+  it('caps the worker thread\'s young generation when asked (TRACEGATE_WORKER_YOUNG_GEN_MB)', async () => {
+    const capped = new WorkerRpc(new URL('./echo-worker.ts', import.meta.url), null, 'echo', 32);
+    try {
+      expect(await capped.call<{ maxYoungGenerationSizeMb: number }>({ op: 'limits' })).to.include({ maxYoungGenerationSizeMb: 32 });
+    } finally {
+      await capped.close();
+    }
+  });
 });
