@@ -42,17 +42,27 @@ export function stealMeter(): () => number {
   };
 }
 
-/** CPU seconds (user + system) used so far by each thread name of a process (Linux /proc; threads that ended are not counted). */
+/** CPU seconds (user + system) in a /proc …/stat file: a whole process, or one of its threads. */
+function statCpuSeconds(path: string): { comm: string; seconds: number } {
+  const st = readFileSync(path, 'utf8');
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+  return { comm: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), seconds: (Number(f[11]) + Number(f[12])) / 100 }; // ticks of 10 ms
+}
+
+/** CPU seconds used so far by a process, its ended threads included. */
+export function processCpuSeconds(pid: number): number {
+  return statCpuSeconds(`/proc/${pid}/stat`).seconds;
+}
+
+/** CPU seconds used so far by each thread name of a process (threads that ended are not counted). */
 export function threadCpuSeconds(pid: number): Record<string, number> {
   const out: Record<string, number> = {};
   let tids: string[] = [];
   try { tids = readdirSync(`/proc/${pid}/task`); } catch { return out; }
   for (const tid of tids) {
     try {
-      const st = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const comm = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'));
-      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      out[comm] = (out[comm] ?? 0) + (Number(f[11]) + Number(f[12])) / 100; // clock ticks of 10 ms
+      const { comm, seconds } = statCpuSeconds(`/proc/${pid}/task/${tid}/stat`);
+      out[comm] = (out[comm] ?? 0) + seconds;
     } catch { /* the thread ended */ }
   }
   return out;

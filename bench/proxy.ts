@@ -3,7 +3,7 @@
 // rounds to whole ms, too coarse for sub-ms overhead). SSE: a custom client in the same process as a stamped fake,
 // so each event's send time (performance.now) and arrival time share one monotonic clock.
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -12,7 +12,7 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { startFakeResponses } from '../test/support/fake-responses.ts';
-import { fmt, freePort, peakRssMb, startChild, stealMeter, terminate } from './lib.ts';
+import { fmt, freePort, peakRssMb, processCpuSeconds, startChild, stealMeter, terminate } from './lib.ts';
 
 const DELAY_MS = 20;
 const CONNECTIONS = 100;
@@ -28,12 +28,6 @@ function pct(sorted: number[], p: number): number {
 }
 
 interface Latencies { rps: number; p50: number; p99: number; max: number; ok: number; bad: number; cpuUs?: number }
-
-/** CPU time (user + system) of a process so far, in ms. */
-function cpuMs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10; // clock ticks of 10 ms
-}
 
 async function hammer(url: string, headers: Record<string, string>, seconds: number, overallRate?: number): Promise<Latencies> {
   const times: number[] = [];
@@ -150,13 +144,13 @@ export async function runProxyBench(seconds: number): Promise<void> {
     await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, 2);
     const rows: Array<[string, Latencies]> = [];
     const steal = stealMeter();
-    const fake0 = cpuMs(fake.child.pid!);
+    const fake0 = processCpuSeconds(fake.child.pid!);
     const direct = await hammer(`${fake.url}/responses`, json, seconds);
-    direct.cpuUs = ((cpuMs(fake.child.pid!) - fake0) * 1000) / direct.ok;
+    direct.cpuUs = ((processCpuSeconds(fake.child.pid!) - fake0) * 1e6) / direct.ok;
     rows.push(['direct to the fake, closed loop', direct]);
-    const cpu0 = cpuMs(proxy.child.pid!);
+    const cpu0 = processCpuSeconds(proxy.child.pid!);
     const closed = await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds);
-    closed.cpuUs = ((cpuMs(proxy.child.pid!) - cpu0) * 1000) / closed.ok;
+    closed.cpuUs = ((processCpuSeconds(proxy.child.pid!) - cpu0) * 1e6) / closed.ok;
     rows.push(['through tracegate, closed loop', closed]);
     // Closed loop saturates a 2-core box (load generator, fake and proxy share it), so its latency is mostly
     // queueing. autocannon's overallRate sends in bursts, so the paced rows use an evenly spaced open-loop client.

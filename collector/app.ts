@@ -71,16 +71,17 @@ export function createApp(deps: AppDeps): Koa {
     const caller = key ? await deps.keys.verify(key) : null;
     if (!caller) {
       ctx.state.log.info({ event: 'auth_rejected', route: ctx.path }, 'authentication rejected');
+      const keyId = key ? parseKey(key)?.keyId ?? '' : '';
+      const owner = key ? deps.keys.rejection(key) : null;
       const limit = await deps.limits.authFailure(ctx.ip);
       if (limit.throttled) {
         // One audit record when an address goes over its limit, not one per attempt; and one per real key id
         // attempted while throttled, in that key's workspace.
-        const owned = key ? deps.keys.rejection(key) : null;
-        if (limit.tripped || (owned && await deps.limits.firstThrottledAttempt(ctx.ip, parseKey(key!)?.keyId ?? ''))) auditRejected(ctx, key, 'too_many_failures');
+        if (limit.tripped || (owner && await deps.limits.firstThrottledAttempt(ctx.ip, keyId))) auditRejected(ctx, key, keyId, owner, 'too_many_failures');
         throw new HttpError(429, 'rate_limited', `too many failed authentications from this address; retry in ${limit.retryAfterSeconds}s`,
           { retryAfterSeconds: limit.retryAfterSeconds }, { 'Retry-After': String(limit.retryAfterSeconds), 'X-RateLimit-Remaining': '0' });
       }
-      auditRejected(ctx, key);
+      auditRejected(ctx, key, keyId, owner);
       throw new HttpError(401, 'unauthorized', key ? 'invalid or revoked API key' : 'missing API key: send Authorization: Bearer <key>', null, { 'WWW-Authenticate': 'Bearer' });
     }
     ctx.state.caller = caller satisfies Caller;
@@ -93,10 +94,8 @@ export function createApp(deps: AppDeps): Koa {
   const routeOf = (c: Context) => (c as unknown as { _matchedRoute?: string })._matchedRoute ?? c.path.slice(0, 200);
   // A record the spool cannot take must not advance the chain (that would leave a gap): with the spool full, skip.
   const spoolFull = () => deps.pipeline.stats().spoolBytes >= deps.config.SPOOL_MAX_BYTES;
-  const auditRejected = (c: Context, key: string | null, throttled?: 'too_many_failures') => {
+  const auditRejected = (c: Context, key: string | null, keyId: string, owner: ReturnType<KeyVerifier['rejection']>, throttled?: 'too_many_failures') => {
     if (spoolFull()) return;
-    const keyId = key ? parseKey(key)?.keyId ?? '' : '';
-    const owner = key ? deps.keys.rejection(key) : null;
     const rec = deps.enrichment.audit.append({
       workspaceId: owner?.workspaceId ?? SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: routeOf(c),
       outcome: 'denied', accepted: 0, rejected: 0, details: JSON.stringify({ reason: owner?.reason ?? (key ? 'unknown_key' : 'missing_key'), ip: c.ip, ...(throttled ? { throttled } : {}) }),

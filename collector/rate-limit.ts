@@ -21,8 +21,10 @@ export class RateLimits {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
   private readonly redis: Redis | null;
   private readonly opts: LimiterOptions;
+  private readonly authFailures: { points: number; durationSeconds: number };
   constructor(opts: LimiterOptions) {
     this.opts = opts;
+    this.authFailures = opts.authFailures ?? { points: 30, durationSeconds: 60 };
     this.redis = opts.redisUrl
       ? new Redis(opts.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
       : null;
@@ -67,7 +69,7 @@ export class RateLimits {
    * one by one (a flood of bad keys would otherwise fill a workspace's audit log).
    */
   async authFailure(ip: string): Promise<AuthFailureResult> {
-    const { points, durationSeconds } = this.opts.authFailures ?? { points: 30, durationSeconds: 60 };
+    const { points, durationSeconds } = this.authFailures;
     try {
       await this.limiter('auth-failure', points, durationSeconds).consume(`ip:${ip}`);
       return { throttled: false, tripped: false, retryAfterSeconds: 0 };
@@ -83,9 +85,8 @@ export class RateLimits {
    * limit tripped with junk keys, and cannot flood their log either.
    */
   async firstThrottledAttempt(ip: string, keyId: string): Promise<boolean> {
-    const { durationSeconds } = this.opts.authFailures ?? { points: 30, durationSeconds: 60 };
     try {
-      await this.limiter('auth-failure-key', 1, durationSeconds).consume(`ip:${ip}:${keyId}`);
+      await this.limiter('auth-failure-key', 1, this.authFailures.durationSeconds).consume(`ip:${ip}:${keyId}`);
       return true;
     } catch {
       return false;
