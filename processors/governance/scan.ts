@@ -103,7 +103,12 @@ export function scanFull(text: string, options?: ScanOptions): Finding[] {
 /** Longer than any context a detector matches before the part it reports. */
 const LEAD = 1024;
 
-export interface TextSlot { field: FieldName; value: string; at: TextLocation }
+export interface TextSlot {
+  field: FieldName; value: string; at: TextLocation;
+  /** A span attribute or a gen_ai.* event attribute: where instrumentations put the conversation that the
+   * prompt and response are derived from (gen_ai.input.messages, llm.input_messages.N.*, gen_ai.prompt.N.*, …). */
+  conversation?: true;
+}
 
 function pathKey(path: Path): string {
   let s = '';
@@ -111,10 +116,10 @@ function pathKey(path: Path): string {
   return s;
 }
 
-function attributeSlots(attrs: Attributes, field: string, at: (path: Path) => TextLocation, out: TextSlot[]): void {
+function attributeSlots(attrs: Attributes, field: string, at: (path: Path) => TextLocation, out: TextSlot[], conversation = false): void {
   const walk = (v: AttrValue, path: Path): void => {
     if (typeof v === 'string') {
-      if (v.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)}`, value: v, at: at(path) });
+      if (v.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)}`, value: v, at: at(path), ...conversation ? { conversation } : {} });
       return;
     }
     if (v === null || typeof v !== 'object') return;
@@ -138,11 +143,11 @@ export function textSlots(record: RecordFields): TextSlot[] {
     const v = record[field];
     if (typeof v === 'string' && v.length >= MIN_ATTR_LEN) out.push({ field, value: v, at: { kind: 'label', field } });
   }
-  attributeSlots(record.attributes, 'attribute:', (path) => ({ kind: 'attribute', path }), out);
+  attributeSlots(record.attributes, 'attribute:', (path) => ({ kind: 'attribute', path }), out, true);
   if (record.resourceAttributes) attributeSlots(record.resourceAttributes, 'resource:', (path) => ({ kind: 'resource', path }), out);
   record.events?.forEach((e, event) => {
     if (e.name.length >= MIN_ATTR_LEN) out.push({ field: `event[${event}].name`, value: e.name, at: { kind: 'eventName', event } });
-    attributeSlots(e.attributes, `event[${event}]:`, (path) => ({ kind: 'eventAttribute', event, path }), out);
+    attributeSlots(e.attributes, `event[${event}]:`, (path) => ({ kind: 'eventAttribute', event, path }), out, e.name.startsWith('gen_ai.'));
   });
   return out;
 }
@@ -201,10 +206,28 @@ export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cac
   return out;
 }
 
-/** The findings to report from scanned slots, each naming its field; a repeated value's are reported once. */
+/**
+ * The findings to report from scanned slots, each naming its field. A repeated value's are reported once, and so
+ * is a match in a conversation attribute that the prompt or response already has (same rule, same matched text):
+ * a GenAI span carries its messages both as the prompt and response and in their source attributes, often in
+ * two conventions, and one e-mail address in one message is one finding, not three. Redaction still covers
+ * every copy; only the report is deduplicated.
+ */
 export function reportedFindings(scans: readonly SlotFindings[]): FieldFinding[] {
   const out: FieldFinding[] = [];
-  for (const s of scans) if (!s.repeat) for (const f of s.findings) out.push({ ...f, field: s.slot.field });
+  const inText = new Set<string>();
+  for (const s of scans) {
+    if (s.repeat) continue;
+    const text = s.slot.at.kind === 'prompt' || s.slot.at.kind === 'response';
+    for (const f of s.findings) {
+      if (text || s.slot.conversation) {
+        const key = `${f.rule}\u0000${s.slot.value.slice(f.start, f.end)}`;
+        if (text) inText.add(key);
+        else if (inText.has(key)) continue;
+      }
+      out.push({ ...f, field: s.slot.field });
+    }
+  }
   return out;
 }
 

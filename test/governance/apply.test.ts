@@ -26,6 +26,32 @@ describe('governance scanRecordFields', () => {
     const fs = scanRecordFields(record({ prompt, attributes: { 'gen_ai.prompt': prompt } }));
     expect(fs.map((f) => f.field)).to.deep.equal(['prompt']);
   });
+  it('reports a match in a conversation attribute once when the prompt or response has it, and redacts every copy', () => {
+    const content = 'mail ann@example.com, card 4111 1111 1111 1111';
+    const answer = 'I will write to ann@example.com.';
+    const r = record({
+      prompt: `user: ${content}`, response: answer,
+      attributes: {
+        'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content }] }]),
+        'gen_ai.output.messages': JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: answer }] }]),
+        'llm.input_messages.0.message.content': content,
+        'user.contact': 'bob@example.com', // a value of its own: reported
+      },
+      events: [
+        { name: 'gen_ai.user.message', timeNs: '1', attributes: { content } },
+        { name: 'exception', timeNs: '2', attributes: { 'exception.message': 'no mailbox ann@example.com' } }, // not a conversation copy
+      ],
+    });
+    const out = applyGovernance(r, parsePolicy({ version: 1, actions: { email: 'redact', payment_card: 'redact' } }));
+    expect(out.findings.map((f) => [f.field, f.category])).to.deep.equal([
+      ['prompt', 'email'], ['prompt', 'payment_card'], ['response', 'email'], ['attribute:user.contact', 'email'], ['event[1]:exception.message', 'email'],
+    ]);
+    const stored = JSON.stringify(out.record);
+    expect(stored).to.not.include('ann@example.com');
+    expect(stored).to.not.include('4111 1111');
+    expect(out.record.attributes['llm.input_messages.0.message.content']).to.equal('mail [REDACTED:email], card [REDACTED:payment_card]');
+    expect(out.record.events[0]!.attributes).to.deep.equal({ content: 'mail [REDACTED:email], card [REDACTED:payment_card]' });
+  });
   it('scans the span name, status message, resource attributes and events', () => {
     const r = record({
       name: 'GET /export?mail=ann@example.com', statusMessage: 'auth failed for bob@example.com',
