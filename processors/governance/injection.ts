@@ -142,7 +142,7 @@ export function analyzeInjection(text: string, options: InjectionOptions = {}): 
   const maxRuns = options.maxInvisibleRuns ?? 64;
   const n = normalizeForInjection(text);
   const hits: Hit[] = [];
-  matchFamilies(n.text, n.starts === null, (s, e) => originalSpan(n, s, e), maxPerFamily, hits);
+  matchFamilies(n.text, n.ascii, (s, e) => originalSpan(n, s, e), maxPerFamily, hits);
   for (const h of n.hidden) matchFamilies(h.text, true, () => [h.start, h.end], maxPerFamily, hits);
 
   const familyWeight = new Map<string, number>();

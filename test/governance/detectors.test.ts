@@ -5,6 +5,7 @@ import {
   detectPrivateKeys, detectSecrets, detectSsns, ibanValid, luhnValid, normalizeForInjection, scanText, ssnValid,
   type Finding,
 } from '../../processors/governance/index.ts';
+import { normalizeMapped, originalSpan } from '../../processors/governance/normalize.ts';
 
 const spans = (text: string, fs: Finding[]) => fs.map((f) => text.slice(f.start, f.end));
 const b64url = (s: string) => Buffer.from(s).toString('base64url');
@@ -173,6 +174,33 @@ describe('governance injection detector', () => {
     expect([...n.starts!]).to.deep.equal([0, 2, 2]);
     expect([...n.ends!]).to.deep.equal([1, 3, 3]);
     expect(n.invisible.map((r) => [r.start, r.end])).to.deep.equal([[1, 2]]);
+  });
+  it('the same-length path (curly quotes, dashes, accents) gives the general path\'s text and offsets', () => {
+    // Its toLowerCase() may lower only A–Z: every single-unit fold must already be lower case.
+    const notLower: string[] = [];
+    for (let cp = 0x80; cp <= 0xffff; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const n = normalizeMapped(String.fromCharCode(cp));
+      if (n.invisible.length === 0 && n.text.length === 1 && n.text.toLowerCase() !== n.text) notLower.push(cp.toString(16));
+    }
+    expect(notLower).to.deep.equal([]);
+    const pool = ['a', 'B', ' ', 'Z', '.', '\n', '’', '—', 'é', 'Ä', 'ﬁ', 'İ', 'Σ', 'ς', 'К', 'а', '\u200B', '\u00AD', '😀', '\uD800', 'ｉ', 'K', '…', '½', 'ß'];
+    let seed = 7;
+    const rand = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n; };
+    let fast = 0;
+    for (let i = 0; i < 3000; i++) {
+      const text = Array.from({ length: 1 + rand(40) }, () => pool[rand(pool.length)]).join('');
+      const a = normalizeForInjection(text);
+      const b = normalizeMapped(text);
+      expect(a.text, JSON.stringify(text)).to.equal(b.text);
+      if (a.ascii) expect(/[^\x00-\x7f]/.test(a.text), JSON.stringify(text)).to.equal(false); // it picks the Latin-1 matcher
+      expect(a.invisible, JSON.stringify(text)).to.deep.equal(b.invisible);
+      expect(a.hidden, JSON.stringify(text)).to.deep.equal(b.hidden);
+      const spansOf = (n: typeof a) => Array.from({ length: n.text.length }, (_, s) => originalSpan(n, s, s + 1).join());
+      expect(spansOf(a), JSON.stringify(text)).to.deep.equal(spansOf(b));
+      if (a.starts === null) fast++;
+    }
+    expect(fast).to.be.greaterThan(100); // the fast path was exercised
   });
   it('an expansion longer than four characters becomes one space (U+FDFA is 18: a prompt of them grew 18-fold)', () => {
     const n = normalizeForInjection('\uFDFAIgnore \u3389');
