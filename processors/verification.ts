@@ -8,13 +8,30 @@ import type { CheckpointRecord, VerificationRecord } from '../collector/enrichme
 import type { Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import { canonicalJson, GENESIS, sha256 } from './canonical.ts';
+import { rememberJson } from '../collector/spool.ts';
 import { signText, verifyText, type PublicKeyInfo, type SigningKey } from './signing.ts';
 
 const CLOCK_SKEW_MS = 5_000;
 
+const bySpanId = (a: SpanRecord, b: SpanRecord) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0);
+
 /** The spans' stored content, in span id order. */
 export function contentHash(spans: SpanRecord[]): string {
-  return sha256(canonicalJson([...spans].sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0))));
+  return sha256(canonicalJson([...spans].sort(bySpanId)));
+}
+
+/**
+ * contentHash, handing each span's canonical JSON to the spool frame (rememberJson) so it is serialized once.
+ * JCS writes an array as its elements' JCS joined by commas, so the hash is contentHash's (a test checks).
+ * Not when it holds U+FFFD, which may stand for a lone surrogate: attribute JSON keeps those as sent.
+ */
+export function contentHashKeepingJson(spans: SpanRecord[]): string {
+  const parts = [...spans].sort(bySpanId).map((s) => {
+    const json = canonicalJson(s);
+    if (!json.includes('\ufffd')) rememberJson(s, json);
+    return json;
+  });
+  return sha256(`[${parts.join(',')}]`);
 }
 
 export function linkHash(prevHash: string, r: Pick<VerificationRecord, 'seq' | 'traceId' | 'contentHash'>): string {
@@ -83,7 +100,7 @@ export class VerificationChain {
       const rec = {
         recordType: 'verification' as const, workspaceId, traceId,
         spanIds: group.map((s) => s.spanId), spanVersions: group.map((s) => s.ingestedAtMs),
-        contentHash: contentHash(group), chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash, createdAtMs: now,
+        contentHash: contentHashKeepingJson(group), chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash, createdAtMs: now,
       };
       const hash = linkHash(head.hash, rec);
       head.seq = rec.seq;

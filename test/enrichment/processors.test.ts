@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import type { FindingRecord, PolicyRecord } from '../../collector/enrichment-records.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
-import { VerificationChain, checkChain, checkContent, headsOf, verificationProcessor } from '../../processors/verification.ts';
+import { VerificationChain, checkChain, checkContent, contentHash, contentHashKeepingJson, headsOf, verificationProcessor } from '../../processors/verification.ts';
+import { decodeFrames, encodeFrame } from '../../collector/spool.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
@@ -209,6 +210,21 @@ describe('verification chain', () => {
     const chain = new VerificationChain(loadSigningKey(dir), 0, 'v2');
     const out = verificationProcessor(chain)({ spans: [span('t', 'a')], extra: [] }, null) as { extra: Array<{ recordType: string }> };
     expect(out.extra.map((r) => r.recordType)).to.deep.equal(['verification', 'checkpoint']);
+  });
+
+  it('the spool frame reuses each span\'s canonical JSON: same hash as contentHash, the same data decoded', () => {
+    const odd = { ...span('t', 'b'), prompt: 'lone \ud800 surrogate', attributes: { '10': 'integer-like key', z: { b: 1, a: [1, 'x'] }, big: 1e21, neg: -0 } };
+    const spans = [span('t', 'c', { attributes: { z: 1, a: 2 } }), odd, { ...span('t', 'a'), response: 'é😀\u2028', attributes: { y: { q: 1, p: 2 } } }];
+    expect(contentHashKeepingJson(spans)).to.equal(contentHash(spans));
+    const frame = encodeFrame([...spans, { recordType: 'policy', note: 'not remembered' } as never]);
+    const decoded = decodeFrames(frame).records;
+    expect(decoded).to.deep.equal(JSON.parse(JSON.stringify([...spans, { recordType: 'policy', note: 'not remembered' }])));
+    // Written from the canonical form (sorted keys) where it holds the same data ...
+    expect(Object.keys((decoded[0] as SpanRecord).attributes)).to.deep.equal(['a', 'z']);
+    expect(Object.keys((decoded[2] as SpanRecord).attributes.y as object)).to.deep.equal(['p', 'q']);
+    // ... and not where the canonical form replaced a lone surrogate, which attribute JSON keeps as sent.
+    expect((decoded[1] as SpanRecord).prompt).to.equal('lone \ud800 surrogate');
+    expect(Object.keys((decoded[1] as SpanRecord).attributes.z as object)).to.deep.equal(['b', 'a']);
   });
 
   it('signs and verifies with Ed25519', () => {
