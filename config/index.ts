@@ -19,6 +19,13 @@ export const configSchema = z.object({
   CLICKHOUSE_PASSWORD: z.string().default(''),
   // Rollups count a re-delivered span once (a key lookup per inserted trace; see clickhouse-rollup.ts).
   CLICKHOUSE_EXACT_ROLLUPS: bool(true),
+  // Sharded: the cluster's name in remote_servers, and the HTTP URL of every node (schema on each).
+  CLICKHOUSE_CLUSTER: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a cluster name from remote_servers').optional(),
+  CLICKHOUSE_NODES: z.string().optional().transform((v, ctx) => {
+    const urls = (v ?? '').split(',').map((u) => u.trim()).filter(Boolean);
+    for (const u of urls) if (!URL.canParse(u) || !/^https?:$/.test(new URL(u).protocol)) ctx.addIssue({ code: 'custom', message: `not an http(s) URL: ${u}` });
+    return urls;
+  }),
 
   REDIS_URL: z.string().url().optional(),
   RATE_LIMIT_POINTS: int(6000, 1),          // requests per window per route and key
@@ -71,5 +78,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((i) => `TRACEGATE_${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`invalid configuration\n  ${lines.join('\n  ')}`);
   }
-  return parsed.data;
+  const c = parsed.data;
+  if ((c.CLICKHOUSE_CLUSTER || c.CLICKHOUSE_NODES.length) && !c.CLICKHOUSE_URL) {
+    throw new ConfigError('invalid configuration\n  TRACEGATE_CLICKHOUSE_CLUSTER / _NODES: need TRACEGATE_CLICKHOUSE_URL (the node the collector talks to)');
+  }
+  if (c.CLICKHOUSE_NODES.length && !c.CLICKHOUSE_CLUSTER) {
+    throw new ConfigError('invalid configuration\n  TRACEGATE_CLICKHOUSE_NODES: only with TRACEGATE_CLICKHOUSE_CLUSTER');
+  }
+  return c;
 }

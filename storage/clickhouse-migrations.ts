@@ -54,6 +54,29 @@ function usageView(db: string, name: string, latency: string, where: string): st
       GROUP BY workspace_id, hour, model, action_name, environment, source`;
 }
 
+/**
+ * On a cluster (TRACEGATE_CLICKHOUSE_CLUSTER), which shard each table's rows go to. Rows that replace each
+ * other (the ORDER BY key) must meet on one shard to collapse, and a trace's spans, index entries, findings and
+ * policy records stay together; rollups merge across shards at query time. Every table needs an entry.
+ */
+export const SHARDING_KEYS: Readonly<Record<string, string>> = {
+  spans: 'cityHash64(workspace_id, trace_id)',
+  trace_index: 'cityHash64(workspace_id, trace_id)',
+  findings: 'cityHash64(workspace_id, trace_id)',
+  policy_records: 'cityHash64(workspace_id, trace_id)',
+  workspaces: 'cityHash64(id)',
+  api_keys: 'cityHash64(key_id)',
+  settings: 'cityHash64(workspace_id)',
+  audit_log: 'cityHash64(workspace_id, chain_id, seq)',
+  verification: 'cityHash64(workspace_id, chain_id, seq)',
+  verification_checkpoints: 'cityHash64(workspace_id, chain_id, seq)',
+  alerts: 'cityHash64(workspace_id, alert_id)',
+  usage_hourly: 'cityHash64(workspace_id)',
+  usage_corrections: 'cityHash64(workspace_id)',
+  findings_daily: 'cityHash64(workspace_id)',
+  findings_daily_corrections: 'cityHash64(workspace_id)',
+};
+
 export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
   {
     version: 1,

@@ -6,7 +6,7 @@ import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, Find
 import type {
   AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
-import { CLICKHOUSE_MIGRATIONS, type ClickHouseStatement } from './clickhouse-migrations.ts';
+import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { byWorkspace, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
@@ -25,6 +25,15 @@ export interface ClickHouseOptions {
   exactRollups?: boolean;
   /** Instead of HTTP to `url`: the tests run the contract suite on current ClickHouse in-process (chDB) through this. */
   connection?: ClickHouseClientConfigOptions['connection'];
+  /** Sharded: the data lives in `<database>_local` on every node, read and written through Distributed tables. */
+  cluster?: ClickHouseCluster;
+}
+
+export interface ClickHouseCluster {
+  /** The cluster's name in the servers' remote_servers configuration. */
+  name: string;
+  /** HTTP URL of every node (each shard's replicas): each gets the local tables and the Distributed ones. */
+  nodeUrls: string[];
 }
 
 // Doubles as their IEEE-754 bit pattern (see clickhouse-migrations.ts).
@@ -104,6 +113,49 @@ function usageFacts(r: SpanInsertRow): UsageFacts {
   };
 }
 
+/** Apply the migrations not yet recorded in `db`.schema_migrations. */
+async function migrate(client: ClickHouseClient, db: string): Promise<void> {
+  await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
+  await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime)
+    ENGINE = ReplacingMergeTree() ORDER BY version` });
+  const rs = await client.query({ query: `SELECT DISTINCT version FROM ${db}.schema_migrations`, format: 'JSONEachRow' });
+  const applied = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+  for (const m of CLICKHOUSE_MIGRATIONS) {
+    if (applied.has(m.version)) continue;
+    for (const st of m.statements(db)) await runStatement(client, st);
+    await client.command({ query: `INSERT INTO ${db}.schema_migrations (version, applied_at) VALUES (${m.version}, now())` });
+  }
+}
+
+interface ColumnRow { name: string; type: string; default_kind: string; default_expression: string }
+
+/**
+ * `db`.<table> as a Distributed table over `local`.<table> for every table the migrations made, re-created when
+ * the local columns changed (a migration added one). MATERIALIZED columns become ALIAS columns: 18.16 refuses
+ * an insert into a Distributed table that has them, and the shards compute them on insert anyway.
+ */
+async function distribute(client: ClickHouseClient, db: string, local: string, cluster: string): Promise<void> {
+  const query = async <T>(q: string) => (await client.query({ query: q, format: 'JSONEachRow' })).json<T>();
+  await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
+  const tables = await query<{ name: string }>(`SELECT name FROM system.tables WHERE database = ${str(local)} AND engine LIKE '%MergeTree' AND name != 'schema_migrations' ORDER BY name`);
+  for (const { name } of tables) {
+    const key = SHARDING_KEYS[name];
+    if (!key) throw new Error(`no sharding key for ClickHouse table ${name} (SHARDING_KEYS in clickhouse-migrations.ts)`);
+    const cols = (await query<ColumnRow>(`SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ${str(local)} AND table = ${str(name)}`))
+      .map((c) => `${c.name} ${c.type}${c.default_kind === 'MATERIALIZED' || c.default_kind === 'ALIAS' ? ` ALIAS ${c.default_expression}` : c.default_kind ? ` ${c.default_kind} ${c.default_expression}` : ''}`);
+    const current = await query<ColumnRow & { engine: string }>(`SELECT c.name AS name, c.type AS type, c.default_kind AS default_kind, c.default_expression AS default_expression, t.engine AS engine
+      FROM system.columns AS c ANY INNER JOIN (SELECT name AS table, engine FROM system.tables WHERE database = ${str(db)}) AS t USING table
+      WHERE c.database = ${str(db)} AND c.table = ${str(name)}`);
+    if (current.length && current[0]!.engine !== 'Distributed') {
+      throw new Error(`ClickHouse table ${db}.${name} is a ${current[0]!.engine} table: in cluster mode ${db} holds Distributed tables and the data lives in ${local}; choose another TRACEGATE_CLICKHOUSE_DATABASE or move the data`);
+    }
+    const have = current.map((c) => `${c.name} ${c.type}${c.default_kind ? ` ${c.default_kind} ${c.default_expression}` : ''}`).sort();
+    if (current.length && JSON.stringify(have) === JSON.stringify([...cols].sort())) continue;
+    if (current.length) await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
+    await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.${name} (${cols.join(', ')}) ENGINE = Distributed(${str(cluster)}, ${str(local)}, ${str(name)}, ${key})` });
+  }
+}
+
 /** Run one migration statement; an ADD COLUMN whose column exists is done already. */
 export async function runStatement(client: ClickHouseClient, st: ClickHouseStatement): Promise<void> {
   if (typeof st === 'string') {
@@ -155,22 +207,32 @@ export class ClickHouseStorage implements Storage {
   private readonly enrichment: ClickHouseEnrichment;
   private readonly exactRollups: boolean;
 
+  private readonly opts: ClickHouseOptions;
+
   constructor(opts: ClickHouseOptions) {
+    this.opts = opts;
     this.db = ident(opts.database);
-    this.client = createClient({
-      url: opts.url,
-      username: opts.username ?? 'default',
-      password: opts.password ?? '',
+    this.client = this.connect(opts.url, opts.connection);
+    this.exactRollups = opts.exactRollups ?? true;
+    this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups, opts.cluster !== undefined);
+  }
+
+  private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {
+    return createClient({
+      url,
+      username: this.opts.username ?? 'default',
+      password: this.opts.password ?? '',
       // No database here: it may not exist before init(); every name is qualified instead.
       // Compression off: 18.16 predates some of the client's defaults, and batches are local.
       compression: { request: false, response: false },
-      request_timeout: opts.requestTimeoutMs ?? 30_000,
+      request_timeout: this.opts.requestTimeoutMs ?? 30_000,
       // Failures are thrown to the caller, which logs them once; the client would print them too.
       log: { level: ClickHouseLogLevel.OFF },
-      ...(opts.connection ? { connection: opts.connection } : {}),
+      // Sharded: an insert returns once every shard has its rows (durable there, readable at once), and a
+      // subquery over a Distributed table runs once, with its result sent to the shards (GLOBAL IN).
+      ...(this.opts.cluster ? { clickhouse_settings: { insert_distributed_sync: 1, distributed_product_mode: 'global' } } : {}),
+      ...(connection ? { connection } : {}),
     });
-    this.exactRollups = opts.exactRollups ?? true;
-    this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups);
   }
 
   private t(table: string): string {
@@ -187,16 +249,30 @@ export class ClickHouseStorage implements Storage {
   }
 
   async init(): Promise<void> {
-    await this.exec(`CREATE DATABASE IF NOT EXISTS ${this.db}`);
-    await this.exec(`CREATE TABLE IF NOT EXISTS ${this.t('schema_migrations')} (version UInt32, applied_at DateTime)
-      ENGINE = ReplacingMergeTree() ORDER BY version`);
-    const applied = new Set(
-      (await this.rows<{ version: number }>(`SELECT DISTINCT version FROM ${this.t('schema_migrations')}`)).map((r) => Number(r.version)),
-    );
-    for (const m of CLICKHOUSE_MIGRATIONS) {
-      if (applied.has(m.version)) continue;
-      for (const st of m.statements(this.db)) await runStatement(this.client, st);
-      await this.exec(`INSERT INTO ${this.t('schema_migrations')} (version, applied_at) VALUES (${m.version}, now())`);
+    const cluster = this.opts.cluster;
+    if (!cluster) {
+      await migrate(this.client, this.db);
+      return;
+    }
+    // Every node: the migrated tables in <db>_local, and <db> of Distributed tables over them, so a collector may
+    // talk to any node. The data of one trace stays on one shard (see SHARDING_KEYS).
+    const known = await this.rows<{ n: string }>(`SELECT count() AS n FROM system.clusters WHERE cluster = ${str(cluster.name)}`);
+    if (Number(known[0]?.n ?? 0) === 0) throw new Error(`ClickHouse cluster "${cluster.name}" is not in the server's remote_servers (system.clusters)`);
+    const local = ident(`${this.db}_local`);
+    for (const url of cluster.nodeUrls) {
+      const node = this.connect(url);
+      try {
+        await migrate(node, local);
+        await distribute(node, this.db, local, cluster.name);
+      } finally {
+        await node.close();
+      }
+    }
+    // A read through a Distributed table touches every shard: a node missing from nodeUrls shows here, not at the first insert.
+    try {
+      await this.rows(`SELECT count() FROM ${this.t('workspaces')}`);
+    } catch (err) {
+      throw new Error(`ClickHouse cluster "${cluster.name}": a shard has no ${local} tables; list every node in TRACEGATE_CLICKHOUSE_NODES (${(err as Error).message.split('\n')[0]})`, { cause: err });
     }
   }
 

@@ -13,6 +13,9 @@ export function createStorage(config: Config): Storage {
       username: config.CLICKHOUSE_USER,
       password: config.CLICKHOUSE_PASSWORD,
       exactRollups: config.CLICKHOUSE_EXACT_ROLLUPS,
+      ...(config.CLICKHOUSE_CLUSTER
+        ? { cluster: { name: config.CLICKHOUSE_CLUSTER, nodeUrls: config.CLICKHOUSE_NODES.length ? config.CLICKHOUSE_NODES : [config.CLICKHOUSE_URL] } }
+        : {}),
     });
   }
   return new DuckDbStorage(join(config.DATA_DIR, 'tracegate.duckdb'));

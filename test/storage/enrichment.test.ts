@@ -10,6 +10,7 @@ import { HttpError } from '../../collector/errors.ts';
 import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
 import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { lookupChunks } from '../../storage/clickhouse-rollup.ts';
 import { clickhouseUrl } from '../support/shared.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
@@ -514,9 +515,18 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
   });
 
   it('every migration statement can run again (two collectors migrating at once)', async function () {
-    const db = (h.storage as unknown as { db: string }).db;
-    const client = (h.storage as unknown as { client: { command(o: { query: string }): Promise<unknown> } }).client;
-    for (const m of CLICKHOUSE_MIGRATIONS) for (const st of m.statements(db)) await runStatement(client as never, st);
+    const store = h.storage as unknown as { db: string; client: ClickHouseClient; opts: { cluster?: { nodeUrls: string[] } } };
+    const nodes = store.opts.cluster?.nodeUrls;
+    if (!nodes) {
+      for (const m of CLICKHOUSE_MIGRATIONS) for (const st of m.statements(store.db)) await runStatement(store.client, st);
+    } else {
+      // A cluster migrates the local tables of every node.
+      for (const url of nodes) {
+        const node = createClient({ url, log: { level: ClickHouseLogLevel.OFF } });
+        for (const m of CLICKHOUSE_MIGRATIONS) for (const st of m.statements(`${store.db}_local`)) await runStatement(node, st);
+        await node.close();
+      }
+    }
     await h.storage.insertSpans([llmSpan('ws-mig', 's', T0)]);
     // still one view per rollup: a second one would count every span twice
     expect((await h.storage.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => r.requests)).to.deep.equal([1]);

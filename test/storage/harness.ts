@@ -9,7 +9,7 @@ import { DuckDbStorage } from '../../storage/duckdb.ts';
 import { WorkerStorage } from '../../storage/worker-storage.ts';
 import { loadConfig } from '../../config/index.ts';
 import type { Storage } from '../../storage/types.ts';
-import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
+import { clickhouseUrl, sharedCluster, uniqueDatabase } from '../support/shared.ts';
 
 export interface StoreHarness {
   storage: Storage;
@@ -40,6 +40,17 @@ export const clickhouseFactory: StoreFactory = () => {
   const url = clickhouseUrl();
   const database = uniqueDatabase();
   return harness(() => new ClickHouseStorage({ url, database }), () => fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` }));
+};
+
+/** Two 18.16 shards (TRACEGATE_CLICKHOUSE_CLUSTER): the collector talks to the first node, the data is spread over both. */
+export const clusterFactory: StoreFactory = async () => {
+  const c = await sharedCluster();
+  const database = uniqueDatabase();
+  const drop = (url: string, db: string) => fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${db}` });
+  return harness(
+    () => new ClickHouseStorage({ url: c.nodes[0]!.url, database, cluster: { name: c.name, nodeUrls: c.nodes.map((n) => n.url) } }),
+    () => Promise.all(c.nodes.map(async (n) => { await drop(n.url, database); await drop(n.url, `${database}_local`); })),
+  );
 };
 
 /**
@@ -84,8 +95,10 @@ export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', c
 /** The server's arrangement: DuckDB behind WorkerStorage, every call crossing to a worker thread. */
 export const workerFactory = tempDirFactory('tracegate-worker-', (dir) => new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir })));
 
-/** The ClickHouse server of the tests (Debian's 18.16) and current ClickHouse through chDB. */
-export const CLICKHOUSES: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['clickhouse 26 (chDB)', chdbFactory]];
+/** The ClickHouse server of the tests (Debian's 18.16), current ClickHouse through chDB, and a two-shard 18.16 cluster. */
+export const CLICKHOUSES: ReadonlyArray<[string, StoreFactory]> = [
+  ['clickhouse', clickhouseFactory], ['clickhouse 26 (chDB)', chdbFactory], ['clickhouse cluster (2 shards)', clusterFactory],
+];
 
-/** Backends for the contract suites: both implementations (ClickHouse as 18.16 and 26), and DuckDB through the worker thread. */
-export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, CLICKHOUSES[1]!, ['duckdb on a worker thread', workerFactory]];
+/** Backends for the contract suites: both implementations (ClickHouse as 18.16, 26 and a cluster), and DuckDB through the worker thread. */
+export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, ...CLICKHOUSES.slice(1), ['duckdb on a worker thread', workerFactory]];

@@ -34,8 +34,8 @@ function serverCommand(): [string, string[]] {
   throw new Error('clickhouse-server not found; install it or set TRACEGATE_TEST_CLICKHOUSE_URL');
 }
 
-function configXml(dir: string, httpPort: number, tcpPort: number): string {
-  // Only what a single test server needs. No interserver port: nothing replicates.
+function configXml(dir: string, httpPort: number, tcpPort: number, extra: string): string {
+  // Only what a test server needs. No interserver port: nothing replicates.
   return `<?xml version="1.0"?>
 <yandex>
   <logger>
@@ -61,6 +61,7 @@ function configXml(dir: string, httpPort: number, tcpPort: number): string {
        3 s stays above the Node client's 2.5 s idle-socket TTL, so it never reuses a closed socket. -->
   <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
   <keep_alive_timeout>3</keep_alive_timeout>
+${extra}
 </yandex>
 `;
 }
@@ -95,9 +96,16 @@ function pingOk(url: string): Promise<boolean> {
   });
 }
 
-export async function startClickHouse(): Promise<TestClickHouse> {
+export interface StartOptions {
+  /** Fixed ports (a cluster's configs name each other's): one attempt, no retry on other ports. */
+  ports?: { http: number; tcp: number };
+  /** More server configuration (remote_servers). */
+  extraConfig?: string;
+}
+
+export async function startClickHouse(opts: StartOptions = {}): Promise<TestClickHouse> {
   const externalUrl = process.env.TRACEGATE_TEST_CLICKHOUSE_URL;
-  if (externalUrl) {
+  if (externalUrl && !opts.ports) {
     const unsupported = async () => { throw new Error('not supported with TRACEGATE_TEST_CLICKHOUSE_URL'); };
     return { url: externalUrl.replace(/\/+$/, ''), external: true, stop: async () => {}, dispose: async () => {}, kill: unsupported, restart: unsupported };
   }
@@ -122,15 +130,15 @@ export async function startClickHouse(): Promise<TestClickHouse> {
   await writeFile(join(dir, 'users.xml'), USERS_XML);
   // Ports are picked free then released, so another process may grab one first: retry with new ones.
   for (let attempt = 1; ; attempt++) {
-    httpPort = await freePort();
-    const tcpPort = await freePort();
-    await writeFile(join(dir, 'config.xml'), configXml(dir, httpPort, tcpPort));
+    httpPort = opts.ports?.http ?? await freePort();
+    const tcpPort = opts.ports?.tcp ?? await freePort();
+    await writeFile(join(dir, 'config.xml'), configXml(dir, httpPort, tcpPort, opts.extraConfig ?? ''));
     try {
       await launch();
       break;
     } catch (err) {
       if (child) await killNow(child);
-      if (attempt >= 3) {
+      if (attempt >= 3 || opts.ports) {
         await rm(dir, { recursive: true, force: true });
         throw err;
       }
@@ -147,4 +155,33 @@ export async function startClickHouse(): Promise<TestClickHouse> {
     // The data is deleted anyway, so no need to wait for a graceful shutdown.
     dispose: async () => { if (child) await killNow(child); await rm(dir, { recursive: true, force: true }); },
   };
+}
+
+export interface TestClickHouseCluster {
+  /** The cluster's name in every node's remote_servers. */
+  name: string;
+  /** One node per shard, each on its own ports and data dir. */
+  nodes: TestClickHouse[];
+  dispose(): Promise<void>;
+}
+
+/** `shards` throwaway servers that know each other as cluster `tracegate_test`: one replica per shard, no ZooKeeper. */
+export async function startClickHouseCluster(shards = 2): Promise<TestClickHouseCluster> {
+  const name = 'tracegate_test';
+  for (let attempt = 1; ; attempt++) {
+    const used = new Set<number>();
+    const port = async () => { for (;;) { const p = await freePort(); if (!used.has(p)) { used.add(p); return p; } } };
+    const ports: Array<{ http: number; tcp: number }> = [];
+    for (let i = 0; i < shards; i++) ports.push({ http: await port(), tcp: await port() });
+    const replicas = ports.map((p) => `<shard><replica><host>127.0.0.1</host><port>${p.tcp}</port></replica></shard>`).join('');
+    const extraConfig = `<remote_servers><${name}>${replicas}</${name}></remote_servers>`;
+    const nodes: TestClickHouse[] = [];
+    try {
+      for (const p of ports) nodes.push(await startClickHouse({ ports: p, extraConfig }));
+      return { name, nodes, dispose: async () => { await Promise.all(nodes.map((n) => n.dispose())); } };
+    } catch (err) {
+      await Promise.all(nodes.map((n) => n.dispose()));
+      if (attempt >= 3) throw err;
+    }
+  }
 }

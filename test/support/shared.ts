@@ -1,7 +1,14 @@
 // The one ClickHouse server shared by the whole mocha run (started by the root hooks in test/setup.ts).
-import { startClickHouse, type TestClickHouse } from './clickhouse.ts';
+import { startClickHouse, startClickHouseCluster, type TestClickHouse, type TestClickHouseCluster } from './clickhouse.ts';
 
 let shared: TestClickHouse | null = null;
+let cluster: Promise<TestClickHouseCluster> | null = null;
+
+/** A two-shard cluster of 18.16 servers, started on first use and shared by the rest of the run. */
+export function sharedCluster(): Promise<TestClickHouseCluster> {
+  cluster ??= startClickHouseCluster(2);
+  return cluster;
+}
 
 export async function startSharedClickHouse(): Promise<void> {
   shared ??= await startClickHouse();
@@ -9,8 +16,11 @@ export async function startSharedClickHouse(): Promise<void> {
 
 export async function stopSharedClickHouse(): Promise<void> {
   const s = shared;
+  const c = cluster;
   shared = null;
+  cluster = null;
   await s?.dispose();
+  await (await c?.catch(() => null))?.dispose();
 }
 
 /** Base URL of the shared test server; only valid while the suite runs. */

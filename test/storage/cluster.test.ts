@@ -1,0 +1,129 @@
+// ClickHouse as a cluster (TRACEGATE_CLICKHOUSE_CLUSTER): two 18.16 shards without ZooKeeper. The contract
+// suites run on it too (harness.ts); this file checks what only a cluster has.
+import { expect } from 'chai';
+import { loadConfig } from '../../config/index.ts';
+import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { ClickHouseStorage } from '../../storage/clickhouse.ts';
+import { createStorage } from '../../storage/index.ts';
+import { clickhouseUrl, sharedCluster, uniqueDatabase } from '../support/shared.ts';
+import { post, get, flushed, startTestServer } from '../support/server.ts';
+import type { TestClickHouseCluster } from '../support/clickhouse.ts';
+
+const sql = async (url: string, query: string): Promise<string> => {
+  const res = await fetch(url, { method: 'POST', body: query });
+  const text = await res.text();
+  if (!res.ok) throw new Error(text);
+  return text.trim();
+};
+
+const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> = {}): SpanRecord => ({
+  ...emptySpan(ws, 'native'), traceId: trace, spanId: id, kind: 'llm', model: 'gpt-4o-mini', name: 'chat',
+  startTimeNs: '1763800000000000000', endTimeNs: '1763800001000000000', durationMs: 1000, ingestedAtMs: 10, ...over,
+});
+
+describe('ClickHouse cluster (2 shards)', function () {
+  this.timeout(60_000);
+  let c: TestClickHouseCluster;
+  const dbs: string[] = [];
+  const open = (database: string, nodeUrls?: string[], name?: string) => {
+    dbs.push(database);
+    return new ClickHouseStorage({ url: c.nodes[0]!.url, database, cluster: { name: name ?? c.name, nodeUrls: nodeUrls ?? c.nodes.map((n) => n.url) } });
+  };
+  before(async () => { c = await sharedCluster(); });
+  after(async () => {
+    for (const n of c.nodes) for (const db of dbs) for (const d of [db, `${db}_local`]) await sql(n.url, `DROP DATABASE IF EXISTS ${d}`);
+  });
+
+  it('spreads traces over both shards, keeps each trace on one, and collapses replays', async () => {
+    const s = open(uniqueDatabase());
+    await s.init();
+    try {
+      const spans = Array.from({ length: 60 }, (_, i) => span('ws-c', `trace-${i % 20}`, `s${i}`));
+      await s.insertSpans(spans);
+      await s.insertSpans(spans.slice(0, 30).map((x) => ({ ...x, ingestedAtMs: 11, name: 'replayed' })));
+      const db = (s as unknown as { db: string }).db;
+      const perShard = await Promise.all(c.nodes.map(async (n) =>
+        (await sql(n.url, `SELECT trace_id FROM ${db}_local.spans FINAL GROUP BY trace_id FORMAT TSV`)).split('\n').filter(Boolean)));
+      expect(perShard[0]!.length).to.be.greaterThan(0);
+      expect(perShard[1]!.length).to.be.greaterThan(0);
+      expect(perShard[0]!.filter((t) => perShard[1]!.includes(t))).to.deep.equal([]); // no trace split
+      expect(await s.countSpans('ws-c')).to.equal(60);
+      const t = await s.getTrace('ws-c', 'trace-0');
+      expect(t.map((x) => [x.spanId, x.name])).to.deep.equal([['s0', 'replayed'], ['s20', 'replayed'], ['s40', 'chat']]);
+      // Any node answers for the whole cluster.
+      const other = new ClickHouseStorage({ url: c.nodes[1]!.url, database: db, cluster: { name: c.name, nodeUrls: c.nodes.map((n) => n.url) } });
+      try {
+        expect(await other.countSpans('ws-c')).to.equal(60);
+        expect((await other.usage('ws-c', { groupBy: 'model', bucket: 'hour' })).map((r) => r.requests)).to.deep.equal([60]);
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a column a later migration adds on the shards reaches the Distributed table at the next start', async () => {
+    const db = uniqueDatabase();
+    const s = open(db);
+    await s.init();
+    await s.close();
+    for (const n of c.nodes) await sql(n.url, `ALTER TABLE ${db}_local.alerts ADD COLUMN note String DEFAULT 'n/a'`);
+    const again = open(db);
+    await again.init();
+    await again.close();
+    expect(await sql(c.nodes[1]!.url, `SELECT type, default_kind FROM system.columns WHERE database = '${db}' AND table = 'alerts' AND name = 'note' FORMAT TSV`)).to.equal('String\tDEFAULT');
+    expect(await sql(c.nodes[0]!.url, `SELECT engine FROM system.tables WHERE database = '${db}' AND name = 'alerts' FORMAT TSV`)).to.equal('Distributed');
+  });
+
+  it('refuses to start, naming the problem: an unknown cluster, a node left out, single-server tables', async () => {
+    const unknown = open(uniqueDatabase(), undefined, 'no_such_cluster');
+    await unknown.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/cluster "no_such_cluster" is not in the server's remote_servers/));
+    await unknown.close();
+    const partial = open(uniqueDatabase(), [c.nodes[0]!.url]);
+    await partial.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/a shard has no \w+_local tables; list every node in TRACEGATE_CLICKHOUSE_NODES/));
+    await partial.close();
+    const db = uniqueDatabase();
+    const single = new ClickHouseStorage({ url: c.nodes[0]!.url, database: db });
+    await single.init(); // a single-server schema on node 0
+    await single.close();
+    const clustered = open(db);
+    await clustered.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/is a \w*MergeTree table: in cluster mode/));
+    await clustered.close();
+  });
+
+  it('is configured with TRACEGATE_CLICKHOUSE_CLUSTER and _NODES, and serves the routes', async () => {
+    const db = uniqueDatabase();
+    dbs.push(db);
+    const extra = {
+      TRACEGATE_CLICKHOUSE_URL: c.nodes[1]!.url, TRACEGATE_CLICKHOUSE_DATABASE: db,
+      TRACEGATE_CLICKHOUSE_CLUSTER: c.name, TRACEGATE_CLICKHOUSE_NODES: c.nodes.map((n) => n.url).join(','),
+    };
+    const s = await startTestServer('clickhouse', extra);
+    try {
+      const { key } = await s.key('ws-route');
+      const auth = { authorization: `Bearer ${key}` };
+      for (let i = 0; i < 8; i++) {
+        const r = await post(`${s.url}/api/traces`, { requestId: `req-${i}`, model: 'gpt-4o-mini', prompt: 'hi', response: 'hello', status: 'completed' }, auth);
+        expect(r.status, r.text).to.equal(200);
+      }
+      await flushed(s);
+      expect((await get(`${s.url}/api/traces/req-3`, auth)).json.trace.spans).to.have.length(1);
+      expect((await get(`${s.url}/api/traces?limit=50`, auth)).json.items).to.have.length(8);
+      expect((await get(`${s.url}/api/traces/req-3/verification`, auth)).json).to.include({ ok: true });
+      const rows = await Promise.all(c.nodes.map((n) => sql(n.url, `SELECT count() FROM ${db}_local.spans`)));
+      expect(rows.map(Number).reduce((a, b) => a + b)).to.equal(8);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('configuration: a cluster needs a URL, nodes need a cluster, nodes must be http(s) URLs', () => {
+    expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_CLUSTER: 'x' })).to.throw(/TRACEGATE_CLICKHOUSE_CLUSTER \/ _NODES: need TRACEGATE_CLICKHOUSE_URL/);
+    expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_NODES: clickhouseUrl() })).to.throw(/TRACEGATE_CLICKHOUSE_NODES: only with TRACEGATE_CLICKHOUSE_CLUSTER/);
+    expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_CLUSTER: 'x', TRACEGATE_CLICKHOUSE_NODES: 'ftp://a,b' })).to.throw(/TRACEGATE_CLICKHOUSE_NODES: not an http\(s\) URL: ftp:\/\/a/);
+    const one = createStorage(loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_CLUSTER: 'x' }));
+    expect((one as unknown as { opts: { cluster: unknown } }).opts.cluster).to.deep.equal({ name: 'x', nodeUrls: [clickhouseUrl()] });
+    void one.close();
+  });
+});
