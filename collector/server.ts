@@ -99,7 +99,10 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     // Sign the chains' last records so nothing acknowledged is left outside a checkpoint.
     await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     stopInit();
+    // Alert webhooks under way get a few seconds while the spool flushes; the rest are logged as abandoned.
+    const deliveries = processors?.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
     await pipeline.close();
+    await deliveries;
     auditHeads.flush();
     lastKnown.flush();
     await processors?.close();

@@ -101,7 +101,11 @@ export class AlertEvaluator {
   }
 }
 
-export interface Notifier { notify(url: string, secret: string | undefined, alert: AlertRecord): void }
+export interface Notifier {
+  notify(url: string, secret: string | undefined, alert: AlertRecord): void;
+  /** At shutdown: wait up to `maxMs` for deliveries under way, then log and drop the rest (their ids are returned). */
+  settle?(maxMs: number): Promise<string[]>;
+}
 
 /** Waits before the second and third delivery attempts. */
 export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000];
@@ -112,25 +116,55 @@ export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000];
  * is final. Failures are logged; the alert itself is already stored either way.
  */
 export function webhookNotifier(log: { warn(o: object, m: string): void }, timeoutMs = 5000, retryDelaysMs: readonly number[] = WEBHOOK_RETRY_DELAYS_MS): Notifier {
+  // Deliveries not finished yet (an attempt in flight or a retry waiting), by alert id, with the retry timer.
+  const pending = new Map<string, { timer: NodeJS.Timeout | null }>();
+  let idle: (() => void) | null = null;
+  const done = (id: string, state: object) => {
+    if (pending.get(id) === state) pending.delete(id);
+    if (pending.size === 0) idle?.();
+  };
   return {
+    async settle(maxMs) {
+      if (pending.size) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([new Promise<void>((r) => { idle = r; }), new Promise<void>((r) => { timer = setTimeout(r, maxMs); })]);
+        clearTimeout(timer);
+        idle = null;
+      }
+      const left = [...pending.keys()];
+      for (const p of pending.values()) if (p.timer) clearTimeout(p.timer);
+      pending.clear();
+      if (left.length) log.warn({ alertIds: left, count: left.length }, 'alert webhook deliveries abandoned at shutdown (the alerts are stored)');
+      return left;
+    },
     notify(url, secret, alert) {
       const body = JSON.stringify({ alert: { ...alert, recordType: undefined } });
+      const state = { timer: null as NodeJS.Timeout | null };
+      pending.set(alert.alertId, state);
       const attempt = (n: number): void => {
+        state.timer = null;
+        if (pending.get(alert.alertId) !== state) return; // abandoned at shutdown
         const ts = String(Math.floor(Date.now() / 1000));
         // The delivery id lets a receiver drop a repeat (a timed-out attempt it did process).
         const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts, 'x-service-delivery-id': alert.alertId };
         if (secret) headers['x-service-signature'] = signDelivery(secret, ts, body);
         const retry = (why: object, retryAfterSeconds = 0) => {
-          if (n < retryDelaysMs.length) setTimeout(() => attempt(n + 1), Math.max(retryDelaysMs[n]!, Math.min(retryAfterSeconds, 60) * 1000)).unref();
-          else log.warn({ ...why, alertId: alert.alertId, attempts: n + 1 }, 'alert webhook delivery failed');
+          if (pending.get(alert.alertId) !== state) return;
+          if (n < retryDelaysMs.length) {
+            state.timer = setTimeout(() => attempt(n + 1), Math.max(retryDelaysMs[n]!, Math.min(retryAfterSeconds, 60) * 1000));
+            state.timer.unref();
+            return;
+          }
+          log.warn({ ...why, alertId: alert.alertId, attempts: n + 1 }, 'alert webhook delivery failed');
+          done(alert.alertId, state);
         };
         // redirect: 'manual': a redirect is answered as such (final, logged), never followed to another host.
         fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
           .then((r) => {
             void r.body?.cancel().catch(() => {});
-            if (r.ok) return;
-            if (r.status === 429 || r.status >= 500) retry({ status: r.status }, Number(r.headers.get('retry-after')) || 0);
-            else log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx');
+            if (r.status === 429 || r.status >= 500) return retry({ status: r.status }, Number(r.headers.get('retry-after')) || 0);
+            if (!r.ok) log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx');
+            done(alert.alertId, state);
           })
           .catch((err: unknown) => retry({ err: String(err) }));
       };

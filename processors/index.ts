@@ -31,6 +31,8 @@ export const costProcessor: Processor = (batch) => {
 
 export interface Enrichment {
   processors: Processor[];
+  /** At shutdown: wait up to maxMs for alert webhook deliveries under way; returns the ids left undelivered. */
+  settleDeliveries(maxMs: number): Promise<string[]>;
   audit: AuditChain;
   verification: VerificationChain | null;
   keysDir: string;
@@ -52,16 +54,18 @@ export function createEnrichment(opts: {
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain(undefined, opts.previousAuditHeads);
-  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], audit, verification: null, keysDir };
+  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], audit, verification: null, keysDir };
   const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false, opts.previousHeads);
+  const notifier = webhookNotifier(opts.log);
   return {
     processors: [
       costProcessor,
       governanceProcessor(opts.settings, opts.maxFindingsPerSpan),
-      alertProcessor(opts.settings, new AlertEvaluator(), webhookNotifier(opts.log)),
+      alertProcessor(opts.settings, new AlertEvaluator(), notifier),
       auditProcessor(audit),
       verificationProcessor(verification),
     ],
+    settleDeliveries: (maxMs) => notifier.settle!(maxMs),
     audit, verification, keysDir,
   };
 }

@@ -64,6 +64,12 @@ export class ProcessorWorker {
     return frameOf(e!);
   }
 
+  /** At shutdown: let alert webhook deliveries under way finish (up to maxMs); the ids left undelivered are logged there. */
+  async settleDeliveries(maxMs: number): Promise<string[]> {
+    if (!this.rpc.running) return [];
+    return this.rpc.call<string[]>({ type: 'settle', maxMs } satisfies NoId<HostRequest>);
+  }
+
   /** The pipeline calls this once a processed frame is fsync'd: its chain heads may now be linked to. */
   durable(out: ProcessedFrame): void { this.heads.durable(out.heads?.verification); this.auditHeads.durable(out.heads?.audit); }
 

@@ -18,7 +18,8 @@ export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: R
 export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
 export type HostRequest =
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
-  | { id: number; type: 'checkpoints' };
+  | { id: number; type: 'checkpoints' }
+  | { id: number; type: 'settle'; maxMs: number };
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
 const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store: string | null };
@@ -49,7 +50,7 @@ async function processItem(item: HostItem): Promise<Encoded> {
 }
 
 /** One answer per item (each request's own frame), in order; an item that fails fails alone. */
-async function handle(m: HostRequest): Promise<Array<Encoded | { error: string }>> {
+async function handle(m: Exclude<HostRequest, { type: 'settle' }>): Promise<Array<Encoded | { error: string }>> {
   if (m.type === 'checkpoints') return [encode(enrichment.verification?.checkpoints(Date.now(), true) ?? [], 0)];
   current = m.settings;
   const out: Array<Encoded | { error: string }> = [];
@@ -65,6 +66,7 @@ async function handle(m: HostRequest): Promise<Array<Encoded | { error: string }
 
 // In order: the audit and verification chains depend on it. Frames move to the main thread, not copied.
 serveRpc<HostRequest>(async (m) => {
+  if (m.type === 'settle') return { value: await enrichment.settleDeliveries(m.maxMs) };
   const value = await handle(m);
   return { value, transfer: value.flatMap((v) => ('frame' in v && v.frame ? [v.frame.buffer as ArrayBuffer] : [])) };
 }, true);

@@ -314,6 +314,35 @@ describe('alert evaluator', () => {
     expect(refused).to.have.length(1);
     expect(refused[0]).to.include({ alertId: 'a1', attempts: 3 });
   });
+  it('at shutdown, lets a delivery under way finish and logs the ones still waiting for a retry, which then never run', async () => {
+    let hits = 0;
+    const server = createServer((req, res) => {
+      hits++;
+      req.resume();
+      // a slow receiver for "slow", an error (a retry 300 ms later) for anything else
+      if (req.url === '/slow') setTimeout(() => res.end(), 150);
+      else { res.statusCode = 500; res.end(); }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const alert = { recordType: 'alert' as const, workspaceId: 'ws', alertId: 'slow-1', ruleId: 'r', kind: 'cost', severity: 'high' as const,
+      message: 'm', traceId: 't', value: 2, threshold: 1, windowStartMs: 0, atMs: 1, delivered: 'sent' };
+    const warnings: object[] = [];
+    try {
+      const notifier = webhookNotifier({ warn: (o) => warnings.push(o) }, 2000, [300, 300]);
+      notifier.notify(`${base}/slow`, undefined, alert);
+      expect(await notifier.settle!(2000)).to.deep.equal([]); // waited for the 150 ms answer
+      expect(hits).to.equal(1);
+      notifier.notify(`${base}/fail`, undefined, { ...alert, alertId: 'fail-1' });
+      for (let i = 0; i < 100 && hits < 2; i++) await sleep(10);
+      expect(await notifier.settle!(50)).to.deep.equal(['fail-1']); // its retry is 300 ms away
+      expect(warnings).to.deep.equal([{ alertIds: ['fail-1'], count: 1 }]);
+      await sleep(600);
+      expect(hits).to.equal(2); // the retry was dropped
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
 });
 
 describe('governance processor', () => {
