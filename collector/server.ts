@@ -52,8 +52,9 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   try {
     await storage.init();
   } catch (err) {
-    // The embedded store failing to open is a real fault (a lock, a damaged file); a remote one may just be down.
-    if (storage.kind !== 'clickhouse') throw err;
+    // The embedded store failing to open is a real fault (a lock, a damaged file); a remote one may just be down,
+    // unless it answered that it is set up wrongly.
+    if (storage.kind !== 'clickhouse' || (err as Error).name === 'StorageConfigError') throw err;
     ({ storage, stop: stopInit } = initInBackground(storage, log, err));
   }
   const metrics = createMetrics();

@@ -64,9 +64,10 @@ export function encodeFrame(records: StoredRecord[], own = false): Buffer {
 }
 
 /**
- * JSON already written for a record: the verification processor's canonical form (JSON of the same data, as
- * storage writes it: keys sorted, lone surrogates as U+FFFD). The frame reuses it instead of serializing the
- * record a second time (an OTLP GenAI span: about 25 µs).
+ * JSON already written for a record: the verification processor's canonical form, i.e. JSON of the same data
+ * with every object's keys sorted (so attributes reach storage, and the read API, in key order: OpenTelemetry
+ * gives attribute order no meaning). The frame reuses it instead of serializing the record a second time (an
+ * OTLP GenAI span: about 25 µs).
  */
 const knownJson = new WeakMap<object, string>();
 export function rememberJson(record: object, json: string): void { knownJson.set(record, json); }

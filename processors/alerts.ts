@@ -116,16 +116,16 @@ export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000];
  * is final. Failures are logged; the alert itself is already stored either way.
  */
 export function webhookNotifier(log: { warn(o: object, m: string): void }, timeoutMs = 5000, retryDelaysMs: readonly number[] = WEBHOOK_RETRY_DELAYS_MS): Notifier {
-  // Deliveries not finished yet (an attempt in flight or a retry waiting), by alert id, with the retry timer.
-  const pending = new Map<string, { timer: NodeJS.Timeout | null }>();
+  // Deliveries not finished, by alert id: an attempt in flight, or a retry waiting on its timer.
+  const pending = new Map<string, { inFlight: boolean; timer: NodeJS.Timeout | null }>();
+  let closed = false;
   let idle: (() => void) | null = null;
-  const done = (id: string, state: object) => {
-    if (pending.get(id) === state) pending.delete(id);
-    if (pending.size === 0) idle?.();
-  };
+  const settled = () => { if (![...pending.values()].some((p) => p.inFlight)) idle?.(); };
+  const abandoned = (ids: string[]) => log.warn({ alertIds: ids, count: ids.length }, 'alert webhook deliveries abandoned at shutdown (the alerts are stored)');
   return {
     async settle(maxMs) {
-      if (pending.size) {
+      closed = true; // no retry from here on: an attempt answering now is the last one
+      if ([...pending.values()].some((p) => p.inFlight)) {
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([new Promise<void>((r) => { idle = r; }), new Promise<void>((r) => { timer = setTimeout(r, maxMs); })]);
         clearTimeout(timer);
@@ -134,29 +134,36 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
       const left = [...pending.keys()];
       for (const p of pending.values()) if (p.timer) clearTimeout(p.timer);
       pending.clear();
-      if (left.length) log.warn({ alertIds: left, count: left.length }, 'alert webhook deliveries abandoned at shutdown (the alerts are stored)');
+      if (left.length) abandoned(left);
       return left;
     },
     notify(url, secret, alert) {
+      if (closed) return abandoned([alert.alertId]);
       const body = JSON.stringify({ alert: { ...alert, recordType: undefined } });
-      const state = { timer: null as NodeJS.Timeout | null };
+      const state = { inFlight: false, timer: null as NodeJS.Timeout | null };
       pending.set(alert.alertId, state);
+      const finish = () => {
+        if (pending.get(alert.alertId) === state) pending.delete(alert.alertId);
+        settled();
+      };
       const attempt = (n: number): void => {
         state.timer = null;
         if (pending.get(alert.alertId) !== state) return; // abandoned at shutdown
+        state.inFlight = true;
         const ts = String(Math.floor(Date.now() / 1000));
         // The delivery id lets a receiver drop a repeat (a timed-out attempt it did process).
         const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts, 'x-service-delivery-id': alert.alertId };
         if (secret) headers['x-service-signature'] = signDelivery(secret, ts, body);
         const retry = (why: object, retryAfterSeconds = 0) => {
-          if (pending.get(alert.alertId) !== state) return;
+          state.inFlight = false;
+          if (closed) return settled(); // left pending: settle reports it as abandoned
           if (n < retryDelaysMs.length) {
             state.timer = setTimeout(() => attempt(n + 1), Math.max(retryDelaysMs[n]!, Math.min(retryAfterSeconds, 60) * 1000));
             state.timer.unref();
             return;
           }
           log.warn({ ...why, alertId: alert.alertId, attempts: n + 1 }, 'alert webhook delivery failed');
-          done(alert.alertId, state);
+          finish();
         };
         // redirect: 'manual': a redirect is answered as such (final, logged), never followed to another host.
         fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
@@ -164,7 +171,7 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
             void r.body?.cancel().catch(() => {});
             if (r.status === 429 || r.status >= 500) return retry({ status: r.status }, Number(r.headers.get('retry-after')) || 0);
             if (!r.ok) log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx');
-            done(alert.alertId, state);
+            finish();
           })
           .catch((err: unknown) => retry({ err: String(err) }));
       };

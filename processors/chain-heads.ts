@@ -15,9 +15,11 @@ const fileOf = (role: ChainRole) => `${role}-heads.json`;
  * database name) are ignored rather than linked to records that store never had. Null when the spool does not
  * fsync: then "durable" is not, and a power loss could leave heads naming lost records, so nothing is linked.
  */
-export function storeIdentity(c: { CLICKHOUSE_URL?: string | undefined; CLICKHOUSE_DATABASE: string; DATA_DIR: string; SPOOL_FSYNC: boolean }): string | null {
+export function storeIdentity(c: { CLICKHOUSE_URL?: string | undefined; CLICKHOUSE_DATABASE: string; CLICKHOUSE_CLUSTER?: string | undefined; DATA_DIR: string; SPOOL_FSYNC: boolean }): string | null {
   if (!c.SPOOL_FSYNC) return null;
   if (!c.CLICKHOUSE_URL) return `duckdb:${join(c.DATA_DIR, 'tracegate.duckdb')}`;
+  // A cluster is the same store whichever node the collector talks to.
+  if (c.CLICKHOUSE_CLUSTER) return `clickhouse-cluster:${c.CLICKHOUSE_CLUSTER}#${c.CLICKHOUSE_DATABASE}`;
   const u = new URL(c.CLICKHOUSE_URL);
   return `clickhouse:${u.host}${u.pathname}#${c.CLICKHOUSE_DATABASE}`;
 }

@@ -271,12 +271,15 @@ export class ClickHouseEnrichment {
     if (f.actor !== undefined) c.push(`actor = ${str(f.actor)}`);
     if (f.outcome !== undefined) c.push(`outcome = ${str(f.outcome)}`);
     if (f.cursor) c.push(before(['at_ms', 'chain_id', 'seq'], f.cursor));
-    // Append-only: a key has one content, so the time filters can go before the dedup.
+    // Append-only: a key has one content, so the time filters can go before the dedup. The LIMIT stays outside
+    // the subquery: on a Distributed table 18.16 applies LIMIT before LIMIT BY on each shard.
     const rows = await this.rows<AuditRow>(`
-      SELECT ${AUDIT_COLUMNS} FROM ${this.t('audit_log')} FINAL
-      WHERE ${and(c)}
+      SELECT * FROM (
+        SELECT ${AUDIT_COLUMNS} FROM ${this.t('audit_log')} FINAL
+        WHERE ${and(c)}
+        ORDER BY at_ms DESC, chain_id DESC, seq DESC
+        LIMIT 1 BY chain_id, seq)
       ORDER BY at_ms DESC, chain_id DESC, seq DESC
-      LIMIT 1 BY chain_id, seq
       LIMIT ${f.limit + 1}`);
     return toKeyPage(rows.map(fromAudit), f.limit, auditCursor);
   }

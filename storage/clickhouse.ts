@@ -7,6 +7,7 @@ import type {
   AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, type ClickHouseStatement } from './clickhouse-migrations.ts';
+import { StorageConfigError } from './startup.ts';
 import { byWorkspace, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
@@ -130,29 +131,39 @@ async function migrate(client: ClickHouseClient, db: string): Promise<void> {
 interface ColumnRow { name: string; type: string; default_kind: string; default_expression: string }
 
 /**
- * `db`.<table> as a Distributed table over `local`.<table> for every table the migrations made, re-created when
- * the local columns changed (a migration added one). MATERIALIZED columns become ALIAS columns: 18.16 refuses
- * an insert into a Distributed table that has them, and the shards compute them on insert anyway.
+ * `db`.<table> as a Distributed table over `local`.<table> for every table the migrations made. A column a
+ * migration added is added to it (ALTER, so concurrent writers never see it missing); a changed engine (cluster
+ * or sharding key) or a changed or dropped column re-creates it. MATERIALIZED columns become ALIAS columns: 18.16
+ * refuses an insert into a Distributed table that has them, and the shards compute them on insert anyway.
  */
 async function distribute(client: ClickHouseClient, db: string, local: string, cluster: string): Promise<void> {
   const query = async <T>(q: string) => (await client.query({ query: q, format: 'JSONEachRow' })).json<T>();
+  const definition = (c: ColumnRow) => `${c.name} ${c.type}${c.default_kind ? ` ${c.default_kind === 'MATERIALIZED' ? 'ALIAS' : c.default_kind} ${c.default_expression}` : ''}`;
+  // engine_full as the server prints it, compared without quoting and spacing (releases format it differently)
+  const bare = (engine: string) => engine.replace(/[\s'"`]/g, '');
   await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
   const tables = await query<{ name: string }>(`SELECT name FROM system.tables WHERE database = ${str(local)} AND engine LIKE '%MergeTree' AND name != 'schema_migrations' ORDER BY name`);
   for (const { name } of tables) {
     const key = SHARDING_KEYS[name];
     if (!key) throw new Error(`no sharding key for ClickHouse table ${name} (SHARDING_KEYS in clickhouse-migrations.ts)`);
-    const cols = (await query<ColumnRow>(`SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ${str(local)} AND table = ${str(name)}`))
-      .map((c) => `${c.name} ${c.type}${c.default_kind === 'MATERIALIZED' || c.default_kind === 'ALIAS' ? ` ALIAS ${c.default_expression}` : c.default_kind ? ` ${c.default_kind} ${c.default_expression}` : ''}`);
-    const current = await query<ColumnRow & { engine: string }>(`SELECT c.name AS name, c.type AS type, c.default_kind AS default_kind, c.default_expression AS default_expression, t.engine AS engine
-      FROM system.columns AS c ANY INNER JOIN (SELECT name AS table, engine FROM system.tables WHERE database = ${str(db)}) AS t USING table
-      WHERE c.database = ${str(db)} AND c.table = ${str(name)}`);
-    if (current.length && current[0]!.engine !== 'Distributed') {
-      throw new Error(`ClickHouse table ${db}.${name} is a ${current[0]!.engine} table: in cluster mode ${db} holds Distributed tables and the data lives in ${local}; choose another TRACEGATE_CLICKHOUSE_DATABASE or move the data`);
+    const engine = `Distributed(${str(cluster)}, ${str(local)}, ${str(name)}, ${key})`;
+    const columns = (t: string, d: string) => query<ColumnRow>(`SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ${str(d)} AND table = ${str(t)}`);
+    const want = (await columns(name, local)).map(definition);
+    const [existing] = await query<{ engine: string; engine_full: string }>(`SELECT engine, engine_full FROM system.tables WHERE database = ${str(db)} AND name = ${str(name)}`);
+    if (existing && existing.engine !== 'Distributed') {
+      throw new StorageConfigError(`ClickHouse table ${db}.${name} is a ${existing.engine} table: in cluster mode ${db} holds Distributed tables and the data lives in ${local}; choose another TRACEGATE_CLICKHOUSE_DATABASE or move the data`);
     }
-    const have = current.map((c) => `${c.name} ${c.type}${c.default_kind ? ` ${c.default_kind} ${c.default_expression}` : ''}`).sort();
-    if (current.length && JSON.stringify(have) === JSON.stringify([...cols].sort())) continue;
-    if (current.length) await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
-    await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.${name} (${cols.join(', ')}) ENGINE = Distributed(${str(cluster)}, ${str(local)}, ${str(name)}, ${key})` });
+    if (existing) {
+      const have = (await columns(name, db)).map(definition);
+      const missing = want.filter((c) => !have.includes(c));
+      const stale = have.filter((c) => !want.includes(c));
+      if (bare(existing.engine_full) === bare(engine) && stale.length === 0) {
+        for (const c of missing) await runStatement(client, { addColumn: `ALTER TABLE ${db}.${name} ADD COLUMN ${c}` });
+        continue;
+      }
+      await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
+    }
+    await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.${name} (${want.join(', ')}) ENGINE = ${engine}` });
   }
 }
 
@@ -229,8 +240,9 @@ export class ClickHouseStorage implements Storage {
       // Failures are thrown to the caller, which logs them once; the client would print them too.
       log: { level: ClickHouseLogLevel.OFF },
       // Sharded: an insert returns once every shard has its rows (durable there, readable at once), and a
-      // subquery over a Distributed table runs once, with its result sent to the shards (GLOBAL IN).
-      ...(this.opts.cluster ? { clickhouse_settings: { insert_distributed_sync: 1, distributed_product_mode: 'global' } } : {}),
+      // subquery over a Distributed table runs on each shard against its local table: the subqueries only join
+      // tables sharded on the same key (spans and trace_index), so each shard's answer is complete for its traces.
+      ...(this.opts.cluster ? { clickhouse_settings: { insert_distributed_sync: 1, distributed_product_mode: 'local' } } : {}),
       ...(connection ? { connection } : {}),
     });
   }
@@ -256,23 +268,38 @@ export class ClickHouseStorage implements Storage {
     }
     // Every node: the migrated tables in <db>_local, and <db> of Distributed tables over them, so a collector may
     // talk to any node. The data of one trace stays on one shard (see SHARDING_KEYS).
-    const known = await this.rows<{ n: string }>(`SELECT count() AS n FROM system.clusters WHERE cluster = ${str(cluster.name)}`);
-    if (Number(known[0]?.n ?? 0) === 0) throw new Error(`ClickHouse cluster "${cluster.name}" is not in the server's remote_servers (system.clusters)`);
-    const local = ident(`${this.db}_local`);
-    for (const url of cluster.nodeUrls) {
-      const node = this.connect(url);
-      try {
-        await migrate(node, local);
-        await distribute(node, this.db, local, cluster.name);
-      } finally {
-        await node.close();
-      }
+    const name = cluster.name;
+    const [shape] = await this.rows<{ shards: string; replicas: string }>(
+      `SELECT uniqExact(shard_num) AS shards, max(replica_num) AS replicas FROM system.clusters WHERE cluster = ${str(name)}`);
+    const shards = Number(shape?.shards ?? 0);
+    if (shards === 0) throw new StorageConfigError(`ClickHouse cluster "${name}" is not in the server's remote_servers (system.clusters)`);
+    if (Number(shape!.replicas) > 1) {
+      throw new StorageConfigError(`ClickHouse cluster "${name}" has replicas: tracegate's tables are not Replicated ones (18.16 needs ZooKeeper for those); give each shard one node`);
     }
-    // A read through a Distributed table touches every shard: a node missing from nodeUrls shows here, not at the first insert.
+    const local = ident(`${this.db}_local`);
+    const nodes = cluster.nodeUrls.map((url) => this.connect(url));
     try {
-      await this.rows(`SELECT count() FROM ${this.t('workspaces')}`);
-    } catch (err) {
-      throw new Error(`ClickHouse cluster "${cluster.name}": a shard has no ${local} tables; list every node in TRACEGATE_CLICKHOUSE_NODES (${(err as Error).message.split('\n')[0]})`, { cause: err });
+      for (const node of nodes) await migrate(node, local);
+      // Every shard at the newest schema before any Distributed table changes: an insert through one that has a new
+      // column fails on a shard without it. The query also fails when a shard has no tables at all.
+      const latest = CLICKHOUSE_MIGRATIONS.at(-1)!.version;
+      let current: number;
+      try {
+        // One row per shard that has the version (distributed_group_by_no_merge keeps the shards' rows apart).
+        const rs = await this.client.query({
+          query: `SELECT count() AS n FROM cluster(${str(name)}, ${str(local)}, 'schema_migrations') WHERE version = ${latest} GROUP BY version`,
+          format: 'JSONEachRow', clickhouse_settings: { distributed_group_by_no_merge: '1' },
+        });
+        current = (await rs.json()).length;
+      } catch (err) {
+        throw new StorageConfigError(`ClickHouse cluster "${name}": a shard has no ${local} tables; list every node in TRACEGATE_CLICKHOUSE_NODES (${(err as Error).message.split('\n')[0]})`, { cause: err });
+      }
+      if (current < shards) {
+        throw new StorageConfigError(`ClickHouse cluster "${name}": ${shards - current} of ${shards} shards lack schema version ${latest} in ${local}; list every node in TRACEGATE_CLICKHOUSE_NODES`);
+      }
+      for (const node of nodes) await distribute(node, this.db, local, name);
+    } finally {
+      await Promise.all(nodes.map((n) => n.close()));
     }
   }
 

@@ -5,6 +5,12 @@ import type { Storage } from './types.ts';
 
 export class StorageNotReadyError extends Error {}
 
+/** Storage is reachable but configured wrongly (a ClickHouse cluster that does not match the settings): the start
+ * stops with the message rather than retrying. Matched by name, since it crosses the storage thread. */
+export class StorageConfigError extends Error {
+  override name = 'StorageConfigError';
+}
+
 /**
  * `storage` with init retried in the background (backoff 0.5 s → 30 s) until it succeeds. Until then every
  * call except init and close fails at once with StorageNotReadyError, which callers treat as an outage

@@ -5,6 +5,7 @@ import { loadConfig } from '../../config/index.ts';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { createStorage } from '../../storage/index.ts';
+import { storeIdentity } from '../../processors/chain-heads.ts';
 import { clickhouseUrl, sharedCluster, uniqueDatabase } from '../support/shared.ts';
 import { post, get, flushed, startTestServer } from '../support/server.ts';
 import type { TestClickHouseCluster } from '../support/clickhouse.ts';
@@ -90,6 +91,34 @@ describe('ClickHouse cluster (2 shards)', function () {
     const clustered = open(db);
     await clustered.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/is a \w*MergeTree table: in cluster mode/));
     await clustered.close();
+    const replicated = open(uniqueDatabase(), undefined, `${c.name}_replicated`);
+    await replicated.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/has replicas: tracegate's tables are not Replicated/));
+    await replicated.close();
+  });
+
+  it('refuses to change the Distributed tables while a shard lags behind the schema (a node missing from _NODES)', async () => {
+    const db = uniqueDatabase();
+    const s = open(db);
+    await s.init();
+    await s.close();
+    // Node 1 as if it had never run the migrations it has: the start through node 0 alone must not go ahead.
+    await sql(c.nodes[1]!.url, `DROP TABLE ${db}_local.schema_migrations`);
+    await sql(c.nodes[1]!.url, `CREATE TABLE ${db}_local.schema_migrations (version UInt32, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version`);
+    const partial = open(db, [c.nodes[0]!.url]);
+    await partial.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/1 of 2 shards lack schema version \d+ in \w+_local; list every node/));
+    await partial.close();
+    const all = open(db); // with every node listed the migrations (idempotent) run there again
+    await all.init();
+    await all.close();
+  });
+
+  it('a collector started on a misconfigured cluster stops with the message instead of retrying as if it were down', async () => {
+    const db = uniqueDatabase();
+    dbs.push(db);
+    const extra = { TRACEGATE_CLICKHOUSE_URL: c.nodes[0]!.url, TRACEGATE_CLICKHOUSE_DATABASE: db, TRACEGATE_CLICKHOUSE_CLUSTER: 'no_such_cluster' };
+    await startTestServer('clickhouse', extra).then(
+      async (s) => { await s.close(); expect.fail('started'); },
+      (e: Error) => expect(e.message).to.match(/cluster "no_such_cluster" is not in the server's remote_servers/));
   });
 
   it('is configured with TRACEGATE_CLICKHOUSE_CLUSTER and _NODES, and serves the routes', async () => {
@@ -122,6 +151,9 @@ describe('ClickHouse cluster (2 shards)', function () {
     expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_CLUSTER: 'x' })).to.throw(/TRACEGATE_CLICKHOUSE_CLUSTER \/ _NODES: need TRACEGATE_CLICKHOUSE_URL/);
     expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_NODES: clickhouseUrl() })).to.throw(/TRACEGATE_CLICKHOUSE_NODES: only with TRACEGATE_CLICKHOUSE_CLUSTER/);
     expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_CLUSTER: 'x', TRACEGATE_CLICKHOUSE_NODES: 'ftp://a,b' })).to.throw(/TRACEGATE_CLICKHOUSE_NODES: not an http\(s\) URL: ftp:\/\/a/);
+    // The chains' heads belong to the cluster, whichever node the collector talks to.
+    const at = (url: string) => storeIdentity(loadConfig({ TRACEGATE_CLICKHOUSE_URL: url, TRACEGATE_CLICKHOUSE_CLUSTER: 'x' }));
+    expect(at('http://node-a:8123')).to.equal(at('http://node-b:8123'));
     const one = createStorage(loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_CLUSTER: 'x' }));
     expect((one as unknown as { opts: { cluster: unknown } }).opts.cluster).to.deep.equal({ name: 'x', nodeUrls: [clickhouseUrl()] });
     void one.close();

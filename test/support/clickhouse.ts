@@ -165,7 +165,8 @@ export interface TestClickHouseCluster {
   dispose(): Promise<void>;
 }
 
-/** `shards` throwaway servers that know each other as cluster `tracegate_test`: one replica per shard, no ZooKeeper. */
+/** `shards` throwaway servers that know each other as cluster `tracegate_test` (one node per shard, no ZooKeeper) and as
+ * `tracegate_test_replicated` (one shard, each node a replica). */
 export async function startClickHouseCluster(shards = 2): Promise<TestClickHouseCluster> {
   const name = 'tracegate_test';
   for (let attempt = 1; ; attempt++) {
@@ -173,8 +174,10 @@ export async function startClickHouseCluster(shards = 2): Promise<TestClickHouse
     const port = async () => { for (;;) { const p = await freePort(); if (!used.has(p)) { used.add(p); return p; } } };
     const ports: Array<{ http: number; tcp: number }> = [];
     for (let i = 0; i < shards; i++) ports.push({ http: await port(), tcp: await port() });
-    const replicas = ports.map((p) => `<shard><replica><host>127.0.0.1</host><port>${p.tcp}</port></replica></shard>`).join('');
-    const extraConfig = `<remote_servers><${name}>${replicas}</${name}></remote_servers>`;
+    const replica = (p: { tcp: number }) => `<replica><host>127.0.0.1</host><port>${p.tcp}</port></replica>`;
+    const shardsXml = ports.map((p) => `<shard>${replica(p)}</shard>`).join('');
+    // Also the same nodes as one shard's replicas, which tracegate must refuse (its tables are not Replicated).
+    const extraConfig = `<remote_servers><${name}>${shardsXml}</${name}><${name}_replicated><shard>${ports.map(replica).join('')}</shard></${name}_replicated></remote_servers>`;
     const nodes: TestClickHouse[] = [];
     try {
       for (const p of ports) nodes.push(await startClickHouse({ ports: p, extraConfig }));
