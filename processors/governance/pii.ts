@@ -275,8 +275,22 @@ function digitStats(text: string): { count: number; maxRun: number } {
   return { count, maxRun };
 }
 
-/** All PII detectors. */
-export function detectPii(text: string): Finding[] {
+// Full-width forms (U+FF01–U+FF5E) and the ideographic space, as CJK input methods type digits, @ and letters.
+const FULLWIDTH = /[\uFF01-\uFF5E\u3000]/;
+const FULLWIDTH_ALL = /[\uFF01-\uFF5E\u3000]/g;
+
+/**
+ * Their NFKC forms (ASCII and a space). Each is one UTF-16 unit for one, so offsets into the result are offsets
+ * into the text: findings in "０９０－１２３４－５６７８" point at the original, and redaction replaces it there.
+ */
+export function foldFullwidth(text: string): string {
+  if (!FULLWIDTH.test(text)) return text;
+  return text.replace(FULLWIDTH_ALL, (c) => (c === '\u3000' ? ' ' : String.fromCharCode(c.charCodeAt(0) - 0xfee0)));
+}
+
+/** All PII detectors, on the text with full-width forms folded (see foldFullwidth). */
+export function detectPii(original: string): Finding[] {
+  const text = foldFullwidth(original);
   const parts: Finding[][] = [];
   if (text.includes('@')) parts.push(detectEmails(text));
   // Each numeric detector is skipped when the text has fewer digits than anything it reports: a card has 13 or

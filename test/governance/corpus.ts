@@ -141,6 +141,13 @@ for (const [prefix, len, style] of cards) {
 pos('Use test card 4111111111111111 in the sandbox.', 'payment_card');
 pos('paid with 5555-5555-5555-4444 yesterday', 'payment_card');
 
+// full-width forms, as CJK input methods type them (NFKC folds them to ASCII)
+const fullwidth = (t: string) => t.replace(/[!-~]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 0xfee0)).replace(/ /g, '\u3000');
+pos(`メールは${fullwidth('taro.yamada@example.co.jp')}までお願いします`, 'email');
+pos(`電話番号：${fullwidth('+81 3 1234 5678')}`, 'phone');
+pos(`カード番号 ${fullwidth(group4(luhnComplete('4', 16), ' '))} でお支払い`, 'payment_card');
+neg(`注文番号 ${fullwidth('48213')}、数量 ${fullwidth('12')}`, 'full-width order number and quantity');
+
 // IBAN
 for (const [country, bban] of IBAN_SHAPES) {
   const iban = ibanWith(country, bban());

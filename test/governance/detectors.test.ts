@@ -80,6 +80,13 @@ describe('governance PII detectors', () => {
     expect(fs.map((f) => f.severity)).to.deep.equal(['medium', 'low', 'medium']);
     expect(fs[0]!.preview).to.equal('203.*.*.*');
   });
+  it('PII typed in full-width forms is found, with offsets into the original text', () => {
+    const text = 'メール ｔａｒｏ＠ｅｘａｍｐｌｅ．ｃｏｍ、電話 ＋１　（４１５）　５５５－０１３２';
+    const fs = scanText(text, { detectors: ['pii'] });
+    expect(fs.map((f) => [f.category, text.slice(f.start, f.end)])).to.deep.equal([
+      ['email', 'ｔａｒｏ＠ｅｘａｍｐｌｅ．ｃｏｍ'], ['phone', '＋１　（４１５）　５５５－０１３２'],
+    ]);
+  });
 });
 
 describe('governance secret detectors', () => {
