@@ -33,7 +33,7 @@ export interface ClickHouseOptions {
 export interface ClickHouseCluster {
   /** The cluster's name in the servers' remote_servers configuration. */
   name: string;
-  /** HTTP URL of every node (each shard's replicas): each gets the local tables and the Distributed ones. */
+  /** HTTP URL of every node of the cluster (one per shard): each gets the local tables and the Distributed ones. */
   nodeUrls: string[];
 }
 
