@@ -6,7 +6,7 @@ import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { createStorage } from '../../storage/index.ts';
 import { storeIdentity } from '../../processors/chain-heads.ts';
-import { clickhouseUrl, sharedCluster, uniqueDatabase } from '../support/shared.ts';
+import { clickhouseUrl, clusterTests, sharedCluster, uniqueDatabase } from '../support/shared.ts';
 import { post, get, flushed, startTestServer } from '../support/server.ts';
 import type { TestClickHouseCluster } from '../support/clickhouse.ts';
 
@@ -22,7 +22,7 @@ const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> =
   startTimeNs: '1763800000000000000', endTimeNs: '1763800001000000000', durationMs: 1000, ingestedAtMs: 10, ...over,
 });
 
-describe('ClickHouse cluster (2 shards)', function () {
+(clusterTests ? describe : describe.skip)('ClickHouse cluster (2 shards)', function () {
   this.timeout(60_000);
   let c: TestClickHouseCluster;
   const dbs: string[] = [];

@@ -9,7 +9,7 @@ import { DuckDbStorage } from '../../storage/duckdb.ts';
 import { WorkerStorage } from '../../storage/worker-storage.ts';
 import { loadConfig } from '../../config/index.ts';
 import type { Storage } from '../../storage/types.ts';
-import { clickhouseUrl, sharedCluster, uniqueDatabase } from '../support/shared.ts';
+import { clickhouseUrl, clusterTests, sharedCluster, uniqueDatabase } from '../support/shared.ts';
 
 export interface StoreHarness {
   storage: Storage;
@@ -97,7 +97,8 @@ export const workerFactory = tempDirFactory('tracegate-worker-', (dir) => new Wo
 
 /** The ClickHouse server of the tests (Debian's 18.16), current ClickHouse through chDB, and a two-shard 18.16 cluster. */
 export const CLICKHOUSES: ReadonlyArray<[string, StoreFactory]> = [
-  ['clickhouse', clickhouseFactory], ['clickhouse 26 (chDB)', chdbFactory], ['clickhouse cluster (2 shards)', clusterFactory],
+  ['clickhouse', clickhouseFactory], ['clickhouse 26 (chDB)', chdbFactory],
+  ...(clusterTests ? [['clickhouse cluster (2 shards)', clusterFactory] as [string, StoreFactory]] : []),
 ];
 
 /** Backends for the contract suites: both implementations (ClickHouse as 18.16, 26 and a cluster), and DuckDB through the worker thread. */

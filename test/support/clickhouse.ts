@@ -178,13 +178,10 @@ export async function startClickHouseCluster(shards = 2): Promise<TestClickHouse
     const shardsXml = ports.map((p) => `<shard>${replica(p)}</shard>`).join('');
     // Also the same nodes as one shard's replicas, which tracegate must refuse (its tables are not Replicated).
     const extraConfig = `<remote_servers><${name}>${shardsXml}</${name}><${name}_replicated><shard>${ports.map(replica).join('')}</shard></${name}_replicated></remote_servers>`;
-    const nodes: TestClickHouse[] = [];
-    try {
-      for (const p of ports) nodes.push(await startClickHouse({ ports: p, extraConfig }));
-      return { name, nodes, dispose: async () => { await Promise.all(nodes.map((n) => n.dispose())); } };
-    } catch (err) {
-      await Promise.all(nodes.map((n) => n.dispose()));
-      if (attempt >= 3) throw err;
-    }
+    const started = await Promise.allSettled(ports.map((p) => startClickHouse({ ports: p, extraConfig })));
+    const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    if (nodes.length === ports.length) return { name, nodes, dispose: async () => { await Promise.all(nodes.map((n) => n.dispose())); } };
+    await Promise.all(nodes.map((n) => n.dispose()));
+    if (attempt >= 3) throw (started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason;
   }
 }

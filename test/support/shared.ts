@@ -4,6 +4,9 @@ import { startClickHouse, startClickHouseCluster, type TestClickHouse, type Test
 let shared: TestClickHouse | null = null;
 let cluster: Promise<TestClickHouseCluster> | null = null;
 
+/** False with TRACEGATE_TEST_CLICKHOUSE_URL: the tests then use that server and start none of their own. */
+export const clusterTests = !process.env.TRACEGATE_TEST_CLICKHOUSE_URL;
+
 /** A two-shard cluster of 18.16 servers, started on first use and shared by the rest of the run. */
 export function sharedCluster(): Promise<TestClickHouseCluster> {
   cluster ??= startClickHouseCluster(2);
