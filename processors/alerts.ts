@@ -104,7 +104,7 @@ export class AlertEvaluator {
 export interface Notifier {
   notify(url: string, secret: string | undefined, alert: AlertRecord): void;
   /** At shutdown: wait up to `maxMs` for deliveries under way, then log and drop the rest (their ids are returned). */
-  settle?(maxMs: number): Promise<string[]>;
+  settle(maxMs: number): Promise<string[]>;
 }
 
 /** Waits before the second and third delivery attempts. */

@@ -65,7 +65,7 @@ export function createEnrichment(opts: {
       auditProcessor(audit),
       verificationProcessor(verification),
     ],
-    settleDeliveries: (maxMs) => notifier.settle!(maxMs),
+    settleDeliveries: (maxMs) => notifier.settle(maxMs),
     audit, verification, keysDir,
   };
 }

@@ -335,7 +335,7 @@ describe('alert evaluator', () => {
       await sleep(30); // its 500 answered: a retry waits 1 s
       notifier.notify(`${base}/slow`, undefined, alert);
       const t0 = Date.now();
-      expect(await notifier.settle!(2000)).to.deep.equal(['fail-1']); // waited for the 150 ms answer only
+      expect(await notifier.settle(2000)).to.deep.equal(['fail-1']); // waited for the 150 ms answer only
       expect(Date.now() - t0).to.be.below(900);
       expect(warnings).to.deep.equal([{ alertIds: ['fail-1'], count: 1 }]);
       await sleep(1200);

@@ -30,6 +30,13 @@ const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> =
     dbs.push(database);
     return new ClickHouseStorage({ url: c.nodes[0]!.url, database, cluster: { name: name ?? c.name, nodeUrls: nodeUrls ?? c.nodes.map((n) => n.url) } });
   };
+  /** Start a store on the cluster (migrations, Distributed tables) and close it again. */
+  const initOnce = async (database: string, nodeUrls?: string[]) => { const s = open(database, nodeUrls); await s.init(); await s.close(); };
+  /** init() must refuse with a message matching `re`. */
+  const refuses = async (s: ClickHouseStorage, re: RegExp) => {
+    await s.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(re));
+    await s.close();
+  };
   before(async () => { c = await sharedCluster(); });
   after(async () => {
     for (const n of c.nodes) for (const db of dbs) for (const d of [db, `${db}_local`]) await sql(n.url, `DROP DATABASE IF EXISTS ${d}`);
@@ -66,50 +73,32 @@ const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> =
 
   it('a column a later migration adds on the shards reaches the Distributed table at the next start', async () => {
     const db = uniqueDatabase();
-    const s = open(db);
-    await s.init();
-    await s.close();
+    await initOnce(db);
     for (const n of c.nodes) await sql(n.url, `ALTER TABLE ${db}_local.alerts ADD COLUMN note String DEFAULT 'n/a'`);
-    const again = open(db);
-    await again.init();
-    await again.close();
+    await initOnce(db);
     expect(await sql(c.nodes[1]!.url, `SELECT type, default_kind FROM system.columns WHERE database = '${db}' AND table = 'alerts' AND name = 'note' FORMAT TSV`)).to.equal('String\tDEFAULT');
     expect(await sql(c.nodes[0]!.url, `SELECT engine FROM system.tables WHERE database = '${db}' AND name = 'alerts' FORMAT TSV`)).to.equal('Distributed');
   });
 
   it('refuses to start, naming the problem: an unknown cluster, a node left out, single-server tables', async () => {
-    const unknown = open(uniqueDatabase(), undefined, 'no_such_cluster');
-    await unknown.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/cluster "no_such_cluster" is not in the server's remote_servers/));
-    await unknown.close();
-    const partial = open(uniqueDatabase(), [c.nodes[0]!.url]);
-    await partial.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/a shard has no \w+_local tables; list every node in TRACEGATE_CLICKHOUSE_NODES/));
-    await partial.close();
+    await refuses(open(uniqueDatabase(), undefined, 'no_such_cluster'), /cluster "no_such_cluster" is not in the server's remote_servers/);
+    await refuses(open(uniqueDatabase(), [c.nodes[0]!.url]), /a shard has no \w+_local tables; list every node in TRACEGATE_CLICKHOUSE_NODES/);
     const db = uniqueDatabase();
     const single = new ClickHouseStorage({ url: c.nodes[0]!.url, database: db });
     await single.init(); // a single-server schema on node 0
     await single.close();
-    const clustered = open(db);
-    await clustered.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/is a \w*MergeTree table: in cluster mode/));
-    await clustered.close();
-    const replicated = open(uniqueDatabase(), undefined, `${c.name}_replicated`);
-    await replicated.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/has replicas: tracegate's tables are not Replicated/));
-    await replicated.close();
+    await refuses(open(db), /is a \w*MergeTree table: in cluster mode/);
+    await refuses(open(uniqueDatabase(), undefined, `${c.name}_replicated`), /has replicas: tracegate's tables are not Replicated/);
   });
 
   it('refuses to change the Distributed tables while a shard lags behind the schema (a node missing from _NODES)', async () => {
     const db = uniqueDatabase();
-    const s = open(db);
-    await s.init();
-    await s.close();
+    await initOnce(db);
     // Node 1 as if it had never run the migrations it has: the start through node 0 alone must not go ahead.
     await sql(c.nodes[1]!.url, `DROP TABLE ${db}_local.schema_migrations`);
     await sql(c.nodes[1]!.url, `CREATE TABLE ${db}_local.schema_migrations (version UInt32, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version`);
-    const partial = open(db, [c.nodes[0]!.url]);
-    await partial.init().then(() => expect.fail('started'), (e: Error) => expect(e.message).to.match(/1 of 2 shards lack schema version \d+ in \w+_local; list every node/));
-    await partial.close();
-    const all = open(db); // with every node listed the migrations (idempotent) run there again
-    await all.init();
-    await all.close();
+    await refuses(open(db, [c.nodes[0]!.url]), /1 of 2 shards lack schema version \d+ in \w+_local; list every node/);
+    await initOnce(db); // with every node listed the migrations (idempotent) run there again
   });
 
   it('a collector started on a misconfigured cluster stops with the message instead of retrying as if it were down', async () => {
