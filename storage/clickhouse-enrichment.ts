@@ -136,10 +136,10 @@ export class ClickHouseEnrichment {
   private readonly db: string;
   private readonly exactRollups: boolean;
 
-  /** `db` must already be a checked identifier. */
   /** Reads go through Distributed tables (a cluster). */
   private readonly sharded: boolean;
 
+  /** `db` must already be a checked identifier. */
   constructor(client: ClickHouseClient, db: string, exactRollups = true, sharded = false) {
     this.exactRollups = exactRollups;
     this.client = client;
