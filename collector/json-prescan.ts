@@ -35,3 +35,48 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
   }
   return 'ok';
 }
+
+/**
+ * The first object key that occurs twice in the same object of a (valid) JSON text, or null. JSON.parse keeps
+ * the last copy; another parser may keep the first, so where the text is forwarded as is (the proxy) a policy
+ * checked on one copy could be bypassed with the other.
+ */
+export function duplicateKey(b: Buffer): string | null {
+  const objects: Array<Set<string> | null> = []; // null: an array
+  let expectKey = false;
+  const n = b.length;
+  for (let i = 0; i < n; i++) {
+    const c = b[i]!;
+    if (c === 0x22) {
+      let j = i + 1;
+      for (;;) {
+        j = b.indexOf(0x22, j);
+        if (j < 0) return null;
+        let k = j - 1;
+        let bs = 0;
+        while (b[k] === 0x5c) { bs++; k--; }
+        if ((bs & 1) === 0) break;
+        j++;
+      }
+      const keys = objects[objects.length - 1];
+      if (keys && expectKey) {
+        // Compared unescaped: "input" and "\u0069nput" are the same key.
+        const key = b.subarray(i + 1, j).includes(0x5c) ? JSON.parse(b.toString('utf8', i, j + 1)) as string : b.toString('utf8', i + 1, j);
+        if (keys.has(key)) return key;
+        keys.add(key);
+        expectKey = false;
+      }
+      i = j;
+    } else if (c === 0x7b) {
+      objects.push(new Set());
+      expectKey = true;
+    } else if (c === 0x5b) {
+      objects.push(null);
+    } else if (c === 0x5d || c === 0x7d) {
+      objects.pop();
+    } else if (c === 0x2c) {
+      expectKey = objects[objects.length - 1] != null;
+    }
+  }
+  return null;
+}

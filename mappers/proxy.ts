@@ -51,11 +51,14 @@ export function requestTextParts(body: Json): TextPart[] {
 /** One string anywhere in a request, for the preflight. `trusted`: the application's own configuration
  * (instructions, system and developer messages, tools, metadata, output format) rather than user or tool
  * content (`input`, prompt-template variables); there "ignore previous instructions" is an instruction, not an
- * injection, so only the PII and secret detectors run on it. */
-export interface RequestString { path: Array<string | number>; text: string; trusted: boolean }
+ * injection, so only the PII and secret detectors run on it. `opaque`: the value of an identifier or enum field
+ * (an id, a type, encrypted reasoning), where only the secret detector runs: digits in an id are not a phone
+ * number, but a key pasted into one still reaches the provider. `key`: the text is the last path segment
+ * itself, an object key (caller-named keys, such as metadata's or a JSON schema's, reach the provider too). */
+export interface RequestString { path: Array<string | number>; text: string; trusted: boolean; opaque?: true; key?: true }
 
-/** Keys whose string values are identifiers or enums, never text a model reads: skipped only as string leaves
- * outside free-form maps (metadata, prompt variables, JSON schemas), never with what is under them. */
+/** Keys whose string values are identifiers or enums, never text a model reads: only the secret detector runs on
+ * them outside free-form maps (metadata, prompt variables, JSON schemas). What is under them is scanned in full. */
 const OPAQUE_KEYS = new Set(['model', 'type', 'role', 'id', 'call_id', 'status', 'previous_response_id', 'service_tier',
   'truncation', 'encrypted_content', 'file_id', 'detail', 'effort']);
 /** Maps whose keys are the caller's own: every string under them is scanned. */
@@ -63,11 +66,13 @@ const FREE_FORM = new Set(['metadata', 'variables', 'parameters', 'schema', 'pro
 /** Inline file data (`data:<mime>;base64,…`) under these keys is not text. */
 const INLINE_DATA_KEYS = new Set(['image_url', 'file_data', 'file_url']);
 const INLINE_DATA = /^data:[\w.+-]+\/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,/;
+/** A key no detector can match (lower-case letters and underscores, short): every API field name; not scanned. */
+const PLAIN_KEY = /^[a-z_]{1,32}$/;
 
 /**
- * Every string the provider receives except identifiers and inline file data: input items of any shape,
- * instructions, prompt-template variables, tool descriptions and schemas, image URLs, metadata. What the
- * preflight scans, so a secret cannot slip past a policy by travelling in a field the prompt view ignores.
+ * Every string the provider receives except inline file data: input items of any shape, instructions,
+ * prompt-template variables, tool descriptions and schemas, image URLs, metadata, identifiers, object keys.
+ * What the preflight scans, so a secret cannot slip past a policy by travelling in a field the prompt view ignores.
  */
 export function requestStrings(body: Json): RequestString[] {
   const out: RequestString[] = [];
@@ -75,17 +80,20 @@ export function requestStrings(body: Json): RequestString[] {
     if (typeof v === 'string') {
       const key = path[path.length - 1];
       if (!v) return;
-      if (!free && typeof key === 'string' && OPAQUE_KEYS.has(key)) return;
       if (typeof key === 'string' && INLINE_DATA_KEYS.has(key) && INLINE_DATA.test(v)) return;
-      out.push({ path, text: v, trusted });
+      out.push({ path, text: v, trusted, ...!free && typeof key === 'string' && OPAQUE_KEYS.has(key) ? { opaque: true as const } : {} });
       return;
     }
     if (Array.isArray(v)) { v.forEach((x, i) => walk(x, [...path, i], trusted, free)); return; }
     if (!isObj(v)) return;
     const devRole = v.role === 'system' || v.role === 'developer';
-    for (const k of Object.keys(v)) walk(v[k], [...path, k], trusted || devRole, free || FREE_FORM.has(k));
+    for (const k of Object.keys(v)) {
+      if (!PLAIN_KEY.test(k)) out.push({ path: [...path, k], text: k, trusted: true, key: true });
+      // At the top, only input and prompt (its variables) are the user's; below, a system or developer message is trusted.
+      walk(v[k], [...path, k], path.length === 0 ? k !== 'input' && k !== 'prompt' : trusted || devRole, free || FREE_FORM.has(k));
+    }
   };
-  for (const k of Object.keys(body)) walk(body[k], [k], k !== 'input' && k !== 'prompt', FREE_FORM.has(k));
+  walk(body, [], true, false);
   return out;
 }
 
@@ -95,13 +103,25 @@ export function renderPrompt(parts: readonly TextPart[]): string {
   return parts.map((p) => `${p.role}: ${p.text}`).join('\n\n');
 }
 
-/** A copy of `body` with the given text fields replaced; everything else is kept as sent. */
-export function withTexts(body: Json, parts: ReadonlyArray<Pick<TextPart, 'path' | 'text'>>): Json {
+/** A copy of `body` with the given text fields replaced (with `key`, the object key at `path` renamed);
+ * everything else is kept as sent. */
+export function withTexts(body: Json, parts: ReadonlyArray<Pick<TextPart, 'path' | 'text'> & { key?: true }>): Json {
   const out = structuredClone(body);
-  for (const p of parts) {
-    let node: any = out;
-    for (const seg of p.path.slice(0, -1)) node = node[seg];
-    node[p.path[p.path.length - 1]!] = p.text;
+  const at = (path: ReadonlyArray<string | number>) => { let node: any = out; for (const seg of path) node = node[seg]; return node; };
+  // Values first, then keys deepest first: a value's path and a deeper key's path name the keys as sent.
+  const values = parts.filter((p) => !p.key);
+  const keys = parts.filter((p) => p.key).sort((a, b) => b.path.length - a.path.length);
+  for (const p of values) at(p.path.slice(0, -1))[p.path[p.path.length - 1]!] = p.text;
+  for (const p of keys) {
+    const parentPath = p.path.slice(0, -1);
+    const parent = at(parentPath) as Json;
+    const old = p.path[p.path.length - 1] as string;
+    let name = p.text;
+    for (let n = 2; name !== old && Object.hasOwn(parent, name); n++) name = `${p.text} (${n})`;
+    const renamed: Json = {};
+    for (const k of Object.keys(parent)) renamed[k === old ? name : k] = parent[k]; // key order kept
+    if (parentPath.length === 0) { for (const k of Object.keys(out)) delete out[k]; Object.assign(out, renamed); }
+    else at(parentPath.slice(0, -1))[parentPath[parentPath.length - 1]!] = renamed;
   }
   return out;
 }

@@ -23,21 +23,22 @@ export interface Preflight {
   result: PreflightResult;
 }
 
-const fieldName = (path: Array<string | number>) => path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('').slice(1);
+const SECRETS_ONLY = { detectors: ['secret' as const] };
+const NO_INJECTION = { detectors: ['pii' as const, 'secret' as const] };
 
 /** Request fields of the stored span that the preflight already scanned (its prompt and request attributes). */
 const COVERED_FIELDS = ['prompt', 'attribute:metadata', 'attribute:gen_ai.request.'];
 
 export function preflight(policy: Policy, raw: Buffer, body: Record<string, unknown>, environment: string): Preflight {
   const strings = requestStrings(body);
-  const findings = strings.map((p) => scanFull(p.text, p.trusted ? { detectors: ['pii', 'secret'] } : undefined));
+  const findings = strings.map((p) => scanFull(p.text, p.opaque ? SECRETS_ONLY : p.trusted ? NO_INJECTION : undefined));
   const all = findings.flat();
   const model = typeof body.model === 'string' ? body.model : '';
   const { decision, reasons } = evaluatePolicy(policy, { model, environment, prompt: renderPrompt(requestTextParts(body)), findings: all });
 
   const masked = (keep: (f: Finding) => boolean) => strings.flatMap((p, i) => {
     const hits = findings[i]!.filter(keep);
-    return hits.length ? [{ path: p.path, text: redact(p.text, hits) }] : [];
+    return hits.length ? [{ path: p.path, text: redact(p.text, hits), ...p.key ? { key: p.key } : {} }] : [];
   });
   let forward = raw;
   let request = body;
@@ -49,8 +50,15 @@ export function preflight(policy: Policy, raw: Buffer, body: Record<string, unkn
     request = withTexts(body, masked((f) => { const a = actionFor(policy, f); return a === 'block' || a === 'redact'; }));
   }
 
+  // Field names are stored and shown: a key with a finding appears masked in them, whatever the action.
+  const maskedKeys = new Map<string, string>();
+  strings.forEach((p, i) => { if (p.key && findings[i]!.length) maskedKeys.set(JSON.stringify(p.path), redact(p.text, findings[i]!)); });
+  const fieldName = (path: Array<string | number>) => path.map((seg, j) => {
+    if (typeof seg === 'number') return `[${seg}]`;
+    return `.${maskedKeys.size ? maskedKeys.get(JSON.stringify(path.slice(0, j + 1))) ?? seg : seg}`;
+  }).join('').slice(1);
   const fieldFindings: FieldFinding[] = [];
-  strings.forEach((p, i) => { for (const f of findings[i]!) fieldFindings.push({ ...f, field: `request:${fieldName(p.path)}` }); });
+  strings.forEach((p, i) => { for (const f of findings[i]!) fieldFindings.push({ ...f, field: `request:${fieldName(p.path)}${p.key ? ' (key)' : ''}` }); });
   const attributes: Attributes = {};
   if (all.length || reasons.length) {
     const grouped = new Map<string, { category: string; rule: string; severity: string; detector: string; action: string; field: string; count: number }>();

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
+import { duplicateKey } from '../json-prescan.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
@@ -57,7 +58,7 @@ export function proxyRoutes(r: RouteContext): void {
     request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string(), input: z.unknown().optional(), stream: z.boolean().optional() }) },
     responses: {
       200: { description: 'The provider\'s answer passed through (application/json, or text/event-stream when stream is true); X-Trace-Id names the stored trace' },
-      400: { description: 'Not a JSON object with a string model', schema: providerError },
+      400: { description: 'Not a JSON object with a string model, or a key repeated in one object (the body is forwarded as sent, so it must read one way only)', schema: providerError },
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
       429: { description: 'This route\'s own rate limit, or too many failed authentications from this address (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
@@ -89,6 +90,12 @@ export function proxyRoutes(r: RouteContext): void {
     const body = parseJson(raw, r.config.MAX_JSON_DEPTH);
     if (!isObj(body) || typeof body.model !== 'string' || body.model === '') {
       throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with a string `model`', { type: 'invalid_request_error', param: 'model' });
+    }
+    // The body is forwarded as sent: a key given twice could be read one way by the preflight and another upstream.
+    const dup = duplicateKey(raw);
+    if (dup !== null) {
+      const name = /^[a-z_]{1,40}$/i.test(dup) ? dup : null; // a caller-named key could hold anything: not echoed (audit keeps messages)
+      throw new HttpError(400, 'duplicate_key', `the body repeats ${name ? `the key "${name}"` : 'a key'} in one object; send each key once`, { type: 'invalid_request_error', param: name });
     }
     const caller = ctx.state.caller as Caller;
     const settings = await r.settings.forWorkspace(caller.workspaceId);

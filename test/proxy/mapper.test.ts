@@ -1,5 +1,6 @@
 // The pure Responses → SpanRecord mapper and the incremental SSE assembler, on fixtures.
 import { expect } from 'chai';
+import { duplicateKey } from '../../collector/json-prescan.ts';
 import {
   mapProxy, providerFor, renderPrompt, requestTextParts, responseOutputText, ResponsesStreamAssembler, withTexts,
   type ProxyExchange,
@@ -74,6 +75,28 @@ describe('proxy mapper: request text', () => {
     const out = withTexts(body, [{ path: ['input', 0, 'content', 0, 'text'], text: 'mail [REDACTED:email]' }]);
     expect(out).to.deep.equal({ ...body, input: [{ role: 'user', content: [{ type: 'input_text', text: 'mail [REDACTED:email]' }] }] });
     expect(body.input[0]!.content[0]!.text).to.equal('mail a@b.co');
+  });
+
+  it('withTexts renames keys (order kept, deepest first, a clash numbered) after rewriting values under them', () => {
+    const body = { model: 'm', metadata: { 'a@b.co': { 'c@d.co': 'x', k: 'mail e@f.co' }, '[REDACTED:email]': 'taken', z: '1' } };
+    const out = withTexts(body, [
+      { path: ['metadata', 'a@b.co'], text: '[REDACTED:email]', key: true },
+      { path: ['metadata', 'a@b.co', 'c@d.co'], text: '[REDACTED:email]', key: true },
+      { path: ['metadata', 'a@b.co', 'k'], text: 'mail [REDACTED:email]' },
+    ]);
+    expect(out).to.deep.equal({ model: 'm', metadata: { '[REDACTED:email] (2)': { '[REDACTED:email]': 'x', k: 'mail [REDACTED:email]' }, '[REDACTED:email]': 'taken', z: '1' } });
+    expect(Object.keys(out.metadata as object)).to.deep.equal(['[REDACTED:email] (2)', '[REDACTED:email]', 'z']);
+    expect(Object.keys(body.metadata)).to.deep.equal(['a@b.co', '[REDACTED:email]', 'z']);
+  });
+
+  it('duplicateKey finds a key repeated in one object, escaped or not, at any depth', () => {
+    const dup = (s: string) => duplicateKey(Buffer.from(s));
+    expect(dup('{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}')).to.equal(null);
+    expect(dup('{"a":1,"b":"a","a":2}')).to.equal('a');
+    expect(dup('{"in\\"put":1,"x":{"k":[1,{"y":2,"y":3}]}}')).to.equal('y');
+    expect(dup('{"input":1,"\\u0069nput":2}')).to.equal('input');
+    expect(dup('[{"k":"{\\"k\\":1,"},{"k":2}]')).to.equal(null);
+    expect(dup('{"k":{},"k":[]}')).to.equal('k');
   });
 });
 

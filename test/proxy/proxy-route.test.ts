@@ -129,10 +129,14 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       { role: 'developer' as const, content: 'You are terse.' },
       { role: 'user' as const, content: [{ type: 'input_text' as const, text: 'What is 2+2?' }] },
     ];
-    const { response } = await ws.client.responses.create({ model: 'gpt-4o-mini', input, metadata: { fake: 'cached' } }).withResponse();
+    const { data, response } = await ws.client.responses.create({ model: 'gpt-4o-mini', input, metadata: { fake: 'cached' } }).withResponse();
     const sp = await span(ws, response.headers.get('x-trace-id')!);
     expect(sp.prompt).to.equal('developer: You are terse.\n\nuser: What is 2+2?');
     expect(sp.attributes['gen_ai.usage.cache_read.input_tokens']).to.be.greaterThan(0);
+    // gpt-4o-mini's published prices per million tokens: input $0.15, cached input $0.075, output $0.60.
+    const u = data.usage!;
+    const cached = u.input_tokens_details.cached_tokens;
+    expect(sp.costUsd).to.be.closeTo(((u.input_tokens - cached) * 0.15 + cached * 0.075 + u.output_tokens * 0.6) / 1e6, 1e-12);
     expect(sp.attributes['gen_ai.usage.reasoning.output_tokens']).to.equal(7);
 
     const inc = await ws.client.responses.create({ model: 'gpt-4o-mini', input: 'long', metadata: { fake: 'incomplete' } }).withResponse();
@@ -167,6 +171,13 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(err.message).to.include('deny pattern');
     expect(fake.requests.length).to.equal(before);
     expect((err.error as any).tracegate.reasons).to.deep.equal(['model_denied']);
+    const allowOnly = await workspace({ policy: { version: 1, modelAllow: ['gpt-4.1*'] } });
+    const off = await caught(allowOnly.client.responses.create({ model: 'gpt-4o-mini', input: 'hi' }));
+    expect(off.status).to.equal(403);
+    expect((off.error as any).tracegate.reasons).to.deep.equal(['model_not_allowed']);
+    expect(fake.requests.length).to.equal(before);
+    await allowOnly.client.responses.create({ model: 'gpt-4.1-mini', input: 'hi' });
+    expect(fake.requests.length).to.equal(before + 1);
   });
 
   it('redacts: the provider receives the redacted text, the rest of the body as sent', async () => {
@@ -241,6 +252,53 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     const more = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: `data: ${secret}`, metadata: { id: secret } }, ws.auth);
     expect(more.status, more.text).to.equal(200);
     expect(fake.requests.at(-1)!.raw).to.not.include(secret);
+  });
+
+  it('scans object keys and identifier fields too; the findings name such a key masked', async () => {
+    const ws = await workspace({ policy: { version: 1, actions: { api_key: 'redact', email: 'redact' } } });
+    const secret = 'sk-proj-Qw8eRt7yUi6oPa5sDf4gHj3kLz2xCv1bNm9Qw8eRt7yUi6oPa5sDf4';
+    const body = {
+      model: 'gpt-4o-mini',
+      input: [{ role: 'user', id: secret, content: [{ type: 'input_text', text: 'hi' }] }],
+      metadata: { [secret]: 'x', 'owner:ann@example.com': 'y', ok: 'z' },
+      tools: [{ type: 'function', name: 'lookup', parameters: { type: 'object', properties: { [secret]: { type: 'string' } } } }],
+    };
+    const res = await post(`${s.url}/api/proxy/provider/responses`, body, ws.auth);
+    expect(res.status, res.text).to.equal(200);
+    const got = fake.requests.at(-1)!;
+    expect(got.raw).to.not.include(secret).and.not.include('ann@example.com');
+    expect(Object.keys(got.body.metadata)).to.deep.equal(['[REDACTED:api_key]', 'owner:[REDACTED:email]', 'ok']);
+    expect(got.body.input[0].id).to.equal('[REDACTED:api_key]');
+    expect(Object.keys(got.body.tools[0].parameters.properties)).to.deep.equal(['[REDACTED:api_key]']);
+    const traceId = res.headers.get('x-trace-id')!;
+    const sp = await span(ws, traceId);
+    expect(JSON.stringify(sp)).to.not.include(secret).and.not.include('ann@example.com');
+    const findings = (await get(`${s.url}/api/findings?traceId=${traceId}`, ws.auth)).json.items.map((f: any) => f.field);
+    expect(findings).to.have.members(['request:input[0].id', 'request:metadata.[REDACTED:api_key] (key)', 'request:metadata.owner:[REDACTED:email] (key)',
+      'request:tools[0].parameters.properties.[REDACTED:api_key] (key)']);
+    // Identifier fields get the secret detector only: digits in an id are not a phone number.
+    await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: [{ role: 'user', id: 'msg_+14155550123', content: 'hi' }] }, ws.auth);
+    expect(fake.requests.at(-1)!.body.input[0].id).to.equal('msg_+14155550123');
+  });
+
+  it('refuses a body that repeats a key: the provider might read the copy the preflight did not', async () => {
+    const ws = await workspace({ policy: { version: 1, actions: { api_key: 'block' } } });
+    const secret = 'sk-proj-Ab3dEf7hIj9kLmN0pQrStUvWxYz12345678901234567890AbCd';
+    const before = fake.requests.length;
+    for (const raw of [
+      `{"model":"gpt-4o-mini","input":"use ${secret}","input":"hi"}`,
+      `{"model":"gpt-4o-mini","input":"use ${secret}","\\u0069nput":"hi"}`,
+      `{"model":"gpt-4o-mini","input":[{"role":"user","content":"use ${secret}","content":"hi"}]}`,
+    ]) {
+      const res = await post(`${s.url}/api/proxy/provider/responses`, raw, { ...ws.auth, 'content-type': 'application/json' });
+      expect(res.status, raw).to.equal(400);
+      expect(res.json.error).to.include({ code: 'duplicate_key', type: 'invalid_request_error' });
+      expect(res.text).to.not.include(secret);
+    }
+    expect(fake.requests.length).to.equal(before);
+    // The same key in different objects is fine.
+    const ok = await post(`${s.url}/api/proxy/provider/responses`, '{"model":"gpt-4o-mini","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}', { ...ws.auth, 'content-type': 'application/json' });
+    expect(ok.status, ok.text).to.equal(200);
   });
 
   it('a block cannot be padded past: a key in the middle of a 700 KB input is still found', async () => {
