@@ -12,35 +12,54 @@ export interface GovernanceResult {
   decision: PolicyDecision;
 }
 
-/** Structural copy of `attrs` with the strings at `edits` (keyed by JSON path) replaced; untouched branches are shared. */
-function replaceAttributes(attrs: Attributes, edits: Map<string, string>): Attributes {
-  if (edits.size === 0) return attrs;
+/**
+ * Structural copy of `attrs` with the strings at `edits` replaced and the keys at `renames` renamed (both keyed by
+ * the JSON path as sent); untouched branches are shared, renamed keys come after the others and never overwrite one.
+ */
+function replaceAttributes(attrs: Attributes, edits: Map<string, string>, renames: Map<string, string> = new Map()): Attributes {
+  if (edits.size === 0 && renames.size === 0) return attrs;
   const prefixes = new Set<string>();
-  for (const key of edits.keys()) {
+  for (const key of [...edits.keys(), ...renames.keys()]) {
     const path = JSON.parse(key) as Path;
     for (let i = 1; i < path.length; i++) prefixes.add(JSON.stringify(path.slice(0, i)));
   }
+  const copyObject = (v: Record<string, AttrValue>, path: Path): Record<string, AttrValue> => {
+    const copy: Record<string, AttrValue> = {};
+    const renamed: Array<[string, AttrValue]> = [];
+    for (const k of Object.keys(v)) {
+      const p = [...path, k];
+      const value = rebuild(v[k]!, p);
+      const to = renames.get(JSON.stringify(p));
+      if (to === undefined) copy[k] = value;
+      else renamed.push([to, value]);
+    }
+    for (const [to, value] of renamed) {
+      let name = to;
+      for (let n = 2; Object.hasOwn(copy, name); n++) name = `${to} (${n})`;
+      copy[name] = value;
+    }
+    return copy;
+  };
   const rebuild = (v: AttrValue, path: Path): AttrValue => {
     const key = JSON.stringify(path);
     if (typeof v === 'string') return edits.get(key) ?? v;
     if (v === null || typeof v !== 'object' || !prefixes.has(key)) return v;
     if (Array.isArray(v)) return v.map((x, i) => rebuild(x, [...path, i]));
-    const copy: Record<string, AttrValue> = {};
-    for (const k of Object.keys(v)) copy[k] = rebuild(v[k]!, [...path, k]);
-    return copy;
+    return copyObject(v, path);
   };
-  const out: Attributes = {};
-  for (const k of Object.keys(attrs)) out[k] = rebuild(attrs[k]!, [k]);
-  return out;
+  return copyObject(attrs, []) as Attributes;
 }
 
 /** A copy of `record` with the strings at the given locations replaced. */
 function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: string }>): SpanRecord {
   const out = { ...record };
-  const attrs = new Map<string, string>();
-  const resource = new Map<string, string>();
-  const events = new Map<number, { name?: string; attrs: Map<string, string> }>();
-  const eventEdit = (i: number) => events.get(i) ?? events.set(i, { attrs: new Map() }).get(i)!;
+  type Changes = { values: Map<string, string>; keys: Map<string, string> };
+  const changes = (): Changes => ({ values: new Map(), keys: new Map() });
+  const attrs = changes();
+  const resource = changes();
+  const events = new Map<number, { name?: string; attrs: Changes }>();
+  const eventEdit = (i: number) => events.get(i) ?? events.set(i, { attrs: changes() }).get(i)!;
+  const set = (c: Changes, path: Path, key: boolean | undefined, value: string) => (key ? c.keys : c.values).set(JSON.stringify(path), value);
   for (const { at, value } of edits) {
     switch (at.kind) {
       case 'prompt': out.prompt = value; break;
@@ -48,18 +67,18 @@ function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: s
       case 'name': out.name = value; break;
       case 'statusMessage': out.statusMessage = value; break;
       case 'label': out[at.field] = value; break;
-      case 'attribute': attrs.set(JSON.stringify(at.path), value); break;
-      case 'resource': resource.set(JSON.stringify(at.path), value); break;
+      case 'attribute': set(attrs, at.path, at.key, value); break;
+      case 'resource': set(resource, at.path, at.key, value); break;
       case 'eventName': eventEdit(at.event).name = value; break;
-      case 'eventAttribute': eventEdit(at.event).attrs.set(JSON.stringify(at.path), value); break;
+      case 'eventAttribute': set(eventEdit(at.event).attrs, at.path, at.key, value); break;
     }
   }
-  out.attributes = replaceAttributes(record.attributes, attrs);
-  out.resourceAttributes = replaceAttributes(record.resourceAttributes, resource);
+  out.attributes = replaceAttributes(record.attributes, attrs.values, attrs.keys);
+  out.resourceAttributes = replaceAttributes(record.resourceAttributes, resource.values, resource.keys);
   if (events.size) {
     out.events = record.events.map((e, i): SpanEvent => {
       const ed = events.get(i);
-      return ed ? { ...e, name: ed.name ?? e.name, attributes: replaceAttributes(e.attributes, ed.attrs) } : e;
+      return ed ? { ...e, name: ed.name ?? e.name, attributes: replaceAttributes(e.attributes, ed.attrs.values, ed.attrs.keys) } : e;
     });
   }
   return out;

@@ -1,6 +1,8 @@
 // Workspace governance policy: schema, defaults and pure evaluation.
 import { z } from 'zod';
 import { POLICY_ACTION_KEYS, SEVERITIES, SEVERITY_RANK, type Finding, type Severity } from './types.ts';
+import { scanFull } from './scan.ts';
+import { redact } from './redact.ts';
 
 export const GOVERNANCE_ACTIONS = ['flag', 'redact', 'block'] as const;
 export type GovernanceAction = (typeof GOVERNANCE_ACTIONS)[number];
@@ -113,19 +115,25 @@ const FINDING_CODE: Record<GovernanceAction, PolicyReason['code']> = {
  * tools carry none); a non-empty `requiredEnvironments` blocks any other environment, including an empty one.
  * The decision is the strongest action among the reasons; no reasons means 'allow'.
  */
+/** A caller's label quoted in a reason (stored, shown, audited): masked where a PII or secret detector matches. */
+function quoted(value: string): string {
+  const found = scanFull(value, { detectors: ['pii', 'secret'] });
+  return JSON.stringify(found.length ? redact(value, found) : value);
+}
+
 export function evaluatePolicy(policy: Policy, subject: PolicySubject): PolicyDecision {
   const reasons: PolicyReason[] = [];
   const block = (code: PolicyReason['code'], message: string) => reasons.push({ code, message });
   const model = subject.model.trim();
   if (model.length > 0) {
     const denied = policy.modelDeny.find((g) => globMatch(g, model));
-    if (denied !== undefined) block('model_denied', `model "${model}" matches deny pattern "${denied}"`);
+    if (denied !== undefined) block('model_denied', `model ${quoted(model)} matches deny pattern "${denied}"`);
     else if (policy.modelAllow.length > 0 && !policy.modelAllow.some((g) => globMatch(g, model))) {
-      block('model_not_allowed', `model "${model}" matches no allowed pattern`);
+      block('model_not_allowed', `model ${quoted(model)} matches no allowed pattern`);
     }
   }
   if (policy.requiredEnvironments.length > 0 && !policy.requiredEnvironments.includes(subject.environment)) {
-    block('environment_not_allowed', `environment "${subject.environment}" is not one of ${policy.requiredEnvironments.join(', ')}`);
+    block('environment_not_allowed', `environment ${quoted(subject.environment)} is not one of ${policy.requiredEnvironments.join(', ')}`);
   }
   if (policy.maxPromptChars > 0 && subject.prompt.length > policy.maxPromptChars) {
     block('prompt_too_long', `prompt is ${subject.prompt.length} chars; the limit is ${policy.maxPromptChars}`);

@@ -4,6 +4,7 @@ import { detectInjection, type InjectionOptions } from './injection.ts';
 import { detectPii } from './pii.ts';
 import { detectSecrets } from './secrets.ts';
 import { SEVERITY_RANK, type DetectorKind, type Finding } from './types.ts';
+import { redact } from './redact.ts';
 
 export interface ScanOptions {
   /** Which detectors to run (default all three). */
@@ -62,8 +63,8 @@ export type LabelField = (typeof LABEL_FIELDS)[number];
 
 export type TextLocation =
   | { kind: 'prompt' } | { kind: 'response' } | { kind: 'name' } | { kind: 'statusMessage' } | { kind: 'label'; field: LabelField }
-  | { kind: 'attribute'; path: Path } | { kind: 'resource'; path: Path }
-  | { kind: 'eventName'; event: number } | { kind: 'eventAttribute'; event: number; path: Path };
+  | { kind: 'attribute'; path: Path; key?: true } | { kind: 'resource'; path: Path; key?: true }
+  | { kind: 'eventName'; event: number } | { kind: 'eventAttribute'; event: number; path: Path; key?: true };
 
 /** How a finding names its field: prompt, response, name, status_message, actionName (and the other labels),
  * attribute:<path>, resource:<path>, event[<i>].name, event[<i>]:<path>, or request:<path> (the proxy's preflight). */
@@ -72,10 +73,11 @@ export type FieldFinding = Finding & { field: FieldName };
 
 /**
  * Every string a record holds is scanned, whole: prompt, response, span name, status message, the labels
- * (action, environment, request id, finish reason, status, model, provider), attribute and resource-attribute values (nested objects and arrays walked), event names and event attribute values.
+ * (action, environment, request id, finish reason, status, model, provider), attribute and resource-attribute keys
+ * and values (nested objects and arrays walked), event names, event attribute keys and values.
  * Nothing is skipped for size: a value longer than SCAN_WINDOW is scanned in overlapping windows, so cost is
- * linear in the request, which the route's body limit bounds. Attribute strings shorter than 6 characters
- * cannot hold anything a detector reports and are skipped.
+ * linear in the request, which the route's body limit bounds. Attribute keys and strings shorter than 6
+ * characters cannot hold anything a detector reports and are skipped.
  */
 export const SCAN_WINDOW = 512 * 1024;
 /** Longer than any single match a detector reports (a private key block is capped at 32 Ki). */
@@ -105,6 +107,11 @@ const LEAD = 1024;
 
 export interface TextSlot {
   field: FieldName; value: string; at: TextLocation;
+  /** In attributes: the field name's prefix (`attribute:`, `resource:`, `event[i]:`) and the value's path, so a
+   * key with a finding can be named masked in every field name that contains it. */
+  base?: string; path?: Path;
+  /** The value is an object key (at.path ends with it), not a string value. */
+  key?: true;
   /** A span attribute or a gen_ai.* event attribute: where instrumentations put the conversation that the
    * prompt and response are derived from (gen_ai.input.messages, llm.input_messages.N.*, gen_ai.prompt.N.*, …). */
   conversation?: true;
@@ -117,16 +124,20 @@ function pathKey(path: Path): string {
 }
 
 function attributeSlots(attrs: Attributes, field: string, at: (path: Path) => TextLocation, out: TextSlot[], conversation = false): void {
+  // Keys too: a client names attributes and map entries as it likes (an e-mail address as a metadata key, say).
+  const key = (k: string, path: Path) => {
+    if (k.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)} (key)`, value: k, at: { ...at(path), key: true } as TextLocation, base: field, path, key: true });
+  };
   const walk = (v: AttrValue, path: Path): void => {
     if (typeof v === 'string') {
-      if (v.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)}`, value: v, at: at(path), ...conversation ? { conversation } : {} });
+      if (v.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)}`, value: v, at: at(path), base: field, path, ...conversation ? { conversation } : {} });
       return;
     }
     if (v === null || typeof v !== 'object') return;
     if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
-    else for (const k of Object.keys(v)) walk(v[k]!, [...path, k]);
+    else for (const k of Object.keys(v)) { key(k, [...path, k]); walk(v[k]!, [...path, k]); }
   };
-  for (const k of Object.keys(attrs)) walk(attrs[k]!, [k]);
+  for (const k of Object.keys(attrs)) { key(k, [k]); walk(attrs[k]!, [k]); }
 }
 
 export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>
@@ -216,6 +227,14 @@ export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cac
 export function reportedFindings(scans: readonly SlotFindings[]): FieldFinding[] {
   const out: FieldFinding[] = [];
   const inText = new Set<string>();
+  // Field names are stored and shown: a key with findings is named masked, also in the names of values under it.
+  const masked = new Map<string, string>();
+  for (const s of scans) if (s.slot.key) masked.set(s.slot.base + JSON.stringify(s.slot.path), redact(s.slot.value, s.findings));
+  const fieldOf = (slot: TextSlot): FieldName => {
+    if (masked.size === 0 || !slot.path) return slot.field;
+    const path = slot.path.map((seg, j) => (typeof seg === 'string' ? masked.get(slot.base + JSON.stringify(slot.path!.slice(0, j + 1))) ?? seg : seg));
+    return `${slot.base}${pathKey(path)}${slot.key ? ' (key)' : ''}`;
+  };
   for (const s of scans) {
     if (s.repeat) continue;
     const text = s.slot.at.kind === 'prompt' || s.slot.at.kind === 'response';
@@ -225,7 +244,7 @@ export function reportedFindings(scans: readonly SlotFindings[]): FieldFinding[]
         if (text) inText.add(key);
         else if (inText.has(key)) continue;
       }
-      out.push({ ...f, field: s.slot.field });
+      out.push({ ...f, field: fieldOf(s.slot) });
     }
   }
   return out;

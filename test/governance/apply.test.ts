@@ -151,6 +151,37 @@ describe('governance applyGovernance', () => {
     expect(out.findings.map((f) => f.field)).to.deep.equal(['prompt', 'name', 'status_message', 'resource:deploy.token', 'event[0]:exception.message']);
     expect(JSON.stringify(r)).to.include(key); // the input is untouched
   });
+  it('scans attribute keys: a key with a finding is renamed when redacted and named masked in every field name', () => {
+    const key = `ghp_${'A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8'}`;
+    const r = record({
+      attributes: { metadata: { 'dave@example.com': { note: `mail erin@example.com`, ok: 'x' }, plain: 'y' }, [`token:${key}`]: 1, 'gen_ai.usage.input_tokens': 3 },
+      resourceAttributes: { 'owner:frank@example.com': 'team' },
+      events: [{ name: 'log', timeNs: '1', attributes: { 'carl@example.com': 'seen' } }],
+    });
+    const out = applyGovernance(r, parsePolicy({ version: 1, actions: { email: 'redact', secret: 'redact' } }));
+    expect(out.decision.decision).to.equal('redact');
+    expect(out.record.attributes).to.deep.equal({
+      metadata: { '[REDACTED:email]': { note: 'mail [REDACTED:email]', ok: 'x' }, plain: 'y' }, 'token:[REDACTED:api_key]': 1, 'gen_ai.usage.input_tokens': 3,
+    });
+    expect(Object.keys(out.record.attributes)).to.deep.equal(['metadata', 'gen_ai.usage.input_tokens', 'token:[REDACTED:api_key]']);
+    expect(out.record.resourceAttributes).to.deep.equal({ 'owner:[REDACTED:email]': 'team' });
+    expect(out.record.events[0]!.attributes).to.deep.equal({ '[REDACTED:email]': 'seen' });
+    const fields = out.findings.map((f) => f.field);
+    expect(fields).to.have.members([
+      'attribute:metadata.[REDACTED:email] (key)', 'attribute:metadata.[REDACTED:email].note', 'attribute:token:[REDACTED:api_key] (key)',
+      'resource:owner:[REDACTED:email] (key)', 'event[0]:[REDACTED:email] (key)',
+    ]);
+    expect(JSON.stringify(out)).to.not.include('example.com').and.not.include(key);
+    // Flagged only: nothing renamed, but the field names still never carry the matched text.
+    const flagged = applyGovernance(r, DEFAULT_POLICY);
+    expect(flagged.record).to.equal(r);
+    expect(JSON.stringify(flagged.findings.map((f) => f.field))).to.not.include('example.com').and.not.include(key);
+  });
+  it('a renamed key never overwrites another key', () => {
+    const r = record({ attributes: { m: { 'ann@example.com': 1, '[REDACTED:email]': 2, 'bob@example.com': 3 } } });
+    const out = applyGovernance(r, parsePolicy({ version: 1, actions: { email: 'redact' } }));
+    expect(out.record.attributes.m).to.deep.equal({ '[REDACTED:email]': 2, '[REDACTED:email] (2)': 1, '[REDACTED:email] (3)': 3 });
+  });
   it('block: the decision is block and the blocking content is redacted too', () => {
     const r = record({ prompt: `here -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY----- ok` });
     const out = applyGovernance(r, parsePolicy({ version: 1, actions: { private_key: 'block' } }));

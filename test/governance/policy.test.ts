@@ -102,6 +102,9 @@ describe('governance policy evaluation', () => {
     expect(evaluatePolicy(p, subject()).decision).to.equal('allow');
     expect(evaluatePolicy(p, subject({ environment: 'dev' })).reasons[0]!.code).to.equal('environment_not_allowed');
     expect(evaluatePolicy(p, subject({ environment: '' })).decision).to.equal('block');
+    // Reasons are stored and shown: a label holding PII or a secret is quoted masked.
+    expect(evaluatePolicy(p, subject({ environment: 'bob@example.com' })).reasons[0]!.message).to.equal('environment "[REDACTED:email]" is not one of production, staging');
+    expect(evaluatePolicy(policy({ modelDeny: ['*'] }), subject({ model: 'ft:bob@example.com' })).reasons[0]!.message).to.equal('model "ft:[REDACTED:email]" matches deny pattern "*"');
   });
   it('maxPromptChars blocks longer prompts; 0 means no limit', () => {
     expect(evaluatePolicy(policy({ maxPromptChars: 5 }), subject({ prompt: 'hello' })).decision).to.equal('allow');
