@@ -112,7 +112,7 @@ export function createApp(deps: AppDeps): Koa {
         const caller = c.state.caller as Caller;
         const rec = deps.enrichment.audit.append({
           workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId, action: 'ingest', route: `${c.method} ${routeOf(c)}`,
-          outcome: 'rejected', accepted: 0, rejected: 1, details: JSON.stringify({ status: err.status, code: err.code, limiter: route }),
+          outcome: 'rejected', accepted: 0, rejected: err.rejectedItems ?? 1, details: JSON.stringify({ status: err.status, code: err.code, limiter: route }),
         });
         deps.pipeline.record([rec]).catch(() => {});
       }

@@ -4,6 +4,8 @@ export class HttpError extends Error {
   readonly code: string;
   readonly details: unknown;
   readonly headers: Record<string, string>;
+  /** Items refused by this answer, for the audit record (a request is one item unless it says otherwise). */
+  rejectedItems?: number;
   constructor(status: number, code: string, message: string, details?: unknown, headers: Record<string, string> = {}) {
     super(message);
     this.status = status;

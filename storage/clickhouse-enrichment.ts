@@ -335,7 +335,8 @@ export class ClickHouseEnrichment {
 
   async verificationWorkspaces(): Promise<string[]> {
     const rows = await this.rows<{ workspace_id: string }>(
-      `SELECT DISTINCT workspace_id FROM ${this.t('verification')} ORDER BY workspace_id`);
+      `SELECT DISTINCT workspace_id FROM (SELECT id AS workspace_id FROM ${this.t('workspaces')} UNION ALL SELECT workspace_id FROM ${this.t('verification')}
+        UNION ALL SELECT workspace_id FROM ${this.t('spans')} UNION ALL SELECT workspace_id FROM ${this.t('audit_log')}) ORDER BY workspace_id`);
     return rows.map((r) => r.workspace_id);
   }
 

@@ -274,7 +274,8 @@ export class DuckDbEnrichment {
 
   async verificationWorkspaces(): Promise<string[]> {
     const rows = await this.serial((c) => all<{ workspace_id: string }>(c,
-      'SELECT DISTINCT workspace_id FROM verification ORDER BY workspace_id'));
+      `SELECT DISTINCT workspace_id FROM (SELECT id AS workspace_id FROM workspaces UNION ALL SELECT workspace_id FROM verification
+        UNION ALL SELECT workspace_id FROM spans UNION ALL SELECT workspace_id FROM audit_log) ORDER BY workspace_id`));
     return rows.map((r) => r.workspace_id);
   }
 

@@ -94,7 +94,7 @@ export interface Storage {
   getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]>;
   /** All verification records and checkpoints of a workspace in chain order (chainId, seq). */
   verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }>;
-  /** Workspaces that have verification records (for `tracegate verify` without --workspace). */
+  /** Every workspace with anything to verify: registered, or holding spans, verification or audit records (for `tracegate verify` without --workspace). */
   verificationWorkspaces(): Promise<string[]>;
   /** Usage analytics over LLM spans (kind = 'llm'); ClickHouse answers from materialized rollups. */
   usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]>;

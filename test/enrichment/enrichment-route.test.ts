@@ -85,8 +85,10 @@ for (const backend of BACKENDS) {
     it('audits ingestion, key and policy changes, and rejected authentication; the chain verifies', async () => {
       await post(`${s.url}/api/traces`, [{ requestId: 'a-1', prompt: 'p' }, { prompt: 5 }], auth);
       await post(`${s.url}/api/traces`, { prompt: 'x' }, { authorization: 'Bearer tg_0123456789abcdef_' + 'B'.repeat(43) });
+      expect((await post(`${s.url}/api/traces`, [{ prompt: 1 }, { prompt: 2 }, { prompt: 3 }], auth)).status).to.equal(400);
       await flushed(s);
       const items = (await get(`${s.url}/api/audit?limit=1000`, auth)).json.items as AuditRecord[];
+      expect(items.find((i) => i.action === 'ingest' && i.outcome === 'rejected')).to.include({ accepted: 0, rejected: 3 });
       const actions = items.map((i) => i.action);
       expect(actions).to.include.members(['ingest', 'key.create', 'policy.update']);
       const partial = items.find((i) => i.action === 'ingest' && i.rejected === 1)!;
@@ -216,8 +218,12 @@ for (const backend of BACKENDS) {
       const out = await cli(s, ['verify', '--workspace', wsName]);
       expect(out.code).to.equal(1);
       expect(out.stdout).to.include('unverified_span').and.include('forged-1');
+      // Unfiltered, verify covers every workspace (not only those with verification records) and the _system chain.
       const all = await cli(s, ['verify', '--json']);
-      expect(Object.keys(JSON.parse(all.stdout))).to.include('_system');
+      expect(all.code).to.equal(1);
+      const results = JSON.parse(all.stdout);
+      expect(Object.keys(results)).to.include('_system');
+      expect(results[wsId].ok).to.equal(false);
     });
 
     if (backend === 'clickhouse') {

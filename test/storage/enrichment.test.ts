@@ -250,8 +250,12 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       expect(await s.verificationChain(none)).to.deep.equal({ records: [], checkpoints: [] });
       expect(await s.usage(none, { groupBy: 'model', bucket: 'hour' })).to.deep.equal([]);
       expect(await s.findingsDaily(none, {})).to.deep.equal([]);
+      // Every workspace with something to check, not only those with verification records: spans written around
+      // the pipeline and a workspace's audit chain must not escape an unfiltered `tracegate verify`.
+      await s.createWorkspace({ id: 'ws-iso-registered', name: 'ws-iso-registered', createdAtMs: T0 });
+      await s.insertSpans([{ ...emptySpan('ws-iso-spans', 'native'), traceId: 'iso-t', spanId: 'a0a0a0a0a0a0a0a0', startTimeNs: `${T0}000000`, endTimeNs: `${T0}000000`, ingestedAtMs: T0 }]);
       const wss = await s.verificationWorkspaces();
-      expect(wss).to.include.members(['ws-iso-a', 'ws-iso-b']);
+      expect(wss).to.include.members(['ws-iso-a', 'ws-iso-b', 'ws-iso-registered', 'ws-iso-spans']);
       expect(wss).to.not.include(none);
       expect(wss).to.deep.equal([...new Set(wss)].sort());
     });
