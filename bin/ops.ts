@@ -73,8 +73,16 @@ class LocalOps implements Ops {
     this.storage = storage;
     this.config = config;
     this.store = new SettingsStore(storage, config, 0);
-    const chain = new AuditChain(`cli_${Date.now().toString(36)}_${process.pid}`);
-    this.audit = (e) => storage.insertEnrichment([chain.append(e)]);
+    // Each run's records link to the workspace's newest audit record, so deleting an earlier change breaks a link.
+    const previous: Record<string, { hash: string }> = {};
+    const chain = new AuditChain(`cli_${Date.now().toString(36)}_${process.pid}`, previous);
+    this.audit = async (e) => {
+      if (!Object.hasOwn(previous, e.workspaceId)) {
+        const newest = (await storage.listAudit(e.workspaceId, { limit: 1 })).items[0];
+        if (newest) previous[e.workspaceId] = { hash: newest.hash };
+      }
+      await storage.insertEnrichment([chain.append(e)]);
+    };
   }
   createKey(workspace: string) { return createKey(this.storage, workspace, this.audit); }
   listKeys(workspace?: string) { return listKeys(this.storage, workspace); }

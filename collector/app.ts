@@ -23,7 +23,7 @@ export interface PipelineStats { spoolBytes: number; pendingRows: number; storag
 export interface AppDeps {
   config: Config;
   storage: Storage;
-  pipeline: Ingestor & { stats(): PipelineStats; record(extra: EnrichmentRecord[]): Promise<void> };
+  pipeline: Ingestor & { stats(): PipelineStats; record(extra: EnrichmentRecord[]): Promise<void>; flush(): Promise<void> };
   keys: KeyVerifier;
   limits: RateLimits;
   settings: SettingsStore;

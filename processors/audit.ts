@@ -50,7 +50,7 @@ export function auditProcessor(chain: AuditChain): Processor {
   };
 }
 
-export interface ChainProblem { chainId: string; seq: number; kind: 'gap' | 'prev_hash_mismatch' | 'hash_mismatch'; message: string }
+export interface ChainProblem { chainId: string; seq: number; kind: 'gap' | 'prev_hash_mismatch' | 'hash_mismatch' | 'missing_record'; message: string }
 
 /** Re-checks audit chains: sequence continuity, links and each record's own hash. */
 export function verifyAuditChain(records: AuditRecord[]): ChainProblem[] {
@@ -68,6 +68,33 @@ export function verifyAuditChain(records: AuditRecord[]): ChainProblem[] {
     const { hash, ...rest } = r;
     if (auditHash(rest) !== hash) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'hash_mismatch', message: 'record content does not match its hash' });
     prev = r;
+  }
+  return problems;
+}
+
+/** What the audit log must hold for the workspace's current state: the change that made the settings version,
+ * and each key's creation and revocation. */
+export interface AuditedState { settingsVersion: number; keys: Array<{ keyId: string; revoked: boolean }> }
+
+/**
+ * Deleting the newest records of a chain breaks no link, so the chains alone cannot show it. The state those
+ * records changed still names them: a settings version, a key, a revocation with no audit record of its own is
+ * reported as `missing_record`.
+ */
+export function checkAuditCoverage(records: AuditRecord[], state: AuditedState): ChainProblem[] {
+  const seen = new Set<string>();
+  for (const r of records) {
+    let d: { keyId?: unknown; version?: unknown };
+    try { d = JSON.parse(r.details) as typeof d; } catch { continue; }
+    if (r.action === 'key.create' || r.action === 'key.revoke') seen.add(`${r.action}:${String(d.keyId)}`);
+    else if (r.action === 'policy.update' || r.action === 'settings.update') seen.add(`settings:${String(d.version)}`);
+  }
+  const problems: ChainProblem[] = [];
+  const missing = (message: string) => problems.push({ chainId: '', seq: 0, kind: 'missing_record', message });
+  if (state.settingsVersion > 0 && !seen.has(`settings:${state.settingsVersion}`)) missing(`settings version ${state.settingsVersion} has no audit record of the change that made it`);
+  for (const k of state.keys) {
+    if (!seen.has(`key.create:${k.keyId}`)) missing(`key ${k.keyId} has no key.create audit record`);
+    if (k.revoked && !seen.has(`key.revoke:${k.keyId}`)) missing(`key ${k.keyId} is revoked but has no key.revoke audit record`);
   }
   return problems;
 }

@@ -1,7 +1,7 @@
 // Re-checks stored data against its verification records: used by the trace route and `tracegate verify`.
 import type { Storage } from '../storage/types.ts';
 import type { VerificationRecord } from '../collector/enrichment-records.ts';
-import { verifyAuditChain, type ChainProblem } from './audit.ts';
+import { checkAuditCoverage, verifyAuditChain, type ChainProblem } from './audit.ts';
 import type { PublicKeyInfo } from './signing.ts';
 import { checkChain, checkContent, type VerifyReport } from './verification.ts';
 
@@ -39,7 +39,10 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
   const { records, checkpoints } = await storage.verificationChain(workspaceId);
   const chain = checkChain(records, checkpoints, keys, undefined, now - SETTLE_MS);
   const content = await contentOf(storage, workspaceId, records, now);
-  const audit = verifyAuditChain(await storage.auditChain(workspaceId));
+  const auditRecords = await storage.auditChain(workspaceId);
+  const settings = await storage.getSettings(workspaceId);
+  const apiKeys = (await storage.listApiKeys(workspaceId)).map((k) => ({ keyId: k.keyId, revoked: k.revokedAtMs > 0 }));
+  const audit = [...verifyAuditChain(auditRecords), ...checkAuditCoverage(auditRecords, { settingsVersion: settings?.version ?? 0, keys: apiKeys })];
   const problems = [...chain.problems, ...content.problems];
   return {
     ok: problems.length === 0 && audit.length === 0, recordsChecked: records.length, tracesChecked: content.traces,

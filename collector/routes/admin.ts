@@ -52,6 +52,8 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     ctx.body = await updateSettings(r.settings, id, patch.data, audit);
   });
   r.router.get('/admin/verify', guard, async (ctx) => {
+    // What was acknowledged (a key or policy change's audit record among it) is checked from storage, not the spool.
+    await r.pipeline.flush();
     ctx.body = await verifyWorkspace(r.storage, await wsParam(ctx), publicKeys(r.enrichment.keysDir));
   });
   r.router.get('/admin/workspaces', guard, async (ctx) => {

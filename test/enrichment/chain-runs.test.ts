@@ -23,7 +23,7 @@ describe('verification chains across restarts (clickhouse)', function () {
     };
     let running = await startServer(config);
     try {
-      const k = await createKey(running.storage, 'runs-co');
+      const k = await createKey(running.storage, 'runs-co', (e) => running.pipeline.record([running.enrichment.audit.append(e)])); // audited, as every key is
       await send(running.port, k.key, ['r1-a', 'r1-b']);
       await running.close();
       running = await startServer(config);
