@@ -6,7 +6,7 @@ import type { Config } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import type { Storage } from '../storage/types.ts';
 import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
-import { SettingsStore, settingsSchema, type SettingsDoc } from '../collector/settings.ts';
+import { SettingsStore, settingsPatchSchema, type SettingsPatch } from '../collector/settings.ts';
 import { AuditChain } from '../processors/audit.ts';
 import { publicKeys } from '../processors/signing.ts';
 import { verifyWorkspace } from '../processors/verify-workspace.ts';
@@ -21,7 +21,7 @@ export interface Ops {
   listKeys(workspace?: string): Promise<KeyList>;
   revokeKey(keyId: string): Promise<boolean>;
   settings(workspace: string): Promise<Shown>;
-  updateSettings(workspace: string, patch: Partial<SettingsDoc>): Promise<Shown>;
+  updateSettings(workspace: string, patch: SettingsPatch): Promise<Shown>;
   verify(workspace: string): Promise<VerifyResult>;
   verifiableWorkspaces(): Promise<string[]>;
   close(): Promise<void>;
@@ -58,7 +58,7 @@ class RemoteOps implements Ops {
     try { await this.call('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`); return true; } catch (e) { if (/no such key/.test((e as Error).message)) return false; throw e; }
   }
   settings(ws: string) { return this.call<Shown>('GET', `/admin/settings${this.q(ws)}`); }
-  updateSettings(ws: string, patch: Partial<SettingsDoc>) { return this.call<Shown>('PATCH', `/admin/settings${this.q(ws)}`, patch); }
+  updateSettings(ws: string, patch: SettingsPatch) { return this.call<Shown>('PATCH', `/admin/settings${this.q(ws)}`, patch); }
   verify(ws: string) { return this.call<VerifyResult>('GET', `/admin/verify${this.q(ws)}`); }
   async verifiableWorkspaces() { return (await this.call<{ workspaces: string[] }>('GET', '/admin/workspaces')).workspaces; }
   async close() {}
@@ -88,8 +88,8 @@ class LocalOps implements Ops {
   listKeys(workspace?: string) { return listKeys(this.storage, workspace); }
   revokeKey(keyId: string) { return revokeKey(this.storage, keyId, this.audit); }
   async settings(ws: string) { const s = await this.store.forWorkspace(await workspaceId(this.storage, ws)); return showSettings(s.doc, s.version); }
-  async updateSettings(ws: string, patch: Partial<SettingsDoc>) {
-    return updateSettings(this.store, await workspaceId(this.storage, ws), settingsSchema.partial().parse(patch), this.audit);
+  async updateSettings(ws: string, patch: SettingsPatch) {
+    return updateSettings(this.store, await workspaceId(this.storage, ws), settingsPatchSchema.parse(patch), this.audit);
   }
   async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), publicKeys(join(this.config.DATA_DIR, 'keys'))); }
   verifiableWorkspaces() { return this.storage.verificationWorkspaces(); }

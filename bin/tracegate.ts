@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
 import type { VerifyResult } from './ops.ts';
+import type { SettingsPatch } from '../collector/settings.ts';
 
 const HELP: Record<string, string> = {
   main: `usage: tracegate <command> [options]
@@ -38,9 +39,11 @@ revoke  revokes a key (a running server stops accepting it at once)`,
 A policy: {"version":2,"modelAllow":[],"modelDeny":["gpt-3.5*"],"actions":{"api_key":"block","email":"redact"},
 "defaultAction":"flag","maxPromptChars":0,"requiredEnvironments":[],"minSeverity":"low"}
 Actions are keyed by finding category or rule id: flag | redact | block. Every change is audited.`,
-  provider: `usage: tracegate provider set --workspace NAME [--base-url URL] [--api-key-env VAR] [--allow-caller-key | --no-allow-caller-key]
+  provider: `usage: tracegate provider set --workspace NAME [--base-url URL | --default-base-url]
+                              [--api-key-env VAR | --clear-api-key] [--allow-caller-key | --no-allow-caller-key]
 
 Sets the proxy upstream for the workspace (default: TRACEGATE_PROVIDER_BASE_URL / TRACEGATE_PROVIDER_API_KEY).
+Only the options given change; --default-base-url and --clear-api-key go back to the server's defaults.
 The provider key is read from the environment variable named by --api-key-env, never from the command line,
 and is never printed.`,
   alerts: `usage: tracegate alerts set --workspace NAME --file alerts.json
@@ -79,6 +82,7 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     options: {
       workspace: { type: 'string' }, json: { type: 'boolean' }, file: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       'base-url': { type: 'string' }, 'api-key-env': { type: 'string' }, 'allow-caller-key': { type: 'boolean' },
+      'default-base-url': { type: 'boolean' }, 'clear-api-key': { type: 'boolean' },
     },
   });
   const sub = positionals[0];
@@ -117,19 +121,21 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     }
     if (cmd === 'provider' && sub === 'set') {
       const ws = need(values.workspace, '--workspace NAME');
-      const current: { baseUrl?: string; apiKey?: string; allowCallerKey?: boolean } = (await ops.settings(ws)).provider ?? {};
-      const provider: Record<string, unknown> = { allowCallerKey: current.allowCallerKey ?? false };
-      if (current.baseUrl) provider.baseUrl = current.baseUrl;
+      if (values['base-url'] && values['default-base-url']) throw new UsageError('--base-url and --default-base-url exclude each other');
+      if (values['api-key-env'] && values['clear-api-key']) throw new UsageError('--api-key-env and --clear-api-key exclude each other');
+      // Only what is given changes (the stored key stays unless replaced or cleared).
+      const provider: NonNullable<SettingsPatch['provider']> = {};
       if (values['base-url']) provider.baseUrl = values['base-url'];
+      if (values['default-base-url']) provider.baseUrl = null;
       if (values['allow-caller-key'] !== undefined) provider.allowCallerKey = values['allow-caller-key'];
+      if (values['clear-api-key']) provider.apiKey = null;
       if (values['api-key-env']) {
         const v = process.env[values['api-key-env']];
         if (!v) throw new UsageError(`environment variable ${values['api-key-env']} is empty`);
         provider.apiKey = v;
-      } else if (current.apiKey) {
-        throw new UsageError('the workspace already has a provider key: pass --api-key-env VAR again to keep or replace it');
       }
-      const s = await ops.updateSettings(ws, { provider: provider as never });
+      if (Object.keys(provider).length === 0) throw new UsageError(`provider set needs at least one change\n\n${HELP.provider}`);
+      const s = await ops.updateSettings(ws, { provider });
       console.log(`provider set (settings version ${s.version}): ${JSON.stringify(s.provider)}`);
       return 0;
     }

@@ -6,7 +6,7 @@ import type { ApiKeyRecord, Storage, Workspace } from '../storage/types.ts';
 import type { AuditEvent } from '../processors/audit.ts';
 import { newKey } from './keys.ts';
 import { sha256 } from '../processors/canonical.ts';
-import type { SettingsDoc, SettingsStore } from './settings.ts';
+import type { SettingsDoc, SettingsPatch, SettingsStore } from './settings.ts';
 
 export const WORKSPACE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
@@ -67,9 +67,15 @@ export function showSettings(doc: SettingsDoc, version: number) {
   return { version, ...doc, provider, alertWebhookSecret: doc.alertWebhookSecret ? '(set)' : undefined };
 }
 
-/** Merge a partial settings document (each top-level part replaces the old one) and audit what changed. */
-export async function updateSettings(settings: SettingsStore, wsId: string, patch: Partial<SettingsDoc>, audit: AuditSink = noAudit) {
-  const next = await settings.update(wsId, (doc) => ({ ...doc, ...patch }));
+/** Apply a settings patch (settingsPatchSchema: parts replace, provider fields merge) and audit what changed. */
+export async function updateSettings(settings: SettingsStore, wsId: string, patch: SettingsPatch, audit: AuditSink = noAudit) {
+  const next = await settings.update(wsId, (doc) => {
+    const { provider, ...parts } = patch;
+    if (!provider) return { ...doc, ...parts };
+    const merged: Record<string, unknown> = { allowCallerKey: false, ...doc.provider, ...provider };
+    for (const k of Object.keys(merged)) if (merged[k] === null) delete merged[k];
+    return { ...doc, ...parts, provider: merged as SettingsDoc['provider'] };
+  });
   const parts = Object.keys(patch);
   const action = parts.length === 1 && parts[0] === 'policy' ? 'policy.update' : 'settings.update';
   // Never the provider key or webhook secret themselves.

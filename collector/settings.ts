@@ -25,6 +25,20 @@ export const settingsSchema = z.strictObject({
 });
 export type SettingsDoc = z.infer<typeof settingsSchema>;
 
+/**
+ * A change to the settings (the admin route's and the CLI's): each top-level part replaces the stored one, except
+ * `provider`, whose fields are merged so that changing the base URL keeps the stored key; null removes a field
+ * (the server's default applies again).
+ */
+export const settingsPatchSchema = settingsSchema.partial().extend({
+  provider: z.strictObject({
+    baseUrl: providerSettingsSchema.shape.baseUrl.unwrap().nullable().optional(),
+    apiKey: providerSettingsSchema.shape.apiKey.unwrap().nullable().optional(),
+    allowCallerKey: z.boolean().optional(),
+  }).optional(),
+});
+export type SettingsPatch = z.infer<typeof settingsPatchSchema>;
+
 export interface ResolvedSettings {
   policy: Policy;
   provider: { baseUrl: string; apiKey: string | undefined; allowCallerKey: boolean };

@@ -7,7 +7,7 @@ import { bearer } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../admin.ts';
 import { parseJson, readBody } from '../body.ts';
-import { settingsSchema } from '../settings.ts';
+import { settingsPatchSchema } from '../settings.ts';
 import { publicKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 
@@ -47,7 +47,7 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
   });
   r.router.patch('/admin/settings', guard, async (ctx) => {
     const id = await wsParam(ctx);
-    const patch = settingsSchema.partial().safeParse(parseJson(await readBody(ctx, 1 << 20), 16));
+    const patch = settingsPatchSchema.safeParse(parseJson(await readBody(ctx, 1 << 20), 16));
     if (!patch.success) throw new HttpError(400, 'invalid_settings', patch.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '), patch.error.issues);
     ctx.body = await updateSettings(r.settings, id, patch.data, audit);
   });

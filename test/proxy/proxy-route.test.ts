@@ -5,7 +5,7 @@ import OpenAI, { APIError } from 'openai';
 import type { z } from 'zod';
 import { settingsSchema, type SettingsDoc } from '../../collector/settings.ts';
 import { BackpressureError } from '../../collector/errors.ts';
-import { flushed, get, post, startTestServer, type Backend, type TestServer } from '../support/server.ts';
+import { cli, flushed, get, post, startTestServer, type Backend, type TestServer } from '../support/server.ts';
 import { fakeAnswer, startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
 import { freePort, sleep } from '../support/process.ts';
 
@@ -426,6 +426,42 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       const sp = await span(allowed, a.response.headers.get('x-trace-id')!);
       expect(sp.attributes['proxy.caller_key']).to.equal(true);
       expect(JSON.stringify(sp)).to.not.include(callerKey);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('provider set with the CLI: only the options given change; the key is never printed; defaults restored on request', async () => {
+    const other = await startFakeResponses();
+    try {
+      const ws = await workspace();
+      const set = async (...args: string[]) => {
+        const out = await cli(s, ['provider', 'set', '--workspace', ws.workspaceId, ...args], { WS_PROVIDER_KEY: 'sk-cli-secret-42' });
+        expect(out.code, out.stderr).to.equal(0);
+        expect(out.stdout + out.stderr).to.not.include('sk-cli-secret-42');
+        return out;
+      };
+      const call = async () => { await ws.client.responses.create({ model: 'gpt-4o-mini', input: 'x' }); };
+      const lastAuth = (f: FakeResponses) => f.requests.at(-1)!.headers.authorization;
+      await set('--base-url', other.url, '--api-key-env', 'WS_PROVIDER_KEY');
+      await call();
+      expect(lastAuth(other)).to.equal('Bearer sk-cli-secret-42');
+      const shown = JSON.parse((await cli(s, ['settings', 'show', '--workspace', ws.workspaceId])).stdout);
+      expect(shown.provider).to.deep.equal({ baseUrl: other.url, apiKey: '(set)', allowCallerKey: false });
+      // Changing one option keeps the stored key.
+      await set('--allow-caller-key');
+      await call();
+      expect(lastAuth(other)).to.equal('Bearer sk-cli-secret-42');
+      await set('--default-base-url', '--clear-api-key');
+      const before = other.requests.length;
+      await call();
+      expect(other.requests.length).to.equal(before);
+      expect(lastAuth(fake)).to.equal('Bearer sk-fake');
+      const none = await cli(s, ['provider', 'set', '--workspace', ws.workspaceId]);
+      expect(none.code).to.equal(2);
+      const audit = (await get(`${s.url}/api/audit?action=settings.update`, ws.auth)).json.items;
+      expect(audit).to.have.length(3);
+      expect(JSON.stringify(audit)).to.not.include('sk-cli-secret-42');
     } finally {
       await other.close();
     }
