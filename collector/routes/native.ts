@@ -4,7 +4,9 @@ import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
 import { nativeTraceResponseSchema, nativeTraceSchema } from '../../mappers/native-schema.ts';
-import { mapNative } from '../../mappers/native.ts';
+import { mapNative, nativeSpanId } from '../../mappers/native.ts';
+import { traceIdForRequestId } from '../../processors/governance/apply.ts';
+import type { Policy } from '../../processors/governance/policy.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 
@@ -12,6 +14,13 @@ type ZodIssue = z.core.$ZodIssue;
 
 function issueDetails(issues: ZodIssue[], prefix: (string | number)[] = []) {
   return issues.map((i) => ({ field: [...prefix, ...i.path].join('.') || '(body)', code: i.code, message: i.message }));
+}
+
+/** A trace keyed by a request id that the policy would redact is keyed by its hash (traceIdForRequestId). */
+function keyedSafely(record: SpanRecord, policy: Policy | null): SpanRecord {
+  if (!policy || !record.requestId || record.traceId !== record.requestId) return record;
+  const traceId = traceIdForRequestId(record.requestId, policy);
+  return traceId === record.traceId ? record : { ...record, traceId, spanId: nativeSpanId(traceId) };
 }
 
 export function nativeRoutes(r: RouteContext): void {
@@ -38,6 +47,9 @@ export function nativeRoutes(r: RouteContext): void {
     const body = parseJson(await readBody(ctx, r.config.MAX_BODY_BYTES), r.config.MAX_JSON_DEPTH);
     const caller = ctx.state.caller as Caller;
     const now = Date.now();
+    // Redaction happens in the processors, but the trace id is answered from here: derive it safely here too.
+    const policy = r.config.ENRICHMENT ? await r.settings.policyFor(caller.workspaceId) : null;
+    const map = (item: z.infer<typeof schema>) => keyedSafely(mapNative(item, caller.workspaceId, now), policy);
 
     if (!Array.isArray(body)) {
       const parsed = schema.safeParse(body);
@@ -45,7 +57,7 @@ export function nativeRoutes(r: RouteContext): void {
         const details = issueDetails(parsed.error.issues);
         throw new HttpError(400, 'validation_failed', `invalid trace: ${details[0]!.field}: ${details[0]!.message}`, details);
       }
-      const record = mapNative(parsed.data, caller.workspaceId, now);
+      const record = map(parsed.data);
       await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces' });
       r.metrics.ingested.inc({ source: record.source });
       ctx.body = { trace: { traceId: record.traceId, status: record.status } };
@@ -64,16 +76,18 @@ export function nativeRoutes(r: RouteContext): void {
         results.push({ index, error: { code: 'validation_failed', message: `${details[0]!.field}: ${details[0]!.message}`, details } });
         return;
       }
-      const record = mapNative(parsed.data, caller.workspaceId, now);
+      const record = map(parsed.data);
       records.push(record);
       results.push({ index, trace: { traceId: record.traceId, status: record.status } });
     });
     const rejectedCount = body.length - records.length;
     if (records.length) await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces', rejected: rejectedCount });
-    r.metrics.ingested.inc({ source: 'native' }, records.length);
+    const bySource = new Map<string, number>();
+    for (const rec of records) bySource.set(rec.source, (bySource.get(rec.source) ?? 0) + 1);
+    for (const [source, n] of bySource) r.metrics.ingested.inc({ source }, n);
     const rejected = rejectedCount;
     if (body.length > 0 && records.length === 0) {
-      throw new HttpError(400, 'validation_failed', 'every item in the batch was rejected', results);
+      throw Object.assign(new HttpError(400, 'validation_failed', 'every item in the batch was rejected', results), { rejectedItems: body.length });
     }
     ctx.status = rejected ? 207 : 200;
     ctx.body = { accepted: records.length, rejected, results };

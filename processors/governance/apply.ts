@@ -1,8 +1,9 @@
 // Processor helper: scan a record, evaluate the workspace policy, and return a redacted copy when needed.
+import { hash } from 'node:crypto';
 import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../collector/record.ts';
 import { actionFor, evaluatePolicy, type Policy, type PolicyDecision } from './policy.ts';
 import { redact } from './redact.ts';
-import { reportedFindings, scanRecordSlots, type FieldFinding, type Path, type ScanCache, type ScanOptions, type TextLocation } from './scan.ts';
+import { reportedFindings, scanFull, scanRecordSlots, type FieldFinding, type Path, type ScanCache, type ScanOptions, type TextLocation } from './scan.ts';
 
 export interface GovernanceResult {
   /** The input record when nothing was redacted; otherwise a copy (the input is never mutated). */
@@ -100,4 +101,14 @@ export function applyGovernance(record: SpanRecord, policy: Policy, options?: Sc
     if (hits.length) edits.push({ at: s.slot.at, value: redact(s.slot.value, hits) });
   }
   return { record: edits.length ? writeBack(record, edits) : record, findings, decision };
+}
+
+/**
+ * The trace id for a trace keyed by the client's request id. The request id label is redacted like any text, but
+ * an id cannot hold a mask (every such trace would share it): when the policy redacts or blocks what the request
+ * id holds, the trace is keyed by a hash of it instead, the same for every delivery so replays still collapse.
+ */
+export function traceIdForRequestId(requestId: string, policy: Policy): string {
+  const masked = scanFull(requestId).some((f) => { const a = actionFor(policy, f); return a === 'redact' || a === 'block'; });
+  return masked ? `redacted-${hash('sha256', requestId, 'hex').slice(0, 32)}` : requestId;
 }

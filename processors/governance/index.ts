@@ -11,6 +11,6 @@ export type { ScanOptions, ScanCache, FieldName, FieldFinding, RecordFields, Slo
 export { policySchema, governanceActionSchema, GOVERNANCE_ACTIONS, DEFAULT_POLICY, parsePolicy, evaluatePolicy, actionFor, globMatch } from './policy.ts';
 export type { Policy, PolicyInput, GovernanceAction, Decision, PolicyReason, PolicyDecision, PolicySubject } from './policy.ts';
 export { redact } from './redact.ts';
-export { applyGovernance } from './apply.ts';
+export { applyGovernance, traceIdForRequestId } from './apply.ts';
 export type { GovernanceResult } from './apply.ts';
 export { luhnValid, ibanValid, ssnValid, cardBrand } from './checksums.ts';

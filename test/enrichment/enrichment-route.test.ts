@@ -80,6 +80,23 @@ for (const backend of BACKENDS) {
       const cats = (await get(`${s.url}/api/findings?traceId=redact-1`, auth)).json.items.map((f: { category: string; action: string }) => `${f.category}:${f.action}`).sort();
       expect(cats).to.deep.equal(['api_key:block', 'email:redact']);
       expect((await get(`${s.url}/api/policy`, auth)).json.policy.version).to.equal(2);
+
+      // A request id holding what the policy redacts (an e-mail, an environment label too) is stored nowhere as sent:
+      // the trace is keyed by its hash, the same on every delivery, and answered with that id.
+      const replies = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await post(`${s.url}/api/traces`, { requestId: `order:${EMAIL}`, environment: `env ${EMAIL}`, model: 'forbidden-x', prompt: 'p' }, auth);
+        expect(r.status).to.equal(200);
+        replies.push(r.json.trace.traceId);
+      }
+      expect(replies[0]).to.match(/^redacted-[0-9a-f]{32}$/).and.equal(replies[1]);
+      expect(spoolText(s)).to.not.include(EMAIL);
+      await flushed(s);
+      const keyed = (await get(`${s.url}/api/traces/${replies[0]}`, auth)).json.trace;
+      expect(keyed.spans).to.have.length(1);
+      expect(keyed.spans[0]).to.include({ requestId: 'order:[REDACTED:email]', environment: 'env [REDACTED:email]' });
+      const everything = JSON.stringify([keyed, (await get(`${s.url}/api/findings?traceId=${replies[0]}`, auth)).json, (await get(`${s.url}/api/traces/${replies[0]}/verification`, auth)).json]);
+      expect(everything).to.not.include(EMAIL);
     });
 
     it('audits ingestion, key and policy changes, and rejected authentication; the chain verifies', async () => {
