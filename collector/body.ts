@@ -24,7 +24,10 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   try {
     // inflation ignores Content-Length for compressed bodies; raw-body enforces `limit` on the inflated bytes.
     const length = encoding === 'identity' ? ctx.get('content-length') || undefined : undefined;
-    return await getRawBody(inflate(ctx.req), { limit, length });
+    // The normalized coding is passed explicitly: inflation would otherwise re-read the raw header and refuse
+    // `x-gzip` or `GZIP` (codings are case-insensitive, RFC 9110 §8.4.1; x-gzip is gzip, §8.4.1.3).
+    const stream = inflate(ctx.req, { encoding: encoding === 'x-gzip' ? 'gzip' : encoding });
+    return await getRawBody(stream, { limit, length });
   } catch (err) {
     const e = err as { type?: string; status?: number; message?: string };
     if (e.type === 'entity.too.large') {

@@ -15,7 +15,9 @@
  * |                         | `otel.scope.attributes`, `otel.status_code` (ok/error, when set),    |
  * |                         | `otel.links` [{traceId, spanId, traceState?, attributes?}],          |
  * |                         | `otel.trace_state`, `otel.dropped_{attributes,events,links}_count`   |
- * |                         | (when > 0), `tracegate.truncated` (keys cut to the size limits)      |
+ * |                         | (when > 0), `tracegate.truncated` (keys cut to the size limits);     |
+ * |                         | a client's own `tracegate.x` arrives as `client.tracegate.x`         |
+ * |                         | (renamed by the decoder, also in resource/scope/event/link sets)     |
  * | events                  | span events {name, timeNs, attributes}                               |
  * | environment             | resource `deployment.environment.name` → `deployment.environment`    |
  * |                         | → the same keys on the span                                          |

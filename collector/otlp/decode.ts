@@ -10,13 +10,24 @@
 //       intValue → number when |v| ≤ 2^53-1, otherwise the exact decimal string,
 //       bytesValue → standard base64 string, arrayValue → array, kvlistValue → object,
 //       an empty AnyValue → null. Duplicate keys: the last one wins.
+//   - attribute keys: `tracegate.*` is the server's namespace (it writes `tracegate.truncated`
+//     here and `tracegate.cost_source` in the mapper), so a client's top-level `tracegate.x` key —
+//     on a span, event, link, scope or resource — is kept as `client.tracegate.x`, as on the
+//     native route; kvlist keys inside a value are left alone. Done here, not in the mapper,
+//     because only here can a client's key be told apart from the decoder's own marker.
 //
 // Limits (OtlpLimits, derived from Config by `otlpLimits`):
 //   whole request → OtlpDecodeError (HTTP 400):
 //     undecodable body, invalid UTF-8 in any string, AnyValue nesting deeper than maxDepth
 //     (a scalar is depth 0, each arrayValue/kvlistValue level adds 1), the attribute/kvlist key
-//     `__proto__`, more than maxSpansPerRequest spans, more than maxNodes decoded messages in
+//     `__proto__` (JSON: also any object key `__proto__`, wrappers and kvlist entries included),
+//     more than maxSpansPerRequest spans, more than maxNodes decoded messages in
 //     total (see NODES_PER_SPAN; JSON: 2 × maxNodes objects).
+//     When the problem has a place, OtlpDecodeError.field names it as a path
+//     (`resourceSpans[0].scopeSpans[0].spans[3].attributes["x"]`, stopping at the attribute),
+//     which the route sends as a google.rpc.BadRequest field violation. The path is built only
+//     on the error path (try/catch at each level; the protobuf pre-scan re-reads the enclosing
+//     message to count the index), so valid requests pay nothing for it.
 //   one span → rejected, counted in `rejectedSpans` (+ `errorMessage`) for partialSuccess:
 //     missing/invalid/all-zero traceId or spanId, invalid parentSpanId, missing start time,
 //     end before start, malformed values (JSON).
@@ -26,7 +37,9 @@
 //   strings: attribute string values (also nested ones) longer than maxAttributeValueBytes
 //     are cut at a UTF-8 boundary — content keys (prompt/response carriers, see
 //     CONTENT_KEYS and FLAT_CONTENT) get the larger maxStringBytes — and the attribute set gets
-//     `tracegate.truncated: [keys…]`. Span/event names, status message and trace state
+//     `tracegate.truncated: [keys…]`. Keys (also kvlist keys) longer than maxKeyBytes
+//     (MAX_ATTRIBUTE_KEY_BYTES, 1024) are cut the same way; a cut top-level key is listed as cut,
+//     a cut kvlist key lists its top-level attribute. Span/event names, status message and trace state
 //     longer than maxAttributeValueBytes are cut too and listed as `otel.span.name`,
 //     `otel.status_message`, `otel.trace_state`, `otel.event.name`.
 //
@@ -68,6 +81,12 @@ export interface OtlpLimits {
   maxAttributeValueBytes: number;
   maxStringBytes: number;
   /**
+   * Longest attribute key (also kvlist keys) in UTF-8 bytes; longer keys are cut and marked like long
+   * values. Default MAX_ATTRIBUTE_KEY_BYTES (a constant: real keys, even flattened message keys, are far
+   * shorter, and tying it to maxAttributeValueBytes would cut ordinary keys when values are kept small).
+   */
+  maxKeyBytes?: number;
+  /**
    * Cap on decoded messages per request (spans + events + links + key-values + any-values;
    * JSON: twice as many objects). Default maxSpansPerRequest × NODES_PER_SPAN. Bounds the
    * worst-case decode time/memory of a body full of tiny messages.
@@ -86,12 +105,31 @@ export function otlpLimits(c: Pick<Config, 'MAX_DEPTH' | 'MAX_ATTRIBUTES' | 'MAX
   };
 }
 
-/** Whole-request failure: the route answers 400 with a google.rpc.Status carrying `message`. */
+/**
+ * Whole-request failure: the route answers 400 with a google.rpc.Status carrying `message` and, when
+ * `field` is known, a google.rpc.BadRequest field violation (`field` is a path into the request, e.g.
+ * `resourceSpans[0].scopeSpans[0].spans[3].attributes["x"]`).
+ */
 export class OtlpDecodeError extends HttpError {
-  constructor(message: string, details?: unknown) {
-    super(400, 'invalid_request', message, details);
+  /** Where in the request the problem is; null when unknown or request-wide. */
+  field: string | null = null;
+  /** Request-wide limits (span and message counts) have no single location. */
+  readonly requestWide: boolean;
+  constructor(message: string, opts: { requestWide?: boolean } = {}) {
+    super(400, 'invalid_request', message);
     this.name = 'OtlpDecodeError';
+    this.requestWide = opts.requestWide === true;
   }
+
+  /** Prefix the location with an enclosing path segment (`spans[3]`, `resource`, `attributes["k"]`). */
+  within(segment: string): this {
+    if (!this.requestWide) this.field = joinPath(segment, this.field);
+    return this;
+  }
+}
+
+function joinPath(segment: string, rest: string | null): string {
+  return rest === null ? segment : rest.charCodeAt(0) === 91 /* [ */ ? segment + rest : `${segment}.${rest}`;
 }
 
 export interface NormalizedEvent {
@@ -183,6 +221,13 @@ function isContentKey(key: string): boolean {
 
 export const TRUNCATED_ATTR = 'tracegate.truncated';
 
+/** Default cap on attribute key length (UTF-8 bytes); see OtlpLimits.maxKeyBytes. */
+export const MAX_ATTRIBUTE_KEY_BYTES = 1024;
+
+/** `tracegate.*` attribute names are the server's; a client's `tracegate.x` is kept as `client.tracegate.x`. */
+const SERVER_NS = 'tracegate.';
+const CLIENT_NS = 'client.';
+
 /** Decode an OTLP/HTTP ExportTraceServiceRequest body (already decompressed). Throws OtlpDecodeError. */
 export function decodeOtlpRequest(body: Buffer | Uint8Array, contentType: OtlpEncoding, limits: OtlpLimits): NormalizedRequest {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
@@ -194,7 +239,25 @@ export function decodeOtlpRequest(body: Buffer | Uint8Array, contentType: OtlpEn
 
 class SpanReject {
   readonly reason: string;
+  /** Location (see OtlpDecodeError.field), kept for when a resource/scope problem fails the request. */
+  field: string | null = null;
   constructor(reason: string) { this.reason = reason; }
+  within(segment: string): this {
+    this.field = joinPath(segment, this.field);
+    return this;
+  }
+}
+
+/** Adds `segment` to the location of a decoder error on its way out (other errors pass unchanged). */
+function located(err: unknown, segment: string): unknown {
+  if (err instanceof OtlpDecodeError || err instanceof SpanReject) err.within(segment);
+  return err;
+}
+
+/** A readable path segment for attribute `key` (long keys abbreviated). */
+function attrSegment(key: unknown, index: number): string {
+  if (typeof key !== 'string') return `attributes[${index}]`;
+  return `attributes[${JSON.stringify(key.length > 64 ? key.slice(0, 64) + '…' : key)}]`;
 }
 
 /** `__proto__` is the one key whose plain-object assignment touches a prototype; `constructor` is a harmless own property. */
@@ -204,14 +267,45 @@ const MAX_REASONS = 5;
 /** Per-attribute-set state: limits and the list of truncated keys. */
 class Ctx {
   readonly limits: OtlpLimits;
+  readonly maxKeyBytes: number;
   truncated: string[] | null = null;
-  constructor(limits: OtlpLimits) { this.limits = limits; }
+  constructor(limits: OtlpLimits) {
+    this.limits = limits;
+    this.maxKeyBytes = limits.maxKeyBytes ?? MAX_ATTRIBUTE_KEY_BYTES;
+  }
 }
 
 function checkKey(key: string): void {
   if (key === HOSTILE_KEY) {
     throw new OtlpDecodeError(`attribute key "${key}" is not allowed`);
   }
+}
+
+/**
+ * A top-level attribute key as stored: `__proto__` refused, a client's `tracegate.x` renamed to
+ * `client.tracegate.x` (the server's namespace), then cut to maxKeyBytes and, if cut, listed (as cut)
+ * in `tracegate.truncated`.
+ */
+function attrKey(key: string, ctx: Ctx): string {
+  checkKey(key);
+  if (key.charCodeAt(0) === 116 /* t */ && key.startsWith(SERVER_NS)) key = CLIENT_NS + key;
+  const max = ctx.maxKeyBytes;
+  if (key.length * 3 > max && Buffer.byteLength(key, 'utf8') > max) {
+    key = truncateUtf8(key, max);
+    markTruncated(ctx, key);
+  }
+  return key;
+}
+
+/** A kvlist key inside attribute `topKey`: `__proto__` refused; cut to maxKeyBytes, marking `topKey`. */
+function nestedKey(key: string, ctx: Ctx, topKey: string): string {
+  checkKey(key);
+  const max = ctx.maxKeyBytes;
+  if (key.length * 3 > max && Buffer.byteLength(key, 'utf8') > max) {
+    markTruncated(ctx, topKey);
+    return truncateUtf8(key, max);
+  }
+  return key;
 }
 
 function tooDeep(limits: OtlpLimits): OtlpDecodeError {
@@ -426,6 +520,22 @@ setChild(K_ANY, 5, K_ARR); setChild(K_ANY, 6, K_KVL);
 setChild(K_ARR, 1, K_ANY);
 setChild(K_KVL, 1, K_KV);
 
+// Field names for error locations (BadRequest field paths), for the messages above attribute values.
+const FIELD_NAMES: Array<string | undefined> = [];
+const REPEATED = new Set<number>();
+const nameField = (kind: number, field: number, name: string, repeated: boolean) => {
+  FIELD_NAMES[kind * 16 + field] = name;
+  if (repeated) REPEATED.add(kind * 16 + field);
+};
+nameField(K_REQ, 1, 'resourceSpans', true);
+nameField(K_RS, 1, 'resource', false); nameField(K_RS, 2, 'scopeSpans', true);
+nameField(K_RES, 1, 'attributes', true);
+nameField(K_SS, 1, 'scope', false); nameField(K_SS, 2, 'spans', true);
+nameField(K_SCOPE, 3, 'attributes', true);
+nameField(K_SPAN, 9, 'attributes', true); nameField(K_SPAN, 11, 'events', true); nameField(K_SPAN, 13, 'links', true);
+nameField(K_EVENT, 3, 'attributes', true);
+nameField(K_LINK, 4, 'attributes', true);
+
 class PreScan {
   readonly buf: Buffer;
   readonly limits: OtlpLimits;
@@ -504,7 +614,9 @@ class PreScan {
 
   /** Walk a message of `kind` spanning [pos, end). `depth` = AnyValue container depth. */
   walk(kind: number, end: number, depth: number): void {
+    const start = this.pos;
     while (this.pos < end) {
+      const tagAt = this.pos;
       const tag = this.varint(end);
       const field = tag >>> 3;
       const wt = tag & 7;
@@ -519,19 +631,71 @@ class PreScan {
       let d = depth;
       if (child === K_SPAN) {
         if (++this.spans > this.limits.maxSpansPerRequest) {
-          throw new OtlpDecodeError(`request has more than ${this.limits.maxSpansPerRequest} spans; the limit is ${this.limits.maxSpansPerRequest}`);
+          throw new OtlpDecodeError(`request has more than ${this.limits.maxSpansPerRequest} spans; the limit is ${this.limits.maxSpansPerRequest}`, { requestWide: true });
         }
       }
       if (child >= K_SPAN && child <= K_ANY && ++this.nodes > this.maxNodes) {
-        throw new OtlpDecodeError(`request has more than ${this.maxNodes} spans, events, links and attribute values in total; split the batch`);
+        throw new OtlpDecodeError(`request has more than ${this.maxNodes} spans, events, links and attribute values in total; split the batch`, { requestWide: true });
       }
       if (child === K_ARR || child === K_KVL) {
         d = depth + 1;
         if (d > this.limits.maxDepth) throw tooDeep(this.limits);
       }
-      this.walk(child, stop, d);
+      try {
+        this.walk(child, stop, d);
+      } catch (err) {
+        throw this.locate(err, kind, field, start, tagAt, stop);
+      }
       this.pos = stop;
     }
+  }
+
+  /**
+   * Error path only: names the child (field `field` of a `kind` message starting at `start`, its tag at
+   * `tagAt`, its body ending at `stop`) in the error's location, e.g. `spans[3]`, `attributes["k"]`.
+   * Inside an attribute value nothing is added: the location stops at the attribute.
+   */
+  locate(err: unknown, kind: number, field: number, start: number, tagAt: number, stop: number): unknown {
+    if (!(err instanceof OtlpDecodeError) || err.requestWide) return err;
+    const name = FIELD_NAMES[kind * 16 + field];
+    if (name === undefined) return err; // inside an attribute value
+    if (!REPEATED.has(kind * 16 + field)) return err.within(name);
+    const index = this.countBefore(start, tagAt, field);
+    if (name !== 'attributes') return err.within(`${name}[${index}]`);
+    err.field = null; // the attribute is the location
+    return err.within(attrSegment(this.kvKey(tagAt, stop), index));
+  }
+
+  /** How many fields number `field` precede `tagAt` in the message starting at `start`. */
+  countBefore(start: number, tagAt: number, field: number): number {
+    let n = 0;
+    try {
+      this.pos = start;
+      while (this.pos < tagAt) {
+        const tag = this.varint(tagAt);
+        if (tag >>> 3 === field) n++;
+        this.skip(tag & 7, tagAt);
+      }
+    } catch { /* best effort */ }
+    return n;
+  }
+
+  /** The key of the KeyValue field whose tag is at `tagAt` and body ends at `stop` (undefined when unreadable). */
+  kvKey(tagAt: number, stop: number): string | undefined {
+    try {
+      this.pos = tagAt;
+      this.varint(stop); // tag
+      this.varint(stop); // length
+      while (this.pos < stop) {
+        const tag = this.varint(stop);
+        if (tag === 0x0a) { // 1: key, length-delimited
+          const len = this.varint(stop);
+          return this.pos + len <= stop ? this.buf.toString('utf8', this.pos, this.pos + len) : undefined;
+        }
+        this.skip(tag & 7, stop);
+      }
+    } catch { /* best effort */ }
+    return undefined;
   }
 }
 
@@ -567,31 +731,42 @@ function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   const out: NormalizedResourceSpans[] = new Array(rsList.length);
   for (let r = 0; r < rsList.length; r++) {
     const rs = rsList[r]!;
-    const res = rs.resource;
-    const resAttrs = res ? pbAttrList(res.attributes, ctx) : {} as Attributes;
-    const nss: NormalizedScopeSpans[] = new Array(rs.scopeSpans.length);
-    for (let s = 0; s < rs.scopeSpans.length; s++) {
-      const ss = rs.scopeSpans[s]!;
-      const sc = ss.scope;
-      const scope: NormalizedScope = sc
-        ? { name: limitPlain(sc.name, limits, 'otel.scope.name', ctx), version: limitPlain(sc.version, limits, 'otel.scope.version', ctx), attributes: pbAttrList(sc.attributes, ctx), droppedAttributesCount: (sc.droppedAttributesCount >>> 0) + over(sc.attributes, limits.maxAttributes) }
-        : { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
-      const spans: NormalizedSpan[] = [];
-      for (const sp of ss.spans) {
-        try {
-          spans.push(pbSpan(sp, ctx));
-          kept++;
-        } catch (err) {
-          if (!(err instanceof SpanReject)) throw err;
-          ctx.truncated = null;
-          rejected++;
-          if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${idHint(sp.spanId)}: ${err.reason}`);
-        }
-        index++;
+    try {
+      const res = rs.resource;
+      let resAttrs = {} as Attributes;
+      if (res) {
+        try { resAttrs = pbAttrList(res.attributes, ctx); } catch (err) { throw located(err, 'resource'); }
       }
-      nss[s] = { scope, schemaUrl: ss.schemaUrl, spans };
-    }
-    out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? (res.droppedAttributesCount >>> 0) + over(res.attributes, limits.maxAttributes) : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
+      const nss: NormalizedScopeSpans[] = new Array(rs.scopeSpans.length);
+      for (let s = 0; s < rs.scopeSpans.length; s++) {
+        const ss = rs.scopeSpans[s]!;
+        try {
+          const sc = ss.scope;
+          let scope: NormalizedScope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
+          if (sc) {
+            try {
+              scope = { name: limitPlain(sc.name, limits, 'otel.scope.name', ctx), version: limitPlain(sc.version, limits, 'otel.scope.version', ctx), attributes: pbAttrList(sc.attributes, ctx), droppedAttributesCount: (sc.droppedAttributesCount >>> 0) + over(sc.attributes, limits.maxAttributes) };
+            } catch (err) { throw located(err, 'scope'); }
+          }
+          const spans: NormalizedSpan[] = [];
+          for (let k = 0; k < ss.spans.length; k++) {
+            const sp = ss.spans[k]!;
+            try {
+              spans.push(pbSpan(sp, ctx));
+              kept++;
+            } catch (err) {
+              if (!(err instanceof SpanReject)) throw located(err, `spans[${k}]`);
+              ctx.truncated = null;
+              rejected++;
+              if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${idHint(sp.spanId)}: ${err.reason}`);
+            }
+            index++;
+          }
+          nss[s] = { scope, schemaUrl: ss.schemaUrl, spans };
+        } catch (err) { throw located(err, `scopeSpans[${s}]`); }
+      }
+      out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? (res.droppedAttributesCount >>> 0) + over(res.attributes, limits.maxAttributes) : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
+    } catch (err) { throw located(err, `resourceSpans[${r}]`); }
   }
   return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
 }
@@ -642,15 +817,18 @@ function pbSpan(sp: PbSpan, ctx: Ctx): NormalizedSpan {
   const events: NormalizedEvent[] = new Array(spEvents.length);
   for (let i = 0; i < spEvents.length; i++) {
     const e = spEvents[i]!;
-    const attributes = pbAttrs(cap(e.attributes, max), ctx);
+    let attributes: Attributes;
+    try { attributes = pbAttrs(cap(e.attributes, max), ctx); } catch (err) { throw located(err, `events[${i}]`); }
     const name = limitPlain(e.name, limits, 'otel.event.name', ctx);
     events[i] = { name, timeNs: pbTime(e.timeUnixNano), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: (e.droppedAttributesCount >>> 0) + over(e.attributes, max) };
   }
   const links: NormalizedLink[] = [];
-  for (const l of spLinks) {
+  for (let i = 0; i < spLinks.length; i++) {
+    const l = spLinks[i]!;
     const lt = pbIdLoose(l.traceId, 16);
     const ls = pbIdLoose(l.spanId, 8);
-    const attributes = pbAttrs(cap(l.attributes, max), ctx);
+    let attributes: Attributes;
+    try { attributes = pbAttrs(cap(l.attributes, max), ctx); } catch (err) { throw located(err, `links[${i}]`); }
     const traceState = limitPlain(l.traceState, limits, 'otel.trace_state', ctx);
     const attrs = finishAttrs(attributes, ctx);
     if (lt === '' || ls === '') continue; // a link without valid ids points nowhere: dropped
@@ -694,11 +872,15 @@ function pbAttrList(kvs: PbKeyValue[], ctx: Ctx): Attributes {
 
 function pbAttrs(kvs: PbKeyValue[], ctx: Ctx): Attributes {
   const out: Attributes = {}; // plain object: safe, see "Prototype safety" above
-  for (let i = 0; i < kvs.length; i++) {
-    const kv = kvs[i]!;
-    const key = kv.key;
-    checkKey(key);
-    out[key] = pbValue(kv.value, 0, ctx, key);
+  let i = 0;
+  try {
+    for (; i < kvs.length; i++) {
+      const kv = kvs[i]!;
+      const key = attrKey(kv.key, ctx);
+      out[key] = pbValue(kv.value, 0, ctx, key);
+    }
+  } catch (err) {
+    throw located(err, attrSegment(kvs[i]?.key, i));
   }
   return out;
 }
@@ -730,8 +912,7 @@ function pbValue(v: PbAnyValue | null | undefined, depth: number, ctx: Ctx, topK
     const obj: { [k: string]: AttrValue } = {};
     for (let i = 0; i < vals.length; i++) {
       const kv = vals[i]!;
-      checkKey(kv.key);
-      obj[kv.key] = pbValue(kv.value, depth + 1, ctx, topKey);
+      obj[nestedKey(kv.key, ctx, topKey)] = pbValue(kv.value, depth + 1, ctx, topKey);
     }
     return obj;
   }
@@ -892,50 +1073,64 @@ function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   let kept = 0;
   let index = 0;
   const out: NormalizedResourceSpans[] = [];
-  for (const rsu of rsList) {
-    const rs = rsu as J;
-    hostileObject(rs);
-    const res = isObj(rs.resource) ? rs.resource : null;
-    if (res) hostileObject(res);
-    const resAttrs = res ? jAttrList(res.attributes, ctx, 'resource') : {} as Attributes;
-    const nss: NormalizedScopeSpans[] = [];
-    for (const ssu of jArr(rs.scopeSpans, 'scopeSpans', false)) {
-      const ss = ssu as J;
-      hostileObject(ss);
-      const sc = isObj(ss.scope) ? ss.scope : null;
-      let scope: NormalizedScope;
-      if (sc) {
-        hostileObject(sc);
-        scope = {
-          name: limitPlain(typeof sc.name === 'string' ? sc.name : '', limits, 'otel.scope.name', ctx),
-          version: limitPlain(typeof sc.version === 'string' ? sc.version : '', limits, 'otel.scope.version', ctx),
-          attributes: jAttrList(sc.attributes, ctx, 'scope'),
-          droppedAttributesCount: jUint(sc.droppedAttributesCount) + over(jArr(sc.attributes, 'scope attributes', false), limits.maxAttributes),
-        };
-      } else {
-        scope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
-      }
-      const spans: NormalizedSpan[] = [];
-      for (const sp of jArr(ss.spans, 'spans', false)) {
+  for (let r = 0; r < rsList.length; r++) {
+    const rs = rsList[r] as J;
+    try {
+      hostileObject(rs);
+      const res = isObj(rs.resource) ? rs.resource : null;
+      let resAttrs = {} as Attributes;
+      if (res) {
         try {
-          if (!isObj(sp)) throw new SpanReject('span is not an object');
-          spans.push(jSpan(sp, ctx));
-          kept++;
-        } catch (err) {
-          if (!(err instanceof SpanReject)) throw err;
-          ctx.truncated = null;
-          rejected++;
-          if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${isObj(sp) ? idHint(sp.spanId) : ''}: ${err.reason}`);
-        }
-        index++;
+          hostileObject(res);
+          resAttrs = jAttrList(res.attributes, ctx, 'resource');
+        } catch (err) { throw located(err, 'resource'); }
       }
-      nss.push({ scope, schemaUrl: typeof ss.schemaUrl === 'string' ? ss.schemaUrl : '', spans });
-    }
-    out.push({
-      resource: { attributes: resAttrs, droppedAttributesCount: res ? jUint(res.droppedAttributesCount) + over(jArr(res.attributes, 'resource attributes', false), limits.maxAttributes) : 0 },
-      schemaUrl: typeof rs.schemaUrl === 'string' ? rs.schemaUrl : '',
-      scopeSpans: nss,
-    });
+      const nss: NormalizedScopeSpans[] = [];
+      const ssList = jArr(rs.scopeSpans, 'scopeSpans', false);
+      for (let s = 0; s < ssList.length; s++) {
+        const ss = ssList[s] as J;
+        try {
+          hostileObject(ss);
+          const sc = isObj(ss.scope) ? ss.scope : null;
+          let scope: NormalizedScope;
+          if (sc) {
+            try {
+              hostileObject(sc);
+              scope = {
+                name: limitPlain(typeof sc.name === 'string' ? sc.name : '', limits, 'otel.scope.name', ctx),
+                version: limitPlain(typeof sc.version === 'string' ? sc.version : '', limits, 'otel.scope.version', ctx),
+                attributes: jAttrList(sc.attributes, ctx, 'scope'),
+                droppedAttributesCount: jUint(sc.droppedAttributesCount) + over(jArr(sc.attributes, 'scope attributes', false), limits.maxAttributes),
+              };
+            } catch (err) { throw located(err, 'scope'); }
+          } else {
+            scope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
+          }
+          const spans: NormalizedSpan[] = [];
+          const spList = jArr(ss.spans, 'spans', false);
+          for (let k = 0; k < spList.length; k++) {
+            const sp = spList[k];
+            try {
+              if (!isObj(sp)) throw new SpanReject('span is not an object');
+              spans.push(jSpan(sp, ctx));
+              kept++;
+            } catch (err) {
+              if (!(err instanceof SpanReject)) throw located(err, `spans[${k}]`);
+              ctx.truncated = null;
+              rejected++;
+              if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${isObj(sp) ? idHint(sp.spanId) : ''}: ${err.reason}`);
+            }
+            index++;
+          }
+          nss.push({ scope, schemaUrl: typeof ss.schemaUrl === 'string' ? ss.schemaUrl : '', spans });
+        } catch (err) { throw located(err, `scopeSpans[${s}]`); }
+      }
+      out.push({
+        resource: { attributes: resAttrs, droppedAttributesCount: res ? jUint(res.droppedAttributesCount) + over(jArr(res.attributes, 'resource attributes', false), limits.maxAttributes) : 0 },
+        schemaUrl: typeof rs.schemaUrl === 'string' ? rs.schemaUrl : '',
+        scopeSpans: nss,
+      });
+    } catch (err) { throw located(err, `resourceSpans[${r}]`); }
   }
   return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
 }
@@ -959,18 +1154,28 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   for (let i = 0; i < jEvents.length; i++) {
     const e = jEvents[i];
     if (!isObj(e)) throw new SpanReject('event is not an object');
-    hostileObject(e);
-    const ea = jArr(e.attributes, 'event attributes', true);
-    const attributes = jAttrs(cap(ea, max), ctx);
+    let ea: unknown[];
+    let attributes: Attributes;
+    try {
+      hostileObject(e);
+      ea = jArr(e.attributes, 'event attributes', true);
+      attributes = jAttrs(cap(ea, max), ctx);
+    } catch (err) { throw located(err, `events[${i}]`); }
     const name = limitPlain(jStr(e.name, 'event name'), limits, 'otel.event.name', ctx);
     events[i] = { name, timeNs: jTime(e.timeUnixNano, 'event timeUnixNano'), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(e.droppedAttributesCount) + over(ea, max) };
   }
   const links: NormalizedLink[] = [];
-  for (const l of cap(rawLinks, limits.maxEvents)) {
+  const jLinks = cap(rawLinks, limits.maxEvents);
+  for (let i = 0; i < jLinks.length; i++) {
+    const l = jLinks[i];
     if (!isObj(l)) throw new SpanReject('link is not an object');
-    hostileObject(l);
-    const la = jArr(l.attributes, 'link attributes', true);
-    const attributes = jAttrs(cap(la, max), ctx);
+    let la: unknown[];
+    let attributes: Attributes;
+    try {
+      hostileObject(l);
+      la = jArr(l.attributes, 'link attributes', true);
+      attributes = jAttrs(cap(la, max), ctx);
+    } catch (err) { throw located(err, `links[${i}]`); }
     const traceState = limitPlain(jStr(l.traceState, 'link traceState'), limits, 'otel.trace_state', ctx);
     const attrs = finishAttrs(attributes, ctx);
     const lt = jId(l.traceId, 16);
@@ -984,7 +1189,7 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   let statusCode = 0;
   let statusMessage = '';
   if (isObj(sp.status)) {
-    hostileObject(sp.status);
+    try { hostileObject(sp.status); } catch (err) { throw located(err, 'status'); }
     statusCode = jEnum(sp.status.code, STATUS_CODE_NAMES);
     if (statusCode !== 1 && statusCode !== 2) statusCode = 0;
     statusMessage = limitPlain(jStr(sp.status.message, 'status message'), limits, 'otel.status_message', ctx);
@@ -1003,21 +1208,30 @@ function jAttrList(v: unknown, ctx: Ctx, where: string): Attributes {
   try {
     return finishAttrs(jAttrs(cap(kvs, ctx.limits.maxAttributes), ctx), ctx);
   } catch (err) {
-    if (err instanceof SpanReject) throw new OtlpDecodeError(`${where}: ${err.reason}`);
+    if (err instanceof SpanReject) { // no span to reject: the request fails
+      const e = new OtlpDecodeError(`${where}: ${err.reason}`);
+      e.field = err.field;
+      throw e;
+    }
     throw err;
   }
 }
 
 function jAttrs(kvs: unknown[], ctx: Ctx): Attributes {
   const out: Attributes = {}; // plain object: safe, see "Prototype safety" above
-  for (let i = 0; i < kvs.length; i++) {
+  let i = 0;
+  try {
+    for (; i < kvs.length; i++) {
+      const kv = kvs[i];
+      if (!isObj(kv)) throw new SpanReject('attribute is not an object');
+      hostileObject(kv);
+      if (typeof kv.key !== 'string') throw new SpanReject('attribute key is not a string');
+      const key = attrKey(kv.key, ctx);
+      out[key] = jValue(kv.value, 0, ctx, key);
+    }
+  } catch (err) {
     const kv = kvs[i];
-    if (!isObj(kv)) throw new SpanReject('attribute is not an object');
-    hostileObject(kv);
-    const key = kv.key;
-    if (typeof key !== 'string') throw new SpanReject('attribute key is not a string');
-    checkKey(key);
-    out[key] = jValue(kv.value, 0, ctx, key);
+    throw located(err, attrSegment(isObj(kv) ? kv.key : undefined, i));
   }
   return out;
 }
@@ -1067,6 +1281,7 @@ function jValue(v: unknown, depth: number, ctx: Ctx, topKey: string): AttrValue 
   if ((x = v.arrayValue) !== undefined) {
     if (depth + 1 > ctx.limits.maxDepth) throw tooDeep(ctx.limits);
     if (!isObj(x)) throw new SpanReject(`attribute "${topKey}": arrayValue is not an object`);
+    hostileObject(x);
     const vals = jArr(x.values, `attribute "${topKey}" arrayValue.values`, true);
     const arr: AttrValue[] = new Array(vals.length);
     for (let i = 0; i < vals.length; i++) arr[i] = jValue(vals[i], depth + 1, ctx, topKey);
@@ -1075,12 +1290,14 @@ function jValue(v: unknown, depth: number, ctx: Ctx, topKey: string): AttrValue 
   if ((x = v.kvlistValue) !== undefined) {
     if (depth + 1 > ctx.limits.maxDepth) throw tooDeep(ctx.limits);
     if (!isObj(x)) throw new SpanReject(`attribute "${topKey}": kvlistValue is not an object`);
+    hostileObject(x);
     const vals = jArr(x.values, `attribute "${topKey}" kvlistValue.values`, true);
     const obj: { [k: string]: AttrValue } = {};
     for (const kv of vals) {
-      if (!isObj(kv) || typeof kv.key !== 'string') throw new SpanReject(`attribute "${topKey}": malformed kvlistValue entry`);
-      checkKey(kv.key);
-      obj[kv.key] = jValue(kv.value, depth + 1, ctx, topKey);
+      if (!isObj(kv)) throw new SpanReject(`attribute "${topKey}": malformed kvlistValue entry`);
+      hostileObject(kv);
+      if (typeof kv.key !== 'string') throw new SpanReject(`attribute "${topKey}": malformed kvlistValue entry`);
+      obj[nestedKey(kv.key, ctx, topKey)] = jValue(kv.value, depth + 1, ctx, topKey);
     }
     return obj;
   }

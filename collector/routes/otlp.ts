@@ -6,7 +6,11 @@ import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { bodyKind, readBody } from '../body.ts';
 import type { Caller } from '../keys.ts';
-import { CONTENT_TYPES, decodeOtlpRequest, encodeExportResponse, encodeStatus, mapOtlp, otlpLimits, rpcCodeForHttp, type OtlpEncoding } from '../otlp/index.ts';
+import type { Logger } from '../logger.ts';
+import {
+  CONTENT_TYPES, OtlpDecodeError, decodeOtlpRequest, encodeExportResponse, encodeStatus, mapOtlp, otlpLimits, rpcCodeForHttp,
+  type FieldViolation, type OtlpEncoding,
+} from '../otlp/index.ts';
 
 const PATHS = ['/api/integrations/otlp/v1/traces', '/v1/traces'];
 
@@ -21,18 +25,33 @@ function replyType(ctx: Context, enc: OtlpEncoding): string {
   return type === 'application/protobuf' ? type : CONTENT_TYPES[enc];
 }
 
-/** Renders any HttpError as google.rpc.Status in the request's encoding, keeping status and headers. */
+/** Field violations for Status.details (a google.rpc.BadRequest), when the error knows where the problem is. */
+function violationsOf(err: HttpError): FieldViolation[] | undefined {
+  if (err instanceof OtlpDecodeError) return err.field !== null ? [{ field: err.field, description: err.message }] : undefined;
+  if (!Array.isArray(err.details)) return undefined;
+  return (err.details as Array<{ field?: string; message?: string }>).map((d) => ({ field: String(d.field ?? ''), description: String(d.message ?? '') }));
+}
+
+/**
+ * Renders every failure as google.rpc.Status in the request's encoding (the spec: 4xx and 5xx bodies alike):
+ * an HttpError keeps its status, headers and message; anything else is logged and answered 500 INTERNAL
+ * with a generic message, so no internals leak.
+ */
 async function otlpErrors(ctx: Context, next: Next): Promise<void> {
   try {
     await next();
-  } catch (err) {
-    if (!(err instanceof HttpError)) throw err;
+  } catch (caught) {
+    let err: HttpError;
+    if (caught instanceof HttpError) err = caught;
+    else {
+      (ctx.state.log as Logger | undefined)?.error({ err: caught }, 'unhandled error');
+      err = new HttpError(500, 'internal', 'internal error');
+    }
     const enc = encodingOf(ctx);
     ctx.status = err.status;
     for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
-    const violations = Array.isArray(err.details) ? (err.details as Array<{ field?: string; message?: string }>).map((d) => ({ field: String(d.field ?? ''), description: String(d.message ?? '') })) : undefined;
     ctx.set('Content-Type', replyType(ctx, enc));
-    ctx.body = encodeStatus(rpcCodeForHttp(err.status), err.message, enc, violations);
+    ctx.body = encodeStatus(rpcCodeForHttp(err.status), err.message, enc, violationsOf(err));
   }
 }
 

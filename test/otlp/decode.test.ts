@@ -519,6 +519,137 @@ describe('OTLP decode: hostile input', () => {
   });
 });
 
+describe('OTLP decode: error locations, key limits, server namespace', () => {
+  const SP = 'resourceSpans[0].scopeSpans[0]';
+
+  it('names where a 400 comes from (JSON): span, event, link, resource, scope and status, stopping at the attribute', () => {
+    const bad = { kvlistValue: { values: [{ key: '__proto__', value: { stringValue: 'x' } }] } };
+    const ok = (n: number) => jsonSpan({ spanId: `a1a2a3a4a5a6a7b${n}` });
+    const cases: Array<[Buffer, string]> = [
+      [jsonReq([ok(0), ok(1), ok(2), jsonSpan({ attributes: [{ key: 'a', value: { stringValue: 'y' } }, { key: 'x', value: bad }] })]), `${SP}.spans[3].attributes["x"]`],
+      [jsonReq([jsonSpan({ attributes: [{ key: '__proto__', value: { stringValue: 'y' } }] })]), `${SP}.spans[0].attributes["__proto__"]`],
+      [jsonReq([jsonSpan({ events: [{ name: 'e' }, { name: 'e', attributes: [{ key: 'ev', value: bad }] }] })]), `${SP}.spans[0].events[1].attributes["ev"]`],
+      [jsonReq([jsonSpan({ links: [{ traceId: '0102030405060708090a0b0c0d0e0f10', spanId: 'a1a2a3a4a5a6a7a8', attributes: [{ key: 'l', value: bad }] }] })]), `${SP}.spans[0].links[0].attributes["l"]`],
+      [jsonReq([jsonSpan()], { attributes: [{ key: 'service.name', value: { stringValue: 's' } }, { key: 'r', value: bad }] }), 'resourceSpans[0].resource.attributes["r"]'],
+      [Buffer.from(`{"resourceSpans":[{"scopeSpans":[{"spans":[${JSON.stringify(jsonSpan()).slice(0, -1)},"status":{"__proto__":1}}]}]}]}`), `${SP}.spans[0].status`],
+      [jsonReq([jsonSpan({ attributes: [{ key: 'deep', value: { arrayValue: { values: [{ arrayValue: { values: [] } }] } } }] })]), `${SP}.spans[0].attributes["deep"]`],
+    ];
+    const shallow = { ...limits, maxDepth: 1 };
+    for (const [body, field] of cases) {
+      const e = expectDecodeError(() => decodeOtlpRequest(body, 'json', shallow), /not allowed|nesting/);
+      expect(e.field, body.toString().slice(0, 200)).to.equal(field);
+    }
+    // A resource attribute that would only reject a span fails the request, located too.
+    const res = expectDecodeError(() => decodeOtlpRequest(jsonReq([jsonSpan()], { attributes: [{ key: 'n', value: { intValue: 'x' } }] }), 'json', limits), /resource: .*intValue/);
+    expect(res.field).to.equal('resourceSpans[0].resource.attributes["n"]');
+    // Request-wide problems have no location.
+    expect(expectDecodeError(() => decodeOtlpRequest(jsonOf(makeSpans(3)), 'json', { ...limits, maxSpansPerRequest: 3 }), /limit is 3/).field).to.equal(null);
+    expect(expectDecodeError(() => decodeOtlpRequest(Buffer.from('{"resourceSpans":['), 'json', limits), /undecodable/).field).to.equal(null);
+  });
+
+  it('names where a 400 comes from (protobuf): pre-scan (depth, truncation) and decode (__proto__) errors', () => {
+    const okSpan = (n: number) => spanPb({ spanId: Buffer.from(`a1a2a3a4a5a6a7b${n}`, 'hex') });
+    const deep = kvPb('deep', ld(5, ld(1, ld(5, ld(1, anyStr('leaf')))))); // 2 array levels
+    const shallow = { ...limits, maxDepth: 1 };
+    const third = requestPb([okSpan(0), okSpan(1), okSpan(2), spanPb({ attrs: [kvPb('a', anyStr('b')), deep] })]);
+    expect(expectDecodeError(() => decodeOtlpRequest(third, 'protobuf', shallow), /nesting/).field).to.equal(`${SP}.spans[3].attributes["deep"]`);
+    const inEvent = requestPb([spanPb({ extra: [ld(11, cat(ld(2, 'e'))), ld(11, cat(ld(2, 'e'), ld(3, deep)))] })]);
+    expect(expectDecodeError(() => decodeOtlpRequest(inEvent, 'protobuf', shallow), /nesting/).field).to.equal(`${SP}.spans[0].events[1].attributes["deep"]`);
+    const inResource = requestPb([spanPb()], [kvPb('service.name', anyStr('s')), deep]);
+    expect(expectDecodeError(() => decodeOtlpRequest(inResource, 'protobuf', shallow), /nesting/).field).to.equal('resourceSpans[0].resource.attributes["deep"]');
+    const proto = requestPb([okSpan(0), spanPb({ attrs: [kvPb('ok', ld(6, ld(1, kvPb('__proto__', anyStr('x')))))] })]);
+    expect(expectDecodeError(() => decodeOtlpRequest(proto, 'protobuf', limits), /not allowed/).field).to.equal(`${SP}.spans[1].attributes["ok"]`);
+    const protoKey = requestPb([spanPb({ attrs: [kvPb('__proto__', anyStr('x'))] })]);
+    expect(expectDecodeError(() => decodeOtlpRequest(protoKey, 'protobuf', limits), /not allowed/).field).to.equal(`${SP}.spans[0].attributes["__proto__"]`);
+    // a length running past its span's end
+    const cut = requestPb([okSpan(0), spanPb({ extra: [Buffer.from([0x4a, 0x7f, 0x0a])] })]);
+    const e = expectDecodeError(() => decodeOtlpRequest(cut, 'protobuf', limits), /length out of range/);
+    expect(e.field).to.equal(`${SP}.spans[1]`);
+    const wide = expectDecodeError(() => decodeOtlpRequest(pbOf(makeSpans(3)), 'protobuf', { ...limits, maxSpansPerRequest: 3 }), /limit is 3/);
+    expect(wide.field).to.equal(null);
+  });
+
+  it('rejects __proto__ object keys inside arrayValue / kvlistValue wrappers and kvlist entries (JSON)', () => {
+    const attr = (value: unknown) => jsonReq([jsonSpan({ attributes: [{ key: 'k', value }] })]);
+    const hostile = [
+      '{"arrayValue":{"__proto__":{"polluted":1},"values":[]}}',
+      '{"kvlistValue":{"__proto__":{"polluted":1},"values":[]}}',
+      '{"kvlistValue":{"values":[{"key":"a","__proto__":{"polluted":1},"value":{"stringValue":"x"}}]}}',
+      '{"arrayValue":{"values":[{"kvlistValue":{"__proto__":1,"values":[]}}]}}',
+    ];
+    for (const h of hostile) {
+      const body = Buffer.from(attr({ stringValue: 'PLACEHOLDER' }).toString().replace('{"stringValue":"PLACEHOLDER"}', h));
+      expect(body.toString()).to.include('__proto__');
+      const e = expectDecodeError(() => decodeOtlpRequest(body, 'json', limits), /__proto__.*not allowed/);
+      expect(e.field).to.equal(`${SP}.spans[0].attributes["k"]`);
+    }
+    expect(Object.prototype).to.not.have.property('polluted');
+  });
+
+  it('cuts over-long attribute and kvlist keys to maxKeyBytes (1024 by default) and marks them', () => {
+    const huge = 'k'.repeat(2_000_000);
+    const nestedHuge = 'n'.repeat(2_000_000);
+    const j = jsonReq([jsonSpan({ attributes: [
+      { key: huge, value: { stringValue: 'v' } },
+      { key: 'map', value: { kvlistValue: { values: [{ key: nestedHuge, value: { intValue: 1 } }, { key: 'short', value: { intValue: 2 } }] } } },
+      { key: 'plain', value: { stringValue: 'ok' } },
+    ] })], { attributes: [{ key: huge, value: { stringValue: 'r' } }] });
+    const p = requestPb([spanPb({ attrs: [
+      kvPb(huge, anyStr('v')),
+      kvPb('map', ld(6, cat(ld(1, kvPb(nestedHuge, vi(3, 1))), ld(1, kvPb('short', vi(3, 2)))))),
+      kvPb('plain', anyStr('ok')),
+    ] })], [kvPb(huge, anyStr('r'))]);
+    const cut = 'k'.repeat(1024);
+    for (const [body, enc] of [[j, 'json'], [p, 'protobuf']] as const) {
+      const r = decodeOtlpRequest(body, enc, limits);
+      const sp = allSpans(r)[0]!;
+      expect(sp.attributes, enc).to.deep.equal({ [cut]: 'v', map: { ['n'.repeat(1024)]: 1, short: 2 }, plain: 'ok', 'tracegate.truncated': [cut, 'map'] });
+      expect(r.resourceSpans[0]!.resource.attributes).to.deep.equal({ [cut]: 'r', 'tracegate.truncated': [cut] });
+    }
+    // multi-byte keys are cut at a character boundary; a configured maxKeyBytes applies
+    const small = decodeOtlpRequest(jsonReq([jsonSpan({ attributes: [{ key: 'é'.repeat(20), value: { boolValue: true } }] })]), 'json', { ...limits, maxKeyBytes: 9 });
+    expect(allSpans(small)[0]!.attributes).to.deep.equal({ 'éééé': true, 'tracegate.truncated': ['éééé'] });
+  });
+
+  it("keeps a client's tracegate.* attributes as client.tracegate.* (span, event, link, scope, resource): they cannot forge server markers", () => {
+    const forged = [
+      { key: 'tracegate.truncated', value: { arrayValue: { values: [{ stringValue: 'prompt' }] } } },
+      { key: 'tracegate.cost_source', value: { stringValue: 'client' } },
+      { key: 'tracegate', value: { stringValue: 'no dot: own key' } },
+      { key: 'app.tracegate.x', value: { stringValue: 'not a prefix' } },
+    ];
+    const body = Buffer.from(JSON.stringify({ resourceSpans: [{
+      resource: { attributes: [{ key: 'tracegate.workspace', value: { stringValue: 'other' } }] },
+      scopeSpans: [{ scope: { name: 's', attributes: [{ key: 'tracegate.scope', value: { stringValue: 'x' } }] }, spans: [jsonSpan({
+        attributes: [...forged, { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } }, { key: 'gen_ai.usage.input_tokens', value: { intValue: 10 } }, { key: 'long', value: { stringValue: 'x'.repeat(40) } }],
+        events: [{ name: 'e', timeUnixNano: T0, attributes: [{ key: 'tracegate.e', value: { stringValue: 'x' } }] }],
+        links: [{ traceId: '0102030405060708090a0b0c0d0e0f10', spanId: 'a1a2a3a4a5a6a7a9', attributes: [{ key: 'tracegate.l', value: { stringValue: 'x' } }] }],
+      })] }],
+    }] }));
+    const small = { ...limits, maxAttributeValueBytes: 20 };
+    const req = decodeOtlpRequest(body, 'json', small);
+    const sp = allSpans(req)[0]!;
+    expect(sp.attributes).to.deep.include({
+      'client.tracegate.truncated': ['prompt'], 'client.tracegate.cost_source': 'client', tracegate: 'no dot: own key', 'app.tracegate.x': 'not a prefix',
+      'tracegate.truncated': ['long'], // the server's own marker
+    });
+    expect(sp.attributes).to.not.have.property('tracegate.cost_source');
+    expect(sp.events[0]!.attributes).to.deep.equal({ 'client.tracegate.e': 'x' });
+    expect(sp.links[0]!.attributes).to.deep.equal({ 'client.tracegate.l': 'x' });
+    expect(req.resourceSpans[0]!.resource.attributes).to.deep.equal({ 'client.tracegate.workspace': 'other' });
+    expect(req.resourceSpans[0]!.scopeSpans[0]!.scope.attributes).to.deep.equal({ 'client.tracegate.scope': 'x' });
+    // protobuf the same
+    const pb = decodeOtlpRequest(requestPb([spanPb({ attrs: [kvPb('tracegate.cost_source', anyStr('client'))] })], [kvPb('tracegate.r', anyStr('x'))]), 'protobuf', limits);
+    expect(allSpans(pb)[0]!.attributes).to.deep.equal({ 'client.tracegate.cost_source': 'client' });
+    expect(pb.resourceSpans[0]!.resource.attributes).to.deep.equal({ 'client.tracegate.r': 'x' });
+    // the mapper's markers are the server's: cost is priced, not taken as "client"
+    const rec = mapOtlp(req, 'ws', 1, small)[0]!;
+    expect(rec.attributes['tracegate.cost_source']).to.be.oneOf(['price_table', 'unpriced']);
+    expect(rec.attributes['client.tracegate.cost_source']).to.equal('client');
+    expect(rec.attributes['tracegate.truncated']).to.deep.equal(['long']);
+  });
+});
+
 describe('OTLP response encoders', () => {
   it('encodes full success as an empty message / {}', () => {
     expect(encodeExportResponse(null, 'protobuf')).to.have.length(0);

@@ -6,7 +6,7 @@
 // by decode.test.ts and mapper.test.ts.
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { gzipSync } from 'node:zlib';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { SpanKind, SpanStatusCode, context, diag, DiagLogLevel, trace, type Tracer } from '@opentelemetry/api';
 import {
   BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor,
@@ -16,7 +16,7 @@ import { defaultResource, resourceFromAttributes } from '@opentelemetry/resource
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import { ExportTraceServiceRequest, RpcStatus } from '../../collector/otlp/schema.ts';
+import { BAD_REQUEST_TYPE_URL, ExportTraceServiceRequest, RpcBadRequest, RpcStatus } from '../../collector/otlp/schema.ts';
 import { priceUsd } from '../../processors/cost.ts';
 import { BACKENDS, flushed, get, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -192,6 +192,15 @@ function nestedPb(depth: number): unknown {
 
 function decodeStatus(bytes: Buffer): { code?: number; message?: string } {
   return RpcStatus.toObject(RpcStatus.decode(bytes)) as { code?: number; message?: string };
+}
+
+/** The google.rpc.BadRequest field violations in a protobuf Status's details ([] when none). */
+function statusViolations(bytes: Buffer): Array<{ field: string; description: string }> {
+  const st = RpcStatus.decode(bytes) as unknown as { details: Array<{ typeUrl: string; value: Uint8Array }> };
+  return st.details.flatMap((d) => {
+    expect(d.typeUrl).to.equal(BAD_REQUEST_TYPE_URL);
+    return (RpcBadRequest.toObject(RpcBadRequest.decode(d.value)) as { fieldViolations: Array<{ field: string; description: string }> }).fieldViolations;
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -484,6 +493,43 @@ for (const backend of BACKENDS) {
       expect(stored).to.include({ kind: 'llm', model: 'gpt-4o' });
     });
 
+    it('Content-Encoding deflate, x-gzip and upper-case GZIP are inflated (JSON and protobuf)', async () => {
+      const traceId = hex(16);
+      const cases: Array<[string, (b: Buffer) => Buffer]> = [['deflate', deflateSync], ['x-gzip', gzipSync], ['GZIP', gzipSync], [' Deflate ', deflateSync]];
+      const names: string[] = [];
+      for (const [encoding, compress] of cases) {
+        for (const enc of ['json', 'protobuf'] as const) {
+          const name = `${enc} ${encoding.trim()}`;
+          names.push(name);
+          const span = plainSpan(traceId, name);
+          const body = enc === 'json' ? Buffer.from(jsonRequest([span])) : pbRequest([span]);
+          const res = await send('/v1/traces', compress(body), { ...auth, 'content-type': enc === 'json' ? JSON_CT : PB, 'content-encoding': encoding });
+          expect(res.status, `${name}: ${res.text}`).to.equal(200);
+        }
+      }
+      await flushed(s);
+      const got = await getTrace(traceId);
+      expect(got.json.trace.spans.map((x: any) => x.name).sort()).to.deep.equal(names.sort());
+    });
+
+    it("stores a client's tracegate.* attributes as client.tracegate.* and cuts over-long keys (marked)", async () => {
+      const traceId = hex(16);
+      const longKey = 'app.' + 'k'.repeat(100_000);
+      const span = plainSpan(traceId, 'forged', {
+        attrs: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o-mini', 'gen_ai.usage.input_tokens': 10, 'tracegate.cost_source': 'client', 'tracegate.truncated': 'prompt', [longKey]: 'v' },
+      });
+      const res = await send('/v1/traces', jsonRequest([span], { 'service.name': 'forger', 'tracegate.workspace': 'other' }), { ...auth, 'content-type': JSON_CT });
+      expect(res.status, res.text).to.equal(200);
+      await flushed(s);
+      const stored = (await getTrace(traceId)).json.trace.spans[0];
+      expect(stored.attributes).to.include({ 'client.tracegate.cost_source': 'client', 'client.tracegate.truncated': 'prompt' });
+      expect(stored.attributes['tracegate.cost_source']).to.be.oneOf(['price_table', 'unpriced']);
+      const cut = longKey.slice(0, 1024);
+      expect(stored.attributes[cut]).to.equal('v');
+      expect(stored.attributes['tracegate.truncated']).to.deep.equal([cut]);
+      expect(stored.resourceAttributes).to.deep.equal({ 'service.name': 'forger', 'client.tracegate.workspace': 'other' });
+    });
+
     describe('errors as google.rpc.Status, server stays healthy', () => {
       /** healthz 200, the canary trace is still readable, and a fresh valid request is accepted and stored. */
       async function stillHealthy(): Promise<void> {
@@ -609,7 +655,10 @@ for (const backend of BACKENDS) {
         const asKey = base.replace('"resourceSpans":[{', '"resourceSpans":[{"__proto__":{"polluted":1},');
         const asAttr = base.replace('"attributes":[{', '"attributes":[{"key":"__proto__","value":{"kvlistValue":{"values":[{"key":"polluted","value":{"boolValue":true}}]}}},{');
         const asNested = base.replace('"attributes":[{', '"attributes":[{"key":"ok","value":{"kvlistValue":{"values":[{"key":"__proto__","value":{"stringValue":"x"}}]}}},{');
-        for (const body of [asKey, asAttr, asNested]) {
+        const inArrayWrapper = base.replace('"attributes":[{', '"attributes":[{"key":"ok","value":{"arrayValue":{"__proto__":{"polluted":1},"values":[]}}},{');
+        const inKvlistWrapper = base.replace('"attributes":[{', '"attributes":[{"key":"ok","value":{"kvlistValue":{"__proto__":{"polluted":1},"values":[]}}},{');
+        const inKvlistEntry = base.replace('"attributes":[{', '"attributes":[{"key":"ok","value":{"kvlistValue":{"values":[{"key":"a","__proto__":{"polluted":1},"value":{"boolValue":true}}]}}},{');
+        for (const body of [asKey, asAttr, asNested, inArrayWrapper, inKvlistWrapper, inKvlistEntry]) {
           expect(body).to.not.equal(base);
           const res = await send('/v1/traces', body, { ...auth, 'content-type': JSON_CT });
           expect(res.status, body.slice(0, 120)).to.equal(400);
@@ -624,6 +673,97 @@ for (const backend of BACKENDS) {
         await flushed(s);
         expect((await getTrace(traceId)).status).to.equal(404); // the whole request was refused
         await stillHealthy();
+      });
+    });
+
+    describe('Status details and unexpected failures', () => {
+      it('400 Status carries a google.rpc.BadRequest field violation naming the place (JSON and protobuf)', async () => {
+        const traceId = hex(16);
+        const spans = [plainSpan(traceId, 'a'), plainSpan(traceId, 'b'), plainSpan(traceId, 'c')];
+        const body = JSON.parse(jsonRequest(spans));
+        body.resourceSpans[0].scopeSpans[0].spans[2].attributes.push({ key: 'deep', value: nestedJson(5) });
+        const j = await send('/v1/traces', JSON.stringify(body), { ...auth, 'content-type': JSON_CT });
+        expect(j.status).to.equal(400);
+        const field = 'resourceSpans[0].scopeSpans[0].spans[2].attributes["deep"]';
+        expect(j.json).to.deep.equal({
+          code: 3, message: j.json.message,
+          details: [{ '@type': BAD_REQUEST_TYPE_URL, fieldViolations: [{ field, description: j.json.message }] }],
+        });
+        expect(j.json.message).to.match(/nesting/);
+        const pbSpans = spans.map((sp, i) => (i === 1 ? { ...sp, rawAttrs: [...pbKvs({ a: 1 }), { key: '__proto__', value: { stringValue: 'x' } }] } : sp));
+        const p = await send('/v1/traces', pbRequest(pbSpans), { ...auth, 'content-type': PB });
+        expect(p.status).to.equal(400);
+        expect(statusViolations(p.bytes)).to.deep.equal([{ field: 'resourceSpans[0].scopeSpans[0].spans[1].attributes["__proto__"]', description: decodeStatus(p.bytes).message }]);
+        const deepPb = await send('/v1/traces', pbRequest([spans[0]!, { ...spans[1]!, rawAttrs: [{ key: 'deep', value: nestedPb(5) }] }]), { ...auth, 'content-type': PB });
+        expect(statusViolations(deepPb.bytes).map((v) => v.field)).to.deep.equal(['resourceSpans[0].scopeSpans[0].spans[1].attributes["deep"]']);
+        // no location known → no details
+        const bad = await send('/v1/traces', '{"resourceSpans":[', { ...auth, 'content-type': JSON_CT });
+        expect(bad.json).to.have.all.keys('code', 'message');
+      });
+
+      it('an unexpected failure is a 500 INTERNAL Status in the request encoding, without internals', async () => {
+        const pipeline = s.running.pipeline as unknown as { ingest: unknown };
+        pipeline.ingest = async () => { throw new Error('connect ECONNREFUSED 10.0.0.7:9000 at /srv/tracegate/storage/secret.ts'); };
+        try {
+          const j = await send('/v1/traces', jsonRequest([plainSpan(hex(16), 'boom')]), { ...auth, 'content-type': JSON_CT });
+          expect(j.status).to.equal(500);
+          expect(j.headers.get('content-type')).to.match(/^application\/json/);
+          expect(j.json).to.deep.equal({ code: 13, message: 'internal error' });
+          const p = await send('/api/integrations/otlp/v1/traces', pbRequest([plainSpan(hex(16), 'boom')]), { ...auth, 'content-type': PB });
+          expect(p.status).to.equal(500);
+          expect(p.headers.get('content-type')).to.equal(PB);
+          expect(decodeStatus(p.bytes)).to.deep.equal({ code: 13, message: 'internal error' });
+          expect(p.text).to.not.match(/ECONNREFUSED|secret/);
+        } finally {
+          delete pipeline.ingest; // the prototype's method again
+        }
+        expect((await send('/v1/traces', jsonRequest([plainSpan(hex(16), 'fine')]), { ...auth, 'content-type': JSON_CT })).status).to.equal(200);
+      });
+    });
+
+    describe('spool full while storage is down (separate server)', () => {
+      let bp: TestServer;
+      before(async () => { bp = await startTestServer(backend, { TRACEGATE_SPOOL_MAX_BYTES: String(1024 * 1024) }); });
+      after(() => bp.close());
+
+      it('503 with Retry-After and an UNAVAILABLE Status in the request encoding; accepted spans are stored once storage is back', async () => {
+        const k = await bp.key();
+        const h = { authorization: `Bearer ${k.key}` };
+        await flushed(bp);
+        const storage = bp.running.storage as unknown as Record<string, unknown>;
+        const down = async () => { throw new Error('storage unreachable (test)'); };
+        const patched = ['insertSpans', 'insertEnrichment', 'insertSpoolFiles', 'ping'];
+        for (const m of patched) storage[m] = m === 'ping' ? async () => false : down;
+        let accepted = 0;
+        try {
+          let last: Awaited<ReturnType<typeof send>> | null = null;
+          for (let i = 0; i < 40; i++) {
+            const spans = Array.from({ length: 20 }, () => plainSpan(hex(16), 'filler', { attrs: { 'app.blob': randomBytes(15_000).toString('hex') } }));
+            const res = await fetch(`${bp.url}/v1/traces`, { method: 'POST', headers: { ...h, 'content-type': JSON_CT }, body: jsonRequest(spans) });
+            const bytes = Buffer.from(await res.arrayBuffer());
+            last = { status: res.status, headers: res.headers, bytes, text: bytes.toString('utf8'), json: res.status === 200 ? null : JSON.parse(bytes.toString('utf8')) };
+            if (res.status !== 200) break;
+            accepted += 20;
+          }
+          expect(accepted).to.be.greaterThan(0);
+          expect(last!.status, last!.text).to.equal(503);
+          expect(Number(last!.headers.get('retry-after'))).to.be.greaterThan(0);
+          expect(last!.headers.get('content-type')).to.match(/^application\/json/);
+          expect(last!.json).to.include({ code: 14 }); // UNAVAILABLE
+          expect(last!.json.message).to.match(/spool is full/);
+          const p = await fetch(`${bp.url}/api/integrations/otlp/v1/traces`, { method: 'POST', headers: { ...h, 'content-type': PB }, body: new Uint8Array(pbRequest([plainSpan(hex(16), 'refused')])) });
+          expect(p.status).to.equal(503);
+          expect(Number(p.headers.get('retry-after'))).to.be.greaterThan(0);
+          expect(p.headers.get('content-type')).to.equal(PB);
+          const st = decodeStatus(Buffer.from(await p.arrayBuffer()));
+          expect(st.code).to.equal(14);
+          expect(st.message).to.match(/spool is full/);
+        } finally {
+          for (const m of patched) delete storage[m];
+        }
+        await flushed(bp);
+        expect(await bp.running.storage.countSpans(k.workspaceId)).to.equal(accepted);
+        expect((await fetch(`${bp.url}/v1/traces`, { method: 'POST', headers: { ...h, 'content-type': JSON_CT }, body: jsonRequest([plainSpan(hex(16), 'after')]) })).status).to.equal(200);
       });
     });
 
