@@ -2,18 +2,25 @@
 // A bad value stops the process with a message naming the variable.
 import { z } from 'zod';
 
-const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max).default(def);
+// Node's timers hold at most 2^31-1 ms; a longer delay fires after 1 ms (a flush loop would spin, a window would never hold).
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const ms = (def: number, min = 0) => int(def, min, MAX_TIMER_MS);
+const seconds = (def: number, min = 0) => int(def, min, Math.floor(MAX_TIMER_MS / 1000));
+const isHttpUrl = (u: string) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol);
+/** An http(s) URL: z.string().url() also takes `localhost:8123` (scheme "localhost:") and ftp://. */
+const httpUrl = () => z.string().refine(isHttpUrl, { message: 'not an http(s) URL' });
 const bool = (def: boolean) =>
   z.enum(['true', 'false', '1', '0']).default(def ? 'true' : 'false').transform((v) => v === 'true' || v === '1');
 
 // Each entry: env suffix → schema. The README's configuration table mirrors this list.
 export const configSchema = z.object({
-  PORT: int(4318),
+  PORT: int(4318, 0, 65535),                // 0: any free port
   HOST: z.string().default('0.0.0.0'),
   DATA_DIR: z.string().default('./data'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
-  CLICKHOUSE_URL: z.string().url().optional(),
+  CLICKHOUSE_URL: httpUrl().optional(),
   CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'letters, digits and _ only').default('tracegate'),
   CLICKHOUSE_USER: z.string().default('default'),
   CLICKHOUSE_PASSWORD: z.string().default(''),
@@ -23,15 +30,15 @@ export const configSchema = z.object({
   CLICKHOUSE_CLUSTER: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a cluster name from remote_servers').optional(),
   CLICKHOUSE_NODES: z.string().optional().transform((v, ctx) => {
     const urls = (v ?? '').split(',').map((u) => u.trim()).filter(Boolean);
-    for (const u of urls) if (!URL.canParse(u) || !/^https?:$/.test(new URL(u).protocol)) ctx.addIssue({ code: 'custom', message: `not an http(s) URL: ${u}` });
+    for (const u of urls) if (!isHttpUrl(u)) ctx.addIssue({ code: 'custom', message: `not an http(s) URL: ${u}` });
     return urls;
   }),
 
   REDIS_URL: z.string().url().optional(),
   RATE_LIMIT_POINTS: int(6000, 1),          // requests per window per route and key
-  RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
+  RATE_LIMIT_WINDOW_SECONDS: seconds(60, 1),
   AUTH_FAILURE_LIMIT: int(30, 1),           // failed authentications per client IP per window before 429
-  AUTH_FAILURE_WINDOW_SECONDS: int(60, 1),
+  AUTH_FAILURE_WINDOW_SECONDS: seconds(60, 1),
 
   MAX_BODY_BYTES: int(20 * 1024 * 1024, 1024),   // after decompression
   MAX_BATCH_ITEMS: int(1000, 1),                 // native batch items per request
@@ -43,24 +50,24 @@ export const configSchema = z.object({
   MAX_SPANS_PER_REQUEST: int(10000, 1),
   MAX_ATTRIBUTE_VALUE_BYTES: int(64 * 1024, 16),  // longer attribute strings are truncated and marked
 
-  FLUSH_INTERVAL_MS: int(1000, 10),      // writer → storage cadence (reads lag writes by about this)
+  FLUSH_INTERVAL_MS: ms(1000, 10),       // writer → storage cadence (reads lag writes by about this)
   FLUSH_MAX_ROWS: int(50000, 1),
   SPOOL_MAX_BYTES: int(1024 * 1024 * 1024, 1024 * 1024), // beyond this, ingestion answers 503
   SPOOL_FSYNC: bool(true),
   ISOLATE_AFTER_FAILURES: int(5, 1),      // failed flushes in a row before refused records are set aside
-  SHUTDOWN_FLUSH_MS: int(10_000, 0),      // longest wait for the final flush at SIGTERM; the rest replays at the next start
+  SHUTDOWN_FLUSH_MS: ms(10_000, 0),      // longest wait for the final flush at SIGTERM; the rest replays at the next start
   ENRICHMENT: bool(true),                 // governance, alerts and verification at ingestion (audit always on)
   MAX_FINDINGS_PER_SPAN: int(100, 1),     // finding records stored per span, most severe first
   WORKER_YOUNG_GEN_MB: int(32, 0),        // young-generation cap of the processor and storage threads (0: V8 default)
   SIGN_EACH_TRACE: bool(false),           // an Ed25519 signature per trace, not one signed checkpoint per chain per second
 
-  PROVIDER_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  PROVIDER_BASE_URL: httpUrl().default('https://api.openai.com/v1'),
   PROVIDER_API_KEY: z.string().optional(),
-  PROXY_CONNECT_TIMEOUT_MS: int(10_000, 1),       // TCP/TLS connect to the provider
-  PROXY_HEADERS_TIMEOUT_MS: int(600_000, 1),      // until response headers (non-streamed reasoning can take minutes)
-  PROXY_BODY_TIMEOUT_MS: int(300_000, 1),         // longest silence between two body chunks
+  PROXY_CONNECT_TIMEOUT_MS: ms(10_000, 1),        // TCP/TLS connect to the provider
+  PROXY_HEADERS_TIMEOUT_MS: ms(600_000, 1),       // until response headers (non-streamed reasoning can take minutes)
+  PROXY_BODY_TIMEOUT_MS: ms(300_000, 1),          // longest silence between two body chunks
   PROXY_MAX_CONNECTIONS: int(256, 1),             // keep-alive sockets per upstream origin
-  PROXY_KEEPALIVE_MS: int(30_000, 1),             // idle keep-alive sockets are closed after this
+  PROXY_KEEPALIVE_MS: ms(30_000, 1),              // idle keep-alive sockets are closed after this
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -4,9 +4,9 @@ import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
-import { SOURCES } from '../record.ts';
-import { publicSpan, spanTree, summarize } from '../trace-view.ts';
-
+import { SOURCES, SPAN_KINDS } from '../record.ts';
+import { publicSpan, spanTree, summarize, type TreeNode } from '../trace-view.ts';
+import type { TracePage } from '../../storage/types.ts';
 
 export const listQuery = z.object({
   from: time.optional().describe('Start of the time range: ms since the epoch or ISO 8601'),
@@ -20,16 +20,67 @@ export const listQuery = z.object({
   cursor: z.string().max(512).optional().describe('nextCursor from the previous page'),
 });
 
+// Response shapes, for the OpenAPI document. The type checks below keep them equal to what the handlers answer.
+const nsTime = z.string().describe('Decimal nanoseconds since the epoch');
+const traceSummarySchema = z.object({
+  traceId: z.string(), name: z.string().describe('Of the root-most span'), startTimeNs: nsTime, endTimeNs: nsTime,
+  durationMs: z.number(), spanCount: z.number().int(), status: z.string().describe("'error' when any span errored, else the root span's status"),
+  model: z.string(), source: z.string(), actionName: z.string(), environment: z.string(),
+  promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), costUsd: z.number(),
+});
+export const tracePageSchema = z.object({ items: z.array(traceSummarySchema), nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last') });
+
+const attrValue = z.json().meta({ id: 'AttributeValue' });
+const attributes = z.record(z.string(), attrValue);
+const spanSchema = z.object({
+  traceId: z.string(), spanId: z.string(), parentSpanId: z.string().describe("'' for a root span"), name: z.string(),
+  kind: z.enum(SPAN_KINDS), source: z.enum(SOURCES), startTimeNs: nsTime, endTimeNs: nsTime, durationMs: z.number(),
+  status: z.string(), statusMessage: z.string(), model: z.string(), provider: z.string(), prompt: z.string(), response: z.string(),
+  promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), costUsd: z.number(), finishReason: z.string(),
+  actionName: z.string(), environment: z.string(), requestId: z.string(), trainingPreferred: z.boolean(), trainable: z.boolean(),
+  attributes, resourceAttributes: attributes,
+  events: z.array(z.object({ name: z.string(), timeNs: nsTime, attributes })),
+  ingestedAtMs: z.number(),
+});
+const treeNodeSchema: z.ZodType<TreeNode> = z.object({
+  spanId: z.string(), name: z.string(), kind: z.string(),
+  get children() { return z.array(treeNodeSchema); },
+}).meta({ id: 'TraceTreeNode' });
+const traceRollupSchema = z.object({
+  name: z.string(), status: z.string(), startTimeNs: nsTime, endTimeNs: nsTime, durationMs: z.number(),
+  spanCount: z.number().int(), errorCount: z.number().int(), model: z.string(), provider: z.string(), prompt: z.string(), response: z.string(),
+  promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), costUsd: z.number(),
+  actionName: z.string(), environment: z.string(), source: z.enum(SOURCES),
+});
+export const traceDetailSchema = z.object({
+  trace: z.object({
+    traceId: z.string(),
+    summary: traceRollupSchema.nullable(),
+    spans: z.array(spanSchema),
+    tree: z.array(treeNodeSchema),
+    policy: z.array(z.object({
+      spanId: z.string(), policyVersion: z.number().int(), decision: z.enum(['allow', 'flag', 'redact', 'block']),
+      reasons: z.unknown().describe('[{ code, message, category?, rule? }]'), createdAtMs: z.number(),
+    })),
+  }),
+});
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameShape = <A, B>(ok: Same<A, B>) => ok;
+sameShape<z.output<typeof tracePageSchema>, TracePage>(true);
+sameShape<z.output<typeof spanSchema>, ReturnType<typeof publicSpan>>(true);
+sameShape<z.output<typeof traceRollupSchema>, NonNullable<ReturnType<typeof summarize>>>(true);
+
 export function readRoutes(r: RouteContext): void {
   r.docs.push({
     method: 'get', path: '/api/traces', tag: 'read', auth: 'apiKey', query: listQuery,
     summary: 'List traces, newest first (reads may lag writes by up to TRACEGATE_FLUSH_INTERVAL_MS)',
-    responses: { 200: { description: 'A page of trace summaries and the cursor of the next page' } },
+    responses: { 200: { description: 'A page of trace summaries and the cursor of the next page', schema: tracePageSchema } },
   });
   r.docs.push({
     method: 'get', path: '/api/traces/{traceId}', tag: 'read', auth: 'apiKey',
     summary: 'One trace: summary roll-up, spans, the span tree, and the governance policy decision recorded for each span',
-    responses: { 200: { description: 'The trace' }, 404: { description: 'No such trace in this workspace' } },
+    responses: { 200: { description: 'The trace', schema: traceDetailSchema }, 404: { description: 'No such trace in this workspace' } },
   });
 
   r.router.get('/api/traces', r.requireKey, async (ctx) => {
@@ -39,7 +90,7 @@ export function readRoutes(r: RouteContext): void {
       fromMs: q.from, toMs: q.to, model: q.model, actionName: q.actionName, environment: q.environment,
       status: q.status, source: q.source, limit: q.limit, cursor: q.cursor,
     });
-    ctx.body = page;
+    ctx.body = page satisfies z.output<typeof tracePageSchema>;
   });
 
   r.router.get('/api/traces/:traceId', r.requireKey, async (ctx) => {
@@ -51,6 +102,6 @@ export function readRoutes(r: RouteContext): void {
     const policy = (await r.storage.getPolicyRecords(caller.workspaceId, traceId)).map((p) => ({
       spanId: p.spanId, policyVersion: p.policyVersion, decision: p.decision, reasons: JSON.parse(p.reasons) as unknown, createdAtMs: p.createdAtMs,
     }));
-    ctx.body = { trace: { traceId, summary: summarize(spans), spans: spans.map(publicSpan), tree: spanTree(spans), policy } };
+    ctx.body = { trace: { traceId, summary: summarize(spans), spans: spans.map(publicSpan), tree: spanTree(spans), policy } } satisfies z.output<typeof traceDetailSchema>;
   });
 }

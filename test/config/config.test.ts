@@ -1,0 +1,53 @@
+// Configuration validation: values that would fail late (or never) are refused at start, naming the variable.
+import { expect } from 'chai';
+import { loadConfig } from '../../config/index.ts';
+import { cli } from '../support/server.ts';
+
+describe('configuration bounds', () => {
+  it('TRACEGATE_CLICKHOUSE_URL must be an http(s) URL (localhost:8123 and ftp:// used to pass and retry forever)', () => {
+    for (const bad of ['localhost:8123', 'ftp://ch.example:8123', 'clickhouse://h:9000', 'tcp://h:9000']) {
+      expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_URL: bad }), bad).to.throw(/TRACEGATE_CLICKHOUSE_URL: not an http\(s\) URL/);
+    }
+    for (const good of ['http://localhost:8123', 'https://user:pw@ch.example:8443/']) {
+      expect(loadConfig({ TRACEGATE_CLICKHOUSE_URL: good }).CLICKHOUSE_URL).to.equal(good);
+    }
+  });
+
+  it('TRACEGATE_CLICKHOUSE_NODES keeps rejecting non-http(s) nodes with the same check', () => {
+    expect(() => loadConfig({ TRACEGATE_CLICKHOUSE_URL: 'http://a:8123', TRACEGATE_CLICKHOUSE_CLUSTER: 'c', TRACEGATE_CLICKHOUSE_NODES: 'http://a:8123,localhost:8123' }))
+      .to.throw(/TRACEGATE_CLICKHOUSE_NODES: not an http\(s\) URL: localhost:8123/);
+  });
+
+  it('TRACEGATE_PROVIDER_BASE_URL must be an http(s) URL', () => {
+    expect(() => loadConfig({ TRACEGATE_PROVIDER_BASE_URL: 'file:///etc/passwd' })).to.throw(/TRACEGATE_PROVIDER_BASE_URL: not an http\(s\) URL/);
+    expect(loadConfig({ TRACEGATE_PROVIDER_BASE_URL: 'http://127.0.0.1:9/v1' }).PROVIDER_BASE_URL).to.equal('http://127.0.0.1:9/v1');
+  });
+
+  it('TRACEGATE_PORT is 0 (any free port; the tests use it) to 65535', () => {
+    for (const bad of ['70000', '65536', '-1', '80.5']) expect(() => loadConfig({ TRACEGATE_PORT: bad }), bad).to.throw(/TRACEGATE_PORT/);
+    expect(loadConfig({ TRACEGATE_PORT: '0' }).PORT).to.equal(0);
+    expect(loadConfig({ TRACEGATE_PORT: '65535' }).PORT).to.equal(65535);
+  });
+
+  it('millisecond and window settings stay within what Node timers hold (2^31-1 ms)', () => {
+    for (const name of ['FLUSH_INTERVAL_MS', 'SHUTDOWN_FLUSH_MS', 'PROXY_CONNECT_TIMEOUT_MS', 'PROXY_HEADERS_TIMEOUT_MS', 'PROXY_BODY_TIMEOUT_MS', 'PROXY_KEEPALIVE_MS']) {
+      expect(() => loadConfig({ [`TRACEGATE_${name}`]: '2147483648' }), name).to.throw(new RegExp(`TRACEGATE_${name}`));
+      expect(loadConfig({ [`TRACEGATE_${name}`]: '2147483647' })[name as 'FLUSH_INTERVAL_MS']).to.equal(2147483647);
+    }
+    for (const name of ['RATE_LIMIT_WINDOW_SECONDS', 'AUTH_FAILURE_WINDOW_SECONDS']) {
+      expect(() => loadConfig({ [`TRACEGATE_${name}`]: '2147484' }), name).to.throw(new RegExp(`TRACEGATE_${name}`));
+      expect(loadConfig({ [`TRACEGATE_${name}`]: '2147483' })[name as 'RATE_LIMIT_WINDOW_SECONDS']).to.equal(2147483);
+    }
+  });
+
+  it('serve stops at once with the message naming the variable', async function () {
+    this.timeout(30_000);
+    for (const [name, value] of [['TRACEGATE_CLICKHOUSE_URL', 'localhost:8123'], ['TRACEGATE_PORT', '70000']] as const) {
+      const started = Date.now();
+      const out = await cli(null, ['serve'], { [name]: value, TRACEGATE_DATA_DIR: '/nonexistent/never-created' });
+      expect(out.code, name).to.equal(1);
+      expect(out.stderr).to.include(name);
+      expect(Date.now() - started).to.be.below(15_000);
+    }
+  });
+});
