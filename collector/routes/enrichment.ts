@@ -61,7 +61,9 @@ export function enrichmentRoutes(r: RouteContext): void {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
     const report = await verifyTrace(r.storage, ws(ctx), traceId, publicKeys(r.enrichment.keysDir));
-    if (report.recordsChecked === 0) throw new HttpError(404, 'not_found', `no verification records for trace ${traceId} (not ingested, not yet flushed, or enrichment off)`);
+    // A stored trace without records is a failure to report (its records were deleted, or it was written around
+    // the collector), unless it is still within the settle window.
+    if (report.recordsChecked === 0 && report.problems.length === 0) throw new HttpError(404, 'not_found', `no verification records for trace ${traceId} (not ingested, not yet flushed, or enrichment off)`);
     ctx.body = { traceId, ...report, records: report.records.map(strip) };
   });
   r.router.get('/api/analytics/usage', r.requireKey, async (ctx) => {

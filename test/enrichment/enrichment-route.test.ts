@@ -235,6 +235,10 @@ for (const backend of BACKENDS) {
       const out = await cli(s, ['verify', '--workspace', wsName]);
       expect(out.code).to.equal(1);
       expect(out.stdout).to.include('unverified_span').and.include('forged-1');
+      const v = await get(`${s.url}/api/traces/forged-1/verification`, auth);
+      expect(v.status, v.text).to.equal(200);
+      expect(v.json.ok).to.equal(false);
+      expect(v.json.problems.map((p: { kind: string }) => p.kind)).to.deep.equal(['unverified_span']);
       // Unfiltered, verify covers every workspace (not only those with verification records) and the _system chain.
       const all = await cli(s, ['verify', '--json']);
       expect(all.code).to.equal(1);
