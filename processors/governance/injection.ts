@@ -1,7 +1,11 @@
 // Prompt-injection detector: invisible-character findings plus phrase-family scoring over normalised text.
+import { entropy } from './checksums.ts';
 import { INJECTION_FAMILIES, type InjectionFamily, type InjectionPattern } from './injection-rules.ts';
 import { excerpt } from './mask.ts';
-import { normalizeForInjection, originalSpan, type InvisibleRun } from './normalize.ts';
+import { normalizeForInjection, originalSpan, type Normalized, type InvisibleRun } from './normalize.ts';
+import { detectPii } from './pii.ts';
+import { redact } from './redact.ts';
+import { detectSecrets } from './secrets.ts';
 import type { Finding, Severity } from './types.ts';
 
 export interface InjectionOptions {
@@ -28,7 +32,11 @@ export function severityForScore(score: number): Severity {
   return 'low';
 }
 
-interface Hit { family: InjectionFamily; weight: number; start: number; end: number; phrase: string }
+interface Hit {
+  family: InjectionFamily; weight: number; start: number; end: number; phrase: string;
+  /** Found in text spelled by tag characters: the original span is invisible, the phrase is what it says. */
+  hidden?: boolean;
+}
 
 interface Trigger { word: string; third: number; wholeWord: boolean; patterns: Array<{ family: number; pattern: InjectionPattern }> }
 
@@ -75,12 +83,23 @@ function atLineStart(text: string, i: number): boolean {
   return true;
 }
 
-/** One pass over `segment`: at each word start (or punctuation trigger) run the patterns its trigger selects. */
-function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: number) => [number, number], maxPerFamily: number, hits: Hit[]): void {
-  const counts = new Array<number>(INJECTION_FAMILIES.length).fill(0);
+/** Separators of letter-spaced text ('i g n o r e', 'i.g.n.o.r.e', 'i-g-n-o-r-e'). */
+function isSpacer(c: number): boolean {
+  return c === 32 || c === 46 || c === 45 || c === 42;
+}
+
+/**
+ * One pass over `segment`: at each word start (or punctuation trigger) run the patterns its trigger selects.
+ * With `spaced`, also collect where six or more one-letter words follow each other closely (letter-spaced text).
+ */
+function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: number) => [number, number], maxPerFamily: number, hits: Hit[],
+  hidden = false, spaced: number[] | null = null, counts = new Array<number>(INJECTION_FAMILIES.length).fill(0)): void {
   const codes = codeUnits(segment, ascii);
   const n = codes.length;
   let prevWord = false;
+  let singles = 0;
+  let lastSingle = -8;
+  let singlesFrom = 0;
   for (let i = 0; i < n - 1; i++) {
     const c = codes[i]!;
     const cls = c < 128 ? CLS[c]! : 0;
@@ -90,6 +109,13 @@ function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: n
     } else {
       if (prevWord) continue;
       prevWord = true;
+      if (spaced !== null && isSpacer(codes[i + 1]!)) {
+        let apart = i - lastSingle > 4;
+        for (let k = lastSingle + 1; !apart && k < i; k++) apart = codes[k] === 10; // a line break ends a run
+        if (apart) { singles = 0; singlesFrom = i; }
+        lastSingle = i;
+        if (++singles === 6) spaced.push(singlesFrom);
+      }
     }
     const bucket = BUCKETS[c * 128 + (codes[i + 1]! & 127)];
     if (bucket === undefined) continue;
@@ -108,11 +134,93 @@ function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: n
         const m = pattern.re.exec(segment);
         if (m === null) continue;
         const [start, end] = spanOf(i, i + m[0].length);
-        hits.push({ family: INJECTION_FAMILIES[family]!, weight: pattern.weight, start, end, phrase: m[0] });
+        hits.push({ family: INJECTION_FAMILIES[family]!, weight: pattern.weight, start, end, phrase: m[0], hidden });
         counts[family]!++;
       }
     }
   }
+}
+
+/**
+ * One finding per phrase: overlapping hits of one family ('you are now DAN' matches a strong and a weak
+ * role-override pattern) keep the strongest (the longest on a tie). The family's weight is unchanged.
+ */
+function dedupeHits(hits: Hit[]): Hit[] {
+  if (hits.length < 2) return hits;
+  const order = new Map(INJECTION_FAMILIES.map((f, i) => [f.rule, i]));
+  hits.sort((a, b) => order.get(a.family.rule)! - order.get(b.family.rule)! || a.start - b.start || b.end - a.end);
+  const out: Hit[] = [];
+  for (const h of hits) {
+    const last = out[out.length - 1];
+    if (last && last.family === h.family && h.start < last.end) {
+      if (h.weight > last.weight || (h.weight === last.weight && h.end - h.start > last.end - last.start)) out[out.length - 1] = h;
+      continue;
+    }
+    out.push(h);
+  }
+  return out.sort((a, b) => a.start - b.start || b.end - a.end);
+}
+
+// Letter-spaced words ('I g n o r e  p r e v i o u s'): six or more single letters one separator apart. Found on
+// the normalised text, closed up (the run's separator joins letters; two separators, or another one, part words:
+// 'a b  c', 'a.b c') and matched with up to 40 characters of their line before and 80 after, so a spaced word
+// next to plain ones still reads as a phrase.
+// The main pass reports where such runs start (see matchFamilies), so clean text pays nothing here.
+const SPACED = /[a-z](?:[ .\-*]{1,3}[a-z]){5,}(?![a-z0-9])/y;
+const SPACED_SEP = /[ .\-*]/;
+
+function matchSpaced(n: Normalized, starts: number[], maxPerFamily: number, hits: Hit[], counts: number[]): void {
+  const t = n.text;
+  let done = 0;
+  for (const s of starts) {
+    if (s < done) continue;
+    SPACED.lastIndex = s;
+    const m = SPACED.exec(t);
+    if (m === null) continue;
+    const e = s + m[0].length;
+    done = e;
+    const chars: string[] = [];
+    const at: number[] = []; // segment index → normalised index
+    const from = Math.max(0, s - 40, t.lastIndexOf('\n', s - 1) + 1);
+    for (let k = from; k < s; k++) { chars.push(t[k]!); at.push(k); }
+    // The run's first separator joins letters ('i.g.n.o.r.e'); any other gap parts words ('i.g.n.o.r.e a.l.l').
+    const joiner = t[s + 1];
+    for (let k = s; k < e;) {
+      if (!SPACED_SEP.test(t[k]!)) { chars.push(t[k]!); at.push(k); k++; continue; }
+      let j = k;
+      while (j < e && SPACED_SEP.test(t[j]!)) j++;
+      if (j - k >= 2 || t[k] !== joiner) { chars.push(' '); at.push(k); }
+      k = j;
+    }
+    const lineEnd = t.indexOf('\n', e);
+    const to = Math.min(t.length, e + 80, lineEnd === -1 ? t.length : lineEnd);
+    for (let k = e; k < to; k++) { chars.push(t[k]!); at.push(k); }
+    matchFamilies(chars.join(''), n.ascii, (a, b) => originalSpan(n, at[a]!, at[b - 1]! + 1), maxPerFamily, hits, false, null, counts);
+  }
+}
+
+// ---- previews: the matched phrase as written (invisible characters dropped), with every PII and secret match in it
+// masked as redaction would ('[REDACTED:api_key]'), and any other long run of mixed letters and digits (a key from
+// a provider no rule knows, one spelled in tag characters and lower-cased) masked as '[REDACTED:token]'.
+const INVISIBLE_ALL = /[\p{Cf}\p{Default_Ignorable_Code_Point}\p{Co}]/gu;
+const TOKEN_LIKE = /[A-Za-z0-9_\-+/=]{20,}/g;
+
+function maskToken(t: string): string {
+  let digits = 0;
+  let letters = 0;
+  for (let i = 0; i < t.length; i++) {
+    const c = t.charCodeAt(i) | 32;
+    if (c >= 48 && c <= 57) digits++;
+    else if (c >= 97 && c <= 122) letters++;
+  }
+  return digits >= 4 && letters >= 4 && entropy(t) >= 3 ? '[REDACTED:token]' : t;
+}
+
+export function maskedPhrase(raw: string): string {
+  let s = raw.replace(INVISIBLE_ALL, '');
+  const found = detectPii(s).concat(detectSecrets(s));
+  if (found.length > 0) s = redact(s, found);
+  return excerpt(s.replace(TOKEN_LIKE, maskToken));
 }
 
 function invisibleWeight(run: InvisibleRun, text: string): number {
@@ -142,8 +250,11 @@ export function analyzeInjection(text: string, options: InjectionOptions = {}): 
   const maxRuns = options.maxInvisibleRuns ?? 64;
   const n = normalizeForInjection(text);
   const hits: Hit[] = [];
-  matchFamilies(n.text, n.ascii, (s, e) => originalSpan(n, s, e), maxPerFamily, hits);
-  for (const h of n.hidden) matchFamilies(h.text, true, () => [h.start, h.end], maxPerFamily, hits);
+  const spaced: number[] = [];
+  const counts = new Array<number>(INJECTION_FAMILIES.length).fill(0);
+  matchFamilies(n.text, n.ascii, (s, e) => originalSpan(n, s, e), maxPerFamily, hits, false, spaced, counts);
+  for (const h of n.hidden) matchFamilies(h.text, true, () => [h.start, h.end], maxPerFamily, hits, true);
+  if (spaced.length > 0) matchSpaced(n, spaced, maxPerFamily, hits, counts);
 
   const familyWeight = new Map<string, number>();
   for (const h of hits) familyWeight.set(h.family.rule, Math.max(familyWeight.get(h.family.rule) ?? 0, h.weight));
@@ -165,9 +276,10 @@ export function analyzeInjection(text: string, options: InjectionOptions = {}): 
       preview: describeRun(run), score });
   }
   if (score >= threshold) {
-    for (const h of hits) {
+    for (const h of dedupeHits(hits)) {
+      const phrase = maskedPhrase(h.hidden ? h.phrase : text.slice(h.start, h.end));
       findings.push({ detector: 'injection', rule: h.family.rule, category: 'prompt_injection', severity,
-        start: h.start, end: h.end, preview: `${h.family.label}: "${excerpt(h.phrase)}"`, score });
+        start: h.start, end: h.end, preview: `${h.family.label}: "${phrase}"`, score });
     }
   }
   const families = [...familyWeight].map(([rule, weight]) => ({ rule, weight }));

@@ -40,7 +40,7 @@ export function maskIp(raw: string): string {
   return `${o[0]}.*.*.*`;
 }
 
-/** A short excerpt for injection phrases: these are not secrets, but keep it short and single-line. */
+/** A short, single-line excerpt of an injection phrase (PII and secrets in it are masked first: injection.ts maskedPhrase). */
 export function excerpt(raw: string, max = 48): string {
   const flat = raw.replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;

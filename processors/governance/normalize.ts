@@ -60,7 +60,24 @@ const HOMOGLYPHS: Readonly<Record<string, string>> = {
   'А': 'a', 'В': 'b', 'Е': 'e', 'К': 'k', 'М': 'm', 'Н': 'h', 'О': 'o', 'Р': 'p', 'С': 'c', 'Т': 't', 'Х': 'x', 'І': 'i',
   'α': 'a', 'ο': 'o', 'ε': 'e', 'ι': 'i', 'ν': 'v', 'τ': 't', 'υ': 'u', 'ρ': 'p', 'κ': 'k', 'Ο': 'o', 'Α': 'a', 'Ε': 'e',
   'Ι': 'i', 'Τ': 't', 'Κ': 'k', 'Μ': 'm', 'Ν': 'n', 'Ρ': 'p',
+  // Latin small capitals ('ɪɢɴᴏʀᴇ ᴘʀᴇᴠɪᴏᴜs'), phonetic letters NFKC keeps as they are, and the dotless i.
+  'ᴀ': 'a', 'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e', 'ꜰ': 'f', 'ɢ': 'g', 'ʜ': 'h', 'ɪ': 'i', 'ᴊ': 'j', 'ᴋ': 'k', 'ʟ': 'l',
+  'ᴍ': 'm', 'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ꞯ': 'q', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u', 'ᴠ': 'v', 'ᴡ': 'w', 'ʏ': 'y',
+  'ᴢ': 'z', 'ı': 'i',
 };
+
+// Leetspeak digits inside a word ('ign0re', 'previ0us', 'instructi0ns') read as the letters they stand for.
+// Only between two letters: '%7b', 'v1', 'sha256', '10x' keep their digits. Same length, so offsets hold.
+const LEET_INSIDE = /[a-z][013457]+(?=[a-z])/g;
+const LEET = 'oi?eas?t'; // by digit
+const leetRun = (m: string) => {
+  let out = m[0]!;
+  for (let i = 1; i < m.length; i++) out += LEET[m.charCodeAt(i) - 48];
+  return out;
+};
+export function foldLeet(text: string): string {
+  return text.replace(LEET_INSIDE, leetRun);
+}
 
 const EMOJI_NEIGHBOUR = /[\p{Extended_Pictographic}\p{Emoji_Modifier}\u{FE0F}]/u;
 const NON_LATIN_LETTER = /[\p{L}\p{M}]/u;
@@ -154,11 +171,11 @@ function foldInPlace(text: string): Normalized | null {
     return f;
   });
   // Every fold is lower case already (checked for the whole BMP in the tests), so this lowers only A–Z.
-  return ok ? { text: folded.toLowerCase(), ascii, starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] } : null;
+  return ok ? { text: foldLeet(folded.toLowerCase()), ascii, starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] } : null;
 }
 
 export function normalizeForInjection(text: string): Normalized {
-  if (!NON_ASCII.test(text)) return { text: text.toLowerCase(), ascii: true, starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] };
+  if (!NON_ASCII.test(text)) return { text: foldLeet(text.toLowerCase()), ascii: true, starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] };
   return foldInPlace(text) ?? normalizeMapped(text);
 }
 
@@ -183,7 +200,7 @@ export function normalizeMapped(text: string): Normalized {
   let hiddenStart = -1;
   let hiddenEnd = -1;
   const flushHidden = () => {
-    if (hiddenBuf.trim().length > 0) hidden.push({ text: hiddenBuf.toLowerCase(), start: hiddenStart, end: hiddenEnd });
+    if (hiddenBuf.trim().length > 0) hidden.push({ text: foldLeet(hiddenBuf.toLowerCase()), start: hiddenStart, end: hiddenEnd });
     hiddenBuf = '';
     hiddenStart = -1;
   };
@@ -214,7 +231,8 @@ export function normalizeMapped(text: string): Normalized {
       if (!exempt(text, i, cp, kind)) {
         invisibleCount++;
         const last = invisible[invisible.length - 1];
-        if (last && last.end === i) { last.end = i + len; last.kinds.add(kind); if (last.codePoints.length < 4096) last.codePoints.push(cp); }
+        // Runs one visible character apart ('i\u200Bg\u200Bn\u200Bo…', a joiner between every letter) are one run.
+        if (last && (last.end === i || oneCharApart(text, last.end, i))) { last.end = i + len; last.kinds.add(kind); if (last.codePoints.length < 4096) last.codePoints.push(cp); }
         else if (invisible.length < MAX_INVISIBLE_RUNS) invisible.push({ start: i, end: i + len, kinds: new Set([kind]), codePoints: [cp] });
       }
       i += len;
@@ -230,7 +248,19 @@ export function normalizeMapped(text: string): Normalized {
     i += len;
   }
   flushHidden();
-  return { text: utf16(units, n), ascii: false, starts: starts.subarray(0, n), ends: ends.subarray(0, n), invisible, invisibleCount, hidden };
+  return { text: foldLeet(utf16(units, n)), ascii: false, starts: starts.subarray(0, n), ends: ends.subarray(0, n), invisible, invisibleCount, hidden };
+}
+
+/** [from, to) holds exactly one code point, and not a line break. */
+function oneCharApart(text: string, from: number, to: number): boolean {
+  if (to - from === 1) {
+    const c = text.charCodeAt(from);
+    return c !== 10 && c !== 13 && c !== 0x2028 && c !== 0x2029;
+  }
+  if (to - from !== 2) return false;
+  const hi = text.charCodeAt(from);
+  const lo = text.charCodeAt(from + 1);
+  return hi >= 0xd800 && hi <= 0xdbff && lo >= 0xdc00 && lo <= 0xdfff;
 }
 
 /** The first n code units as a string (lone surrogates kept: the input may hold them). */

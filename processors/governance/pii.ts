@@ -55,6 +55,10 @@ export function detectEmails(text: string): Finding[] {
 const NANP = /(?:\+?1[ .\-]?)?(?:\(([2-9]\d\d)\)[ .\-]?|([2-9]\d\d)([ .\-]))([2-9]\d\d)([ .\-])\d{4}(?![\w]|[.\-]\d)/g;
 // International with a leading '+': groups separated by single spaces, dots or dashes, optional "(0)" trunk part.
 const E164 = /\+[1-9]\d{0,3}(?:[ .\-\u00A0\u2007\u2009\u202F]?\(\d{1,4}\)[ .\-\u00A0\u2007\u2009\u202F]?\d{1,8}|[ .\-\u00A0\u2007\u2009\u202F]\d{1,8}){1,6}(?![\w]|[.\-]\d)|\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
+// National formats with a trunk '0' or the '00' international prefix: 020 7946 0958, 07700 900123, 030 12345678,
+// 0049 30 12345678, (030) 1234 5678, 0171/1234567, 06-12345678. Counted only after a phone word (PHONE_CONTEXT):
+// on its own the shape is any zero-led number. Separators are mandatory between groups (no ambiguous splits).
+const NATIONAL = /(?:\(0\d{1,4}\)[ \-]?\d{2,8}(?:[ \-./]\d{2,8}){0,3}|\b0(?:\d{1,4}(?:[ \-./]\d{2,8}){1,4}|\d{8,13}))(?![\w]|[.\-/]\d)/g;
 // Bare digit runs count only right after a phone keyword. Runs are found first (rare in text), then the
 // keyword is looked for just before them.
 const DIGIT_RUN = /\d{9,}/g;
@@ -69,6 +73,23 @@ function digitRuns(text: string): Array<{ index: number; run: string }> {
   return out;
 }
 const PHONE_KEYWORD_BEFORE = /\b(?:phone|tel|telephone|mobile|cell|whatsapp|sms|fax)\b[^\n\d]{0,16}$/i;
+// A word that introduces a number to dial, on the same line with no digits in between. It gates national formats
+// and '+' followed by bare digits ('+14155550123'), which is otherwise a signed integer ('balance +12500000').
+const PHONE_WORDS = String.raw`phones?|t[eé]l|t[eé]l[eé]phone|telefon[oe]?|tel[eé]fono|mobile?|mobil|cell(?:phone)?|handy|whatsapp|signal|telegram|viber|sms|text me|fax|call(?:s|ed|ing)?|ring|dial|contact|reach|hotline|landline`;
+const PHONE_CONTEXT = new RegExp(String.raw`\b(?:${PHONE_WORDS})\b[^\n\d]{0,24}$`, 'i');
+// '+digits' also after 'number' ('my number is +4915112345678'); a national-format number after 'number' is too
+// often an account or order number.
+const PLUS_CONTEXT = new RegExp(String.raw`\b(?:${PHONE_WORDS}|number)\b[^\n\d]{0,24}$`, 'i');
+
+function phoneContextBefore(text: string, index: number, re: RegExp): boolean {
+  return re.test(text.slice(Math.max(0, index - 40), index));
+}
+
+/** '"+14155550123"': a quoted value (JSON cannot hold a signed number as a string by accident). */
+function quoted(text: string, start: number, end: number): boolean {
+  const q = text[start - 1];
+  return (q === '"' || q === "'") && text[end] === q;
+}
 
 // 'SKU 883-555-2190', 'order #312-555-0187': a label right before the number makes it an identifier.
 const ID_CONTEXT = /\b(?:sku|part(?: no\.?| number)?|model|item|order|ref|reference|serial|invoice|ticket|case(?: id)?|tracking|batch|lot|id)\s*(?:#|no\.?|number)?\s*[:#=]?\s*$/i;
@@ -91,9 +112,19 @@ export function detectPhones(text: string, runs = digitRuns(text)): Finding[] {
     if (!clearBefore(text, m.index, /[\w+]/)) continue;
     const digits = digitCount(raw.replace('(0)', ''));
     if (digits < 8 || digits > 15) continue;
-    // '+3.14159265' is a signed decimal, not a number to dial.
-    if (/^\+\d+\.\d+$/.test(raw)) continue;
+    // '+3.14159265' is a signed decimal, '+12.500.000' a signed amount grouped in thousands, not numbers to dial.
+    if (/^\+\d+\.\d+$/.test(raw) || /^\+\d{1,3}(?:\.\d{3})+$/.test(raw)) continue;
+    // '+' and bare digits is a signed integer ('delta +459699178 bytes') unless a phone word comes before it or
+    // it is a quoted value ('"to": "+14155550123"'). Grouped forms ('+44 20 7946 0958') need neither.
+    if (/^\+\d+$/.test(raw) && !quoted(text, m.index, m.index + raw.length) && !phoneContextBefore(text, m.index, PLUS_CONTEXT)) continue;
     push(m.index, m.index + raw.length);
+  }
+  for (const m of execAll(NATIONAL, text)) {
+    if (!clearBefore(text, m.index, NOT_BEFORE_NUMBER)) continue;
+    const digits = digitCount(m[0]);
+    if (digits < 9 || digits > 16) continue;
+    if (!phoneContextBefore(text, m.index, PHONE_CONTEXT) || idContextBefore(text, m.index)) continue;
+    push(m.index, m.index + m[0].length);
   }
   for (const m of execAll(NANP, text)) {
     if (!clearBefore(text, m.index, NOT_BEFORE_NUMBER)) continue;
@@ -124,26 +155,40 @@ export function detectPhones(text: string, runs = digitRuns(text)): Finding[] {
 }
 
 // ---- payment cards: 13–19 digits, contiguous or in 4-4-4-4 / 4-6-5 / 4-6-4 groups, Luhn + issuer prefix/length.
-// Group separators include the no-break and thin spaces word processors and locales put between digit groups.
-const CARD = /(?:\d{13,19}|\d{4}([ \-\u00A0\u2007\u2009\u202F])\d{4,6}\1\d{4,5}(?:\1\d{1,4}){0,2})(?![\w]|[.\-/]\d)/g;
+// Group separators include dots and the no-break and thin spaces word processors and locales put between groups.
+const CARD = /(?:\d{13,19}|\d{4}([ .\-\u00A0\u2007\u2009\u202F])\d{4,6}\1\d{4,5}(?:\1\d{1,4}){0,2})(?![\w]|[.\-/]\d)/g;
+const CARD_SEPARATORS = /[ .\-\u00A0\u2007\u2009\u202F]/g;
+
+// 'Order #4339131860443826', 'tracking 6682 4759 9094 9360': about one number in ten passes Luhn and most
+// pass the issuer check, so a label right before it makes it an identifier (as for phones and SSNs). A bare
+// '#' does too, unless a card word comes before it ('Card #: 4111 …').
+const CARD_ID_LABEL = /\b(?:order|tracking|invoice|inv|ref|reference|receipt|confirmation|booking|reservation|shipment|parcel|package|consignment|waybill|awb|txn|transaction|po|sku|part|model|item|serial|ticket|case|batch|lot|id)\s*(?:#|no\.?|number|id)?\s*[:#=]?\s*$/i;
+const HASH_BEFORE = /#\s*[:=]?\s*$/;
+const CARD_WORD_HASH = /\b(?:card|visa|mastercard|amex|cc|credit|debit)\s*#\s*[:=]?\s*$/i;
+
+function cardIdContextBefore(text: string, index: number): boolean {
+  const before = text.slice(Math.max(0, index - 32), index);
+  return CARD_ID_LABEL.test(before) || (HASH_BEFORE.test(before) && !CARD_WORD_HASH.test(before));
+}
 
 export function detectCards(text: string): Finding[] {
   const out: Finding[] = [];
   for (const m of execAll(CARD, text)) {
     if (!clearBefore(text, m.index, NOT_BEFORE_NUMBER)) continue;
-    const digits = m[0].replace(/[ \-\u00A0\u2007\u2009\u202F]/g, '');
+    const digits = m[0].replace(CARD_SEPARATORS, '');
     if (digits.length < 13 || digits.length > 19) continue;
-    if (!luhnValid(digits) || cardBrand(digits) === null) continue;
+    if (!luhnValid(digits) || cardBrand(digits) === null || cardIdContextBefore(text, m.index)) continue;
     out.push(pii('pii.payment_card', 'payment_card', 'high', m.index, m.index + m[0].length, maskDigits(digits)));
   }
   return out;
 }
 
 // ---- IBAN: country code + 2 check digits, compact or grouped by four, checked against country length and mod-97.
-const IBAN_START = /(?<![A-Za-z0-9])([A-Z]{2})\d{2}(?=[ A-Z0-9])/g;
+// Upper or lower case ('de89 3704 …' as typed), not mixed: letters of one IBAN share a case.
+const IBAN_START = /(?<![A-Za-z0-9])([A-Za-z]{2})\d{2}(?=[ A-Za-z0-9])/g;
 
-function isUpperAlnum(c: number): boolean {
-  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90);
+function isAlnum(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 }
 
 export function detectIbans(text: string): Finding[] {
@@ -151,22 +196,30 @@ export function detectIbans(text: string): Finding[] {
   IBAN_START.lastIndex = 0;
   let m: RegExpExecArray | null;
   while ((m = IBAN_START.exec(text)) !== null) {
-    const len = IBAN_LENGTHS[m[1]!];
+    const len = IBAN_LENGTHS[m[1]!.toUpperCase()];
     if (len === undefined) continue;
     let compact = '';
     let i = m.index;
     let spaced = false;
     let ok = true;
+    let upper = false;
+    let lower = false;
     while (compact.length < len && i < text.length) {
       const c = text.charCodeAt(i);
-      if (isUpperAlnum(c)) { compact += text[i]; i++; continue; }
+      if (isAlnum(c)) {
+        if (c >= 97) lower = true; else if (c >= 65) upper = true;
+        compact += text[i];
+        i++;
+        continue;
+      }
       // A single space is allowed only between groups of four.
-      if (c === 32 && compact.length % 4 === 0 && i + 1 < text.length && isUpperAlnum(text.charCodeAt(i + 1))) { spaced = true; i++; continue; }
+      if (c === 32 && compact.length % 4 === 0 && i + 1 < text.length && isAlnum(text.charCodeAt(i + 1))) { spaced = true; i++; continue; }
       ok = false;
       break;
     }
-    if (!ok || compact.length !== len) continue;
-    if (i < text.length && (isUpperAlnum(text.charCodeAt(i)) || /[a-z]/.test(text[i]!))) continue;
+    if (!ok || compact.length !== len || (upper && lower)) continue;
+    if (i < text.length && isAlnum(text.charCodeAt(i))) continue;
+    compact = compact.toUpperCase();
     if (spaced && text.slice(m.index, i).split(' ').slice(0, -1).some((g) => g.length !== 4)) continue;
     if (!ibanValid(compact)) continue;
     out.push(pii('pii.iban', 'iban', 'high', m.index, i, maskIban(compact)));
@@ -196,8 +249,22 @@ export function detectSsns(text: string, runs = digitRuns(text)): Finding[] {
 // ---- IP addresses
 const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IPV4 = new RegExp(`(?:${OCTET}\\.){3}${OCTET}(?![\\w]|\\.\\d)`, 'g');
-// '1.2.3.4' right after 'version', 'v', 'build', … is a version string.
-const VERSION_CONTEXT = /(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\brev\.?|\bsdk|\bapi)\s*[:=]?\s*$/i;
+// '1.2.3.4' right after 'version', 'v', 'build', 'pkg', '==', … is a version string.
+const VERSION_CONTEXT = /(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\brev\.?|\bsdk|\bapi|\bpkg|\bpackage|\bpatch|\bkernel|==|[<>~]=|\^|~)\s*[:=]?\s*$/i;
+// …and after a package verb with a name: 'installed pkg ', 'upgraded openssl to ', 'bump lodash ' (not a network
+// word: 'installed on 203.0.113.7' is an address).
+const VERSION_VERB = /\b(?:install(?:ed|ing|s)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing)|bump(?:ed|s|ing)?|pin(?:ned|s)?) (?!(?:on|at|to|from|in|into|onto|via|for|by|host|server|node|ip|address|machine|vm|instance|box)\b)[\w@./+\-]{1,40} (?:to |version |v)?$|\b(?:upgrad|downgrad|bump)\w* to $/i;
+// A runtime, browser, OS or tool name and a space ('node 18.19.0.1', 'Chrome 120.0.61.109') is version context
+// for public-looking numbers only: 'node 10.0.0.12' in a cluster is an address, and private ranges are rare as
+// versions. A public address written right after one of these names is missed.
+const SOFTWARE_BEFORE = /\b(?:node(?:js)?|python[23]?|java|jdk|jre|openjdk|chrome|chromium|firefox|safari|opera|windows|macos|osx|ios|ipados|android|ubuntu|debian|centos|rhel|fedora|alpine|linux|openssl|openssh|nginx|apache|httpd|tomcat|postgres(?:ql)?|mysql|mariadb|redis|mongodb|elasticsearch|kafka|docker|kubernetes|k8s|kubectl|helm|terraform|npm|pnpm|yarn|pip|golang|rustc?|cargo|gcc|clang|llvm|dotnet|electron|php|ruby|rails|perl|gradle|maven|cuda|pytorch|torch|tensorflow|numpy|pandas|bios|lib|library|module|plugin|extension)[ /]$/i;
+
+function versionContextBefore(text: string, index: number, sev: Severity): boolean {
+  const before = text.slice(Math.max(0, index - 64), index);
+  if (VERSION_CONTEXT.test(before.slice(-12)) || (sev === 'medium' && SOFTWARE_BEFORE.test(before.slice(-16)))) return true;
+  const lower = before.toLowerCase(); // the verb regex only when a verb can be there (it scans the whole slice)
+  return (lower.includes('install') || lower.includes('grad') || lower.includes('bump') || lower.includes('pin')) && VERSION_VERB.test(before);
+}
 
 // IPv6 candidates: from each ':' expand over hex digits, ':' and '.'; confirmed with node:net.
 function isIpv6Char(c: number): boolean {
@@ -239,7 +306,7 @@ export function detectIps(text: string, digits = Infinity): Finding[] {
       if (!clearBefore(text, m.index, /[\w.]/)) continue;
       const sev = ipv4Severity(m[0].split('.').map(Number));
       if (sev === null) continue;
-      if (VERSION_CONTEXT.test(text.slice(Math.max(0, m.index - 12), m.index))) continue;
+      if (versionContextBefore(text, m.index, sev)) continue;
       out.push(pii('pii.ip_address', 'ip_address', sev, m.index, m.index + m[0].length, maskIp(m[0])));
     }
   }

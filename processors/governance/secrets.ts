@@ -40,8 +40,11 @@ export const SECRET_RULES: readonly SecretRule[] = [
     minEntropy: 3.5, validate: notExample },
   { rule: 'secret.github_token', category: 'api_key', severity: 'critical', hints: ['ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'],
     re: /(?<![\w])(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,251}(?![\w])|(?<![\w])github_pat_[A-Za-z0-9_]{60,251}(?![\w])/g, minEntropy: 3 },
+  // secretlint's slack rule covers xox[abposr]-; gitleaks adds the xoxe- forms: rotating user tokens (numeric
+  // groups like xoxp-), configuration refresh tokens (xoxe-1-<146>) and configuration access tokens
+  // (xoxe.xoxp-1-<163–166>).
   { rule: 'secret.slack_token', category: 'api_key', severity: 'critical', hints: ['xox', 'xapp-'],
-    re: /(?<![\w\-])xox[abposr]-(?:\d{1,40}-){1,4}[A-Za-z0-9]{8,64}(?![\w\-])|(?<![\w\-])xapp-\d-[A-Za-z0-9\-]{20,200}(?![\w\-])/g, minEntropy: 3 },
+    re: /(?<![\w\-])xox[abposre]-(?:\d{1,40}-){1,4}[A-Za-z0-9]{8,64}(?![\w\-])|(?<![\w\-])xoxe-\d-[A-Za-z0-9]{140,200}(?![\w\-])|(?<![\w\-])xoxe\.xox[bp]-\d-[A-Za-z0-9]{150,200}(?![\w\-])|(?<![\w\-])xapp-\d-[A-Za-z0-9\-]{20,200}(?![\w\-])/g, minEntropy: 3 },
   { rule: 'secret.slack_webhook', category: 'webhook_url', severity: 'high', hints: ['hooks.slack.com'],
     re: /https:\/\/hooks\.slack\.com\/(?:services|workflows|triggers)\/[A-Za-z0-9_\-]{6,40}\/[A-Za-z0-9_\-]{6,40}\/[A-Za-z0-9_\-]{8,80}/g,
     preview: (s) => `hooks.slack.com/…(${s.length})` },
