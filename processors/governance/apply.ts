@@ -109,6 +109,7 @@ export function applyGovernance(record: SpanRecord, policy: Policy, options?: Sc
  * id holds, the trace is keyed by a hash of it instead, the same for every delivery so replays still collapse.
  */
 export function traceIdForRequestId(requestId: string, policy: Policy): string {
+  if (policy.defaultAction === 'flag' && Object.values(policy.actions).every((a) => a === 'flag')) return requestId; // nothing is ever masked
   const masked = scanFull(requestId).some((f) => { const a = actionFor(policy, f); return a === 'redact' || a === 'block'; });
   return masked ? `redacted-${hash('sha256', requestId, 'hex').slice(0, 32)}` : requestId;
 }

@@ -42,6 +42,6 @@ describe('Node version floor', () => {
   });
 
   it('package.json engines says the same floor', () => {
-    expect(JSON.parse(readFileSync('package.json', 'utf8')).engines.node).to.equal('>=22.18');
+    expect(JSON.parse(readFileSync('package.json', 'utf8')).engines.node).to.equal('^22.18.0 || >=23.6.0');
   });
 });

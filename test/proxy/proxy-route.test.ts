@@ -350,6 +350,30 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(sp.response).to.equal(fakeAnswer({ input: 'slow please' }).slice(0, 2).join(''));
   });
 
+  it('a client that leaves before a non-streamed answer aborts the upstream request and leaves a cancelled trace', async () => {
+    const ws = await workspace();
+    const before = fake.requests.length;
+    const controller = new AbortController();
+    const pending = fetch(`${s.url}/api/proxy/provider/responses`, {
+      method: 'POST', signal: controller.signal, headers: { ...ws.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', input: 'never mind', metadata: { fake: 'hang' } }),
+    }).catch((err: Error) => err);
+    while (fake.requests.length === before) await sleep(10);
+    controller.abort();
+    expect(await pending).to.be.instanceOf(Error);
+    await fake.settled(before + 1);
+    expect(fake.requests[before]!.aborted).to.equal(true);
+    let items: any[] = [];
+    for (let i = 0; i < 40 && items.length === 0; i++) {
+      await flushed(s);
+      items = (await get(`${s.url}/api/traces`, ws.auth)).json.items;
+      if (items.length === 0) await sleep(50);
+    }
+    expect(items).to.have.length(1);
+    const sp = (await get(`${s.url}/api/traces/${items[0].traceId}`, ws.auth)).json.trace.spans[0];
+    expect(sp).to.include({ status: 'cancelled', prompt: 'never mind', response: '' });
+  });
+
   it('passes upstream 429 and 500 through with status, body and retry headers; records error traces', async () => {
     const ws = await workspace();
     const e429 = await caught(ws.client.responses.create({ model: 'gpt-4o-mini', input: 'x', metadata: { fake: '429' } }));
