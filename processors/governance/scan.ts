@@ -106,7 +106,8 @@ export function scanFull(text: string, options?: ScanOptions): Finding[] {
 const LEAD = 1024;
 
 export interface TextSlot {
-  field: FieldName; value: string; at: TextLocation;
+  /** The field's name; attribute slots have `base` and `path` instead (see slotField: built only when needed). */
+  field?: FieldName; value: string; at: TextLocation;
   /** In attributes: the field name's prefix (`attribute:`, `resource:`, `event[i]:`) and the value's path, so a
    * key with a finding can be named masked in every field name that contains it. */
   base?: string; path?: Path;
@@ -123,28 +124,45 @@ function pathKey(path: Path): string {
   return s;
 }
 
-function attributeSlots(attrs: Attributes, field: string, at: (path: Path) => TextLocation, out: TextSlot[], conversation = false): void {
+/** A slot's field name: `prompt`, `actionName`, …, or `attribute:a.b[0]` (with ` (key)` for a key). */
+export function slotField(slot: TextSlot): FieldName {
+  return slot.field ?? `${slot.base}${pathKey(slot.path!)}${slot.key ? ' (key)' : ''}`;
+}
+
+// Attribute keys that every detector found clean: most repeat on every span ('gen_ai.usage.input_tokens'), so
+// they are not made slots again (process-wide, bounded like shortMemo). Scan results are pure, so this is safe.
+const cleanKeys = new Set<string>();
+function rememberCleanKey(k: string): void {
+  if (cleanKeys.size >= MEMO_MAX) cleanKeys.clear();
+  cleanKeys.add(k);
+}
+
+function attributeSlots(attrs: Attributes, base: string, at: (path: Path) => TextLocation, out: TextSlot[], conversation: boolean, skipClean: boolean): void {
   // Keys too: a client names attributes and map entries as it likes (an e-mail address as a metadata key, say).
+  // Every span repeats most keys: no strings are built here (slotField names a slot only when it is reported).
   const key = (k: string, path: Path) => {
-    if (k.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)} (key)`, value: k, at: { ...at(path), key: true } as TextLocation, base: field, path, key: true });
+    if (k.length < MIN_ATTR_LEN || (skipClean && cleanKeys.has(k))) return;
+    const loc = at(path) as TextLocation & { key?: true };
+    loc.key = true;
+    out.push({ value: k, at: loc, base, path, key: true });
   };
   const walk = (v: AttrValue, path: Path): void => {
     if (typeof v === 'string') {
-      if (v.length >= MIN_ATTR_LEN) out.push({ field: `${field}${pathKey(path)}`, value: v, at: at(path), base: field, path, ...conversation ? { conversation } : {} });
+      if (v.length >= MIN_ATTR_LEN) out.push(conversation ? { value: v, at: at(path), base, path, conversation } : { value: v, at: at(path), base, path });
       return;
     }
     if (v === null || typeof v !== 'object') return;
     if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
-    else for (const k of Object.keys(v)) { key(k, [...path, k]); walk(v[k]!, [...path, k]); }
+    else for (const k of Object.keys(v)) { const p = [...path, k]; key(k, p); walk(v[k]!, p); }
   };
-  for (const k of Object.keys(attrs)) { key(k, [k]); walk(attrs[k]!, [k]); }
+  for (const k of Object.keys(attrs)) { const p = [k]; key(k, p); walk(attrs[k]!, p); }
 }
 
 export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>
   & Partial<Pick<SpanRecord, 'name' | 'statusMessage' | 'resourceAttributes' | 'events' | LabelField>>;
 
 /** Every string of a record, prompt and response first (a value repeated later is attributed to them). */
-export function textSlots(record: RecordFields): TextSlot[] {
+export function textSlots(record: RecordFields, skipCleanKeys = false): TextSlot[] {
   const out: TextSlot[] = [];
   if (record.prompt) out.push({ field: 'prompt', value: record.prompt, at: { kind: 'prompt' } });
   if (record.response) out.push({ field: 'response', value: record.response, at: { kind: 'response' } });
@@ -154,11 +172,11 @@ export function textSlots(record: RecordFields): TextSlot[] {
     const v = record[field];
     if (typeof v === 'string' && v.length >= MIN_ATTR_LEN) out.push({ field, value: v, at: { kind: 'label', field } });
   }
-  attributeSlots(record.attributes, 'attribute:', (path) => ({ kind: 'attribute', path }), out, true);
-  if (record.resourceAttributes) attributeSlots(record.resourceAttributes, 'resource:', (path) => ({ kind: 'resource', path }), out);
+  attributeSlots(record.attributes, 'attribute:', (path) => ({ kind: 'attribute', path }), out, true, skipCleanKeys);
+  if (record.resourceAttributes) attributeSlots(record.resourceAttributes, 'resource:', (path) => ({ kind: 'resource', path }), out, false, skipCleanKeys);
   record.events?.forEach((e, event) => {
     if (e.name.length >= MIN_ATTR_LEN) out.push({ field: `event[${event}].name`, value: e.name, at: { kind: 'eventName', event } });
-    attributeSlots(e.attributes, `event[${event}]:`, (path) => ({ kind: 'eventAttribute', event, path }), out, e.name.startsWith('gen_ai.'));
+    attributeSlots(e.attributes, `event[${event}]:`, (path) => ({ kind: 'eventAttribute', event, path }), out, e.name.startsWith('gen_ai.'), skipCleanKeys);
   });
   return out;
 }
@@ -202,13 +220,14 @@ function scanShortMemo(value: string): Finding[] {
 export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cache: ScanCache = newScanCache()): SlotFindings[] {
   const seen = new Set<string>();
   const out: SlotFindings[] = [];
-  for (const slot of textSlots(record)) {
+  for (const slot of textSlots(record, !options)) {
     let findings = cache.findings.get(slot.value);
     if (!findings) cache.findings.set(slot.value, (findings = options || !memoizable(slot.at) ? scanFull(slot.value, options) : scanShortMemo(slot.value)));
+    if (slot.key && !options && findings.length === 0 && slot.value.length <= SHORT) rememberCleanKey(slot.value);
     let repeat = seen.has(slot.value);
     seen.add(slot.value);
     if (sharedSlot(slot.at)) {
-      const key = `${slot.field}\u0000${slot.value}`;
+      const key = `${slotField(slot)}\u0000${slot.value}`;
       if (cache.reportedShared.has(key)) repeat = true;
       else cache.reportedShared.add(key);
     }
@@ -231,7 +250,7 @@ export function reportedFindings(scans: readonly SlotFindings[]): FieldFinding[]
   const masked = new Map<string, string>();
   for (const s of scans) if (s.slot.key) masked.set(s.slot.base + JSON.stringify(s.slot.path), redact(s.slot.value, s.findings));
   const fieldOf = (slot: TextSlot): FieldName => {
-    if (masked.size === 0 || !slot.path) return slot.field;
+    if (masked.size === 0 || !slot.path) return slotField(slot);
     const path = slot.path.map((seg, j) => (typeof seg === 'string' ? masked.get(slot.base + JSON.stringify(slot.path!.slice(0, j + 1))) ?? seg : seg));
     return `${slot.base}${pathKey(path)}${slot.key ? ' (key)' : ''}`;
   };
