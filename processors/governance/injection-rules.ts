@@ -95,7 +95,7 @@ export const INJECTION_FAMILIES: readonly InjectionFamily[] = [
   {
     rule: 'injection.exfiltration', label: 'data exfiltration',
     patterns: [
-      { weight: 0.7, triggers: words(SEND_VERBS), re: rx(String.raw`(?:${SEND_VERBS})\b\W+${GAP4}(?:conversation|chat(?: history)?|history|messages?|passwords?|credentials|secrets?|api[ _-]?keys?|tokens?|system prompt|prompt|personal (?:data|information)|user data|cookies|env(?:ironment)? variables?|contents)\b[^\n]{0,60}?\b(?:to|at|into|via)\s+(?:the\s+)?(?:url\s+|endpoint\s+|address\s+|server\s+)?(?:https?://|ftp://|[\w.+-]+@[\w-]+\.\w)`) },
+      { weight: 0.7, triggers: words(SEND_VERBS), re: rx(String.raw`(?:${SEND_VERBS})\b\W+${GAP4}(?:conversation|chat(?: history)?|history|messages?|passwords?|credentials|secrets?|api[ _-]?keys?|tokens?|system prompt|prompt|personal (?:data|information)|user data|cookies|env(?:ironment)? variables?|contents)\b[^\n]{0,60}?\b(?:to|at|into|via)\s+(?:the\s+)?(?:url\s+|endpoint\s+|address\s+|server\s+)?(?:https?://|ftp://|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)`) },
       { weight: 0.3, triggers: words('send|post|upload|transmit|forward|exfiltrate'), re: rx(String.raw`(?:send|post|upload|transmit|forward|exfiltrate)\b[^\n]{0,80}?\b(?:to|at)\s+https?://`) },
       { weight: 0.6, triggers: ['!['], re: rx(String.raw`!\[[^\]\n]{0,100}\]\(https?://[^)\s]{1,200}[?&][\w.\-]{1,30}=(?:\{|\$|<|%7b|\[)`) },
     ],

@@ -167,36 +167,61 @@ function dedupeHits(hits: Hit[]): Hit[] {
 // next to plain ones still reads as a phrase.
 // The main pass reports where such runs start (see matchFamilies), so clean text pays nothing here.
 const SPACED = /[a-z](?:[ .\-*]{1,3}[a-z]){5,}(?![a-z0-9])/y;
-const SPACED_SEP = /[ .\-*]/;
+/** ' ', '.', '-', '*': the separators SPACED allows. */
+const isSpacedSep = (c: number) => c === 32 || c === 46 || c === 45 || c === 42;
 
 function matchSpaced(n: Normalized, starts: number[], maxPerFamily: number, hits: Hit[], counts: number[]): void {
   const t = n.text;
+  // The runs, each with its context window (bounded, within its line); windows that touch are matched as one
+  // segment, so a line of many short runs costs one pass over it, not one per run.
+  const runs: Array<{ s: number; e: number }> = [];
   let done = 0;
   for (const s of starts) {
     if (s < done) continue;
     SPACED.lastIndex = s;
     const m = SPACED.exec(t);
     if (m === null) continue;
-    const e = s + m[0].length;
-    done = e;
-    const chars: string[] = [];
-    const at: number[] = []; // segment index → normalised index
-    const from = Math.max(0, s - 40, t.lastIndexOf('\n', s - 1) + 1);
-    for (let k = from; k < s; k++) { chars.push(t[k]!); at.push(k); }
-    // The run's first separator joins letters ('i.g.n.o.r.e'); any other gap parts words ('i.g.n.o.r.e a.l.l').
-    const joiner = t[s + 1];
-    for (let k = s; k < e;) {
-      if (!SPACED_SEP.test(t[k]!)) { chars.push(t[k]!); at.push(k); k++; continue; }
-      let j = k;
-      while (j < e && SPACED_SEP.test(t[j]!)) j++;
-      if (j - k >= 2 || t[k] !== joiner) { chars.push(' '); at.push(k); }
-      k = j;
-    }
-    const lineEnd = t.indexOf('\n', e);
-    const to = Math.min(t.length, e + 80, lineEnd === -1 ? t.length : lineEnd);
-    for (let k = e; k < to; k++) { chars.push(t[k]!); at.push(k); }
-    matchFamilies(chars.join(''), n.ascii, (a, b) => originalSpan(n, at[a]!, at[b - 1]! + 1), maxPerFamily, hits, false, null, counts);
+    done = s + m[0].length;
+    runs.push({ s, e: done });
   }
+  let i = 0;
+  while (i < runs.length) {
+    let from = runs[i]!.s;
+    while (from > 0 && runs[i]!.s - from < 40 && t[from - 1] !== '\n') from--;
+    let j = i;
+    let to = contextEnd(t, runs[j]!.e);
+    while (j + 1 < runs.length && runs[j + 1]!.s <= to && !t.slice(runs[j]!.e, runs[j + 1]!.s).includes('\n')) to = contextEnd(t, runs[++j]!.e);
+    // Closed-up text built from slices, with an index map into the normalised text (segment index → index).
+    let text = '';
+    const at = new Int32Array(to - from);
+    let len = 0;
+    let k = from;
+    const copy = (a: number, b: number) => { text += t.slice(a, b); for (let x = a; x < b; x++) at[len++] = x; };
+    for (let r = i; r <= j; r++) {
+      const { s, e } = runs[r]!;
+      copy(k, s);
+      k = s;
+      // The run's first separator joins letters ('i.g.n.o.r.e'); any other gap parts words ('i.g.n.o.r.e a.l.l').
+      const joiner = t[s + 1];
+      while (k < e) {
+        if (!isSpacedSep(t.charCodeAt(k))) { text += t[k]; at[len++] = k; k++; continue; }
+        let g = k;
+        while (g < e && isSpacedSep(t.charCodeAt(g))) g++;
+        if (g - k >= 2 || t[k] !== joiner) { text += ' '; at[len++] = k; }
+        k = g;
+      }
+    }
+    copy(k, to);
+    matchFamilies(text, n.ascii, (a, b) => originalSpan(n, at[a]!, at[b - 1]! + 1), maxPerFamily, hits, false, null, counts);
+    i = j + 1;
+  }
+}
+
+/** Up to 80 characters after a run, within its line. */
+function contextEnd(t: string, e: number): number {
+  let to = e;
+  while (to < t.length && to - e < 80 && t[to] !== '\n') to++;
+  return to;
 }
 
 // ---- previews: the matched phrase as written (invisible characters dropped), with every PII and secret match in it
@@ -216,12 +241,24 @@ function maskToken(t: string): string {
   return digits >= 4 && letters >= 4 && entropy(t) >= 3 ? '[REDACTED:token]' : t;
 }
 
-export function maskedPhrase(raw: string): string {
-  let s = raw.replace(INVISIBLE_ALL, '');
-  const found = detectPii(s).concat(detectSecrets(s));
-  if (found.length > 0) s = redact(s, found);
+/**
+ * The preview of `raw`, or of `raw.slice(start, end)` read in its context: a value the phrase cuts through (the
+ * phrase ends inside an e-mail address, say) is still recognised, and masked whole.
+ */
+export function maskedPhrase(raw: string, start = 0, end = raw.length): string {
+  const clean = (a: number, b: number) => raw.slice(a, b).replace(INVISIBLE_ALL, '');
+  const before = clean(Math.max(0, start - PREVIEW_CONTEXT), start);
+  const phrase = clean(start, end);
+  const win = before + phrase + clean(end, Math.min(raw.length, end + PREVIEW_CONTEXT));
+  let from = before.length;
+  let to = from + phrase.length;
+  const found = detectPii(win).concat(detectSecrets(win)).filter((f) => f.end > from && f.start < to);
+  for (const f of found) { from = Math.min(from, f.start); to = Math.max(to, f.end); }
+  const s = found.length > 0 ? redact(win.slice(from, to), found.map((f) => ({ ...f, start: f.start - from, end: f.end - from }))) : phrase;
   return excerpt(s.replace(TOKEN_LIKE, maskToken));
 }
+/** Characters read on each side of a phrase for its preview's masking: longer than any value a phrase cuts. */
+const PREVIEW_CONTEXT = 128;
 
 function invisibleWeight(run: InvisibleRun, text: string): number {
   if (run.kinds.has('tag')) return 0.6;
@@ -277,7 +314,7 @@ export function analyzeInjection(text: string, options: InjectionOptions = {}): 
   }
   if (score >= threshold) {
     for (const h of dedupeHits(hits)) {
-      const phrase = maskedPhrase(h.hidden ? h.phrase : text.slice(h.start, h.end));
+      const phrase = h.hidden ? maskedPhrase(h.phrase) : maskedPhrase(text, h.start, h.end);
       findings.push({ detector: 'injection', rule: h.family.rule, category: 'prompt_injection', severity,
         start: h.start, end: h.end, preview: `${h.family.label}: "${phrase}"`, score });
     }
