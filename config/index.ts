@@ -63,6 +63,7 @@ export const configSchema = z.object({
 
   PROVIDER_BASE_URL: httpUrl().default('https://api.openai.com/v1'),
   PROVIDER_API_KEY: z.string().optional(),
+  ID_HASH_KEY: z.string().min(16).optional(),  // keys redacted request ids' trace ids; default DATA_DIR/keys/id-hash.key
   PROXY_CONNECT_TIMEOUT_MS: ms(10_000, 1),        // TCP/TLS connect to the provider
   PROXY_HEADERS_TIMEOUT_MS: ms(600_000, 1),       // until response headers (non-streamed reasoning can take minutes)
   PROXY_BODY_TIMEOUT_MS: ms(300_000, 1),          // longest silence between two body chunks

@@ -1,5 +1,5 @@
 // The server's Ed25519 signing key: created on first start in DATA_DIR/keys (mode 0600), published by key id.
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256 } from './canonical.ts';
@@ -47,4 +47,17 @@ export function verifyText(publicKeyPem: string, text: string, signature: string
   } catch {
     return false;
   }
+}
+
+/**
+ * The secret that keys trace ids derived from redacted request ids (traceIdForRequestId): TRACEGATE_ID_HASH_KEY
+ * when set (collectors sharing a database must share it, or a replay landing on another one would not collapse),
+ * otherwise `id-hash.key` in `dir`, created on first start (mode 0600).
+ */
+export function loadIdHashKey(dir: string, configured?: string): Buffer {
+  if (configured) return Buffer.from(configured);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const file = join(dir, 'id-hash.key');
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600, flag: 'wx' });
+  return Buffer.from(readFileSync(file, 'utf8').trim());
 }

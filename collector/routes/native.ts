@@ -7,6 +7,7 @@ import { nativeTraceResponseSchema, nativeTraceSchema } from '../../mappers/nati
 import { mapNative, nativeSpanId } from '../../mappers/native.ts';
 import { traceIdForRequestId } from '../../processors/governance/apply.ts';
 import type { Policy } from '../../processors/governance/policy.ts';
+import { loadIdHashKey } from '../../processors/signing.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 
@@ -17,13 +18,14 @@ function issueDetails(issues: ZodIssue[], prefix: (string | number)[] = []) {
 }
 
 /** A trace keyed by a request id that the policy would redact is keyed by its hash (traceIdForRequestId). */
-function keyedSafely(record: SpanRecord, policy: Policy | null): SpanRecord {
+function keyedSafely(record: SpanRecord, policy: Policy | null, key: Buffer): SpanRecord {
   if (!policy || !record.requestId || record.traceId !== record.requestId) return record;
-  const traceId = traceIdForRequestId(record.requestId, policy);
+  const traceId = traceIdForRequestId(record.requestId, policy, key, record.workspaceId);
   return traceId === record.traceId ? record : { ...record, traceId, spanId: nativeSpanId(traceId) };
 }
 
 export function nativeRoutes(r: RouteContext): void {
+  const idHashKey = loadIdHashKey(r.enrichment.keysDir, r.config.ID_HASH_KEY);
   const schema = nativeTraceSchema({ maxStringBytes: r.config.MAX_STRING_BYTES });
   const batchResult = z.object({
     accepted: z.number(), rejected: z.number(),
@@ -49,7 +51,7 @@ export function nativeRoutes(r: RouteContext): void {
     const now = Date.now();
     // Redaction happens in the processors, but the trace id is answered from here: derive it safely here too.
     const policy = r.config.ENRICHMENT ? await r.settings.policyFor(caller.workspaceId) : null;
-    const map = (item: z.infer<typeof schema>) => keyedSafely(mapNative(item, caller.workspaceId, now), policy);
+    const map = (item: z.infer<typeof schema>) => keyedSafely(mapNative(item, caller.workspaceId, now), policy, idHashKey);
 
     if (!Array.isArray(body)) {
       const parsed = schema.safeParse(body);

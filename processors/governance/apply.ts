@@ -1,5 +1,5 @@
 // Processor helper: scan a record, evaluate the workspace policy, and return a redacted copy when needed.
-import { hash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../collector/record.ts';
 import { actionFor, evaluatePolicy, type Policy, type PolicyDecision } from './policy.ts';
 import { redact } from './redact.ts';
@@ -106,10 +106,11 @@ export function applyGovernance(record: SpanRecord, policy: Policy, options?: Sc
 /**
  * The trace id for a trace keyed by the client's request id. The request id label is redacted like any text, but
  * an id cannot hold a mask (every such trace would share it): when the policy redacts or blocks what the request
- * id holds, the trace is keyed by a hash of it instead, the same for every delivery so replays still collapse.
+ * id holds, the trace is keyed by an HMAC of it instead (keyed by a server secret, so a reader cannot test guesses
+ * against it; per workspace), the same for every delivery so replays still collapse.
  */
-export function traceIdForRequestId(requestId: string, policy: Policy): string {
+export function traceIdForRequestId(requestId: string, policy: Policy, key: Buffer, workspaceId: string): string {
   if (policy.defaultAction === 'flag' && Object.values(policy.actions).every((a) => a === 'flag')) return requestId; // nothing is ever masked
   const masked = scanFull(requestId).some((f) => { const a = actionFor(policy, f); return a === 'redact' || a === 'block'; });
-  return masked ? `redacted-${hash('sha256', requestId, 'hex').slice(0, 32)}` : requestId;
+  return masked ? `redacted-${createHmac('sha256', key).update(`${workspaceId}\u0000${requestId}`).digest('hex').slice(0, 32)}` : requestId;
 }

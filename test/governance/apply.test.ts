@@ -1,8 +1,12 @@
 // applyGovernance: scan a record, decide, and redact a copy.
 import { expect } from 'chai';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadIdHashKey } from '../../processors/signing.ts';
 import {
-  applyGovernance, DEFAULT_POLICY, newScanCache, parsePolicy, SCAN_OVERLAP, SCAN_WINDOW, scanRecordFields,
+  applyGovernance, traceIdForRequestId, DEFAULT_POLICY, newScanCache, parsePolicy, SCAN_OVERLAP, SCAN_WINDOW, scanRecordFields,
 } from '../../processors/governance/index.ts';
 
 function record(over: Partial<SpanRecord> = {}): SpanRecord {
@@ -193,5 +197,28 @@ describe('governance applyGovernance', () => {
     const out = applyGovernance(r, parsePolicy({ version: 1, modelDeny: ['gpt-4o'] }));
     expect(out.decision.decision).to.equal('block');
     expect(out.record).to.equal(r);
+  });
+});
+
+describe('governance traceIdForRequestId', () => {
+  it('keeps a request id the policy never masks; otherwise an HMAC, per workspace and per server secret, stable', () => {
+    const redactEmail = parsePolicy({ version: 1, actions: { email: 'redact' } });
+    const k1 = Buffer.from('k'.repeat(32));
+    const k2 = Buffer.from('j'.repeat(32));
+    expect(traceIdForRequestId('order:ann@example.com', DEFAULT_POLICY, k1, 'w1')).to.equal('order:ann@example.com');
+    expect(traceIdForRequestId('order-17', redactEmail, k1, 'w1')).to.equal('order-17');
+    const id = traceIdForRequestId('order:ann@example.com', redactEmail, k1, 'w1');
+    expect(id).to.match(/^redacted-[0-9a-f]{32}$/);
+    expect(traceIdForRequestId('order:ann@example.com', redactEmail, k1, 'w1')).to.equal(id);
+    expect(traceIdForRequestId('order:ann@example.com', redactEmail, k1, 'w2')).to.not.equal(id);
+    expect(traceIdForRequestId('order:ann@example.com', redactEmail, k2, 'w1')).to.not.equal(id);
+  });
+  it('the secret: TRACEGATE_ID_HASH_KEY when set, else a file created once with mode 0600', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'tg-idkey-')), 'keys');
+    const a = loadIdHashKey(dir);
+    expect(a.length).to.equal(64);
+    expect(loadIdHashKey(dir).equals(a)).to.equal(true);
+    expect(statSync(join(dir, 'id-hash.key')).mode & 0o777).to.equal(0o600);
+    expect(loadIdHashKey(dir, 'configured-secret-value').toString()).to.equal('configured-secret-value');
   });
 });
