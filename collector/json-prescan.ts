@@ -39,9 +39,10 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
 /**
  * The first object key that occurs twice in the same object of a (valid) JSON text, or null. JSON.parse keeps
  * the last copy; another parser may keep the first, so where the text is forwarded as is (the proxy) a policy
- * checked on one copy could be bypassed with the other.
+ * checked on one copy could be bypassed with the other. With `foldCase`, keys differing only in case count as the
+ * same (some parsers match field names case-insensitively, Go's encoding/json among them).
  */
-export function duplicateKey(b: Buffer): string | null {
+export function duplicateKey(b: Buffer, foldCase = false): string | null {
   const objects: Array<Set<string> | null> = []; // null: an array
   let expectKey = false;
   const n = b.length;
@@ -62,8 +63,9 @@ export function duplicateKey(b: Buffer): string | null {
       if (keys && expectKey) {
         // Compared unescaped: "input" and "\u0069nput" are the same key.
         const key = b.subarray(i + 1, j).includes(0x5c) ? JSON.parse(b.toString('utf8', i, j + 1)) as string : b.toString('utf8', i + 1, j);
-        if (keys.has(key)) return key;
-        keys.add(key);
+        const seen = foldCase ? key.toLowerCase() : key;
+        if (keys.has(seen)) return key;
+        keys.add(seen);
         expectKey = false;
       }
       i = j;

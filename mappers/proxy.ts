@@ -66,7 +66,8 @@ const FREE_FORM = new Set(['metadata', 'variables', 'parameters', 'schema', 'pro
 /** Inline file data (`data:<mime>;base64,…`) under these keys is not text. */
 const INLINE_DATA_KEYS = new Set(['image_url', 'file_data', 'file_url']);
 const INLINE_DATA = /^data:[\w.+-]+\/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,/;
-/** A key no detector can match (lower-case letters and underscores, short): every API field name; not scanned. */
+/** Lower-case letters and underscores, short: every API field name. Not scanned for PII or secrets (neither can
+ * take that shape), only for injection where the key sits in user content ('ignore_previous_instructions'). */
 const PLAIN_KEY = /^[a-z_]{1,32}$/;
 
 /**
@@ -88,9 +89,13 @@ export function requestStrings(body: Json): RequestString[] {
     if (!isObj(v)) return;
     const devRole = v.role === 'system' || v.role === 'developer';
     for (const k of Object.keys(v)) {
-      if (!PLAIN_KEY.test(k)) out.push({ path: [...path, k], text: k, trusted: true, key: true });
-      // At the top, only input and prompt (its variables) are the user's; below, a system or developer message is trusted.
-      walk(v[k], [...path, k], path.length === 0 ? k !== 'input' && k !== 'prompt' : trusted || devRole, free || FREE_FORM.has(k));
+      // A key is as trusted as the object holding it (a key in user content is user content).
+      // Plain keys in user content only when they could be words run together ('ignore_previous_instructions').
+      if (!PLAIN_KEY.test(k) || (!trusted && k.length >= 12 && k.includes('_'))) out.push({ path: [...path, k], text: k, trusted, key: true });
+      // At the top, only input and prompt (its variables) are the user's (compared case-insensitively: a provider
+      // may read 'INPUT' as input); below, a system or developer message is trusted.
+      const lower = k.toLowerCase();
+      walk(v[k], [...path, k], path.length === 0 ? lower !== 'input' && lower !== 'prompt' : trusted || devRole, free || FREE_FORM.has(k));
     }
   };
   walk(body, [], true, false);

@@ -97,6 +97,8 @@ describe('proxy mapper: request text', () => {
     expect(dup('{"input":1,"\\u0069nput":2}')).to.equal('input');
     expect(dup('[{"k":"{\\"k\\":1,"},{"k":2}]')).to.equal(null);
     expect(dup('{"k":{},"k":[]}')).to.equal('k');
+    expect(dup('{"input":1,"INPUT":2}')).to.equal(null);
+    expect(duplicateKey(Buffer.from('{"input":1,"INPUT":2}'), true)).to.equal('INPUT');
   });
 });
 
