@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { ApiKeyRecord, Storage, Workspace } from '../storage/types.ts';
 import type { AuditEvent } from '../processors/audit.ts';
 import { newKey } from './keys.ts';
+import { HttpError } from './errors.ts';
 import { sha256 } from '../processors/canonical.ts';
 import type { SettingsDoc, SettingsPatch, SettingsStore } from './settings.ts';
 
@@ -72,6 +73,11 @@ export async function updateSettings(settings: SettingsStore, wsId: string, patc
   const next = await settings.update(wsId, (doc) => {
     const { provider, ...parts } = patch;
     if (!provider) return { ...doc, ...parts };
+    // The stored key must not follow the base URL to another host unless the change says so.
+    const origin = (url: string | null | undefined) => new URL(url ?? settings.defaultProviderBaseUrl).origin;
+    if (provider.baseUrl !== undefined && provider.apiKey === undefined && doc.provider?.apiKey && origin(provider.baseUrl) !== origin(doc.provider.baseUrl)) {
+      throw new HttpError(400, 'provider_key_required', 'the provider base URL moves to another host: give the key to use there, or clear the stored one (provider set --api-key-env VAR | --clear-api-key)');
+    }
     const merged: Record<string, unknown> = { allowCallerKey: false, ...doc.provider, ...provider };
     for (const k of Object.keys(merged)) if (merged[k] === null) delete merged[k];
     return { ...doc, ...parts, provider: merged as SettingsDoc['provider'] };

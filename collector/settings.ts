@@ -76,9 +76,17 @@ export class SettingsStore {
       if (known === undefined) throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
       row = known;
     }
-    const doc = row ? this.parseStored(row.doc, workspaceId) : {};
-    const value: ResolvedSettings = {
-      doc, version: row?.version ?? 0,
+    const value = this.resolve(row ? this.parseStored(row.doc, workspaceId) : {}, row?.version ?? 0);
+    this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
+    return value;
+  }
+
+  /** The proxy upstream a workspace without its own base URL uses. */
+  get defaultProviderBaseUrl(): string { return this.config.PROVIDER_BASE_URL; }
+
+  private resolve(doc: SettingsDoc, version: number): ResolvedSettings {
+    return {
+      doc, version,
       policy: doc.policy ?? DEFAULT_POLICY,
       provider: {
         baseUrl: doc.provider?.baseUrl ?? this.config.PROVIDER_BASE_URL,
@@ -86,8 +94,6 @@ export class SettingsStore {
         allowCallerKey: doc.provider?.allowCallerKey ?? false,
       },
     };
-    this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
-    return value;
   }
 
   /**
@@ -121,9 +127,12 @@ export class SettingsStore {
   async update(workspaceId: string, change: (doc: SettingsDoc) => SettingsDoc): Promise<ResolvedSettings> {
     const current = await this.storage.getSettings(workspaceId);
     const doc = settingsSchema.parse(change(current ? JSON.parse(current.doc) : {}));
-    await this.storage.putSettings(workspaceId, JSON.stringify(doc), (current?.version ?? 0) + 1, Date.now());
-    this.cache.delete(workspaceId);
-    return this.forWorkspace(workspaceId);
+    const version = (current?.version ?? 0) + 1;
+    await this.storage.putSettings(workspaceId, JSON.stringify(doc), version, Date.now());
+    // What was written, not read back: the audit record must name this version even if another change follows.
+    const value = this.resolve(doc, version);
+    this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
+    return value;
   }
 
   forget(workspaceId: string): void {

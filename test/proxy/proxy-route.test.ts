@@ -479,6 +479,10 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       expect(lastAuth(other)).to.equal('Bearer sk-cli-secret-42');
       const shown = JSON.parse((await cli(s, ['settings', 'show', '--workspace', ws.workspaceId])).stdout);
       expect(shown.provider).to.deep.equal({ baseUrl: other.url, apiKey: '(set)', allowCallerKey: false });
+      // The stored key does not follow the base URL to another host unless told so.
+      const moved = await cli(s, ['provider', 'set', '--workspace', ws.workspaceId, '--base-url', 'https://elsewhere.example/v1']);
+      expect(moved.code).to.equal(1);
+      expect(moved.stderr).to.include('another host');
       // Changing one option keeps the stored key.
       await set('--allow-caller-key');
       await call();
