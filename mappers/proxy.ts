@@ -1,6 +1,7 @@
 // Responses API request/response (JSON or SSE) → one span record. Pure: no I/O, no clock.
 import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
 import { priceUsd } from '../processors/cost.ts';
+import { renameKeys } from '../processors/governance/redact.ts';
 
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -117,16 +118,18 @@ export function withTexts(body: Json, parts: ReadonlyArray<Pick<TextPart, 'path'
   const values = parts.filter((p) => !p.key);
   const keys = parts.filter((p) => p.key).sort((a, b) => b.path.length - a.path.length);
   for (const p of values) at(p.path.slice(0, -1))[p.path[p.path.length - 1]!] = p.text;
+  // Keys renamed per object, all of an object's at once (renameKeys: order kept, clashes numbered).
+  const byParent = new Map<string, { path: Array<string | number>; renames: Map<string, string> }>();
   for (const p of keys) {
     const parentPath = p.path.slice(0, -1);
-    const parent = at(parentPath) as Json;
-    const old = p.path[p.path.length - 1] as string;
-    let name = p.text;
-    for (let n = 2; name !== old && Object.hasOwn(parent, name); n++) name = `${p.text} (${n})`;
-    const renamed: Json = {};
-    for (const k of Object.keys(parent)) renamed[k === old ? name : k] = parent[k]; // key order kept
-    if (parentPath.length === 0) { for (const k of Object.keys(out)) delete out[k]; Object.assign(out, renamed); }
-    else at(parentPath.slice(0, -1))[parentPath[parentPath.length - 1]!] = renamed;
+    const id = JSON.stringify(parentPath);
+    const entry = byParent.get(id) ?? byParent.set(id, { path: parentPath, renames: new Map() }).get(id)!;
+    entry.renames.set(p.path[p.path.length - 1] as string, p.text);
+  }
+  for (const { path, renames } of byParent.values()) {
+    const renamed = renameKeys(at(path) as Json, renames);
+    if (path.length === 0) { for (const k of Object.keys(out)) delete out[k]; Object.assign(out, renamed); }
+    else at(path.slice(0, -1))[path[path.length - 1]!] = renamed;
   }
   return out;
 }

@@ -2,7 +2,7 @@
 // workspace policy, and produce the body to forward (redacted when the policy says so) plus what the trace may store.
 import type { Attributes } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
-import { scanFull, type FieldFinding } from '../../processors/governance/scan.ts';
+import { maskedFieldName, scanFull, type FieldFinding } from '../../processors/governance/scan.ts';
 import { actionFor, evaluatePolicy, type Decision, type Policy, type PolicyReason } from '../../processors/governance/policy.ts';
 import { redact } from '../../processors/governance/redact.ts';
 import type { Finding } from '../../processors/governance/types.ts';
@@ -52,13 +52,9 @@ export function preflight(policy: Policy, raw: Buffer, body: Record<string, unkn
 
   // Field names are stored and shown: a key with a finding appears masked in them, whatever the action.
   const maskedKeys = new Map<string, string>();
-  strings.forEach((p, i) => { if (p.key && findings[i]!.length) maskedKeys.set(JSON.stringify(p.path), redact(p.text, findings[i]!)); });
-  const fieldName = (path: Array<string | number>) => path.map((seg, j) => {
-    if (typeof seg === 'number') return `[${seg}]`;
-    return `.${maskedKeys.size ? maskedKeys.get(JSON.stringify(path.slice(0, j + 1))) ?? seg : seg}`;
-  }).join('').slice(1);
+  strings.forEach((p, i) => { if (p.key && findings[i]!.length) maskedKeys.set(`request:${JSON.stringify(p.path)}`, redact(p.text, findings[i]!)); });
   const fieldFindings: FieldFinding[] = [];
-  strings.forEach((p, i) => { for (const f of findings[i]!) fieldFindings.push({ ...f, field: `request:${fieldName(p.path)}${p.key ? ' (key)' : ''}` }); });
+  strings.forEach((p, i) => { for (const f of findings[i]!) fieldFindings.push({ ...f, field: maskedFieldName('request:', p.path, maskedKeys, p.key) }); });
   const attributes: Attributes = {};
   if (all.length || reasons.length) {
     const grouped = new Map<string, { category: string; rule: string; severity: string; detector: string; action: string; field: string; count: number }>();

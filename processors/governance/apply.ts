@@ -2,7 +2,7 @@
 import { createHmac } from 'node:crypto';
 import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../collector/record.ts';
 import { actionFor, evaluatePolicy, type Policy, type PolicyDecision } from './policy.ts';
-import { redact } from './redact.ts';
+import { redact, renameKeys } from './redact.ts';
 import { reportedFindings, scanFull, scanRecordSlots, type FieldFinding, type Path, type ScanCache, type ScanOptions, type TextLocation } from './scan.ts';
 
 export interface GovernanceResult {
@@ -15,7 +15,7 @@ export interface GovernanceResult {
 
 /**
  * Structural copy of `attrs` with the strings at `edits` replaced and the keys at `renames` renamed (both keyed by
- * the JSON path as sent); untouched branches are shared, renamed keys come after the others and never overwrite one.
+ * the JSON path as sent); untouched branches are shared (renameKeys: order kept, clashes numbered).
  */
 function replaceAttributes(attrs: Attributes, edits: Map<string, string>, renames: Map<string, string> = new Map()): Attributes {
   if (edits.size === 0 && renames.size === 0) return attrs;
@@ -26,20 +26,14 @@ function replaceAttributes(attrs: Attributes, edits: Map<string, string>, rename
   }
   const copyObject = (v: Record<string, AttrValue>, path: Path): Record<string, AttrValue> => {
     const copy: Record<string, AttrValue> = {};
-    const renamed: Array<[string, AttrValue]> = [];
+    const here = new Map<string, string>();
     for (const k of Object.keys(v)) {
       const p = [...path, k];
-      const value = rebuild(v[k]!, p);
+      copy[k] = rebuild(v[k]!, p);
       const to = renames.get(JSON.stringify(p));
-      if (to === undefined) copy[k] = value;
-      else renamed.push([to, value]);
+      if (to !== undefined) here.set(k, to);
     }
-    for (const [to, value] of renamed) {
-      let name = to;
-      for (let n = 2; Object.hasOwn(copy, name); n++) name = `${to} (${n})`;
-      copy[name] = value;
-    }
-    return copy;
+    return here.size ? renameKeys(copy, here) : copy;
   };
   const rebuild = (v: AttrValue, path: Path): AttrValue => {
     const key = JSON.stringify(path);

@@ -33,3 +33,25 @@ export function redact(text: string, findings: readonly Span[]): string {
   }
   return out + text.slice(cursor);
 }
+
+/**
+ * A copy of `obj` with the keys in `renames` (old → new) renamed, key order kept. A new name that another key
+ * already has, or that an earlier rename took, is numbered ('[REDACTED:email] (2)'): a redacted key never
+ * overwrites another value.
+ */
+export function renameKeys<T>(obj: Readonly<Record<string, T>>, renames: ReadonlyMap<string, string>): Record<string, T> {
+  const keys = Object.keys(obj);
+  const taken = new Set(keys.filter((k) => !renames.has(k)));
+  const out: Record<string, T> = {};
+  for (const k of keys) {
+    const to = renames.get(k);
+    let name = k;
+    if (to !== undefined) {
+      name = to;
+      for (let n = 2; taken.has(name); n++) name = `${to} (${n})`;
+      taken.add(name);
+    }
+    out[name] = obj[k]!;
+  }
+  return out;
+}

@@ -126,7 +126,18 @@ function pathKey(path: Path): string {
 
 /** A slot's field name: `prompt`, `actionName`, …, or `attribute:a.b[0]` (with ` (key)` for a key). */
 export function slotField(slot: TextSlot): FieldName {
-  return slot.field ?? `${slot.base}${pathKey(slot.path!)}${slot.key ? ' (key)' : ''}`;
+  return slot.field ?? maskedFieldName(slot.base!, slot.path!, NO_MASKS, slot.key);
+}
+
+const NO_MASKS: ReadonlyMap<string, string> = new Map();
+
+/**
+ * The field name of `path` under `base` (`attribute:`, `request:`), ` (key)` appended for a key. Field names are
+ * stored and shown: a key segment with a finding appears as `masked` has it (keyed by base + JSON of its path).
+ */
+export function maskedFieldName(base: string, path: Path, masked: ReadonlyMap<string, string>, key = false): FieldName {
+  const segs = masked.size === 0 ? path : path.map((seg, j) => (typeof seg === 'string' ? masked.get(base + JSON.stringify(path.slice(0, j + 1))) ?? seg : seg));
+  return `${base}${pathKey(segs)}${key ? ' (key)' : ''}`;
 }
 
 // Attribute keys that every detector found clean: most repeat on every span ('gen_ai.usage.input_tokens'), so
@@ -249,11 +260,7 @@ export function reportedFindings(scans: readonly SlotFindings[]): FieldFinding[]
   // Field names are stored and shown: a key with findings is named masked, also in the names of values under it.
   const masked = new Map<string, string>();
   for (const s of scans) if (s.slot.key) masked.set(s.slot.base + JSON.stringify(s.slot.path), redact(s.slot.value, s.findings));
-  const fieldOf = (slot: TextSlot): FieldName => {
-    if (masked.size === 0 || !slot.path) return slotField(slot);
-    const path = slot.path.map((seg, j) => (typeof seg === 'string' ? masked.get(slot.base + JSON.stringify(slot.path!.slice(0, j + 1))) ?? seg : seg));
-    return `${slot.base}${pathKey(path)}${slot.key ? ' (key)' : ''}`;
-  };
+  const fieldOf = (slot: TextSlot): FieldName => (slot.path ? maskedFieldName(slot.base!, slot.path, masked, slot.key) : slotField(slot));
   for (const s of scans) {
     if (s.repeat) continue;
     const text = s.slot.at.kind === 'prompt' || s.slot.at.kind === 'response';

@@ -167,7 +167,7 @@ describe('governance applyGovernance', () => {
     expect(out.record.attributes).to.deep.equal({
       metadata: { '[REDACTED:email]': { note: 'mail [REDACTED:email]', ok: 'x' }, plain: 'y' }, 'token:[REDACTED:api_key]': 1, 'gen_ai.usage.input_tokens': 3,
     });
-    expect(Object.keys(out.record.attributes)).to.deep.equal(['metadata', 'gen_ai.usage.input_tokens', 'token:[REDACTED:api_key]']);
+    expect(Object.keys(out.record.attributes)).to.deep.equal(['metadata', 'token:[REDACTED:api_key]', 'gen_ai.usage.input_tokens']); // order kept
     expect(out.record.resourceAttributes).to.deep.equal({ 'owner:[REDACTED:email]': 'team' });
     expect(out.record.events[0]!.attributes).to.deep.equal({ '[REDACTED:email]': 'seen' });
     const fields = out.findings.map((f) => f.field);
