@@ -1,6 +1,20 @@
 // A cheap look at a JSON text before JSON.parse: bracket depth and object count, so a 20 MB "[[[[…" or
 // "[{},{},…" is refused without building it, and nothing too deep reaches structuredClone or a worker.
 
+/** The index of the quote closing the string that opens at `i` (skipping escaped quotes), or -1. */
+function stringEnd(b: Buffer, i: number): number {
+  let j = i + 1;
+  for (;;) {
+    j = b.indexOf(0x22, j);
+    if (j < 0) return -1;
+    let k = j - 1;
+    let bs = 0;
+    while (b[k] === 0x5c) { bs++; k--; }
+    if ((bs & 1) === 0) return j;
+    j++;
+  }
+}
+
 /**
  * Bracket depth and object count of a JSON text, scanning bytes and skipping string
  * contents with indexOf (no parse, no allocation). Returns 'deep' as soon as the depth
@@ -13,16 +27,8 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
   for (let i = 0; i < n; i++) {
     const c = b[i]!;
     if (c === 0x22) {
-      let j = i + 1;
-      for (;;) {
-        j = b.indexOf(0x22, j);
-        if (j < 0) return 'ok'; // unterminated string: JSON.parse reports it
-        let k = j - 1;
-        let bs = 0;
-        while (b[k] === 0x5c) { bs++; k--; }
-        if ((bs & 1) === 0) break;
-        j++;
-      }
+      const j = stringEnd(b, i);
+      if (j < 0) return 'ok'; // unterminated string: JSON.parse reports it
       i = j;
     } else if (c === 0x7b) {
       if (++depth > maxNesting) return 'deep';
@@ -49,16 +55,8 @@ export function duplicateKey(b: Buffer, foldCase = false): string | null {
   for (let i = 0; i < n; i++) {
     const c = b[i]!;
     if (c === 0x22) {
-      let j = i + 1;
-      for (;;) {
-        j = b.indexOf(0x22, j);
-        if (j < 0) return null;
-        let k = j - 1;
-        let bs = 0;
-        while (b[k] === 0x5c) { bs++; k--; }
-        if ((bs & 1) === 0) break;
-        j++;
-      }
+      const j = stringEnd(b, i);
+      if (j < 0) return null;
       const keys = objects[objects.length - 1];
       if (keys && expectKey) {
         // Compared unescaped: "input" and "\u0069nput" are the same key.
