@@ -42,14 +42,19 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
   return 'ok';
 }
 
+/** A key as a case-insensitive parser matches it: full case folding ('ſ' is 's', the Kelvin sign 'k'). */
+export const foldKey = (k: string): string => k.toUpperCase().toLowerCase();
+
 /**
  * The first object key that occurs twice in the same object of a (valid) JSON text, or null. JSON.parse keeps
  * the last copy; another parser may keep the first, so where the text is forwarded as is (the proxy) a policy
  * checked on one copy could be bypassed with the other. With `foldCase`, keys differing only in case count as the
- * same (some parsers match field names case-insensitively, Go's encoding/json among them).
+ * same (some parsers match field names case-insensitively, Go's encoding/json among them), except inside the maps
+ * named by `exactUnder` (folded names): their keys are data, not fields a parser matches.
  */
-export function duplicateKey(b: Buffer, foldCase = false): string | null {
-  const objects: Array<Set<string> | null> = []; // null: an array
+export function duplicateKey(b: Buffer, foldCase = false, exactUnder: ReadonlySet<string> = new Set()): string | null {
+  const objects: Array<{ keys: Set<string> | null; exact: boolean }> = []; // keys null: an array
+  let lastKey: string | null = null; // the last key read: the name of the value that opens next
   let expectKey = false;
   const n = b.length;
   for (let i = 0; i < n; i++) {
@@ -57,25 +62,26 @@ export function duplicateKey(b: Buffer, foldCase = false): string | null {
     if (c === 0x22) {
       const j = stringEnd(b, i);
       if (j < 0) return null;
-      const keys = objects[objects.length - 1];
-      if (keys && expectKey) {
+      const top = objects[objects.length - 1];
+      if (top?.keys && expectKey) {
         // Compared unescaped: "input" and "\u0069nput" are the same key.
         const key = b.subarray(i + 1, j).includes(0x5c) ? JSON.parse(b.toString('utf8', i, j + 1)) as string : b.toString('utf8', i + 1, j);
-        const seen = foldCase ? key.toLowerCase() : key;
-        if (keys.has(seen)) return key;
-        keys.add(seen);
+        const seen = foldCase && !top.exact ? foldKey(key) : key;
+        if (top.keys.has(seen)) return key;
+        top.keys.add(seen);
+        lastKey = key;
         expectKey = false;
       }
       i = j;
-    } else if (c === 0x7b) {
-      objects.push(new Set());
-      expectKey = true;
-    } else if (c === 0x5b) {
-      objects.push(null);
+    } else if (c === 0x7b || c === 0x5b) {
+      const parent = objects[objects.length - 1];
+      const exact = (parent?.exact ?? false) || (parent?.keys != null && lastKey !== null && exactUnder.has(foldKey(lastKey)));
+      objects.push({ keys: c === 0x7b ? new Set() : null, exact });
+      expectKey = c === 0x7b;
     } else if (c === 0x5d || c === 0x7d) {
       objects.pop();
     } else if (c === 0x2c) {
-      expectKey = objects[objects.length - 1] != null;
+      expectKey = objects[objects.length - 1]?.keys != null;
     }
   }
   return null;

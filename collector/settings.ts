@@ -85,14 +85,13 @@ export class SettingsStore {
   get defaultProviderBaseUrl(): string { return this.config.PROVIDER_BASE_URL; }
 
   private resolve(doc: SettingsDoc, version: number): ResolvedSettings {
+    const baseUrl = doc.provider?.baseUrl ?? this.config.PROVIDER_BASE_URL;
+    // The server's key goes only to the server's provider host, never to one a workspace chose.
+    const serverKey = new URL(baseUrl).origin === new URL(this.config.PROVIDER_BASE_URL).origin ? this.config.PROVIDER_API_KEY : undefined;
     return {
       doc, version,
       policy: doc.policy ?? DEFAULT_POLICY,
-      provider: {
-        baseUrl: doc.provider?.baseUrl ?? this.config.PROVIDER_BASE_URL,
-        apiKey: doc.provider?.apiKey ?? this.config.PROVIDER_API_KEY,
-        allowCallerKey: doc.provider?.allowCallerKey ?? false,
-      },
+      provider: { baseUrl, apiKey: doc.provider?.apiKey ?? serverKey, allowCallerKey: doc.provider?.allowCallerKey ?? false },
     };
   }
 

@@ -2,6 +2,7 @@
 import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
+import { foldKey } from '../collector/json-prescan.ts';
 
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -62,8 +63,9 @@ export interface RequestString { path: Array<string | number>; text: string; tru
  * them outside free-form maps (metadata, prompt variables, JSON schemas). What is under them is scanned in full. */
 const OPAQUE_KEYS = new Set(['model', 'type', 'role', 'id', 'call_id', 'status', 'previous_response_id', 'service_tier',
   'truncation', 'encrypted_content', 'file_id', 'detail', 'effort']);
-/** Maps whose keys are the caller's own: every string under them is scanned. */
-const FREE_FORM = new Set(['metadata', 'variables', 'parameters', 'schema', 'properties']);
+/** Maps whose keys are the caller's own: every string under them is scanned. Matched case-folded (foldKey): a
+ * provider that reads field names case-insensitively reads 'Variables' as variables. */
+export const FREE_FORM = new Set(['metadata', 'variables', 'parameters', 'schema', 'properties']);
 /** Inline file data (`data:<mime>;base64,…`) under these keys is not text. */
 const INLINE_DATA_KEYS = new Set(['image_url', 'file_data', 'file_url']);
 const INLINE_DATA = /^data:[\w.+-]+\/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,/;
@@ -95,8 +97,8 @@ export function requestStrings(body: Json): RequestString[] {
       if (!PLAIN_KEY.test(k) || (!trusted && k.length >= 12 && k.includes('_'))) out.push({ path: [...path, k], text: k, trusted, key: true });
       // At the top, only input and prompt (its variables) are the user's (compared case-insensitively: a provider
       // may read 'INPUT' as input); below, a system or developer message is trusted.
-      const lower = k.toLowerCase();
-      walk(v[k], [...path, k], path.length === 0 ? lower !== 'input' && lower !== 'prompt' : trusted || devRole, free || FREE_FORM.has(k));
+      const lower = foldKey(k);
+      walk(v[k], [...path, k], path.length === 0 ? lower !== 'input' && lower !== 'prompt' : trusted || devRole, free || FREE_FORM.has(lower));
     }
   };
   walk(body, [], true, false);

@@ -1,6 +1,6 @@
 // The server's Ed25519 signing key: created on first start in DATA_DIR/keys (mode 0600), published by key id.
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256 } from './canonical.ts';
 
@@ -58,6 +58,14 @@ export function loadIdHashKey(dir: string, configured?: string): Buffer {
   if (configured) return Buffer.from(configured);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, 'id-hash.key');
-  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600, flag: 'wx' });
-  return Buffer.from(readFileSync(file, 'utf8').trim());
+  if (!existsSync(file)) {
+    // Written whole under a temporary name, then linked into place: two processes starting together agree on
+    // the first one linked, and no reader sees a half-written key.
+    const tmp = join(dir, `.id-hash.key.${process.pid}.${randomBytes(4).toString('hex')}`);
+    writeFileSync(tmp, randomBytes(32).toString('hex'), { mode: 0o600 });
+    try { linkSync(tmp, file); } catch (err) { if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; } finally { unlinkSync(tmp); }
+  }
+  const key = readFileSync(file, 'utf8').trim();
+  if (!/^[0-9a-f]{64}$/.test(key)) throw new Error(`${file} is not a 64-hex-digit key; remove it to have a new one made, or set TRACEGATE_ID_HASH_KEY`);
+  return Buffer.from(key);
 }

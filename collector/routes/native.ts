@@ -25,7 +25,7 @@ function keyedSafely(record: SpanRecord, policy: Policy | null, key: Buffer): Sp
 }
 
 export function nativeRoutes(r: RouteContext): void {
-  const idHashKey = loadIdHashKey(r.enrichment.keysDir, r.config.ID_HASH_KEY);
+  const idHashKey = r.config.ENRICHMENT ? loadIdHashKey(r.enrichment.keysDir, r.config.ID_HASH_KEY) : Buffer.alloc(0); // unused without a policy
   const schema = nativeTraceSchema({ maxStringBytes: r.config.MAX_STRING_BYTES });
   const batchResult = z.object({
     accepted: z.number(), rejected: z.number(),

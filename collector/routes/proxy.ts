@@ -12,7 +12,7 @@ import { duplicateKey } from '../json-prescan.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
-import { mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
+import { FREE_FORM, mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
 import { blockMessage, preflight } from '../proxy/preflight.ts';
 import { passBackHeaders, RESPONSE_ID, responseItemTarget, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
 
@@ -92,10 +92,10 @@ export function proxyRoutes(r: RouteContext): void {
       throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with a string `model`', { type: 'invalid_request_error', param: 'model' });
     }
     // The body is forwarded as sent: a key given twice could be read one way by the preflight and another upstream.
-    const dup = duplicateKey(raw, true);
+    const dup = duplicateKey(raw, true, FREE_FORM);
     if (dup !== null) {
       const name = /^[a-z_]{1,40}$/i.test(dup) ? dup : null; // a caller-named key could hold anything: not echoed (audit keeps messages)
-      throw new HttpError(400, 'duplicate_key', `the body repeats ${name ? `the key "${name}"` : 'a key'} in one object (keys differing only in case count as the same); send each key once`, { type: 'invalid_request_error', param: name });
+      throw new HttpError(400, 'duplicate_key', `the body repeats ${name ? `the key "${name}"` : 'a key'} in one object (field names differing only in case count as the same); send each key once`, { type: 'invalid_request_error', param: name });
     }
     const caller = ctx.state.caller as Caller;
     const settings = await r.settings.forWorkspace(caller.workspaceId);

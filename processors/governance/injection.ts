@@ -257,8 +257,9 @@ export function maskedPhrase(raw: string, start = 0, end = raw.length): string {
   const s = found.length > 0 ? redact(win.slice(from, to), found.map((f) => ({ ...f, start: f.start - from, end: f.end - from }))) : phrase;
   return excerpt(s.replace(TOKEN_LIKE, maskToken));
 }
-/** Characters read on each side of a phrase for its preview's masking: longer than any value a phrase cuts. */
-const PREVIEW_CONTEXT = 128;
+/** Characters read on each side of a phrase for its preview's masking: longer than any value a phrase cuts (an
+ * e-mail address is at most 254). */
+const PREVIEW_CONTEXT = 320;
 
 function invisibleWeight(run: InvisibleRun, text: string): number {
   if (run.kinds.has('tag')) return 0.6;

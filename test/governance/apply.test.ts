@@ -221,4 +221,14 @@ describe('governance traceIdForRequestId', () => {
     expect(statSync(join(dir, 'id-hash.key')).mode & 0o777).to.equal(0o600);
     expect(loadIdHashKey(dir, 'configured-secret-value').toString()).to.equal('configured-secret-value');
   });
+  it('processes starting together agree on one key', async function () {
+    this.timeout(30_000);
+    const { execFile } = await import('node:child_process');
+    const dir = join(mkdtempSync(join(tmpdir(), 'tg-idkey-')), 'keys');
+    const code = `import('${new URL('../../processors/signing.ts', import.meta.url).href}').then((m) => process.stdout.write(m.loadIdHashKey(${JSON.stringify(dir)}).toString()))`;
+    const run = () => new Promise<string>((resolve, reject) => execFile(process.execPath, ['-e', code], (err, out) => (err ? reject(err) : resolve(out))));
+    const keys = await Promise.all(Array.from({ length: 6 }, run));
+    expect(new Set(keys).size).to.equal(1);
+    expect(keys[0]).to.match(/^[0-9a-f]{64}$/);
+  });
 });

@@ -99,6 +99,12 @@ describe('proxy mapper: request text', () => {
     expect(dup('{"k":{},"k":[]}')).to.equal('k');
     expect(dup('{"input":1,"INPUT":2}')).to.equal(null);
     expect(duplicateKey(Buffer.from('{"input":1,"INPUT":2}'), true)).to.equal('INPUT');
+    expect(duplicateKey(Buffer.from('{"Variableſ":1,"variables":2}'), true)).to.equal('variables');
+    // Inside caller-named maps keys are data: compared exactly, at any depth below them.
+    const free = new Set(['metadata', 'properties']);
+    expect(duplicateKey(Buffer.from('{"metadata":{"ID":1,"id":2},"tools":[{"properties":{"Name":{},"name":{"a":{"K":1,"k":2}}}}]}'), true, free)).to.equal(null);
+    expect(duplicateKey(Buffer.from('{"metadata":{"id":1},"Metadata":{}}'), true, free)).to.equal('Metadata');
+    expect(duplicateKey(Buffer.from('{"tools":[{"type":"a","TYPE":"b"}]}'), true, free)).to.equal('TYPE');
   });
 });
 

@@ -276,6 +276,10 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     const findings = (await get(`${s.url}/api/findings?traceId=${traceId}`, ws.auth)).json.items.map((f: any) => f.field);
     expect(findings).to.have.members(['request:input[0].id', 'request:metadata.[REDACTED:api_key] (key)', 'request:metadata.owner:[REDACTED:email] (key)',
       'request:tools[0].parameters.properties.[REDACTED:api_key] (key)']);
+    // Free-form maps are found whatever the case of their name: identifiers under them are scanned in full.
+    const r3 = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'hi', prompt: { id: 'pmpt_1', Variables: { id: 'mail ann@example.com' } } }, ws.auth);
+    expect(r3.status, r3.text).to.equal(200);
+    expect(fake.requests.at(-1)!.raw).to.not.include('ann@example.com');
     // A key in user content is user content: an injection spelled as a key is found there.
     const inj = await workspace({ policy: { version: 1, actions: { prompt_injection: 'block' } } });
     const before = fake.requests.length;
@@ -487,7 +491,11 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       await set('--allow-caller-key');
       await call();
       expect(lastAuth(other)).to.equal('Bearer sk-cli-secret-42');
-      await set('--default-base-url', '--clear-api-key');
+      // Without a key of its own, a workspace on another host gets no key: the server's goes only to its own host.
+      await set('--clear-api-key');
+      await call();
+      expect(other.requests.at(-1)!.headers.authorization).to.equal(undefined);
+      await set('--default-base-url');
       const before = other.requests.length;
       await call();
       expect(other.requests.length).to.equal(before);
@@ -495,7 +503,7 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       const none = await cli(s, ['provider', 'set', '--workspace', ws.workspaceId]);
       expect(none.code).to.equal(2);
       const audit = (await get(`${s.url}/api/audit?action=settings.update`, ws.auth)).json.items;
-      expect(audit).to.have.length(3);
+      expect(audit).to.have.length(4);
       expect(JSON.stringify(audit)).to.not.include('sk-cli-secret-42');
     } finally {
       await other.close();
