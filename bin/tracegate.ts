@@ -73,7 +73,7 @@ function printVerify(name: string, r: VerifyResult): void {
   console.log(`${r.ok ? 'OK  ' : 'FAIL'} ${name}: ${r.recordsChecked} records over ${r.tracesChecked} traces, ${r.checkpointsChecked} signed checkpoints` +
     `${r.superseded ? `, ${r.superseded} superseded by later deliveries` : ''}${r.unsignedTail ? `, ${r.unsignedTail} awaiting their checkpoint` : ''}`);
   for (const p of r.problems) console.log(`  ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''}${p.traceId ? ` trace ${p.traceId}` : ''}: ${p.message}`);
-  for (const p of r.audit) console.log(`  audit ${p.kind}: chain ${p.chainId} seq ${p.seq}: ${p.message}`);
+  for (const p of r.audit) console.log(`  audit ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''} ${p.message}`);
 }
 
 async function manage(cmd: string, args: string[], config: Config): Promise<number> {
@@ -146,9 +146,10 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
       return 0;
     }
     if (cmd === 'verify') {
-      // Without --workspace: every workspace with verification records, and the audit chain of rejected requests.
+      // Without --workspace: every workspace with anything to check, and _system (the audit chain of rejected
+      // requests) even when it has no records yet.
       const { SYSTEM_WORKSPACE } = await import('../processors/audit.ts');
-      const targets = values.workspace ? [values.workspace] : [...await ops.verifiableWorkspaces(), SYSTEM_WORKSPACE];
+      const targets = values.workspace ? [values.workspace] : [...new Set([...await ops.verifiableWorkspaces(), SYSTEM_WORKSPACE])];
       let ok = true;
       const results: Record<string, VerifyResult> = {};
       for (const ws of targets) {

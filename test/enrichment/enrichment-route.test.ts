@@ -242,6 +242,8 @@ for (const backend of BACKENDS) {
       // Unfiltered, verify covers every workspace (not only those with verification records) and the _system chain.
       const all = await cli(s, ['verify', '--json']);
       expect(all.code).to.equal(1);
+      const text = await cli(s, ['verify']);
+      expect(text.stdout.split('\n').filter((l) => / _system\b/.test(l))).to.have.length(1); // each workspace once
       const results = JSON.parse(all.stdout);
       expect(Object.keys(results)).to.include('_system');
       expect(results[wsId].ok).to.equal(false);
