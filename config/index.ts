@@ -49,6 +49,7 @@ export const configSchema = z.object({
   MAX_JSON_DEPTH: z.coerce.number().int().min(8).max(1000).default(64), // bracket depth of any JSON body
   MAX_SPANS_PER_REQUEST: int(10000, 1),
   MAX_ATTRIBUTE_VALUE_BYTES: int(64 * 1024, 16),  // longer attribute strings are truncated and marked
+  MAX_ATTRIBUTE_KEY_BYTES: int(1024, 64),          // longer attribute (and kvlist) keys are truncated and marked (OTLP)
 
   FLUSH_INTERVAL_MS: ms(1000, 10),       // writer → storage cadence (reads lag writes by about this)
   FLUSH_MAX_ROWS: int(50000, 1),

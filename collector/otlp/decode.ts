@@ -38,7 +38,7 @@
 //     are cut at a UTF-8 boundary — content keys (prompt/response carriers, see
 //     CONTENT_KEYS and FLAT_CONTENT) get the larger maxStringBytes — and the attribute set gets
 //     `tracegate.truncated: [keys…]`. Keys (also kvlist keys) longer than maxKeyBytes
-//     (MAX_ATTRIBUTE_KEY_BYTES, 1024) are cut the same way; a cut top-level key is listed as cut,
+//     (TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES, default 1024) are cut the same way; a cut top-level key is listed as cut,
 //     a cut kvlist key lists its top-level attribute. Span/event names, status message and trace state
 //     longer than maxAttributeValueBytes are cut too and listed as `otel.span.name`,
 //     `otel.status_message`, `otel.trace_state`, `otel.event.name`.
@@ -82,8 +82,8 @@ export interface OtlpLimits {
   maxStringBytes: number;
   /**
    * Longest attribute key (also kvlist keys) in UTF-8 bytes; longer keys are cut and marked like long
-   * values. Default MAX_ATTRIBUTE_KEY_BYTES (a constant: real keys, even flattened message keys, are far
-   * shorter, and tying it to maxAttributeValueBytes would cut ordinary keys when values are kept small).
+   * values. Default MAX_ATTRIBUTE_KEY_BYTES; its own setting (TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES): tying it to
+   * maxAttributeValueBytes would cut ordinary keys when values are kept small.
    */
   maxKeyBytes?: number;
   /**
@@ -94,7 +94,7 @@ export interface OtlpLimits {
   maxNodes?: number;
 }
 
-export function otlpLimits(c: Pick<Config, 'MAX_DEPTH' | 'MAX_ATTRIBUTES' | 'MAX_EVENTS' | 'MAX_SPANS_PER_REQUEST' | 'MAX_ATTRIBUTE_VALUE_BYTES' | 'MAX_STRING_BYTES'>): OtlpLimits {
+export function otlpLimits(c: Pick<Config, 'MAX_DEPTH' | 'MAX_ATTRIBUTES' | 'MAX_EVENTS' | 'MAX_SPANS_PER_REQUEST' | 'MAX_ATTRIBUTE_VALUE_BYTES' | 'MAX_STRING_BYTES' | 'MAX_ATTRIBUTE_KEY_BYTES'>): OtlpLimits {
   return {
     maxDepth: c.MAX_DEPTH,
     maxAttributes: c.MAX_ATTRIBUTES,
@@ -102,6 +102,7 @@ export function otlpLimits(c: Pick<Config, 'MAX_DEPTH' | 'MAX_ATTRIBUTES' | 'MAX
     maxSpansPerRequest: c.MAX_SPANS_PER_REQUEST,
     maxAttributeValueBytes: c.MAX_ATTRIBUTE_VALUE_BYTES,
     maxStringBytes: c.MAX_STRING_BYTES,
+    maxKeyBytes: c.MAX_ATTRIBUTE_KEY_BYTES,
   };
 }
 

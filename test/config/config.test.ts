@@ -1,6 +1,7 @@
 // Configuration validation: values that would fail late (or never) are refused at start, naming the variable.
 import { expect } from 'chai';
 import { loadConfig } from '../../config/index.ts';
+import { decodeOtlpRequest, otlpLimits } from '../../collector/otlp/index.ts';
 import { cli } from '../support/server.ts';
 
 describe('configuration bounds', () => {
@@ -40,6 +41,16 @@ describe('configuration bounds', () => {
     }
   });
 
+  it('TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES sets the OTLP key limit (at least 64)', () => {
+    expect(() => loadConfig({ TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES: '10' })).to.throw(/TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES/);
+    const limits = otlpLimits(loadConfig({ TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES: '100' }));
+    const key = 'k'.repeat(300);
+    const body = Buffer.from(JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans: [{
+      traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 's', startTimeUnixNano: '1', endTimeUnixNano: '2',
+      attributes: [{ key, value: { stringValue: 'v' } }] }] }] }] }));
+    const span = decodeOtlpRequest(body, 'json', limits).resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
+    expect(span.attributes).to.deep.include({ [key.slice(0, 100)]: 'v', 'tracegate.truncated': [key.slice(0, 100)] });
+  });
   it('serve stops at once with the message naming the variable', async function () {
     this.timeout(30_000);
     for (const [name, value] of [['TRACEGATE_CLICKHOUSE_URL', 'localhost:8123'], ['TRACEGATE_PORT', '70000']] as const) {
