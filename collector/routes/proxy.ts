@@ -13,7 +13,8 @@ import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
 import { FREE_FORM, mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
-import { blockMessage, preflight } from '../proxy/preflight.ts';
+import { blockMessage } from '../proxy/preflight.ts';
+import { PreflightThread } from '../proxy/preflight-thread.ts';
 import { passBackHeaders, RESPONSE_ID, responseItemTarget, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
 
 const PATH = '/api/proxy/provider/responses';
@@ -51,7 +52,9 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object
 
 export function proxyRoutes(r: RouteContext): void {
   const upstreams = new Upstreams(r.config);
+  const preflights = new PreflightThread();
   r.onClose(() => upstreams.close());
+  r.onClose(() => preflights.close());
   r.docs.push({
     method: 'post', path: PATH, tag: 'proxy', auth: 'apiKey',
     summary: 'Governance preflight, forward to the provider\'s Responses API (JSON, or SSE passthrough when stream is true), persist the trace',
@@ -105,7 +108,7 @@ export function proxyRoutes(r: RouteContext): void {
     ctx.set('X-Trace-Id', traceId);
     const environment = ctx.get('x-tracegate-environment');
 
-    const pre = preflight(settings.policy, raw, body, environment);
+    const pre = await preflights.run(settings.policy, raw, body, environment);
     const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
     const base = {
       workspaceId: caller.workspaceId, traceId, spanId: newSpanId(), parentSpanId, startMs,
