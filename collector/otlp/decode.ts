@@ -1136,6 +1136,15 @@ function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
 }
 
+/** An event's or link's attributes (the first `max`), its own keys checked; a failure names `segment`. */
+function jItemAttrs(item: J, what: string, segment: string, max: number, ctx: Ctx): { raw: unknown[]; attributes: Attributes } {
+  try {
+    hostileObject(item);
+    const raw = jArr(item.attributes, `${what} attributes`, true);
+    return { raw, attributes: jAttrs(cap(raw, max), ctx) };
+  } catch (err) { throw located(err, segment); }
+}
+
 function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   const limits = ctx.limits;
   hostileObject(sp);
@@ -1155,13 +1164,7 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   for (let i = 0; i < jEvents.length; i++) {
     const e = jEvents[i];
     if (!isObj(e)) throw new SpanReject('event is not an object');
-    let ea: unknown[];
-    let attributes: Attributes;
-    try {
-      hostileObject(e);
-      ea = jArr(e.attributes, 'event attributes', true);
-      attributes = jAttrs(cap(ea, max), ctx);
-    } catch (err) { throw located(err, `events[${i}]`); }
+    const { raw: ea, attributes } = jItemAttrs(e, 'event', `events[${i}]`, max, ctx);
     const name = limitPlain(jStr(e.name, 'event name'), limits, 'otel.event.name', ctx);
     events[i] = { name, timeNs: jTime(e.timeUnixNano, 'event timeUnixNano'), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(e.droppedAttributesCount) + over(ea, max) };
   }
@@ -1170,13 +1173,7 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   for (let i = 0; i < jLinks.length; i++) {
     const l = jLinks[i];
     if (!isObj(l)) throw new SpanReject('link is not an object');
-    let la: unknown[];
-    let attributes: Attributes;
-    try {
-      hostileObject(l);
-      la = jArr(l.attributes, 'link attributes', true);
-      attributes = jAttrs(cap(la, max), ctx);
-    } catch (err) { throw located(err, `links[${i}]`); }
+    const { raw: la, attributes } = jItemAttrs(l, 'link', `links[${i}]`, max, ctx);
     const traceState = limitPlain(jStr(l.traceState, 'link traceState'), limits, 'otel.trace_state', ctx);
     const attrs = finishAttrs(attributes, ctx);
     const lt = jId(l.traceId, 16);
