@@ -5,7 +5,7 @@
 //
 // Messages are declared with protobuf edition "2023": the wire format is identical
 // to proto3, but the edition's defaults are what we want from protobufjs:
-//   - `utf8_validation = VERIFY`: string fields are decoded strictly (decode.ts plugs
+//   - `utf8_validation = VERIFY`: string fields are decoded strictly (decode-protobuf.ts plugs
 //     in a faster strict reader) and invalid UTF-8 throws instead of becoming U+FFFD;
 //   - `field_presence = EXPLICIT`: a field is an own property of the decoded message
 //     only when it was on the wire, so `AnyValue{boolValue:false}` is distinguishable
@@ -14,7 +14,7 @@
 // members with a setter that `delete`s the sibling fields on every assignment, which
 // turns each AnyValue into a dictionary-mode object and made decoding ~3× slower.
 // With explicit presence the decoder simply takes the field that is present (if a
-// sender wrongly sets several, decode.ts takes one of them).
+// sender wrongly sets several, the decoder takes one of them).
 //
 // Only what a trace receiver needs is declared; anything else on the wire
 // (profiles-only `*_strindex`, `entity_refs`, the deprecated
@@ -177,8 +177,8 @@ export const RpcBadRequest = otlpRoot.lookupType('google.rpc.BadRequest');
 
 export const BAD_REQUEST_TYPE_URL = 'type.googleapis.com/google.rpc.BadRequest';
 
-// ---- Shapes protobufjs produces on decode (only what decode.ts reads) ----
-// With decode.ts's OtlpReader, fixed64 arrives as a decimal string and int64 as a number (or a
+// ---- Shapes protobufjs produces on decode (only what decode-protobuf.ts reads) ----
+// With decode-protobuf.ts's OtlpReader, fixed64 arrives as a decimal string and int64 as a number (or a
 // decimal string beyond 2^53); with a stock protobufjs Reader they would be long.js `Long`s.
 // bytes are Buffers (Node).
 
