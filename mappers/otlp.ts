@@ -30,7 +30,7 @@
  * |--------------|----------------------------------------------------------------------------------------------|
  * | kind         | 1 `gen_ai.operation.name`: chat/text_completion/generate_content/completion/generate → llm;  |
  * |              |   embeddings → embedding; execute_tool → tool; invoke_agent/create_agent → agent;            |
- * |              |   invoke_workflow/plan → chain; retrieval → retrieval                                        |
+ * |              |   invoke_workflow/plan/agent_step → chain; retrieval/rerank → retrieval                       |
  * |              | 2 `openinference.span.kind`: LLM → llm, EMBEDDING → embedding, CHAIN → chain,                |
  * |              |   RETRIEVER/RERANKER → retrieval, TOOL → tool, AGENT → agent, GUARDRAIL/EVALUATOR → guardrail |
  * |              | 3 `traceloop.span.kind`: workflow/task → chain, agent → agent, tool → tool;                  |
@@ -41,21 +41,26 @@
  * |              | 5 `gen_ai.tool.name` / `gen_ai.tool.call.id` → tool                                          |
  * |              | 6 a model attribute or LLM messages present → llm                                           |
  * |              | 7 `gen_ai.agent.name` → agent; otherwise other                                              |
+ * |              | then: an llm/embedding span with no more usage than the llm/embedding spans directly below   |
+ * |              |   it in the same request → chain, `tracegate.wrapper: true`, computed cost dropped (its usage |
+ * |              |   is theirs, and sums count model spans only; see markWrappers)                              |
  * | model        | response models first: gen_ai.response.model → ai.response.model → llm.response.model_name → |
- * |              | llm.model_name → gen_ai.request.model → llm.request.model_name → ai.model.id                 |
+ * |              | llm.model_name → embedding.model_name → gen_ai.request.model → llm.request.model_name →      |
+ * |              | ai.model.id                                                                                  |
  * | provider     | gen_ai.provider.name → ai.model.provider (part before the first '.', e.g. "openai.chat" →    |
  * |              | "openai"; Vercel also copies that raw value into gen_ai.system) → gen_ai.system →            |
  * |              | llm.provider → llm.system; lower-cased                                                       |
  * | promptTokens | gen_ai.usage.input_tokens → gen_ai.usage.prompt_tokens → llm.token_count.prompt →            |
- * |              | ai.usage.inputTokens → ai.usage.promptTokens                                                 |
+ * |              | ai.usage.inputTokens → ai.usage.promptTokens → ai.usage.tokens (AI SDK embeddings)           |
  * | completion…  | gen_ai.usage.output_tokens → gen_ai.usage.completion_tokens → llm.token_count.completion →   |
  * |              | ai.usage.outputTokens → ai.usage.completionTokens                                            |
  * | totalTokens  | gen_ai.usage.total_tokens → llm.usage.total_tokens → llm.token_count.total →                 |
  * |              | ai.usage.totalTokens → promptTokens + completionTokens                                       |
  * | (cache, for  | read: gen_ai.usage.cache_read.input_tokens → gen_ai.usage.cache_read_input_tokens →          |
- * |  pricing)    | llm.token_count.prompt_details.cache_read → ai.usage.cachedInputTokens; write:               |
- * |              | gen_ai.usage.cache_creation.input_tokens → gen_ai.usage.cache_write.input_tokens →           |
- * |              | gen_ai.usage.cache_creation_input_tokens → llm.token_count.prompt_details.cache_write        |
+ * |  pricing)    | llm.token_count.prompt_details.cache_read → ai.usage.inputTokenDetails.cacheReadTokens →     |
+ * |              | ai.usage.cachedInputTokens; write: gen_ai.usage.cache_creation.input_tokens →                |
+ * |              | gen_ai.usage.cache_write.input_tokens → gen_ai.usage.cache_creation_input_tokens →           |
+ * |              | llm.token_count.prompt_details.cache_write → ai.usage.inputTokenDetails.cacheWriteTokens     |
  * |              | (reasoning tokens are part of output tokens and need no separate handling)                  |
  * | costUsd      | llm.cost.total → gen_ai.usage.cost → llm.cost.prompt + llm.cost.completion → for kind        |
  * |              | llm/embedding only: priceUsd(model, provider, tokens) (0 if unknown/local) → 0. Wrapper     |
@@ -64,18 +69,22 @@
  * |              | gen_ai.completion.N.finish_reason → ai.response.finishReason → output message finish_reason |
  * |              | → gen_ai.choice event finish_reason                                                          |
  * | requestId    | gen_ai.response.id → ai.response.id                                                          |
- * | actionName   | (tool spans first: gen_ai.tool.name → tool.name → ai.toolCall.name) → gen_ai.agent.name →    |
+ * | actionName   | (tool spans first: gen_ai.tool.name → tool.name → ai.toolCall.name → traceloop.entity.name)  |
+ * |              | → gen_ai.agent.name →                                                                        |
  * |              | gen_ai.workflow.name → traceloop.workflow.name → ai.telemetry.functionId → agent.name        |
  * | prompt       | gen_ai.system_instructions (as a leading `system:` line, whatever the source below) +       |
  * |              | 1 gen_ai.input.messages (structured or JSON string)                                          |
  * |              | 2 legacy events gen_ai.{system,user,assistant,tool}.message (in order)                       |
  * |              | 3 llm.input_messages.N.* (OpenInference; also an unflattened llm.input_messages array)       |
  * |              | 4 gen_ai.prompt.N.* (OpenLLMetry)                                                            |
- * |              | 5 ai.prompt.messages → ai.prompt (Vercel)  6 input.value → traceloop.entity.input            |
+ * |              | 5 ai.prompt.messages → ai.prompt → ai.value → ai.values (Vercel)                             |
+ * |              | 6 input.value → traceloop.entity.input                                                       |
  * |              | 7 gen_ai.tool.call.arguments → ai.toolCall.args → ai.toolCall.input                          |
  * | response     | 1 gen_ai.output.messages  2 gen_ai.choice events  3 llm.output_messages.N.* (or array)       |
  * |              | 4 gen_ai.completion.N.*  5 ai.response.text → ai.response.object  6 output.value →           |
- * |              | traceloop.entity.output  7 gen_ai.tool.call.result → ai.toolCall.result → ai.toolCall.output |
+ * |              | traceloop.entity.output (only when no output messages were sent: messages holding only tool  |
+ * |              | calls leave the response empty)  7 gen_ai.tool.call.result → ai.toolCall.result →            |
+ * |              | ai.toolCall.output                                                                           |
  * | trainable    | isTrainable(record): completed with non-empty prompt and response                           |
  *
  * Text rendering: the prompt is one `role: text` line per message (system instructions first,
@@ -107,7 +116,45 @@ export function mapOtlp(req: NormalizedRequest, workspaceId: string, ingestedAtM
       for (const span of ss.spans) out.push(mapSpan(span, res, ss.scope, env, workspaceId, ingestedAtMs, limits, envelope));
     }
   }
+  markWrappers(out);
   return out;
+}
+
+const USAGE_KINDS: ReadonlySet<SpanKind> = new Set(['llm', 'embedding']);
+
+/**
+ * A model span whose usage its model spans below (in the same request) already carry repeats it: the AI SDK's
+ * `embeddings` operation span over its provider calls, a framework's instrumented LLM call over the client
+ * library's. Trace and analytics sums count model spans only, so it would be counted twice: it becomes a wrapper
+ * (kind chain, no computed cost, `tracegate.wrapper`). A model span with more usage than the model spans
+ * directly below it together is a call of its own and stays as it is.
+ */
+function markWrappers(out: SpanRecord[]): void {
+  let byId: Map<string, SpanRecord> | null = null;
+  const below = new Map<SpanRecord, { tokens: number; cost: number }>();
+  for (const r of out) {
+    if (!USAGE_KINDS.has(r.kind) || r.parentSpanId === '' || (r.totalTokens === 0 && r.costUsd === 0)) continue;
+    byId ??= new Map(out.map((x) => [`${x.traceId}:${x.spanId}`, x]));
+    let parent = byId.get(`${r.traceId}:${r.parentSpanId}`);
+    for (let hops = 0; parent !== undefined && hops < 64 && !USAGE_KINDS.has(parent.kind); hops++) {
+      parent = parent.parentSpanId === '' ? undefined : byId.get(`${parent.traceId}:${parent.parentSpanId}`);
+    }
+    if (parent === undefined || !USAGE_KINDS.has(parent.kind)) continue;
+    const sum = below.get(parent) ?? { tokens: 0, cost: 0 };
+    sum.tokens += r.totalTokens;
+    sum.cost += r.costUsd;
+    below.set(parent, sum);
+  }
+  for (const [w, sum] of below) {
+    if (w.totalTokens > sum.tokens || (w.totalTokens === 0 && sum.tokens === 0 && w.costUsd > sum.cost)) continue;
+    w.kind = 'chain';
+    w.attributes['tracegate.wrapper'] = true;
+    const source = w.attributes['tracegate.cost_source'];
+    if (source === 'price_table' || source === 'unpriced') {
+      w.costUsd = 0;
+      delete w.attributes['tracegate.cost_source'];
+    }
+  }
 }
 
 /** What the resource and scope envelopes carry besides attributes: schema URLs and dropped-attribute counts. */
@@ -424,7 +471,11 @@ function addOpenInference(list: FlatMsg[], key: string, from: number, v: AttrVal
   else if (rest === 'content') m.content = typeof v === 'string' ? v : valueText(v);
   else if (rest.startsWith('contents.')) {
     const cx = indexed(rest, 9);
-    if (cx && cx[1] === 'message_content.text') (m.parts ??= new Map()).set(cx[0], str(v));
+    if (!cx) return;
+    const parts = (m.parts ??= new Map());
+    if (cx[1] === 'message_content.text') parts.set(cx[0], str(v));
+    // An image (or other media) part has a type and no text: shown as a marker, as in structured messages.
+    else if (cx[1] === 'message_content.type' && MEDIA_PARTS.has(str(v)) && !parts.has(cx[0])) parts.set(cx[0], `[${str(v)}]`);
   }
 }
 
@@ -452,21 +503,21 @@ function flatMsgs(list: FlatMsg[]): Msg[] {
 // ---------------------------------------------------------------------------
 // Precedence lists
 
-const MODEL_KEYS = ['gen_ai.response.model', 'ai.response.model', 'llm.response.model_name', 'llm.model_name', 'gen_ai.request.model', 'llm.request.model_name', 'ai.model.id'];
+const MODEL_KEYS = ['gen_ai.response.model', 'ai.response.model', 'llm.response.model_name', 'llm.model_name', 'embedding.model_name', 'gen_ai.request.model', 'llm.request.model_name', 'ai.model.id'];
 const PROVIDER_KEYS = ['gen_ai.system', 'llm.provider', 'llm.system'];
-const INPUT_KEYS = ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', 'ai.usage.inputTokens', 'ai.usage.promptTokens'];
+const INPUT_KEYS = ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', 'ai.usage.inputTokens', 'ai.usage.promptTokens', 'ai.usage.tokens'];
 const OUTPUT_KEYS = ['gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion', 'ai.usage.outputTokens', 'ai.usage.completionTokens'];
 const TOTAL_KEYS = ['gen_ai.usage.total_tokens', 'llm.usage.total_tokens', 'llm.token_count.total', 'ai.usage.totalTokens'];
-const CACHE_READ_KEYS = ['gen_ai.usage.cache_read.input_tokens', 'gen_ai.usage.cache_read_input_tokens', 'llm.token_count.prompt_details.cache_read', 'ai.usage.cachedInputTokens'];
-const CACHE_WRITE_KEYS = ['gen_ai.usage.cache_creation.input_tokens', 'gen_ai.usage.cache_write.input_tokens', 'gen_ai.usage.cache_creation_input_tokens', 'llm.token_count.prompt_details.cache_write'];
-const TOOL_NAME_KEYS = ['gen_ai.tool.name', 'tool.name', 'ai.toolCall.name'];
+const CACHE_READ_KEYS = ['gen_ai.usage.cache_read.input_tokens', 'gen_ai.usage.cache_read_input_tokens', 'llm.token_count.prompt_details.cache_read', 'ai.usage.inputTokenDetails.cacheReadTokens', 'ai.usage.cachedInputTokens'];
+const CACHE_WRITE_KEYS = ['gen_ai.usage.cache_creation.input_tokens', 'gen_ai.usage.cache_write.input_tokens', 'gen_ai.usage.cache_creation_input_tokens', 'llm.token_count.prompt_details.cache_write', 'ai.usage.inputTokenDetails.cacheWriteTokens'];
+const TOOL_NAME_KEYS = ['gen_ai.tool.name', 'tool.name', 'ai.toolCall.name', 'traceloop.entity.name'];
 const ACTION_KEYS = ['gen_ai.agent.name', 'gen_ai.workflow.name', 'traceloop.workflow.name', 'ai.telemetry.functionId', 'agent.name'];
 const REQUEST_ID_KEYS = ['gen_ai.response.id', 'ai.response.id'];
 
 const OPERATION_KIND: Record<string, SpanKind> = {
   chat: 'llm', text_completion: 'llm', generate_content: 'llm', completion: 'llm', generate: 'llm',
   embeddings: 'embedding', embedding: 'embedding', execute_tool: 'tool', invoke_agent: 'agent', create_agent: 'agent',
-  invoke_workflow: 'chain', plan: 'chain', retrieval: 'retrieval',
+  invoke_workflow: 'chain', plan: 'chain', agent_step: 'chain', retrieval: 'retrieval', rerank: 'retrieval',
 };
 const OPENINFERENCE_KIND: Record<string, SpanKind> = {
   LLM: 'llm', EMBEDDING: 'embedding', CHAIN: 'chain', RETRIEVER: 'retrieval', RERANKER: 'retrieval', TOOL: 'tool',
@@ -640,7 +691,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   if (prompt === '' && oiIn !== null) prompt = promptText(flatMsgs(oiIn));
   if (prompt === '' && Array.isArray(A['llm.input_messages'])) prompt = promptText(messagesOf(A['llm.input_messages'], 'user')!);
   if (prompt === '' && olIn !== null) prompt = promptText(flatMsgs(olIn));
-  if (prompt === '') prompt = vercelPrompt(A);
+  if (prompt === '') prompt = vercelPrompt(A) || vercelEmbedInput(A);
   if (prompt === '') prompt = valueText(A['input.value']) || valueText(A['traceloop.entity.input']);
   if (prompt === '') prompt = valueText(A['gen_ai.tool.call.arguments']) || valueText(A['ai.toolCall.args']) || valueText(A['ai.toolCall.input']);
   if (sysText !== '') prompt = prompt === '' ? `system: ${sysText}` : `system: ${sysText}\n${prompt}`;
@@ -660,8 +711,11 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
     olOutMsgs = flatMsgs(olOut);
     if (response === '') response = responseText(olOutMsgs);
   }
+  // Output messages that hold only tool calls leave the response empty (the calls stay in the attributes):
+  // the raw fallbacks below would show the provider's whole JSON answer instead.
+  const structuredOut = outMsgs !== null || evOut !== null || oiOut !== null || olOut !== null || Array.isArray(A['llm.output_messages']);
   if (response === '') response = valueText(A['ai.response.text']) || valueText(A['ai.response.object']);
-  if (response === '') response = valueText(A['output.value']) || valueText(A['traceloop.entity.output']);
+  if (response === '' && !structuredOut) response = valueText(A['output.value']) || valueText(A['traceloop.entity.output']);
   if (response === '') response = valueText(A['gen_ai.tool.call.result']) || valueText(A['ai.toolCall.result']) || valueText(A['ai.toolCall.output']);
 
   r.prompt = limitText(prompt, limits.maxStringBytes, r, 'tracegate.prompt');
@@ -707,8 +761,25 @@ function vercelPrompt(A: Attributes): string {
   const o = typeof p === 'string' ? parseJson(p) : p;
   if (!isObj(o)) return typeof p === 'string' ? p : valueText(p);
   const msgs: Msg[] = [];
-  if (typeof o.system === 'string' && o.system) msgs.push({ role: 'system', text: o.system, finish: '' });
+  // `system` is a string, or (AI SDK 6+) a system message or a list of them.
+  const system = typeof o.system === 'string' ? o.system : o.system !== undefined && o.system !== null ? (Array.isArray(o.system) ? o.system.map((m) => toMsg(m, 'system').text).filter((t) => t !== '').join('\n') : toMsg(o.system, 'system').text) : '';
+  if (system) msgs.push({ role: 'system', text: system, finish: '' });
   if (o.prompt !== undefined && o.prompt !== null) msgs.push({ role: 'user', text: contentText(o.prompt), finish: '' });
   if (Array.isArray(o.messages)) for (const m of o.messages) msgs.push(toMsg(m, 'user'));
   return promptText(msgs);
+}
+
+/** Vercel AI SDK legacy embeddings: `ai.value` (embed) or `ai.values` (embedMany), each value JSON-encoded. */
+function vercelEmbedInput(A: Attributes): string {
+  const one = A['ai.value'];
+  if (one !== undefined && one !== null) return embedValueText(one);
+  const many = A['ai.values'];
+  if (Array.isArray(many)) return many.map(embedValueText).filter((t) => t !== '').join('\n');
+  return '';
+}
+
+function embedValueText(v: unknown): string {
+  if (typeof v !== 'string') return valueText(v);
+  const p = parseJson(v);
+  return typeof p === 'string' ? p : v;
 }

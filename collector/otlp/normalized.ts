@@ -139,7 +139,7 @@ export const CONTENT_KEYS: ReadonlySet<string> = new Set([
   'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result', 'gen_ai.prompt', 'gen_ai.completion',
   'input.value', 'output.value', 'traceloop.entity.input', 'traceloop.entity.output',
   'ai.prompt', 'ai.prompt.messages', 'ai.response.text', 'ai.response.object', 'ai.response.toolCalls',
-  'ai.toolCall.args', 'ai.toolCall.result', 'ai.toolCall.input', 'ai.toolCall.output',
+  'ai.value', 'ai.values', 'ai.toolCall.args', 'ai.toolCall.result', 'ai.toolCall.input', 'ai.toolCall.output',
   'content', 'message', 'body', 'gen_ai.event.content', 'tool.parameters', 'llm.invocation_parameters',
 ]);
 

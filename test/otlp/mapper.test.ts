@@ -187,6 +187,98 @@ describe('OTLP mapper rules', () => {
     expect(mapOtlp(decodeOtlpRequest(body, 'json', limits), 'w', 1, limits)).to.have.length(1);
   });
 
+  /** Several spans of one trace: [spanId, parentSpanId, attributes]. */
+  const tree = (...spans: Array<[string, string, Record<string, unknown>]>) => ({
+    resourceSpans: [{ scopeSpans: [{ spans: spans.map(([spanId, parentSpanId, attributes]) => ({
+      traceId: '0102030405060708090a0b0c0d0e0f10', spanId, parentSpanId, name: 's', kind: 3, startTimeUnixNano: T, endTimeUnixNano: E,
+      attributes: Object.entries(attributes).map(([key, v]) => ({ key, value: typeof v === 'number' ? { intValue: v } : Array.isArray(v) ? { arrayValue: { values: v.map((x) => ({ stringValue: x })) } } : { stringValue: v } })),
+    })) }] }],
+  });
+  const byId = (rs: SpanRecord[], id: string) => rs.find((r) => r.spanId === id)!;
+
+  it('reads AI SDK legacy embeddings: ai.usage.tokens and ai.value / ai.values', () => {
+    const rs = run(tree(
+      ['00000000000000e1', '', { 'ai.operationId': 'ai.embed', 'ai.model.id': 'text-embedding-3-small', 'ai.model.provider': 'openai.embedding', 'ai.value': '"sunny day at the beach"', 'ai.usage.tokens': 1000 }],
+      ['00000000000000e2', '00000000000000e1', { 'ai.operationId': 'ai.embed.doEmbed', 'ai.model.id': 'text-embedding-3-small', 'ai.model.provider': 'openai.embedding', 'ai.values': ['"sunny day at the beach"', '"rainy night"'], 'ai.usage.tokens': 1000 }],
+    ));
+    const call = byId(rs, '00000000000000e2');
+    expect([call.kind, call.promptTokens, call.totalTokens, call.prompt]).to.deep.equal(['embedding', 1000, 1000, 'sunny day at the beach\nrainy night']);
+    expect(call.costUsd).to.be.closeTo(priceUsd('text-embedding-3-small', 'openai', { input: 1000, output: 0 }), 1e-12).and.to.be.above(0);
+    const root = byId(rs, '00000000000000e1');
+    expect([root.kind, root.costUsd, root.prompt]).to.deep.equal(['chain', 0, 'sunny day at the beach']);
+  });
+
+  it('makes a model span whose usage its model spans below carry a wrapper, so sums do not count it twice', () => {
+    // AI SDK 7: an `embeddings` operation span over its provider call, both with the same usage.
+    const embed = { 'gen_ai.operation.name': 'embeddings', 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'text-embedding-3-large', 'gen_ai.usage.input_tokens': 1_000_000 };
+    const rs = run(tree(['00000000000000a1', '', embed], ['00000000000000a2', '00000000000000a1', embed]));
+    const [root, call] = [byId(rs, '00000000000000a1'), byId(rs, '00000000000000a2')];
+    expect([root.kind, root.costUsd, root.totalTokens, root.attributes['tracegate.wrapper'], root.attributes['tracegate.cost_source']]).to.deep.equal(['chain', 0, 1_000_000, true, undefined]);
+    expect([call.kind, call.attributes['tracegate.wrapper']]).to.deep.equal(['embedding', undefined]);
+    expect(call.costUsd).to.be.closeTo(0.13, 1e-9);
+    // Through a non-model span in between (framework LLM span → step → client LLM span), and a client-sent cost stays as sent.
+    const chat = { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 100, 'gen_ai.usage.output_tokens': 10 };
+    const nested = run(tree(['00000000000000b1', '', { ...chat, 'llm.cost.total': '0.01' }], ['00000000000000b2', '00000000000000b1', { 'gen_ai.operation.name': 'agent_step' }], ['00000000000000b3', '00000000000000b2', chat]));
+    expect(nested.map((r) => r.kind)).to.deep.equal(['chain', 'chain', 'llm']);
+    expect(byId(nested, '00000000000000b1').costUsd).to.equal(0.01);
+    // A model span with more usage than the ones below it is a call of its own.
+    const own = run(tree(['00000000000000c1', '', { ...chat, 'gen_ai.usage.input_tokens': 5000 }], ['00000000000000c2', '00000000000000c1', chat]));
+    expect(own.map((r) => r.kind)).to.deep.equal(['llm', 'llm']);
+    // A model span below without usage changes nothing.
+    const bare = run(tree(['00000000000000d1', '', chat], ['00000000000000d2', '00000000000000d1', { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o' }]));
+    expect(bare.map((r) => r.kind)).to.deep.equal(['llm', 'llm']);
+  });
+
+  it('reads the OpenInference embedding model name', () => {
+    const [r] = run(one({ 'openinference.span.kind': 'EMBEDDING', 'embedding.model_name': 'text-embedding-3-small', 'llm.token_count.prompt': 1_000_000, 'llm.token_count.total': 1_000_000 }));
+    expect([r!.kind, r!.model, r!.attributes['tracegate.cost_source']]).to.deep.equal(['embedding', 'text-embedding-3-small', 'price_table']);
+    expect(r!.costUsd).to.be.closeTo(0.02, 1e-9);
+  });
+
+  it('names an OpenLLMetry tool span after its entity, not the enclosing workflow', () => {
+    const [r] = run(one({ 'traceloop.span.kind': 'tool', 'traceloop.entity.name': 'get_weather', 'traceloop.workflow.name': 'weather_flow' }));
+    expect([r!.kind, r!.actionName]).to.deep.equal(['tool', 'get_weather']);
+    const [task] = run(one({ 'traceloop.span.kind': 'task', 'traceloop.entity.name': 'plan', 'traceloop.workflow.name': 'weather_flow' }));
+    expect(task!.actionName).to.equal('weather_flow');
+  });
+
+  it('prices AI SDK cache writes (ai.usage.inputTokenDetails.cacheWriteTokens)', () => {
+    const [r] = run(one({
+      'ai.operationId': 'ai.generateText.doGenerate', 'ai.model.id': 'claude-3-5-sonnet-20241022', 'ai.model.provider': 'anthropic.messages',
+      'ai.usage.inputTokens': 10_000, 'ai.usage.cachedInputTokens': 8000, 'ai.usage.inputTokenDetails.cacheWriteTokens': 1000, 'ai.usage.outputTokens': 100,
+    }));
+    const want = priceUsd('claude-3-5-sonnet-20241022', 'anthropic', { input: 10_000, output: 100, cacheRead: 8000, cacheWrite: 1000 });
+    expect(want).to.be.above(priceUsd('claude-3-5-sonnet-20241022', 'anthropic', { input: 10_000, output: 100, cacheRead: 8000 }));
+    expect(r!.costUsd).to.be.closeTo(want, 1e-12);
+  });
+
+  it('shows OpenInference image parts as [image], and leaves a tool-call-only response empty', () => {
+    const [r] = run(one({
+      'openinference.span.kind': 'LLM', 'llm.model_name': 'gpt-4o',
+      'llm.input_messages.0.message.role': 'user',
+      'llm.input_messages.0.message.contents.0.message_content.type': 'text',
+      'llm.input_messages.0.message.contents.0.message_content.text': 'What is in this image?',
+      'llm.input_messages.0.message.contents.1.message_content.type': 'image',
+      'llm.input_messages.0.message.contents.1.message_content.image.image.url': 'https://example.com/cat.png',
+      'llm.input_messages.1.message.role': 'user',
+      'llm.input_messages.1.message.contents.0.message_content.type': 'image',
+      'llm.output_messages.0.message.role': 'assistant',
+      'llm.output_messages.0.message.tool_calls.0.tool_call.function.name': 'describe',
+      'output.value': '{"id":"chatcmpl-1","choices":[{"message":{"tool_calls":[{"function":{"name":"describe"}}]}}]}',
+    }));
+    expect(r!.prompt).to.equal('user: What is in this image?\n[image]\nuser: [image]');
+    expect(r!.response).to.equal('');
+    // Without output messages the raw output is still the response.
+    expect(run(one({ 'openinference.span.kind': 'LLM', 'output.value': 'plain' }))[0]!.response).to.equal('plain');
+  });
+
+  it('maps the AI SDK 7 step and rerank operations, and reads an ai.prompt system message object', () => {
+    expect(run(one({ 'gen_ai.operation.name': 'agent_step' }))[0]!.kind).to.equal('chain');
+    expect(run(one({ 'gen_ai.operation.name': 'rerank', 'gen_ai.request.model': 'rerank-v3.5' }))[0]!.kind).to.equal('retrieval');
+    const prompt = JSON.stringify({ system: [{ role: 'system', content: 'Be brief.' }], prompt: 'hi' });
+    expect(run(one({ 'ai.operationId': 'ai.generateText', 'ai.prompt': prompt }))[0]!.prompt).to.equal('system: Be brief.\nuser: hi');
+  });
+
   it('does not mutate the normalized request', () => {
     const norm = decodeOtlpRequest(Buffer.from(JSON.stringify(one({ 'gen_ai.operation.name': 'chat' }))), 'json', limits);
     const before = JSON.stringify(norm);
