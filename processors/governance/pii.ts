@@ -18,8 +18,10 @@ function pii(rule: string, category: string, severity: Severity, start: number, 
 }
 
 // ---- e-mail: found from each '@' outwards, so text without '@' costs one indexOf.
-const LOCAL_CHAR = /[A-Za-z0-9._%+\-]/;
-const EMAIL_DOMAIN = /(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,8}([A-Za-z]{2,24})(?![A-Za-z0-9\-]|\.[A-Za-z0-9])/y;
+// Internationalized addresses (RFC 6531: `zoë.smith@example.com`, `张伟@例子.公司`) have letters of any script in the
+// local part and the domain labels, and IDN top-level domains (`.公司`, `.рф`).
+const LOCAL_CHAR = /[\p{L}\p{M}\p{N}._%+\-]/u;
+const EMAIL_DOMAIN = /(?:[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}\-]{0,61}[\p{L}\p{M}\p{N}])?\.){1,8}(\p{L}[\p{L}\p{M}]{1,23})(?![\p{L}\p{M}\p{N}\-]|\.[\p{L}\p{N}])/uy;
 // `icon@2x.png`, `worker@1.2.js`: asset and module names, not addresses.
 const FILE_TLDS = new Set(['png', 'jpg', 'jpeg', 'gif', 'svg', 'webp', 'ico', 'js', 'mjs', 'cjs', 'ts', 'tsx', 'jsx', 'css',
   'html', 'htm', 'json', 'yaml', 'yml', 'md', 'txt', 'py', 'rb', 'go', 'rs', 'java', 'kt', 'php', 'lock', 'zip', 'gz', 'tar',

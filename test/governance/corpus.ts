@@ -148,6 +148,14 @@ pos(`電話番号：${fullwidth('+81 3 1234 5678')}`, 'phone');
 pos(`カード番号 ${fullwidth(group4(luhnComplete('4', 16), ' '))} でお支払い`, 'payment_card');
 neg(`注文番号 ${fullwidth('48213')}、数量 ${fullwidth('12')}`, 'full-width order number and quantity');
 
+// internationalized addresses (RFC 6531): letters of any script in the local part and the domain, IDN top-level domains
+pos('mail me at zoë.smith@example.com when it ships', 'email');
+pos('Kontakt: jürgen.müller@beispiel.de', 'email');
+pos('联系人：张伟@例子.公司，谢谢', 'email');
+pos('пишите на ivan@пример.рф', 'email');
+neg('Der Preis beträgt 5 € @ Stück, siehe müller.de', 'a price with @ and a domain, no address');
+neg('Termin: Montag @ 10 Uhr im Büro (Raum ä.1)', '@ as "at" before a time');
+
 // IBAN
 for (const [country, bban] of IBAN_SHAPES) {
   const iban = ibanWith(country, bban());
