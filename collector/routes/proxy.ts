@@ -65,7 +65,7 @@ export function proxyRoutes(r: RouteContext): void {
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
       429: { description: 'This route\'s own rate limit, or too many failed authentications from this address (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
-      502: { description: 'The provider could not be reached', schema: providerError },
+      502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed; a caller\'s own key gets the provider\'s 401 as is)', schema: providerError },
       504: { description: 'The provider timed out', schema: providerError },
     },
   });
@@ -170,6 +170,17 @@ export function proxyRoutes(r: RouteContext): void {
       }
       let json: Record<string, unknown> | null = null;
       try { const v: unknown = JSON.parse(buf.toString('utf8')); json = isObj(v) ? v : null; } catch { /* not JSON: pass it through anyway */ }
+      if (up.statusCode === 401 && !callerKey) {
+        // The provider refused the key tracegate holds, not the caller's: passed through, the SDK would report the
+        // caller's own key as wrong, and the provider's message quotes part of ours.
+        const message = 'the provider rejected the API key tracegate holds for this workspace; an operator must set it (`tracegate provider set` or TRACEGATE_PROVIDER_API_KEY)';
+        const body = { error: { message, type: 'upstream_error', param: null, code: 'provider_auth_failed' } };
+        if (!(await finish({ kind: 'upstream', httpStatus: 401, requestId, body, stream: null }, { attributes: upstreamTtfb }))) ctx.set('X-Tracegate-Telemetry', 'not-stored');
+        ctx.state.log.warn({ origin: target.origin }, 'proxy: the provider rejected the configured provider API key');
+        ctx.status = 502;
+        ctx.body = body;
+        return;
+      }
       const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: json, stream: null }, { attributes: upstreamTtfb });
       ctx.status = up.statusCode;
       ctx.set(headers);
@@ -202,9 +213,15 @@ export function proxyRoutes(r: RouteContext): void {
     ctx.res.off('close', onClose);
     const timing = { ...upstreamTtfb, ...(summary.firstDeltaAtMs !== null ? { 'gen_ai.response.time_to_first_token_ms': summary.firstDeltaAtMs - startMs } : {}) };
 
-    if (abort.signal.aborted) {
+    // A client that leaves after the terminal event (the SDK's `break` on response.completed) has its whole answer.
+    if (abort.signal.aborted && !summary.terminal) {
       up.body.destroy();
       await finish({ kind: 'cancelled' }, { partial: summary, attributes: timing });
+      return;
+    }
+    if (abort.signal.aborted) {
+      up.body.destroy();
+      await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: null, stream: summary }, { attributes: timing });
       return;
     }
     if (failure) {

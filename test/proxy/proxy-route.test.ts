@@ -361,6 +361,23 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(sp.response).to.equal(fakeAnswer({ input: 'slow please' }).slice(0, 2).join(''));
   });
 
+  it('a client that leaves right after response.completed (the SDK\'s break) keeps a completed trace', async () => {
+    const ws = await workspace();
+    const { data: stream, response } = await ws.client.responses
+      .create({ model: 'gpt-4o-mini', input: 'hello there', stream: true, metadata: { fake: 'linger' } }).withResponse();
+    for await (const ev of stream) if (ev.type === 'response.completed') break; // aborts the request; the upstream is still open
+    const traceId = response.headers.get('x-trace-id')!;
+    let sp: any = null;
+    for (let i = 0; i < 40 && !sp; i++) {
+      await flushed(s);
+      const res = await get(`${s.url}/api/traces/${traceId}`, ws.auth);
+      if (res.status === 200) sp = res.json.trace.spans[0];
+      else await sleep(50);
+    }
+    expect(sp).to.include({ status: 'completed', finishReason: 'stop', response: fakeAnswer({ input: 'hello there' }).join('') });
+    expect(sp.completionTokens).to.be.above(0);
+  });
+
   it('a client that leaves before a non-streamed answer aborts the upstream request and leaves a cancelled trace', async () => {
     const ws = await workspace();
     const before = fake.requests.length;
@@ -440,6 +457,23 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(res.status).to.equal(502);
     expect(res.json.error).to.include({ code: 'upstream_unavailable', type: 'upstream_error' });
     expect(res.text).to.not.include('127.0.0.1');
+  });
+
+  it('a provider 401 for the key tracegate holds becomes a 502 without the key; a caller\'s own key gets the 401 as is', async () => {
+    const ws = await workspace({ provider: { baseUrl: fake.url, apiKey: 'sk-workspace-held-9876', allowCallerKey: true } });
+    const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x', metadata: { fake: '401' } }, ws.auth);
+    expect(res.status).to.equal(502);
+    expect(res.json.error).to.include({ code: 'provider_auth_failed', type: 'upstream_error', param: null });
+    expect(res.text).to.not.include('9876');
+    const sp = await span(ws, res.headers.get('x-trace-id')!);
+    expect(sp.status).to.equal('error');
+    expect(JSON.stringify(sp)).to.not.include('9876');
+    // The SDK reports it as a server-side problem, not as the caller's key being wrong.
+    const err = await ws.client.responses.create({ model: 'gpt-4o-mini', input: 'x', metadata: { fake: '401' } }).catch((e: unknown) => e);
+    expect(err).to.be.instanceOf(OpenAI.InternalServerError);
+    const own = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x', metadata: { fake: '401' } }, { ...ws.auth, 'X-Provider-Api-Key': 'sk-callers-own-5555' });
+    expect(own.status).to.equal(401);
+    expect(own.json.error.code).to.equal('invalid_api_key');
   });
 
   it('uses the workspace provider settings, and the caller key only when allowed (never stored)', async () => {
