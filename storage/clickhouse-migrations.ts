@@ -362,4 +362,14 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       findingsView(db, 'findings_daily_once_mv', 'WHERE rollup = 1'),
     ],
   },
+  {
+    version: 6,
+    description: 'usage rollup counts embedding calls too',
+    // Embedding calls cost money like LLM calls (the trace roll-ups count both). A second view, not a replaced
+    // one: the LLM view keeps counting while this runs, so no insert falls between a DROP and a CREATE.
+    // Embedding spans stored before this migration are not in the rollup (as for v4).
+    statements: (db) => [
+      usageView(db, 'usage_hourly_embedding_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'embedding' AND rollup >= 1`),
+    ],
+  },
 ];

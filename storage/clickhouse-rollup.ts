@@ -48,9 +48,9 @@ function hourOf(startNs: string): number {
   return Number((BigInt(startNs) / HOUR_NS) * 3600n);
 }
 
-/** What the usage view takes from a span, or null when it takes nothing (not an LLM span). */
+/** What the usage views take from a span, or null when they take nothing (not a model call). */
 function usageOf(f: UsageFacts): string | null {
-  if (f.kind !== 'llm') return null;
+  if (f.kind !== 'llm' && f.kind !== 'embedding') return null;
   return JSON.stringify([hourOf(f.startNs), f.model, f.actionName, f.environment, f.source, f.status === 'error',
     f.promptTokens, f.completionTokens, f.totalTokens, f.costBits, f.durationBits]);
 }

@@ -304,7 +304,7 @@ export class DuckDbEnrichment {
       FROM (
         SELECT (start_ns // 3600000000000)::BIGINT * 3600 AS h, ${col} AS k, status,
           prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms
-        FROM spans WHERE workspace_id = $ws AND kind = 'llm')
+        FROM spans WHERE workspace_id = $ws AND kind IN ('llm', 'embedding'))
       ${c.length ? `WHERE ${c.join(' AND ')}` : ''}
       GROUP BY ALL`, params));
     const aggs: UsageAgg[] = rows.map((r) => {

@@ -96,7 +96,7 @@ export interface Storage {
   verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }>;
   /** Every workspace with anything to verify: registered, or holding spans, verification or audit records (for `tracegate verify` without --workspace). */
   verificationWorkspaces(): Promise<string[]>;
-  /** Usage analytics over LLM spans (kind = 'llm'); ClickHouse answers from materialized rollups. */
+  /** Usage analytics over model calls (kind llm and embedding); ClickHouse answers from materialized rollups. */
   usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]>;
   /** Findings per category and day. */
   findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>>;

@@ -33,7 +33,7 @@ export function enrichmentRoutes(r: RouteContext): void {
   doc('/api/policy', 'The workspace policy in force');
   doc('/api/traces/{traceId}/verification', 'Re-check a trace: content hash, chain continuity, checkpoint signatures');
   doc('/api/verification/keys', 'Public keys that sign verification checkpoints');
-  doc('/api/analytics/usage', 'Requests, errors, tokens, cost and p50/p95/p99 latency of LLM spans per bucket and group', usageQuery);
+  doc('/api/analytics/usage', 'Requests, errors, tokens, cost and p50/p95/p99 latency of model calls (llm and embedding spans) per bucket and group', usageQuery);
 
   r.router.get('/api/audit', r.requireKey, async (ctx) => {
     const q = parseQuery(auditQuery, ctx);

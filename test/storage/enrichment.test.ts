@@ -421,6 +421,7 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
           llmSpan(ws, 'a3', h0 + 3000, { durationMs: 200, model: 'claude', environment: 'prod', promptTokens: 1, completionTokens: 1, totalTokens: 2, costUsd: 0.5 }),
           llmSpan(ws, 'b1', h0 + HOUR + 5, { durationMs: 50, actionName: 'triage', source: 'otlp' }),
           llmSpan(ws, 'c1', h0 + 2 * HOUR + 5, { durationMs: 70, costUsd: 0.25 }), // next UTC day
+          llmSpan(ws, 'e1', h0 + 1500, { kind: 'embedding', model: 'text-embedding-3-small', durationMs: 30, promptTokens: 1000, totalTokens: 1000, costUsd: 0.00002 }),
           // not counted: other kinds, other workspaces
           llmSpan(ws, 'x1', h0 + 1000, { kind: 'tool', durationMs: 9999, promptTokens: 999 }),
           llmSpan('ws-usage-other', 'y1', h0 + 1000, { durationMs: 1 }),
@@ -445,25 +446,26 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
         };
       };
 
-      it('rolls LLM spans up per hour and group', async function () {
+      it('rolls model calls (LLM and embedding spans) up per hour and group', async function () {
         expect(await s.usage(ws, { groupBy: 'model', bucket: 'hour' })).to.deep.equal([
           row(h0, 'claude', [200], { promptTokens: 1, completionTokens: 1, totalTokens: 2, costUsd: 0.5 }),
           row(h0, 'gpt-4o', [100, 300, 400], { errors: 1, errorRate: 1 / 3, promptTokens: 31, completionTokens: 7, totalTokens: 38, costUsd: 0.007 }),
+          row(h0, 'text-embedding-3-small', [30], { promptTokens: 1000, totalTokens: 1000, costUsd: 0.00002 }),
           row(h0 + HOUR, 'gpt-4o', [50], {}),
           row(h0 + 2 * HOUR, 'gpt-4o', [70], { costUsd: 0.25 }),
         ]);
         const bySource = await s.usage(ws, { groupBy: 'source', bucket: 'hour' });
         expect(bySource.map((r) => [r.bucketStart, r.key, r.requests])).to.deep.equal([
-          [iso(h0), 'native', 4], [iso(h0 + HOUR), 'otlp', 1], [iso(h0 + 2 * HOUR), 'native', 1],
+          [iso(h0), 'native', 5], [iso(h0 + HOUR), 'otlp', 1], [iso(h0 + 2 * HOUR), 'native', 1],
         ]);
         const byAction = await s.usage(ws, { groupBy: 'actionName', bucket: 'hour' });
-        expect(byAction.map((r) => [r.key, r.requests])).to.deep.equal([['', 4], ['triage', 1], ['', 1]]);
+        expect(byAction.map((r) => [r.key, r.requests])).to.deep.equal([['', 5], ['triage', 1], ['', 1]]);
       });
 
       it('rolls hours up into UTC days', async function () {
         const day0 = Math.floor(h0 / DAY) * DAY;
         expect(await s.usage(ws, { groupBy: 'environment', bucket: 'day' })).to.deep.equal([
-          row(day0, '', [100, 300, 400, 50], { errors: 1, errorRate: 0.25, promptTokens: 31, completionTokens: 7, totalTokens: 38, costUsd: 0.007 }),
+          row(day0, '', [30, 100, 300, 400, 50], { errors: 1, errorRate: 0.2, promptTokens: 1031, completionTokens: 7, totalTokens: 1038, costUsd: 0.00702 }),
           row(day0, 'prod', [200], { promptTokens: 1, completionTokens: 1, totalTokens: 2, costUsd: 0.5 }),
           row(day0 + DAY, '', [70], { costUsd: 0.25 }),
         ]);
@@ -474,8 +476,8 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
           (await s.usage(ws, { groupBy: 'model', bucket: 'hour', ...q })).map((r) => `${r.bucketStart.slice(11, 13)}:${r.key}:${r.requests}`);
         expect(await keys({ fromMs: h0 + HOUR })).to.deep.equal(['23:gpt-4o:1', '00:gpt-4o:1']);
         // mid-hour bounds: the whole 22:00 hour is in, the 00:00 hour starts at toMs and is out
-        expect(await keys({ fromMs: h0 + 3500, toMs: h0 + 2 * HOUR })).to.deep.equal(['22:claude:1', '22:gpt-4o:3', '23:gpt-4o:1']);
-        expect(await keys({ toMs: h0 + 2 * HOUR + 1 })).to.have.length(4);
+        expect(await keys({ fromMs: h0 + 3500, toMs: h0 + 2 * HOUR })).to.deep.equal(['22:claude:1', '22:gpt-4o:3', '22:text-embedding-3-small:1', '23:gpt-4o:1']);
+        expect(await keys({ toMs: h0 + 2 * HOUR + 1 })).to.have.length(5);
         expect(await keys({ fromMs: h0 + 3 * HOUR })).to.deep.equal([]);
         // a day bucket at the edge holds only the hours in range
         const days = await s.usage(ws, { groupBy: 'model', bucket: 'day', fromMs: h0 + HOUR });
