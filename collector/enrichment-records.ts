@@ -65,7 +65,7 @@ export interface AlertRecord {
   threshold: number;
   windowStartMs: number;
   atMs: number;
-  delivered: string;     // '' (no webhook) or 'sent' (handed to the webhook notifier, which retries; failures are logged)
+  delivered: string;     // '' (no webhook), 'queued' (handed to the notifier), then 'sent' or 'failed' (a later version of the record)
 }
 
 /** Integrity of one trace's spans as stored in one batch, in a per-workspace hash chain. */

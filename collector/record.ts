@@ -5,6 +5,11 @@ import type { EnrichmentRecord } from './enrichment-records.ts';
 
 export const SPAN_KINDS = ['llm', 'agent', 'tool', 'guardrail', 'chain', 'retrieval', 'embedding', 'other'] as const;
 export type SpanKind = (typeof SPAN_KINDS)[number];
+/**
+ * Model calls: the spans whose usage (tokens, cost) trace roll-ups, analytics and alert windows add up. Agent and
+ * chain spans repeat their children's usage and are not counted.
+ */
+export const USAGE_KINDS: ReadonlySet<string> = new Set<SpanKind>(['llm', 'embedding']);
 
 export const SOURCES = ['native', 'otlp', 'agents', 'guardrails', 'tool_call', 'proxy', 'agent_lab', 'coach', 'sdk'] as const;
 export type Source = (typeof SOURCES)[number];

@@ -1,5 +1,5 @@
 // Shapes a stored trace for GET /api/traces/:traceId: flat spans, the span tree, and a roll-up.
-import type { SpanRecord } from './record.ts';
+import { USAGE_KINDS, type SpanRecord } from './record.ts';
 
 export interface TreeNode { spanId: string; name: string; kind: string; children: TreeNode[] }
 
@@ -57,8 +57,6 @@ function listOrder(a: SpanRecord, b: SpanRecord): number {
   if (sa !== sb) return sa < sb ? -1 : 1;
   return a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
 }
-
-const USAGE_KINDS = new Set(['llm', 'embedding']);
 
 /**
  * Tokens and cost of a trace. Agent and chain spans (an agent invocation, Vercel's generateText around its

@@ -98,7 +98,7 @@
  * (they stay in the attributes), and a failure while extracting LLM fields keeps what was
  * extracted so far — it never drops the span.
  */
-import { emptySpan, isTrainable, nsDiffMs, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
+import { emptySpan, isTrainable, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
 import { TRUNCATED_ATTR, truncateUtf8, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
 
@@ -120,7 +120,6 @@ export function mapOtlp(req: NormalizedRequest, workspaceId: string, ingestedAtM
   return out;
 }
 
-const USAGE_KINDS: ReadonlySet<SpanKind> = new Set(['llm', 'embedding']);
 
 /**
  * A model span whose usage its model spans below (in the same request) already carry repeats it: the AI SDK's

@@ -1,10 +1,13 @@
 // Alert signals: per-workspace rules evaluated at ingestion over sliding windows kept in memory
 // (per instance; a restart starts the windows empty). Optional signed webhook notification.
-import { createHmac, randomUUID } from 'node:crypto';
+import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { AlertRecord, FindingRecord, Severity } from '../collector/enrichment-records.ts';
 import type { Processor } from '../collector/pipeline-types.ts';
-import type { SpanRecord } from '../collector/record.ts';
+import { USAGE_KINDS, type SpanRecord } from '../collector/record.ts';
+import { interpolatedQuantile } from '../storage/enrichment.ts';
+import { canonicalJson } from './canonical.ts';
+import { RuleWindow, spanKey } from './alert-window.ts';
 
 const SEVERITY = ['low', 'medium', 'high', 'critical'] as const;
 const RANK: Record<Severity, number> = { low: 0, medium: 1, high: 2, critical: 3 };
@@ -26,15 +29,6 @@ export type AlertRule = z.infer<typeof alertRuleSchema>;
 export interface AlertSettings { rules: AlertRule[]; webhookUrl?: string; webhookSecret?: string }
 export interface AlertSource { alertsFor(workspaceId: string): Promise<AlertSettings> }
 
-interface Sample { at: number; value: number; error: boolean }
-interface RuleState { samples: Sample[]; lastFiredAt: number }
-
-const MAX_SAMPLES = 10_000;
-
-function p95(values: number[]): number {
-  const v = [...values].sort((a, b) => a - b);
-  return v[Math.min(v.length - 1, Math.ceil(0.95 * v.length) - 1)] ?? 0;
-}
 
 export function isTripwire(s: SpanRecord): boolean {
   const a = s.attributes;
@@ -46,54 +40,73 @@ export function signDelivery(secret: string, timestamp: string, body: string): s
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
+/** State is keyed by the rule's content: an edited rule (same id) starts with an empty window. */
+function ruleKey(rule: AlertRule): string {
+  return createHash('sha256').update(canonicalJson(rule)).digest('hex');
+}
+
+/** A span's sample time: its end (its start, or now, when unknown), never later than now. */
+function sampleTime(s: SpanRecord, now: number): number {
+  const ms = Number(s.endTimeNs) / 1e6 || Number(s.startTimeNs) / 1e6 || now;
+  return Math.min(ms, now);
+}
+
 export class AlertEvaluator {
-  private readonly state = new Map<string, RuleState>();
+  // workspace → rule key → window; rules no longer configured are dropped on the workspace's next batch.
+  private readonly state = new Map<string, Map<string, RuleWindow>>();
 
   /** Pure given its state: the alerts a batch triggers at time `now`. */
   evaluate(workspaceId: string, rules: AlertRule[], spans: SpanRecord[], findings: FindingRecord[], now: number): AlertRecord[] {
+    const before = this.state.get(workspaceId);
+    if (rules.length === 0) { this.state.delete(workspaceId); return []; }
+    const windows = new Map<string, RuleWindow>();
+    this.state.set(workspaceId, windows);
     const out: AlertRecord[] = [];
     for (const rule of rules) {
-      const key = `${workspaceId}\u0000${rule.id}`;
-      const st = this.state.get(key) ?? { samples: [], lastFiredAt: -Infinity };
-      this.state.set(key, st);
+      const key = ruleKey(rule);
+      const st = windows.get(key) ?? before?.get(key) ?? new RuleWindow();
+      windows.set(key, st);
+      const since = now - rule.windowSeconds * 1000;
+      st.prune(since);
       const cooldown = (rule.cooldownSeconds ?? rule.windowSeconds) * 1000;
       const fire = (value: number, traceId: string, message: string) => {
         if (now - st.lastFiredAt < cooldown) return;
         st.lastFiredAt = now;
         out.push({
           recordType: 'alert', workspaceId, alertId: randomUUID(), ruleId: rule.id, kind: rule.kind, severity: rule.severity,
-          message, traceId, value, threshold: rule.threshold, windowStartMs: now - rule.windowSeconds * 1000, atMs: now, delivered: '',
+          message, traceId, value, threshold: rule.threshold, windowStartMs: since, atMs: now, delivered: '',
         });
+      };
+      // Adds the span's sample unless it is older than the window or already counted (a redelivery).
+      const counted = (s: SpanRecord, value: number) => {
+        const at = sampleTime(s, now);
+        return at >= since && st.add({ at, value, error: s.status === 'error', span: spanKey(s) });
       };
       const matching = spans.filter((s) => s.workspaceId === workspaceId && (!rule.model || s.model === rule.model) && (!rule.actionName || s.actionName === rule.actionName));
       if (rule.kind === 'finding') {
-        const hit = findings.find((f) => f.workspaceId === workspaceId && RANK[f.severity] >= RANK[rule.severity]);
-        if (hit) fire(RANK[hit.severity], hit.traceId, `${hit.severity} ${hit.category} finding (${hit.rule}) in ${hit.field}`);
+        const hits = findingsOn(matching, findings, rule.severity, counted);
+        const top = hits.reduce<FindingRecord | undefined>((a, f) => (!a || RANK[f.severity] > RANK[a.severity] ? f : a), undefined);
+        if (top) fire(hits.length, top.traceId, `${top.severity} ${top.category} finding (${top.rule}) in ${top.field}`);
         continue;
       }
       if (rule.kind === 'guardrail') {
-        const hit = matching.find(isTripwire);
+        const hit = matching.filter((s) => isTripwire(s) && counted(s, 1))[0];
         if (hit) fire(1, hit.traceId, `guardrail tripwire: ${hit.name}`);
         continue;
       }
-      const llm = matching.filter((s) => s.kind === 'llm' || s.model);
-      for (const s of llm) st.samples.push({ at: now, value: rule.kind === 'cost' ? s.costUsd : s.durationMs, error: s.status === 'error' });
-      const since = now - rule.windowSeconds * 1000;
-      let drop = 0;
-      while (drop < st.samples.length && st.samples[drop]!.at < since) drop++;
-      if (drop) st.samples.splice(0, drop);
-      if (st.samples.length > MAX_SAMPLES) st.samples.splice(0, st.samples.length - MAX_SAMPLES);
-      if (llm.length === 0 || st.samples.length < rule.minRequests) continue;
-      const last = llm[llm.length - 1]!.traceId;
+      const calls = matching.filter((s) => USAGE_KINDS.has(s.kind) && counted(s, rule.kind === 'cost' ? s.costUsd : s.durationMs));
+      if (calls.length === 0 || st.size < rule.minRequests) continue;
+      const last = calls[calls.length - 1]!.traceId;
       const scope = [rule.model && `model ${rule.model}`, rule.actionName && `action ${rule.actionName}`].filter(Boolean).join(', ') || 'all traffic';
+      const samples = st.values;
       if (rule.kind === 'latency') {
-        const v = p95(st.samples.map((x) => x.value));
+        const v = interpolatedQuantile(samples.map((x) => x.value).sort((a, b) => a - b), 0.95);
         if (v > rule.threshold) fire(v, last, `p95 latency ${v.toFixed(1)} ms over ${rule.windowSeconds}s exceeds ${rule.threshold} ms (${scope})`);
       } else if (rule.kind === 'cost') {
-        const v = st.samples.reduce((a, x) => a + x.value, 0);
+        const v = samples.reduce((a, x) => a + x.value, 0);
         if (v > rule.threshold) fire(v, last, `cost $${v.toFixed(6)} over ${rule.windowSeconds}s exceeds $${rule.threshold} (${scope})`);
       } else {
-        const v = st.samples.filter((x) => x.error).length / st.samples.length;
+        const v = samples.filter((x) => x.error).length / samples.length;
         if (v > rule.threshold) fire(v, last, `error rate ${(v * 100).toFixed(1)}% over ${rule.windowSeconds}s exceeds ${(rule.threshold * 100).toFixed(1)}% (${scope})`);
       }
     }
@@ -101,8 +114,30 @@ export class AlertEvaluator {
   }
 }
 
+/** The findings at or above `severity` on the given spans, for the spans `counted` accepts (new, in the window). */
+function findingsOn(spans: SpanRecord[], findings: FindingRecord[], severity: Severity, counted: (s: SpanRecord, value: number) => boolean): FindingRecord[] {
+  const bySpan = new Map<string, FindingRecord[]>();
+  for (const f of findings) {
+    if (RANK[f.severity] < RANK[severity]) continue;
+    const k = spanKey(f);
+    const list = bySpan.get(k);
+    if (list) list.push(f); else bySpan.set(k, [f]);
+  }
+  const hits: FindingRecord[] = [];
+  if (bySpan.size === 0) return hits;
+  for (const s of spans) {
+    const list = bySpan.get(spanKey(s));
+    if (list && counted(s, list.length)) hits.push(...list);
+  }
+  return hits;
+}
+
+/** How a webhook delivery ended: 'sent' (answered 2xx) or 'failed' (a final non-2xx, or every attempt failed). */
+export type DeliveryOutcome = 'sent' | 'failed';
+
 export interface Notifier {
-  notify(url: string, secret: string | undefined, alert: AlertRecord): void;
+  /** `done` is called once the delivery ends, not for one abandoned at shutdown. */
+  notify(url: string, secret: string | undefined, alert: AlertRecord, done?: (outcome: DeliveryOutcome) => void): void;
   /** At shutdown: wait up to `maxMs` for deliveries under way, then log and drop the rest (their ids are returned). */
   settle(maxMs: number): Promise<string[]>;
 }
@@ -113,7 +148,7 @@ export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000];
 /**
  * Fire-and-forget POST, signed like the inbound webhook scheme; never blocks ingestion. A network error, a timeout,
  * 429 or 5xx is retried (after WEBHOOK_RETRY_DELAYS_MS, each attempt re-signed with its own timestamp); another 4xx
- * is final. Failures are logged; the alert itself is already stored either way.
+ * is final. Failures are logged; the alert itself is stored either way.
  */
 export function webhookNotifier(log: { warn(o: object, m: string): void }, timeoutMs = 5000, retryDelaysMs: readonly number[] = WEBHOOK_RETRY_DELAYS_MS): Notifier {
   // Deliveries not finished, by alert id: an attempt in flight, or a retry waiting on its timer.
@@ -137,14 +172,16 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
       if (left.length) abandoned(left);
       return left;
     },
-    notify(url, secret, alert) {
+    notify(url, secret, alert, done) {
       if (closed) return abandoned([alert.alertId]);
-      const body = JSON.stringify({ alert: { ...alert, recordType: undefined } });
+      // `delivered` is this collector's own bookkeeping ('queued' while this runs), not news for the receiver.
+      const body = JSON.stringify({ alert: { ...alert, recordType: undefined, delivered: undefined } });
       const state = { inFlight: false, timer: null as NodeJS.Timeout | null };
       pending.set(alert.alertId, state);
-      const finish = () => {
+      const finish = (outcome: DeliveryOutcome) => {
         if (pending.get(alert.alertId) === state) pending.delete(alert.alertId);
         settled();
+        done?.(outcome);
       };
       const attempt = (n: number): void => {
         state.timer = null;
@@ -163,7 +200,7 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
             return;
           }
           log.warn({ ...why, alertId: alert.alertId, attempts: n + 1 }, 'alert webhook delivery failed');
-          finish();
+          finish('failed');
         };
         // redirect: 'manual': a redirect is answered as such (final, logged), never followed to another host.
         fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
@@ -171,7 +208,7 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
             void r.body?.cancel().catch(() => {});
             if (r.status === 429 || r.status >= 500) return retry({ status: r.status }, Number(r.headers.get('retry-after')) || 0);
             if (!r.ok) log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx');
-            finish();
+            finish(r.ok ? 'sent' : 'failed');
           })
           .catch((err: unknown) => retry({ err: String(err) }));
       };
@@ -180,18 +217,29 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
   };
 }
 
+/** Delivery outcomes waiting for a batch to carry them; past this many, the oldest are only in the logs. */
+const MAX_OUTCOMES = 10_000;
+
+/**
+ * An alert with a webhook is stored as delivered 'queued'; when the delivery ends, the same record (same alert id
+ * and atMs, so it replaces the first: the alerts table keeps the last write of a version) goes out with the next
+ * batch, saying 'sent' or 'failed'. Without a later batch before shutdown it stays 'queued'.
+ */
 export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, notifier: Notifier): Processor {
+  const outcomes: AlertRecord[] = [];
   return async (batch) => {
+    if (outcomes.length) batch.extra.push(...outcomes.splice(0));
     if (batch.spans.length === 0) return batch;
     const findings = batch.extra.filter((r): r is FindingRecord => r.recordType === 'finding');
     const now = Date.now();
     for (const ws of new Set(batch.spans.map((s) => s.workspaceId))) {
       const settings = await source.alertsFor(ws);
-      if (settings.rules.length === 0) continue;
       for (const alert of evaluator.evaluate(ws, settings.rules, batch.spans, findings, now)) {
         if (settings.webhookUrl) {
-          alert.delivered = 'sent';
-          notifier.notify(settings.webhookUrl, settings.webhookSecret, alert);
+          alert.delivered = 'queued';
+          notifier.notify(settings.webhookUrl, settings.webhookSecret, alert, (delivered) => {
+            if (outcomes.push({ ...alert, delivered }) > MAX_OUTCOMES) outcomes.shift();
+          });
         }
         batch.extra.push(alert);
       }

@@ -4,14 +4,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import type { FindingRecord, PolicyRecord } from '../../collector/enrichment-records.ts';
+import type { AlertRecord, EnrichmentRecord, FindingRecord, PolicyRecord } from '../../collector/enrichment-records.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import { VerificationChain, checkChain, checkContent, contentHash, contentHashKeepingJson, headsOf, verificationProcessor } from '../../processors/verification.ts';
 import { decodeFrames, encodeFrame } from '../../collector/spool.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
-import { AlertEvaluator, signDelivery, webhookNotifier, type AlertRule } from '../../processors/alerts.ts';
+import { AlertEvaluator, alertProcessor, signDelivery, webhookNotifier, type AlertRule, type DeliveryOutcome, type Notifier } from '../../processors/alerts.ts';
+import { interpolatedQuantile, partitionEnrichment } from '../../storage/enrichment.ts';
 import { createServer } from 'node:http';
 import { sleep } from '../support/process.ts';
 import { governanceProcessor } from '../../processors/governance-processor.ts';
@@ -238,16 +239,22 @@ describe('verification chain', () => {
 
 describe('alert evaluator', () => {
   const rule = (over: Partial<AlertRule>): AlertRule => ({ id: 'r', kind: 'latency', threshold: 100, windowSeconds: 60, minRequests: 1, severity: 'high', ...over });
+  /** A model call that ended at `ms`. */
+  const call = (trace: string, id: string, ms: number, over: Partial<SpanRecord> = {}) =>
+    span(trace, id, { kind: 'llm', startTimeNs: String(BigInt(ms) * 1_000_000n), endTimeNs: String(BigInt(ms) * 1_000_000n), ...over });
+  const finding = (trace: string, id: string, sev: FindingRecord['severity'], ruleId = 'secret.openai_key'): FindingRecord => ({
+    recordType: 'finding', workspaceId: 'ws1', traceId: trace, spanId: id, detector: 'secret', rule: ruleId, category: 'api_key',
+    severity: sev, field: 'prompt', start: 0, end: 5, preview: 'sk-…', score: 1, action: 'flag', createdAtMs: 0 });
   it('latency p95 over the window, per model, with cooldown', () => {
     const ev = new AlertEvaluator();
     const r = rule({ model: 'gpt-4o' });
-    expect(ev.evaluate('ws1', [r], [span('t1', 'a', { model: 'gpt-4o', kind: 'llm', durationMs: 50 })], [], 1000)).to.have.length(0);
-    expect(ev.evaluate('ws1', [r], [span('t2', 'b', { model: 'other', kind: 'llm', durationMs: 5000 })], [], 1100)).to.have.length(0);
-    const fired = ev.evaluate('ws1', [r], [span('t3', 'c', { model: 'gpt-4o', kind: 'llm', durationMs: 900 })], [], 1200);
+    expect(ev.evaluate('ws1', [r], [call('t1', 'a', 1000, { model: 'gpt-4o', durationMs: 50 })], [], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [r], [call('t2', 'b', 1100, { model: 'other', durationMs: 5000 })], [], 1100)).to.have.length(0);
+    const fired = ev.evaluate('ws1', [r], [call('t3', 'c', 1200, { model: 'gpt-4o', durationMs: 900 })], [], 1200);
     expect(fired).to.have.length(1);
-    expect(fired[0]).to.include({ ruleId: 'r', kind: 'latency', traceId: 't3', value: 900, threshold: 100 });
-    expect(ev.evaluate('ws1', [r], [span('t4', 'd', { model: 'gpt-4o', kind: 'llm', durationMs: 900 })], [], 1300)).to.have.length(0); // cooldown
-    expect(ev.evaluate('ws1', [r], [span('t5', 'e', { model: 'gpt-4o', kind: 'llm', durationMs: 900 })], [], 70_000)).to.have.length(1);
+    expect(fired[0]).to.include({ ruleId: 'r', kind: 'latency', traceId: 't3', value: 857.5, threshold: 100 }); // p95 of 50 and 900
+    expect(ev.evaluate('ws1', [r], [call('t4', 'd', 1300, { model: 'gpt-4o', durationMs: 900 })], [], 1300)).to.have.length(0); // cooldown
+    expect(ev.evaluate('ws1', [r], [call('t5', 'e', 70_000, { model: 'gpt-4o', durationMs: 900 })], [], 70_000)).to.have.length(1);
   });
   it('error rate with a minimum request count, cost sum, findings by severity, guardrail tripwires', () => {
     const ev = new AlertEvaluator();
@@ -259,12 +266,122 @@ describe('alert evaluator', () => {
     expect(ev.evaluate('ws1', [cost], [span('c1', 's', { kind: 'llm', costUsd: 0.6 })], [], 1000)).to.have.length(0);
     expect(ev.evaluate('ws1', [cost], [span('c2', 's', { kind: 'llm', costUsd: 0.6 })], [], 1001)).to.have.length(1);
     const f = rule({ id: 'f', kind: 'finding', severity: 'high' });
-    const finding = (sev: FindingRecord['severity']): FindingRecord => ({ recordType: 'finding', workspaceId: 'ws1', traceId: 'ft', spanId: 's', detector: 'secret', rule: 'secret.openai_key', category: 'api_key', severity: sev, field: 'prompt', start: 0, end: 5, preview: 'sk-…', score: 1, action: 'flag', createdAtMs: 0 });
-    expect(ev.evaluate('ws1', [f], [span('ft', 's')], [finding('medium')], 1000)).to.have.length(0);
-    expect(ev.evaluate('ws1', [f], [span('ft', 's')], [finding('critical')], 1001)[0]).to.include({ kind: 'finding', traceId: 'ft' });
+    expect(ev.evaluate('ws1', [f], [span('ft', 's')], [finding('ft', 's', 'medium')], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [f], [span('ft', 's')], [finding('ft', 's', 'critical')], 1001)[0]).to.include({ kind: 'finding', traceId: 'ft' });
     const g = rule({ id: 'g', kind: 'guardrail' });
     const trip = span('gt', 's', { kind: 'guardrail', name: 'pii-check', attributes: { 'guardrail.tripwire_triggered': true } });
     expect(ev.evaluate('ws1', [g], [trip], [], 1000)[0]).to.include({ kind: 'guardrail', traceId: 'gt' });
+  });
+  it('a redelivered span (same trace and span id) adds nothing to the windows and fires nothing', () => {
+    const ev = new AlertEvaluator();
+    const cost = rule({ id: 'c', kind: 'cost', threshold: 1, cooldownSeconds: 0 });
+    const first = call('t1', 'a', 1000, { costUsd: 0.6 });
+    expect(ev.evaluate('ws1', [cost], [first], [], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [cost], [{ ...first, ingestedAtMs: 99 }], [], 2000)).to.have.length(0); // an exporter's retry
+    expect(ev.evaluate('ws1', [cost], [first, first], [], 2000)).to.have.length(0); // twice in one batch
+    expect(ev.evaluate('ws1', [cost], [call('t2', 'b', 3000, { costUsd: 0.6 })], [], 3000)).to.have.length(1); // 0.6 + 0.6
+    const er = rule({ id: 'er', kind: 'error_rate', threshold: 0.4, minRequests: 2, cooldownSeconds: 0 });
+    const failed = call('e1', 'a', 1000, { status: 'error' });
+    expect(ev.evaluate('ws1', [er], [failed], [], 1000)).to.have.length(0);
+    expect(ev.evaluate('ws1', [er], [failed], [], 2000)).to.have.length(0); // still one request
+    const g = rule({ id: 'g', kind: 'guardrail', cooldownSeconds: 0 });
+    const trip = call('gt', 's', 1000, { kind: 'guardrail', name: 'pii-check', attributes: { 'guardrail.tripwire_triggered': true } });
+    expect(ev.evaluate('ws1', [g], [trip], [], 1000)).to.have.length(1);
+    expect(ev.evaluate('ws1', [g], [trip], [], 2000)).to.have.length(0);
+    const f = rule({ id: 'f', kind: 'finding', cooldownSeconds: 0 });
+    const scanned = call('ft', 's', 1000);
+    expect(ev.evaluate('ws1', [f], [scanned], [finding('ft', 's', 'critical')], 1000)).to.have.length(1);
+    expect(ev.evaluate('ws1', [f], [scanned], [finding('ft', 's', 'critical')], 2000)).to.have.length(0); // re-scanned on redelivery
+  });
+  it('remembers the spans it counted only as long as their samples: bounded by the window\'s time and size', async () => {
+    const { RuleWindow } = await import('../../processors/alert-window.ts');
+    const w = new RuleWindow(3);
+    for (let i = 0; i < 5; i++) expect(w.add({ at: i, value: i, error: false, span: `s${i}` })).to.equal(true);
+    expect(w.values.map((x) => x.span)).to.deep.equal(['s2', 's3', 's4']); // the newest three
+    expect(w.add({ at: 3, value: 3, error: false, span: 's3' })).to.equal(false); // counted already
+    expect(w.add({ at: 0, value: 0, error: false, span: 's0' })).to.equal(false); // older than all held when full: dropped again
+    expect(w.add({ at: 2, value: 2, error: false, span: 'late' })).to.equal(false); // a tie with the oldest: the newcomer goes
+    w.prune(4);
+    expect(w.values.map((x) => x.span)).to.deep.equal(['s4']);
+    expect(w.add({ at: 5, value: 3, error: false, span: 's3' })).to.equal(true); // forgotten with its sample
+  });
+  it('counts model calls only (llm, embedding): an agent or wrapper span repeating its child\'s usage is not counted again', () => {
+    const ev = new AlertEvaluator();
+    const cost = rule({ id: 'c', kind: 'cost', threshold: 1, cooldownSeconds: 0 });
+    const er = rule({ id: 'er', kind: 'error_rate', threshold: 0.5, minRequests: 2, cooldownSeconds: 0 });
+    const lat = rule({ id: 'l', kind: 'latency', threshold: 500, cooldownSeconds: 0 });
+    const trace = [
+      call('t1', 'llm', 1000, { model: 'gpt-4o', costUsd: 0.6, durationMs: 400, status: 'error' }),
+      call('t1', 'agent', 1000, { kind: 'agent', model: 'gpt-4o', costUsd: 0.6, durationMs: 900, status: 'error' }),
+      call('t1', 'wrap', 1000, { kind: 'chain', model: 'gpt-4o', costUsd: 0.6, durationMs: 900, status: 'error', attributes: { 'tracegate.wrapper': true } }),
+    ];
+    expect(ev.evaluate('ws1', [cost, er, lat], trace, [], 1000)).to.have.length(0);
+    const fired = ev.evaluate('ws1', [cost], [call('t2', 'emb', 2000, { kind: 'embedding', costUsd: 0.6 })], [], 2000);
+    expect(fired).to.have.length(1);
+    expect(fired[0]!.value).to.be.closeTo(1.2, 1e-9);
+  });
+  it('a finding rule looks only at findings on spans matching its filters, names the most severe and counts them', () => {
+    const ev = new AlertEvaluator();
+    const f = rule({ id: 'f', kind: 'finding', severity: 'high', model: 'gpt-4o', actionName: 'checkout', cooldownSeconds: 0 });
+    const mine = call('t1', 'a', 1000, { model: 'gpt-4o', actionName: 'checkout' });
+    const otherModel = call('t2', 'b', 1000, { model: 'other', actionName: 'checkout' });
+    const otherAction = call('t3', 'c', 1000, { model: 'gpt-4o', actionName: 'search' });
+    expect(ev.evaluate('ws1', [f], [mine, otherModel, otherAction], [finding('t2', 'b', 'critical'), finding('t3', 'c', 'critical')], 1000)).to.have.length(0);
+    const next = call('t4', 'd', 2000, { model: 'gpt-4o', actionName: 'checkout' });
+    const fired = ev.evaluate('ws1', [f], [next, otherModel], [
+      finding('t4', 'd', 'high', 'pii.email'), finding('t4', 'd', 'critical', 'secret.aws_key'), finding('t4', 'd', 'high', 'pii.phone'),
+      finding('t4', 'd', 'medium', 'pii.ip'), finding('t2', 'b', 'critical'),
+    ], 2000);
+    expect(fired).to.have.length(1);
+    expect(fired[0]).to.include({ traceId: 't4', value: 3 });
+    expect(fired[0]!.message).to.equal('critical api_key finding (secret.aws_key) in prompt');
+  });
+  it('windows run on the spans\' end times: a backfilled span fires nothing, a span from a clock ahead counts as now', () => {
+    const ev = new AlertEvaluator();
+    const now = Date.UTC(2025, 5, 1);
+    const cost = rule({ id: 'c', kind: 'cost', threshold: 1, windowSeconds: 300, cooldownSeconds: 0 });
+    expect(ev.evaluate('ws1', [cost], [call('old', 'a', now - 90 * 86_400_000, { costUsd: 5 })], [], now)).to.have.length(0);
+    expect(ev.evaluate('ws1', [cost], [call('late', 'b', now - 60_000, { costUsd: 0.6 })], [], now)).to.have.length(0); // delayed, in the window
+    expect(ev.evaluate('ws1', [cost], [call('ahead', 'c', now + 3_600_000, { costUsd: 0.6 })], [], now + 1000)).to.have.length(1);
+    // 300 s later the sample from the clock ahead (taken as now + 1 s) has left the window with the delayed one
+    expect(ev.evaluate('ws1', [cost], [call('t4', 'd', now + 302_000, { costUsd: 0.6 })], [], now + 302_000)).to.have.length(0);
+  });
+  it('an edited rule (same id) starts with an empty window; the same rule keeps its window', () => {
+    const ev = new AlertEvaluator();
+    const r1 = rule({ id: 'c', kind: 'cost', threshold: 1, cooldownSeconds: 0 });
+    expect(ev.evaluate('ws1', [r1], [call('t1', 'a', 1000, { costUsd: 0.6 })], [], 1000)).to.have.length(0);
+    const r2 = { ...r1, threshold: 0.9 };
+    expect(ev.evaluate('ws1', [r2], [call('t2', 'b', 2000, { costUsd: 0.6 })], [], 2000)).to.have.length(0); // not 1.2
+    const reordered = Object.fromEntries(Object.entries(r2).reverse()) as AlertRule;
+    expect(ev.evaluate('ws1', [reordered], [call('t3', 'c', 3000, { costUsd: 0.6 })], [], 3000)).to.have.length(1);
+    const r3 = { ...r2, model: 'gpt-4o' }; // the spans of any model counted so far are not this rule's
+    expect(ev.evaluate('ws1', [r3], [call('t4', 'd', 4000, { model: 'gpt-4o', costUsd: 0.6 })], [], 4000)).to.have.length(0);
+  });
+  it('p95 latency is the analytics quantile (interpolated), from the same function', () => {
+    const ev = new AlertEvaluator();
+    const spans = [100, 200].map((d, i) => call(`t${i}`, 's', 1000, { durationMs: d }));
+    const fired = ev.evaluate('ws1', [rule({ threshold: 150 })], spans, [], 1000);
+    expect(fired[0]!.value).to.equal(interpolatedQuantile([100, 200], 0.95)).and.to.equal(195);
+  });
+  it('stores an alert with a webhook as queued, then its delivery outcome as a later version of the same record', async () => {
+    const done: Array<(o: DeliveryOutcome) => void> = [];
+    const bodies: AlertRecord[] = [];
+    const notifier: Notifier = { notify: (_u, _s, a, d) => { bodies.push({ ...a }); done.push(d!); }, settle: async () => [] };
+    const source = { alertsFor: async () => ({ rules: [rule({ id: 'c', kind: 'cost', threshold: 0.5, cooldownSeconds: 0 })], webhookUrl: 'http://127.0.0.1:9/hook' }) };
+    const processor = alertProcessor(source, new AlertEvaluator(), notifier);
+    const alertsOf = (b: { extra: EnrichmentRecord[] }) => b.extra.filter((r): r is AlertRecord => r.recordType === 'alert');
+    const now = Date.now();
+    const [a1] = alertsOf(await processor({ spans: [call('t1', 'a', now, { costUsd: 1 })], extra: [] }, null));
+    const [a2] = alertsOf(await processor({ spans: [call('t2', 'b', now, { costUsd: 1 })], extra: [] }, null));
+    expect([a1!.delivered, a2!.delivered]).to.deep.equal(['queued', 'queued']);
+    expect(bodies.map((b) => b.alertId)).to.deep.equal([a1!.alertId, a2!.alertId]);
+    done[1]!('failed');
+    done[0]!('sent');
+    const later = alertsOf(await processor({ spans: [], extra: [] }, null)); // the next batch carries them
+    expect(later).to.deep.equal([{ ...a2!, delivered: 'failed' }, { ...a1!, delivered: 'sent' }]);
+    // Same key and version, written later: storage keeps it (see the storage contract test of versioned records).
+    expect(partitionEnrichment([a1!, a2!, ...later]).alerts.map((a) => a.delivered)).to.deep.equal(['sent', 'failed']);
+    expect(alertsOf(await processor({ spans: [], extra: [] }, null))).to.deep.equal([]);
   });
   it('signs deliveries as v1=<hex hmac of timestamp.body>', () => {
     expect(signDelivery('secret', '1700000000', '{}')).to.match(/^v1=[0-9a-f]{64}$/);
@@ -286,33 +403,40 @@ describe('alert evaluator', () => {
     const warnings: object[] = [];
     const notifier = webhookNotifier({ warn: (o) => warnings.push(o) }, 2000, [20, 20]);
     const alert = { recordType: 'alert' as const, workspaceId: 'ws', alertId: 'a1', ruleId: 'r', kind: 'cost', severity: 'high' as const,
-      message: 'm', traceId: 't', value: 2, threshold: 1, windowStartMs: 0, atMs: 1, delivered: 'sent' };
+      message: 'm', traceId: 't', value: 2, threshold: 1, windowStartMs: 0, atMs: 1, delivered: 'queued' };
+    const outcomes: string[] = [];
+    const done = (id: string) => (o: DeliveryOutcome) => outcomes.push(`${id} ${o}`);
     try {
-      notifier.notify(url, 'whsec', alert);
+      notifier.notify(url, 'whsec', alert, done('a1'));
       for (let i = 0; i < 100 && received.length < 2; i++) await sleep(10);
       expect(received).to.have.length(2); // 503, then 200
       for (const d of received) expect(d.sig).to.equal(signDelivery('whsec', d.ts, d.body));
-      notifier.notify(url, 'whsec', { ...alert, alertId: 'a2' }); // 404: final
+      for (let i = 0; i < 100 && outcomes.length < 1; i++) await sleep(10);
+      expect(outcomes).to.deep.equal(['a1 sent']);
+      notifier.notify(url, 'whsec', { ...alert, alertId: 'a2' }, done('a2')); // 404: final
       for (let i = 0; i < 100 && warnings.length < 1; i++) await sleep(10);
       await sleep(100);
       expect(received).to.have.length(3);
       expect(warnings).to.deep.equal([{ status: 404, alertId: 'a2' }]);
-      notifier.notify(url, 'whsec', { ...alert, alertId: 'a3' }); // a redirect: final, not followed
+      notifier.notify(url, 'whsec', { ...alert, alertId: 'a3' }, done('a3')); // a redirect: final, not followed
       for (let i = 0; i < 100 && warnings.length < 2; i++) await sleep(10);
       await sleep(100);
       expect(received).to.have.length(4);
       expect(warnings[1]).to.deep.equal({ status: 302, alertId: 'a3' });
       expect(received.map((r) => JSON.parse(r.body).alert.alertId)).to.deep.equal(['a1', 'a1', 'a2', 'a3']);
       expect(received.map((r) => r.id)).to.deep.equal(['a1', 'a1', 'a2', 'a3']); // X-Service-Delivery-Id
+      expect(received.map((r) => 'delivered' in JSON.parse(r.body).alert)).to.deep.equal([false, false, false, false]);
+      expect(outcomes).to.deep.equal(['a1 sent', 'a2 failed', 'a3 failed']);
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }
     // Nothing listening: three attempts, then one warning.
     const refused: object[] = [];
-    webhookNotifier({ warn: (o) => refused.push(o) }, 2000, [20, 20]).notify(url, undefined, alert);
+    webhookNotifier({ warn: (o) => refused.push(o) }, 2000, [20, 20]).notify(url, undefined, alert, done('refused'));
     for (let i = 0; i < 200 && refused.length < 1; i++) await sleep(10);
     expect(refused).to.have.length(1);
     expect(refused[0]).to.include({ alertId: 'a1', attempts: 3 });
+    expect(outcomes.at(-1)).to.equal('refused failed');
   });
   it('at shutdown, lets a delivery in flight finish and drops the ones waiting for a retry at once, logging their ids', async () => {
     let hits = 0;
