@@ -1,6 +1,7 @@
 // What the CLI can do, two ways: through a running server's loopback admin routes (it holds the embedded
 // database), or directly on storage when no server runs on this data dir.
 import { readFileSync } from 'node:fs';
+import { Agent, fetch } from 'undici';
 import { join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
@@ -27,7 +28,8 @@ export interface Ops {
   close(): Promise<void>;
 }
 
-interface ServerFile { pid: number; port: number; adminToken: string }
+/** Written by a running server: its loopback admin port (the main port unless it listens on another address only). */
+interface ServerFile { pid: number; port: number; adminPort?: number; adminToken: string }
 
 function runningServer(config: Config): ServerFile | null {
   try {
@@ -42,10 +44,12 @@ function runningServer(config: Config): ServerFile | null {
 class RemoteOps implements Ops {
   private readonly s: ServerFile;
   constructor(s: ServerFile) { this.s = s; }
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await fetch(`http://127.0.0.1:${this.s.port}${path}`, {
+  /** `patient`: no time limit on the answer (verifying a large workspace takes minutes, past fetch's 300 s). */
+  private async call<T>(method: string, path: string, body?: unknown, patient = false): Promise<T> {
+    const res = await fetch(`http://127.0.0.1:${this.s.adminPort ?? this.s.port}${path}`, {
       method, headers: { authorization: `Bearer ${this.s.adminToken}`, 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
+      ...(patient ? { dispatcher: new Agent({ headersTimeout: 0, bodyTimeout: 0 }) } : {}),
     });
     const json = (await res.json()) as { error?: { message: string } };
     if (!res.ok) throw new Error(json.error?.message ?? `server answered ${res.status}`);
@@ -59,7 +63,7 @@ class RemoteOps implements Ops {
   }
   settings(ws: string) { return this.call<Shown>('GET', `/admin/settings${this.q(ws)}`); }
   updateSettings(ws: string, patch: SettingsPatch) { return this.call<Shown>('PATCH', `/admin/settings${this.q(ws)}`, patch); }
-  verify(ws: string) { return this.call<VerifyResult>('GET', `/admin/verify${this.q(ws)}`); }
+  verify(ws: string) { return this.call<VerifyResult>('GET', `/admin/verify${this.q(ws)}`, undefined, true); }
   async verifiableWorkspaces() { return (await this.call<{ workspaces: string[] }>('GET', '/admin/workspaces')).workspaces; }
   async close() {}
 }

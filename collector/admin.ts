@@ -18,8 +18,16 @@ const event = (workspaceId: string, action: string, details: object): AuditEvent
   workspaceId, atMs: Date.now(), actor: 'cli', action, route: 'admin', outcome: 'ok', accepted: 0, rejected: 0, details: JSON.stringify(details),
 });
 
+/** The form of workspace ids. A name of this form could stand for another workspace (commands take a name or an id). */
+export const WORKSPACE_ID_RE = /^ws_[0-9a-f]{16}$/;
+
 export async function ensureWorkspace(storage: Storage, name: string): Promise<Workspace> {
   if (!WORKSPACE_NAME_RE.test(name)) throw new Error(`invalid workspace name "${name}": letters, digits, . _ - (max 64)`);
+  if (WORKSPACE_ID_RE.test(name)) {
+    const byId = await storage.getWorkspace(name);
+    if (byId) return byId; // `keys create --workspace <id>`: a key for that workspace
+    throw new Error(`invalid workspace name "${name}": names of the form ws_<16 hex digits> are workspace ids`);
+  }
   const existing = await storage.getWorkspaceByName(name);
   if (existing) return existing;
   const ws: Workspace = { id: `ws_${randomBytes(8).toString('hex')}`, name, createdAtMs: Date.now() };
@@ -30,9 +38,15 @@ export async function ensureWorkspace(storage: Storage, name: string): Promise<W
 /** A workspace given by name or by id. */
 export async function workspaceId(storage: Storage, nameOrId: string): Promise<string> {
   if (nameOrId === SYSTEM_WORKSPACE) return nameOrId; // audit records of requests with no workspace (rejected keys)
-  const ws = (await storage.getWorkspaceByName(nameOrId)) ?? (await storage.getWorkspace(nameOrId));
+  const ws = await findWorkspace(storage, nameOrId);
   if (!ws) throw new Error(`no workspace "${nameOrId}"`);
   return ws.id;
+}
+
+/** An id is looked up as an id first: a name in the id form (allowed before ids were reserved) cannot shadow it. */
+async function findWorkspace(storage: Storage, nameOrId: string): Promise<Workspace | null> {
+  if (WORKSPACE_ID_RE.test(nameOrId)) return (await storage.getWorkspace(nameOrId)) ?? (await storage.getWorkspaceByName(nameOrId));
+  return storage.getWorkspaceByName(nameOrId);
 }
 
 export async function createKey(storage: Storage, workspaceName: string, audit: AuditSink = noAudit) {
@@ -51,11 +65,11 @@ export async function revokeKey(storage: Storage, keyId: string, audit: AuditSin
   return true;
 }
 
-export async function listKeys(storage: Storage, workspaceName?: string) {
+export async function listKeys(storage: Storage, workspace?: string) {
   let wsId: string | undefined;
-  if (workspaceName) {
-    const ws = await storage.getWorkspaceByName(workspaceName);
-    if (!ws) return [];
+  if (workspace) {
+    const ws = await findWorkspace(storage, workspace);
+    if (!ws) throw new Error(`no workspace "${workspace}"`);
     wsId = ws.id;
   }
   const keys = await storage.listApiKeys(wsId);

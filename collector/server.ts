@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { lockDataDir } from './data-dir-lock.ts';
 import { join } from 'node:path';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { Config } from '../config/index.ts';
 import { WorkerStorage } from '../storage/worker-storage.ts';
 import { initInBackground } from '../storage/startup.ts';
@@ -89,13 +89,17 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   server.headersTimeout = 66_000;
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.PORT;
+  const adminServer = await loopbackAdmin(config.HOST, app.callback());
+  const adminAddr = adminServer?.address();
+  const adminPort = typeof adminAddr === 'object' && adminAddr ? adminAddr.port : port;
   const serverFile = join(config.DATA_DIR, 'server.json');
-  writeFileSync(serverFile, JSON.stringify({ pid: process.pid, port, adminToken }), { mode: 0o600 });
+  writeFileSync(serverFile, JSON.stringify({ pid: process.pid, port, adminPort, adminToken }), { mode: 0o600 });
   log.info({ port, storage: storage.kind, dataDir: config.DATA_DIR }, 'tracegate listening');
 
   let closing: Promise<void> | null = null;
   const close = () => (closing ??= (async () => {
     log.info('shutting down: draining requests and flushing the spool');
+    adminServer?.close();
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
     // Sign the chains' last records so nothing acknowledged is left outside a checkpoint.
     await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
@@ -115,4 +119,22 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     log.info('stopped');
   })());
   return { server, port, storage, pipeline, enrichment, settings, log, close };
+}
+
+/** Hosts the CLI reaches as 127.0.0.1: listening on one of them, the main port serves the admin routes too. */
+const REACHED_ON_LOOPBACK = new Set(['0.0.0.0', '::', '127.0.0.1']);
+
+/**
+ * The CLI talks to the admin routes over 127.0.0.1, and they answer loopback callers only. A server bound to one
+ * other address (TRACEGATE_HOST=10.0.0.5, ::1, localhost) gets a second listener there, for /admin/ only.
+ */
+async function loopbackAdmin(host: string, handler: ReturnType<ReturnType<typeof createApp>['callback']>): Promise<Server | null> {
+  if (REACHED_ON_LOOPBACK.has(host)) return null;
+  const admin = createServer((req, res) => {
+    if (req.url?.startsWith('/admin/')) return void handler(req, res);
+    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'not_found', message: 'this listener serves the admin routes only', details: null } }));
+  });
+  admin.listen(0, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => { admin.once('listening', resolve); admin.once('error', reject); });
+  return admin;
 }

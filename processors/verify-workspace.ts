@@ -8,24 +8,37 @@ import { checkChain, checkContent, type VerifyReport } from './verification.ts';
 /** Spans received this recently are not judged unverified: on a live collector their records may still be in flight. */
 export const SETTLE_MS = 30_000;
 
+/** Traces read per storage call while verifying a workspace. */
+const READ_BATCH = 500;
+
 async function contentOf(storage: Storage, workspaceId: string, records: VerificationRecord[], now: number) {
   const settledBeforeMs = now - SETTLE_MS;
+  // Spans ingested while a long run goes on are as new as the run: the upper bound follows the clock.
+  const upTo = () => Math.max(now, Date.now());
   const byTrace = new Map<string, VerificationRecord[]>();
   for (const r of records) (byTrace.get(r.traceId) ?? byTrace.set(r.traceId, []).get(r.traceId)!).push(r);
   const problems: VerifyReport['problems'] = [];
   let superseded = 0;
-  for (const [traceId, recs] of byTrace) {
-    const res = checkContent(recs, await storage.getTrace(workspaceId, traceId), settledBeforeMs, now);
-    problems.push(...res.problems);
-    superseded += res.superseded;
+  const ids = [...byTrace.keys()];
+  for (let i = 0; i < ids.length; i += READ_BATCH) {
+    const chunk = ids.slice(i, i + READ_BATCH);
+    const stored = await storage.getTraces(workspaceId, chunk);
+    const until = upTo();
+    for (const traceId of chunk) {
+      const res = checkContent(byTrace.get(traceId)!, stored.get(traceId) ?? [], settledBeforeMs, until);
+      problems.push(...res.problems);
+      superseded += res.superseded;
+    }
   }
   // Traces no record names at all: inserted straight into storage (or stored with verification off).
   let unverified = 0;
   for (let cursor: string | undefined; ;) {
     const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
-    for (const t of page.items) {
-      if (byTrace.has(t.traceId)) continue;
-      if ((await storage.getTrace(workspaceId, t.traceId)).every((sp) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= now + 5_000)) continue;
+    const unnamed = page.items.filter((t) => !byTrace.has(t.traceId));
+    const stored = await storage.getTraces(workspaceId, unnamed.map((t) => t.traceId));
+    const until = upTo() + 5_000;
+    for (const t of unnamed) {
+      if ((stored.get(t.traceId) ?? []).every((sp) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until)) continue;
       unverified++;
       problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
     }

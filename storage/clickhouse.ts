@@ -349,22 +349,33 @@ export class ClickHouseStorage implements Storage {
   }
 
   async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
+    return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
+  }
+
+  async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
+    const out = new Map<string, SpanRecord[]>();
+    if (traceIds.length === 0) return out;
     const ws = str(wellFormed(workspaceId));
-    const tid = str(wellFormed(traceId));
+    const ids = strList(traceIds.map(wellFormed));
     const dates = await this.rows<{ d: string }>(
-      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id = ${tid}`,
+      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`,
     );
-    if (dates.length === 0) return [];
+    if (dates.length === 0) return out;
     const rows = await this.rows<SpanReadRow>(
       // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
       // moved to another day (native retries are stamped at receipt), keeping the newest.
       `SELECT * FROM (
          SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
-         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${tid}
-         ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY span_id)
-       ORDER BY toUInt64(start_sort), span_id`,
+         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
+         ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id)
+       ORDER BY trace_id, toUInt64(start_sort), span_id`,
     );
-    return rows.map(fromReadRow);
+    for (const row of rows) {
+      const rec = fromReadRow(row);
+      const list = out.get(rec.traceId);
+      if (list) list.push(rec); else out.set(rec.traceId, [rec]);
+    }
+    return out;
   }
 
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {

@@ -135,10 +135,23 @@ export class DuckDbStorage implements Storage {
   }
 
   async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
+    return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
+  }
+
+  async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
+    const out = new Map<string, SpanRecord[]>();
+    if (traceIds.length === 0) return out;
+    const params: Params = { ws: wellFormed(workspaceId) };
+    traceIds.forEach((t, i) => { params[`t${i}`] = wellFormed(t); });
     const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
-      `SELECT * FROM spans WHERE workspace_id = $ws AND trace_id = $t ORDER BY start_ns, span_id`,
-      { ws: wellFormed(workspaceId), t: wellFormed(traceId) }));
-    return rows.map(fromRow);
+      `SELECT * FROM spans WHERE workspace_id = $ws AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')})
+       ORDER BY trace_id, start_ns, span_id`, params));
+    for (const row of rows) {
+      const rec = fromRow(row);
+      const list = out.get(rec.traceId);
+      if (list) list.push(rec); else out.set(rec.traceId, [rec]);
+    }
+    return out;
   }
 
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {

@@ -62,6 +62,8 @@ export interface Storage {
   insertSpans(rows: SpanRecord[]): Promise<void>;
   /** All spans of a trace in the workspace, ordered by start time; [] when unknown. */
   getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
+  /** getTrace for many traces in one query (verification): trace id → its spans; unknown ids are left out. */
+  getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>>;
   listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage>;
   /** Distinct spans stored in a workspace (tests and the benchmark's stored==acknowledged check). */
   countSpans(workspaceId: string): Promise<number>;

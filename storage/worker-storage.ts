@@ -46,6 +46,7 @@ export class WorkerStorage implements Storage {
   ping() { return this.fwd('ping', []); }
   insertSpans(...a: Parameters<Storage['insertSpans']>) { return this.fwd('insertSpans', a); }
   getTrace(...a: Parameters<Storage['getTrace']>) { return this.fwd('getTrace', a); }
+  getTraces(...a: Parameters<Storage['getTraces']>) { return this.fwd('getTraces', a); }
   listTraces(...a: Parameters<Storage['listTraces']>) { return this.fwd('listTraces', a); }
   countSpans(...a: Parameters<Storage['countSpans']>) { return this.fwd('countSpans', a); }
   createWorkspace(...a: Parameters<Storage['createWorkspace']>) { return this.fwd('createWorkspace', a); }

@@ -34,7 +34,8 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     try { ctx.body = await createKey(r.storage, body.workspace, audit); } catch (e) { throw fail(e); }
   });
   r.router.get('/admin/keys', guard, async (ctx) => {
-    ctx.body = { keys: await listKeys(r.storage, typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined) };
+    const ws = typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined;
+    try { ctx.body = { keys: await listKeys(r.storage, ws) }; } catch (e) { throw new HttpError(404, 'not_found', (e as Error).message); }
   });
   r.router.post('/admin/keys/:keyId/revoke', guard, async (ctx) => {
     if (!(await revokeKey(r.storage, ctx.params.keyId!, audit))) throw new HttpError(404, 'not_found', 'no such key');

@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { createClient } from '@clickhouse/client';
 import { BACKENDS, cli, flushed, get, post, startTestServer, type Backend, type TestServer } from '../support/server.ts';
 import { verifyAuditChain } from '../../processors/audit.ts';
+import { verifyWorkspace } from '../../processors/verify-workspace.ts';
+import { publicKeys } from '../../processors/signing.ts';
 import type { AuditRecord } from '../../collector/enrichment-records.ts';
 import { sleep } from '../support/process.ts';
 
@@ -147,6 +149,15 @@ for (const backend of BACKENDS) {
         expect(d.headers['x-service-signature']).to.equal(expected);
         expect(d.body).to.not.include(OPENAI_KEY);
       }
+      // Stored as queued (no batch has come since the last alert); the outcome comes with a later batch and replaces it.
+      expect(alerts.find((a: { ruleId: string }) => a.ruleId === 'secrets')).to.include({ delivered: 'queued' });
+      let delivered: string[] = [];
+      for (let i = 0; i < 20 && delivered.join() !== 'sent,sent'; i++) {
+        await post(`${s.url}/api/traces`, { requestId: `after-alert-${i}`, prompt: 'p', response: 'r' }, auth);
+        await flushed(s);
+        delivered = (await get(`${s.url}/api/alerts`, auth)).json.items.map((a: { delivered: string }) => a.delivered);
+      }
+      expect(delivered).to.deep.equal(['sent', 'sent']);
     });
 
     // JSON can escape a lone surrogate ("\ud800") or write 1e400 (Infinity once parsed): valid JSON, but
@@ -247,6 +258,10 @@ for (const backend of BACKENDS) {
       const results = JSON.parse(all.stdout);
       expect(Object.keys(results)).to.include('_system');
       expect(results[wsId].ok).to.equal(false);
+      // A run that started 20 s ago does not judge a trace received since (its records may still be on the way).
+      await s.running.storage.insertSpans([{ ...emptySpan(wsId, 'native'), traceId: 'during-run', spanId: 'd0d0d0d0d0d0d0d0', name: 'new', startTimeNs: '1763787000000000000', endTimeNs: '1763787000000000000', ingestedAtMs: Date.now() }]);
+      const started = await verifyWorkspace(s.running.storage, wsId, publicKeys(join(s.dataDir, 'keys')), Date.now() - 20_000);
+      expect(started.problems.map((p) => p.traceId)).to.include('forged-1').and.not.include('during-run');
     });
 
     if (backend === 'clickhouse') {

@@ -217,6 +217,19 @@ for (const backend of BACKENDS) {
         expect(created).to.have.keys('workspaceId', 'keyId', 'key');
         expect((await post(`${s.url}/api/traces`, sample(), { authorization: `Bearer ${created.key}` })).status).to.equal(200);
       });
+      it('a workspace id given where a name is expected means that workspace; a new name of the id form is refused', async () => {
+        const owner = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'id-owner', '--json'])).stdout);
+        const byId = JSON.parse((await cli(s, ['keys', 'create', '--workspace', owner.workspaceId, '--json'])).stdout);
+        expect(byId.workspaceId).to.equal(owner.workspaceId);
+        const listed = JSON.parse((await cli(s, ['keys', 'list', '--workspace', owner.workspaceId, '--json'])).stdout);
+        expect(listed.map((k: { keyId: string }) => k.keyId)).to.have.members([owner.keyId, byId.keyId]);
+        const impostor = await cli(s, ['keys', 'create', '--workspace', 'ws_0123456789abcdef', '--json']);
+        expect(impostor.code).to.not.equal(0);
+        expect(impostor.stderr).to.include('workspace ids');
+        const missing = await cli(s, ['keys', 'list', '--workspace', 'no-such-co']);
+        expect(missing.code).to.not.equal(0);
+        expect(missing.stderr).to.include('no workspace');
+      });
       it('stores keys only as hashes', async () => {
         const k = await s.key('hash-check');
         const rec = await s.running.storage.getApiKey(k.keyId);

@@ -1,6 +1,8 @@
 // Operability: configuration validation, OpenAPI, metrics, health/readiness, graceful shutdown, CLI help.
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { createStorage } from '../../storage/index.ts';
 import { createKey } from '../../collector/admin.ts';
@@ -26,6 +28,26 @@ describe('configuration', () => {
       expect(out.stdout).to.match(/usage: tracegate/);
     }
     expect((await cli(null, ['nonsense'])).code).to.equal(2);
+  });
+});
+
+describe('CLI against a server bound to one non-loopback address', () => {
+  it('manages keys through a loopback admin listener that serves nothing else', async () => {
+    const s = await startTestServer('duckdb', { TRACEGATE_HOST: '127.0.0.2' }); // on lo, but not 127.0.0.1
+    try {
+      const base = `http://127.0.0.2:${s.running.port}`;
+      const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'bound-co', '--json'])).stdout);
+      const h = { authorization: `Bearer ${k.key}` };
+      expect((await post(`${base}/api/traces`, { prompt: 'p', response: 'r' }, h)).status).to.equal(200);
+      const out = await cli(s, ['keys', 'revoke', k.keyId]);
+      expect(out.code, out.stderr).to.equal(0);
+      expect((await post(`${base}/api/traces`, { prompt: 'p', response: 'r' }, h)).status).to.equal(401);
+      const { adminPort } = JSON.parse(readFileSync(join(s.dataDir, 'server.json'), 'utf8')) as { adminPort: number };
+      expect(adminPort).to.not.equal(s.running.port);
+      expect((await post(`http://127.0.0.1:${adminPort}/api/traces`, { prompt: 'p' }, h)).status).to.equal(404);
+    } finally {
+      await s.close();
+    }
   });
 });
 

@@ -150,6 +150,21 @@ function contract(name: string, factory: StoreFactory): void {
       expect(await s.getTrace('ws-nope', 'tr')).to.deep.equal([]);
     });
 
+    it('reads many traces in one call, as getTrace reads each', async function () {
+      await s.insertSpans([
+        span('ws-many', 't1', 'b', { startTimeNs: ns(20), parentSpanId: 'a' }),
+        span('ws-many', 't1', 'a', { startTimeNs: ns(10) }),
+        span('ws-many', 't2', 'x', { startTimeNs: ns(86_400_000 * 40), endTimeNs: ns(86_400_000 * 40 + 5) }),
+        span('ws-many', 't2', 'x', { startTimeNs: ns(86_400_000 * 40), endTimeNs: ns(86_400_000 * 40 + 5), name: 'newer', ingestedAtMs: 2_000 }),
+        span('ws-many-other', 't3', 'y'),
+      ]);
+      const got = await s.getTraces('ws-many', ['t1', 't2', 't3', 'nope']);
+      expect([...got.keys()].sort()).to.deep.equal(['t1', 't2']);
+      expect(got.get('t1')).to.deep.equal(await s.getTrace('ws-many', 't1'));
+      expect(got.get('t2')!.map((r) => r.name)).to.deep.equal(['newer']);
+      expect((await s.getTraces('ws-many', [])).size).to.equal(0);
+    });
+
     it('collapses duplicates within a batch: the newest ingestedAtMs wins', async function () {
       await s.insertSpans([
         span('ws-dup', 't', 's', { name: 'v10', ingestedAtMs: 10 }),
