@@ -101,13 +101,12 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     log.info('shutting down: draining requests and flushing the spool');
     adminServer?.close();
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
-    // Sign the chains' last records so nothing acknowledged is left outside a checkpoint.
+    // Alert webhooks under way get a few seconds; the rest are logged as abandoned. Then the chains' last records
+    // are signed, so nothing acknowledged is left outside a checkpoint, and the delivery outcomes go with them.
+    await processors?.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
     await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     stopInit();
-    // Alert webhooks under way get a few seconds while the spool flushes; the rest are logged as abandoned.
-    const deliveries = processors?.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
     await pipeline.close();
-    await deliveries;
     auditHeads.flush();
     lastKnown.flush();
     await processors?.close();

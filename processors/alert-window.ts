@@ -1,5 +1,5 @@
-// One alert rule's sliding window: samples ordered by their time (the span's end, not its arrival), each
-// remembering the span it came from, so a redelivered span (an exporter retry) is not counted twice.
+// One alert rule's sliding window: samples ordered by their time (the span's arrival), each remembering the span
+// it came from, so a redelivered span (an exporter retry) is not counted twice.
 
 export interface Sample { at: number; value: number; error: boolean; span: string }
 

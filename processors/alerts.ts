@@ -45,10 +45,17 @@ function ruleKey(rule: AlertRule): string {
   return createHash('sha256').update(canonicalJson(rule)).digest('hex');
 }
 
-/** A span's sample time: its end (its start, or now, when unknown), never later than now. */
-function sampleTime(s: SpanRecord, now: number): number {
-  const ms = Number(s.endTimeNs) / 1e6 || Number(s.startTimeNs) / 1e6 || now;
-  return Math.min(ms, now);
+/**
+ * Latency, cost and error-rate rules describe current traffic: a span that ended longer ago than this (and than
+ * the rule's window) is a backfill and counts for nothing. Within it, a span counts when it arrives, whatever
+ * the sender's clock or export delay says. Finding and guardrail rules count any span: a leak is news whenever
+ * it arrives.
+ */
+const BACKFILL_MS = 3_600_000;
+
+function isBackfill(s: SpanRecord, now: number, windowMs: number): boolean {
+  const ended = Number(s.endTimeNs) / 1e6 || Number(s.startTimeNs) / 1e6;
+  return ended > 0 && ended < now - Math.max(windowMs, BACKFILL_MS);
 }
 
 export class AlertEvaluator {
@@ -77,11 +84,8 @@ export class AlertEvaluator {
           message, traceId, value, threshold: rule.threshold, windowStartMs: since, atMs: now, delivered: '',
         });
       };
-      // Adds the span's sample unless it is older than the window or already counted (a redelivery).
-      const counted = (s: SpanRecord, value: number) => {
-        const at = sampleTime(s, now);
-        return at >= since && st.add({ at, value, error: s.status === 'error', span: spanKey(s) });
-      };
+      // Adds the span's sample (at its arrival) unless it was already counted: a redelivery.
+      const counted = (s: SpanRecord, value: number) => st.add({ at: now, value, error: s.status === 'error', span: spanKey(s) });
       const matching = spans.filter((s) => s.workspaceId === workspaceId && (!rule.model || s.model === rule.model) && (!rule.actionName || s.actionName === rule.actionName));
       if (rule.kind === 'finding') {
         const hits = findingsOn(matching, findings, rule.severity, counted);
@@ -94,7 +98,8 @@ export class AlertEvaluator {
         if (hit) fire(1, hit.traceId, `guardrail tripwire: ${hit.name}`);
         continue;
       }
-      const calls = matching.filter((s) => USAGE_KINDS.has(s.kind) && counted(s, rule.kind === 'cost' ? s.costUsd : s.durationMs));
+      const windowMs = rule.windowSeconds * 1000;
+      const calls = matching.filter((s) => USAGE_KINDS.has(s.kind) && !isBackfill(s, now, windowMs) && counted(s, rule.kind === 'cost' ? s.costUsd : s.durationMs));
       if (calls.length === 0 || st.size < rule.minRequests) continue;
       const last = calls[calls.length - 1]!.traceId;
       const scope = [rule.model && `model ${rule.model}`, rule.actionName && `action ${rule.actionName}`].filter(Boolean).join(', ') || 'all traffic';
@@ -114,7 +119,7 @@ export class AlertEvaluator {
   }
 }
 
-/** The findings at or above `severity` on the given spans, for the spans `counted` accepts (new, in the window). */
+/** The findings at or above `severity` on the given spans, for the spans `counted` accepts (not counted before). */
 function findingsOn(spans: SpanRecord[], findings: FindingRecord[], severity: Severity, counted: (s: SpanRecord, value: number) => boolean): FindingRecord[] {
   const bySpan = new Map<string, FindingRecord[]>();
   for (const f of findings) {
@@ -223,10 +228,10 @@ const MAX_OUTCOMES = 10_000;
 /**
  * An alert with a webhook is stored as delivered 'queued'; when the delivery ends, the same record (same alert id
  * and atMs, so it replaces the first: the alerts table keeps the last write of a version) goes out with the next
- * batch, saying 'sent' or 'failed'. Without a later batch before shutdown it stays 'queued'.
+ * batch, saying 'sent' or 'failed' (`outcomes`; at shutdown the rest goes out with the final checkpoints). Lost
+ * when the batch carrying it cannot be spooled: the record then stays 'queued' (the outcome is in the logs).
  */
-export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, notifier: Notifier): Processor {
-  const outcomes: AlertRecord[] = [];
+export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, notifier: Notifier, outcomes: AlertRecord[] = []): Processor {
   return async (batch) => {
     if (outcomes.length) batch.extra.push(...outcomes.splice(0));
     if (batch.spans.length === 0) return batch;

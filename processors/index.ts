@@ -2,6 +2,7 @@
 // cost → governance (redaction before anything is written) → alerts → audit → verification (hashes what is stored).
 import { join } from 'node:path';
 import type { Processor } from '../collector/pipeline-types.ts';
+import type { AlertRecord } from '../collector/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
 import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertSource } from './alerts.ts';
@@ -33,6 +34,8 @@ export interface Enrichment {
   processors: Processor[];
   /** At shutdown: wait up to maxMs for alert webhook deliveries under way; returns the ids left undelivered. */
   settleDeliveries(maxMs: number): Promise<string[]>;
+  /** Alert records whose webhook delivery ended since the last batch (their outcome), taken out. */
+  takeAlertOutcomes(): AlertRecord[];
   audit: AuditChain;
   verification: VerificationChain | null;
   keysDir: string;
@@ -54,18 +57,20 @@ export function createEnrichment(opts: {
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain(undefined, opts.previousAuditHeads);
-  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], audit, verification: null, keysDir };
+  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], takeAlertOutcomes: () => [], audit, verification: null, keysDir };
   const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false, opts.previousHeads);
   const notifier = webhookNotifier(opts.log);
+  const outcomes: AlertRecord[] = [];
   return {
     processors: [
       costProcessor,
       governanceProcessor(opts.settings, opts.maxFindingsPerSpan),
-      alertProcessor(opts.settings, new AlertEvaluator(), notifier),
+      alertProcessor(opts.settings, new AlertEvaluator(), notifier, outcomes),
       auditProcessor(audit),
       verificationProcessor(verification),
     ],
     settleDeliveries: (maxMs) => notifier.settle(maxMs),
+    takeAlertOutcomes: () => outcomes.splice(0),
     audit, verification, keysDir,
   };
 }

@@ -51,7 +51,8 @@ async function processItem(item: HostItem): Promise<Encoded> {
 
 /** One answer per item (each request's own frame), in order; an item that fails fails alone. */
 async function handle(m: Exclude<HostRequest, { type: 'settle' }>): Promise<Array<Encoded | { error: string }>> {
-  if (m.type === 'checkpoints') return [encode(enrichment.verification?.checkpoints(Date.now(), true) ?? [], 0)];
+  // At shutdown, after the deliveries settled: the chains' last records signed, and the outcomes no batch carried.
+  if (m.type === 'checkpoints') return [encode([...enrichment.verification?.checkpoints(Date.now(), true) ?? [], ...enrichment.takeAlertOutcomes()], 0)];
   current = m.settings;
   const out: Array<Encoded | { error: string }> = [];
   for (const item of m.items) {

@@ -38,6 +38,19 @@ async function providerErrors(ctx: Context, next: Next): Promise<void> {
   }
 }
 
+/**
+ * The provider refused the key tracegate holds, not the caller's. Passed through, the SDK would report the caller's
+ * own key as wrong, and the provider's message quotes part of ours: a 502 instead, which SDKs should not retry.
+ */
+const HELD_KEY_REJECTED = { error: { message: 'the provider rejected the API key tracegate holds for this workspace; an operator must set it (`tracegate provider set` or TRACEGATE_PROVIDER_API_KEY)', type: 'upstream_error', param: null, code: 'provider_auth_failed' } };
+
+function heldKeyRejected(ctx: Context, origin: string): void {
+  ctx.state.log.warn({ origin }, 'proxy: the provider rejected the configured provider API key');
+  ctx.status = 502;
+  ctx.set('x-should-retry', 'false');
+  ctx.body = HELD_KEY_REJECTED;
+}
+
 /** Join the caller's W3C trace when it sent one; otherwise a new trace. */
 function traceContext(traceparent: string): { traceId: string; parentSpanId: string } {
   const m = /^[\da-f]{2}-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$/.exec(traceparent.trim());
@@ -171,14 +184,8 @@ export function proxyRoutes(r: RouteContext): void {
       let json: Record<string, unknown> | null = null;
       try { const v: unknown = JSON.parse(buf.toString('utf8')); json = isObj(v) ? v : null; } catch { /* not JSON: pass it through anyway */ }
       if (up.statusCode === 401 && !callerKey) {
-        // The provider refused the key tracegate holds, not the caller's: passed through, the SDK would report the
-        // caller's own key as wrong, and the provider's message quotes part of ours.
-        const message = 'the provider rejected the API key tracegate holds for this workspace; an operator must set it (`tracegate provider set` or TRACEGATE_PROVIDER_API_KEY)';
-        const body = { error: { message, type: 'upstream_error', param: null, code: 'provider_auth_failed' } };
-        if (!(await finish({ kind: 'upstream', httpStatus: 401, requestId, body, stream: null }, { attributes: upstreamTtfb }))) ctx.set('X-Tracegate-Telemetry', 'not-stored');
-        ctx.state.log.warn({ origin: target.origin }, 'proxy: the provider rejected the configured provider API key');
-        ctx.status = 502;
-        ctx.body = body;
+        if (!(await finish({ kind: 'upstream', httpStatus: 401, requestId, body: HELD_KEY_REJECTED, stream: null }, { attributes: upstreamTtfb }))) ctx.set('X-Tracegate-Telemetry', 'not-stored');
+        heldKeyRejected(ctx, target.origin);
         return;
       }
       const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: json, stream: null }, { attributes: upstreamTtfb });
@@ -213,16 +220,14 @@ export function proxyRoutes(r: RouteContext): void {
     ctx.res.off('close', onClose);
     const timing = { ...upstreamTtfb, ...(summary.firstDeltaAtMs !== null ? { 'gen_ai.response.time_to_first_token_ms': summary.firstDeltaAtMs - startMs } : {}) };
 
-    // A client that leaves after the terminal event (the SDK's `break` on response.completed) has its whole answer.
-    if (abort.signal.aborted && !summary.terminal) {
-      up.body.destroy();
-      await finish({ kind: 'cancelled' }, { partial: summary, attributes: timing });
-      return;
-    }
     if (abort.signal.aborted) {
       up.body.destroy();
-      await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: null, stream: summary }, { attributes: timing });
-      return;
+      // A client that leaves after the terminal event (the SDK's `break` on response.completed) has its whole
+      // answer: stored as the provider gave it, below.
+      if (!summary.terminal) {
+        await finish({ kind: 'cancelled' }, { partial: summary, attributes: timing });
+        return;
+      }
     }
     if (failure) {
       // Headers are gone already: tell the client in-band, the way the provider reports stream errors.
@@ -230,7 +235,7 @@ export function proxyRoutes(r: RouteContext): void {
       await finish({ kind: 'transport_error', code: failure.code, message: failure.message }, { partial: summary, attributes: timing });
     } else {
       const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: null, stream: summary }, { attributes: timing });
-      if (!stored) res.write(': tracegate telemetry not stored\n\n');
+      if (!stored && !res.destroyed) res.write(': tracegate telemetry not stored\n\n');
     }
     res.end();
   });
@@ -267,6 +272,11 @@ export function proxyRoutes(r: RouteContext): void {
         outcome: up.statusCode < 400 ? 'ok' : 'error', accepted: 0, rejected: 0, details: JSON.stringify({ responseId: id, status: up.statusCode }),
       });
       await r.pipeline.record([rec]).catch((err: unknown) => ctx.state.log.error({ err }, 'audit record of a relayed call not spooled'));
+    }
+    if (up.statusCode === 401 && !callerKey) {
+      await up.body.dump();
+      heldKeyRejected(ctx, target.origin);
+      return;
     }
     ctx.status = up.statusCode;
     const headers = passBackHeaders(up.headers);

@@ -4,7 +4,7 @@ import { emptySpan } from '../../collector/record.ts';
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import { createHmac } from 'node:crypto';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createClient } from '@clickhouse/client';
 import { BACKENDS, cli, flushed, get, post, startTestServer, type Backend, type TestServer } from '../support/server.ts';
@@ -13,6 +13,7 @@ import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 import { publicKeys } from '../../processors/signing.ts';
 import type { AuditRecord } from '../../collector/enrichment-records.ts';
 import { sleep } from '../support/process.ts';
+import { createStorage } from '../../storage/index.ts';
 
 const EMAIL = 'jane.doe@example.com';
 const OPENAI_KEY = 'sk-proj-' + 'Zq7Xw2Lm9Np4Rt6Vb1Yc3Hd8Kf5Jg0Ms'.repeat(2);
@@ -286,6 +287,34 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+describe('alert delivery outcome at shutdown', function () {
+  it('a delivery that ends when no batch follows is stored with the final checkpoints', async () => {
+    const hook = await webhookSink();
+    const s = await startTestServer('duckdb');
+    try {
+      const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'last-alert', '--json'])).stdout);
+      const file = join(s.dataDir, 'alerts.json');
+      writeFileSync(file, JSON.stringify({ rules: [{ id: 'any-error', kind: 'error_rate', threshold: 0.5, windowSeconds: 60 }], webhookUrl: hook.url, webhookSecret: 'whsec-test-secret-0123456789' }));
+      expect((await cli(s, ['alerts', 'set', '--workspace', 'last-alert', '--file', file])).code).to.equal(0);
+      await post(`${s.url}/api/traces`, { requestId: 'err-1', model: 'gpt-4o', prompt: 'p', status: 'error' }, { authorization: `Bearer ${k.key}` });
+      for (let i = 0; i < 50 && hook.received.length < 1; i++) await sleep(50);
+      expect(hook.received).to.have.length(1);
+    } finally {
+      await s.running.close(); // the data dir stays for the check below
+      await hook.close();
+    }
+    const storage = createStorage(s.config);
+    await storage.init();
+    try {
+      const ws = (await storage.getWorkspaceByName('last-alert'))!.id;
+      expect((await storage.listAlerts(ws, { limit: 10 })).items.map((a) => a.delivered)).to.deep.equal(['sent']);
+    } finally {
+      await storage.close();
+      rmSync(s.dataDir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('usage analytics agree between ClickHouse and the embedded store', function () {
   this.timeout(60_000);

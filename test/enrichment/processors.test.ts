@@ -336,15 +336,22 @@ describe('alert evaluator', () => {
     expect(fired[0]).to.include({ traceId: 't4', value: 3 });
     expect(fired[0]!.message).to.equal('critical api_key finding (secret.aws_key) in prompt');
   });
-  it('windows run on the spans\' end times: a backfilled span fires nothing, a span from a clock ahead counts as now', () => {
+  it('windows run on arrival time; a backfill (ended over an hour, and over the window, ago) counts only for finding rules', () => {
     const ev = new AlertEvaluator();
     const now = Date.UTC(2025, 5, 1);
     const cost = rule({ id: 'c', kind: 'cost', threshold: 1, windowSeconds: 300, cooldownSeconds: 0 });
     expect(ev.evaluate('ws1', [cost], [call('old', 'a', now - 90 * 86_400_000, { costUsd: 5 })], [], now)).to.have.length(0);
-    expect(ev.evaluate('ws1', [cost], [call('late', 'b', now - 60_000, { costUsd: 0.6 })], [], now)).to.have.length(0); // delayed, in the window
+    // A sender's clock 10 minutes behind, or an export delayed after an outage: counted when it arrives.
+    expect(ev.evaluate('ws1', [cost], [call('late', 'b', now - 600_000, { costUsd: 0.6 })], [], now)).to.have.length(0);
     expect(ev.evaluate('ws1', [cost], [call('ahead', 'c', now + 3_600_000, { costUsd: 0.6 })], [], now + 1000)).to.have.length(1);
-    // 300 s later the sample from the clock ahead (taken as now + 1 s) has left the window with the delayed one
+    // 300 s later both samples have left the window
     expect(ev.evaluate('ws1', [cost], [call('t4', 'd', now + 302_000, { costUsd: 0.6 })], [], now + 302_000)).to.have.length(0);
+    // A day-long window takes a span that ended three hours ago.
+    const daily = rule({ id: 'd', kind: 'cost', threshold: 1, windowSeconds: 86_400 });
+    expect(ev.evaluate('ws1', [daily], [call('day', 'e', now - 3 * 3_600_000, { costUsd: 2 })], [], now)).to.have.length(1);
+    // A leaked secret in a backfilled span still fires.
+    const leak = rule({ id: 'f', kind: 'finding', severity: 'high' });
+    expect(ev.evaluate('ws1', [leak], [call('old2', 'f', now - 90 * 86_400_000)], [finding('old2', 'f', 'critical')], now)).to.have.length(1);
   });
   it('an edited rule (same id) starts with an empty window; the same rule keeps its window', () => {
     const ev = new AlertEvaluator();

@@ -459,19 +459,25 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(res.text).to.not.include('127.0.0.1');
   });
 
-  it('a provider 401 for the key tracegate holds becomes a 502 without the key; a caller\'s own key gets the 401 as is', async () => {
-    const ws = await workspace({ provider: { baseUrl: fake.url, apiKey: 'sk-workspace-held-9876', allowCallerKey: true } });
-    const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x', metadata: { fake: '401' } }, ws.auth);
+  it('a provider 401 for the key tracegate holds becomes a 502 without the key (not retried, also on the stored-response routes); a caller\'s own key gets the 401 as is', async () => {
+    const ws = await workspace({ provider: { baseUrl: fake.url, apiKey: 'sk-rejected-held-9876', allowCallerKey: true } });
+    const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, ws.auth);
     expect(res.status).to.equal(502);
     expect(res.json.error).to.include({ code: 'provider_auth_failed', type: 'upstream_error', param: null });
     expect(res.text).to.not.include('9876');
     const sp = await span(ws, res.headers.get('x-trace-id')!);
     expect(sp.status).to.equal('error');
     expect(JSON.stringify(sp)).to.not.include('9876');
-    // The SDK reports it as a server-side problem, not as the caller's key being wrong.
-    const err = await ws.client.responses.create({ model: 'gpt-4o-mini', input: 'x', metadata: { fake: '401' } }).catch((e: unknown) => e);
+    // The SDK reports a server-side problem (not the caller's key being wrong), and with its default retries calls once.
+    const before = fake.requests.length;
+    const retrying = new OpenAI({ apiKey: ws.key, baseURL: `${s.url}/api/proxy/provider` });
+    const err = await retrying.responses.create({ model: 'gpt-4o-mini', input: 'x' }).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(OpenAI.InternalServerError);
-    const own = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x', metadata: { fake: '401' } }, { ...ws.auth, 'X-Provider-Api-Key': 'sk-callers-own-5555' });
+    expect(fake.requests.length - before).to.equal(1);
+    const item = await get(`${s.url}/api/proxy/provider/responses/resp_123`, ws.auth);
+    expect([item.status, item.json.error.code]).to.deep.equal([502, 'provider_auth_failed']);
+    expect(item.text).to.not.include('9876');
+    const own = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, { ...ws.auth, 'X-Provider-Api-Key': 'sk-rejected-callers-own-5555' });
     expect(own.status).to.equal(401);
     expect(own.json.error.code).to.equal('invalid_api_key');
   });

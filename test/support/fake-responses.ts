@@ -129,9 +129,15 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
         rec.done = true;
         notify();
       });
+      const key = (req.headers.authorization ?? '').replace(/^Bearer /, '');
+      if (key.startsWith('sk-rejected')) { // as the provider answers a wrong key: quoting part of it
+        res.writeHead(401, { ...commonHeaders(), 'content-type': 'application/json' });
+        res.end(errorBody(`Incorrect API key provided: ${key.slice(0, 3)}********${key.slice(-4)}. You can find your API key at https://platform.openai.com/account/api-keys.`, 'invalid_request_error', 'invalid_api_key'));
+        return;
+      }
       const m = /^\/v1\/responses\/([^/?]+)(\/[a-z_]+)?(\?.*)?$/.exec(req.url ?? '');
       if (m) { stored(req.method ?? '', m[1]!, m[2] ?? '', res); return; }
-      void answer(body, res, req.headers.authorization ?? '').catch(() => res.destroy());
+      void answer(body, res).catch(() => res.destroy());
     });
   });
 
@@ -150,19 +156,13 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
     json(404, errorBody('Not found', 'invalid_request_error', null));
   }
 
-  async function answer(body: any, res: ServerResponse, authorization = ''): Promise<void> {
+  async function answer(body: any, res: ServerResponse): Promise<void> {
     const mode = body.metadata?.fake;
     const delay = Number(body.metadata?.delay_ms ?? opts.delayMs ?? 0);
     if (mode === 'hang') return;
     if (mode === '429') {
       res.writeHead(429, { ...commonHeaders(), 'content-type': 'application/json', 'retry-after': '7', 'x-ratelimit-remaining-requests': '0' });
       res.end(errorBody('Rate limit reached for gpt-4o-mini on requests per min (RPM): Limit 3, Used 3, Requested 1.', 'requests', 'rate_limit_exceeded'));
-      return;
-    }
-    if (mode === '401') { // as the provider answers a wrong key: quoting part of it
-      const key = authorization.replace(/^Bearer /, '');
-      res.writeHead(401, { ...commonHeaders(), 'content-type': 'application/json' });
-      res.end(errorBody(`Incorrect API key provided: ${key.slice(0, 3)}********${key.slice(-4)}. You can find your API key at https://platform.openai.com/account/api-keys.`, 'invalid_request_error', 'invalid_api_key'));
       return;
     }
     if (mode === '500') {
