@@ -19,9 +19,13 @@ function pii(rule: string, category: string, severity: Severity, start: number, 
 
 // ---- e-mail: found from each '@' outwards, so text without '@' costs one indexOf.
 // Internationalized addresses (RFC 6531: `zoë.smith@example.com`, `张伟@例子.公司`) have letters of any script in the
-// local part and the domain labels, and IDN top-level domains (`.公司`, `.рф`).
+// local part and the domain labels, and IDN top-level domains (`.公司`, `.рф`). Scripts written without spaces
+// (CJK, Thai) run straight into an address (`アドレスはtanaka@example.comです`): the local part stops where the
+// text changes between such a script and another, and an ASCII top-level domain may be followed by one.
 const LOCAL_CHAR = /[\p{L}\p{M}\p{N}._%+\-]/u;
-const EMAIL_DOMAIN = /(?:[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}\-]{0,61}[\p{L}\p{M}\p{N}])?\.){1,8}(\p{L}[\p{L}\p{M}]{1,23})(?![\p{L}\p{M}\p{N}\-]|\.[\p{L}\p{N}])/uy;
+const LOCAL_PUNCT = /[._%+\-]/;
+const SPACELESS = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\p{Script=Thai}\u30FC]/u;
+const EMAIL_DOMAIN = /(?:[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}\-]{0,61}[\p{L}\p{M}\p{N}])?\.){1,8}([A-Za-z]{2,24}(?![A-Za-z0-9\-\p{Script=Latin}\p{M}]|\.[\p{L}\p{N}])|\p{L}[\p{L}\p{M}]{1,23}(?![\p{L}\p{M}\p{N}\-]|\.[\p{L}\p{N}]))/uy;
 // `icon@2x.png`, `worker@1.2.js`: asset and module names, not addresses.
 const FILE_TLDS = new Set(['png', 'jpg', 'jpeg', 'gif', 'svg', 'webp', 'ico', 'js', 'mjs', 'cjs', 'ts', 'tsx', 'jsx', 'css',
   'html', 'htm', 'json', 'yaml', 'yml', 'md', 'txt', 'py', 'rb', 'go', 'rs', 'java', 'kt', 'php', 'lock', 'zip', 'gz', 'tar',
@@ -32,9 +36,16 @@ export function detectEmails(text: string): Finding[] {
   let at = text.indexOf('@');
   while (at !== -1) {
     let s = at;
-    while (s > 0 && at - s < 64 && LOCAL_CHAR.test(text[s - 1]!)) s--;
+    let spaceless: boolean | null = null; // the script kind of the local part's letters, once one is seen
+    const inLocal = (ch: string) => {
+      if (!LOCAL_CHAR.test(ch)) return false;
+      if (LOCAL_PUNCT.test(ch)) return true;
+      const kind = SPACELESS.test(ch);
+      return (spaceless ??= kind) === kind;
+    };
+    while (s > 0 && at - s < 64 && inLocal(text[s - 1]!)) s--;
     const local = text.slice(s, at);
-    const okLocal = local.length > 0 && !(s > 0 && LOCAL_CHAR.test(text[s - 1]!)) && local[0] !== '.' &&
+    const okLocal = local.length > 0 && !(s > 0 && at - s >= 64 && inLocal(text[s - 1]!)) && local[0] !== '.' &&
       !local.endsWith('.') && !local.includes('..') && !text.endsWith('://', s);
     if (okLocal) {
       const window = text.slice(at + 1, at + 256);

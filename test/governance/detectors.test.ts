@@ -48,6 +48,17 @@ describe('governance PII detectors', () => {
     expect(fs[0]!.preview).to.equal('J***@m***.uk');
     expect(fs[0]!.rule).to.equal('pii.email');
   });
+  it('e-mail: internationalized addresses, bounded where a script written without spaces meets another', () => {
+    const cases: Array<[string, string[]]> = [
+      ['mail me at zoë.smith@example.com now', ['zoë.smith@example.com']],
+      ['联系人：张伟@例子.公司，谢谢', ['张伟@例子.公司']],
+      ['пишите на ivan@пример.рф.', ['ivan@пример.рф']],
+      ['田中さんのメールアドレスはtanaka@example.comです', ['tanaka@example.com']],
+      [`${'这是一个很长的中文段落'.repeat(8)}zhang@example.com`, ['zhang@example.com']],
+      ['icon@2x.pngを', []],
+    ];
+    for (const [text, want] of cases) expect(spans(text, detectEmails(text)), text).to.deep.equal(want);
+  });
   it('e-mail: not asset names, package specs or URL user-info', () => {
     expect(detectEmails('icon@2x.png lodash@4.17.21 ssh://git@github.com/x @scope/pkg')).to.deep.equal([]);
   });
