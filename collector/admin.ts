@@ -22,14 +22,11 @@ const event = (workspaceId: string, action: string, details: object): AuditEvent
 export const WORKSPACE_ID_RE = /^ws_[0-9a-f]{16}$/;
 
 export async function ensureWorkspace(storage: Storage, name: string): Promise<Workspace> {
-  if (!WORKSPACE_NAME_RE.test(name)) throw new Error(`invalid workspace name "${name}": letters, digits, . _ - (max 64)`);
-  if (WORKSPACE_ID_RE.test(name)) {
-    const byId = await storage.getWorkspace(name);
-    if (byId) return byId; // `keys create --workspace <id>`: a key for that workspace
-    throw new Error(`invalid workspace name "${name}": names of the form ws_<16 hex digits> are workspace ids`);
-  }
-  const existing = await storage.getWorkspaceByName(name);
+  if (!WORKSPACE_NAME_RE.test(name)) throw new HttpError(400, 'invalid_request', `invalid workspace name "${name}": letters, digits, . _ - (max 64)`);
+  // `keys create --workspace <id>`: a key for that workspace (or for one named so before ids were reserved).
+  const existing = await findWorkspace(storage, name);
   if (existing) return existing;
+  if (WORKSPACE_ID_RE.test(name)) throw new HttpError(400, 'invalid_request', `invalid workspace name "${name}": names of the form ws_<16 hex digits> are workspace ids`);
   const ws: Workspace = { id: `ws_${randomBytes(8).toString('hex')}`, name, createdAtMs: Date.now() };
   await storage.createWorkspace(ws);
   return ws;
@@ -39,7 +36,7 @@ export async function ensureWorkspace(storage: Storage, name: string): Promise<W
 export async function workspaceId(storage: Storage, nameOrId: string): Promise<string> {
   if (nameOrId === SYSTEM_WORKSPACE) return nameOrId; // audit records of requests with no workspace (rejected keys)
   const ws = await findWorkspace(storage, nameOrId);
-  if (!ws) throw new Error(`no workspace "${nameOrId}"`);
+  if (!ws) throw new HttpError(404, 'not_found', `no workspace "${nameOrId}"`);
   return ws.id;
 }
 
@@ -69,7 +66,7 @@ export async function listKeys(storage: Storage, workspace?: string) {
   let wsId: string | undefined;
   if (workspace) {
     const ws = await findWorkspace(storage, workspace);
-    if (!ws) throw new Error(`no workspace "${workspace}"`);
+    if (!ws) throw new HttpError(404, 'not_found', `no workspace "${workspace}"`);
     wsId = ws.id;
   }
   const keys = await storage.listApiKeys(wsId);

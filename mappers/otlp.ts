@@ -669,7 +669,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   }
   // The marker tells the cost processor the span is settled (a sent cost of 0 stays 0).
   if (cost !== undefined) r.attributes['tracegate.cost_source'] = 'client';
-  else if ((r.kind === 'llm' || r.kind === 'embedding') && model !== '' && (r.promptTokens > 0 || r.completionTokens > 0)) {
+  else if (USAGE_KINDS.has(r.kind) && model !== '' && (r.promptTokens > 0 || r.completionTokens > 0)) {
     cost = priceUsd(model, provider, {
       input: r.promptTokens,
       output: r.completionTokens,

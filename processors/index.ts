@@ -2,6 +2,7 @@
 // cost → governance (redaction before anything is written) → alerts → audit → verification (hashes what is stored).
 import { join } from 'node:path';
 import type { Processor } from '../collector/pipeline-types.ts';
+import { USAGE_KINDS } from '../collector/record.ts';
 import type { AlertRecord } from '../collector/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
@@ -18,7 +19,7 @@ export type { Processor };
  */
 export const costProcessor: Processor = (batch) => {
   for (const r of batch.spans) {
-    if (r.kind !== 'llm' && r.kind !== 'embedding') continue;
+    if (!USAGE_KINDS.has(r.kind)) continue;
     // Mappers set the marker when the client sent a cost (0 included) or the mapper priced the span itself.
     if (r.attributes['tracegate.cost_source'] !== undefined || !r.model || r.costUsd > 0) continue;
     if (LOCAL_SOURCES.has(r.source)) { r.costUsd = 0; r.attributes['tracegate.cost_source'] = 'local'; continue; }

@@ -174,6 +174,10 @@ export interface VerifyReport {
 export function checkContent(records: VerificationRecord[], stored: SpanRecord[], settledBeforeMs = Infinity, nowMs = Infinity): { problems: VerifyProblem[]; superseded: number } {
   const byId = new Map(stored.map((s) => [s.spanId, s]));
   const vouched = new Set(records.flatMap((r) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
+  // A span received after `settledBeforeMs` may have its record still on the way (a live collector, or a long
+  // verify run that read the records first). Only a recent receive time excuses it: one in the future (beyond
+  // clock skew) is as forged as the span.
+  const settling = (s: SpanRecord) => s.ingestedAtMs >= settledBeforeMs && s.ingestedAtMs <= nowMs + CLOCK_SKEW_MS;
   const problems: VerifyProblem[] = [];
   let superseded = 0;
   // Records at the stored versions whose hash differs: fine only if a matching record covers the same versions
@@ -188,7 +192,7 @@ export function checkContent(records: VerificationRecord[], stored: SpanRecord[]
       const s = byId.get(id);
       if (!s) problem ??= { kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} is no longer stored` };
       else if (s.ingestedAtMs === r.spanVersions[i]) spans.push(s);
-      else if (s.ingestedAtMs > r.spanVersions[i]! && vouched.has(`${id}@${s.ingestedAtMs}`)) newer = true;
+      else if (s.ingestedAtMs > r.spanVersions[i]! && (vouched.has(`${id}@${s.ingestedAtMs}`) || settling(s))) newer = true;
       else problem ??= { kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record)` };
     });
     if (problem) problems.push(problem);
@@ -200,13 +204,10 @@ export function checkContent(records: VerificationRecord[], stored: SpanRecord[]
     if (r.spanIds.every((id, i) => matched.has(`${id}@${r.spanVersions[i]}`))) superseded++;
     else problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
   }
-  // A stored span no record names was written behind the collector's back (or with verification off). One
-  // received after `settledBeforeMs` may just have its record still on the way (a live collector).
+  // A stored span no record names was written behind the collector's back (or with verification off).
   const named = new Set(records.flatMap((r) => r.spanIds));
   for (const s of stored) {
-    // Only a recent receive time excuses it: one in the future (beyond clock skew) is as forged as the span.
-    const settling = s.ingestedAtMs >= settledBeforeMs && s.ingestedAtMs <= nowMs + CLOCK_SKEW_MS;
-    if (!named.has(s.spanId) && !settling) problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
+    if (!named.has(s.spanId) && !settling(s)) problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
   }
   return { problems, superseded };
 }

@@ -35,12 +35,15 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
   for (let cursor: string | undefined; ;) {
     const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
     const unnamed = page.items.filter((t) => !byTrace.has(t.traceId));
-    const stored = await storage.getTraces(workspaceId, unnamed.map((t) => t.traceId));
-    const until = upTo() + 5_000;
-    for (const t of unnamed) {
-      if ((stored.get(t.traceId) ?? []).every((sp) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until)) continue;
-      unverified++;
-      problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
+    for (let i = 0; i < unnamed.length; i += READ_BATCH) {
+      const chunk = unnamed.slice(i, i + READ_BATCH);
+      const stored = await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
+      const until = upTo() + 5_000;
+      for (const t of chunk) {
+        if ((stored.get(t.traceId) ?? []).every((sp) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until)) continue;
+        unverified++;
+        problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
+      }
     }
     if (!page.nextCursor) break;
     cursor = page.nextCursor;

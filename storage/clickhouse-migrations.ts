@@ -367,7 +367,8 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     description: 'usage rollup counts embedding calls too',
     // Embedding calls cost money like LLM calls (the trace roll-ups count both). A second view, not a replaced
     // one: the LLM view keeps counting while this runs, so no insert falls between a DROP and a CREATE.
-    // Embedding spans stored before this migration are not in the rollup (as for v4).
+    // Embedding spans stored before this migration are not in the rollup (as for v4); one of them changed after it
+    // is taken out through usage_corrections all the same, leaving its group low by that span (spans seldom change).
     statements: (db) => [
       usageView(db, 'usage_hourly_embedding_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'embedding' AND rollup >= 1`),
     ],

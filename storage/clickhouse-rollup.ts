@@ -15,6 +15,7 @@
 // two writers inserting the same key at the same moment both count it.
 import type { ClickHouseClient } from '@clickhouse/client';
 import { str, strList } from './clickhouse-sql.ts';
+import { USAGE_KINDS } from '../collector/record.ts';
 
 /** The fields of a stored span that the usage rollup depends on. */
 export interface UsageFacts {
@@ -50,7 +51,7 @@ function hourOf(startNs: string): number {
 
 /** What the usage views take from a span, or null when they take nothing (not a model call). */
 function usageOf(f: UsageFacts): string | null {
-  if (f.kind !== 'llm' && f.kind !== 'embedding') return null;
+  if (!USAGE_KINDS.has(f.kind)) return null;
   return JSON.stringify([hourOf(f.startNs), f.model, f.actionName, f.environment, f.source, f.status === 'error',
     f.promptTokens, f.completionTokens, f.totalTokens, f.costBits, f.durationBits]);
 }
@@ -118,7 +119,8 @@ export function planFindingRollup(workspaceId: string, rows: readonly FindingFac
 // a retry would repeat forever.
 const LOOKUP_CHUNK = 5000;
 const LOOKUP_LIST_BYTES = 1 << 20;
-const LOOKUP_SETTINGS = { max_query_size: String(4 << 20) };
+/** Queries carrying a lookupChunks list: it may pass the default 256 KiB max_query_size. */
+export const LOOKUP_SETTINGS = { max_query_size: String(4 << 20) };
 
 // Output names differ from the columns: a ClickHouse alias would shadow the column everywhere in the query.
 interface StoredSpanRow {

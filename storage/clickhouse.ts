@@ -8,12 +8,12 @@ import type {
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { StorageConfigError } from './startup.ts';
-import { byWorkspace, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
+import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
   checkNs, count, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
-  toPage, utcDate, wellFormed, type SpanFilter, type TraceAgg,
+  toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
 export interface ClickHouseOptions {
@@ -251,8 +251,8 @@ export class ClickHouseStorage implements Storage {
     return `${this.db}.${table}`;
   }
 
-  private async rows<T>(query: string): Promise<T[]> {
-    const rs = await this.client.query({ query, format: 'JSONEachRow' });
+  private async rows<T>(query: string, settings?: typeof LOOKUP_SETTINGS): Promise<T[]> {
+    const rs = await this.client.query({ query, format: 'JSONEachRow', ...settings ? { clickhouse_settings: settings } : {} });
     return rs.json<T>();
   }
 
@@ -354,26 +354,27 @@ export class ClickHouseStorage implements Storage {
 
   async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
     const out = new Map<string, SpanRecord[]>();
-    if (traceIds.length === 0) return out;
     const ws = str(wellFormed(workspaceId));
-    const ids = strList(traceIds.map(wellFormed));
-    const dates = await this.rows<{ d: string }>(
-      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`,
-    );
-    if (dates.length === 0) return out;
-    const rows = await this.rows<SpanReadRow>(
-      // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
-      // moved to another day (native retries are stamped at receipt), keeping the newest.
-      `SELECT * FROM (
-         SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
-         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
-         ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id)
-       ORDER BY trace_id, toUInt64(start_sort), span_id`,
-    );
-    for (const row of rows) {
-      const rec = fromReadRow(row);
-      const list = out.get(rec.traceId);
-      if (list) list.push(rec); else out.set(rec.traceId, [rec]);
+    for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
+      const ids = strList(chunk);
+      const dates = await this.rows<{ d: string }>(
+        `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
+      );
+      if (dates.length === 0) continue;
+      const rows = await this.rows<SpanReadRow>(
+        // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
+        // moved to another day (native retries are stamped at receipt), keeping the newest.
+        `SELECT * FROM (
+           SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
+           WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
+           ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id)
+         ORDER BY trace_id, toUInt64(start_sort), span_id`, LOOKUP_SETTINGS,
+      );
+      for (const row of rows) {
+        const rec = fromReadRow(row);
+        const list = out.get(rec.traceId);
+        if (list) list.push(rec); else out.set(rec.traceId, [rec]);
+      }
     }
     return out;
   }
@@ -392,7 +393,7 @@ export class ClickHouseStorage implements Storage {
     const after = outer.length ? `WHERE ${outer.join(' AND ')}` : '';
     // Root-most span: no parent first, then earliest start, then lowest span id.
     const root = `tuple(parent_span_id != '', start_ns, span_id)`;
-    const usage = `kind IN ('llm', 'embedding')`;
+    const usage = `kind IN ${USAGE_KINDS_SQL}`;
     const rows = await this.rows<AggRow>(`
       SELECT * FROM (
         SELECT trace_id,

@@ -2,9 +2,12 @@
 // encoding, cursors, and the trace roll-up. Both backends go through these so they return
 // identical results for the same input.
 import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
-import { LATEST_STORABLE_NS, nsDiffMs } from '../collector/record.ts';
+import { LATEST_STORABLE_NS, nsDiffMs, USAGE_KINDS } from '../collector/record.ts';
 import { badRequest } from '../collector/errors.ts';
 import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
+
+/** USAGE_KINDS as an SQL list, for the roll-up and analytics queries of both backends. */
+export const USAGE_KINDS_SQL = `(${[...USAGE_KINDS].map((k) => `'${k}'`).join(', ')})`;
 
 const U64_MAX = (1n << 64n) - 1n;
 

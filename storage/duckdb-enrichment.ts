@@ -7,7 +7,7 @@ import type {
 } from '../collector/enrichment-records.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
-import { wellFormed } from './codec.ts';
+import { USAGE_KINDS_SQL, wellFormed } from './codec.ts';
 import { ColumnRows } from './duckdb-columns.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor, interpolatedQuantile,
@@ -304,7 +304,7 @@ export class DuckDbEnrichment {
       FROM (
         SELECT (start_ns // 3600000000000)::BIGINT * 3600 AS h, ${col} AS k, status,
           prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms
-        FROM spans WHERE workspace_id = $ws AND kind IN ('llm', 'embedding'))
+        FROM spans WHERE workspace_id = $ws AND kind IN ${USAGE_KINDS_SQL})
       ${c.length ? `WHERE ${c.join(' AND ')}` : ''}
       GROUP BY ALL`, params));
     const aggs: UsageAgg[] = rows.map((r) => {

@@ -11,7 +11,7 @@ import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { ColumnRows } from './duckdb-columns.ts';
 import {
-  attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, toPage, wellFormed,
+  attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, toPage, USAGE_KINDS_SQL, wellFormed,
   type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
@@ -174,7 +174,7 @@ export class DuckDbStorage implements Storage {
     const after = outer.length ? `WHERE ${outer.join(' AND ')}` : '';
     // Root-most span: no parent first, then earliest start, then lowest span id.
     const root = (col: string) => `first(${col} ORDER BY parent_span_id <> '', start_ns, span_id)`;
-    const usage = `FILTER (WHERE kind IN ('llm', 'embedding'))`;
+    const usage = `FILTER (WHERE kind IN ${USAGE_KINDS_SQL})`;
     const rows = await this.serial((c) => this.all<AggRow & Row>(c, `
       SELECT * FROM (
         SELECT trace_id,

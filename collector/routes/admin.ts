@@ -21,21 +21,19 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     await next();
   };
   const audit: AuditSink = (e) => r.pipeline.record([r.enrichment.audit.append(e)]);
-  const fail = (e: unknown) => new HttpError(400, 'invalid_request', (e as Error).message);
   const wsParam = async (ctx: Context) => {
     const name = ctx.query.workspace;
     if (typeof name !== 'string') throw new HttpError(400, 'invalid_request', 'workspace query parameter is required');
-    try { return await workspaceId(r.storage, name); } catch (e) { throw new HttpError(404, 'not_found', (e as Error).message); }
+    return workspaceId(r.storage, name); // 404 when there is none
   };
 
   r.router.post('/admin/keys', guard, async (ctx) => {
     const body = parseJson(await readBody(ctx, 4096), 8) as { workspace?: unknown };
     if (typeof body?.workspace !== 'string') throw new HttpError(400, 'invalid_request', 'workspace (string) is required');
-    try { ctx.body = await createKey(r.storage, body.workspace, audit); } catch (e) { throw fail(e); }
+    ctx.body = await createKey(r.storage, body.workspace, audit); // 400 for an invalid name
   });
   r.router.get('/admin/keys', guard, async (ctx) => {
-    const ws = typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined;
-    try { ctx.body = { keys: await listKeys(r.storage, ws) }; } catch (e) { throw new HttpError(404, 'not_found', (e as Error).message); }
+    ctx.body = { keys: await listKeys(r.storage, typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined) };
   });
   r.router.post('/admin/keys/:keyId/revoke', guard, async (ctx) => {
     if (!(await revokeKey(r.storage, ctx.params.keyId!, audit))) throw new HttpError(404, 'not_found', 'no such key');

@@ -161,6 +161,12 @@ describe('verification chain', () => {
     expect(settle.problems.map((p) => p.message)).to.deep.equal([
       'span old of trace t1 has no verification record', 'span future of trace t1 has no verification record',
     ]);
+    // A redelivery received after the settle point (its record read after the check began) is a newer version;
+    // the same rewrite from before the settle point is not.
+    const inFlight = checkContent(r1.slice(0, 1), [{ ...b1[0]!, ingestedAtMs: 950, response: 'new' }, b1[1]!], 900, 1000);
+    expect([inFlight.problems, inFlight.superseded]).to.deep.equal([[], 1]);
+    const settled = checkContent(r1.slice(0, 1), [{ ...b1[0]!, ingestedAtMs: 850, response: 'new' }, b1[1]!], 900, 1000);
+    expect(settled.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch']);
 
     // A deleted record breaks continuity; a forged signature fails.
     expect(checkChain([r1[0]!, r2[0]!], [], keys).problems.map((p) => p.kind)).to.deep.equal(['chain_gap']);

@@ -226,6 +226,10 @@ for (const backend of BACKENDS) {
         const impostor = await cli(s, ['keys', 'create', '--workspace', 'ws_0123456789abcdef', '--json']);
         expect(impostor.code).to.not.equal(0);
         expect(impostor.stderr).to.include('workspace ids');
+        // One named so before ids were reserved still gets keys by its name.
+        await s.running.storage.createWorkspace({ id: 'ws_fedcba9876543210', name: 'ws_0123456789abcdee', createdAtMs: Date.now() });
+        const old = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'ws_0123456789abcdee', '--json'])).stdout);
+        expect(old.workspaceId).to.equal('ws_fedcba9876543210');
         const missing = await cli(s, ['keys', 'list', '--workspace', 'no-such-co']);
         expect(missing.code).to.not.equal(0);
         expect(missing.stderr).to.include('no workspace');

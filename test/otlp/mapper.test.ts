@@ -275,8 +275,10 @@ describe('OTLP mapper rules', () => {
   it('maps the AI SDK 7 step and rerank operations, and reads an ai.prompt system message object', () => {
     expect(run(one({ 'gen_ai.operation.name': 'agent_step' }))[0]!.kind).to.equal('chain');
     expect(run(one({ 'gen_ai.operation.name': 'rerank', 'gen_ai.request.model': 'rerank-v3.5' }))[0]!.kind).to.equal('retrieval');
-    const prompt = JSON.stringify({ system: [{ role: 'system', content: 'Be brief.' }], prompt: 'hi' });
-    expect(run(one({ 'ai.operationId': 'ai.generateText', 'ai.prompt': prompt }))[0]!.prompt).to.equal('system: Be brief.\nuser: hi');
+    for (const system of [[{ role: 'system', content: 'Be brief.' }], { role: 'system', content: 'Be brief.' }]) {
+      const prompt = JSON.stringify({ system, prompt: 'hi' });
+      expect(run(one({ 'ai.operationId': 'ai.generateText', 'ai.prompt': prompt }))[0]!.prompt).to.equal('system: Be brief.\nuser: hi');
+    }
   });
 
   it('does not mutate the normalized request', () => {
