@@ -5,9 +5,9 @@ import { sha256 } from '../processors/canonical.ts';
 import type { ApiKeyRecord, Storage } from '../storage/types.ts';
 import { BackpressureError } from './errors.ts';
 import type { LastKnown } from './last-known.ts';
+import { LOOKUP_DEADLINE_MS, SingleFlight, STALE_GRACE_MS, within } from './slow-storage.ts';
 
 const KEY_RE = /^tg_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
-
 
 export function newKey(): { keyId: string; key: string } {
   const keyId = randomBytes(8).toString('hex');
@@ -36,35 +36,47 @@ export class KeyVerifier {
   private readonly storage: Storage;
   private readonly ttlMs: number;
   private readonly lastKnown: LastKnown | undefined;
-  constructor(storage: Storage, ttlMs = 30_000, lastKnown?: LastKnown) {
+  private readonly deadlineMs: number;
+  private readonly lookups = new SingleFlight<ApiKeyRecord | null>();
+  constructor(storage: Storage, ttlMs = 30_000, lastKnown?: LastKnown, deadlineMs = LOOKUP_DEADLINE_MS) {
     this.storage = storage;
     this.ttlMs = ttlMs;
     this.lastKnown = lastKnown;
+    this.deadlineMs = deadlineMs;
   }
 
   async verify(key: string): Promise<Caller | null> {
     const parsed = parseKey(key);
     if (!parsed) return null;
-    const now = Date.now();
-    let hit = this.cache.get(parsed.keyId);
-    if (!hit || hit.until < now) {
-      let record: ApiKeyRecord | null;
-      try {
-        record = await this.storage.getApiKey(parsed.keyId);
-        if (record) this.lastKnown?.rememberKey(record);
-      } catch (err) {
-        // Storage outage: a key we knew stays valid (ingestion continues into the spool), also one known before a
-        // restart; unknown keys get a retryable 503.
-        if (hit) return this.check(key, hit.record);
-        const known = this.lastKnown?.key(parsed.keyId);
-        if (known) return this.check(key, known);
-        throw Object.assign(new BackpressureError('cannot verify the API key while storage is unreachable; retry later', 5), { cause: err });
+    const hit = this.cache.get(parsed.keyId);
+    if (hit && hit.until >= Date.now()) return this.check(key, hit.record);
+    // Storage down or too slow: a key we knew stays valid (ingestion continues into the spool), also one known
+    // before a restart; unknown keys get a retryable 503.
+    const fallback = (err?: unknown) => {
+      const record = hit ? hit.record : this.lastKnown?.key(parsed.keyId);
+      if (record !== undefined) {
+        // Held a little longer, so the requests that follow do not each wait out the deadline again.
+        this.cache.set(parsed.keyId, { record, until: Date.now() + STALE_GRACE_MS });
+        return this.check(key, record);
       }
-      hit = { record, until: now + (record ? this.ttlMs : 2_000) };
-      if (this.cache.size > 10_000) this.cache.clear();
-      this.cache.set(parsed.keyId, hit);
+      throw Object.assign(new BackpressureError('cannot verify the API key while storage is unreachable; retry later', 5), { cause: err });
+    };
+    let got: { value: ApiKeyRecord | null } | null;
+    try {
+      got = await within(this.lookups.run(parsed.keyId, () => this.lookup(parsed.keyId)), this.deadlineMs);
+    } catch (err) {
+      return fallback(err);
     }
-    return this.check(key, hit.record);
+    return got ? this.check(key, got.value) : fallback();
+  }
+
+  /** Reads the key and caches what storage said (also when the asking request has given up waiting). */
+  private async lookup(keyId: string): Promise<ApiKeyRecord | null> {
+    const record = await this.storage.getApiKey(keyId);
+    if (record) this.lastKnown?.rememberKey(record);
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(keyId, { record, until: Date.now() + (record ? this.ttlMs : 2_000) });
+    return record;
   }
 
   private check(key: string, rec: ApiKeyRecord | null): Caller | null {

@@ -8,6 +8,7 @@ import type { LastKnown } from './last-known.ts';
 import { DEFAULT_POLICY, policySchema, type Policy } from '../processors/governance/policy.ts';
 import { POLICY_ACTION_KEYS } from '../processors/governance/types.ts';
 import { alertRuleSchema, type AlertSettings } from '../processors/alerts.ts';
+import { LOOKUP_DEADLINE_MS, SingleFlight, STALE_GRACE_MS, within } from './slow-storage.ts';
 
 export const providerSettingsSchema = z.strictObject({
   baseUrl: z.url({ protocol: /^https?$/ }).optional(),
@@ -53,29 +54,47 @@ export class SettingsStore {
   private readonly ttlMs: number;
   private readonly onWarning: ((o: object, m: string) => void) | undefined;
   private readonly lastKnown: LastKnown | undefined;
-  constructor(storage: Storage, config: Config, ttlMs = 5_000, onWarning?: (o: object, m: string) => void, lastKnown?: LastKnown) {
+  private readonly deadlineMs: number;
+  private readonly lookups = new SingleFlight<ResolvedSettings>();
+  constructor(storage: Storage, config: Config, ttlMs = 5_000, onWarning?: (o: object, m: string) => void, lastKnown?: LastKnown, deadlineMs = LOOKUP_DEADLINE_MS) {
     this.storage = storage;
     this.config = config;
     this.ttlMs = ttlMs;
     this.onWarning = onWarning;
     this.lastKnown = lastKnown;
+    this.deadlineMs = deadlineMs;
   }
 
   async forWorkspace(workspaceId: string): Promise<ResolvedSettings> {
     const hit = this.cache.get(workspaceId);
     if (hit && hit.until > Date.now()) return hit.value;
-    let row: Awaited<ReturnType<Storage['getSettings']>>;
+    // Storage down or too slow (see slow-storage.ts): keep ingesting with the last known settings (also those
+    // known before a restart); without any, refuse (retryable) rather than fall back to a default policy that
+    // might store text the real policy redacts.
+    const fallback = (err?: unknown): ResolvedSettings => {
+      let value = hit?.value;
+      if (!value) {
+        const known = this.lastKnown?.settings(workspaceId);
+        if (known === undefined) throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
+        value = this.resolve(known ? this.parseStored(known.doc, workspaceId) : {}, known?.version ?? 0);
+      }
+      // Held a little longer, so the lookups that follow (the same request asks more than once) do not wait again.
+      this.cache.set(workspaceId, { value, until: Date.now() + STALE_GRACE_MS });
+      return value;
+    };
+    let got: { value: ResolvedSettings } | null;
     try {
-      row = await this.storage.getSettings(workspaceId);
-      this.lastKnown?.rememberSettings(workspaceId, row);
+      got = await within(this.lookups.run(workspaceId, () => this.lookup(workspaceId)), this.deadlineMs);
     } catch (err) {
-      // Storage outage: keep ingesting with the last known settings (also those known before a restart); without
-      // any, refuse (retryable) rather than fall back to a default policy that might store text the real policy redacts.
-      if (hit) return hit.value;
-      const known = this.lastKnown?.settings(workspaceId);
-      if (known === undefined) throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
-      row = known;
+      return fallback(err);
     }
+    return got ? got.value : fallback();
+  }
+
+  /** Reads the settings and caches them (also when the asking request has given up waiting). */
+  private async lookup(workspaceId: string): Promise<ResolvedSettings> {
+    const row = await this.storage.getSettings(workspaceId);
+    this.lastKnown?.rememberSettings(workspaceId, row);
     const value = this.resolve(row ? this.parseStored(row.doc, workspaceId) : {}, row?.version ?? 0);
     this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
     return value;

@@ -1,6 +1,7 @@
 // Health, readiness, metrics and the OpenAPI document.
 import type { RouteContext } from '../app.ts';
 import { buildOpenApi } from '../openapi.ts';
+import { LOOKUP_DEADLINE_MS, within } from '../slow-storage.ts';
 
 export function opsRoutes(r: RouteContext): void {
   r.docs.push(
@@ -16,7 +17,8 @@ export function opsRoutes(r: RouteContext): void {
   });
   r.router.get('/readyz', async (ctx) => {
     const stats = r.pipeline.stats();
-    const storage = await r.storage.ping().catch(() => false);
+    // A hung storage (not refusing, not answering) is not ready: readiness probes have short timeouts of their own.
+    const storage = await within(r.storage.ping(), LOOKUP_DEADLINE_MS).then((got) => got?.value === true, () => false);
     const spoolOk = stats.spoolBytes < r.config.SPOOL_MAX_BYTES;
     ctx.status = storage && spoolOk ? 200 : 503;
     ctx.body = { status: ctx.status === 200 ? 'ready' : 'not_ready', storage: storage ? 'ok' : 'unreachable', spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastFlushError: stats.lastFlushError } };

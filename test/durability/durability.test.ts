@@ -85,6 +85,48 @@ for (const backend of BACKENDS) {
   });
 }
 
+describe('durability: ClickHouse hung (accepting connections, answering nothing)', function () {
+  this.timeout(120_000);
+  let ch: TestClickHouse;
+  before(async function () {
+    ch = await startClickHouse();
+    if (ch.external) this.skip(); // SIGSTOP needs a server this helper runs
+  });
+  after(async () => { await ch?.resume().catch(() => {}); await ch?.dispose(); });
+
+  it('keeps answering within seconds (stale settings, fast 503 for an unknown key, readyz 503) and loses nothing', async () => {
+    const config = loadConfig(testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '200' }));
+    const running = await startServer(config);
+    const url = `http://127.0.0.1:${running.port}`;
+    try {
+      const known = await createKey(running.storage, 'hung-co');
+      const fresh = await createKey(running.storage, 'hung-co');
+      const auth = { authorization: `Bearer ${known.key}` };
+      expect((await post(`${url}/api/traces`, { requestId: 'h-0', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+      await running.pipeline.flush();
+      await ch.pause();
+      await sleep(5_500); // the settings cache (5 s) has expired; the key cache (30 s) has not
+      const timed = async <T>(f: () => Promise<T>) => { const t = performance.now(); const v = await f(); return { v, ms: performance.now() - t }; };
+      const ok = await timed(() => post(`${url}/api/traces`, { requestId: 'h-1', prompt: 'p', response: 'r' }, auth));
+      expect(ok.v.status).to.equal(200);
+      expect(ok.ms).to.be.below(5_000);
+      const unknown = await timed(() => post(`${url}/api/traces`, { requestId: 'h-2', prompt: 'p' }, { authorization: `Bearer ${fresh.key}` }));
+      expect(unknown.v.status).to.equal(503);
+      expect(unknown.v.headers.get('retry-after')).to.equal('5');
+      expect(unknown.ms).to.be.below(5_000);
+      const ready = await timed(() => get(`${url}/readyz`));
+      expect(ready.v.status).to.equal(503);
+      expect(ready.ms).to.be.below(5_000);
+      await ch.resume();
+      await running.pipeline.flush();
+      expect((await running.storage.getTraces(known.workspaceId, ['h-0', 'h-1'])).size).to.equal(2);
+    } finally {
+      await ch.resume();
+      await running.close();
+    }
+  });
+});
+
 describe('durability: ClickHouse stopped during ingestion, then restarted', function () {
   this.timeout(180_000);
   let ch: TestClickHouse;

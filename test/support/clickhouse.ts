@@ -18,6 +18,9 @@ export interface TestClickHouse {
   kill(): Promise<void>;
   /** Start again on the same ports and data dir (stops first if still running). */
   restart(): Promise<void>;
+  /** SIGSTOP / SIGCONT: a server that accepts connections and answers nothing (hung), then carries on. */
+  pause(): Promise<void>;
+  resume(): Promise<void>;
   /** Kill and delete the temp dir. */
   dispose(): Promise<void>;
 }
@@ -107,7 +110,7 @@ export async function startClickHouse(opts: StartOptions = {}): Promise<TestClic
   const externalUrl = process.env.TRACEGATE_TEST_CLICKHOUSE_URL;
   if (externalUrl && !opts.ports) {
     const unsupported = async () => { throw new Error('not supported with TRACEGATE_TEST_CLICKHOUSE_URL'); };
-    return { url: externalUrl.replace(/\/+$/, ''), external: true, stop: async () => {}, dispose: async () => {}, kill: unsupported, restart: unsupported };
+    return { url: externalUrl.replace(/\/+$/, ''), external: true, stop: async () => {}, dispose: async () => {}, kill: unsupported, restart: unsupported, pause: unsupported, resume: unsupported };
   }
 
   const [cmd, args] = serverCommand();
@@ -152,6 +155,8 @@ export async function startClickHouse(opts: StartOptions = {}): Promise<TestClic
     stop,
     kill: async () => { if (child) await killNow(child); },
     restart: async () => { await stop(); await launch(); },
+    pause: async () => { (child as ChildProcess | null)?.kill('SIGSTOP'); },
+    resume: async () => { (child as ChildProcess | null)?.kill('SIGCONT'); },
     // The data is deleted anyway, so no need to wait for a graceful shutdown.
     dispose: async () => { if (child) await killNow(child); await rm(dir, { recursive: true, force: true }); },
   };

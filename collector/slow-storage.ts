@@ -1,0 +1,32 @@
+// Lookups on the request path (keys, settings) against a storage that may hang rather than refuse: a hung
+// ClickHouse held every request for the client's 30 s timeout, several times over. Past a short deadline the
+// caller uses what it knew (stale cache, last-known copy) or answers a retryable 503, while the one lookup per
+// id keeps running and refreshes the cache when storage answers.
+
+/** How long a request waits for storage before falling back. */
+export const LOOKUP_DEADLINE_MS = 2_000;
+
+/** How long a fallback value is used without asking storage again (a refresh that lands replaces it). */
+export const STALE_GRACE_MS = 5_000;
+
+/** The value if `p` settles within `ms`; null when it does not (a rejection within `ms` is thrown). */
+export function within<T>(p: Promise<T>, ms: number): Promise<{ value: T } | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => { timer = setTimeout(() => resolve(null), ms); });
+  return Promise.race([p.then((value) => ({ value })), late]).finally(() => clearTimeout(timer));
+}
+
+/** One lookup in flight per id; its result (or failure) is shared by every caller asking meanwhile. */
+export class SingleFlight<T> {
+  private readonly inflight = new Map<string, Promise<T>>();
+
+  run(id: string, lookup: () => Promise<T>): Promise<T> {
+    let p = this.inflight.get(id);
+    if (!p) {
+      p = lookup().finally(() => this.inflight.delete(id));
+      p.catch(() => {}); // callers past their deadline no longer listen: never an unhandled rejection
+      this.inflight.set(id, p);
+    }
+    return p;
+  }
+}
