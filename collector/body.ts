@@ -9,8 +9,16 @@ import { jsonPrescan } from './json-prescan.ts';
 export type BodyKind = 'json' | 'protobuf';
 
 export function bodyKind(ctx: Context, allowed: BodyKind[]): BodyKind {
-  const type = (ctx.get('content-type') || '').split(';')[0]!.trim().toLowerCase();
-  if (allowed.includes('json') && (type === 'application/json' || type.endsWith('+json'))) return 'json';
+  const header = ctx.get('content-type') || '';
+  const type = header.split(';')[0]!.trim().toLowerCase();
+  if (allowed.includes('json') && (type === 'application/json' || type.endsWith('+json'))) {
+    // JSON is UTF-8 (RFC 8259 §8.1): a body declared in another charset would be misread, not decoded.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(header)?.[1]?.toLowerCase();
+    if (charset && charset !== 'utf-8' && charset !== 'utf8') {
+      throw new HttpError(415, 'unsupported_charset', `JSON must be UTF-8 (Content-Type charset ${charset})`, { charset });
+    }
+    return 'json';
+  }
   if (allowed.includes('protobuf') && (type === 'application/x-protobuf' || type === 'application/protobuf')) return 'protobuf';
   const want = allowed.map((k) => (k === 'json' ? 'application/json' : 'application/x-protobuf')).join(' or ');
   throw new HttpError(415, 'unsupported_media_type', `Content-Type must be ${want}`, { contentType: type || null });

@@ -4,7 +4,12 @@ import type { Context } from 'koa';
 import { HttpError } from './errors.ts';
 
 /** A point in time: ms since the epoch, or ISO 8601 with an offset. */
-export const time = z.union([z.coerce.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]);
+/** Milliseconds since the epoch, an ISO 8601 date-time with an offset, or a date (midnight UTC). */
+export const time = z.union([
+  z.coerce.number().int().min(0),
+  z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
+  z.iso.date().transform((s) => Date.parse(`${s}T00:00:00Z`)),
+]);
 
 /** Validates ctx.query; 400 naming the first bad parameter, every problem in details. */
 export function parseQuery<T extends z.ZodType>(schema: T, ctx: Context): z.output<T> {

@@ -39,6 +39,30 @@ export function nativeTraceSchema(limits: NativeLimits) {
 
 export type NativeTrace = z.infer<ReturnType<typeof nativeTraceSchema>>;
 
+const NULLABLE = { metrics: null, parameters: null } as const;
+
+/**
+ * `null` for a known optional field means "not given" (Python clients send None): dropped before validation,
+ * at the top level and inside metrics and parameters. Null in a free-form field (metadata, unknown keys) stays.
+ */
+export function withoutNulls(item: unknown, known: ReadonlySet<string> = nullableKeys): unknown {
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) return item;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(item)) {
+    if (v === null && known.has(k)) continue;
+    out[k] = Object.hasOwn(NULLABLE, k) ? withoutNulls(v, known) : v;
+  }
+  return out;
+}
+
 export const nativeTraceResponseSchema = z.object({
   trace: z.object({ traceId: z.string(), status: z.string() }),
 });
+
+/** The schema's own field names (top level, metrics, parameters): where null means "not given". */
+const nullableKeys: ReadonlySet<string> = (() => {
+  const shape = nativeTraceSchema({ maxStringBytes: 1 }).shape;
+  const keys = new Set<string>(Object.keys(shape));
+  for (const k of Object.keys(NULLABLE) as Array<keyof typeof NULLABLE>) for (const inner of Object.keys(shape[k].unwrap().shape)) keys.add(inner);
+  return keys;
+})();

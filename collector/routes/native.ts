@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
-import { nativeTraceResponseSchema, nativeTraceSchema } from '../../mappers/native-schema.ts';
+import { nativeTraceResponseSchema, nativeTraceSchema, withoutNulls } from '../../mappers/native-schema.ts';
 import { mapNative, nativeSpanId } from '../../mappers/native.ts';
 import { traceIdForRequestId } from '../../processors/governance/apply.ts';
 import type { Policy } from '../../processors/governance/policy.ts';
@@ -54,7 +54,7 @@ export function nativeRoutes(r: RouteContext): void {
     const map = (item: z.infer<typeof schema>) => keyedSafely(mapNative(item, caller.workspaceId, now), policy, idHashKey);
 
     if (!Array.isArray(body)) {
-      const parsed = schema.safeParse(body);
+      const parsed = schema.safeParse(withoutNulls(body));
       if (!parsed.success) {
         const details = issueDetails(parsed.error.issues);
         throw new HttpError(400, 'validation_failed', `invalid trace: ${details[0]!.field}: ${details[0]!.message}`, details);
@@ -72,7 +72,7 @@ export function nativeRoutes(r: RouteContext): void {
     const results: Array<{ index: number; trace: { traceId: string; status: string } } | { index: number; error: { code: string; message: string; details: unknown } }> = [];
     const records: SpanRecord[] = [];
     body.forEach((item, index) => {
-      const parsed = schema.safeParse(item);
+      const parsed = schema.safeParse(withoutNulls(item));
       if (!parsed.success) {
         const details = issueDetails(parsed.error.issues, [index]);
         results.push({ index, error: { code: 'validation_failed', message: `${details[0]!.field}: ${details[0]!.message}`, details } });

@@ -95,6 +95,17 @@ for (const backend of BACKENDS) {
       expect(span.attributes.extra).to.deep.equal({ nested: [1, 2, { x: true }] });
     });
 
+    it('takes null for a known optional field as not given (Python\'s None); null elsewhere is kept', async () => {
+      const body = { requestId: `nulls-${Date.now()}`, model: null, environment: null, prompt: 'p', response: 'r', metrics: { promptTokens: null, completionTokens: 3, finishReason: null }, parameters: null, customerNote: null };
+      const res = await post(`${s.url}/api/traces`, body, auth);
+      expect(res.status, res.text).to.equal(200);
+      await flushed(s);
+      const span = (await get(`${s.url}/api/traces/${body.requestId}`, auth)).json.trace.spans[0];
+      expect(span).to.include({ model: '', environment: '', promptTokens: 0, completionTokens: 3, finishReason: '' });
+      expect(span.attributes).to.have.property('customerNote', null);
+      expect((await post(`${s.url}/api/traces`, { prompt: 5, model: null }, auth)).status).to.equal(400); // wrong types still are
+    });
+
     it('never yields two traces for the same requestId', async () => {
       const body = sample({ requestId: 'dup-1' });
       for (let i = 0; i < 3; i++) expect((await post(`${s.url}/api/traces`, body, auth)).status).to.equal(200);
@@ -170,6 +181,10 @@ for (const backend of BACKENDS) {
         const res = await post(`${s.url}/api/traces`, 'prompt=x', { ...auth, 'content-type': 'text/plain' });
         expect(res.status).to.equal(415);
         expect(res.json.error.code).to.equal('unsupported_media_type');
+        // JSON is UTF-8: a body declared in another charset is refused rather than misread.
+        const latin1 = await post(`${s.url}/api/traces`, Buffer.from('{"prompt":"caf\xe9"}', 'latin1'), { ...auth, 'content-type': 'application/json; charset=ISO-8859-1' });
+        expect([latin1.status, latin1.json.error.code]).to.deep.equal([415, 'unsupported_charset']);
+        expect((await post(`${s.url}/api/traces`, sample(), { ...auth, 'content-type': 'application/json; charset="UTF-8"' })).status).to.equal(200);
       });
       it('413 over the body limit, also after decompression (gzip bomb)', async () => {
         const big = JSON.stringify(sample({ response: 'y'.repeat(70_000) }));
@@ -307,6 +322,9 @@ for (const backend of BACKENDS) {
         expect(model).to.deep.equal(['list-2', 'list-1', 'list-0']);
         expect((await get(`${s.url}/api/traces?source=native&status=completed`, h)).json.items).to.have.length(7);
         expect((await get(`${s.url}/api/traces?from=${Date.now() + 60_000}`, h)).json.items).to.have.length(0);
+        const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10); // a date: midnight UTC
+        expect((await get(`${s.url}/api/traces?from=${tomorrow}`, h)).json.items).to.have.length(0);
+        expect((await get(`${s.url}/api/traces?to=${tomorrow}`, h)).json.items).to.have.length(7);
         expect((await get(`${s.url}/api/traces?limit=0`, h)).status).to.equal(400);
       });
     });
