@@ -366,14 +366,7 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     const { data: stream, response } = await ws.client.responses
       .create({ model: 'gpt-4o-mini', input: 'hello there', stream: true, metadata: { fake: 'linger' } }).withResponse();
     for await (const ev of stream) if (ev.type === 'response.completed') break; // aborts the request; the upstream is still open
-    const traceId = response.headers.get('x-trace-id')!;
-    let sp: any = null;
-    for (let i = 0; i < 40 && !sp; i++) {
-      await flushed(s);
-      const res = await get(`${s.url}/api/traces/${traceId}`, ws.auth);
-      if (res.status === 200) sp = res.json.trace.spans[0];
-      else await sleep(50);
-    }
+    const sp = await span(ws, response.headers.get('x-trace-id')!);
     expect(sp).to.include({ status: 'completed', finishReason: 'stop', response: fakeAnswer({ input: 'hello there' }).join('') });
     expect(sp.completionTokens).to.be.above(0);
   });
