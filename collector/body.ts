@@ -14,7 +14,7 @@ export function bodyKind(ctx: Context, allowed: BodyKind[]): BodyKind {
   if (allowed.includes('json') && (type === 'application/json' || type.endsWith('+json'))) {
     // JSON is UTF-8 (RFC 8259 §8.1): a body declared in another charset would be misread, not decoded.
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(header)?.[1]?.toLowerCase();
-    if (charset && charset !== 'utf-8' && charset !== 'utf8') {
+    if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii') { // ASCII is UTF-8
       throw new HttpError(415, 'unsupported_charset', `JSON must be UTF-8 (Content-Type charset ${charset})`, { charset });
     }
     return 'json';

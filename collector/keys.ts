@@ -50,20 +50,22 @@ export class KeyVerifier {
     if (!parsed) return null;
     const hit = this.cache.get(parsed.keyId);
     if (hit && hit.until >= Date.now()) return this.check(key, hit.record);
+    const gen = this.lookups.generation(parsed.keyId);
     // Storage down or too slow: a key we knew stays valid (ingestion continues into the spool), also one known
     // before a restart; unknown keys get a retryable 503.
     const fallback = (err?: unknown) => {
       const record = hit ? hit.record : this.lastKnown?.key(parsed.keyId);
       if (record !== undefined) {
-        // Held a little longer, so the requests that follow do not each wait out the deadline again.
-        this.cache.set(parsed.keyId, { record, until: Date.now() + STALE_GRACE_MS });
+        // Held a little longer, so the requests that follow do not each wait out the deadline again (unless the
+        // key was revoked here meanwhile: then the next request looks it up afresh).
+        if (this.lookups.current(parsed.keyId, gen)) this.cache.set(parsed.keyId, { record, until: Date.now() + STALE_GRACE_MS });
         return this.check(key, record);
       }
       throw Object.assign(new BackpressureError('cannot verify the API key while storage is unreachable; retry later', 5), { cause: err });
     };
     let got: { value: ApiKeyRecord | null } | null;
     try {
-      got = await within(this.lookups.run(parsed.keyId, () => this.lookup(parsed.keyId)), this.deadlineMs);
+      got = await within(this.lookups.run(parsed.keyId, (g) => this.lookup(parsed.keyId, g)), this.deadlineMs);
     } catch (err) {
       return fallback(err);
     }
@@ -71,8 +73,9 @@ export class KeyVerifier {
   }
 
   /** Reads the key and caches what storage said (also when the asking request has given up waiting). */
-  private async lookup(keyId: string): Promise<ApiKeyRecord | null> {
+  private async lookup(keyId: string, gen: number): Promise<ApiKeyRecord | null> {
     const record = await this.storage.getApiKey(keyId);
+    if (!this.lookups.current(keyId, gen)) return record; // read before a revoke made here: not cached
     if (record) this.lastKnown?.rememberKey(record);
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(keyId, { record, until: Date.now() + (record ? this.ttlMs : 2_000) });
@@ -97,5 +100,6 @@ export class KeyVerifier {
 
   forget(keyId: string): void {
     this.cache.delete(keyId);
+    this.lookups.changed(keyId);
   }
 }

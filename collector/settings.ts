@@ -68,6 +68,7 @@ export class SettingsStore {
   async forWorkspace(workspaceId: string): Promise<ResolvedSettings> {
     const hit = this.cache.get(workspaceId);
     if (hit && hit.until > Date.now()) return hit.value;
+    const gen = this.lookups.generation(workspaceId);
     // Storage down or too slow (see slow-storage.ts): keep ingesting with the last known settings (also those
     // known before a restart); without any, refuse (retryable) rather than fall back to a default policy that
     // might store text the real policy redacts.
@@ -78,13 +79,14 @@ export class SettingsStore {
         if (known === undefined) throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
         value = this.resolve(known ? this.parseStored(known.doc, workspaceId) : {}, known?.version ?? 0);
       }
-      // Held a little longer, so the lookups that follow (the same request asks more than once) do not wait again.
-      this.cache.set(workspaceId, { value, until: Date.now() + STALE_GRACE_MS });
+      // Held a little longer, so the lookups that follow (the same request asks more than once) do not wait again;
+      // unless the settings changed here meanwhile (update() cached the new version).
+      if (this.lookups.current(workspaceId, gen)) this.cache.set(workspaceId, { value, until: Date.now() + STALE_GRACE_MS });
       return value;
     };
     let got: { value: ResolvedSettings } | null;
     try {
-      got = await within(this.lookups.run(workspaceId, () => this.lookup(workspaceId)), this.deadlineMs);
+      got = await within(this.lookups.run(workspaceId, (g) => this.lookup(workspaceId, g)), this.deadlineMs);
     } catch (err) {
       return fallback(err);
     }
@@ -92,10 +94,11 @@ export class SettingsStore {
   }
 
   /** Reads the settings and caches them (also when the asking request has given up waiting). */
-  private async lookup(workspaceId: string): Promise<ResolvedSettings> {
+  private async lookup(workspaceId: string, gen: number): Promise<ResolvedSettings> {
     const row = await this.storage.getSettings(workspaceId);
-    this.lastKnown?.rememberSettings(workspaceId, row);
     const value = this.resolve(row ? this.parseStored(row.doc, workspaceId) : {}, row?.version ?? 0);
+    if (!this.lookups.current(workspaceId, gen)) return value; // read before a change made here: not kept
+    this.lastKnown?.rememberSettings(workspaceId, row);
     this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
     return value;
   }
@@ -149,11 +152,13 @@ export class SettingsStore {
     await this.storage.putSettings(workspaceId, JSON.stringify(doc), version, Date.now());
     // What was written, not read back: the audit record must name this version even if another change follows.
     const value = this.resolve(doc, version);
+    this.lookups.changed(workspaceId);
     this.cache.set(workspaceId, { value, until: Date.now() + this.ttlMs });
     return value;
   }
 
   forget(workspaceId: string): void {
     this.cache.delete(workspaceId);
+    this.lookups.changed(workspaceId);
   }
 }

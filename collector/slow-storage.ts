@@ -16,17 +16,33 @@ export function within<T>(p: Promise<T>, ms: number): Promise<{ value: T } | nul
   return Promise.race([p.then((value) => ({ value })), late]).finally(() => clearTimeout(timer));
 }
 
-/** One lookup in flight per id; its result (or failure) is shared by every caller asking meanwhile. */
+/**
+ * One lookup in flight per id; its result (or failure) is shared by every caller asking meanwhile. A change made
+ * here meanwhile (a revoked key, new settings) bumps the id's generation: what a lookup or a fallback begun
+ * before it would cache is then stale, and `current(id, gen)` says so.
+ */
 export class SingleFlight<T> {
   private readonly inflight = new Map<string, Promise<T>>();
+  private readonly generations = new Map<string, number>();
 
-  run(id: string, lookup: () => Promise<T>): Promise<T> {
+  run(id: string, lookup: (gen: number) => Promise<T>): Promise<T> {
     let p = this.inflight.get(id);
     if (!p) {
-      p = lookup().finally(() => this.inflight.delete(id));
-      p.catch(() => {}); // callers past their deadline no longer listen: never an unhandled rejection
-      this.inflight.set(id, p);
+      const mine: Promise<T> = lookup(this.generation(id)).finally(() => { if (this.inflight.get(id) === mine) this.inflight.delete(id); });
+      mine.catch(() => {}); // callers past their deadline no longer listen: never an unhandled rejection
+      this.inflight.set(id, mine);
+      p = mine;
     }
     return p;
+  }
+
+  generation(id: string): number { return this.generations.get(id) ?? 0; }
+  current(id: string, gen: number): boolean { return this.generation(id) === gen; }
+
+  /** A change to the id: lookups already running no longer count, the next caller starts a fresh one. */
+  changed(id: string): void {
+    this.generations.set(id, this.generation(id) + 1);
+    this.inflight.delete(id);
+    if (this.generations.size > 10_000) this.generations.clear(); // a cleared id restarts at 0: only in-flight ones could mistake it
   }
 }

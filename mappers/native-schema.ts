@@ -39,30 +39,34 @@ export function nativeTraceSchema(limits: NativeLimits) {
 
 export type NativeTrace = z.infer<ReturnType<typeof nativeTraceSchema>>;
 
-const NULLABLE = { metrics: null, parameters: null } as const;
-
 /**
  * `null` for a known optional field means "not given" (Python clients send None): dropped before validation,
  * at the top level and inside metrics and parameters. Null in a free-form field (metadata, unknown keys) stays.
  */
-export function withoutNulls(item: unknown, known: ReadonlySet<string> = nullableKeys): unknown {
+export function withoutNulls(item: unknown): unknown {
+  return strip(item, known().top, true);
+}
+
+function strip(item: unknown, names: ReadonlySet<string>, top: boolean): unknown {
   if (typeof item !== 'object' || item === null || Array.isArray(item)) return item;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(item)) {
-    if (v === null && known.has(k)) continue;
-    out[k] = Object.hasOwn(NULLABLE, k) ? withoutNulls(v, known) : v;
+    if (v === null && names.has(k)) continue;
+    out[k] = top && (k === 'metrics' || k === 'parameters') ? strip(v, known()[k], false) : v;
   }
   return out;
+}
+
+/** The schema's own field names per level. */
+let fieldNames: { top: Set<string>; metrics: Set<string>; parameters: Set<string> } | null = null;
+function known() {
+  if (!fieldNames) {
+    const shape = nativeTraceSchema({ maxStringBytes: 1 }).shape;
+    fieldNames = { top: new Set(Object.keys(shape)), metrics: new Set(Object.keys(shape.metrics.unwrap().shape)), parameters: new Set(Object.keys(shape.parameters.unwrap().shape)) };
+  }
+  return fieldNames;
 }
 
 export const nativeTraceResponseSchema = z.object({
   trace: z.object({ traceId: z.string(), status: z.string() }),
 });
-
-/** The schema's own field names (top level, metrics, parameters): where null means "not given". */
-const nullableKeys: ReadonlySet<string> = (() => {
-  const shape = nativeTraceSchema({ maxStringBytes: 1 }).shape;
-  const keys = new Set<string>(Object.keys(shape));
-  for (const k of Object.keys(NULLABLE) as Array<keyof typeof NULLABLE>) for (const inner of Object.keys(shape[k].unwrap().shape)) keys.add(inner);
-  return keys;
-})();

@@ -1,7 +1,7 @@
 // Health, readiness, metrics and the OpenAPI document.
 import type { RouteContext } from '../app.ts';
 import { buildOpenApi } from '../openapi.ts';
-import { LOOKUP_DEADLINE_MS, within } from '../slow-storage.ts';
+import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../slow-storage.ts';
 
 export function opsRoutes(r: RouteContext): void {
   r.docs.push(
@@ -11,6 +11,7 @@ export function opsRoutes(r: RouteContext): void {
     { method: 'get', path: '/openapi.json', tag: 'ops', auth: 'none', summary: 'This document', responses: { 200: { description: 'OpenAPI 3.1' } } },
   );
   let openapi: object | null = null;
+  const pings = new SingleFlight<boolean>(); // probes against a hung storage share one ping, not one each
 
   r.router.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
@@ -18,7 +19,7 @@ export function opsRoutes(r: RouteContext): void {
   r.router.get('/readyz', async (ctx) => {
     const stats = r.pipeline.stats();
     // A hung storage (not refusing, not answering) is not ready: readiness probes have short timeouts of their own.
-    const storage = await within(r.storage.ping(), LOOKUP_DEADLINE_MS).then((got) => got?.value === true, () => false);
+    const storage = await within(pings.run('ping', () => r.storage.ping()), LOOKUP_DEADLINE_MS).then((got) => got?.value === true, () => false);
     const spoolOk = stats.spoolBytes < r.config.SPOOL_MAX_BYTES;
     ctx.status = storage && spoolOk ? 200 : 503;
     ctx.body = { status: ctx.status === 200 ? 'ready' : 'not_ready', storage: storage ? 'ok' : 'unreachable', spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastFlushError: stats.lastFlushError } };

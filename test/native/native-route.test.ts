@@ -96,13 +96,14 @@ for (const backend of BACKENDS) {
     });
 
     it('takes null for a known optional field as not given (Python\'s None); null elsewhere is kept', async () => {
-      const body = { requestId: `nulls-${Date.now()}`, model: null, environment: null, prompt: 'p', response: 'r', metrics: { promptTokens: null, completionTokens: 3, finishReason: null }, parameters: null, customerNote: null };
+      const body = { requestId: `nulls-${Date.now()}`, model: null, environment: null, prompt: 'p', response: 'r', metrics: { promptTokens: null, completionTokens: 3, finishReason: null }, parameters: null, customerNote: null, finishReason: null };
       const res = await post(`${s.url}/api/traces`, body, auth);
       expect(res.status, res.text).to.equal(200);
       await flushed(s);
       const span = (await get(`${s.url}/api/traces/${body.requestId}`, auth)).json.trace.spans[0];
       expect(span).to.include({ model: '', environment: '', promptTokens: 0, completionTokens: 3, finishReason: '' });
       expect(span.attributes).to.have.property('customerNote', null);
+      expect(span.attributes).to.have.property('finishReason', null); // a metrics field's name, unknown at the top
       expect((await post(`${s.url}/api/traces`, { prompt: 5, model: null }, auth)).status).to.equal(400); // wrong types still are
     });
 

@@ -1,0 +1,73 @@
+// Key and settings lookups against a slow storage: the real DuckDB store, its reads delayed on demand.
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DuckDbStorage } from '../../storage/duckdb.ts';
+import type { Storage } from '../../storage/types.ts';
+import { createKey } from '../../collector/admin.ts';
+import { KeyVerifier } from '../../collector/keys.ts';
+import { SettingsStore } from '../../collector/settings.ts';
+import { loadConfig } from '../../config/index.ts';
+import { sleep } from '../support/process.ts';
+
+describe('lookups against a slow storage', () => {
+  let dir: string;
+  let real: DuckDbStorage;
+  let delayMs = 0;
+  let slow: Storage;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tracegate-slow-'));
+    real = new DuckDbStorage(join(dir, 'db.duckdb'));
+    await real.init();
+    // Reads answer `delayMs` late, as a busy storage would: what they read is from when they were asked.
+    slow = new Proxy(real, {
+      get: (target, prop, recv) => {
+        const v = Reflect.get(target, prop, recv);
+        if (prop !== 'getApiKey' && prop !== 'getSettings') return typeof v === 'function' ? v.bind(target) : v;
+        return async (...args: unknown[]) => {
+          const wait = delayMs;
+          const read = await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          await sleep(wait);
+          return read;
+        };
+      },
+    });
+  });
+  after(async () => { await real.close(); rmSync(dir, { recursive: true, force: true }); });
+
+  it('a key revoked here while a slow lookup runs stays revoked once that lookup lands', async () => {
+    const k = await createKey(real, 'slow-keys');
+    const keys = new KeyVerifier(slow, 30_000, undefined, 50); // deadline 50 ms
+    expect(await keys.verify(k.key)).to.include({ keyId: k.keyId });
+    // A cache entry past its time: as after 30 s (forget() would also drop the lookup, so age it instead).
+    (keys as unknown as { cache: Map<string, { until: number }> }).cache.get(k.keyId)!.until = 0;
+    delayMs = 300;
+    const during = keys.verify(k.key); // past the deadline: the stale (valid) record answers
+    await sleep(100);
+    await real.revokeApiKey(k.keyId, Date.now());
+    keys.forget(k.keyId); // as the admin route does
+    expect(await during).to.include({ keyId: k.keyId }); // it started before the revoke
+    delayMs = 0;
+    expect(await keys.verify(k.key)).to.equal(null);
+    await sleep(400); // the lookup begun before the revoke has landed by now
+    expect(await keys.verify(k.key)).to.equal(null);
+  });
+
+  it('settings updated here while a slow lookup runs are not replaced by what it read', async () => {
+    const config = loadConfig({ TRACEGATE_DATA_DIR: dir });
+    const store = new SettingsStore(slow, config, 5_000, undefined, undefined, 50); // deadline 50 ms
+    const ws = (await createKey(real, 'slow-settings')).workspaceId;
+    await store.update(ws, (d) => ({ ...d, alertWebhookUrl: 'https://hooks.example/1' }));
+    (store as unknown as { cache: Map<string, { until: number }> }).cache.get(ws)!.until = 0; // past its time
+    delayMs = 300;
+    const during = store.forWorkspace(ws);
+    await sleep(100);
+    delayMs = 0;
+    const updated = await store.update(ws, (d) => ({ ...d, alertWebhookUrl: 'https://hooks.example/2' }));
+    await during;
+    await sleep(400);
+    expect((await store.forWorkspace(ws)).version).to.equal(updated.version);
+    expect((await store.forWorkspace(ws)).doc.alertWebhookUrl).to.equal('https://hooks.example/2');
+  });
+});
