@@ -4,7 +4,7 @@ import { isUtf8 } from 'node:buffer';
 import type { Attributes, AttrValue } from '../record.ts';
 import { jsonPrescan } from '../json-prescan.ts';
 import {
-  attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, MAX_REASONS, maxNodesOf, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, rejectMessage, SpanReject, tooDeep, ZERO_SPAN, ZERO_TRACE,
+  attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, maxNodesOf, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, SpanReject, SpanTally, tooDeep, ZERO_SPAN, ZERO_TRACE,
 } from './normalized.ts';
 
 type J = Record<string, unknown>;
@@ -140,14 +140,8 @@ export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
       total += jArr(ss.spans, 'spans', false).length;
     }
   }
-  if (total > limits.maxSpansPerRequest) {
-    throw new OtlpDecodeError(`request has ${total} spans; the limit is ${limits.maxSpansPerRequest}`);
-  }
+  const tally = new SpanTally(total, limits);
   const ctx = new Ctx(limits);
-  const reasons: string[] = [];
-  let rejected = 0;
-  let kept = 0;
-  let index = 0;
   const out: NormalizedResourceSpans[] = [];
   for (let r = 0; r < rsList.length; r++) {
     const rs = rsList[r] as J;
@@ -189,14 +183,11 @@ export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
             try {
               if (!isObj(sp)) throw new SpanReject('span is not an object');
               spans.push(jSpan(sp, ctx));
-              kept++;
+              tally.keep();
             } catch (err) {
               if (!(err instanceof SpanReject)) throw located(err, `spans[${k}]`);
-              ctx.truncated = null;
-              rejected++;
-              if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${isObj(sp) ? idHint(sp.spanId) : ''}: ${err.reason}`);
+              tally.reject(ctx, isObj(sp) ? idHint(sp.spanId) : '', err.reason);
             }
-            index++;
           }
           nss.push({ scope, schemaUrl: typeof ss.schemaUrl === 'string' ? ss.schemaUrl : '', spans });
         } catch (err) { throw located(err, `scopeSpans[${s}]`); }
@@ -208,7 +199,7 @@ export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
       });
     } catch (err) { throw located(err, `resourceSpans[${r}]`); }
   }
-  return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
+  return { resourceSpans: out, spanCount: tally.kept, rejectedSpans: tally.rejected, errorMessage: tally.errorMessage };
 }
 
 /** An event's or link's attributes (the first `max`), its own keys checked; a failure names `segment`. */

@@ -6,7 +6,7 @@ import type { Attributes, AttrValue } from '../record.ts';
 import { ExportTraceServiceRequest, type PbAnyValue, type PbExportRequest, type PbKeyValue, type PbLong, type PbSpan } from './schema.ts';
 import { prescanProtobuf } from './prescan.ts';
 import {
-  attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, MAX_REASONS, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, rejectMessage, SpanReject, toHex, tooDeep, u64ToDecimal, ZERO_SPAN, ZERO_TRACE,
+  attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, SpanReject, SpanTally, toHex, tooDeep, u64ToDecimal, ZERO_SPAN, ZERO_TRACE,
 } from './normalized.ts';
 
 // protobufjs's generic stringVerify builds short strings char by char and runs a fatal
@@ -125,14 +125,8 @@ export function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedReque
   const rsList = msg.resourceSpans;
   let total = 0;
   for (const rs of rsList) for (const ss of rs.scopeSpans) total += ss.spans.length;
-  if (total > limits.maxSpansPerRequest) {
-    throw new OtlpDecodeError(`request has ${total} spans; the limit is ${limits.maxSpansPerRequest}`);
-  }
+  const tally = new SpanTally(total, limits);
   const ctx = new Ctx(limits);
-  const reasons: string[] = [];
-  let rejected = 0;
-  let kept = 0;
-  let index = 0;
   const out: NormalizedResourceSpans[] = new Array(rsList.length);
   for (let r = 0; r < rsList.length; r++) {
     const rs = rsList[r]!;
@@ -158,14 +152,11 @@ export function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedReque
             const sp = ss.spans[k]!;
             try {
               spans.push(pbSpan(sp, ctx));
-              kept++;
+              tally.keep();
             } catch (err) {
               if (!(err instanceof SpanReject)) throw located(err, `spans[${k}]`);
-              ctx.truncated = null;
-              rejected++;
-              if (reasons.length < MAX_REASONS) reasons.push(`span #${index}${idHint(sp.spanId)}: ${err.reason}`);
+              tally.reject(ctx, idHint(sp.spanId), err.reason);
             }
-            index++;
           }
           nss[s] = { scope, schemaUrl: ss.schemaUrl, spans };
         } catch (err) { throw located(err, `scopeSpans[${s}]`); }
@@ -173,7 +164,7 @@ export function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedReque
       out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? (res.droppedAttributesCount >>> 0) + over(res.attributes, limits.maxAttributes) : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
     } catch (err) { throw located(err, `resourceSpans[${r}]`); }
   }
-  return { resourceSpans: out, spanCount: kept, rejectedSpans: rejected, errorMessage: rejectMessage(rejected, reasons) };
+  return { resourceSpans: out, spanCount: tally.kept, rejectedSpans: tally.rejected, errorMessage: tally.errorMessage };
 }
 
 function pbId(b: Uint8Array | undefined, size: 8 | 16, what: string, optional: boolean): string {

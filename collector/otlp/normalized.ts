@@ -192,7 +192,7 @@ export function attrSegment(key: unknown, index: number): string {
 
 /** `__proto__` is the one key whose plain-object assignment touches a prototype; `constructor` is a harmless own property. */
 const HOSTILE_KEY = '__proto__';
-export const MAX_REASONS = 5;
+const MAX_REASONS = 5;
 
 /** Per-attribute-set state: limits and the list of truncated keys. */
 export class Ctx {
@@ -300,10 +300,36 @@ export function u64ToDecimal(lo: number, hi: number): string {
   return String(top) + String(rem).padStart(6, '0');
 }
 
-export function rejectMessage(total: number, reasons: string[]): string {
+function rejectMessage(total: number, reasons: string[]): string {
   if (total === 0) return '';
   const more = total > reasons.length ? ` (and ${total - reasons.length} more)` : '';
   return `${total} span(s) rejected: ${reasons.join('; ')}${more}`;
+}
+
+/** Span bookkeeping both decoders share: the per-request span limit, kept and rejected counts, the first reasons. */
+export class SpanTally {
+  kept = 0;
+  rejected = 0;
+  private index = 0;
+  private readonly reasons: string[] = [];
+
+  constructor(total: number, limits: OtlpLimits) {
+    if (total > limits.maxSpansPerRequest) {
+      throw new OtlpDecodeError(`request has ${total} spans; the limit is ${limits.maxSpansPerRequest}`);
+    }
+  }
+
+  keep(): void { this.kept++; this.index++; }
+
+  /** A span rejected on its own (`hint` names its id when known); what it marked as truncated is dropped with it. */
+  reject(ctx: Ctx, hint: string, reason: string): void {
+    ctx.truncated = null;
+    this.rejected++;
+    if (this.reasons.length < MAX_REASONS) this.reasons.push(`span #${this.index}${hint}: ${reason}`);
+    this.index++;
+  }
+
+  get errorMessage(): string { return rejectMessage(this.rejected, this.reasons); }
 }
 
 // ClickHouse buckets by DateTime (UInt32 seconds): a later time would wrap around to 1970 in the rollups.
