@@ -391,6 +391,32 @@ export class ClickHouseStorage implements Storage {
     if (f.cursor) outer.push(`(t_start < ${u64(f.cursor.s)} OR (t_start = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`);
     if (f.status !== undefined) outer.push(`if(any_error = 1, 'error', root_status) = ${str(f.status)}`);
     const after = outer.length ? `WHERE ${outer.join(' AND ')}` : '';
+    // Without a status filter the page is known from each trace's start alone: a first pass over three narrow
+    // columns picks it (each span's newest version, as the rollup below counts it), and only its traces are
+    // rolled up, on the days they span. Rolling up a whole workspace of 300k traces took over 4 s; this 0.6 s.
+    if (f.status === undefined) {
+      // Span filters: the subquery (any stored version) narrows the scan; m keeps a trace only when a span's
+      // newest version satisfies them all.
+      const filtered = hasSpanFilter(f);
+      const page = await this.rows<{ trace_id: string; d0: string; d1: string }>(`
+        SELECT trace_id, toString(min(d_lo)) AS d0, toString(max(d_hi)) AS d1
+        FROM (
+          SELECT trace_id, span_id, argMax(start_ns, ingested_at_ms) AS s_start, min(start_date) AS d_lo, max(start_date) AS d_hi
+            ${filtered ? `, argMax(${spanConditions(f)}, ingested_at_ms) AS m` : ''}
+          FROM ${this.t('spans')}
+          WHERE workspace_id = ${ws}
+            ${filtered ? `AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND ${spanConditions(f)})` : ''}
+          GROUP BY trace_id, span_id)
+        GROUP BY trace_id
+        HAVING ${filtered ? 'max(m) = 1' : '1'}
+          ${f.cursor ? `AND (min(s_start) < ${u64(f.cursor.s)} OR (min(s_start) = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))` : ''}
+        ORDER BY min(s_start) DESC, trace_id DESC
+        LIMIT ${f.limit + 1}`);
+      if (page.length === 0) return { items: [], nextCursor: null };
+      const days = page.flatMap((r) => [r.d0, r.d1]).sort();
+      match = `AND start_date >= toDate(${str(days[0]!)}) AND start_date <= toDate(${str(days[days.length - 1]!)})
+        AND trace_id IN ${strList(page.map((r) => r.trace_id))}`;
+    }
     // Root-most span: no parent first, then earliest start, then lowest span id.
     const root = `tuple(parent_span_id != '', start_ns, span_id)`;
     const usage = `kind IN ${USAGE_KINDS_SQL}`;
@@ -427,7 +453,7 @@ export class ClickHouseStorage implements Storage {
       )
       ${after}
       ORDER BY t_start DESC, trace_id DESC
-      LIMIT ${f.limit + 1}`);
+      LIMIT ${f.limit + 1}`, LOOKUP_SETTINGS);
     return toPage(rows.map(fromAggRow), f.limit);
   }
 

@@ -154,7 +154,6 @@ export function normalizeFilter(f: TraceFilter): SpanFilter {
   return out;
 }
 
-/** True when any span-level filter is set (otherwise every trace of the workspace matches). */
 /** Filters that match a trace when any of its spans matches (status is a trace-level filter, see listTraces). */
 export function hasSpanFilter(f: SpanFilter): boolean {
   return [f.fromNs, f.toNs, f.model, f.actionName, f.environment, f.source].some((v) => v !== undefined);

@@ -354,6 +354,25 @@ function contract(name: string, factory: StoreFactory): void {
       expect(exact.nextCursor).to.equal(null);
     });
 
+
+    it('lists traces whose spans start on different days, and a span redelivered on another day once, as its newest version', async function () {
+      const ws = 'ws-days';
+      const day = 86_400_000;
+      await s.insertSpans([
+        span(ws, 'long', 'r', { startTimeNs: ns(0), endTimeNs: ns(3 * day) }),
+        span(ws, 'long', 'c', { parentSpanId: 'r', startTimeNs: ns(2 * day), endTimeNs: ns(3 * day), kind: 'llm', totalTokens: 5 }),
+        span(ws, 'mid', 'r', { startTimeNs: ns(day), endTimeNs: ns(day + 10) }),
+        span(ws, 'moved', 'r', { startTimeNs: ns(-day), endTimeNs: ns(-day + 10), status: 'error' }),
+      ]);
+      // a native retry is stamped at receipt: the same span, newer, two days later
+      await s.insertSpans([span(ws, 'moved', 'r', { startTimeNs: ns(4 * day), endTimeNs: ns(4 * day + 10), ingestedAtMs: 2_000 })]);
+      const page = (await s.listTraces(ws, { limit: 10 })).items;
+      expect(ids(page)).to.deep.equal(['moved', 'mid', 'long']);
+      const [moved, , long] = page;
+      expect(moved).to.include({ spanCount: 1, status: 'completed', startTimeNs: ns(4 * day) });
+      expect(long).to.include({ spanCount: 2, totalTokens: 5, startTimeNs: ns(0), endTimeNs: ns(3 * day) });
+      for (const limit of [1, 2]) expect(ids(await allPages(s, ws, { limit }))).to.deep.equal(['moved', 'mid', 'long'], `limit ${limit}`);
+    });
     it('counts distinct spans', async function () {
       const ws = 'ws-count';
       const rows: SpanRecord[] = [];
