@@ -70,7 +70,7 @@ export function createApp(deps: AppDeps): Koa {
     const key = bearer(ctx);
     const caller = key ? await deps.keys.verify(key) : null;
     if (!caller) {
-      ctx.state.log.info({ event: 'auth_rejected', route: ctx.path }, 'authentication rejected');
+      ctx.state.log.info({ event: 'auth_rejected', route: routeOf(ctx) }, 'authentication rejected');
       const keyId = key ? parseKey(key)?.keyId ?? '' : '';
       const owner = key ? deps.keys.rejection(key) : null;
       const limit = await deps.limits.authFailure(ctx.ip);

@@ -117,5 +117,7 @@ function standardErrors(r: RouteDoc): Record<string, string> {
     e[429] = 'Rate limited (Retry-After), or too many failed authentications from this address';
   }
   if (r.method === 'post' && r.auth === 'apiKey') e[503] = 'Storage back-pressure (Retry-After)';
+  // The OTLP error middleware turns any unexpected failure into a Status of its own (INTERNAL, generic message).
+  if (r.errors === 'rpc-status') e[500] = 'Unexpected server failure: an INTERNAL Status with a generic message';
   return e;
 }

@@ -66,9 +66,11 @@ const OPAQUE_KEYS = new Set(['model', 'type', 'role', 'id', 'call_id', 'status',
 /** Maps whose keys are the caller's own: every string under them is scanned. Matched case-folded (foldKey): a
  * provider that reads field names case-insensitively reads 'Variables' as variables. */
 export const FREE_FORM = new Set(['metadata', 'variables', 'parameters', 'schema', 'properties']);
-/** Inline file data (`data:<mime>;base64,…`) under these keys is not text. */
+/** Inline file data under these keys is not scanned: a base64 payload is large and reads as false positives. */
 const INLINE_DATA_KEYS = new Set(['image_url', 'file_data', 'file_url']);
-const INLINE_DATA = /^data:[\w.+-]+\/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,/;
+/** Only a string that is a data URL from end to end, its payload nothing but base64: anything else in it
+ * (text after the payload, a payload that is not base64) is scanned like every other string. */
+const INLINE_DATA = /^data:[\w.+-]+\/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,[A-Za-z0-9+/]*={0,2}$/;
 /** Lower-case letters and underscores, short: every API field name. Not scanned for PII or secrets (neither can
  * take that shape), only for injection where the key sits in user content ('ignore_previous_instructions'). */
 const PLAIN_KEY = /^[a-z_]{1,32}$/;

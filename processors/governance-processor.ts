@@ -7,6 +7,7 @@ import type { PreflightResult } from '../collector/pipeline-types.ts';
 import { newScanCache } from './governance/scan.ts';
 import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type GovernanceResult, type Policy } from './governance/index.ts';
 import { DECISION_RANK } from './governance/policy.ts';
+import { withheldPreview } from './governance/injection.ts';
 
 export interface PolicySource { policyFor(workspaceId: string): Promise<Policy> }
 
@@ -54,10 +55,13 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
       spans[i] = record;
       if (findings.length === 0 && decision.decision === 'allow' && !span.prompt && !span.response) continue;
       for (const f of strongest(findings, maxFindingsPerSpan)) {
+        const action = actionFor(policy, f) ?? 'none';
+        // PII and secret previews are masked already; an injection preview quotes the phrase.
+        const preview = f.detector === 'injection' && (action === 'redact' || action === 'block') ? withheldPreview(f) : f.preview;
         batch.extra.push({
           recordType: 'finding', workspaceId: span.workspaceId, traceId: span.traceId, spanId: span.spanId,
           detector: f.detector, rule: f.rule, category: f.category, severity: f.severity, field: f.field,
-          start: f.start, end: f.end, preview: f.preview, score: f.score ?? 1, action: actionFor(policy, f) ?? 'none', createdAtMs: now,
+          start: f.start, end: f.end, preview, score: f.score ?? 1, action, createdAtMs: now,
         } satisfies FindingRecord);
       }
       batch.extra.push({

@@ -3,6 +3,7 @@
 import { HttpError } from '../errors.ts';
 import { LATEST_STORABLE_NS, type Attributes } from '../record.ts';
 import type { Config } from '../../config/index.ts';
+import { cutOutsideValues } from '../../processors/governance/cut.ts';
 
 export interface OtlpLimits {
   maxDepth: number;
@@ -242,13 +243,17 @@ export function tooDeep(limits: OtlpLimits): OtlpDecodeError {
   return new OtlpDecodeError(`attribute value nesting exceeds the limit of ${limits.maxDepth}`);
 }
 
-/** Cut a string to at most maxBytes of UTF-8, never inside a character. */
+/**
+ * Cut a string to at most maxBytes of UTF-8, never inside a character, and never inside a PII or secret value
+ * (the part left would escape redaction: see cutOutsideValues).
+ */
 export function truncateUtf8(s: string, maxBytes: number): string {
   const b = Buffer.from(s, 'utf8');
   if (b.length <= maxBytes) return s;
   let end = maxBytes;
   while (end > 0 && (b[end]! & 0xc0) === 0x80) end--;
-  return b.toString('utf8', 0, end);
+  const kept = b.toString('utf8', 0, end);
+  return kept.slice(0, cutOutsideValues(s, kept.length));
 }
 
 /** Apply the string limit for attribute `topKey`; record truncation. */

@@ -44,6 +44,12 @@ async function providerErrors(ctx: Context, next: Next): Promise<void> {
  */
 const HELD_KEY_REJECTED = { error: { message: 'the provider rejected the API key tracegate holds for this workspace; an operator must set it (`tracegate provider set` or TRACEGATE_PROVIDER_API_KEY)', type: 'upstream_error', param: null, code: 'provider_auth_failed' } };
 
+/**
+ * What the trace stores when the provider refuses the caller's own key: the caller gets the provider's 401 as is
+ * (it is their key), but its message quotes part of that key, and we never store a caller's key.
+ */
+const CALLER_KEY_REJECTED = { error: { message: 'provider rejected the caller\'s API key (401)', type: 'upstream_error', param: null, code: 'caller_key_rejected' } };
+
 function heldKeyRejected(ctx: Context, origin: string): void {
   ctx.state.log.warn({ origin }, 'proxy: the provider rejected the configured provider API key');
   ctx.status = 502;
@@ -188,7 +194,8 @@ export function proxyRoutes(r: RouteContext): void {
         heldKeyRejected(ctx, target.origin);
         return;
       }
-      const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: json, stream: null }, { attributes: upstreamTtfb });
+      const kept = up.statusCode === 401 ? CALLER_KEY_REJECTED : json; // a 401 here refused the caller's key
+      const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: kept, stream: null }, { attributes: upstreamTtfb });
       ctx.status = up.statusCode;
       ctx.set(headers);
       if (!stored) ctx.set('X-Tracegate-Telemetry', 'not-stored');
@@ -305,7 +312,8 @@ export function proxyRoutes(r: RouteContext): void {
         200: { description: 'The provider\'s answer passed through, with its status' },
         400: { description: 'Malformed response id', schema: providerError },
         401: { description: 'Missing or invalid workspace API key', schema: providerError },
-        502: { description: 'The provider could not be reached', schema: providerError },
+        502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed)', schema: providerError },
+        504: { description: 'The provider timed out (code upstream_timeout)', schema: providerError },
       },
     });
   }

@@ -37,7 +37,7 @@ function replaceAttributes(attrs: Attributes, edits: Map<string, string>, rename
   };
   const rebuild = (v: AttrValue, path: Path): AttrValue => {
     const key = JSON.stringify(path);
-    if (typeof v === 'string') return edits.get(key) ?? v;
+    if (typeof v === 'string' || typeof v === 'number') return edits.get(key) ?? v;
     if (v === null || typeof v !== 'object' || !prefixes.has(key)) return v;
     if (Array.isArray(v)) return v.map((x, i) => rebuild(x, [...path, i]));
     return copyObject(v, path);

@@ -325,6 +325,16 @@ export function analyzeInjection(text: string, options: InjectionOptions = {}): 
   return { score, families, findings };
 }
 
+/**
+ * The preview stored for an injection finding the policy redacts or blocks: the phrase is what was redacted, so
+ * only its family and length are kept.
+ */
+export function withheldPreview(f: Pick<Finding, 'rule' | 'start' | 'end' | 'preview'>): string {
+  if (f.rule === 'injection.invisible_text') return f.preview; // a description of the characters, not their text
+  const family = INJECTION_FAMILIES.find((x) => x.rule === f.rule);
+  return `${family?.label ?? f.rule}: (${f.end - f.start} chars withheld)`;
+}
+
 export function detectInjection(text: string, options?: InjectionOptions): Finding[] {
   return analyzeInjection(text, options).findings;
 }

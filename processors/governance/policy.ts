@@ -115,9 +115,9 @@ const FINDING_CODE: Record<GovernanceAction, PolicyReason['code']> = {
  * tools carry none); a non-empty `requiredEnvironments` blocks any other environment, including an empty one.
  * The decision is the strongest action among the reasons; no reasons means 'allow'.
  */
-/** A caller's label quoted in a reason (stored, shown, audited): masked where a PII or secret detector matches. */
+/** A caller's label quoted in a reason (stored, shown, audited): masked wherever a detector matches. */
 function quoted(value: string): string {
-  const found = scanFull(value, { detectors: ['pii', 'secret'] });
+  const found = scanFull(value);
   return JSON.stringify(found.length ? redact(value, found) : value);
 }
 

@@ -159,7 +159,14 @@ function attributeSlots(attrs: Attributes, base: string, at: (path: Path) => Tex
   };
   const walk = (v: AttrValue, path: Path): void => {
     if (typeof v === 'string') {
-      if (v.length >= MIN_ATTR_LEN) out.push(conversation ? { value: v, at: at(path), base, path, conversation } : { value: v, at: at(path), base, path });
+      if (v.length < MIN_ATTR_LEN) return;
+      const value = unescapedJson(v);
+      out.push(conversation ? { value, at: at(path), base, path, conversation } : { value, at: at(path), base, path });
+      return;
+    }
+    // A card or phone number sent as a number (`{"card": 4111111111111111}`); redacted, it becomes a string.
+    if (typeof v === 'number') {
+      if (Number.isSafeInteger(v) && Math.abs(v) >= 1_000_000) out.push({ value: String(v), at: at(path), base, path });
       return;
     }
     if (v === null || typeof v !== 'object') return;
@@ -167,6 +174,18 @@ function attributeSlots(attrs: Attributes, base: string, at: (path: Path) => Tex
     else for (const k of Object.keys(v)) { const p = [...path, k]; key(k, p); walk(v[k]!, p); }
   };
   for (const k of Object.keys(attrs)) { const p = [k]; key(k, p); walk(attrs[k]!, p); }
+}
+
+/**
+ * A JSON document held as a string (gen_ai.input.messages and its kind) written with \u escapes, as Python's
+ * json.dumps writes any non-ASCII text by default: `tcz@\u4f8b\u5b50.\u516c\u53f8` hides an address from every
+ * detector. Such a value is scanned (and, when redacted, stored) as the same JSON without the escapes.
+ */
+function unescapedJson(v: string): string {
+  if (!v.includes('\\u')) return v;
+  const c = v.trimStart()[0];
+  if (c !== '[' && c !== '{' && c !== '"') return v;
+  try { return JSON.stringify(JSON.parse(v)); } catch { return v; }
 }
 
 export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>

@@ -135,6 +135,22 @@ describe('governance applyGovernance', () => {
     expect(out.record.attributes.keep).to.equal(r.attributes.keep); // untouched branches are shared
     expect(r).to.deep.equal(before);
   });
+  it('scans numbers (a card sent as a number is redacted to a string) and JSON strings written with \\u escapes', () => {
+    // json.dumps(ensure_ascii=True): an internationalized address and a full-width card number, escaped
+    const escaped = JSON.stringify([{ role: 'user', content: 'mail tcz7ozg@例子.公司 and card ４１１１ １１１１ １１１１ １１１１' }])
+      .replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    expect(escaped).to.not.match(/[^\x00-\x7f]/);
+    const r = record({ attributes: { card: 5555555555554444, count: 1234567, meta: { n: [4111111111111111] }, 'gen_ai.input.messages': escaped } });
+    const out = applyGovernance(r, parsePolicy({ version: 1, defaultAction: 'redact' }));
+    expect(out.record.attributes.card).to.equal('[REDACTED:payment_card]');
+    expect(out.record.attributes.meta).to.deep.equal({ n: ['[REDACTED:payment_card]'] });
+    expect(out.record.attributes.count).to.equal(1234567);
+    const messages = JSON.parse(out.record.attributes['gen_ai.input.messages'] as string) as Array<{ content: string }>;
+    expect(messages[0]!.content).to.equal('mail [REDACTED:email] and card [REDACTED:payment_card]');
+    expect(out.findings.map((f) => f.field)).to.include.members(['attribute:card', 'attribute:meta.n[0]', 'attribute:gen_ai.input.messages']);
+    // flagged only: the stored value keeps the client's bytes
+    expect(applyGovernance(r, DEFAULT_POLICY).record.attributes['gen_ai.input.messages']).to.equal(escaped);
+  });
   it('redacts every copy of a value and every field that holds text, not only prompt and response', () => {
     const key = `sk-proj-${'Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3Ab4Cd5'}`;
     const r = record({

@@ -485,6 +485,24 @@ describe('OTLP decode: hostile input', () => {
     expect(truncateUtf8('🚀🚀', 5)).to.equal('🚀');
   });
 
+  it('never cuts inside a PII or secret value: what a cut leaves would no longer be found and redacted', () => {
+    const key = 'sk-proj-Qz7Kn3nEc4qvn5cQBNb7uDWCSEnDwaRQZQciS7HaB3xK';
+    for (const [value, sensitive] of [
+      ['contact uvtjke5pd@corpleak.example.com today', 'uvtjke5pd@corpleak.example.com'],
+      ['card 4111 1111 1111 1111 on file', '4111 1111 1111 1111'],
+      [`key ${key} rotated`, key],
+    ] as const) {
+      const at = value.indexOf(sensitive);
+      const cut = truncateUtf8(value, at + sensitive.length - 4);
+      expect(cut, value).to.equal(value.slice(0, at));
+    }
+    // text that holds nothing is cut at the limit, as before
+    expect(truncateUtf8('x'.repeat(100), 60)).to.equal('x'.repeat(60));
+    const small = { ...limits, maxAttributeValueBytes: 30 };
+    const body = jsonReq([jsonSpan({ attributes: [{ key: 'note', value: { stringValue: `pad pad ${key}` } }] })]);
+    expect(allSpans(decodeOtlpRequest(body, 'json', small))[0]!.attributes.note).to.equal('pad pad ');
+  });
+
   it('counts spans with invalid ids or times as rejected and keeps the others', () => {
     const body = jsonReq([
       jsonSpan({ spanId: '0000000000000001' }),

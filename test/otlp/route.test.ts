@@ -718,6 +718,14 @@ for (const backend of BACKENDS) {
           delete pipeline.ingest; // the prototype's method again
         }
         expect((await send('/v1/traces', jsonRequest([plainSpan(hex(16), 'fine')]), { ...auth, 'content-type': JSON_CT })).status).to.equal(200);
+        // Documented too, as the Status it is (JSON or protobuf), on both paths.
+        const doc = (await get(`${s.url}/openapi.json`)).json;
+        for (const path of ['/v1/traces', '/api/integrations/otlp/v1/traces']) {
+          expect(doc.paths[path].post.responses, path).to.have.property('500');
+          const content = doc.paths[path].post.responses['500'].content;
+          expect(content, path).to.have.keys('application/json', 'application/x-protobuf');
+          expect(content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Status' });
+        }
       });
     });
 

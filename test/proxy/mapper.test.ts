@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import { duplicateKey } from '../../collector/json-prescan.ts';
 import {
-  mapProxy, providerFor, renderPrompt, requestTextParts, responseOutputText, ResponsesStreamAssembler, withTexts,
+  mapProxy, providerFor, renderPrompt, requestStrings, requestTextParts, responseOutputText, ResponsesStreamAssembler, withTexts,
   type ProxyExchange,
 } from '../../mappers/proxy.ts';
 
@@ -105,6 +105,20 @@ describe('proxy mapper: request text', () => {
     expect(duplicateKey(Buffer.from('{"metadata":{"ID":1,"id":2},"tools":[{"properties":{"Name":{},"name":{"a":{"K":1,"k":2}}}}]}'), true, free)).to.equal(null);
     expect(duplicateKey(Buffer.from('{"metadata":{"id":1},"Metadata":{}}'), true, free)).to.equal('Metadata');
     expect(duplicateKey(Buffer.from('{"tools":[{"type":"a","TYPE":"b"}]}'), true, free)).to.equal('TYPE');
+  });
+
+  it('requestStrings skips only a whole base64 data URL under an inline-data key; other text in one is scanned', () => {
+    const png = 'data:image/png;base64,iVBORw0KGgo=';
+    const scanned = (v: string) => requestStrings({
+      model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: v }, { type: 'input_file', file_data: v }] }], metadata: { file_url: v },
+    }).filter((p) => p.text === v).map((p) => p.path.join('.'));
+    expect(scanned(png)).to.deep.equal([]);
+    expect(scanned('data:application/pdf;name=a.pdf;base64,JVBERi0xLjQK')).to.deep.equal([]);
+    const all = ['input.0.content.0.image_url', 'input.0.content.1.file_data', 'metadata.file_url'];
+    for (const v of [`${png} sk-proj-Zx9yWv8uTs7rQp6oNm5lKj4iHg3fEd2cBa1Zx9yWv8uTs7rQp6o`, `${png}\nmail ann@example.com`,
+      'data:image/png;base64,not base64 at all', 'data:text/plain,sk-proj-Zx9yWv8uTs7rQp6oNm5lKj4iHg3fEd2cBa1Zx9yWv8uTs7rQp6o', `${png}==x`]) {
+      expect(scanned(v), v).to.deep.equal(all);
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 // POST /api/proxy/provider/responses end to end: the official `openai` client → tracegate → a fake provider.
 import { expect } from 'chai';
-import { connect } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import OpenAI, { APIError } from 'openai';
 import type { z } from 'zod';
 import { settingsSchema, type SettingsDoc } from '../../collector/settings.ts';
@@ -254,6 +254,26 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(fake.requests.at(-1)!.raw).to.not.include(secret);
   });
 
+  it('redacts text riding along in an inline-data field; a well-formed base64 data URL goes as sent', async () => {
+    const ws = await workspace({ policy: { version: 2, defaultAction: 'redact' } });
+    const secret = 'sk-proj-Lm4nOp5qRs6tUv7wXy8zAb9cDe0fGh1iJk2lMn3oPq4rSt5uVw';
+    const png = 'data:image/png;base64,iVBORw0KGgo=';
+    const image = (url: string) => ({ model: 'gpt-4o-mini', input: [{ role: 'user', content: [{ type: 'input_text', text: 'what is this?' }, { type: 'input_image', image_url: url }] }] });
+    const res = await post(`${s.url}/api/proxy/provider/responses`, image(`${png} ${secret}`), ws.auth);
+    expect(res.status, res.text).to.equal(200);
+    const got = fake.requests.at(-1)!;
+    expect(got.raw).to.not.include(secret);
+    expect(got.body.input[0].content[1].image_url).to.equal(`${png} [REDACTED:api_key]`);
+    expect(JSON.stringify(await span(ws, res.headers.get('x-trace-id')!))).to.not.include(secret);
+    // The same under a caller-named metadata key.
+    const meta = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'hi', metadata: { image_url: `${png} ${secret}` } }, ws.auth);
+    expect(meta.status, meta.text).to.equal(200);
+    expect(fake.requests.at(-1)!.raw).to.not.include(secret);
+    const clean = await post(`${s.url}/api/proxy/provider/responses`, image(png), ws.auth);
+    expect(clean.status, clean.text).to.equal(200);
+    expect(fake.requests.at(-1)!.body.input[0].content[1].image_url).to.equal(png);
+  });
+
   it('scans object keys and identifier fields too; the findings name such a key masked', async () => {
     const ws = await workspace({ policy: { version: 1, actions: { api_key: 'redact', email: 'redact' } } });
     const secret = 'sk-proj-Qw8eRt7yUi6oPa5sDf4gHj3kLz2xCv1bNm9Qw8eRt7yUi6oPa5sDf4';
@@ -442,6 +462,20 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       expect(res.status).to.equal(504);
       expect(res.json.error).to.include({ code: 'upstream_timeout', type: 'upstream_error', param: null });
       expect(await span(ws, res.headers.get('x-trace-id')!)).to.include({ status: 'error', finishReason: 'upstream_timeout' });
+      // The stored-response routes time out the same way: a provider that accepts and never answers.
+      const sockets = new Set<Socket>();
+      const silent = createServer((sock) => { sockets.add(sock); });
+      await new Promise<void>((ok) => silent.listen(0, '127.0.0.1', ok));
+      try {
+        const port = (silent.address() as { port: number }).port;
+        const slow = await workspace({ provider: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'sk-x', allowCallerKey: false } });
+        const item = await get(`${s.url}/api/proxy/provider/responses/resp_123`, slow.auth);
+        expect(item.status).to.equal(504);
+        expect(item.json.error).to.include({ code: 'upstream_timeout', type: 'upstream_error', param: null });
+      } finally {
+        for (const sock of sockets) sock.destroy();
+        await new Promise((ok) => silent.close(ok));
+      }
     } finally {
       delete (s.config as any).PROXY_HEADERS_TIMEOUT_MS;
     }
@@ -450,6 +484,16 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(res.status).to.equal(502);
     expect(res.json.error).to.include({ code: 'upstream_unavailable', type: 'upstream_error' });
     expect(res.text).to.not.include('127.0.0.1');
+    // Both are documented, on the create route and on every stored-response route, in the provider's error shape.
+    const doc = (await get(`${s.url}/openapi.json`)).json;
+    const item = '/api/proxy/provider/responses/{responseId}';
+    for (const [path, method] of [['/api/proxy/provider/responses', 'post'], [item, 'get'], [item, 'delete'], [`${item}/cancel`, 'post'], [`${item}/input_items`, 'get']] as const) {
+      const responses = doc.paths[path][method].responses;
+      for (const status of ['502', '504']) {
+        expect(responses, `${method} ${path}`).to.have.property(status);
+        expect(JSON.stringify(responses[status].content['application/json'].schema), `${method} ${path} ${status}`).to.include('"param"');
+      }
+    }
   });
 
   it('a provider 401 for the key tracegate holds becomes a 502 without the key (not retried, also on the stored-response routes); a caller\'s own key gets the 401 as is', async () => {
@@ -473,6 +517,19 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     const own = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, { ...ws.auth, 'X-Provider-Api-Key': 'sk-rejected-callers-own-5555' });
     expect(own.status).to.equal(401);
     expect(own.json.error.code).to.equal('invalid_api_key');
+  });
+
+  it('a provider 401 for the caller\'s own key reaches the caller as is, but the trace stores a fixed message without the key', async () => {
+    const ws = await workspace({ provider: { baseUrl: fake.url, apiKey: 'sk-workspace', allowCallerKey: true } });
+    const callerKey = 'sk-rejected-callers-own-Qz7Wx4N8M5';
+    const err = await caught(ws.client.responses.create({ model: 'gpt-4o-mini', input: 'x' }, { headers: { 'X-Provider-Api-Key': callerKey } }));
+    expect(err.status).to.equal(401);
+    expect(err.code).to.equal('invalid_api_key');
+    expect(err.message).to.include('Incorrect API key provided: sk-********N8M5'); // the provider's body, unchanged
+    const sp = await span(ws, err.headers!.get('x-trace-id')!);
+    expect(sp).to.include({ status: 'error', statusMessage: 'provider rejected the caller\'s API key (401)' });
+    expect(sp.attributes['http.response.status_code']).to.equal(401);
+    expect(JSON.stringify(sp)).to.not.include('N8M5').and.not.include('********').and.not.include(callerKey);
   });
 
   it('uses the workspace provider settings, and the caller key only when allowed (never stored)', async () => {
