@@ -17,30 +17,48 @@ export interface LimiterOptions {
 /** What a failed authentication costs its client IP: `throttled` once over the limit; `tripped` on the first throttled one of a window. */
 export interface AuthFailureResult { throttled: boolean; tripped: boolean; retryAfterSeconds: number }
 
+/** A Redis command slower than this falls back to the in-memory limiter (a hung server never answers). */
+const REDIS_COMMAND_TIMEOUT_MS = 200;
+/** After a timeout, Redis is left alone this long: requests do not each wait out the timeout meanwhile. */
+const REDIS_SKIP_MS = 5000;
+
+interface RouteLimiter { shared: RateLimiterAbstract; memory: RateLimiterMemory }
+
 export class RateLimits {
-  private readonly limiters = new Map<string, RateLimiterAbstract>();
+  private readonly limiters = new Map<string, RouteLimiter>();
   private readonly redis: Redis | null;
+  private redisSkipUntil = 0;
   private readonly opts: LimiterOptions;
   private readonly authFailures: { points: number; durationSeconds: number };
   constructor(opts: LimiterOptions) {
     this.opts = opts;
     this.authFailures = opts.authFailures ?? { points: 30, durationSeconds: 60 };
     this.redis = opts.redisUrl
-      ? new Redis(opts.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
+      ? new Redis(opts.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false, commandTimeout: REDIS_COMMAND_TIMEOUT_MS })
       : null;
     // ioredis reconnects by itself; without a listener an outage would be an unhandled 'error' event.
     this.redis?.on('error', () => {});
   }
 
-  private limiter(route: string, points = this.opts.points, duration = this.opts.durationSeconds): RateLimiterAbstract {
+  /**
+   * Consume a point of `route` for `key`. Through Redis when configured; its in-memory insurance limiter answers
+   * when a command fails, and, for REDIS_SKIP_MS after one timed out, every request.
+   */
+  private async consume(route: string, key: string, points = this.opts.points, duration = this.opts.durationSeconds): Promise<RateLimiterRes> {
     let l = this.limiters.get(route);
     if (!l) {
       const base = { points, duration, keyPrefix: `tg:rl:${route}` };
       const memory = new RateLimiterMemory(base);
-      l = this.redis ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory }) : memory;
+      l = { memory, shared: this.redis ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory }) : memory };
       this.limiters.set(route, l);
     }
-    return l;
+    if (l.shared === l.memory || Date.now() < this.redisSkipUntil) return l.memory.consume(key);
+    const started = Date.now();
+    try {
+      return await l.shared.consume(key);
+    } finally {
+      if (Date.now() - started >= REDIS_COMMAND_TIMEOUT_MS) this.redisSkipUntil = Date.now() + REDIS_SKIP_MS;
+    }
   }
 
   /** Koa middleware; expects ctx.state.caller to be set by auth. */
@@ -49,7 +67,7 @@ export class RateLimits {
       const caller = ctx.state.caller as Caller | undefined;
       const key = caller ? caller.keyId : `ip:${ctx.ip}`;
       try {
-        const res = await this.limiter(route).consume(key);
+        const res = await this.consume(route, key);
         ctx.set('X-RateLimit-Remaining', String(res.remainingPoints));
       } catch (err) {
         if (err instanceof RateLimiterRes) {
@@ -71,7 +89,7 @@ export class RateLimits {
   async authFailure(ip: string): Promise<AuthFailureResult> {
     const { points, durationSeconds } = this.authFailures;
     try {
-      await this.limiter('auth-failure', points, durationSeconds).consume(`ip:${ip}`);
+      await this.consume('auth-failure', `ip:${ip}`, points, durationSeconds);
       return { throttled: false, tripped: false, retryAfterSeconds: 0 };
     } catch (err) {
       if (!(err instanceof RateLimiterRes)) return { throttled: false, tripped: false, retryAfterSeconds: 0 };
@@ -86,7 +104,7 @@ export class RateLimits {
    */
   async firstThrottledAttempt(ip: string, keyId: string): Promise<boolean> {
     try {
-      await this.limiter('auth-failure-key', 1, this.authFailures.durationSeconds).consume(`ip:${ip}:${keyId}`);
+      await this.consume('auth-failure-key', `ip:${ip}:${keyId}`, 1, this.authFailures.durationSeconds);
       return true;
     } catch {
       return false;

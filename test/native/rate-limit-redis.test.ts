@@ -26,6 +26,33 @@ describe('rate limiting with Redis', function () {
     expect(statuses).to.deep.equal([200, 200, 200, 200, 429]);
   });
 
+  it('answers at once and keeps limiting when Redis hangs (accepts, never answers), and goes back to it when it answers', async function () {
+    if (redis.external) this.skip();
+    const k = await createKey(a.running.storage, 'redis-hung-co');
+    const h = { authorization: `Bearer ${k.key}` };
+    redis.pause();
+    try {
+      const statuses: number[] = [];
+      const started = Date.now();
+      for (let i = 0; i < 5; i++) statuses.push((await post(`${a.url}/api/traces`, { prompt: 'p' }, h)).status);
+      // the first request waits out one command timeout (200 ms); the others skip Redis
+      expect(Date.now() - started).to.be.below(2000);
+      expect(statuses).to.deep.equal([200, 200, 200, 200, 429]);
+      // a bad key's failed-authentication count does not hang either
+      const bad = await post(`${a.url}/api/traces`, { prompt: 'p' }, { authorization: 'Bearer tg_0000000000000000_bad' });
+      expect(bad.status).to.equal(401);
+    } finally {
+      redis.resume();
+    }
+    // after the skip window Redis counts again: one limit across both instances
+    await new Promise((r) => setTimeout(r, 5200));
+    const k2 = await createKey(a.running.storage, 'redis-back-co');
+    const h2 = { authorization: `Bearer ${k2.key}` };
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await post(`${(i % 2 ? b : a).url}/api/traces`, { prompt: 'p' }, h2)).status);
+    expect(statuses).to.deep.equal([200, 200, 200, 200, 429]);
+  });
+
   it('keeps limiting, per instance, when Redis is gone (insurance limiter), never failing requests', async () => {
     const k = await createKey(a.running.storage, 'redis-down-co');
     const h = { authorization: `Bearer ${k.key}` };

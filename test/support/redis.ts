@@ -12,6 +12,9 @@ export interface TestRedis {
   external: boolean;
   /** Stop the server and delete its temp dir. */
   stop(): Promise<void>;
+  /** SIGSTOP / SIGCONT: a server that keeps its connections and answers nothing (not for an external one). */
+  pause(): void;
+  resume(): void;
 }
 
 /** Raw RESP PING, so readiness does not depend on a client library. */
@@ -29,7 +32,10 @@ function pingRedis(port: number): Promise<boolean> {
 
 export async function startRedis(): Promise<TestRedis> {
   const externalUrl = process.env.TRACEGATE_TEST_REDIS_URL;
-  if (externalUrl) return { url: externalUrl, external: true, stop: async () => {} };
+  if (externalUrl) {
+    const unsupported = () => { throw new Error('cannot pause an external Redis'); };
+    return { url: externalUrl, external: true, stop: async () => {}, pause: unsupported, resume: unsupported };
+  }
 
   const dir = await mkdtemp(join(tmpdir(), 'tracegate-redis-'));
   for (let attempt = 1; ; attempt++) {
@@ -49,7 +55,9 @@ export async function startRedis(): Promise<TestRedis> {
     return {
       url: `redis://127.0.0.1:${port}`,
       external: false,
-      stop: async () => { await terminate(child); await rm(dir, { recursive: true, force: true }); },
+      stop: async () => { child.kill('SIGCONT'); await terminate(child); await rm(dir, { recursive: true, force: true }); },
+      pause: () => { child.kill('SIGSTOP'); },
+      resume: () => { child.kill('SIGCONT'); },
     };
   }
 }
