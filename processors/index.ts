@@ -5,6 +5,7 @@ import type { Processor } from '../collector/pipeline-types.ts';
 import { USAGE_KINDS } from '../collector/record.ts';
 import type { AlertRecord } from '../collector/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
+import { count } from '../storage/codec.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
 import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertSource } from './alerts.ts';
 import { AuditChain, auditProcessor } from './audit.ts';
@@ -16,9 +17,14 @@ export type { Processor };
 /**
  * Fills costUsd from the price table when the client sent none (0 for unknown/local models). Only model calls
  * are priced: an agent or chain span repeating its children's usage would otherwise count it twice.
+ * First in the chain, it also puts the counters in their stored form (whole, non-negative, at most 2^53 − 1; two
+ * counts each under that cap can sum past it), so that verification hashes what storage keeps.
  */
 export const costProcessor: Processor = (batch) => {
   for (const r of batch.spans) {
+    r.promptTokens = count(r.promptTokens);
+    r.completionTokens = count(r.completionTokens);
+    r.totalTokens = count(r.totalTokens);
     if (!USAGE_KINDS.has(r.kind)) continue;
     // Mappers set the marker when the client sent a cost (0 included) or the mapper priced the span itself.
     if (r.attributes['tracegate.cost_source'] !== undefined || !r.model || r.costUsd > 0) continue;

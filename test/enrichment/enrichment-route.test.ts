@@ -185,6 +185,23 @@ for (const backend of BACKENDS) {
       expect((await get(`${s.url}/api/traces/0af7651916cd43dd8448eb211c80319c/verification`, auth)).json).to.include({ ok: true });
     });
 
+    it('token counts that sum past 2^53 − 1 are stored capped, as they were hashed: the trace verifies', async () => {
+      const max = Number.MAX_SAFE_INTEGER;
+      const native = await post(`${s.url}/api/traces`, { requestId: 'big-sum', model: 'gpt-4o-mini', metrics: { promptTokens: 5e15, completionTokens: 5e15 } }, auth);
+      expect(native.status, JSON.stringify(native.json)).to.equal(200);
+      const otlpBody = { resourceSpans: [{ scopeSpans: [{ spans: [{
+        traceId: '1af7651916cd43dd8448eb211c80319c', spanId: 'c7ad6b7169203331', name: 'chat', startTimeUnixNano: '1000', endTimeUnixNano: '2000',
+        attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'chat' } },
+          { key: 'gen_ai.usage.input_tokens', value: { intValue: String(max) } }, { key: 'gen_ai.usage.output_tokens', value: { doubleValue: 2.5 } }],
+      }] }] }] };
+      expect((await post(`${s.url}/v1/traces`, otlpBody, auth)).status).to.equal(200);
+      await flushed(s);
+      expect((await get(`${s.url}/api/traces/big-sum`, auth)).json.trace.spans[0]).to.include({ promptTokens: 5e15, totalTokens: max });
+      expect((await get(`${s.url}/api/traces/1af7651916cd43dd8448eb211c80319c`, auth)).json.trace.spans[0]).to.include({ completionTokens: 3, totalTokens: max });
+      expect((await get(`${s.url}/api/traces/big-sum/verification`, auth)).json).to.include({ ok: true });
+      expect((await get(`${s.url}/api/traces/1af7651916cd43dd8448eb211c80319c/verification`, auth)).json).to.include({ ok: true });
+    });
+
     // Found by fuzzing: a request repeating a span (or 30 parallel re-sends in one millisecond) was reported as
     // tampering, because the verification record hashed copies that storage collapsed into one.
     it('a span repeated within a request, or re-sent in parallel with other content, is stored once and verifies', async () => {
