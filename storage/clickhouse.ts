@@ -382,41 +382,12 @@ export class ClickHouseStorage implements Storage {
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
     const f = normalizeFilter(filter);
     const ws = str(wellFormed(workspaceId));
-    let match = hasSpanFilter(f)
-      ? `AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} FINAL WHERE workspace_id = ${ws} AND ${spanConditions(f)})`
-      : '';
-    // The trace status is one of its spans' statuses: only traces with such a span need aggregating.
-    if (f.status !== undefined) match += ` AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND status = ${str(f.status)})`;
-    const outer: string[] = [];
-    if (f.cursor) outer.push(`(t_start < ${u64(f.cursor.s)} OR (t_start = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`);
-    if (f.status !== undefined) outer.push(`if(any_error = 1, 'error', root_status) = ${str(f.status)}`);
-    const after = outer.length ? `WHERE ${outer.join(' AND ')}` : '';
-    // Without a status filter the page is known from each trace's start alone: a first pass over three narrow
-    // columns picks it (each span's newest version, as the rollup below counts it), and only its traces are
-    // rolled up, on the days they span. Rolling up a whole workspace of 300k traces took over 4 s; this 0.6 s.
-    if (f.status === undefined) {
-      // Span filters: the subquery (any stored version) narrows the scan; m keeps a trace only when a span's
-      // newest version satisfies them all.
-      const filtered = hasSpanFilter(f);
-      const page = await this.rows<{ trace_id: string; d0: string; d1: string }>(`
-        SELECT trace_id, toString(min(d_lo)) AS d0, toString(max(d_hi)) AS d1
-        FROM (
-          SELECT trace_id, span_id, argMax(start_ns, ingested_at_ms) AS s_start, min(start_date) AS d_lo, max(start_date) AS d_hi
-            ${filtered ? `, argMax(${spanConditions(f)}, ingested_at_ms) AS m` : ''}
-          FROM ${this.t('spans')}
-          WHERE workspace_id = ${ws}
-            ${filtered ? `AND trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND ${spanConditions(f)})` : ''}
-          GROUP BY trace_id, span_id)
-        GROUP BY trace_id
-        HAVING ${filtered ? 'max(m) = 1' : '1'}
-          ${f.cursor ? `AND (min(s_start) < ${u64(f.cursor.s)} OR (min(s_start) = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))` : ''}
-        ORDER BY min(s_start) DESC, trace_id DESC
-        LIMIT ${f.limit + 1}`);
-      if (page.length === 0) return { items: [], nextCursor: null };
-      const days = page.flatMap((r) => [r.d0, r.d1]).sort();
-      match = `AND start_date >= toDate(${str(days[0]!)}) AND start_date <= toDate(${str(days[days.length - 1]!)})
-        AND trace_id IN ${strList(page.map((r) => r.trace_id))}`;
-    }
+    const page = await this.tracePage(ws, f);
+    if (page.length === 0) return { items: [], nextCursor: null };
+    // Only the page's traces are rolled up, on the days they span.
+    const days = page.flatMap((r) => [r.d0, r.d1]).sort();
+    const match = `AND start_date >= toDate(${str(days[0]!)}) AND start_date <= toDate(${str(days[days.length - 1]!)})
+      AND trace_id IN ${strList(page.map((r) => r.trace_id))}`;
     // Root-most span: no parent first, then earliest start, then lowest span id.
     const root = `tuple(parent_span_id != '', start_ns, span_id)`;
     const usage = `kind IN ${USAGE_KINDS_SQL}`;
@@ -451,10 +422,41 @@ export class ClickHouseStorage implements Storage {
           ORDER BY ingested_at_ms DESC LIMIT 1 BY trace_id, span_id)
         GROUP BY trace_id
       )
-      ${after}
-      ORDER BY t_start DESC, trace_id DESC
-      LIMIT ${f.limit + 1}`, LOOKUP_SETTINGS);
+      ORDER BY t_start DESC, trace_id DESC`, LOOKUP_SETTINGS);
     return toPage(rows.map(fromAggRow), f.limit);
+  }
+
+  /**
+   * The page's trace ids (and the days their spans start on), from a pass over a few narrow columns of each
+   * span's newest version: its start, and for a status filter its status and parent (the trace status is
+   * 'error' when any span errored, else the root-most span's). Rolling up the whole workspace instead took over
+   * 4 s at 300k traces; this takes about 0.6 s. Span filters: the subquery (any stored version) narrows the scan,
+   * `m` keeps a trace only when one span's newest version satisfies them all.
+   */
+  private tracePage(ws: string, f: SpanFilter): Promise<Array<{ trace_id: string; d0: string; d1: string }>> {
+    const filtered = hasSpanFilter(f);
+    const newest = (col: string, as: string) => `, argMax(${col}, ingested_at_ms) AS ${as}`;
+    const having = [filtered ? 'max(m) = 1' : '1'];
+    if (f.status !== undefined) having.push(`if(max(s_status = 'error'), 'error', argMin(s_status, tuple(s_parent != '', s_start, span_id))) = ${str(f.status)}`);
+    if (f.cursor) having.push(`(min(s_start) < ${u64(f.cursor.s)} OR (min(s_start) = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`);
+    const narrow: string[] = [];
+    if (filtered) narrow.push(`trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND ${spanConditions(f)})`);
+    // The trace status is one of its spans' statuses: only traces with such a span (in any version) can match.
+    if (f.status !== undefined) narrow.push(`trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND status = ${str(f.status)})`);
+    return this.rows(`
+      SELECT trace_id, toString(min(d_lo)) AS d0, toString(max(d_hi)) AS d1
+      FROM (
+        SELECT trace_id, span_id, min(start_date) AS d_lo, max(start_date) AS d_hi
+          ${newest('start_ns', 's_start')}
+          ${filtered ? newest(spanConditions(f), 'm') : ''}
+          ${f.status !== undefined ? newest('status', 's_status') + newest('parent_span_id', 's_parent') : ''}
+        FROM ${this.t('spans')}
+        WHERE workspace_id = ${ws} ${narrow.map((c) => `AND ${c}`).join(' ')}
+        GROUP BY trace_id, span_id)
+      GROUP BY trace_id
+      HAVING ${having.join(' AND ')}
+      ORDER BY min(s_start) DESC, trace_id DESC
+      LIMIT ${f.limit + 1}`);
   }
 
   async countSpans(workspaceId: string): Promise<number> {

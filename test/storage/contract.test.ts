@@ -372,6 +372,12 @@ function contract(name: string, factory: StoreFactory): void {
       expect(moved).to.include({ spanCount: 1, status: 'completed', startTimeNs: ns(4 * day) });
       expect(long).to.include({ spanCount: 2, totalTokens: 5, startTimeNs: ns(0), endTimeNs: ns(3 * day) });
       for (const limit of [1, 2]) expect(ids(await allPages(s, ws, { limit }))).to.deep.equal(['moved', 'mid', 'long'], `limit ${limit}`);
+      // the status filter reads each span's newest version too: 'moved' errored only in the version replaced
+      expect(ids(await allPages(s, ws, { limit: 1, status: 'completed' }))).to.deep.equal(['moved', 'mid', 'long']);
+      expect(ids(await allPages(s, ws, { limit: 1, status: 'error' }))).to.deep.equal([]);
+      await s.insertSpans([span(ws, 'mid', 'c', { parentSpanId: 'r', startTimeNs: ns(day + 5), status: 'error' })]);
+      expect(ids(await allPages(s, ws, { limit: 1, status: 'error' }))).to.deep.equal(['mid']);
+      expect(ids(await allPages(s, ws, { limit: 1, status: 'completed' }))).to.deep.equal(['moved', 'long']);
     });
     it('counts distinct spans', async function () {
       const ws = 'ws-count';
