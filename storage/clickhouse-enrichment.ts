@@ -136,15 +136,11 @@ export class ClickHouseEnrichment {
   private readonly db: string;
   private readonly exactRollups: boolean;
 
-  /** Reads go through Distributed tables (a cluster). */
-  private readonly sharded: boolean;
-
   /** `db` must already be a checked identifier. */
-  constructor(client: ClickHouseClient, db: string, exactRollups = true, sharded = false) {
+  constructor(client: ClickHouseClient, db: string, exactRollups = true) {
     this.exactRollups = exactRollups;
     this.client = client;
     this.db = db;
-    this.sharded = sharded;
   }
 
   private t(table: string): string {
@@ -353,8 +349,6 @@ export class ClickHouseEnrichment {
     if (range.fromSec !== undefined) c.push(`hour >= toDateTime(${n64(Math.min(range.fromSec, DATETIME_MAX))})`);
     if (range.toSec !== undefined && range.toSec <= DATETIME_MAX) c.push(`hour < toDateTime(${n64(range.toSec)})`);
     const levels = USAGE_LEVELS.join(', ');
-    // On a cluster each shard finalizes its cost sums: 18.16 crashes receiving sumKahan states from another
-    // server. Summation order then differs, which roundSum absorbs, as between the two backends.
     const rows = await this.rows<UsageReadRow>(`
       SELECT
         toString(toUnixTimestamp(${bucket})) AS bucket,
@@ -364,7 +358,7 @@ export class ClickHouseEnrichment {
         sumMerge(prompt_tokens_sum) AS prompt_tokens,
         sumMerge(completion_tokens_sum) AS completion_tokens,
         sumMerge(total_tokens_sum) AS total_tokens,
-        ${this.sharded ? 'sum(finalizeAggregation(cost_usd_sum))' : 'sumKahanMerge(cost_usd_sum)'} AS cost_usd,
+        sumMerge(cost_usd_total) AS cost_usd,
         quantilesMerge(${levels})(latency_ms) AS latency
       FROM ${this.t('usage_hourly')}
       WHERE ${c.join(' AND ')}

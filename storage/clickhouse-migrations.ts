@@ -4,10 +4,10 @@
 // SimpleAggregateFunction) that current releases still accept (no old-style MergeTree(date, key, 8192)).
 
 /**
- * A statement, or an ALTER TABLE … ADD COLUMN that is skipped when the column already exists
- * (18.16 has no ADD COLUMN IF NOT EXISTS; the server answers code 44).
+ * A statement, or an ALTER TABLE … ADD COLUMN that is skipped when the column already exists, or an ALTER TABLE …
+ * DROP COLUMN skipped when it is gone (18.16 has neither IF NOT EXISTS nor IF EXISTS there; it answers code 44).
  */
-export type ClickHouseStatement = string | { addColumn: string };
+export type ClickHouseStatement = string | { addColumn: string } | { dropColumn: string };
 
 export interface ClickHouseMigration {
   version: number;
@@ -32,8 +32,13 @@ function findingsView(db: string, name: string, where: string): string {
       GROUP BY workspace_id, day, category, severity`;
 }
 
-/** The usage_hourly view (v4, and v5 with the rollup flag): `latency` feeds the quantile state, `where` picks the rows. */
-function usageView(db: string, name: string, latency: string, where: string): string {
+const COST = 'reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))';
+
+/**
+ * The usage_hourly view (v4, and v5 with the rollup flag): `latency` feeds the quantile state, `where` picks the
+ * rows; `cost` is the cost column's state (v4–v6 a sumKahan one, which 18.16 cannot read back after a restart).
+ */
+function usageView(db: string, name: string, latency: string, where: string, cost = `sumKahanState(${COST}) AS cost_usd_sum`): string {
   return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${name} TO ${db}.usage_hourly AS
       SELECT
         workspace_id,
@@ -47,7 +52,7 @@ function usageView(db: string, name: string, latency: string, where: string): st
         sumState(prompt_tokens) AS prompt_tokens_sum,
         sumState(completion_tokens) AS completion_tokens_sum,
         sumState(total_tokens) AS total_tokens_sum,
-        sumKahanState(reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))) AS cost_usd_sum,
+        ${cost},
         quantilesState(0.5, 0.95, 0.99)(${latency}) AS latency_ms
       FROM ${db}.spans
       WHERE ${where}
@@ -371,6 +376,49 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     // is taken out through usage_corrections all the same, leaving its group low by that span (spans seldom change).
     statements: (db) => [
       usageView(db, 'usage_hourly_embedding_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'embedding' AND rollup >= 1`),
+    ],
+  },
+  {
+    version: 7,
+    description: 'usage cost as a sum state: 18.16 cannot read sumKahan states back after a restart',
+    // ClickHouse 18.16 reads an AggregateFunction(sumKahan, Float64) column written before the server restarted as
+    // if its states were half their size ("Sizes of columns doesn't match"): every usage query and every merge of
+    // usage_hourly failed after a restart. The cost moves to a sum state (exact enough: usage() rounds sums) and
+    // the old column is dropped; the views are replaced (an insert in the instant between the DROP and the CREATE
+    // is not counted). The cost of what was stored before is then rebuilt: the rollup gains what makes rollup plus
+    // corrections the cost of each span's newest version (the statement adds nothing when run again, unless spans
+    // arrive meanwhile: upgrading several collectors at once, start one first).
+    statements: (db) => [
+      { addColumn: `ALTER TABLE ${db}.usage_hourly ADD COLUMN cost_usd_total AggregateFunction(sum, Float64)` },
+      `DROP TABLE IF EXISTS ${db}.usage_hourly_once_mv`,
+      `DROP TABLE IF EXISTS ${db}.usage_hourly_embedding_mv`,
+      usageView(db, 'usage_hourly_llm_v7_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'llm' AND rollup >= 1`, `sumState(${COST}) AS cost_usd_total`),
+      usageView(db, 'usage_hourly_embedding_v7_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'embedding' AND rollup >= 1`, `sumState(${COST}) AS cost_usd_total`),
+      { dropColumn: `ALTER TABLE ${db}.usage_hourly DROP COLUMN cost_usd_sum` },
+      // What the rollup's cost must gain so that rollup plus corrections is the stored cost: 0 when run again.
+      `INSERT INTO ${db}.usage_hourly (workspace_id, hour, model, action_name, environment, source, cost_usd_total)
+        SELECT workspace_id, hour, model, action_name, environment, source, sumState(delta) AS cost
+        FROM (
+          SELECT workspace_id, hour, model, action_name, environment, source, sum(v) AS delta
+          FROM (
+            SELECT workspace_id, toStartOfHour(toDateTime(intDiv(s, 1000000000), 'UTC')) AS hour, m AS model,
+              a AS action_name, e AS environment, src AS source, reinterpretAsFloat64(reinterpretAsString(bits)) AS v
+            FROM (
+              SELECT argMax(start_ns, ingested_at_ms) AS s, argMax(model, ingested_at_ms) AS m,
+                argMax(action_name, ingested_at_ms) AS a, argMax(environment, ingested_at_ms) AS e,
+                argMax(source, ingested_at_ms) AS src, argMax(kind, ingested_at_ms) AS k,
+                argMax(cost_usd_bits, ingested_at_ms) AS bits, workspace_id
+              FROM ${db}.spans
+              GROUP BY workspace_id, trace_id, span_id)
+            WHERE k IN ('llm', 'embedding')
+            UNION ALL
+            SELECT workspace_id, hour, model, action_name, environment, source, -cost_usd AS v FROM ${db}.usage_corrections
+            UNION ALL
+            SELECT workspace_id, hour, model, action_name, environment, source, -finalizeAggregation(cost_usd_total) AS v
+            FROM ${db}.usage_hourly)
+          GROUP BY workspace_id, hour, model, action_name, environment, source
+          HAVING abs(delta) > 1e-12)
+        GROUP BY workspace_id, hour, model, action_name, environment, source`,
     ],
   },
 ];

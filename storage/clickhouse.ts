@@ -167,10 +167,19 @@ async function distribute(client: ClickHouseClient, db: string, local: string, c
   }
 }
 
-/** Run one migration statement; an ADD COLUMN whose column exists is done already. */
+/** Run one migration statement; an ADD COLUMN whose column exists, or a DROP COLUMN whose column is gone, is done already. */
 export async function runStatement(client: ClickHouseClient, st: ClickHouseStatement): Promise<void> {
   if (typeof st === 'string') {
     await client.command({ query: st });
+    return;
+  }
+  if ('dropColumn' in st) {
+    try {
+      await client.command({ query: st.dropColumn });
+    } catch (e) {
+      // 18.16: code 44 "Cannot find column … to drop"; current servers: 10/16 "There is no column …".
+      if (!/Cannot find column|There is no column|NO_SUCH_COLUMN|NOT_FOUND_COLUMN/i.test((e as Error).message ?? '')) throw e;
+    }
     return;
   }
   try {
@@ -225,7 +234,7 @@ export class ClickHouseStorage implements Storage {
     this.db = ident(opts.database);
     this.client = this.connect(opts.url, opts.connection);
     this.exactRollups = opts.exactRollups ?? true;
-    this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups, opts.cluster !== undefined);
+    this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups);
   }
 
   private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {

@@ -521,21 +521,31 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
   });
 
   it('every migration statement can run again (two collectors migrating at once)', async function () {
-    const store = h.storage as unknown as { db: string; client: ClickHouseClient; opts: { cluster?: { nodeUrls: string[] } } };
+    // On a fresh database, each migration run twice where it stands in the sequence (a second collector
+    // running it too), then a store over it: one view per rollup, or every span would count twice.
+    const store = h.storage as unknown as { db: string; client: ClickHouseClient; opts: ConstructorParameters<typeof ClickHouseStorage>[0] };
+    const fresh = `${store.db}_twice`;
     const nodes = store.opts.cluster?.nodeUrls;
-    if (!nodes) {
-      for (const m of CLICKHOUSE_MIGRATIONS) for (const st of m.statements(store.db)) await runStatement(store.client, st);
-    } else {
-      // A cluster migrates the local tables of every node.
-      for (const url of nodes) {
-        const node = createClient({ url, log: { level: ClickHouseLogLevel.OFF } });
-        for (const m of CLICKHOUSE_MIGRATIONS) for (const st of m.statements(`${store.db}_local`)) await runStatement(node, st);
-        await node.close();
+    const targets = nodes
+      ? nodes.map((url) => ({ client: createClient({ url, log: { level: ClickHouseLogLevel.OFF } }), db: `${fresh}_local`, own: true }))
+      : [{ client: store.client, db: fresh, own: false }]; // a cluster migrates the local tables of every node
+    for (const { client, db, own } of targets) {
+      await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
+      await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version` });
+      for (const m of CLICKHOUSE_MIGRATIONS) {
+        for (let twice = 0; twice < 2; twice++) for (const st of m.statements(db)) await runStatement(client, st);
+        await client.command({ query: `INSERT INTO ${db}.schema_migrations VALUES (${m.version}, now())` });
       }
+      if (own) await client.close();
     }
-    await h.storage.insertSpans([llmSpan('ws-mig', 's', T0)]);
-    // still one view per rollup: a second one would count every span twice
-    expect((await h.storage.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => r.requests)).to.deep.equal([1]);
+    const s2 = new ClickHouseStorage({ ...store.opts, database: fresh });
+    await s2.init();
+    try {
+      await s2.insertSpans([llmSpan('ws-mig', 's', T0, { costUsd: 0.5 })]);
+      expect((await s2.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => [r.requests, r.costUsd])).to.deep.equal([[1, 0.5]]);
+    } finally {
+      await s2.close();
+    }
   });
 
   it('a replayed batch larger than one lookup query (5,000 trace ids) is counted once', async function () {
