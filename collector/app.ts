@@ -8,7 +8,9 @@ import type { Ingestor } from './pipeline-types.ts';
 import type { EnrichmentRecord } from './enrichment-records.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
-import { HttpError } from './errors.ts';
+import { HttpError, isMarkedStorageOutage, StorageUnavailableError } from './errors.ts';
+import { READ_LIVENESS_AFTER_MS, ReadGate } from './read-gate.ts';
+import { encodeStatus } from './otlp/index.ts';
 import { KeyVerifier, parseKey, type Caller } from './keys.ts';
 import type { RateLimits } from './rate-limit.ts';
 import type { SettingsStore } from './settings.ts';
@@ -44,8 +46,15 @@ export interface RouteContext extends AppDeps {
   ingestGuard(route: string): Array<(ctx: Context, next: Next) => Promise<void>>;
   /** Register cleanup to run at shutdown. */
   onClose(fn: () => Promise<void>): void;
-  /** auth only, for read routes. */
+  /** auth only (routes that limit on their own terms). */
   requireKey: (ctx: Context, next: Next) => Promise<void>;
+  /** auth + per-route rate limit, for read routes (`route` names the limiter, e.g. 'read:traces'). */
+  readGuard(route: string): Array<(ctx: Context, next: Next) => Promise<void>>;
+  /**
+   * Runs a read route's storage work under the read deadline: a storage outage, hang or a read past
+   * READ_DEADLINE_MS is answered 503 + Retry-After (code `unavailable`); other failures stay 500s. See ReadGate.
+   */
+  read<T>(work: () => Promise<T>): Promise<T>;
 }
 
 export function renderError(ctx: Context, err: HttpError): void {
@@ -119,10 +128,13 @@ export function createApp(deps: AppDeps): Koa {
       throw err;
     }
   };
+  const reads = new ReadGate(() => deps.storage.ping(), { livenessAfterMs: deps.storage.kind === 'clickhouse' ? READ_LIVENESS_AFTER_MS : undefined });
   const ctx: RouteContext = {
     ...deps, router, docs, requireKey,
     onClose: (fn) => { deps.closers?.push(fn); },
     ingestGuard: (route) => [requireKey, deps.limits.middleware(route), auditRejectedRequest(route)],
+    readGuard: (route) => [requireKey, deps.limits.middleware(route)],
+    read: (work) => reads.run(work),
   };
   for (const register of routeModules) register(ctx);
   if (deps.adminToken) adminRoutes(ctx, deps.adminToken);
@@ -138,6 +150,10 @@ export function createApp(deps: AppDeps): Koa {
     } catch (err) {
       if (err instanceof HttpError) {
         renderError(c, err);
+      } else if (isMarkedStorageOutage(err)) {
+        // Storage refused, reset or timed out a call a route made outside ReadGate: an outage, not a bug.
+        c.state.log.warn({ err }, 'storage unavailable');
+        renderError(c, new StorageUnavailableError());
       } else {
         c.state.log.error({ err }, 'unhandled error');
         renderError(c, new HttpError(500, 'internal', 'internal error'));
@@ -149,9 +165,48 @@ export function createApp(deps: AppDeps): Koa {
     }
   });
   app.use(router.routes());
-  app.use(router.allowedMethods({ throw: true, notImplemented: () => new HttpError(501, 'not_implemented', 'method not implemented'), methodNotAllowed: () => new HttpError(405, 'method_not_allowed', 'method not allowed') }));
+  // What no route took. A path some route serves with other methods: 405 with Allow (OPTIONS: 204 with Allow), in
+  // the error shape of that route's family; any other path: 404. (router.allowedMethods cannot do this here: it
+  // decides after next(), and this handler has thrown the 404 by then; in throw mode it also sets no Allow.)
+  const families = errorFamilies(docs);
   app.use(async (c) => {
-    throw new HttpError(404, 'not_found', `no route for ${c.method} ${c.path}`);
+    const matched = ((c as unknown as { matched?: Array<{ path: unknown; methods: string[] }> }).matched ?? []).filter((l) => l.methods.length > 0);
+    if (matched.length === 0) throw new HttpError(404, 'not_found', `no route for ${c.method} ${c.path}`);
+    const allow = [...new Set(matched.flatMap((l) => l.methods))];
+    if (!allow.includes('OPTIONS')) allow.push('OPTIONS');
+    c.set('Allow', allow.join(', '));
+    if (c.method === 'OPTIONS') {
+      c.status = 204;
+      return;
+    }
+    const message = `${c.method} is not allowed on ${c.path}; allowed: ${allow.join(', ')}`;
+    const family = families.get(String(matched[0]!.path));
+    c.status = 405;
+    if (family === 'rpc-status') {
+      // google.rpc.Status, as the OTLP routes answer every error (UNIMPLEMENTED: the method is not served here).
+      const proto = /^application\/(x-)?protobuf\b/i.test(c.get('content-type'));
+      c.set('Content-Type', proto ? 'application/x-protobuf' : 'application/json');
+      c.body = proto ? encodeStatus(12, message, 'protobuf') : encodeStatus(12, message, 'json');
+    } else if (family === 'provider') {
+      // The provider's error shape, as the proxy routes answer every error.
+      c.body = { error: { message, type: 'tracegate_error', param: null, code: 'method_not_allowed' } };
+    } else {
+      renderError(c, new HttpError(405, 'method_not_allowed', message, { allow }, { Allow: allow.join(', ') }));
+    }
   });
   return app;
+}
+
+/**
+ * Route pattern (as @koa/router knows it, `/a/:id`) → the error shape its family answers in, from the route docs:
+ * the OTLP routes answer google.rpc.Status, the proxy routes the provider's error object.
+ */
+function errorFamilies(docs: RouteDoc[]): { get(path: string): 'rpc-status' | 'provider' | undefined } {
+  return {
+    get: (path) => {
+      const doc = docs.find((d) => d.path === path.replace(/:(\w+)/g, '{$1}'));
+      if (!doc) return undefined;
+      return doc.errors === 'rpc-status' ? 'rpc-status' : doc.tag === 'proxy' ? 'provider' : undefined;
+    },
+  };
 }

@@ -1,4 +1,6 @@
 // One error type for every route: rendered as { "error": { "code", "message", "details" } }.
+import { StorageNotReadyError } from '../storage/startup.ts';
+
 export class HttpError extends Error {
   readonly status: number;
   readonly code: string;
@@ -23,3 +25,55 @@ export class BackpressureError extends HttpError {
 }
 
 export const badRequest = (message: string, details?: unknown) => new HttpError(400, 'invalid_request', message, details);
+
+/**
+ * Storage is down, hung or too slow to answer a read: 503 + Retry-After, with the code ingestion uses for the same
+ * outage (`unavailable`), so a client handles both alike.
+ */
+export class StorageUnavailableError extends HttpError {
+  constructor(message = 'storage is unavailable; retry later', retryAfterSeconds = 5) {
+    super(503, 'unavailable', message, null, { 'Retry-After': String(retryAfterSeconds) });
+  }
+}
+
+/** Set on an error by the storage client when the error is an outage (see isStorageOutage), not a fault of the call. */
+export const STORAGE_OUTAGE = Symbol.for('tracegate.storageOutage');
+
+/** Network failures on the way to storage, by errno code. */
+const OUTAGE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT']);
+/**
+ * The same as they read once they crossed the storage thread (only name and message do): `connect ECONNREFUSED
+ * host:port`, `read ECONNRESET`, `socket hang up`, the ClickHouse client's `Timeout error.` (a call that "timed
+ * out" otherwise), and the storage worker's own failures (`storage worker exited (code 1)`, `storage is closed`).
+ */
+const OUTAGE_MESSAGE = /\b(?:ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EHOSTDOWN|ENOTFOUND|EAI_AGAIN)\b|^socket hang up$|^Timeout error\.$|\btimed out\b|^storage worker exited \(code -?\d+\)$|^storage is closed$/;
+
+/**
+ * Whether `err`, thrown by a storage call, means storage cannot be reached (refused, reset, timed out, its worker
+ * gone) rather than a fault of the call: the former is answered 503, the latter stays a 500. HTTP errors keep
+ * their own status; a TypeError or a ClickHouse/DuckDB error about the query is never an outage.
+ */
+export function isStorageOutage(err: unknown): boolean {
+  if (!(err instanceof Error) || err instanceof HttpError) return false;
+  if ((err as { [STORAGE_OUTAGE]?: boolean })[STORAGE_OUTAGE] === true) return true;
+  if (err instanceof StorageNotReadyError) return true; // started while ClickHouse was down, not reachable yet
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && OUTAGE_CODES.has(code)) return true;
+  if (err.name !== 'Error') return false; // TypeError, RangeError, SyntaxError…: a bug, not an outage
+  return OUTAGE_MESSAGE.test(err.message);
+}
+
+/**
+ * For the app's last-resort error handler: an error the storage client has already marked as an outage (or the
+ * not-yet-reachable storage of a collector started during one). Unmarked network errors (a webhook, a provider)
+ * are not storage's and stay 500s.
+ */
+export function isMarkedStorageOutage(err: unknown): boolean {
+  return err instanceof StorageNotReadyError || (err instanceof Error && (err as { [STORAGE_OUTAGE]?: boolean })[STORAGE_OUTAGE] === true);
+}
+
+/** Marks `err` as a storage outage when it is one (see isStorageOutage); returns it. */
+export function markStorageOutage<E>(err: E): E {
+  if (err instanceof Error && isStorageOutage(err)) Object.defineProperty(err, STORAGE_OUTAGE, { value: true, enumerable: false });
+  return err;
+}

@@ -1,7 +1,8 @@
 // Lookups on the request path (keys, settings) against a storage that may hang rather than refuse: a hung
 // ClickHouse held every request for the client's 30 s timeout, several times over. Past a short deadline the
 // caller uses what it knew (stale cache, last-known copy) or answers a retryable 503, while the one lookup per
-// id keeps running and refreshes the cache when storage answers.
+// id keeps running and refreshes the cache when storage answers. Reads (the GET routes) get a deadline of their
+// own (read-gate.ts).
 
 /** How long a request waits for storage before falling back. */
 export const LOOKUP_DEADLINE_MS = 2_000;
@@ -46,3 +47,4 @@ export class SingleFlight<T> {
     if (this.generations.size > 10_000) this.generations.clear(); // a cleared id restarts at 0: only in-flight ones could mistake it
   }
 }
+

@@ -3,6 +3,7 @@
 // the writer hands over spool segment paths, so records are never copied between threads.
 import type { Config } from '../config/index.ts';
 import { WorkerRpc } from '../collector/worker-rpc.ts';
+import { markStorageOutage } from '../collector/errors.ts';
 import type { Storage } from './types.ts';
 import type { CallMessage } from './worker-host.ts';
 import type { SpoolFilesResult } from './spool-files.ts';
@@ -20,13 +21,21 @@ export class WorkerStorage implements Storage {
     this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), config, 'storage', config.WORKER_YOUNG_GEN_MB);
   }
 
+  /**
+   * Errors keep their class and message; those that mean storage cannot be reached (refused, reset, timed out, the
+   * worker gone, closed) are marked (collector/errors.ts isStorageOutage), so callers answer them 503, not 500.
+   */
   private async call<T>(method: string, ...args: unknown[]): Promise<T> {
-    if (!this.rpc.running) {
-      if (this.closing) throw new Error('storage is closed');
-      // A replacement for a worker that died must open the backend again first.
-      if (this.initialized && method !== 'init') await this.rpc.call({ method: 'init', args: [] } satisfies Omit<CallMessage, 'id'>);
+    try {
+      if (!this.rpc.running) {
+        if (this.closing) throw new Error('storage is closed');
+        // A replacement for a worker that died must open the backend again first.
+        if (this.initialized && method !== 'init') await this.rpc.call({ method: 'init', args: [] } satisfies Omit<CallMessage, 'id'>);
+      }
+      return await this.rpc.call<T>({ method, args } satisfies Omit<CallMessage, 'id'>);
+    } catch (err) {
+      throw markStorageOutage(err);
     }
-    return this.rpc.call<T>({ method, args } satisfies Omit<CallMessage, 'id'>);
   }
 
   private fwd<K extends Method>(method: K, args: Parameters<Storage[K]>): ReturnType<Storage[K]> {

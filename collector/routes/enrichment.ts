@@ -8,6 +8,7 @@ import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { publicKeys } from '../../processors/signing.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';
+import { checkRange, READ_LIMITS, unavailableDoc } from './read.ts';
 
 const page = { from: time.optional(), to: time.optional(), limit: z.coerce.number().int().min(1).max(1000).default(100), cursor: z.string().max(512).optional() };
 
@@ -25,50 +26,56 @@ const ws = (ctx: Context) => (ctx.state.caller as Caller).workspaceId;
 const strip = <T extends { recordType: string }>(r: T) => { const { recordType: _t, ...rest } = r; return rest; };
 
 export function enrichmentRoutes(r: RouteContext): void {
-  const doc = (path: string, summary: string, query?: z.ZodObject) =>
-    r.docs.push({ method: 'get', path, tag: 'enrichment', auth: 'apiKey', summary, query, responses: { 200: { description: 'OK' } } });
+  // Every route but the keys (read from disk) asks storage, and answers 503 when it is down or too slow.
+  const doc = (path: string, summary: string, query?: z.ZodObject, storage = true) =>
+    r.docs.push({ method: 'get', path, tag: 'enrichment', auth: 'apiKey', summary, query, responses: { 200: { description: 'OK' }, ...storage ? { 503: unavailableDoc } : {} } });
   doc('/api/audit', 'Audit log, newest first: ingestion requests, key/policy/settings changes, rejected authentications', auditQuery);
   doc('/api/alerts', 'Alert signals produced by the workspace alert rules, newest first', alertsQuery);
   doc('/api/findings', 'Governance findings (masked previews only), newest first', findingsQuery);
   doc('/api/policy', 'The workspace policy in force');
   doc('/api/traces/{traceId}/verification', 'Re-check a trace: content hash, chain continuity, checkpoint signatures');
-  doc('/api/verification/keys', 'Public keys that sign verification checkpoints');
+  doc('/api/verification/keys', 'Public keys that sign verification checkpoints', undefined, false);
   doc('/api/analytics/usage', 'Requests, errors, tokens, cost and p50/p95/p99 latency of model calls (llm and embedding spans) per bucket and group', usageQuery);
 
-  r.router.get('/api/audit', r.requireKey, async (ctx) => {
+  r.router.get('/api/audit', ...r.readGuard(READ_LIMITS.audit), async (ctx) => {
     const q = parseQuery(auditQuery, ctx);
-    const res = await r.storage.listAudit(ws(ctx), { action: q.action, actor: q.actor, outcome: q.outcome, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
+    checkRange(q);
+    const res = await r.read(() => r.storage.listAudit(ws(ctx), { action: q.action, actor: q.actor, outcome: q.outcome, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor }));
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
   });
-  r.router.get('/api/alerts', r.requireKey, async (ctx) => {
+  r.router.get('/api/alerts', ...r.readGuard(READ_LIMITS.alerts), async (ctx) => {
     const q = parseQuery(alertsQuery, ctx);
-    const res = await r.storage.listAlerts(ws(ctx), { kind: q.kind, ruleId: q.ruleId, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
+    checkRange(q);
+    const res = await r.read(() => r.storage.listAlerts(ws(ctx), { kind: q.kind, ruleId: q.ruleId, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor }));
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
   });
-  r.router.get('/api/findings', r.requireKey, async (ctx) => {
+  r.router.get('/api/findings', ...r.readGuard(READ_LIMITS.findings), async (ctx) => {
     const q = parseQuery(findingsQuery, ctx);
-    const res = await r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor });
+    checkRange(q);
+    const res = await r.read(() => r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor }));
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor };
   });
-  r.router.get('/api/policy', r.requireKey, async (ctx) => {
+  r.router.get('/api/policy', ...r.readGuard(READ_LIMITS.policy), async (ctx) => {
+    // The settings cache answers within LOOKUP_DEADLINE_MS on its own (last known settings, else a 503).
     const s = await r.settings.forWorkspace(ws(ctx));
     ctx.body = { policy: s.policy, settingsVersion: s.version };
   });
-  r.router.get('/api/verification/keys', r.requireKey, (ctx) => {
+  r.router.get('/api/verification/keys', ...r.readGuard(READ_LIMITS.verificationKeys), (ctx) => {
     ctx.body = { keys: publicKeys(r.enrichment.keysDir) };
   });
-  r.router.get('/api/traces/:traceId/verification', r.requireKey, async (ctx) => {
+  r.router.get('/api/traces/:traceId/verification', ...r.readGuard(READ_LIMITS.verification), async (ctx) => {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
-    const report = await verifyTrace(r.storage, ws(ctx), traceId, publicKeys(r.enrichment.keysDir));
+    const report = await r.read(() => verifyTrace(r.storage, ws(ctx), traceId, publicKeys(r.enrichment.keysDir)));
     // A stored trace without records is a failure to report (its records were deleted, or it was written around
     // the collector), unless it is still within the settle window.
     if (report.recordsChecked === 0 && report.problems.length === 0) throw new HttpError(404, 'not_found', `no verification records for trace ${traceId} (not ingested, not yet flushed, or enrichment off)`);
     ctx.body = { traceId, ...report, records: report.records.map(strip) };
   });
-  r.router.get('/api/analytics/usage', r.requireKey, async (ctx) => {
+  r.router.get('/api/analytics/usage', ...r.readGuard(READ_LIMITS.usage), async (ctx) => {
     const q = parseQuery(usageQuery, ctx);
-    const rows = await r.storage.usage(ws(ctx), { groupBy: q.groupBy, bucket: q.bucket, fromMs: q.from, toMs: q.to });
+    checkRange(q);
+    const rows = await r.read(() => r.storage.usage(ws(ctx), { groupBy: q.groupBy, bucket: q.bucket, fromMs: q.from, toMs: q.to }));
     ctx.body = { groupBy: q.groupBy, bucket: q.bucket, source: r.storage.kind === 'clickhouse' ? 'rollup' : 'spans', rows };
   });
 }

@@ -65,6 +65,36 @@ export const traceDetailSchema = z.object({
   }),
 });
 
+/** The error body (as every read route answers errors), for the statuses a route documents itself. */
+const errorBody = z.object({ error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }) });
+/** Read routes that query storage answer 503 when it is down, hung or slower than READ_DEADLINE_MS (RouteContext.read). */
+export const unavailableDoc = {
+  description: 'Storage unreachable, hung, or slower than the read deadline (code unavailable; Retry-After)', schema: errorBody,
+};
+
+/**
+ * `from` after `to` is a reversed range, not an empty one: 400 naming both (an equal pair is an empty range: `to`
+ * is exclusive).
+ */
+export function checkRange(q: { from?: number | undefined; to?: number | undefined }): void {
+  if (q.from === undefined || q.to === undefined || q.from <= q.to) return;
+  const message = 'must not be later than to';
+  throw new HttpError(400, 'invalid_query', `from (${new Date(q.from).toISOString()}) is later than to (${new Date(q.to).toISOString()}): the range is reversed`, [
+    { field: 'from', message: `from ${message}` }, { field: 'to', message: 'to must not be earlier than from' },
+  ]);
+}
+
+/**
+ * Rate limits of the read routes: one limiter per route (per key), as for the ingest routes, named `read:<route>`.
+ * Per route rather than one `read` family: a dashboard polling the trace list must not use up the budget of
+ * trace details, verification or usage queries; and `read:` keeps them apart from POST /api/traces (`traces`), so
+ * reading never spends ingestion's budget nor the reverse.
+ */
+export const READ_LIMITS = {
+  traces: 'read:traces', trace: 'read:trace', verification: 'read:verification', verificationKeys: 'read:verification-keys',
+  audit: 'read:audit', alerts: 'read:alerts', findings: 'read:findings', policy: 'read:policy', usage: 'read:usage',
+} as const;
+
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const sameShape = <A, B>(ok: Same<A, B>) => ok;
 sameShape<z.output<typeof tracePageSchema>, TracePage>(true);
@@ -75,31 +105,35 @@ export function readRoutes(r: RouteContext): void {
   r.docs.push({
     method: 'get', path: '/api/traces', tag: 'read', auth: 'apiKey', query: listQuery,
     summary: 'List traces, newest first (reads may lag writes by up to TRACEGATE_FLUSH_INTERVAL_MS)',
-    responses: { 200: { description: 'A page of trace summaries and the cursor of the next page', schema: tracePageSchema } },
+    responses: { 200: { description: 'A page of trace summaries and the cursor of the next page', schema: tracePageSchema }, 503: unavailableDoc },
   });
   r.docs.push({
     method: 'get', path: '/api/traces/{traceId}', tag: 'read', auth: 'apiKey',
     summary: 'One trace: summary roll-up, spans, the span tree, and the governance policy decision recorded for each span',
-    responses: { 200: { description: 'The trace', schema: traceDetailSchema }, 404: { description: 'No such trace in this workspace' } },
+    responses: { 200: { description: 'The trace', schema: traceDetailSchema }, 404: { description: 'No such trace in this workspace' }, 503: unavailableDoc },
   });
 
-  r.router.get('/api/traces', r.requireKey, async (ctx) => {
+  r.router.get('/api/traces', ...r.readGuard(READ_LIMITS.traces), async (ctx) => {
     const q = parseQuery(listQuery, ctx);
+    checkRange(q);
     const caller = ctx.state.caller as Caller;
-    const page = await r.storage.listTraces(caller.workspaceId, {
+    const page = await r.read(() => r.storage.listTraces(caller.workspaceId, {
       fromMs: q.from, toMs: q.to, model: q.model, actionName: q.actionName, environment: q.environment,
       status: q.status, source: q.source, limit: q.limit, cursor: q.cursor,
-    });
+    }));
     ctx.body = page satisfies z.output<typeof tracePageSchema>;
   });
 
-  r.router.get('/api/traces/:traceId', r.requireKey, async (ctx) => {
+  r.router.get('/api/traces/:traceId', ...r.readGuard(READ_LIMITS.trace), async (ctx) => {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
     const caller = ctx.state.caller as Caller;
-    const spans = await r.storage.getTrace(caller.workspaceId, traceId);
+    const { spans, records } = await r.read(async () => {
+      const spans = await r.storage.getTrace(caller.workspaceId, traceId);
+      return { spans, records: spans.length === 0 ? [] : await r.storage.getPolicyRecords(caller.workspaceId, traceId) };
+    });
     if (spans.length === 0) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
-    const policy = (await r.storage.getPolicyRecords(caller.workspaceId, traceId)).map((p) => ({
+    const policy = records.map((p) => ({
       spanId: p.spanId, policyVersion: p.policyVersion, decision: p.decision, reasons: JSON.parse(p.reasons) as unknown, createdAtMs: p.createdAtMs,
     }));
     ctx.body = { trace: { traceId, summary: summarize(spans), spans: spans.map(publicSpan), tree: spanTree(spans), policy } } satisfies z.output<typeof traceDetailSchema>;

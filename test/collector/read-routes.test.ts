@@ -1,0 +1,261 @@
+// The read routes' contract beyond their data: a rate limit per route and key, reversed ranges refused, storage
+// failures told apart from bugs (503 vs 500, a read deadline), and 405 with Allow for a known path's other methods.
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DuckDbStorage } from '../../storage/duckdb.ts';
+import type { Storage } from '../../storage/types.ts';
+import { READ_DEADLINE_MS } from '../../collector/read-gate.ts';
+import { get, post, startTestServer, flushed, type TestServer } from '../support/server.ts';
+
+async function call(url: string, method: string, headers: Record<string, string> = {}, body?: string) {
+  const res = await fetch(url, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await res.text();
+  let json: any = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, headers: res.headers, json, text };
+}
+
+/** Every authenticated GET route (a trace id where the path has one). */
+const READ_PATHS = [
+  '/api/traces', '/api/traces/rl-1', '/api/traces/rl-1/verification', '/api/audit', '/api/alerts', '/api/findings',
+  '/api/policy', '/api/verification/keys', '/api/analytics/usage',
+];
+
+describe('read routes: rate limit per route and key', function () {
+  this.timeout(60_000);
+  let s: TestServer;
+  let auth: Record<string, string>;
+  before(async () => {
+    s = await startTestServer('duckdb', { TRACEGATE_RATE_LIMIT_POINTS: '5', TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60' });
+    auth = { authorization: `Bearer ${(await s.key()).key}` };
+    expect((await post(`${s.url}/api/traces`, { requestId: 'rl-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+    await flushed(s);
+  });
+  after(async () => { await s.close(); });
+
+  it('the 6th GET /api/traces within the window is 429 with Retry-After; every answer carries X-RateLimit-Remaining', async () => {
+    const answers = [];
+    for (let i = 0; i < 8; i++) answers.push(await get(`${s.url}/api/traces`, auth));
+    expect(answers.map((a) => a.status)).to.deep.equal([200, 200, 200, 200, 200, 429, 429, 429]);
+    expect(answers.map((a) => a.headers.get('x-ratelimit-remaining'))).to.deep.equal(['4', '3', '2', '1', '0', '0', '0', '0']);
+    for (const a of answers.slice(5)) {
+      expect(a.json.error.code).to.equal('rate_limited');
+      expect(Number(a.headers.get('retry-after'))).to.be.within(1, 60);
+    }
+  });
+
+  it('each read route has its own budget, apart from ingestion\'s', async () => {
+    for (const path of READ_PATHS.slice(1)) {
+      const res = await get(`${s.url}${path}`, auth);
+      expect(res.status, path).to.equal(200);
+      expect(res.headers.get('x-ratelimit-remaining'), path).to.equal('4');
+    }
+    // POST /api/traces spent one point in before(); the 8 GETs spent none of it.
+    const ingest = await post(`${s.url}/api/traces`, { requestId: 'rl-2', prompt: 'p' }, auth);
+    expect(ingest.status).to.equal(200);
+    expect(ingest.headers.get('x-ratelimit-remaining')).to.equal('3');
+  });
+
+  it('is per key: another key of the workspace still reads', async () => {
+    const other = { authorization: `Bearer ${(await s.key()).key}` };
+    const res = await get(`${s.url}/api/traces`, other);
+    expect(res.status).to.equal(200);
+    expect(res.headers.get('x-ratelimit-remaining')).to.equal('4');
+  });
+
+  it('OpenAPI documents 429 on every read route, and 503 on those that query storage', async () => {
+    const doc = (await get(`${s.url}/openapi.json`)).json;
+    const openapiPath = (p: string) => p.replace('rl-1', '{traceId}');
+    for (const path of READ_PATHS) {
+      const op = doc.paths[openapiPath(path)].get;
+      expect(op.responses, path).to.have.property('429');
+      if (path === '/api/verification/keys') continue;
+      expect(op.responses, path).to.have.property('503');
+    }
+  });
+});
+
+describe('read routes: reversed time ranges', function () {
+  this.timeout(60_000);
+  let s: TestServer;
+  let auth: Record<string, string>;
+  before(async () => {
+    s = await startTestServer('duckdb');
+    auth = { authorization: `Bearer ${(await s.key()).key}` };
+  });
+  after(async () => { await s.close(); });
+
+  for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings', '/api/analytics/usage']) {
+    it(`${path}: from after to is 400 invalid_query naming both (ms, ISO date-times and dates)`, async () => {
+      for (const range of ['from=5&to=1', 'from=2024-02-01T00:00:00Z&to=2024-01-01T00:00:00%2B00:00', 'from=2024-02-02&to=2024-02-01']) {
+        const res = await get(`${s.url}${path}?${range}`, auth);
+        expect(res.status, range).to.equal(400);
+        expect(res.json.error.code).to.equal('invalid_query');
+        expect(res.json.error.message).to.match(/\bfrom\b/).and.to.match(/\bto\b/);
+        expect(res.json.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['from', 'to']);
+      }
+      // An equal pair is an empty range (to is exclusive), not a reversed one; one bound alone is fine.
+      expect((await get(`${s.url}${path}?from=5&to=5`, auth)).status).to.equal(200);
+      expect((await get(`${s.url}${path}?from=5`, auth)).status).to.equal(200);
+      expect((await get(`${s.url}${path}?to=1`, auth)).status).to.equal(200);
+    });
+  }
+});
+
+describe('read routes: storage failures are 503, bugs stay 500', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let s: TestServer;
+  let auth: Record<string, string>;
+  /** What the next listTraces/listAudit/usage call does instead of reading. */
+  let fault: (() => Promise<never>) | null = null;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tracegate-readfault-'));
+    const real = new DuckDbStorage(join(dir, 'db.duckdb'));
+    const faulty = new Proxy(real, {
+      get: (target, prop, recv) => {
+        const v = Reflect.get(target, prop, recv);
+        if (typeof v !== 'function') return v;
+        if (prop !== 'listTraces' && prop !== 'listAudit' && prop !== 'usage') return v.bind(target);
+        return (...args: unknown[]) => (fault ? fault() : (v as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+      },
+    }) as Storage;
+    s = await startTestServer('duckdb', {}, faulty);
+    auth = { authorization: `Bearer ${(await s.key()).key}` };
+  });
+  afterEach(() => { fault = null; });
+  after(async () => { await s.close(); rmSync(dir, { recursive: true, force: true }); });
+
+  const outages: Array<[string, () => Error]> = [
+    ['connection refused (as the ClickHouse client throws it)', () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' })],
+    ['connection refused, across the storage thread (message only)', () => new Error('connect ECONNREFUSED 127.0.0.1:8123')],
+    ['connection reset', () => new Error('read ECONNRESET')],
+    ['the ClickHouse client timing out', () => new Error('Timeout error.')],
+    ['the storage worker gone', () => new Error('storage worker exited (code 1)')],
+  ];
+  for (const [what, make] of outages) {
+    it(`${what}: 503 unavailable with Retry-After, at once`, async () => {
+      fault = () => Promise.reject(make());
+      for (const path of ['/api/traces', '/api/audit', '/api/analytics/usage']) {
+        const t = performance.now();
+        const res = await get(`${s.url}${path}`, auth);
+        expect(res.status, path).to.equal(503);
+        expect(res.json.error.code).to.equal('unavailable');
+        expect(res.headers.get('retry-after')).to.equal('5');
+        expect(performance.now() - t).to.be.below(1_000);
+      }
+      fault = null;
+      expect((await get(`${s.url}/api/traces`, auth)).status).to.equal(200); // storage back: reads again
+    });
+  }
+
+  for (const [what, make] of [
+    ['a TypeError', () => new TypeError("Cannot read properties of undefined (reading 'x')")],
+    ['a query error from storage', () => new Error('Code: 62. DB::Exception: Syntax error: failed at position 1')],
+    ['a RangeError mentioning a timeout', () => new RangeError('Timeout error.')],
+  ] as Array<[string, () => Error]>) {
+    it(`${what} is still 500 internal`, async () => {
+      fault = () => Promise.reject(make());
+      const res = await get(`${s.url}/api/traces`, auth);
+      expect(res.status).to.equal(500);
+      expect(res.json.error.code).to.equal('internal');
+      expect(res.headers.get('retry-after')).to.equal(null);
+    });
+  }
+
+  it(`a read still unanswered after READ_DEADLINE_MS (${READ_DEADLINE_MS / 1000} s) is 503; storage answering again serves the next read`, async function () {
+    this.timeout(READ_DEADLINE_MS + 30_000);
+    let release: () => void = () => {};
+    const hung = new Promise<never>((_, reject) => { release = () => reject(new Error('connect ECONNREFUSED 127.0.0.1:8123')); });
+    hung.catch(() => {});
+    fault = () => hung;
+    try {
+      const t = performance.now();
+      const res = await get(`${s.url}/api/traces`, auth);
+      const ms = performance.now() - t;
+      expect(res.status).to.equal(503);
+      expect(res.json.error.code).to.equal('unavailable');
+      expect(res.headers.get('retry-after')).to.equal('5');
+      expect(ms).to.be.within(READ_DEADLINE_MS - 100, READ_DEADLINE_MS + 3_000);
+      // DuckDB's ping answers: the next read goes to storage again (and is answered as soon as storage does).
+      fault = null;
+      expect((await get(`${s.url}/api/traces`, auth)).status).to.equal(200);
+    } finally {
+      release();
+    }
+  });
+});
+
+describe('405 Method Not Allowed', function () {
+  this.timeout(60_000);
+  let s: TestServer;
+  before(async () => { s = await startTestServer('duckdb'); });
+  after(async () => { await s.close(); });
+
+  const allowOf = (h: Headers) => (h.get('allow') ?? '').split(/\s*,\s*/).filter(Boolean).sort();
+
+  it('PUT, PATCH and DELETE on /api/traces: 405, Allow lists GET and POST, the JSON error body', async () => {
+    for (const method of ['PUT', 'PATCH', 'DELETE']) {
+      const res = await call(`${s.url}/api/traces`, method);
+      expect(res.status, method).to.equal(405);
+      expect(allowOf(res.headers)).to.include.members(['GET', 'HEAD', 'POST']);
+      expect(allowOf(res.headers)).to.not.include(method);
+      expect(res.json.error.code).to.equal('method_not_allowed');
+      expect(res.json.error.message).to.include(method);
+    }
+  });
+
+  it('POST on a read-only path (/api/traces/:id, /api/audit): 405 with Allow GET', async () => {
+    for (const path of ['/api/traces/abc', '/api/audit', '/api/traces/abc/verification']) {
+      const res = await call(`${s.url}${path}`, 'POST', { 'content-type': 'application/json' }, '{}');
+      expect(res.status, path).to.equal(405);
+      expect(allowOf(res.headers)).to.include.members(['GET', 'HEAD']);
+      expect(res.json.error.code).to.equal('method_not_allowed');
+    }
+  });
+
+  it('GET on the OTLP paths: 405 with Allow POST, as a google.rpc.Status', async () => {
+    for (const path of ['/v1/traces', '/api/integrations/otlp/v1/traces']) {
+      const res = await call(`${s.url}${path}`, 'GET');
+      expect(res.status, path).to.equal(405);
+      expect(allowOf(res.headers)).to.include('POST');
+      expect(res.headers.get('content-type')).to.match(/^application\/json/);
+      expect(res.json.code).to.equal(12); // UNIMPLEMENTED
+      expect(res.json.message).to.include('GET');
+      expect(res.json).to.not.have.property('error');
+    }
+    const proto = await call(`${s.url}/v1/traces`, 'PUT', { 'content-type': 'application/x-protobuf' }, '');
+    expect(proto.status).to.equal(405);
+    expect(proto.headers.get('content-type')).to.equal('application/x-protobuf');
+  });
+
+  it('GET on /api/proxy/provider/responses: 405 with Allow POST, in the provider\'s error shape', async () => {
+    const res = await call(`${s.url}/api/proxy/provider/responses`, 'GET');
+    expect(res.status).to.equal(405);
+    expect(allowOf(res.headers)).to.include('POST');
+    expect(res.json.error).to.include({ code: 'method_not_allowed', param: null });
+    expect(res.json.error.type).to.be.a('string');
+    expect(res.json.error.message).to.include('GET');
+    const item = await call(`${s.url}/api/proxy/provider/responses/resp_1`, 'PUT');
+    expect(item.status).to.equal(405);
+    expect(allowOf(item.headers)).to.include.members(['GET', 'DELETE']);
+    expect(item.json.error.code).to.equal('method_not_allowed');
+  });
+
+  it('OPTIONS on a known path: 204 with Allow', async () => {
+    const res = await call(`${s.url}/api/traces`, 'OPTIONS');
+    expect(res.status).to.equal(204);
+    expect(allowOf(res.headers)).to.include.members(['GET', 'POST']);
+  });
+
+  it('an unknown path is still 404, without Allow', async () => {
+    for (const method of ['GET', 'PUT', 'POST']) {
+      const res = await call(`${s.url}/api/nothing-here`, method);
+      expect(res.status, method).to.equal(404);
+      expect(res.headers.get('allow')).to.equal(null);
+      expect(res.json.error.code).to.equal('not_found');
+    }
+  });
+});
