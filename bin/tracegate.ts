@@ -67,7 +67,14 @@ list     the files in DATA_DIR/refused: records storage refused on their own, se
 requeue  moves their records (all files, or the named ones) back into the spool; the next 'tracegate serve'
          replays them. Run it with the collector stopped, after fixing what storage refused them for.`;
 
-const readDoc = (file: string) => JSON.parse(readFileSync(file === '-' ? 0 : file, 'utf8')) as unknown;
+const readDoc = (file: string): unknown => {
+  const text = readFileSync(file === '-' ? 0 : file, 'utf8');
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${file === '-' ? 'stdin' : file}: not valid JSON (${(err as Error).message})`);
+  }
+};
 
 function printVerify(name: string, r: VerifyResult): void {
   console.log(`${r.ok ? 'OK  ' : 'FAIL'} ${name}: ${r.recordsChecked} records over ${r.tracesChecked} traces, ${r.checkpointsChecked} signed checkpoints` +

@@ -22,7 +22,7 @@ const event = (workspaceId: string, action: string, details: object): AuditEvent
 export const WORKSPACE_ID_RE = /^ws_[0-9a-f]{16}$/;
 
 export async function ensureWorkspace(storage: Storage, name: string): Promise<Workspace> {
-  if (!WORKSPACE_NAME_RE.test(name)) throw new HttpError(400, 'invalid_request', `invalid workspace name "${name}": letters, digits, . _ - (max 64)`);
+  if (!WORKSPACE_NAME_RE.test(name)) throw new HttpError(400, 'invalid_request', `invalid workspace name "${name}": letters, digits, . _ - (max 64), starting with a letter or digit`);
   // `keys create --workspace <id>`: a key for that workspace (or for one named so before ids were reserved).
   const existing = await findWorkspace(storage, name);
   if (existing) return existing;

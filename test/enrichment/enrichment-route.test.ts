@@ -66,6 +66,11 @@ for (const backend of BACKENDS) {
     it('policy set with the CLI: redact and block take effect before anything is written, the spool included', async () => {
       const file = join(s.dataDir, 'policy.json');
       writeFileSync(file, JSON.stringify({ version: 2, actions: { email: 'redact', api_key: 'block' }, modelDeny: ['forbidden-*'] }));
+      const bad = join(s.dataDir, 'bad-policy.json');
+      writeFileSync(bad, '{ "version": 2,');
+      const refused = await cli(s, ['policy', 'set', '--workspace', wsName, '--file', bad]);
+      expect(refused.code).to.equal(1);
+      expect(refused.stderr).to.include(`${bad}: not valid JSON`);
       const set = await cli(s, ['policy', 'set', '--workspace', wsName, '--file', file]);
       expect(set.code, set.stderr).to.equal(0);
       expect(JSON.parse((await cli(s, ['policy', 'show', '--workspace', wsName])).stdout)).to.include({ version: 2 });
