@@ -1,10 +1,13 @@
 // Request bodies: content-type allowlist (415), gzip/deflate, size limit applied after
-// decompression (413), so a gzip bomb stops at the limit instead of filling memory.
+// decompression (413), so a gzip bomb stops at the limit instead of filling memory, and one budget of bytes
+// buffered at once across requests (503 + Retry-After), so many of them together do not either.
 import type { Context } from 'koa';
-import getRawBody from 'raw-body';
+import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 import inflate from 'inflation';
 import { HttpError } from './errors.ts';
 import { jsonPrescan } from './json-prescan.ts';
+import { DEFAULT_MAX_JSON_VALUES } from '../config/index.ts';
 
 export type BodyKind = 'json' | 'protobuf';
 
@@ -24,37 +27,137 @@ export function bodyKind(ctx: Context, allowed: BodyKind[]): BodyKind {
   throw new HttpError(415, 'unsupported_media_type', `Content-Type must be ${want}`, { contentType: type || null });
 }
 
+/**
+ * The decompressed body bytes buffered at once across requests (TRACEGATE_MAX_INFLIGHT_BODY_BYTES). Each request
+ * takes bytes as its chunks arrive and gives them all back when its body is read or has failed, whatever the
+ * reason; a chunk that does not fit fails its request with 503 + Retry-After, so a flood of large (or
+ * decompression-bomb) bodies costs at most this much memory, however many arrive together.
+ */
+export class BodyBudget {
+  readonly maxBytes: number;
+  inUse = 0;
+  constructor(maxBytes: number) { this.maxBytes = maxBytes; }
+  take(n: number): boolean {
+    if (this.inUse + n > this.maxBytes) return false;
+    this.inUse += n;
+    return true;
+  }
+  release(n: number): void { this.inUse -= n; }
+}
+
+/** The budget of requests whose app registered none (bodyBudget below): the default of the setting. */
+const fallbackBudget = new BodyBudget(256 * 1024 * 1024);
+
+/** Middleware giving every request after it (the whole router, when used first) the app's one budget. */
+export function bodyBudget(budget: BodyBudget) {
+  return async (ctx: Context, next: () => Promise<unknown>): Promise<void> => {
+    ctx.state.bodyBudget = budget;
+    await next();
+  };
+}
+
+function budgetExhausted(budget: BodyBudget): HttpError {
+  return new HttpError(503, 'server_busy', 'too many request bodies are being received at once; retry shortly',
+    { inflightLimitBytes: budget.maxBytes }, { 'Retry-After': '1' });
+}
+
 export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   const encoding = (ctx.get('content-encoding') || 'identity').trim().toLowerCase();
   if (!['identity', 'gzip', 'deflate', 'x-gzip'].includes(encoding)) {
     throw new HttpError(415, 'unsupported_encoding', `Content-Encoding ${encoding} is not supported (gzip, deflate or none)`);
   }
-  try {
-    // inflation ignores Content-Length for compressed bodies; raw-body enforces `limit` on the inflated bytes.
-    const length = encoding === 'identity' ? ctx.get('content-length') || undefined : undefined;
-    // The normalized coding is passed explicitly: inflation would otherwise re-read the raw header and refuse
-    // `x-gzip` or `GZIP` (codings are case-insensitive, RFC 9110 §8.4.1; x-gzip is gzip, §8.4.1.3).
-    const stream = inflate(ctx.req, { encoding: encoding === 'x-gzip' ? 'gzip' : encoding });
-    return await getRawBody(stream, { limit, length });
-  } catch (err) {
-    const e = err as { type?: string; status?: number; message?: string };
-    if (e.type === 'entity.too.large') {
-      throw new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, { limitBytes: limit });
-    }
-    if (e.type === 'request.aborted') throw new HttpError(400, 'request_aborted', 'client aborted the request');
-    throw new HttpError(400, 'invalid_body', `could not read request body: ${e.message ?? 'unknown error'}`);
+  const budget = (ctx.state.bodyBudget as BodyBudget | undefined) ?? fallbackBudget;
+  // inflation ignores Content-Length for compressed bodies; the limit applies to the inflated bytes.
+  const declared = encoding === 'identity' ? ctx.get('content-length') : '';
+  const length = /^[0-9]+$/.test(declared) ? Number(declared) : null;
+  if (length !== null && length > limit) {
+    throw new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, { limitBytes: limit });
   }
+  // A declared length that cannot fit now is refused before reading a byte.
+  if (length !== null && budget.inUse + length > budget.maxBytes) throw budgetExhausted(budget);
+  // The normalized coding is passed explicitly: inflation would otherwise re-read the raw header and refuse
+  // `x-gzip` or `GZIP` (codings are case-insensitive, RFC 9110 §8.4.1; x-gzip is gzip, §8.4.1.3).
+  let stream: Readable;
+  try {
+    stream = inflate(ctx.req, { encoding: encoding === 'x-gzip' ? 'gzip' : encoding });
+  } catch (err) {
+    throw new HttpError(400, 'invalid_body', `could not read request body: ${(err as Error).message}`);
+  }
+  return readStream(ctx.req, stream, limit, length, budget);
+}
+
+/**
+ * Buffers `stream` (the request, or the inflater it is piped into), taking each chunk from `budget`. Settles
+ * exactly once — end, limit, budget, stream error, or the request closing unfinished (a client gone while a
+ * compressed body was inflating would otherwise leave the inflater waiting forever) — and gives back every byte
+ * it took when it does.
+ */
+function readStream(req: IncomingMessage, stream: Readable, limit: number, length: number | null, budget: BodyBudget): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let settled = false;
+    const settle = (err: HttpError | null) => {
+      if (settled) return;
+      settled = true;
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+      stream.off('close', onClose);
+      req.off('close', onReqClose);
+      budget.release(received);
+      if (err) {
+        chunks.length = 0;
+        if (stream !== req) { req.unpipe(stream as unknown as NodeJS.WritableStream); stream.destroy(); } // frees the inflater now, not at GC
+        stream.unpipe();
+        stream.pause();
+        reject(err);
+      } else {
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
+      }
+    };
+    const onData = (chunk: Buffer) => {
+      if (received + chunk.length > limit) {
+        return settle(new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, { limitBytes: limit }));
+      }
+      if (length !== null && received + chunk.length > length) return settle(mismatch());
+      if (!budget.take(chunk.length)) return settle(budgetExhausted(budget));
+      received += chunk.length;
+      chunks.push(chunk);
+    };
+    const mismatch = () => new HttpError(400, 'invalid_body', 'could not read request body: request size did not match content length');
+    const onEnd = () => settle(length !== null && received !== length ? mismatch() : null);
+    const onError = (err: Error & { code?: string }) => settle(err.code === 'ECONNRESET' || err.code === 'ECONNABORTED'
+      ? aborted() : new HttpError(400, 'invalid_body', `could not read request body: ${err.message ?? 'unknown error'}`));
+    // A stream closing before 'end' reached us is an abort (a no-op once settled); so is the request closing
+    // before all of it went into the inflater.
+    const aborted = () => new HttpError(400, 'request_aborted', 'client aborted the request');
+    const onClose = () => settle(aborted());
+    const onReqClose = () => { if (!req.readableEnded) settle(aborted()); };
+    if (!stream.readable) return settle(new HttpError(400, 'invalid_body', 'could not read request body: stream is not readable'));
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+    stream.on('close', onClose);
+    if (stream !== req) req.on('close', onReqClose);
+  });
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Strict JSON: valid UTF-8, bracket depth at most `maxDepth` (deeper values overflow the stack when records
- * are cloned or posted to a worker), and no prototype-polluting keys anywhere.
+ * are cloned or posted to a worker), at most `maxValues` values (see jsonPrescan: parsing, validating and
+ * mapping cost per value, all on the event loop), and no prototype-polluting keys anywhere.
  */
-export function parseJson(buf: Buffer, maxDepth: number): unknown {
-  if (jsonPrescan(buf, maxDepth) === 'deep') {
+export function parseJson(buf: Buffer, maxDepth: number, maxValues = DEFAULT_MAX_JSON_VALUES): unknown {
+  const pre = jsonPrescan(buf, maxDepth, Infinity, maxValues);
+  if (pre === 'deep') {
     throw new HttpError(400, 'too_deep', `request body nests arrays/objects deeper than ${maxDepth} levels`, { limit: maxDepth });
+  }
+  if (pre === 'many') {
+    // 413 like the byte and batch-item limits: well-formed, only too big; the remedy is to send less or split it.
+    throw new HttpError(413, 'too_many_values', `request body has more than ${maxValues} JSON values (objects, arrays, members and elements); send less or split it`, { limit: maxValues });
   }
   let text: string;
   try {

@@ -1,5 +1,5 @@
-// A cheap look at a JSON text before JSON.parse: bracket depth and object count, so a 20 MB "[[[[…" or
-// "[{},{},…" is refused without building it, and nothing too deep reaches structuredClone or a worker.
+// A cheap look at a JSON text before JSON.parse: bracket depth, object and value counts, so a 20 MB "[[[[…",
+// "[{},{},…" or "{"k1":1,"k2":2,…" is refused without building it, and nothing too deep reaches structuredClone or a worker.
 
 /** The index of the quote closing the string that opens at `i` (skipping escaped quotes), or -1. */
 function stringEnd(b: Buffer, i: number): number {
@@ -16,13 +16,20 @@ function stringEnd(b: Buffer, i: number): number {
 }
 
 /**
- * Bracket depth and object count of a JSON text, scanning bytes and skipping string
+ * Bracket depth, object count and value count of a JSON text, scanning bytes and skipping string
  * contents with indexOf (no parse, no allocation). Returns 'deep' as soon as the depth
- * exceeds `maxNesting`, 'wide' as soon as more than `maxObjects` objects were opened.
+ * exceeds `maxNesting`, 'wide' as soon as more than `maxObjects` objects were opened, 'many' as soon as
+ * more than `maxValues` values were seen.
+ *
+ * Values are counted as 1 + opening brackets + commas outside strings: every value is the root, the first
+ * element of a container or follows a comma, and every container counts once more for itself. So an object
+ * member (key and value) counts once, a scalar once, an object or array once plus its elements, and an empty
+ * container twice. JSON.parse and what follows it cost per value; this bounds them whatever the byte size.
  */
-export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity): 'ok' | 'deep' | 'wide' {
+export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity, maxValues = Infinity): 'ok' | 'deep' | 'wide' | 'many' {
   let depth = 0;
   let objects = 0;
+  let values = 1;
   const n = b.length;
   for (let i = 0; i < n; i++) {
     const c = b[i]!;
@@ -30,11 +37,15 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
       const j = stringEnd(b, i);
       if (j < 0) return 'ok'; // unterminated string: JSON.parse reports it
       i = j;
+    } else if (c === 0x2c) {
+      if (++values > maxValues) return 'many';
     } else if (c === 0x7b) {
       if (++depth > maxNesting) return 'deep';
       if (++objects > maxObjects) return 'wide';
+      if (++values > maxValues) return 'many';
     } else if (c === 0x5b) {
       if (++depth > maxNesting) return 'deep';
+      if (++values > maxValues) return 'many';
     } else if (c === 0x5d || c === 0x7d) {
       depth--;
     }

@@ -3,6 +3,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 export function createMetrics() {
   const registry = new Registry();
+  /** What tracegate_inflight_body_bytes reports: set by whoever owns the body budget (collector/routes/native.ts). */
+  const inflight = { bytes: (): number => 0 };
   collectDefaultMetrics({ register: registry });
   return {
     registry,
@@ -14,6 +16,8 @@ export function createMetrics() {
     spoolAppends: new Gauge({ name: 'tracegate_spool_appends_total', help: 'Batches appended to the spool', registers: [registry] }),
     flushRows: new Histogram({ name: 'tracegate_flush_batch_rows', help: 'Rows per storage insert', buckets: [1, 10, 100, 1000, 5000, 20000, 50000, 100000], registers: [registry] }),
     refused: new Counter({ name: 'tracegate_refused_records_total', help: 'Records storage refused on their own, set aside in DATA_DIR/refused', registers: [registry] }),
+    inflight,
+    inflightBodyBytes: new Gauge({ name: 'tracegate_inflight_body_bytes', help: 'Decompressed request body bytes being received (bounded by TRACEGATE_MAX_INFLIGHT_BODY_BYTES)', registers: [registry], collect() { this.set(inflight.bytes()); } }),
     flushSeconds: new Histogram({ name: 'tracegate_flush_seconds', help: 'Storage insert latency', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10], registers: [registry] }),
   };
 }

@@ -116,7 +116,7 @@ function standardErrors(r: RouteDoc): Record<string, string> {
     e[401] = 'Missing or invalid credentials';
     e[429] = 'Rate limited (Retry-After), or too many failed authentications from this address';
   }
-  if (r.method === 'post' && r.auth === 'apiKey') e[503] = 'Storage back-pressure (Retry-After)';
+  if (r.method === 'post' && r.auth === 'apiKey') e[503] = 'Storage back-pressure, or too many request bodies being received at once (server_busy); Retry-After';
   // The OTLP error middleware turns any unexpected failure into a Status of its own (INTERNAL, generic message).
   if (r.errors === 'rpc-status') e[500] = 'Unexpected server failure: an INTERNAL Status with a generic message';
   return e;

@@ -2,7 +2,13 @@
 // A bad value stops the process with a message naming the variable.
 import { z } from 'zod';
 
-const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max).default(def);
+/**
+ * A whole number written in decimal digits and nothing else: z.coerce.number() is JavaScript's Number(), which also
+ * reads `0x10`, `1e3`, `0b1`, ` 42 ` and `''` (0), so a typo would start the server with a value nobody meant.
+ */
+const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().regex(/^[0-9]+$/, 'must be a whole number in decimal digits (no sign, spaces, exponent or 0x)')
+    .transform(Number).pipe(z.number().min(min).max(max)).default(def);
 // Node's timers hold at most 2^31-1 ms; a longer delay fires after 1 ms (a flush loop would spin, a window would never hold).
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const ms = (def: number, min = 0) => int(def, min, MAX_TIMER_MS);
@@ -12,6 +18,9 @@ const isHttpUrl = (u: string) => URL.canParse(u) && /^https?:$/.test(new URL(u).
 const httpUrl = () => z.string().refine(isHttpUrl, { message: 'not an http(s) URL' });
 const bool = (def: boolean) =>
   z.enum(['true', 'false', '1', '0']).default(def ? 'true' : 'false').transform((v) => v === 'true' || v === '1');
+
+/** Default of TRACEGATE_MAX_JSON_VALUES (also the bound of bodies parsed without a configured one). */
+export const DEFAULT_MAX_JSON_VALUES = 250_000;
 
 // Each entry: env suffix → schema. The README's configuration table mirrors this list.
 export const configSchema = z.object({
@@ -46,7 +55,10 @@ export const configSchema = z.object({
   MAX_ATTRIBUTES: int(2048, 1),                  // attributes per span (flattened conversations need many)
   MAX_EVENTS: int(128, 0),                       // events per span
   MAX_DEPTH: int(8, 1),                          // nesting depth of attribute values
-  MAX_JSON_DEPTH: z.coerce.number().int().min(8).max(1000).default(64), // bracket depth of any JSON body
+  MAX_JSON_DEPTH: int(64, 8, 1000),              // bracket depth of any JSON body
+  MAX_JSON_VALUES: int(DEFAULT_MAX_JSON_VALUES, 1000), // JSON values in a body (containers + elements; 413 beyond)
+  // Decompressed body bytes buffered at once across all requests (503 + Retry-After beyond); ≥ MAX_BODY_BYTES.
+  MAX_INFLIGHT_BODY_BYTES: int(256 * 1024 * 1024, 1024),
   MAX_SPANS_PER_REQUEST: int(10000, 1),
   MAX_ATTRIBUTE_VALUE_BYTES: int(64 * 1024, 16),  // longer attribute strings are truncated and marked
   MAX_ATTRIBUTE_KEY_BYTES: int(1024, 64),          // longer attribute (and kvlist) keys are truncated and marked (OTLP)
@@ -90,6 +102,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const c = parsed.data;
   if ((c.CLICKHOUSE_CLUSTER || c.CLICKHOUSE_NODES.length) && !c.CLICKHOUSE_URL) {
     throw new ConfigError('invalid configuration\n  TRACEGATE_CLICKHOUSE_CLUSTER / _NODES: need TRACEGATE_CLICKHOUSE_URL (the node the collector talks to)');
+  }
+  if (c.MAX_INFLIGHT_BODY_BYTES < c.MAX_BODY_BYTES) {
+    throw new ConfigError(`invalid configuration\n  TRACEGATE_MAX_INFLIGHT_BODY_BYTES: ${c.MAX_INFLIGHT_BODY_BYTES} is below TRACEGATE_MAX_BODY_BYTES (${c.MAX_BODY_BYTES}): a body at the limit could never be read`);
   }
   if (c.CLICKHOUSE_NODES.length && !c.CLICKHOUSE_CLUSTER) {
     throw new ConfigError('invalid configuration\n  TRACEGATE_CLICKHOUSE_NODES: only with TRACEGATE_CLICKHOUSE_CLUSTER');

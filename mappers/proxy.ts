@@ -3,6 +3,7 @@ import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type S
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
 import { foldKey } from '../collector/json-prescan.ts';
+import { TRUNCATED_ATTR, truncateUtf8 } from '../collector/otlp/normalized.ts';
 
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -279,7 +280,13 @@ const STATUS: Record<string, string> = { completed: 'completed', incomplete: 'in
 const REQUEST_ATTRS = ['temperature', 'top_p', 'max_output_tokens', 'previous_response_id', 'tool_choice', 'parallel_tool_calls',
   'store', 'service_tier', 'truncation', 'background', 'user', 'safety_identifier', 'prompt_cache_key'];
 
-export function mapProxy(x: ProxyExchange): SpanRecord {
+export interface ProxyMapLimits {
+  /** The stored prompt and response are cut to this many UTF-8 bytes (TRACEGATE_MAX_STRING_BYTES) and marked. */
+  maxStringBytes: number;
+}
+
+/** The record of one exchange. What was forwarded is not touched: only the stored copy is cut to `limits`. */
+export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringBytes: Infinity }): SpanRecord {
   const r = emptySpan(x.workspaceId, 'proxy');
   r.traceId = x.traceId;
   r.spanId = x.spanId;
@@ -342,9 +349,24 @@ export function mapProxy(x: ProxyExchange): SpanRecord {
     }
   }
   Object.assign(a, x.attributes);
+  // Cut as OTLP cuts its extracted prompt/response: at a UTF-8 boundary, never inside a PII or secret value,
+  // listed in tracegate.truncated under the same names.
+  const cut: string[] = [];
+  r.prompt = limitText(r.prompt, limits.maxStringBytes, cut, 'tracegate.prompt');
+  r.response = limitText(r.response, limits.maxStringBytes, cut, 'tracegate.response');
+  if (cut.length) {
+    const prev = a[TRUNCATED_ATTR];
+    a[TRUNCATED_ATTR] = Array.isArray(prev) ? [...prev, ...cut] : cut;
+  }
   r.attributes = a;
   r.trainable = isTrainable(r);
   return r;
+}
+
+function limitText(s: string, max: number, cut: string[], marker: string): string {
+  if (s.length * 3 <= max || Buffer.byteLength(s, 'utf8') <= max) return s;
+  cut.push(marker);
+  return truncateUtf8(s, max);
 }
 
 function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, streamedText: string): void {

@@ -1,9 +1,9 @@
 // POST /api/traces — the native payload (spec rule 1), or a JSON array of them (batch).
 import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
-import { bodyKind, parseJson, readBody } from '../body.ts';
+import { BodyBudget, bodyBudget, bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
-import { nativeTraceResponseSchema, nativeTraceSchema, withoutNulls } from '../../mappers/native-schema.ts';
+import { nativeTraceResponseSchema, nativeTraceSchema, nativeTraceValidator } from '../../mappers/native-schema.ts';
 import { mapNative, nativeSpanId } from '../../mappers/native.ts';
 import { traceIdForRequestId } from '../../processors/governance/apply.ts';
 import type { Policy } from '../../processors/governance/policy.ts';
@@ -17,6 +17,17 @@ function issueDetails(issues: ZodIssue[], prefix: (string | number)[] = []) {
   return issues.map((i) => ({ field: [...prefix, ...i.path].join('.') || '(body)', code: i.code, message: i.message }));
 }
 
+/** Bodies from this size up yield to the event loop between parsing, validating and mapping. */
+const LARGE_BODY = 256 * 1024;
+/** A batch yields after this long validating and mapping items. */
+const TURN_MS = 20;
+/**
+ * A turn for pending I/O. Twice setImmediate: from an I/O callback, the first one runs in the same loop
+ * iteration's check phase, before the poll phase has read anything new; the second one comes after it has.
+ */
+const breathe = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
+const noop = async () => {};
+
 /** A trace keyed by a request id that the policy would redact is keyed by its hash (traceIdForRequestId). */
 function keyedSafely(record: SpanRecord, policy: Policy | null, key: Buffer): SpanRecord {
   if (!policy || !record.requestId || record.traceId !== record.requestId) return record;
@@ -25,8 +36,14 @@ function keyedSafely(record: SpanRecord, policy: Policy | null, key: Buffer): Sp
 }
 
 export function nativeRoutes(r: RouteContext): void {
+  // The app's one budget of body bytes being received, for every route after this one on the router (OTLP,
+  // proxy, admin): registered here because this module comes first among those that read bodies.
+  const budget = new BodyBudget(r.config.MAX_INFLIGHT_BODY_BYTES);
+  r.metrics.inflight.bytes = () => budget.inUse;
+  r.router.use(bodyBudget(budget));
   const idHashKey = r.config.ENRICHMENT ? loadIdHashKey(r.enrichment.keysDir, r.config.ID_HASH_KEY) : Buffer.alloc(0); // unused without a policy
   const schema = nativeTraceSchema({ maxStringBytes: r.config.MAX_STRING_BYTES });
+  const validate = nativeTraceValidator({ maxStringBytes: r.config.MAX_STRING_BYTES });
   const batchResult = z.object({
     accepted: z.number(), rejected: z.number(),
     results: z.array(z.union([
@@ -46,7 +63,12 @@ export function nativeRoutes(r: RouteContext): void {
 
   r.router.post('/api/traces', ...r.ingestGuard('traces'), async (ctx) => {
     bodyKind(ctx, ['json']);
-    const body = parseJson(await readBody(ctx, r.config.MAX_BODY_BYTES), r.config.MAX_JSON_DEPTH);
+    const buf = await readBody(ctx, r.config.MAX_BODY_BYTES);
+    const body = parseJson(buf, r.config.MAX_JSON_DEPTH, r.config.MAX_JSON_VALUES);
+    // Parsing, validating and mapping a large body each take a while on the event loop: other requests (and
+    // /healthz) get a turn between them. Small bodies, nearly all of them, skip the yield.
+    const yieldIfLarge = buf.length >= LARGE_BODY ? breathe : noop;
+    await yieldIfLarge();
     const caller = ctx.state.caller as Caller;
     const now = Date.now();
     // Redaction happens in the processors, but the trace id is answered from here: derive it safely here too.
@@ -54,12 +76,14 @@ export function nativeRoutes(r: RouteContext): void {
     const map = (item: z.infer<typeof schema>) => keyedSafely(mapNative(item, caller.workspaceId, now), policy, idHashKey);
 
     if (!Array.isArray(body)) {
-      const parsed = schema.safeParse(withoutNulls(body));
+      const parsed = validate(body);
       if (!parsed.success) {
         const details = issueDetails(parsed.error.issues);
         throw new HttpError(400, 'validation_failed', `invalid trace: ${details[0]!.field}: ${details[0]!.message}`, details);
       }
+      await yieldIfLarge();
       const record = map(parsed.data);
+      await yieldIfLarge();
       await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces' });
       r.metrics.ingested.inc({ source: record.source });
       ctx.body = { trace: { traceId: record.traceId, status: record.status } };
@@ -71,17 +95,20 @@ export function nativeRoutes(r: RouteContext): void {
     }
     const results: Array<{ index: number; trace: { traceId: string; status: string } } | { index: number; error: { code: string; message: string; details: unknown } }> = [];
     const records: SpanRecord[] = [];
-    body.forEach((item, index) => {
-      const parsed = schema.safeParse(withoutNulls(item));
+    let turn = performance.now();
+    for (let index = 0; index < body.length; index++) {
+      if (performance.now() - turn > TURN_MS) { await breathe(); turn = performance.now(); }
+      const parsed = validate(body[index]);
       if (!parsed.success) {
         const details = issueDetails(parsed.error.issues, [index]);
         results.push({ index, error: { code: 'validation_failed', message: `${details[0]!.field}: ${details[0]!.message}`, details } });
-        return;
+        continue;
       }
       const record = map(parsed.data);
       records.push(record);
       results.push({ index, trace: { traceId: record.traceId, status: record.status } });
-    });
+    }
+    await yieldIfLarge();
     const rejectedCount = body.length - records.length;
     if (records.length) await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces', rejected: rejectedCount });
     const bySource = new Map<string, number>();

@@ -18,6 +18,14 @@ import { PreflightThread } from '../proxy/preflight-thread.ts';
 import { passBackHeaders, RESPONSE_ID, responseItemTarget, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
 
 const PATH = '/api/proxy/provider/responses';
+/** Bodies from this size up give the event loop a turn between parsing and the duplicate-key scan. */
+const LARGE_BODY = 256 * 1024;
+/** A turn for pending I/O (twice setImmediate: the first may run before the poll phase has read anything new). */
+const breathe = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
+
+/** Headers stored as the trace's environment and action name; the native route's limit for those fields (256). */
+const LABEL_HEADERS = ['x-tracegate-environment', 'x-tracegate-action'] as const;
+const MAX_LABEL_CHARS = 256;
 const ITEM = `${PATH}/:responseId`;
 
 /** Every error this route answers has the provider's shape, so SDKs read message, type, param and code. */
@@ -70,6 +78,7 @@ const newSpanId = () => randomUUID().replaceAll('-', '').slice(16);
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function proxyRoutes(r: RouteContext): void {
+  const mapLimits = { maxStringBytes: r.config.MAX_STRING_BYTES };
   const upstreams = new Upstreams(r.config);
   const preflights = new PreflightThread();
   r.onClose(() => upstreams.close());
@@ -80,11 +89,13 @@ export function proxyRoutes(r: RouteContext): void {
     request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string(), input: z.unknown().optional(), stream: z.boolean().optional() }) },
     responses: {
       200: { description: 'The provider\'s answer passed through (application/json, or text/event-stream when stream is true); X-Trace-Id names the stored trace' },
-      400: { description: 'Not a JSON object with a string model, or a key repeated in one object (the body is forwarded as sent, so it must read one way only)', schema: providerError },
+      400: { description: 'Not a JSON object with a string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), or an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header)', schema: providerError },
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
+      413: { description: 'The body is over TRACEGATE_MAX_BODY_BYTES after decompression (payload_too_large), or holds more than TRACEGATE_MAX_JSON_VALUES JSON values (too_many_values)', schema: providerError },
       429: { description: 'This route\'s own rate limit, or too many failed authentications from this address (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
       502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed; a caller\'s own key gets the provider\'s 401 as is)', schema: providerError },
+      503: { description: 'Retry-After: too many request bodies are being received at once (code server_busy, TRACEGATE_MAX_INFLIGHT_BODY_BYTES), or storage could not be reached for the workspace settings', schema: providerError },
       504: { description: 'The provider timed out', schema: providerError },
     },
   });
@@ -108,11 +119,20 @@ export function proxyRoutes(r: RouteContext): void {
   r.router.post(PATH, providerErrors, ...r.ingestGuard('proxy'), async (ctx) => {
     const startMs = Date.now();
     bodyKind(ctx, ['json']);
+    // The labels are stored and filtered on like the native route's: the same limit, checked before anything is read or forwarded.
+    for (const header of LABEL_HEADERS) {
+      const value = ctx.get(header);
+      if (value.length > MAX_LABEL_CHARS) {
+        const name = header.replace(/(^|-)[a-z]/g, (c) => c.toUpperCase());
+        throw new HttpError(400, 'invalid_header', `${name} is ${value.length} characters long; the limit is ${MAX_LABEL_CHARS}`, { type: 'invalid_request_error', param: name });
+      }
+    }
     const raw = await readBody(ctx, r.config.MAX_BODY_BYTES);
-    const body = parseJson(raw, r.config.MAX_JSON_DEPTH);
+    const body = parseJson(raw, r.config.MAX_JSON_DEPTH, r.config.MAX_JSON_VALUES);
     if (!isObj(body) || typeof body.model !== 'string' || body.model === '') {
       throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with a string `model`', { type: 'invalid_request_error', param: 'model' });
     }
+    if (raw.length >= LARGE_BODY) await breathe(); // parsing and the key scan below each take a while on a large body
     // The body is forwarded as sent: a key given twice could be read one way by the preflight and another upstream.
     const dup = duplicateKey(raw, true, FREE_FORM);
     if (dup !== null) {
@@ -136,7 +156,7 @@ export function proxyRoutes(r: RouteContext): void {
       attributes: { ...pre.attributes, ...(callerKey ? { 'proxy.caller_key': true } : {}) },
     };
     const finish = async (outcome: ProxyExchange['outcome'], extra: Partial<ProxyExchange> = {}) =>
-      persist(ctx, mapProxy({ ...base, ...extra, attributes: { ...base.attributes, ...extra.attributes }, endMs: Date.now(), outcome }), { ...pre.result, spanId: base.spanId });
+      persist(ctx, mapProxy({ ...base, ...extra, attributes: { ...base.attributes, ...extra.attributes }, endMs: Date.now(), outcome }, mapLimits), { ...pre.result, spanId: base.spanId });
 
     if (pre.decision === 'block') {
       // 403: the request is well-formed and authenticated but refused; 400 would read as "fix your JSON".
