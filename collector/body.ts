@@ -66,6 +66,8 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   if (!['identity', 'gzip', 'deflate', 'x-gzip'].includes(encoding)) {
     throw new HttpError(415, 'unsupported_encoding', `Content-Encoding ${encoding} is not supported (gzip, deflate or none)`);
   }
+  // A client gone while auth and lookups ran: an inflater piped from the dead request would wait forever.
+  if (ctx.req.destroyed && !ctx.req.readableEnded) throw new HttpError(400, 'request_aborted', 'client aborted the request');
   const budget = (ctx.state.bodyBudget as BodyBudget | undefined) ?? fallbackBudget;
   // inflation ignores Content-Length for compressed bodies; the limit applies to the inflated bytes.
   const declared = encoding === 'identity' ? ctx.get('content-length') : '';

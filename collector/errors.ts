@@ -59,6 +59,10 @@ export function isStorageOutage(err: unknown): boolean {
   if (err instanceof StorageNotReadyError) return true; // started while ClickHouse was down, not reachable yet
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string' && OUTAGE_CODES.has(code)) return true;
+  // ClickHouse itself reporting a server it cannot reach (a cluster's shard down): 209 SOCKET_TIMEOUT,
+  // 210 NETWORK_ERROR, 279 ALL_CONNECTION_TRIES_FAILED.
+  if (err.name === 'ClickHouseError') return /^Code: (209|210|279)\b|\b(ALL_CONNECTION_TRIES_FAILED|NETWORK_ERROR|SOCKET_TIMEOUT)\b/.test(err.message)
+    || ['209', '210', '279'].includes(String((err as { code?: unknown }).code));
   if (err.name !== 'Error') return false; // TypeError, RangeError, SyntaxError…: a bug, not an outage
   return OUTAGE_MESSAGE.test(err.message);
 }

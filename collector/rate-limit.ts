@@ -22,7 +22,23 @@ const REDIS_COMMAND_TIMEOUT_MS = 200;
 /** After a timeout, Redis is left alone this long: requests do not each wait out the timeout meanwhile. */
 const REDIS_SKIP_MS = 5000;
 
-interface RouteLimiter { shared: RateLimiterAbstract; memory: RateLimiterMemory }
+/**
+ * The in-memory limiter as Redis's insurance: rate-limiter-flexible calls its consume() when a Redis command fails
+ * (a timeout included), which is how a failure is noticed (not by wall time: an event-loop stall is not Redis's).
+ */
+class Insurance extends RateLimiterMemory {
+  onFallback: () => void = () => {};
+  override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
+    this.onFallback();
+    return super.consume(...args);
+  }
+  /** Used directly while Redis is skipped: not a new failure. */
+  consumeHere(key: string): Promise<RateLimiterRes> {
+    return super.consume(key);
+  }
+}
+
+interface RouteLimiter { shared: RateLimiterAbstract; memory: Insurance }
 
 export class RateLimits {
   private readonly limiters = new Map<string, RouteLimiter>();
@@ -42,23 +58,19 @@ export class RateLimits {
 
   /**
    * Consume a point of `route` for `key`. Through Redis when configured; its in-memory insurance limiter answers
-   * when a command fails, and, for REDIS_SKIP_MS after one timed out, every request.
+   * when a command fails or times out, and, for REDIS_SKIP_MS after that, every request.
    */
-  private async consume(route: string, key: string, points = this.opts.points, duration = this.opts.durationSeconds): Promise<RateLimiterRes> {
+  private consume(route: string, key: string, points = this.opts.points, duration = this.opts.durationSeconds): Promise<RateLimiterRes> {
     let l = this.limiters.get(route);
     if (!l) {
       const base = { points, duration, keyPrefix: `tg:rl:${route}` };
-      const memory = new RateLimiterMemory(base);
+      const memory = new Insurance(base);
+      memory.onFallback = () => { this.redisSkipUntil = Date.now() + REDIS_SKIP_MS; };
       l = { memory, shared: this.redis ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory }) : memory };
       this.limiters.set(route, l);
     }
-    if (l.shared === l.memory || Date.now() < this.redisSkipUntil) return l.memory.consume(key);
-    const started = Date.now();
-    try {
-      return await l.shared.consume(key);
-    } finally {
-      if (Date.now() - started >= REDIS_COMMAND_TIMEOUT_MS) this.redisSkipUntil = Date.now() + REDIS_SKIP_MS;
-    }
+    if (l.shared === l.memory || Date.now() < this.redisSkipUntil) return l.memory.consumeHere(key);
+    return l.shared.consume(key);
   }
 
   /** Koa middleware; expects ctx.state.caller to be set by auth. */

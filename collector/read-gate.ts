@@ -87,8 +87,9 @@ export class ReadGate {
     let got: { value: T } | null;
     try {
       got = await within(p, this.livenessAfterMs);
-      if (!got && this.livenessAfterMs < this.deadlineMs && this.inFlight <= LIVENESS_MAX_IN_FLIGHT) {
-        if (!(await this.alive())) return this.abandon(p, 'storage is not answering; retry later');
+      if (!got && this.livenessAfterMs < this.deadlineMs) {
+        // Too many reads running for a fair ping: those wait out the deadline.
+        if (this.inFlight <= LIVENESS_MAX_IN_FLIGHT && !(await this.alive())) return this.abandon(p, 'storage is not answering; retry later');
         got = await within(p, Math.max(0, this.deadlineMs - (performance.now() - started)));
       }
     } catch (err) {

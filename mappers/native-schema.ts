@@ -50,7 +50,7 @@ const freeFormMap = z.custom<Record<string, unknown>>(() => true)
       return;
     }
     for (const k in v) {
-      if (k.length > 256) {
+      if (k.length > 256 && [...k].length > 256) { // characters (code points), as z.string().max() counts
         ctx.addIssue({ code: 'custom', path: [k], message: 'key longer than 256 characters' });
         return;
       }

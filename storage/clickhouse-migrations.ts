@@ -396,13 +396,14 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       usageView(db, 'usage_hourly_embedding_v7_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'embedding' AND rollup >= 1`, `sumState(${COST}) AS cost_usd_total`),
       { dropColumn: `ALTER TABLE ${db}.usage_hourly DROP COLUMN cost_usd_sum` },
       // What the rollup's cost must gain so that rollup plus corrections is the stored cost: 0 when run again.
+      // Only groups that still have spans (those of a month dropped for retention keep their rollup as it is).
       `INSERT INTO ${db}.usage_hourly (workspace_id, hour, model, action_name, environment, source, cost_usd_total)
         SELECT workspace_id, hour, model, action_name, environment, source, sumState(delta) AS cost
         FROM (
-          SELECT workspace_id, hour, model, action_name, environment, source, sum(v) AS delta
+          SELECT workspace_id, hour, model, action_name, environment, source, sum(v) AS delta, max(has) AS has_spans
           FROM (
             SELECT workspace_id, toStartOfHour(toDateTime(intDiv(s, 1000000000), 'UTC')) AS hour, m AS model,
-              a AS action_name, e AS environment, src AS source, reinterpretAsFloat64(reinterpretAsString(bits)) AS v
+              a AS action_name, e AS environment, src AS source, reinterpretAsFloat64(reinterpretAsString(bits)) AS v, 1 AS has
             FROM (
               SELECT argMax(start_ns, ingested_at_ms) AS s, argMax(model, ingested_at_ms) AS m,
                 argMax(action_name, ingested_at_ms) AS a, argMax(environment, ingested_at_ms) AS e,
@@ -412,12 +413,12 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
               GROUP BY workspace_id, trace_id, span_id)
             WHERE k IN ('llm', 'embedding')
             UNION ALL
-            SELECT workspace_id, hour, model, action_name, environment, source, -cost_usd AS v FROM ${db}.usage_corrections
+            SELECT workspace_id, hour, model, action_name, environment, source, -cost_usd AS v, 0 AS has FROM ${db}.usage_corrections
             UNION ALL
-            SELECT workspace_id, hour, model, action_name, environment, source, -finalizeAggregation(cost_usd_total) AS v
+            SELECT workspace_id, hour, model, action_name, environment, source, -finalizeAggregation(cost_usd_total) AS v, 0 AS has
             FROM ${db}.usage_hourly)
           GROUP BY workspace_id, hour, model, action_name, environment, source
-          HAVING abs(delta) > 1e-12)
+          HAVING has_spans = 1 AND abs(delta) > 1e-9)
         GROUP BY workspace_id, hour, model, action_name, environment, source`,
     ],
   },

@@ -19,5 +19,17 @@ export function cutOutsideValues(text: string, cut: number): number {
       if (from + f.start < cut && from + f.end > cut) { cut = from + f.start; moved = true; }
     }
   }
-  return cut;
+  return beforeEscapedWord(text, cut, from);
+}
+
+/**
+ * JSON text written with \u escapes (`tcz@\u4f8b\u5b50.\u516c\u53f8`) hides its values from the detectors
+ * until unescaped, which a cut-off document no longer can be whole: a word with escapes that the cut runs through
+ * is left out entirely (back to the white space or quote before it).
+ */
+function beforeEscapedWord(text: string, cut: number, from: number): number {
+  if (/[\s"]/.test(text[cut]!)) return cut; // the cut falls between words
+  let start = cut;
+  while (start > from && !/[\s"]/.test(text[start - 1]!)) start--;
+  return text.slice(start, cut).includes('\\u') ? start : cut;
 }

@@ -185,7 +185,12 @@ function unescapedJson(v: string): string {
   if (!v.includes('\\u')) return v;
   const c = v.trimStart()[0];
   if (c !== '[' && c !== '{' && c !== '"') return v;
-  try { return JSON.stringify(JSON.parse(v)); } catch { return v; }
+  try {
+    return JSON.stringify(JSON.parse(v));
+  } catch {
+    // Not whole (cut at a length limit, say): the escapes alone are undone.
+    return v.replace(/\\u([0-9a-fA-F]{4})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  }
 }
 
 export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>

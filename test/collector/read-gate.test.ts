@@ -27,13 +27,16 @@ describe('ReadGate', () => {
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' }), new Error('read ECONNRESET'),
       new Error('socket hang up'), new Error('Timeout error.'), new Error('storage worker exited (code 1)'),
       new StorageNotReadyError('storage is not reachable yet (migrations pending)'),
+      // a cluster's shard down, as ClickHouse reports it (the error crossed the storage thread: name and message)
+      Object.assign(new Error('Code: 279. DB::Exception: All connection tries failed. (ALL_CONNECTION_TRIES_FAILED)'), { name: 'ClickHouseError' }),
     ]) {
       expect(isStorageOutage(err), err.message).to.equal(true);
       const { e } = await timed(gate.run(() => Promise.reject(err)));
       expect503(e);
       expect((e as Error).cause).to.equal(err);
     }
-    for (const err of [new TypeError('x is not a function'), new Error('Code: 62. DB::Exception: Syntax error'), new HttpError(404, 'not_found', 'no'), new RangeError('Timeout error.')]) {
+    for (const err of [new TypeError('x is not a function'), new Error('Code: 62. DB::Exception: Syntax error'),
+      Object.assign(new Error('Code: 62. DB::Exception: Syntax error: failed at position 1'), { name: 'ClickHouseError' }), new HttpError(404, 'not_found', 'no'), new RangeError('Timeout error.')]) {
       expect(isStorageOutage(err), err.message).to.equal(false);
       const { e } = await timed(gate.run(() => Promise.reject(err)));
       expect(e).to.equal(err);
@@ -71,6 +74,12 @@ describe('ReadGate', () => {
     await sleep(10);
     expect(gate.pending).to.equal(0);
     expect((await timed(gate.run(async () => 'again'))).v).to.equal('again'); // ping answers: reads go on
+  });
+
+  it('with more reads running than a ping can fairly answer for, slow reads still get the whole deadline', async () => {
+    const gate = new ReadGate(async () => true, { deadlineMs: 600, livenessAfterMs: 50, pingDeadlineMs: 100 });
+    const reads = await Promise.all(Array.from({ length: 10 }, () => timed(gate.run(() => sleep(300).then(() => 'rows')))));
+    for (const r of reads) expect(r.v).to.equal('rows');
   });
 
   it('without a liveness check (DuckDB), only the deadline applies', async () => {

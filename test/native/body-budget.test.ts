@@ -131,3 +131,37 @@ describe('in-flight body budget', function () {
     expect((await post(`${s.url}/api/traces`, { prompt: 'after bombs' }, auth)).status).to.equal(200);
   });
 });
+
+describe('a client gone before its body is read', () => {
+  it('a compressed body whose client left while the request waited (auth, lookups) settles at once', async () => {
+    const Koa = (await import('koa')).default;
+    const { readBody } = await import('../../collector/body.ts');
+    const { createServer } = await import('node:http');
+    const outcomes: string[] = [];
+    const app = new Koa();
+    app.use(async (ctx) => {
+      await sleep(300); // the request waits (a slow key lookup) while the client goes away
+      try {
+        await readBody(ctx, MiB);
+        outcomes.push('read');
+      } catch (err) {
+        outcomes.push((err as { code?: string }).code ?? 'error');
+      }
+      ctx.status = 204;
+    });
+    const server = createServer(app.callback()).listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const req = request(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+      req.on('error', () => {});
+      req.write(gzipSync(Buffer.from('{"prompt":"' + 'x'.repeat(10_000) + '"}')).subarray(0, 10));
+      await sleep(50);
+      req.destroy();
+      await until('the handler to settle', async () => outcomes.length === 1, 2_000);
+      expect(outcomes).to.deep.equal(['request_aborted']);
+    } finally {
+      server.close();
+    }
+  });
+});

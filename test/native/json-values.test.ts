@@ -150,3 +150,24 @@ describe('JSON value count limit', () => {
     });
   });
 });
+
+describe('native validation without zod copying every field', () => {
+  it('accepts and rejects what the schema does: metadata keys up to 256 characters (code points), nulls of known fields', async () => {
+    const { nativeTraceSchema, nativeTraceValidator, withoutNulls } = await import('../../mappers/native-schema.ts');
+    const schema = nativeTraceSchema({ maxStringBytes: 1 << 20 });
+    const validate = nativeTraceValidator({ maxStringBytes: 1 << 20 });
+    for (const item of [
+      { prompt: 'p', metadata: { ['😀'.repeat(129)]: 1 } }, // 258 UTF-16 units, 129 characters
+      { prompt: 'p', metadata: { ['k'.repeat(256)]: 1 } },
+      { prompt: 'p', metadata: { ['k'.repeat(257)]: 1 } },
+      { prompt: 'p', metadata: [] },
+      { prompt: 'p', metrics: { promptTokens: null, custom: 3 }, extra: { a: 1 } },
+      { prompt: 1 },
+    ]) {
+      const was = schema.safeParse(withoutNulls(structuredClone(item)));
+      const now = validate(structuredClone(item));
+      expect(now.success, JSON.stringify(item).slice(0, 80)).to.equal(was.success);
+      if (was.success && now.success) expect(now.data).to.deep.equal(was.data);
+    }
+  });
+});

@@ -2,6 +2,7 @@
 // JSON) must decode to the same normalized structure; hostile inputs must fail fast with
 // OtlpDecodeError (→ 400) or reject only the offending span.
 import { expect } from 'chai';
+import { scanRecordFields } from '../../processors/governance/scan.ts';
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { resourceFromAttributes } from '@opentelemetry/resources';
@@ -496,6 +497,14 @@ describe('OTLP decode: hostile input', () => {
       const cut = truncateUtf8(value, at + sensitive.length - 4);
       expect(cut, value).to.equal(value.slice(0, at));
     }
+    // JSON written with \u escapes: a word with escapes the cut runs through is left out whole, and what is kept
+    // is scanned unescaped although the document no longer parses
+    const escaped = JSON.stringify([{ content: `mail tcz@例子.公司 and ${'x'.repeat(50)}` }]).replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    const at = escaped.indexOf('tcz@');
+    expect(truncateUtf8(escaped, at + 12)).to.equal(escaped.slice(0, at));
+    const kept = truncateUtf8(escaped, escaped.indexOf(' and ') + 3);
+    expect(kept).to.include('tcz@\\u4f8b');
+    expect(scanRecordFields({ prompt: '', response: '', attributes: { 'gen_ai.input.messages': kept } }).map((f) => f.rule)).to.include('pii.email');
     // text that holds nothing is cut at the limit, as before
     expect(truncateUtf8('x'.repeat(100), 60)).to.equal('x'.repeat(60));
     const small = { ...limits, maxAttributeValueBytes: 30 };
