@@ -9,6 +9,7 @@ import type { EnrichmentRecord } from './enrichment-records.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import { HttpError, isMarkedStorageOutage, StorageUnavailableError } from './errors.ts';
+import { BodyBudget, bodyBudget } from './body.ts';
 import { READ_LIVENESS_AFTER_MS, ReadGate } from './read-gate.ts';
 import { encodeStatus } from './otlp/index.ts';
 import { KeyVerifier, parseKey, type Caller } from './keys.ts';
@@ -73,6 +74,10 @@ export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
   app.proxy = false;
   const router = new Router();
+  // One budget of body bytes being received, shared by every route that reads a body (see body.ts).
+  const budget = new BodyBudget(deps.config.MAX_INFLIGHT_BODY_BYTES);
+  deps.metrics.inflight.bytes = () => budget.inUse;
+  router.use(bodyBudget(budget));
   const docs: RouteDoc[] = [];
 
   const requireKey = async (ctx: Context, next: Next) => {

@@ -99,7 +99,7 @@
  * extracted so far — it never drops the span.
  */
 import { emptySpan, isTrainable, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
-import { TRUNCATED_ATTR, truncateUtf8, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
+import { cutMarked, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
 
 export type OtlpMapLimits = Pick<OtlpLimits, 'maxStringBytes'>;
@@ -284,13 +284,6 @@ function durationMs(start: string, end: string): number {
     if (Math.abs(ds) < 9e6) return d <= 0 ? 0 : d / 1e6;
   }
   return nsDiffMs(start, end);
-}
-
-function limitText(s: string, max: number, r: SpanRecord, marker: string): string {
-  if (s.length * 3 <= max || Buffer.byteLength(s, 'utf8') <= max) return s;
-  const prev = r.attributes[TRUNCATED_ATTR];
-  r.attributes[TRUNCATED_ATTR] = Array.isArray(prev) ? [...prev, marker] : [marker];
-  return truncateUtf8(s, max);
 }
 
 function parseJson(s: string): unknown {
@@ -717,8 +710,8 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   if (response === '' && !structuredOut) response = valueText(A['output.value']) || valueText(A['traceloop.entity.output']);
   if (response === '') response = valueText(A['gen_ai.tool.call.result']) || valueText(A['ai.toolCall.result']) || valueText(A['ai.toolCall.output']);
 
-  r.prompt = limitText(prompt, limits.maxStringBytes, r, 'tracegate.prompt');
-  r.response = limitText(response, limits.maxStringBytes, r, 'tracegate.response');
+  r.prompt = cutMarked(prompt, limits.maxStringBytes, r.attributes, 'tracegate.prompt');
+  r.response = cutMarked(response, limits.maxStringBytes, r.attributes, 'tracegate.response');
 
   // Finish reason
   r.finishReason =

@@ -3,7 +3,7 @@ import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type S
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
 import { foldKey } from '../collector/json-prescan.ts';
-import { TRUNCATED_ATTR, truncateUtf8 } from '../collector/otlp/normalized.ts';
+import { cutMarked } from '../collector/otlp/normalized.ts';
 
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -351,22 +351,11 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
   Object.assign(a, x.attributes);
   // Cut as OTLP cuts its extracted prompt/response: at a UTF-8 boundary, never inside a PII or secret value,
   // listed in tracegate.truncated under the same names.
-  const cut: string[] = [];
-  r.prompt = limitText(r.prompt, limits.maxStringBytes, cut, 'tracegate.prompt');
-  r.response = limitText(r.response, limits.maxStringBytes, cut, 'tracegate.response');
-  if (cut.length) {
-    const prev = a[TRUNCATED_ATTR];
-    a[TRUNCATED_ATTR] = Array.isArray(prev) ? [...prev, ...cut] : cut;
-  }
+  r.prompt = cutMarked(r.prompt, limits.maxStringBytes, a, 'tracegate.prompt');
+  r.response = cutMarked(r.response, limits.maxStringBytes, a, 'tracegate.response');
   r.attributes = a;
   r.trainable = isTrainable(r);
   return r;
-}
-
-function limitText(s: string, max: number, cut: string[], marker: string): string {
-  if (s.length * 3 <= max || Buffer.byteLength(s, 'utf8') <= max) return s;
-  cut.push(marker);
-  return truncateUtf8(s, max);
 }
 
 function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, streamedText: string): void {

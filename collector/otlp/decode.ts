@@ -64,7 +64,7 @@ import { decodeProtobuf } from './decode-protobuf.ts';
 import { decodeJson } from './decode-json.ts';
 
 export {
-  otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, MAX_ATTRIBUTE_KEY_BYTES, NODES_PER_SPAN, maxNodesOf, truncateUtf8, u64ToDecimal,
+  otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, MAX_ATTRIBUTE_KEY_BYTES, NODES_PER_SPAN, maxNodesOf, truncateUtf8, cutMarked, u64ToDecimal,
   type OtlpLimits, type OtlpEncoding, type NormalizedRequest, type NormalizedResourceSpans,
   type NormalizedScopeSpans, type NormalizedScope, type NormalizedSpan, type NormalizedEvent, type NormalizedLink,
 } from './normalized.ts';

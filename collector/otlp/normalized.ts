@@ -256,6 +256,14 @@ export function truncateUtf8(s: string, maxBytes: number): string {
   return kept.slice(0, cutOutsideValues(s, kept.length));
 }
 
+/** `s` cut to `max` UTF-8 bytes (truncateUtf8), with `marker` added to `attrs`' tracegate.truncated when it was. */
+export function cutMarked(s: string, max: number, attrs: Attributes, marker: string): string {
+  if (s.length * 3 <= max || Buffer.byteLength(s, 'utf8') <= max) return s;
+  const prev = attrs[TRUNCATED_ATTR];
+  attrs[TRUNCATED_ATTR] = Array.isArray(prev) ? [...prev, marker] : [marker];
+  return truncateUtf8(s, max);
+}
+
 /** Apply the string limit for attribute `topKey`; record truncation. */
 export function limitStr(s: string, ctx: Ctx, topKey: string): string {
   const small = ctx.limits.maxAttributeValueBytes;

@@ -1,7 +1,7 @@
 // POST /api/traces — the native payload (spec rule 1), or a JSON array of them (batch).
 import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
-import { BodyBudget, bodyBudget, bodyKind, parseJson, readBody } from '../body.ts';
+import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
 import { nativeTraceResponseSchema, nativeTraceSchema, nativeTraceValidator } from '../../mappers/native-schema.ts';
 import { mapNative, nativeSpanId } from '../../mappers/native.ts';
@@ -36,11 +36,6 @@ function keyedSafely(record: SpanRecord, policy: Policy | null, key: Buffer): Sp
 }
 
 export function nativeRoutes(r: RouteContext): void {
-  // The app's one budget of body bytes being received, for every route after this one on the router (OTLP,
-  // proxy, admin): registered here because this module comes first among those that read bodies.
-  const budget = new BodyBudget(r.config.MAX_INFLIGHT_BODY_BYTES);
-  r.metrics.inflight.bytes = () => budget.inUse;
-  r.router.use(bodyBudget(budget));
   const idHashKey = r.config.ENRICHMENT ? loadIdHashKey(r.enrichment.keysDir, r.config.ID_HASH_KEY) : Buffer.alloc(0); // unused without a policy
   const schema = nativeTraceSchema({ maxStringBytes: r.config.MAX_STRING_BYTES });
   const validate = nativeTraceValidator({ maxStringBytes: r.config.MAX_STRING_BYTES });

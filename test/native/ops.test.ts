@@ -21,7 +21,8 @@ describe('configuration', () => {
     expect(out.code).to.equal(1);
     expect(out.stderr).to.include('TRACEGATE_MAX_BODY_BYTES');
   });
-  it('has --help everywhere', async () => {
+  it('has --help everywhere', async function () {
+    this.timeout(120_000); // seven CLI processes one after another: slow on a loaded CI machine
     for (const args of [['--help'], ['keys', '--help'], ['serve', '--help'], ['policy', '--help'], ['verify', '--help'], ['alerts', '--help'], ['provider', '--help']]) {
       const out = await cli(null, args);
       expect(out.code, args.join(' ')).to.equal(0);
