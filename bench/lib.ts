@@ -123,3 +123,19 @@ export async function load(opts: { url: string; body: string | Buffer; headers: 
 }
 
 export const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+
+/** tracegate_records_ingested_total{source} once it has not moved for `quietMs`: answers still in flight when the load stops land first. */
+export async function settledCounter(url: string, source: string, quietMs: number): Promise<number> {
+  const read = async () => {
+    const text = await (await fetch(url)).text();
+    const m = new RegExp(`^tracegate_records_ingested_total\\{source="${source}"\\} (\\d+)`, 'm').exec(text);
+    return m ? Number(m[1]) : 0;
+  };
+  let last = await read();
+  let since = performance.now();
+  for (;;) {
+    await sleep(250);
+    const now = await read();
+    if (now !== last) { last = now; since = performance.now(); } else if (performance.now() - since >= quietMs) return now;
+  }
+}

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
-import { describeCpu, fmt, freePort, load, peakRssMb, startChild, startCeiling, terminate, type LoadResult } from './lib.ts';
+import { describeCpu, fmt, freePort, load, peakRssMb, settledCounter, startChild, startCeiling, terminate, type LoadResult } from './lib.ts';
 
 export const NATIVE_BODY = JSON.stringify({
   requestId: 'bench-[<id>]',
@@ -31,10 +31,8 @@ export async function runNativeServer(name: string, env: Record<string, string>,
   try {
     const r = await load({ url: `http://127.0.0.1:${port}/api/traces`, body: NATIVE_BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections, seconds, idReplacement: true, serverPid: child.pid! });
     const rssMb = peakRssMb(child.pid!);
-    // autocannon's 2xx count misses answers still in flight when it stops: let them land, then read the server's counter.
-    await new Promise((r) => setTimeout(r, 1000));
-    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const acked = Number(/tracegate_records_ingested_total\{source="native"\} (\d+)/.exec(metrics)?.[1] ?? NaN);
+    // autocannon's 2xx count misses answers still in flight when it stops: the server's counter, once settled.
+    const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, 'native', Math.max(1000, 2 * r.p99));
     await terminate(child, 60_000); // SIGTERM flushes the spool
     const s2 = createStorage(config);
     await s2.init();

@@ -26,7 +26,7 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { decodeOtlpRequest, mapOtlp, otlpLimits } from '../collector/otlp/index.ts';
-import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, sleep, startChild, stealMeter, terminate, type CpuSplit } from './lib.ts';
+import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, settledCounter, sleep, startChild, stealMeter, terminate, type CpuSplit } from './lib.ts';
 
 export const SPANS_PER_REQUEST = 512;
 const TRACES_PER_REQUEST = 32; // 16 chat spans per trace: one root call, 15 follow-up calls under it
@@ -187,7 +187,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
     // server without autocannon counting them: the exact figure is the server's own counter.
     const stealPct = steal();
     const cpu = cpuOf();
-    const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, Math.max(1000, 2 * r.latency.max));
+    const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, 'otlp', Math.max(1000, 2 * r.latency.max));
     const rssMb = peakRssMb(child.pid!);
     const stopAt = performance.now();
     await terminate(child, 300_000); // SIGTERM: drain requests, flush the spool to storage
@@ -204,22 +204,6 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
   } finally {
     await terminate(child);
     rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-/** tracegate_records_ingested_total{source="otlp"} once it has not moved for `quietMs`. */
-async function settledCounter(url: string, quietMs: number): Promise<number> {
-  const read = async () => {
-    const text = await (await fetch(url)).text();
-    const m = /^tracegate_records_ingested_total\{source="otlp"\} (\d+)/m.exec(text);
-    return m ? Number(m[1]) : 0;
-  };
-  let last = await read();
-  let since = performance.now();
-  for (;;) {
-    await sleep(250);
-    const now = await read();
-    if (now !== last) { last = now; since = performance.now(); } else if (performance.now() - since >= quietMs) return now;
   }
 }
 
