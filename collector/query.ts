@@ -3,10 +3,12 @@ import { z } from 'zod';
 import type { Context } from 'koa';
 import { HttpError } from './errors.ts';
 
-/** A point in time: ms since the epoch, or ISO 8601 with an offset. */
-/** Milliseconds since the epoch, an ISO 8601 date-time with an offset, or a date (midnight UTC). */
+/** The latest instant a JS Date holds (+275760-09-13): a later bound could not even be named in an error. */
+const MAX_DATE_MS = 8_640_000_000_000_000;
+
+/** Milliseconds since the epoch (decimal digits), an ISO 8601 date-time with an offset, or a date (midnight UTC). */
 export const time = z.union([
-  z.coerce.number().int().min(0),
+  z.string().regex(/^\d{1,16}$/).transform(Number).pipe(z.number().max(MAX_DATE_MS)),
   z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
   z.iso.date().transform((s) => Date.parse(`${s}T00:00:00Z`)),
 ]);

@@ -77,9 +77,19 @@ export function isTrainable(r: Pick<SpanRecord, 'status' | 'prompt' | 'response'
   return r.status === 'completed' && r.prompt.length > 0 && r.response.length > 0;
 }
 
-/** Milliseconds (possibly fractional) → decimal nanosecond string, without float loss for whole ms. */
 /** The latest time storage can hold: ClickHouse buckets by 32-bit DateTime (2106-02-07T06:28:15Z). */
 export const LATEST_STORABLE_NS = 4_294_967_295_000_000_000n;
+
+/**
+ * Most tokens one span may count (10^12, far beyond any model call): sums over millions of spans then stay
+ * within ClickHouse's UInt64 instead of wrapping around.
+ */
+export const MAX_TOKENS = 1_000_000_000_000;
+
+/** Most USD one span may cost, on every route: float sums and their corrections stay meaningful below it. */
+export const MAX_COST_USD = 1e9;
+
+/** Milliseconds (possibly fractional) → decimal nanosecond string, without float loss for whole ms. */
 
 export function msToNs(ms: number): string {
   const whole = Math.floor(ms);

@@ -1,5 +1,6 @@
 // Shapes a stored trace for GET /api/traces/:traceId: flat spans, the span tree, and a roll-up.
 import { USAGE_KINDS, type SpanRecord } from './record.ts';
+import { roundSum } from '../storage/codec.ts';
 
 export interface TreeNode { spanId: string; name: string; kind: string; children: TreeNode[] }
 
@@ -105,9 +106,10 @@ export function summarize(spans: SpanRecord[]) {
     prompt: llm?.prompt ?? root.prompt,
     response: llm?.response ?? root.response,
     promptTokens, completionTokens, totalTokens,
-    costUsd: Math.round(costUsd * 1e9) / 1e9,
-    actionName: root.actionName || (llm?.actionName ?? ''),
-    environment: root.environment || (llm?.environment ?? ''),
+    costUsd: roundSum(costUsd),
+    // The root's, as the list shows (a child's action would make the two disagree).
+    actionName: root.actionName,
+    environment: root.environment,
     source: root.source,
   };
 }

@@ -1,10 +1,11 @@
 // The native trace payload (spec: Trace). One zod schema validates requests and feeds the OpenAPI document.
 import { z } from 'zod';
+import { MAX_COST_USD, MAX_TOKENS } from '../collector/record.ts';
 
 export interface NativeLimits { maxStringBytes: number }
 
 const shortText = z.string().max(256);
-const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const count = z.number().int().min(0).max(MAX_TOKENS);
 
 export function nativeTraceSchema(limits: NativeLimits) {
   // The limit is in UTF-8 bytes (an emoji is 4): `max` documents it in characters for the schema, the refinement checks bytes.
@@ -25,7 +26,7 @@ export function nativeTraceSchema(limits: NativeLimits) {
       completionTokens: count.optional(),
       totalTokens: count.optional(),
       latencyMs: z.number().min(0).max(86_400_000 * 7).optional(),
-      estimatedCostUsd: z.number().min(0).max(1e9).optional(),
+      estimatedCostUsd: z.number().min(0).max(MAX_COST_USD).optional(),
       finishReason: z.string().max(64).optional(),
     }).optional(),
     parameters: z.looseObject({

@@ -98,7 +98,7 @@
  * (they stay in the attributes), and a failure while extracting LLM fields keeps what was
  * extracted so far — it never drops the span.
  */
-import { emptySpan, isTrainable, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
+import { emptySpan, isTrainable, MAX_COST_USD, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
 import { cutMarked, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
 
@@ -249,10 +249,14 @@ function firstStr(a: Attributes, keys: readonly string[]): string {
 }
 
 /** A token count; an absurd one (beyond 2^53) is not a count and is ignored. */
+/** A count sent as a number or a decimal string ("0x10", " 7 " and "1e3" are not counts). */
 function tok(v: AttrValue | undefined): number | undefined {
-  const n = typeof v === 'number' ? v : typeof v === 'string' && v !== '' ? Number(v) : NaN;
+  const n = typeof v === 'number' ? v : typeof v === 'string' && DECIMAL.test(v) ? Number(v) : NaN;
   return Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER ? Math.round(n) : undefined;
 }
+
+const DECIMAL = /^\d+(?:\.\d+)?$/;
+const DECIMAL_EXP = /^\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
 function firstTok(a: Attributes, keys: readonly string[]): number | undefined {
   for (let i = 0; i < keys.length; i++) {
@@ -265,13 +269,10 @@ function firstTok(a: Attributes, keys: readonly string[]): number | undefined {
   return undefined;
 }
 
+/** A cost in USD, 0 to MAX_COST_USD, as a number or a decimal string; anything else is not a cost. */
 function money(v: AttrValue | undefined): number | undefined {
-  if (typeof v === 'number') return Number.isFinite(v) && v >= 0 ? v : undefined;
-  if (typeof v === 'string' && v !== '') {
-    const n = Number(v);
-    return Number.isFinite(n) && n >= 0 ? n : undefined;
-  }
-  return undefined;
+  const n = typeof v === 'number' ? v : typeof v === 'string' && DECIMAL_EXP.test(v) ? Number(v) : NaN;
+  return Number.isFinite(n) && n >= 0 && n <= MAX_COST_USD ? n : undefined;
 }
 
 /** end − start in ms, exact for durations below 2^53 ns (~104 days); same result as nsDiffMs. */

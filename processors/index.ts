@@ -5,7 +5,7 @@ import type { Processor } from '../collector/pipeline-types.ts';
 import { USAGE_KINDS } from '../collector/record.ts';
 import type { AlertRecord } from '../collector/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
-import { count } from '../storage/codec.ts';
+import { tokens } from '../storage/codec.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
 import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertSource } from './alerts.ts';
 import { AuditChain, auditProcessor } from './audit.ts';
@@ -22,9 +22,9 @@ export type { Processor };
  */
 export const costProcessor: Processor = (batch) => {
   for (const r of batch.spans) {
-    r.promptTokens = count(r.promptTokens);
-    r.completionTokens = count(r.completionTokens);
-    r.totalTokens = count(r.totalTokens);
+    r.promptTokens = tokens(r.promptTokens);
+    r.completionTokens = tokens(r.completionTokens);
+    r.totalTokens = tokens(r.totalTokens);
     if (!USAGE_KINDS.has(r.kind)) continue;
     // Mappers set the marker when the client sent a cost (0 included) or the mapper priced the span itself.
     if (r.attributes['tracegate.cost_source'] !== undefined || !r.model || r.costUsd > 0) continue;

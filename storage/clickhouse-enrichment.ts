@@ -342,7 +342,8 @@ export class ClickHouseEnrichment {
    */
   async usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
     const col = usageGroupColumn(q.groupBy);
-    const bucket = checkBucket(q.bucket) === 'hour' ? 'hour' : 'toStartOfDay(hour)';
+    // Bucket start in seconds; days by arithmetic: 18.16's toStartOfDay turns days after 2105 into 0000-00-00.
+    const bucket = checkBucket(q.bucket) === 'hour' ? 'toUInt32(hour)' : 'intDiv(toUInt32(hour), 86400) * 86400';
     const range = usageRange(q);
     const c = [`workspace_id = ${str(wellFormed(workspaceId))}`];
     // DateTime is a UInt32: keep literals in range (a bound past 2106 cannot exclude anything).
@@ -351,7 +352,7 @@ export class ClickHouseEnrichment {
     const levels = USAGE_LEVELS.join(', ');
     const rows = await this.rows<UsageReadRow>(`
       SELECT
-        toString(toUnixTimestamp(${bucket})) AS bucket,
+        toString(${bucket}) AS bucket,
         ${col} AS group_key,
         countMerge(requests) AS n_requests,
         sumMerge(errors) AS n_errors,
@@ -364,7 +365,7 @@ export class ClickHouseEnrichment {
       WHERE ${c.join(' AND ')}
       GROUP BY bucket, group_key`);
     const fixes = await this.rows<UsageCorrectionRow>(`
-      SELECT toString(toUnixTimestamp(${bucket})) AS bucket, ${col} AS group_key,
+      SELECT toString(${bucket}) AS bucket, ${col} AS group_key,
         toString(sum(requests)) AS n_requests, toString(sum(errors)) AS n_errors,
         toString(sum(prompt_tokens)) AS prompt_tokens, toString(sum(completion_tokens)) AS completion_tokens,
         toString(sum(total_tokens)) AS total_tokens, sum(cost_usd) AS cost_usd

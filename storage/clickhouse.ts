@@ -13,7 +13,7 @@ import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
   checkNs, count, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
-  toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
+  tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
 export interface ClickHouseOptions {
@@ -93,7 +93,7 @@ function toInsertRow(r: SpanRecord): SpanInsertRow {
     duration_ms_bits: floatBits(r.durationMs),
     status: w(r.status), status_message: w(r.statusMessage), model: w(r.model), provider: w(r.provider),
     prompt: w(r.prompt), response: w(r.response),
-    prompt_tokens: count(r.promptTokens), completion_tokens: count(r.completionTokens), total_tokens: count(r.totalTokens),
+    prompt_tokens: tokens(r.promptTokens), completion_tokens: tokens(r.completionTokens), total_tokens: tokens(r.totalTokens),
     cost_usd_bits: floatBits(r.costUsd),
     finish_reason: w(r.finishReason), action_name: w(r.actionName), environment: w(r.environment), request_id: w(r.requestId),
     training_preferred: r.trainingPreferred ? 1 : 0, trainable: r.trainable ? 1 : 0,
@@ -592,10 +592,8 @@ function spanConditions(f: SpanFilter): string {
   const c: string[] = [];
   if (f.fromNs !== undefined) c.push(`start_date >= toDate(${str(utcDate(f.fromNs))})`, `start_ns >= ${u64(f.fromNs)}`);
   if (f.toNs !== undefined) {
-    c.push(`start_ns < ${u64(f.toNs)}`);
-    // 18.16's Date ends in 2105: a later bound would wrap, so it only prunes partitions before that.
-    const day = utcDate(f.toNs);
-    if (day <= '2105-12-31') c.push(`start_date <= toDate(${str(day)})`);
+    // utcDate stops at 2105-12-31, as the stored start_date does.
+    c.push(`start_ns < ${u64(f.toNs)}`, `start_date <= toDate(${str(utcDate(f.toNs))})`);
   }
   if (f.model !== undefined) c.push(`model = ${str(f.model)}`);
   if (f.actionName !== undefined) c.push(`action_name = ${str(f.actionName)}`);

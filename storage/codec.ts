@@ -2,7 +2,7 @@
 // encoding, cursors, and the trace roll-up. Both backends go through these so they return
 // identical results for the same input.
 import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
-import { LATEST_STORABLE_NS, nsDiffMs, USAGE_KINDS } from '../collector/record.ts';
+import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../collector/record.ts';
 import { badRequest } from '../collector/errors.ts';
 import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
 
@@ -34,14 +34,26 @@ export function count(n: number): number {
   return Number.isFinite(n) && n > 0 ? Math.min(Math.trunc(n), Number.MAX_SAFE_INTEGER) : 0;
 }
 
+/** A token count as stored: a count of at most MAX_TOKENS, so sums over many spans cannot wrap ClickHouse's UInt64. */
+export function tokens(n: number): number {
+  return Math.min(count(n), MAX_TOKENS);
+}
+
 /** NaN/Infinity cannot be stored or sent as JSON by both backends; store 0. */
 export function finite(n: number): number {
   return Number.isFinite(n) ? n : 0;
 }
 
-/** UTC day of a nanosecond timestamp, 'YYYY-MM-DD' (ClickHouse partition/sort key). */
+/** Last day ClickHouse 18.16 parses into a Date: a later day would be stored as 0000-00-00. */
+export const LAST_CH_DATE = '2105-12-31';
+
+/**
+ * UTC day of a nanosecond timestamp, 'YYYY-MM-DD' (ClickHouse partition/sort key), at most LAST_CH_DATE:
+ * spans of 2106's first weeks share that day, and the exact start_ns filter tells them apart.
+ */
 export function utcDate(ns: string): string {
-  return new Date(Number(BigInt(ns) / 1_000_000n)).toISOString().slice(0, 10);
+  const day = new Date(Number(BigInt(ns) / 1_000_000n)).toISOString().slice(0, 10);
+  return day > LAST_CH_DATE ? LAST_CH_DATE : day;
 }
 
 export type AttrType = 's' | 'n' | 'b' | 'j';
@@ -140,9 +152,10 @@ export interface SpanFilter {
 }
 
 export function normalizeFilter(f: TraceFilter): SpanFilter {
-  // Clamped to LATEST_STORABLE_NS (2106-02-07): a bound such as
-  // ?to=9999-12-31 would otherwise overflow UInt64 or ClickHouse's Date and fail or match nothing.
-  const msNs = (ms: number) => { const ns = BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n; return (ns > LATEST_STORABLE_NS ? LATEST_STORABLE_NS : ns).toString(); };
+  // Clamped to just past LATEST_STORABLE_NS (2106-02-07): a bound such as ?to=9999-12-31 would otherwise
+  // overflow UInt64 or ClickHouse's Date. Just past, so that `to` (exclusive) still includes a span starting at
+  // the latest storable instant and a `from` after it matches nothing.
+  const msNs = (ms: number) => { const ns = BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n; return (ns > LATEST_STORABLE_NS ? LATEST_STORABLE_NS + 1n : ns).toString(); };
   const out: SpanFilter = { limit: Math.min(1000, Math.max(1, Math.trunc(f.limit) || 1)) };
   if (f.fromMs !== undefined) out.fromNs = msNs(f.fromMs);
   if (f.toMs !== undefined) out.toNs = msNs(f.toMs);

@@ -2,6 +2,7 @@
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
@@ -11,7 +12,7 @@ import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { ColumnRows } from './duckdb-columns.ts';
 import {
-  attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, toPage, USAGE_KINDS_SQL, wellFormed,
+  attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
   type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
@@ -327,9 +328,9 @@ function appendSpan(a: Appender, r: SpanRecord, startNs: bigint, endNs: bigint):
   a.appendVarchar(w(r.provider));
   a.appendVarchar(w(r.prompt));
   a.appendVarchar(w(r.response));
-  a.appendBigInt(BigInt(count(r.promptTokens)));
-  a.appendBigInt(BigInt(count(r.completionTokens)));
-  a.appendBigInt(BigInt(count(r.totalTokens)));
+  a.appendBigInt(BigInt(tokens(r.promptTokens)));
+  a.appendBigInt(BigInt(tokens(r.completionTokens)));
+  a.appendBigInt(BigInt(tokens(r.totalTokens)));
   a.appendDouble(finite(r.costUsd));
   a.appendVarchar(w(r.finishReason));
   a.appendVarchar(w(r.actionName));

@@ -115,6 +115,20 @@ function jSpanId(v: unknown, size: 8 | 16, what: string, optional: boolean): str
   return id;
 }
 
+/** A JSON number of 16+ digits somewhere (maybe inside a string: then the slower parse below is merely unneeded). */
+const UNSAFE_INT = /[:[,]\s*-?\d{16}/;
+const INT64_KEYS = new Set(['intValue', 'startTimeUnixNano', 'endTimeUnixNano', 'timeUnixNano']);
+
+/**
+ * OTLP/JSON allows 64-bit integers as numbers, but JSON.parse rounds those beyond 2^53: for the 64-bit fields,
+ * keep the number's own digits (as the string form the decoder also takes) so nothing is silently changed.
+ */
+function exactInt64(key: string, value: unknown, ctx?: { source?: string }): unknown {
+  if (typeof value !== 'number' || Number.isSafeInteger(value) || !INT64_KEYS.has(key)) return value;
+  const src = ctx?.source;
+  return src !== undefined && /^-?\d+$/.test(src) ? src : value;
+}
+
 export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   if (!isUtf8(buf)) throw new OtlpDecodeError('request body is not valid UTF-8');
   // Structural depth of a span attribute value is 12 for a scalar; each container adds ≤ 4.
@@ -125,7 +139,8 @@ export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   let root: unknown;
   const bom = buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0;
   try {
-    root = buf.length === bom ? {} : JSON.parse(buf.toString('utf8', bom));
+    const text = buf.toString('utf8', bom);
+    root = text === '' ? {} : UNSAFE_INT.test(text) ? JSON.parse(text, exactInt64) : JSON.parse(text);
   } catch (err) {
     throw new OtlpDecodeError(`undecodable JSON body: ${err instanceof Error ? err.message : String(err)}`);
   }

@@ -1,5 +1,6 @@
 // What both OTLP decoders (decode-protobuf.ts, decode-json.ts) produce, the limits they enforce, and the
 // helpers they share. The normalized form and the limits are described in decode.ts, the entry point.
+import { hash } from 'node:crypto';
 import { HttpError } from '../errors.ts';
 import { LATEST_STORABLE_NS, type Attributes } from '../record.ts';
 import type { Config } from '../../config/index.ts';
@@ -222,10 +223,18 @@ export function attrKey(key: string, ctx: Ctx): string {
   if (key.charCodeAt(0) === 116 /* t */ && key.startsWith(SERVER_NS)) key = CLIENT_NS + key;
   const max = ctx.maxKeyBytes;
   if (key.length * 3 > max && Buffer.byteLength(key, 'utf8') > max) {
-    key = truncateUtf8(key, max);
+    key = cutKey(key, max);
     markTruncated(ctx, key);
   }
   return key;
+}
+
+/**
+ * A key cut to max bytes ends in `~` and 8 hex digits of the whole key's SHA-256: two long keys sharing their
+ * first max bytes stay two keys instead of one overwriting the other.
+ */
+function cutKey(key: string, max: number): string {
+  return `${truncateUtf8(key, max - 9)}~${hash('sha256', key, 'hex').slice(0, 8)}`;
 }
 
 /** A kvlist key inside attribute `topKey`: `__proto__` refused; cut to maxKeyBytes, marking `topKey`. */
@@ -234,7 +243,7 @@ export function nestedKey(key: string, ctx: Ctx, topKey: string): string {
   const max = ctx.maxKeyBytes;
   if (key.length * 3 > max && Buffer.byteLength(key, 'utf8') > max) {
     markTruncated(ctx, topKey);
-    return truncateUtf8(key, max);
+    return cutKey(key, max);
   }
   return key;
 }

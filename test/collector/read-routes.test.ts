@@ -101,6 +101,15 @@ describe('read routes: reversed time ranges', function () {
       expect((await get(`${s.url}${path}?from=5`, auth)).status).to.equal(200);
       expect((await get(`${s.url}${path}?to=1`, auth)).status).to.equal(200);
     });
+
+    it(`${path}: a bound past what a date can hold, an empty one, or not decimal digits is 400 invalid_query`, async () => {
+      for (const range of ['from=8700000000000000&to=1', 'from=8700000000000000', 'to=', 'from=', 'from=1e3', 'to=0x10', 'from=-1']) {
+        const res = await get(`${s.url}${path}?${range}`, auth);
+        expect(res.status, range).to.equal(400);
+        expect(res.json.error.code, range).to.equal('invalid_query');
+      }
+      expect((await get(`${s.url}${path}?from=8640000000000000`, auth)).status).to.equal(200);
+    });
   }
 });
 

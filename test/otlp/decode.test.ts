@@ -1,6 +1,7 @@
 // Decoder unit tests: real spans serialized by @opentelemetry/otlp-transformer (protobuf and
 // JSON) must decode to the same normalized structure; hostile inputs must fail fast with
 // OtlpDecodeError (→ 400) or reject only the offending span.
+import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { scanRecordFields } from '../../processors/governance/scan.ts';
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
@@ -246,6 +247,23 @@ describe('OTLP decode: JSON encoding rules', () => {
     const s = allSpans(decodeOtlpRequest(body, 'json', limits))[0]!;
     expect(s.startTimeNs).to.equal('1760000000000000000');
     expect(s.attributes).to.deep.equal({ a: 42, b: 42, c: -7, big: '9007199254740993', min: '-9223372036854775808', d: 1.5, nan: 'NaN', inf: 'Infinity', bytes: 'AQID', empty: null, f: false });
+  });
+
+  it('keeps 64-bit integers sent as JSON numbers beyond 2^53 exact (JSON.parse alone would round them)', () => {
+    const text = jsonReq([jsonSpan({
+      startTimeUnixNano: '@START', endTimeUnixNano: '1763817000000000999',
+      attributes: [{ key: 'big', value: { intValue: '@BIG' } }, { key: 'neg', value: { intValue: '@NEG' } }, { key: 'd', value: { doubleValue: 1e300 } }],
+      events: [{ timeUnixNano: '@EVT', name: 'e' }],
+    })]).toString()
+      .replace('"@START"', '1763817000000000123').replace('"@BIG"', '9007199254740993').replace('"@NEG"', '-9007199254740995').replace('"@EVT"', '1763817000000000457');
+    const s = allSpans(decodeOtlpRequest(Buffer.from(text), 'json', limits))[0]!;
+    expect([s.startTimeNs, s.events[0]!.timeNs]).to.deep.equal(['1763817000000000123', '1763817000000000457']);
+    expect(s.attributes).to.deep.equal({ big: '9007199254740993', neg: '-9007199254740995', d: 1e300 });
+    // beyond int64 as a number: rejected like the same digits sent as a string, not rounded into range
+    const over = jsonReq([jsonSpan({ attributes: [{ key: 'x', value: { intValue: '@X' } }] })]).toString().replace('"@X"', '12345678901234567890');
+    const r = decodeOtlpRequest(Buffer.from(over), 'json', limits);
+    expect(r.rejectedSpans).to.equal(1);
+    expect(r.errorMessage).to.match(/out of int64 range/);
   });
 
   it('accepts integer enums (and the enum names, defensively)', () => {
@@ -626,16 +644,23 @@ describe('OTLP decode: error locations, key limits, server namespace', () => {
       kvPb('map', ld(6, cat(ld(1, kvPb(nestedHuge, vi(3, 1))), ld(1, kvPb('short', vi(3, 2)))))),
       kvPb('plain', anyStr('ok')),
     ] })], [kvPb(huge, anyStr('r'))]);
-    const cut = 'k'.repeat(1024);
+    // cut to 1024 bytes: 1015 of the key, `~`, 8 hex digits of the whole key's SHA-256
+    const h8 = (k: string) => createHash('sha256').update(k).digest('hex').slice(0, 8);
+    const cut = `${'k'.repeat(1015)}~${h8(huge)}`;
     for (const [body, enc] of [[j, 'json'], [p, 'protobuf']] as const) {
       const r = decodeOtlpRequest(body, enc, limits);
       const sp = allSpans(r)[0]!;
-      expect(sp.attributes, enc).to.deep.equal({ [cut]: 'v', map: { ['n'.repeat(1024)]: 1, short: 2 }, plain: 'ok', 'tracegate.truncated': [cut, 'map'] });
+      expect(sp.attributes, enc).to.deep.equal({ [cut]: 'v', map: { [`${'n'.repeat(1015)}~${h8(nestedHuge)}`]: 1, short: 2 }, plain: 'ok', 'tracegate.truncated': [cut, 'map'] });
       expect(r.resourceSpans[0]!.resource.attributes).to.deep.equal({ [cut]: 'r', 'tracegate.truncated': [cut] });
     }
     // multi-byte keys are cut at a character boundary; a configured maxKeyBytes applies
-    const small = decodeOtlpRequest(jsonReq([jsonSpan({ attributes: [{ key: 'é'.repeat(20), value: { boolValue: true } }] })]), 'json', { ...limits, maxKeyBytes: 9 });
-    expect(allSpans(small)[0]!.attributes).to.deep.equal({ 'éééé': true, 'tracegate.truncated': ['éééé'] });
+    const small = decodeOtlpRequest(jsonReq([jsonSpan({ attributes: [{ key: 'é'.repeat(20), value: { boolValue: true } }] })]), 'json', { ...limits, maxKeyBytes: 18 });
+    const smallCut = `éééé~${h8('é'.repeat(20))}`;
+    expect(allSpans(small)[0]!.attributes).to.deep.equal({ [smallCut]: true, 'tracegate.truncated': [smallCut] });
+    // two long keys sharing their first 1024 bytes stay two keys
+    const a = `${'k'.repeat(1100)}a`, b = `${'k'.repeat(1100)}b`;
+    const both = allSpans(decodeOtlpRequest(jsonReq([jsonSpan({ attributes: [{ key: a, value: { intValue: 1 } }, { key: b, value: { intValue: 2 } }] })]), 'json', limits))[0]!;
+    expect(Object.values(both.attributes).filter((v) => typeof v === 'number')).to.deep.equal([1, 2]);
   });
 
   it("keeps a client's tracegate.* attributes as client.tracegate.* (span, event, link, scope, resource): they cannot forge server markers", () => {

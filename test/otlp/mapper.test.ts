@@ -89,6 +89,15 @@ describe('OTLP mapper rules', () => {
     expect([r!.promptTokens, r!.completionTokens, r!.totalTokens]).to.deep.equal([12, 3, 20]);
   });
 
+  it('takes decimal strings only as token counts and costs, and no cost above 1e9 USD', () => {
+    const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'my-model', 'gen_ai.usage.input_tokens': '0x10', 'gen_ai.usage.output_tokens': ' 7 ', 'gen_ai.usage.total_tokens': '1e3', 'gen_ai.usage.cost': '0x1' }));
+    expect([r!.promptTokens, r!.completionTokens, r!.totalTokens, r!.costUsd]).to.deep.equal([0, 0, 0, 0]);
+    const [big] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'my-model', 'gen_ai.usage.cost': 1e300, 'llm.cost.total': '2e9' }));
+    expect(big!.costUsd).to.equal(0);
+    const [ok] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': '12.0', 'gen_ai.usage.cost': '1.5e-7' }));
+    expect([ok!.promptTokens, ok!.costUsd]).to.deep.equal([12, 1.5e-7]);
+  });
+
   it('ignores token counts beyond 2^53 (they would not fit storage) and keeps the span', () => {
     const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': '9223372036854775807', 'gen_ai.usage.output_tokens': 1e300, 'llm.token_count.total': '9.3e18' }));
     expect([r!.promptTokens, r!.completionTokens, r!.totalTokens]).to.deep.equal([0, 0, 0]);

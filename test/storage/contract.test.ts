@@ -3,6 +3,7 @@
 import { expect } from 'chai';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import { HttpError } from '../../collector/errors.ts';
+import { summarize } from '../../collector/trace-view.ts';
 import type { Storage, TraceFilter, TraceSummary } from '../../storage/types.ts';
 import { BACKENDS, CLICKHOUSES, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
@@ -440,6 +441,26 @@ function contract(name: string, factory: StoreFactory): void {
       expect(await s.countSpans('ws-bad')).to.equal(1);
     });
 
+    it('keeps a leading byte-order mark, and lists spans of 2106 up to the latest storable instant', async function () {
+      const ws = 'ws-edges';
+      const latest = '4294967295000000000'; // 2106-02-07T06:28:15Z
+      const jan2106 = '4291747200000000000'; // 2106-01-01: past the last day ClickHouse 18.16 parses into a Date
+      await s.insertSpans([
+        span(ws, 'bom', 's', { name: '\ufeffname', model: '\ufeffm', actionName: '\ufeff', prompt: '\ufeff\ufeffp', attributes: { '\ufeffk': '\ufeffv' } }),
+        span(ws, 'jan2106', 's', { startTimeNs: jan2106, endTimeNs: jan2106 }),
+        span(ws, 'latest', 's', { startTimeNs: latest, endTimeNs: latest }),
+      ]);
+      const [bom] = await s.getTrace(ws, 'bom');
+      expect([bom?.name, bom?.model, bom?.actionName, bom?.prompt, bom?.attributes]).to.deep.equal(['\ufeffname', '\ufeffm', '\ufeff', '\ufeff\ufeffp', { '\ufeffk': '\ufeffv' }]);
+      expect(ids((await s.listTraces(ws, { limit: 10, model: '\ufeffm' })).items)).to.deep.equal(['bom']);
+      const list = async (f: Partial<TraceFilter>) => ids((await s.listTraces(ws, { limit: 10, ...f })).items);
+      expect(await list({ fromMs: Date.parse('2026-01-01') })).to.deep.equal(['latest', 'jan2106']);
+      expect(await list({ fromMs: Date.parse('2106-01-01'), toMs: Date.parse('2106-01-02') })).to.deep.equal(['jan2106']);
+      // `to` past the latest storable instant still includes a span starting exactly then; `from` past it matches nothing
+      expect(await list({ fromMs: Date.parse('2106-01-02'), toMs: Date.parse('9999-12-31') })).to.deep.equal(['latest']);
+      expect(await list({ fromMs: Date.parse('2106-02-07T06:28:16Z') })).to.deep.equal([]);
+    });
+
     it('does not lose a string with a lone surrogate, and does not fail the batch over it', async function () {
       await s.insertSpans([span('ws-utf', 't', 's', { prompt: 'a\ud800b', attributes: { k: 'x\udc00' } })]);
       const [got] = await s.getTrace('ws-utf', 't');
@@ -525,7 +546,12 @@ describe('storage backends agree (ClickHouse 18.16, ClickHouse 26 on chDB, DuckD
     expect(await same((s) => s.countSpans(ws))).to.be.greaterThan(100);
     const all = await same((s) => s.listTraces(ws, { limit: 1000 }));
     expect(all.items).to.have.length(60);
-    for (const t of all.items) await same((s) => s.getTrace(ws, t.traceId));
+    for (const t of all.items) {
+      const spans = await same((s) => s.getTrace(ws, t.traceId));
+      // The detail's summary (GET /api/traces/:id) says what the list item says.
+      const { prompt: _p, response: _r, provider: _v, errorCount: _e, ...detail } = summarize(spans)!;
+      expect({ traceId: t.traceId, ...detail }, t.traceId).to.deep.equal(t);
+    }
     const filters: Array<Omit<TraceFilter, 'limit'>> = [
       { model: 'claude' }, { status: 'error' }, { source: 'agents', environment: 'prod' }, { actionName: 'triage' },
       { fromMs: baseMs + 2000, toMs: baseMs + 6000 }, { model: 'gpt-4o', fromMs: baseMs + 5000 },

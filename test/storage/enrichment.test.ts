@@ -2,7 +2,7 @@
 // run against every backend, plus agreement of the analytics between the backends (ClickHouse
 // answers from materialized rollups, DuckDB from plain SQL over the same spans/findings).
 import { expect } from 'chai';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { emptySpan, MAX_TOKENS, type SpanRecord } from '../../collector/record.ts';
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../../collector/enrichment-records.ts';
@@ -161,11 +161,18 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
     });
 
     // A count beyond Int64 failed the whole insert, and the spool retried that batch forever.
-    it('caps absurd token counts instead of failing the batch', async function () {
+    // ... and sums of counts near 2^53 wrapped ClickHouse's UInt64 after ~2,000 spans: counts stop at MAX_TOKENS (10^12).
+    it('caps absurd token counts instead of failing the batch or wrapping sums', async function () {
       const ws = 'ws-huge-tokens';
       await s.insertSpans([llmSpan(ws, 'h1', T0, { promptTokens: 1e300, completionTokens: 9223372036854775807, totalTokens: Number.MAX_SAFE_INTEGER + 2 })]);
       const [sp] = await s.getTrace(ws, 'tr-h1');
-      expect([sp?.promptTokens, sp?.completionTokens, sp?.totalTokens]).to.deep.equal([Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]);
+      expect([sp?.promptTokens, sp?.completionTokens, sp?.totalTokens]).to.deep.equal([MAX_TOKENS, MAX_TOKENS, MAX_TOKENS]);
+      const many = Array.from({ length: 3000 }, (_, i) => ({ ...llmSpan(ws, `m${i}`, T0), traceId: 'tr-many', promptTokens: Number.MAX_SAFE_INTEGER }));
+      await s.insertSpans(many);
+      const listed = (await s.listTraces(ws, { limit: 10 })).items.find((t) => t.traceId === 'tr-many');
+      expect(listed?.promptTokens).to.equal(3000 * MAX_TOKENS);
+      const usage = await s.usage(ws, { groupBy: 'model', bucket: 'day' });
+      expect(usage.map((r) => r.promptTokens)).to.deep.equal([3001 * MAX_TOKENS]);
     });
 
     it('is idempotent per natural key: re-inserting a batch changes nothing', async function () {
@@ -468,6 +475,14 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
           row(day0, '', [30, 100, 300, 400, 50], { errors: 1, errorRate: 0.2, promptTokens: 1031, completionTokens: 7, totalTokens: 1038, costUsd: 0.00702 }),
           row(day0, 'prod', [200], { promptTokens: 1, completionTokens: 1, totalTokens: 2, costUsd: 0.5 }),
           row(day0 + DAY, '', [70], { costUsd: 0.25 }),
+        ]);
+      });
+
+      it('keeps days after 2105 apart from 1970 (ClickHouse 18.16 cannot name them as dates)', async function () {
+        const far = 'ws-usage-2106';
+        await s.insertSpans([llmSpan(far, 'z1', 4_294_967_290_000), llmSpan(far, 'z0', 1_000)]);
+        expect((await s.usage(far, { groupBy: 'model', bucket: 'day' })).map((r) => [r.bucketStart, r.requests])).to.deep.equal([
+          ['1970-01-01T00:00:00.000Z', 1], ['2106-02-07T00:00:00.000Z', 1],
         ]);
       });
 
