@@ -9,7 +9,7 @@ import type { Storage } from '../storage/types.ts';
 import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
 import { SettingsStore, settingsPatchSchema, type SettingsPatch } from '../collector/settings.ts';
 import { AuditChain } from '../processors/audit.ts';
-import { publicKeys } from '../processors/signing.ts';
+import { verificationKeys } from '../processors/signing.ts';
 import { verifyWorkspace } from '../processors/verify-workspace.ts';
 
 type Created = Awaited<ReturnType<typeof createKey>>;
@@ -95,7 +95,7 @@ class LocalOps implements Ops {
   async updateSettings(ws: string, patch: SettingsPatch) {
     return updateSettings(this.store, await workspaceId(this.storage, ws), settingsPatchSchema.parse(patch), this.audit);
   }
-  async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), publicKeys(join(this.config.DATA_DIR, 'keys'))); }
+  async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), await verificationKeys(this.storage, join(this.config.DATA_DIR, 'keys'))); }
   verifiableWorkspaces() { return this.storage.verificationWorkspaces(); }
   close() { return this.storage.close(); }
 }

@@ -1,7 +1,6 @@
 // Workspace, key and settings management shared by the CLI and the loopback admin routes.
 // Every change is audited.
 import { SYSTEM_WORKSPACE } from '../processors/audit.ts';
-import { randomBytes } from 'node:crypto';
 import type { ApiKeyRecord, Storage, Workspace } from '../storage/types.ts';
 import type { AuditEvent } from '../processors/audit.ts';
 import { newKey } from './keys.ts';
@@ -27,9 +26,15 @@ export async function ensureWorkspace(storage: Storage, name: string): Promise<W
   const existing = await findWorkspace(storage, name);
   if (existing) return existing;
   if (WORKSPACE_ID_RE.test(name)) throw new HttpError(400, 'invalid_request', `invalid workspace name "${name}": names of the form ws_<16 hex digits> are workspace ids`);
-  const ws: Workspace = { id: `ws_${randomBytes(8).toString('hex')}`, name, createdAtMs: Date.now() };
+  // The id follows from the name: two collectors creating the same new workspace at once make one workspace.
+  const ws: Workspace = { id: workspaceIdFor(name), name, createdAtMs: Date.now() };
   await storage.createWorkspace(ws);
   return ws;
+}
+
+/** The id a new workspace of this name gets (names are unique; ids of workspaces made before this were random). */
+export function workspaceIdFor(name: string): string {
+  return `ws_${sha256(`workspace:${name}`).slice(0, 16)}`;
 }
 
 /** A workspace given by name or by id. */

@@ -17,7 +17,7 @@ import { SettingsStore } from './settings.ts';
 import { LastKnown } from './last-known.ts';
 import { Pipeline } from './pipeline.ts';
 import { createEnrichment, type Enrichment } from '../processors/index.ts';
-import { loadSigningKey } from '../processors/signing.ts';
+import { loadSigningKey, publishKeys } from '../processors/signing.ts';
 import { ProcessorWorker } from '../processors/worker-client.ts';
 import { ChainHeadStore, storeIdentity } from '../processors/chain-heads.ts';
 import { headsOf } from '../processors/verification.ts';
@@ -67,6 +67,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main', store);
   const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log, previousAuditHeads: auditHeads.current() });
   if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
+  const stopPublishing = config.ENRICHMENT ? publishKeys(storage, enrichment.keysDir, log) : () => {};
   const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, store, settings, youngGenMb: config.WORKER_YOUNG_GEN_MB }) : null;
   await processors?.start();
   const pipeline = new Pipeline({
@@ -106,6 +107,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     await processors?.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
     await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     stopInit();
+    stopPublishing();
     await pipeline.close();
     auditHeads.flush();
     lastKnown.flush();

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
-import { BackpressureError } from './errors.ts';
+import { BackpressureError, HttpError } from './errors.ts';
 import type { LastKnown } from './last-known.ts';
 import { DEFAULT_POLICY, policySchema, type Policy } from '../processors/governance/policy.ts';
 import { POLICY_ACTION_KEYS } from '../processors/governance/types.ts';
@@ -56,6 +56,8 @@ export class SettingsStore {
   private readonly lastKnown: LastKnown | undefined;
   private readonly deadlineMs: number;
   private readonly lookups = new SingleFlight<ResolvedSettings>();
+  /** Per workspace, the tail of the changes under way here (update() runs them in turn). */
+  private readonly updating = new Map<string, Promise<void>>();
   constructor(storage: Storage, config: Config, ttlMs = 5_000, onWarning?: (o: object, m: string) => void, lastKnown?: LastKnown, deadlineMs = LOOKUP_DEADLINE_MS) {
     this.storage = storage;
     this.config = config;
@@ -144,12 +146,27 @@ export class SettingsStore {
     return { rules: doc.alertRules ?? [], webhookUrl: doc.alertWebhookUrl, webhookSecret: doc.alertWebhookSecret };
   }
 
-  /** Validates and stores a new version; returns it. Callers audit the change. */
-  async update(workspaceId: string, change: (doc: SettingsDoc) => SettingsDoc): Promise<ResolvedSettings> {
+  /**
+   * Validates and stores a new version; returns it. Callers audit the change. Changes made through this process
+   * run one after the other (each applies to the one before); one racing a change made through another collector
+   * on the same storage, which wrote the same version first, is 409 conflict: nothing of it counts, retry it.
+   */
+  update(workspaceId: string, change: (doc: SettingsDoc) => SettingsDoc): Promise<ResolvedSettings> {
+    const run = (this.updating.get(workspaceId) ?? Promise.resolve()).then(() => this.updateNow(workspaceId, change));
+    const tail = run.then(() => {}, () => {});
+    this.updating.set(workspaceId, tail);
+    void tail.then(() => { if (this.updating.get(workspaceId) === tail) this.updating.delete(workspaceId); });
+    return run;
+  }
+
+  private async updateNow(workspaceId: string, change: (doc: SettingsDoc) => SettingsDoc): Promise<ResolvedSettings> {
     const current = await this.storage.getSettings(workspaceId);
     const doc = settingsSchema.parse(change(current ? JSON.parse(current.doc) : {}));
     const version = (current?.version ?? 0) + 1;
-    await this.storage.putSettings(workspaceId, JSON.stringify(doc), version, Date.now());
+    if (!(await this.storage.putSettings(workspaceId, JSON.stringify(doc), version, Date.now()))) {
+      this.forget(workspaceId);
+      throw new HttpError(409, 'conflict', `the settings of this workspace were changed through another collector at the same moment (version ${version}); nothing of this change was kept: read them again and retry`);
+    }
     // What was written, not read back: the audit record must name this version even if another change follows.
     const value = this.resolve(doc, version);
     this.lookups.changed(workspaceId);

@@ -3,6 +3,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, si
 import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256 } from './canonical.ts';
+import type { Storage } from '../storage/types.ts';
 
 export interface PublicKeyInfo { keyId: string; algorithm: 'Ed25519'; publicKeyPem: string; publicKeyJwk: object }
 export interface SigningKey { keyId: string; privateKey: KeyObject; publicKey: KeyObject }
@@ -32,9 +33,47 @@ export function loadSigningKey(dir: string): SigningKey {
 export function publicKeys(dir: string): PublicKeyInfo[] {
   if (!existsSync(dir)) return [];
   return readdirSync(dir).filter((f) => f.endsWith('.key.pem')).sort().map((f) => {
-    const pub = createPublicKey(createPrivateKey(readFileSync(join(dir, f), 'utf8')));
-    return { keyId: keyIdOf(pub), algorithm: 'Ed25519', publicKeyPem: pub.export({ type: 'spki', format: 'pem' }).toString(), publicKeyJwk: pub.export({ format: 'jwk' }) };
+    return keyInfo(createPublicKey(createPrivateKey(readFileSync(join(dir, f), 'utf8'))));
   });
+}
+
+function keyInfo(pub: KeyObject): PublicKeyInfo {
+  return { keyId: keyIdOf(pub), algorithm: 'Ed25519', publicKeyPem: pub.export({ type: 'spki', format: 'pem' }).toString(), publicKeyJwk: pub.export({ format: 'jwk' }) };
+}
+
+/**
+ * The keys a checker accepts: this collector's own (DATA_DIR/keys) plus those the other collectors sharing the
+ * storage published there. A published key counts only under its own id (the id is a hash of the key), so a row
+ * cannot pass one key off as another; whoever can write the database can add a key, as they can add records.
+ */
+export async function verificationKeys(storage: Pick<Storage, 'publishedKeys'>, dir: string): Promise<PublicKeyInfo[]> {
+  const keys = new Map(publicKeys(dir).map((k) => [k.keyId, k]));
+  for (const p of await storage.publishedKeys()) {
+    if (keys.has(p.keyId)) continue;
+    let pub: KeyObject;
+    try { pub = createPublicKey(p.publicKeyPem); } catch { continue; }
+    if (pub.asymmetricKeyType !== 'ed25519') continue;
+    const info = keyInfo(pub);
+    if (info.keyId === p.keyId) keys.set(p.keyId, info);
+  }
+  return [...keys.values()].sort((a, b) => (a.keyId < b.keyId ? -1 : a.keyId > b.keyId ? 1 : 0));
+}
+
+/** Publish this collector's public keys in storage, retrying every retryMs while it is unreachable; returns stop(). */
+export function publishKeys(storage: Pick<Storage, 'publishKeys'>, dir: string, log: { warn(o: object, m: string): void }, retryMs = 30_000): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const attempt = () => {
+    const keys = publicKeys(dir).map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, publishedAtMs: Date.now() }));
+    storage.publishKeys(keys).catch((err: unknown) => {
+      if (stopped) return;
+      log.warn({ err, retryInMs: retryMs }, 'verification keys not yet published to storage (other collectors cannot check this one\'s chains until they are)');
+      timer = setTimeout(attempt, retryMs);
+      timer.unref();
+    });
+  };
+  attempt();
+  return () => { stopped = true; clearTimeout(timer); };
 }
 
 export function signText(key: SigningKey, text: string): string {

@@ -76,6 +76,8 @@ export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   verification: 'cityHash64(workspace_id, chain_id, seq)',
   verification_checkpoints: 'cityHash64(workspace_id, chain_id, seq)',
   alerts: 'cityHash64(workspace_id, alert_id)',
+  settings_versions: 'cityHash64(workspace_id)',
+  verification_keys: 'cityHash64(key_id)',
   usage_hourly: 'cityHash64(workspace_id)',
   usage_corrections: 'cityHash64(workspace_id)',
   findings_daily: 'cityHash64(workspace_id)',
@@ -420,6 +422,35 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
           GROUP BY workspace_id, hour, model, action_name, environment, source
           HAVING has_spans = 1 AND abs(delta) > 1e-9)
         GROUP BY workspace_id, hour, model, action_name, environment, source`,
+    ],
+  },
+  {
+    version: 8,
+    description: 'settings versions keep every writer; published verification keys',
+    // settings collapsed two collectors' writes of one version into one row, silently losing a change: each write
+    // is now its own row (writer id in the key), and a writer that finds another live write of its version
+    // withdraws its own (a second row, withdrawn = 1, replacing it) and answers 409 (storage/clickhouse.ts). The
+    // rows of settings are copied over (again when re-run: the same rows collapse); settings itself is left for
+    // collectors of an earlier version still running (their changes are not seen here: upgrade them all first).
+    // verification_keys: each collector's public key, so any one of them verifies the chains of all the others.
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.settings_versions (
+        workspace_id String,
+        version UInt64,
+        writer String,
+        doc String,
+        updated_at_ms UInt64,
+        withdrawn UInt8
+      ) ENGINE = ReplacingMergeTree()
+      ORDER BY (workspace_id, version, writer)`,
+      `INSERT INTO ${db}.settings_versions (workspace_id, version, writer, doc, updated_at_ms, withdrawn)
+        SELECT workspace_id, version, '', doc, updated_at_ms, 0 FROM ${db}.settings FINAL`,
+      `CREATE TABLE IF NOT EXISTS ${db}.verification_keys (
+        key_id String,
+        public_key_pem String,
+        published_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree()
+      ORDER BY key_id`,
     ],
   },
 ];

@@ -1,10 +1,11 @@
 // ClickHouse backend. Works with 18.16 and current releases: plain HTTP, no query parameters
 // (inlined literals via clickhouse-sql.ts), no compression, JSONEachRow in and out.
+import { randomUUID } from 'node:crypto';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { StorageConfigError } from './startup.ts';
@@ -549,19 +550,54 @@ export class ClickHouseStorage implements Storage {
   // ---- workspace settings: every version is a row; the highest one is current ----
 
   async getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null> {
-    const [row] = await this.rows<{ doc: string; version: string }>(
-      `SELECT doc, version FROM ${this.t('settings')} FINAL WHERE workspace_id = ${str(wellFormed(workspaceId))}
-       ORDER BY version DESC LIMIT 1`,
-    );
+    const [row] = await this.settingsRows(`workspace_id = ${str(wellFormed(workspaceId))}`);
     return row ? { doc: row.doc, version: Number(row.version) } : null;
   }
 
-  async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<void> {
+  /**
+   * Each write is a row of its own (writer in the key), so two collectors writing one version at once both stay
+   * visible. A writer that then sees a live write of its version other than its own withdraws its own (a row
+   * with withdrawn = 1 replaces it) and reports the conflict: of writers racing, at most the one that checked
+   * while alone keeps its write, and readers never take a withdrawn one. (A writer dying between its insert and
+   * its withdrawal leaves its write live; the earliest stamped then counts.)
+   */
+  async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean> {
+    const row = { workspace_id: wellFormed(workspaceId), version: count(version), writer: randomUUID(), doc: wellFormed(doc), updated_at_ms: count(atMs), withdrawn: 0 };
+    const insert = (r: typeof row) => this.client.insert({ table: this.t('settings_versions'), values: [r], format: 'JSONEachRow' });
+    await insert(row);
+    const live = await this.rows<{ writer: string }>(
+      `SELECT writer FROM ${this.t('settings_versions')} FINAL
+       WHERE workspace_id = ${str(row.workspace_id)} AND version = ${u64(String(row.version))} AND withdrawn = 0`,
+    );
+    if (live.length === 1 && live[0]!.writer === row.writer) return true;
+    await insert({ ...row, withdrawn: 1 });
+    return false;
+  }
+
+  private settingsRows(where: string) {
+    return this.rows<{ doc: string; version: string; writer: string }>(
+      `SELECT doc, version, writer FROM ${this.t('settings_versions')} FINAL WHERE ${where} AND withdrawn = 0
+       ORDER BY version DESC, updated_at_ms, writer LIMIT 1`,
+    );
+  }
+
+  // ---- published verification keys ----
+
+  async publishKeys(keys: PublishedKey[]): Promise<void> {
+    if (!keys.length) return;
     await this.client.insert({
-      table: this.t('settings'),
-      values: [{ workspace_id: wellFormed(workspaceId), version: count(version), doc: wellFormed(doc), updated_at_ms: count(atMs) }],
+      table: this.t('verification_keys'),
+      values: keys.map((k) => ({ key_id: wellFormed(k.keyId), public_key_pem: wellFormed(k.publicKeyPem), published_at_ms: count(k.publishedAtMs) })),
       format: 'JSONEachRow',
     });
+  }
+
+  async publishedKeys(): Promise<PublishedKey[]> {
+    const rows = await this.rows<{ key_id: string; public_key_pem: string; published_at_ms: string }>(
+      `SELECT key_id, any(public_key_pem) AS public_key_pem, toString(min(published_at_ms)) AS published_at_ms
+       FROM ${this.t('verification_keys')} GROUP BY key_id ORDER BY key_id`,
+    );
+    return rows.map((r) => ({ keyId: r.key_id, publicKeyPem: r.public_key_pem, publishedAtMs: Number(r.published_at_ms) }));
   }
 
   // ---- enrichment and analytics (clickhouse-enrichment.ts) ----

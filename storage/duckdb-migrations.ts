@@ -173,6 +173,17 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    description: 'published verification keys',
+    statements: [
+      `CREATE TABLE IF NOT EXISTS verification_keys (
+        key_id VARCHAR NOT NULL PRIMARY KEY,
+        public_key_pem VARCHAR NOT NULL,
+        published_at_ms BIGINT NOT NULL
+      )`,
+    ],
+  },
 ];
 
 /**

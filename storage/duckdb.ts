@@ -6,7 +6,7 @@ import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
@@ -222,7 +222,8 @@ export class DuckDbStorage implements Storage {
   // ---- workspaces and API keys ----
 
   async createWorkspace(ws: Workspace): Promise<void> {
-    await this.serial((c) => c.run('INSERT OR REPLACE INTO workspaces VALUES ($id, $name, $at)',
+    // The id follows from the name (ensureWorkspace): a second create of the same workspace keeps the first.
+    await this.serial((c) => c.run('INSERT INTO workspaces VALUES ($id, $name, $at) ON CONFLICT DO NOTHING',
       { id: wellFormed(ws.id), name: wellFormed(ws.name), at: BigInt(count(ws.createdAtMs)) }));
   }
 
@@ -282,10 +283,32 @@ export class DuckDbStorage implements Storage {
     return row ? { doc: row.doc, version: Number(row.version) } : null;
   }
 
-  async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<void> {
-    await this.serial((c) => c.run('INSERT OR REPLACE INTO settings VALUES ($ws, $v, $doc, $at)', {
-      ws: wellFormed(workspaceId), v: BigInt(count(version)), doc: wellFormed(doc), at: BigInt(count(atMs)),
-    }));
+  async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean> {
+    // A version already written stays: this write then did not count (one process owns the file, so this is
+    // two changes racing in it, which SettingsStore serializes anyway).
+    const ws = wellFormed(workspaceId), v = BigInt(count(version)), text = wellFormed(doc), at = BigInt(count(atMs));
+    const [row] = await this.serial(async (c) => {
+      await c.run('INSERT INTO settings VALUES ($ws, $v, $doc, $at) ON CONFLICT DO NOTHING', { ws, v, doc: text, at });
+      return this.all<{ doc: string; updated_at_ms: bigint }>(c, 'SELECT doc, updated_at_ms FROM settings WHERE workspace_id = $ws AND version = $v', { ws, v });
+    });
+    return row?.doc === text && row.updated_at_ms === at;
+  }
+
+  // ---- published verification keys ----
+
+  async publishKeys(keys: PublishedKey[]): Promise<void> {
+    await this.serial(async (c) => {
+      for (const k of keys) {
+        await c.run('INSERT INTO verification_keys VALUES ($id, $pem, $at) ON CONFLICT DO NOTHING',
+          { id: wellFormed(k.keyId), pem: wellFormed(k.publicKeyPem), at: BigInt(count(k.publishedAtMs)) });
+      }
+    });
+  }
+
+  async publishedKeys(): Promise<PublishedKey[]> {
+    const rows = await this.serial((c) => this.all<{ key_id: string; public_key_pem: string; published_at_ms: bigint }>(c,
+      'SELECT key_id, public_key_pem, published_at_ms FROM verification_keys ORDER BY key_id'));
+    return rows.map((r) => ({ keyId: r.key_id, publicKeyPem: r.public_key_pem, publishedAtMs: Number(r.published_at_ms) }));
   }
 
   // ---- enrichment and analytics (duckdb-enrichment.ts) ----

@@ -79,7 +79,16 @@ export interface Storage {
 
   /** The workspace's settings document (policy, provider, alert rules), newest version; null when never set. */
   getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null>;
-  putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<void>;
+  /**
+   * Store a version; resolves false, and the write does not count, when another write of the same version raced it
+   * (collectors sharing the storage changing one workspace at once). Never true for two writes of one version.
+   */
+  putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean>;
+
+  /** Record public signing keys (each collector publishes its own at start) so any collector verifies the others' chains. */
+  publishKeys(keys: PublishedKey[]): Promise<void>;
+  /** Every key published to this storage, by key id. */
+  publishedKeys(): Promise<PublishedKey[]>;
 
   // ---- enrichment (issue: governance, audit, alerts, verification, analytics) ----
   /** Insert enrichment records of any type; idempotent per record's natural key (see each table). */
@@ -105,6 +114,9 @@ export interface Storage {
 }
 
 export interface Page<T> { items: T[]; nextCursor: string | null }
+
+/** A collector's public Ed25519 key (SPKI PEM) as published in storage; keyId is checked against the key itself on use. */
+export interface PublishedKey { keyId: string; publicKeyPem: string; publishedAtMs: number }
 
 export interface FindingQuery { traceId?: string; category?: string; detector?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }
 export interface AuditQuery { action?: string; actor?: string; outcome?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }

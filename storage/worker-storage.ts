@@ -67,6 +67,8 @@ export class WorkerStorage implements Storage {
   revokeApiKey(...a: Parameters<Storage['revokeApiKey']>) { return this.fwd('revokeApiKey', a); }
   getSettings(...a: Parameters<Storage['getSettings']>) { return this.fwd('getSettings', a); }
   putSettings(...a: Parameters<Storage['putSettings']>) { return this.fwd('putSettings', a); }
+  publishKeys(...a: Parameters<Storage['publishKeys']>) { return this.fwd('publishKeys', a); }
+  publishedKeys(...a: Parameters<Storage['publishedKeys']>) { return this.fwd('publishedKeys', a); }
   insertEnrichment(...a: Parameters<Storage['insertEnrichment']>) { return this.fwd('insertEnrichment', a); }
   listFindings(...a: Parameters<Storage['listFindings']>) { return this.fwd('listFindings', a); }
   getPolicyRecords(...a: Parameters<Storage['getPolicyRecords']>) { return this.fwd('getPolicyRecords', a); }

@@ -8,7 +8,7 @@ import { HttpError } from '../errors.ts';
 import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../admin.ts';
 import { parseJson, readBody } from '../body.ts';
 import { settingsPatchSchema } from '../settings.ts';
-import { publicKeys } from '../../processors/signing.ts';
+import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 
 export function adminRoutes(r: RouteContext, adminToken: string): void {
@@ -53,7 +53,7 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
   r.router.get('/admin/verify', guard, async (ctx) => {
     // What was acknowledged (a key or policy change's audit record among it) is checked from storage, not the spool.
     await r.pipeline.flush();
-    ctx.body = await verifyWorkspace(r.storage, await wsParam(ctx), publicKeys(r.enrichment.keysDir));
+    ctx.body = await verifyWorkspace(r.storage, await wsParam(ctx), await verificationKeys(r.storage, r.enrichment.keysDir));
   });
   r.router.get('/admin/workspaces', guard, async (ctx) => {
     ctx.body = { workspaces: await r.storage.verificationWorkspaces() };

@@ -6,7 +6,7 @@ import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
-import { publicKeys } from '../../processors/signing.ts';
+import { verificationKeys } from '../../processors/signing.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';
 import { checkRange, READ_LIMITS, unavailableDoc } from './read.ts';
 
@@ -26,15 +26,17 @@ const ws = (ctx: Context) => (ctx.state.caller as Caller).workspaceId;
 const strip = <T extends { recordType: string }>(r: T) => { const { recordType: _t, ...rest } = r; return rest; };
 
 export function enrichmentRoutes(r: RouteContext): void {
-  // Every route but the keys (read from disk) asks storage, and answers 503 when it is down or too slow.
-  const doc = (path: string, summary: string, query?: z.ZodObject, storage = true) =>
-    r.docs.push({ method: 'get', path, tag: 'enrichment', auth: 'apiKey', summary, query, responses: { 200: { description: 'OK' }, ...storage ? { 503: unavailableDoc } : {} } });
+  // Every route asks storage (the keys route for the keys other collectors published), and answers 503 when it
+  // is down or too slow.
+  const doc = (path: string, summary: string, query?: z.ZodObject, more: Record<number, { description: string }> = {}) =>
+    r.docs.push({ method: 'get', path, tag: 'enrichment', auth: 'apiKey', summary, query, responses: { 200: { description: 'OK' }, ...more, 503: unavailableDoc } });
   doc('/api/audit', 'Audit log, newest first: ingestion requests, key/policy/settings changes, rejected authentications', auditQuery);
   doc('/api/alerts', 'Alert signals produced by the workspace alert rules, newest first', alertsQuery);
   doc('/api/findings', 'Governance findings (masked previews only), newest first', findingsQuery);
   doc('/api/policy', 'The workspace policy in force');
-  doc('/api/traces/{traceId}/verification', 'Re-check a trace: content hash, chain continuity, checkpoint signatures');
-  doc('/api/verification/keys', 'Public keys that sign verification checkpoints', undefined, false);
+  doc('/api/traces/{traceId}/verification', 'Re-check a trace: content hash, chain continuity, checkpoint signatures', undefined,
+    { 404: { description: 'No verification records for this trace (not ingested, not yet flushed, or enrichment off)' } });
+  doc('/api/verification/keys', 'Public keys that sign verification checkpoints: this collector\'s and those the collectors sharing its storage published');
   doc('/api/analytics/usage', 'Requests, errors, tokens, cost and p50/p95/p99 latency of model calls (llm and embedding spans) per bucket and group', usageQuery);
 
   r.router.get('/api/audit', ...r.readGuard(READ_LIMITS.audit), async (ctx) => {
@@ -60,13 +62,13 @@ export function enrichmentRoutes(r: RouteContext): void {
     const s = await r.settings.forWorkspace(ws(ctx));
     ctx.body = { policy: s.policy, settingsVersion: s.version };
   });
-  r.router.get('/api/verification/keys', ...r.readGuard(READ_LIMITS.verificationKeys), (ctx) => {
-    ctx.body = { keys: publicKeys(r.enrichment.keysDir) };
+  r.router.get('/api/verification/keys', ...r.readGuard(READ_LIMITS.verificationKeys), async (ctx) => {
+    ctx.body = { keys: await r.read(() => verificationKeys(r.storage, r.enrichment.keysDir)) };
   });
   r.router.get('/api/traces/:traceId/verification', ...r.readGuard(READ_LIMITS.verification), async (ctx) => {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
-    const report = await r.read(() => verifyTrace(r.storage, ws(ctx), traceId, publicKeys(r.enrichment.keysDir)));
+    const report = await r.read(async () => verifyTrace(r.storage, ws(ctx), traceId, await verificationKeys(r.storage, r.enrichment.keysDir)));
     // A stored trace without records is a failure to report (its records were deleted, or it was written around
     // the collector), unless it is still within the settle window.
     if (report.recordsChecked === 0 && report.problems.length === 0) throw new HttpError(404, 'not_found', `no verification records for trace ${traceId} (not ingested, not yet flushed, or enrichment off)`);

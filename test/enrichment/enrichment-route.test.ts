@@ -1,6 +1,6 @@
 // Enrichment end to end over HTTP: policies set with the CLI, redaction before the spool, findings, audit,
 // alerts with a signed webhook, verification (and tampering caught in ClickHouse), usage analytics.
-import { emptySpan } from '../../collector/record.ts';
+import { emptySpan, MAX_TOKENS } from '../../collector/record.ts';
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import { createHmac } from 'node:crypto';
@@ -190,18 +190,18 @@ for (const backend of BACKENDS) {
       expect((await get(`${s.url}/api/traces/0af7651916cd43dd8448eb211c80319c/verification`, auth)).json).to.include({ ok: true });
     });
 
-    it('token counts that sum past 2^53 − 1 are stored capped, as they were hashed: the trace verifies', async () => {
-      const max = Number.MAX_SAFE_INTEGER;
-      const native = await post(`${s.url}/api/traces`, { requestId: 'big-sum', model: 'gpt-4o-mini', metrics: { promptTokens: 5e15, completionTokens: 5e15 } }, auth);
+    it('token counts past MAX_TOKENS (10^12, also a derived total) are stored capped, as they were hashed: the trace verifies', async () => {
+      const max = MAX_TOKENS;
+      const native = await post(`${s.url}/api/traces`, { requestId: 'big-sum', model: 'gpt-4o-mini', metrics: { promptTokens: max, completionTokens: max } }, auth);
       expect(native.status, JSON.stringify(native.json)).to.equal(200);
       const otlpBody = { resourceSpans: [{ scopeSpans: [{ spans: [{
         traceId: '1af7651916cd43dd8448eb211c80319c', spanId: 'c7ad6b7169203331', name: 'chat', startTimeUnixNano: '1000', endTimeUnixNano: '2000',
         attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'chat' } },
-          { key: 'gen_ai.usage.input_tokens', value: { intValue: String(max) } }, { key: 'gen_ai.usage.output_tokens', value: { doubleValue: 2.5 } }],
+          { key: 'gen_ai.usage.input_tokens', value: { intValue: String(Number.MAX_SAFE_INTEGER) } }, { key: 'gen_ai.usage.output_tokens', value: { doubleValue: 2.5 } }],
       }] }] }] };
       expect((await post(`${s.url}/v1/traces`, otlpBody, auth)).status).to.equal(200);
       await flushed(s);
-      expect((await get(`${s.url}/api/traces/big-sum`, auth)).json.trace.spans[0]).to.include({ promptTokens: 5e15, totalTokens: max });
+      expect((await get(`${s.url}/api/traces/big-sum`, auth)).json.trace.spans[0]).to.include({ promptTokens: max, totalTokens: max });
       expect((await get(`${s.url}/api/traces/1af7651916cd43dd8448eb211c80319c`, auth)).json.trace.spans[0]).to.include({ completionTokens: 3, totalTokens: max });
       expect((await get(`${s.url}/api/traces/big-sum/verification`, auth)).json).to.include({ ok: true });
       expect((await get(`${s.url}/api/traces/1af7651916cd43dd8448eb211c80319c/verification`, auth)).json).to.include({ ok: true });
