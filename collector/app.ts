@@ -19,9 +19,11 @@ import type { Enrichment } from '../processors/index.ts';
 import { SYSTEM_WORKSPACE } from '../processors/audit.ts';
 import type { RouteDoc } from './openapi.ts';
 import { routeModules } from './routes/index.ts';
+import type { PipelineStats as FullPipelineStats } from './pipeline.ts';
 import { adminRoutes } from './routes/admin.ts';
 
-export interface PipelineStats { spoolBytes: number; pendingRows: number; storageHealthy: boolean; lastFlushError: string | null; spoolSyncs: number; spoolAppends: number }
+/** What the routes read of the pipeline's stats (tests pass small doubles). */
+export type PipelineStats = Pick<FullPipelineStats, 'spoolBytes' | 'pendingRows' | 'storageHealthy' | 'lastFlushError' | 'spoolSyncs' | 'spoolAppends' | 'spoolWriteFailure'>;
 
 export interface AppDeps {
   config: Config;

@@ -12,9 +12,11 @@ export function createMetrics() {
     ingested: new Counter({ name: 'tracegate_records_ingested_total', help: 'Span records acknowledged, by source', labelNames: ['source'] as const, registers: [registry] }),
     spoolBytes: new Gauge({ name: 'tracegate_spool_bytes', help: 'Bytes waiting in the spool', registers: [registry] }),
     spoolPendingRows: new Gauge({ name: 'tracegate_spool_pending_rows', help: 'Records waiting to be flushed to storage', registers: [registry] }),
-    spoolSyncs: new Gauge({ name: 'tracegate_spool_syncs_total', help: 'fdatasync calls on the spool (one per group commit)', registers: [registry] }),
-    spoolAppends: new Gauge({ name: 'tracegate_spool_appends_total', help: 'Batches appended to the spool', registers: [registry] }),
+    // Counters (they only grow) whose value the spool keeps: set at each scrape with setCounter.
+    spoolSyncs: new Counter({ name: 'tracegate_spool_syncs_total', help: 'fdatasync calls on the spool (one per group commit)', registers: [registry] }),
+    spoolAppends: new Counter({ name: 'tracegate_spool_appends_total', help: 'Batches appended to the spool', registers: [registry] }),
     flushRows: new Histogram({ name: 'tracegate_flush_batch_rows', help: 'Rows per storage insert', buckets: [1, 10, 100, 1000, 5000, 20000, 50000, 100000], registers: [registry] }),
+    redisFailures: new Counter({ name: 'tracegate_rate_limit_redis_failures_total', help: 'Redis errors and rate-limit checks its in-memory insurance answered (limits were per instance)', registers: [registry] }),
     refused: new Counter({ name: 'tracegate_refused_records_total', help: 'Records storage refused on their own, set aside in DATA_DIR/refused', registers: [registry] }),
     inflight,
     inflightBodyBytes: new Gauge({ name: 'tracegate_inflight_body_bytes', help: 'Decompressed request body bytes being received (bounded by TRACEGATE_MAX_INFLIGHT_BODY_BYTES)', registers: [registry], collect() { this.set(inflight.bytes()); } }),
@@ -22,3 +24,9 @@ export function createMetrics() {
   };
 }
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** A counter whose running total is kept elsewhere (the spool's): reported as that total. */
+export function setCounter(c: Counter, total: number): void {
+  c.reset();
+  c.inc(total);
+}

@@ -56,6 +56,8 @@ export interface PipelineStats {
   flushedTotal: number;
   spoolSyncs: number;
   spoolAppends: number;
+  /** The last spool append failed (disk full, I/O error) then, and none has succeeded since. */
+  spoolWriteFailure: { atMs: number; message: string } | null;
 }
 
 const DEFAULT_CAP = { rows: 200_000, bytes: 64 * 1024 * 1024 };
@@ -202,6 +204,7 @@ export class Pipeline implements Ingestor {
       flushedTotal: this.flushed,
       spoolSyncs: this.spool.counters.syncs,
       spoolAppends: this.spool.counters.appends,
+      spoolWriteFailure: this.spool.lastWriteFailure,
     };
   }
 

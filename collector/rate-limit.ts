@@ -12,7 +12,15 @@ export interface LimiterOptions {
   redisUrl?: string;
   /** Failed authentications allowed per client IP per window (default 30 per 60 s). */
   authFailures?: { points: number; durationSeconds: number };
+  /**
+   * Told when Redis fails (a connection error, or a command answered by the insurance limiter): limits are then
+   * per instance. At most once per REDIS_REPORT_MS with the failures counted since, so an outage is one log line
+   * a minute, not one per request.
+   */
+  onRedisTrouble?: (failures: number, err: unknown) => void;
 }
+
+const REDIS_REPORT_MS = 60_000;
 
 /** What a failed authentication costs its client IP: `throttled` once over the limit; `tripped` on the first throttled one of a window. */
 export interface AuthFailureResult { throttled: boolean; tripped: boolean; retryAfterSeconds: number }
@@ -53,7 +61,22 @@ export class RateLimits {
       ? new Redis(opts.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false, commandTimeout: REDIS_COMMAND_TIMEOUT_MS })
       : null;
     // ioredis reconnects by itself; without a listener an outage would be an unhandled 'error' event.
-    this.redis?.on('error', () => {});
+    this.redis?.on('error', (err: unknown) => this.trouble(err));
+  }
+
+  /** Redis failures since start (the metric tracegate_rate_limit_redis_failures_total). */
+  redisFailures = 0;
+  private troubles = 0;
+  private reportedAt = -Infinity;
+  private trouble(err: unknown): void {
+    this.redisFailures++;
+    this.troubles++;
+    const now = Date.now();
+    if (now - this.reportedAt < REDIS_REPORT_MS) return;
+    this.reportedAt = now;
+    const n = this.troubles;
+    this.troubles = 0;
+    this.opts.onRedisTrouble?.(n, err);
   }
 
   /**
@@ -65,7 +88,7 @@ export class RateLimits {
     if (!l) {
       const base = { points, duration, keyPrefix: `tg:rl:${route}` };
       const memory = new Insurance(base);
-      memory.onFallback = () => { this.redisSkipUntil = Date.now() + REDIS_SKIP_MS; };
+      memory.onFallback = () => { this.redisSkipUntil = Date.now() + REDIS_SKIP_MS; this.trouble(new Error('a Redis command failed or timed out; the in-memory limiter answered')); };
       l = { memory, shared: this.redis ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory }) : memory };
       this.limiters.set(route, l);
     }

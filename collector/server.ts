@@ -79,13 +79,14 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   });
   await pipeline.start();
   const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL,
+    onRedisTrouble: (failures, err) => log.warn({ err, failures }, 'rate limiting: Redis is failing; limits are per instance until it answers again'),
     authFailures: { points: config.AUTH_FAILURE_LIMIT, durationSeconds: config.AUTH_FAILURE_WINDOW_SECONDS } });
   const adminToken = randomBytes(24).toString('base64url');
   const closers: Array<() => Promise<void>> = [];
   const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage, 30_000, lastKnown), limits, settings, enrichment, log, metrics, adminToken, closers });
 
   const server = app.listen(config.PORT, config.HOST);
-  await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', reject); });
+  await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', (err) => reject(listenError(err, config))); });
   server.keepAliveTimeout = 65_000; // longer than typical client/LB idle timeouts
   server.headersTimeout = 66_000;
   const addr = server.address();
@@ -138,4 +139,18 @@ async function loopbackAdmin(host: string, handler: ReturnType<ReturnType<typeof
   admin.listen(0, '127.0.0.1');
   await new Promise<void>((resolve, reject) => { admin.once('listening', resolve); admin.once('error', reject); });
   return admin;
+}
+
+/** Why the server cannot listen, naming the setting to change (Node's own message names neither). */
+function listenError(err: NodeJS.ErrnoException, config: Config): Error {
+  const where = `${config.HOST}:${config.PORT}`;
+  const why: Record<string, string> = {
+    EADDRINUSE: `TRACEGATE_PORT: ${where} is already in use`,
+    EACCES: `TRACEGATE_PORT: not allowed to listen on ${where} (ports below 1024 need privileges)`,
+    ENOTFOUND: `TRACEGATE_HOST: "${config.HOST}" is not an address of this machine or a name that resolves`,
+    EAI_AGAIN: `TRACEGATE_HOST: "${config.HOST}" could not be resolved`,
+    EADDRNOTAVAIL: `TRACEGATE_HOST: ${config.HOST} is not an address of this machine`,
+  };
+  const message = err.code ? why[err.code] : undefined;
+  return message ? Object.assign(new Error(`invalid configuration\n  ${message}`), { cause: err }) : err;
 }

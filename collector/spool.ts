@@ -142,6 +142,8 @@ export class Spool {
   private wakeQueued = false;
   private drained: Promise<void> = Promise.resolve();
   private broken = false; // last write/sync failed: never append after it (keeps damage at the tail)
+  /** When the last append failed (disk full, I/O error), until one succeeds again: readiness reports it. */
+  lastWriteFailure: { atMs: number; message: string } | null = null;
   private closed = false;
 
   constructor(opts: SpoolOptions) {
@@ -335,6 +337,7 @@ export class Spool {
       this.counters.bytesWritten += g.bytes;
       this.queuedBytes -= g.bytes;
       for (const p of g.batch) p.resolve();
+      this.lastWriteFailure = null;
     }
   }
 
@@ -343,6 +346,7 @@ export class Spool {
     this.broken = true;
     this.queuedBytes -= bytes;
     const e = err instanceof Error ? err : new Error(String(err));
+    this.lastWriteFailure = { atMs: Date.now(), message: e.message };
     this.log?.error({ err: e, dir: this.dir }, 'spool: write failed; rejecting the batch');
     for (const p of batch) p.reject(e);
   }

@@ -43,7 +43,7 @@ export const configSchema = z.object({
     return urls;
   }),
 
-  REDIS_URL: z.string().url().optional(),
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'a redis:// or rediss:// URL' }).optional(),
   RATE_LIMIT_POINTS: int(6000, 1),          // requests per window per route and key
   RATE_LIMIT_WINDOW_SECONDS: seconds(60, 1),
   AUTH_FAILURE_LIMIT: int(30, 1),           // failed authentications per client IP per window before 429

@@ -1,14 +1,28 @@
 // Health, readiness, metrics and the OpenAPI document.
+import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { buildOpenApi } from '../openapi.ts';
+import { setCounter } from '../metrics.ts';
 import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../slow-storage.ts';
 
+const WRITE_FAILURE_HOLD_MS = 10_000;
+
 export function opsRoutes(r: RouteContext): void {
+  const readiness = z.object({
+    status: z.enum(['ready', 'not_ready']), storage: z.enum(['ok', 'unreachable']),
+    spool: z.object({
+      ok: z.boolean(), bytes: z.number(), pendingRows: z.number(),
+      lastWriteError: z.string().nullable().describe('The last failed spool write, when it makes the collector not ready'), lastFlushError: z.string().nullable(),
+    }),
+  });
   r.docs.push(
-    { method: 'get', path: '/healthz', tag: 'ops', auth: 'none', summary: 'Process is up', responses: { 200: { description: 'ok' } } },
-    { method: 'get', path: '/readyz', tag: 'ops', auth: 'none', summary: 'Storage reachable and spool healthy', responses: { 200: { description: 'ready' }, 503: { description: 'not ready' } } },
-    { method: 'get', path: '/metrics', tag: 'ops', auth: 'none', summary: 'Prometheus metrics', responses: { 200: { description: 'text exposition format' } } },
-    { method: 'get', path: '/openapi.json', tag: 'ops', auth: 'none', summary: 'This document', responses: { 200: { description: 'OpenAPI 3.1' } } },
+    { method: 'get', path: '/healthz', tag: 'ops', auth: 'none', summary: 'Process is up', responses: { 200: { description: 'ok', schema: z.object({ status: z.literal('ok') }) } } },
+    { method: 'get', path: '/readyz', tag: 'ops', auth: 'none', summary: 'Storage reachable and spool healthy', responses: { 200: { description: 'ready', schema: readiness }, 503: { description: 'not ready', schema: readiness } } },
+    { method: 'get', path: '/metrics', tag: 'ops', auth: 'none', summary: 'Prometheus metrics', responses: { 200: { description: 'Prometheus text exposition format', schema: z.string(), contentType: 'text/plain' } } },
+    {
+      method: 'get', path: '/openapi.json', tag: 'ops', auth: 'none', summary: 'This document',
+      responses: { 200: { description: 'OpenAPI 3.1', schema: z.looseObject({ openapi: z.string(), info: z.looseObject({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()), components: z.looseObject({}) }) } },
+    },
   );
   let openapi: object | null = null;
   const pings = new SingleFlight<boolean>(); // probes against a hung storage share one ping, not one each
@@ -20,16 +34,25 @@ export function opsRoutes(r: RouteContext): void {
     const stats = r.pipeline.stats();
     // A hung storage (not refusing, not answering) is not ready: readiness probes have short timeouts of their own.
     const storage = await within(pings.run('ping', () => r.storage.ping()), LOOKUP_DEADLINE_MS).then((got) => got?.value === true, () => false);
-    const spoolOk = stats.spoolBytes < r.config.SPOOL_MAX_BYTES;
+    // A spool write that failed (disk full, I/O error) is not ready for WRITE_FAILURE_HOLD_MS: long enough for a
+    // balancer to send traffic elsewhere, short enough that traffic comes back to try again once space is freed
+    // (nothing else would write, so nothing else would notice).
+    const failure = stats.spoolWriteFailure;
+    const writeFailed = failure !== null && Date.now() - failure.atMs < WRITE_FAILURE_HOLD_MS;
+    const spoolOk = stats.spoolBytes < r.config.SPOOL_MAX_BYTES && !writeFailed;
     ctx.status = storage && spoolOk ? 200 : 503;
-    ctx.body = { status: ctx.status === 200 ? 'ready' : 'not_ready', storage: storage ? 'ok' : 'unreachable', spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastFlushError: stats.lastFlushError } };
+    ctx.body = {
+      status: ctx.status === 200 ? 'ready' : 'not_ready', storage: storage ? 'ok' : 'unreachable',
+      spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastWriteError: failure?.message ?? null, lastFlushError: stats.lastFlushError },
+    };
   });
   r.router.get('/metrics', async (ctx) => {
     const stats = r.pipeline.stats();
     r.metrics.spoolBytes.set(stats.spoolBytes);
     r.metrics.spoolPendingRows.set(stats.pendingRows);
-    r.metrics.spoolSyncs.set(stats.spoolSyncs);
-    r.metrics.spoolAppends.set(stats.spoolAppends);
+    setCounter(r.metrics.spoolSyncs, stats.spoolSyncs);
+    setCounter(r.metrics.spoolAppends, stats.spoolAppends);
+    setCounter(r.metrics.redisFailures, r.limits.redisFailures);
     ctx.type = r.metrics.registry.contentType;
     ctx.body = await r.metrics.registry.metrics();
   });

@@ -1,7 +1,7 @@
 // Operability: configuration validation, OpenAPI, metrics, health/readiness, graceful shutdown, CLI help.
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { createStorage } from '../../storage/index.ts';
@@ -20,6 +20,19 @@ describe('configuration', () => {
     const out = await cli(null, ['serve'], { TRACEGATE_MAX_BODY_BYTES: '-5' });
     expect(out.code).to.equal(1);
     expect(out.stderr).to.include('TRACEGATE_MAX_BODY_BYTES');
+  });
+  it('names the setting when the server cannot listen (port taken, host not here)', async function () {
+    this.timeout(60_000);
+    const taken = await startTestServer('duckdb');
+    try {
+      const busy = await cli(null, ['serve'], { TRACEGATE_HOST: '127.0.0.1', TRACEGATE_PORT: String(taken.running.port) });
+      expect([busy.code, busy.stderr]).to.satisfy(([code, err]: [number, string]) => code === 1 && /TRACEGATE_PORT: 127\.0\.0\.1:\d+ is already in use/.test(err));
+    } finally {
+      await taken.close();
+    }
+    const away = await cli(null, ['serve'], { TRACEGATE_HOST: '192.0.2.1', TRACEGATE_PORT: '0' }); // TEST-NET-1: never this machine's
+    expect(away.code).to.equal(1);
+    expect(away.stderr).to.match(/TRACEGATE_HOST: 192\.0\.2\.1 is not an address of this machine/);
   });
   it('has --help everywhere', async function () {
     this.timeout(120_000); // seven CLI processes one after another: slow on a loaded CI machine
@@ -83,6 +96,9 @@ describe('ops routes', () => {
     expect(text).to.match(/tracegate_records_ingested_total\{source="native"\} \d+/);
     expect(text).to.match(/tracegate_spool_bytes \d+/);
     expect(text).to.match(/tracegate_flush_batch_rows_count \d+/);
+    // what only grows is a counter
+    expect(text).to.include('# TYPE tracegate_spool_syncs_total counter').and.include('# TYPE tracegate_spool_appends_total counter');
+    expect(Number(/^tracegate_spool_appends_total (\d+)/m.exec(text)?.[1])).to.be.greaterThan(0);
   });
 
   it('health and readiness', async () => {
@@ -90,6 +106,22 @@ describe('ops routes', () => {
     const ready = await get(`${s.url}/readyz`);
     expect(ready.status).to.equal(200);
     expect(ready.json).to.include({ status: 'ready', storage: 'ok' });
+  });
+
+  it('is not ready while spool writes fail (disk full, I/O error), and ready again once one succeeds', async () => {
+    const spoolDir = join(s.dataDir, 'spool');
+    await s.running.pipeline.flush(); // seals the active segment: the next append needs a new file
+    rmSync(spoolDir, { recursive: true, force: true });
+    const refused = await post(`${s.url}/api/traces`, { prompt: 'p', response: 'r' }, auth);
+    expect(refused.status).to.equal(503);
+    const down = await get(`${s.url}/readyz`);
+    expect(down.status).to.equal(503);
+    expect(down.json.spool).to.include({ ok: false });
+    expect(down.json.spool.lastWriteError).to.match(/ENOENT/);
+    mkdirSync(spoolDir);
+    expect((await post(`${s.url}/api/traces`, { prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+    const up = await get(`${s.url}/readyz`);
+    expect([up.status, up.json.spool.lastWriteError]).to.deep.equal([200, null]);
   });
 
   it('answers unknown routes with the JSON error body and echoes a request id', async () => {

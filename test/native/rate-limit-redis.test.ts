@@ -1,7 +1,8 @@
 // Rate limits shared through Redis across two servers, and the in-memory insurance when Redis goes away.
 import { expect } from 'chai';
 import { startRedis, type TestRedis } from '../support/redis.ts';
-import { post, startTestServer, type TestServer } from '../support/server.ts';
+import { get, post, startTestServer, type TestServer } from '../support/server.ts';
+import { loadConfig } from '../../config/index.ts';
 import { createKey } from '../../collector/admin.ts';
 
 describe('rate limiting with Redis', function () {
@@ -64,5 +65,15 @@ describe('rate limiting with Redis', function () {
       expect(res.headers.get('x-ratelimit-remaining')).to.match(/^\d+$/);
     }
     expect(statuses).to.deep.equal([200, 200, 200, 200, 429]);
+    // ... and says so: a counter on /metrics (the log has a warning, at most once a minute)
+    const metrics = (await get(`${a.url}/metrics`)).text;
+    expect(Number(/^tracegate_rate_limit_redis_failures_total (\d+)/m.exec(metrics)?.[1])).to.be.greaterThan(0);
+  });
+});
+
+describe('TRACEGATE_REDIS_URL', () => {
+  it('must be a redis:// or rediss:// URL', () => {
+    expect(() => loadConfig({ TRACEGATE_REDIS_URL: 'http://localhost:6379' })).to.throw(/TRACEGATE_REDIS_URL/);
+    expect(loadConfig({ TRACEGATE_REDIS_URL: 'rediss://user:pw@cache:6380/2' }).REDIS_URL).to.equal('rediss://user:pw@cache:6380/2');
   });
 });
