@@ -454,3 +454,19 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     ],
   },
 ];
+
+/**
+ * Run after the migrations at every start: what later versions dropped, dropped again. A collector still running
+ * an old migration while another finished the newest (two starting at once on an empty database) can re-create a
+ * superseded view — one writing the dropped cost_usd_sum column fails every span insert — and, if it dies before
+ * reaching the newest itself, nothing else would remove it.
+ */
+export function supersededObjects(db: string): ClickHouseStatement[] {
+  return [
+    `DROP TABLE IF EXISTS ${db}.usage_hourly_mv`,
+    `DROP TABLE IF EXISTS ${db}.usage_hourly_once_mv`,
+    `DROP TABLE IF EXISTS ${db}.usage_hourly_embedding_mv`,
+    `DROP TABLE IF EXISTS ${db}.findings_daily_mv`,
+    { dropColumn: `ALTER TABLE ${db}.usage_hourly DROP COLUMN cost_usd_sum` },
+  ];
+}

@@ -7,7 +7,7 @@ import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, Find
 import type {
   AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
-import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, type ClickHouseStatement } from './clickhouse-migrations.ts';
+import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { StorageConfigError } from './startup.ts';
 import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
@@ -127,6 +127,7 @@ async function migrate(client: ClickHouseClient, db: string): Promise<void> {
     for (const st of m.statements(db)) await runStatement(client, st);
     await client.command({ query: `INSERT INTO ${db}.schema_migrations (version, applied_at) VALUES (${m.version}, now())` });
   }
+  for (const st of supersededObjects(db)) await runStatement(client, st);
 }
 
 interface ColumnRow { name: string; type: string; default_kind: string; default_expression: string }
