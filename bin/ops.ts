@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import type { Storage } from '../storage/types.ts';
-import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
-import { SettingsStore, settingsPatchSchema, type SettingsPatch } from '../collector/settings.ts';
+import { createKey, listKeys, parseSettingsPatch, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
+import { SettingsStore, type SettingsPatch } from '../collector/settings.ts';
 import { AuditChain } from '../processors/audit.ts';
 import { verificationKeys } from '../processors/signing.ts';
 import { verifyWorkspace } from '../processors/verify-workspace.ts';
@@ -93,7 +93,9 @@ class LocalOps implements Ops {
   revokeKey(keyId: string) { return revokeKey(this.storage, keyId, this.audit); }
   async settings(ws: string) { const s = await this.store.forWorkspace(await workspaceId(this.storage, ws)); return showSettings(s.doc, s.version); }
   async updateSettings(ws: string, patch: SettingsPatch) {
-    return updateSettings(this.store, await workspaceId(this.storage, ws), settingsPatchSchema.parse(patch), this.audit);
+    const id = await workspaceId(this.storage, ws);
+    // As the admin route gets it: through JSON (undefined fields left out), validated with the same message.
+    return updateSettings(this.store, id, parseSettingsPatch(JSON.parse(JSON.stringify(patch))), this.audit);
   }
   async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), await verificationKeys(this.storage, join(this.config.DATA_DIR, 'keys'))); }
   verifiableWorkspaces() { return this.storage.verificationWorkspaces(); }

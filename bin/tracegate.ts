@@ -16,10 +16,10 @@ commands:
   keys create --workspace NAME [--json]      create a workspace API key (shown once)
   keys list [--workspace NAME] [--json]      list keys (ids only; secrets are never stored)
   keys revoke KEY_ID                         revoke a key
-  policy show --workspace NAME               print the workspace policy
+  policy show --workspace NAME               print the policy in force (JSON)
   policy set --workspace NAME --file F       replace the policy (JSON; F may be - for stdin)
   provider set --workspace NAME [...]        proxy upstream for the workspace
-  alerts set --workspace NAME --file F       alert rules and optional webhook (JSON)
+  alerts set --workspace NAME --file F       alert rules and optional webhook (JSON; fields left out stay)
   settings show --workspace NAME             every setting (secrets shown as "(set)")
   verify [--workspace NAME] [--json]         re-check stored data against verification records
   refused list | requeue [FILE...]           records storage refused (DATA_DIR/refused); requeue for replay
@@ -38,7 +38,8 @@ revoke  revokes a key (a running server stops accepting it at once)`,
 
 A policy: {"version":2,"modelAllow":[],"modelDeny":["gpt-3.5*"],"actions":{"api_key":"block","email":"redact"},
 "defaultAction":"flag","maxPromptChars":0,"requiredEnvironments":[],"minSeverity":"low"}
-Actions are keyed by finding category or rule id: flag | redact | block. Every change is audited.`,
+Actions are keyed by finding category or rule id: flag | redact | block. Every change is audited.
+show prints the policy in force as JSON (the default one when the workspace has none), which set takes back.`,
   provider: `usage: tracegate provider set --workspace NAME [--base-url URL | --default-base-url]
                               [--api-key-env VAR | --clear-api-key] [--allow-caller-key | --no-allow-caller-key]
 
@@ -50,7 +51,9 @@ and is never printed.`,
 
 alerts.json: {"rules":[{"id":"slow","kind":"latency","threshold":2000,"windowSeconds":300,"model":"gpt-4o"}],
 "webhookUrl":"https://…","webhookSecret":"…"}  kinds: latency (p95 ms), cost (USD), error_rate (0..1),
-finding (severity at or above), guardrail (tripwires). Deliveries are signed: X-Service-Signature: v1=<hmac>.`,
+finding (severity at or above), guardrail (tripwires). Deliveries are signed: X-Service-Signature: v1=<hmac>.
+The file is a JSON object; only the fields it gives change, the others stay as stored ("rules":[] removes
+every rule).`,
   settings: `usage: tracegate settings show --workspace NAME`,
   verify: `usage: tracegate verify [--workspace NAME] [--json]
 
@@ -66,6 +69,41 @@ list     the files in DATA_DIR/refused: records storage refused on their own, se
          up the rest (see README, Durability)
 requeue  moves their records (all files, or the named ones) back into the spool; the next 'tracegate serve'
          replays them. Run it with the collector stopped, after fixing what storage refused them for.`;
+
+/**
+ * A usage error: a short message, then a pointer to the command's --help; exits 2. `cmd` names the help to point
+ * to (the main one when omitted).
+ */
+class UsageError extends Error {
+  readonly cmd: string | undefined;
+  constructor(message: string, cmd?: string) {
+    super(message);
+    this.cmd = cmd;
+  }
+}
+
+type ArgsConfig = Omit<Parameters<typeof parseArgs>[0] & object, 'args'>;
+
+/** parseArgs, its complaints (unknown option, missing value, stray argument) turned into usage errors. */
+function parseCommandArgs<T extends ArgsConfig>(cmd: string, args: string[], config: T) {
+  try {
+    return parseArgs({ ...config, args });
+  } catch (err) {
+    const e = err as { code?: unknown; message: string };
+    if (typeof e.code !== 'string' || !e.code.startsWith('ERR_PARSE_ARGS_')) throw err;
+    const option = /Option '(-[^' ]+)/.exec(e.message)?.[1] ?? /option '(-[^']+)'/i.exec(e.message)?.[1];
+    let message = e.message.split(/\.(?:\s|$)|\n/)[0]!;
+    if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) message = `unknown option ${option}`;
+    else if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /missing|ambiguous/.test(e.message)) message = `${option} needs a value`;
+    else if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /does not take/.test(e.message)) message = `${option} takes no value`;
+    throw new UsageError(message, cmd);
+  }
+}
+
+/** The number of positional arguments a command takes (the subcommand included): more is a usage error. */
+function maxPositionals(cmd: string, positionals: string[], max: number): void {
+  if (positionals.length > max) throw new UsageError(`unexpected argument ${positionals[max]}`, cmd);
+}
 
 const readDoc = (file: string): unknown => {
   const text = readFileSync(file === '-' ? 0 : file, 'utf8');
@@ -84,8 +122,8 @@ function printVerify(name: string, r: VerifyResult): void {
 }
 
 async function manage(cmd: string, args: string[], config: Config): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args, allowPositionals: true, allowNegative: true,
+  const { values, positionals } = parseCommandArgs(cmd, args, {
+    allowPositionals: true, allowNegative: true,
     options: {
       workspace: { type: 'string' }, json: { type: 'boolean' }, file: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       'base-url': { type: 'string' }, 'api-key-env': { type: 'string' }, 'allow-caller-key': { type: 'boolean' },
@@ -93,8 +131,13 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     },
   });
   const sub = positionals[0];
-  if (values.help || (!sub && cmd !== 'verify')) { console.log(HELP[cmd]); return values.help ? 0 : 2; }
-  const need = (v: string | undefined, what: string) => { if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`); return v; };
+  if (values.help) { console.log(HELP[cmd]); return 0; }
+  const subs: Record<string, string[]> = { keys: ['create', 'list', 'revoke'], policy: ['show', 'set'], provider: ['set'], alerts: ['set'], settings: ['show'] };
+  if (cmd === 'verify') maxPositionals(cmd, positionals, 0);
+  else if (!sub) throw new UsageError(`${cmd} needs a subcommand: ${subs[cmd]!.join(' | ')}`, cmd);
+  else if (!subs[cmd]!.includes(sub)) throw new UsageError(`unknown command: ${cmd} ${sub}`, cmd);
+  else maxPositionals(cmd, positionals, cmd === 'keys' && sub === 'revoke' ? 2 : 1);
+  const need = (v: string | undefined, what: string) => { if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`, cmd); return v; };
   const { openOps } = await import('./ops.ts');
   const ops = await openOps(config);
   try {
@@ -118,18 +161,27 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     }
     if ((cmd === 'policy' || cmd === 'settings') && sub === 'show') {
       const s = await ops.settings(need(values.workspace, '--workspace NAME'));
-      console.log(JSON.stringify(cmd === 'policy' ? s.policy ?? '(default: flag every finding, block nothing)' : s, null, 2));
+      if (cmd === 'settings') { console.log(JSON.stringify(s, null, 2)); return 0; }
+      // The policy in force, as GET /api/policy has it: the default one when the workspace has none of its own.
+      // Only the JSON on stdout, so it can be edited and given back to `policy set`.
+      let policy = s.policy;
+      if (!policy) {
+        ({ DEFAULT_POLICY: policy } = await import('../processors/governance/policy.ts'));
+        console.error('(no policy of its own: the default one, flag every finding and block nothing)');
+      }
+      console.log(JSON.stringify(policy, null, 2));
       return 0;
     }
     if (cmd === 'policy' && sub === 'set') {
-      const s = await ops.updateSettings(need(values.workspace, '--workspace NAME'), { policy: readDoc(need(values.file, '--file F')) as never });
+      const ws = need(values.workspace, '--workspace NAME');
+      const s = await ops.updateSettings(ws, { policy: readDoc(need(values.file, '--file F')) as never });
       console.log(`policy set (settings version ${s.version})`);
       return 0;
     }
     if (cmd === 'provider' && sub === 'set') {
       const ws = need(values.workspace, '--workspace NAME');
-      if (values['base-url'] && values['default-base-url']) throw new UsageError('--base-url and --default-base-url exclude each other');
-      if (values['api-key-env'] && values['clear-api-key']) throw new UsageError('--api-key-env and --clear-api-key exclude each other');
+      if (values['base-url'] && values['default-base-url']) throw new UsageError('--base-url and --default-base-url exclude each other', cmd);
+      if (values['api-key-env'] && values['clear-api-key']) throw new UsageError('--api-key-env and --clear-api-key exclude each other', cmd);
       // Only what is given changes (the stored key stays unless replaced or cleared).
       const provider: NonNullable<SettingsPatch['provider']> = {};
       if (values['base-url']) provider.baseUrl = values['base-url'];
@@ -138,18 +190,20 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
       if (values['clear-api-key']) provider.apiKey = null;
       if (values['api-key-env']) {
         const v = process.env[values['api-key-env']];
-        if (!v) throw new UsageError(`environment variable ${values['api-key-env']} is empty`);
+        if (!v) throw new UsageError(`environment variable ${values['api-key-env']} is empty`, cmd);
         provider.apiKey = v;
       }
-      if (Object.keys(provider).length === 0) throw new UsageError(`provider set needs at least one change\n\n${HELP.provider}`);
+      if (Object.keys(provider).length === 0) throw new UsageError('provider set needs at least one change', cmd);
       const s = await ops.updateSettings(ws, { provider });
       console.log(`provider set (settings version ${s.version}): ${JSON.stringify(s.provider)}`);
       return 0;
     }
     if (cmd === 'alerts' && sub === 'set') {
-      const doc = readDoc(need(values.file, '--file F')) as { rules?: unknown; webhookUrl?: unknown; webhookSecret?: unknown };
-      const s = await ops.updateSettings(need(values.workspace, '--workspace NAME'), { alertRules: (doc.rules ?? []) as never, alertWebhookUrl: doc.webhookUrl as never, alertWebhookSecret: doc.webhookSecret as never });
-      console.log(`alert rules set (settings version ${s.version}): ${(s.alertRules ?? []).length} rules`);
+      const ws = need(values.workspace, '--workspace NAME');
+      const file = need(values.file, '--file F');
+      const s = await ops.updateSettings(ws, alertsPatch(file, readDoc(file)));
+      console.log(`alert rules set (settings version ${s.version}): ${(s.alertRules ?? []).length} rules` +
+        `, webhook ${s.alertWebhookUrl ? `set${s.alertWebhookSecret ? ' (signed)' : ' (unsigned)'}` : 'none'}`);
       return 0;
     }
     if (cmd === 'verify') {
@@ -169,17 +223,34 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
 
       return ok ? 0 : 1;
     }
-    throw new UsageError(`unknown command: ${cmd} ${sub ?? ''}\n\n${HELP[cmd] ?? HELP.main}`);
+    throw new UsageError(`unknown command: ${cmd} ${sub ?? ''}`, cmd);
   } finally {
     await ops.close();
   }
 }
 
-class UsageError extends Error {}
+/** The alerts file's fields as settings parts. Only the fields the file gives change: the others stay as stored. */
+const ALERT_FIELDS = { rules: 'alertRules', webhookUrl: 'alertWebhookUrl', webhookSecret: 'alertWebhookSecret' } as const;
+function alertsPatch(file: string, doc: unknown): SettingsPatch {
+  const name = file === '-' ? 'stdin' : file;
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
+    throw new Error(`${name}: expected a JSON object {"rules":[…],"webhookUrl":"…","webhookSecret":"…"}, not ${doc === null ? 'null' : Array.isArray(doc) ? 'an array' : `a ${typeof doc}`}; nothing changed`);
+  }
+  const patch: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(doc)) {
+    if (!Object.hasOwn(ALERT_FIELDS, k)) throw new Error(`${name}: unknown field "${k}" (the fields are ${Object.keys(ALERT_FIELDS).join(', ')}); nothing changed`);
+    patch[ALERT_FIELDS[k as keyof typeof ALERT_FIELDS]] = v;
+  }
+  if (!Object.keys(patch).length) throw new Error(`${name}: gives none of ${Object.keys(ALERT_FIELDS).join(', ')}; nothing changed`);
+  return patch as SettingsPatch;
+}
 
 async function refused(args: string[], config: Config): Promise<number> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' } } });
+  const { values, positionals } = parseCommandArgs('refused', args, { allowPositionals: true, options: { json: { type: 'boolean' } } });
   const [sub, ...files] = positionals;
+  if (!sub) throw new UsageError('refused needs a subcommand: list | requeue', 'refused');
+  if (sub !== 'list' && sub !== 'requeue') throw new UsageError(`unknown command: refused ${sub}`, 'refused');
+  if (sub === 'list') maxPositionals('refused', positionals, 1);
   const { listRefused, requeueRefused } = await import('../collector/refused.ts');
   const { DataDirInUse, lockDataDir } = await import('../collector/data-dir-lock.ts');
   if (sub === 'list') {
@@ -206,15 +277,26 @@ async function refused(args: string[], config: Config): Promise<number> {
       unlock();
     }
   }
-  console.log(HELP.refused);
-  return 2;
+  throw new UsageError(`unknown command: refused ${sub}`, 'refused');
 }
 
 async function main(argv: string[]): Promise<number> {
+  try {
+    return await run(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`tracegate: ${err.message}\nRun 'tracegate ${err.cmd ? `${err.cmd} ` : ''}--help' for usage.`);
+    return 2;
+  }
+}
+
+async function run(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
-  if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(HELP.main); return cmd ? 0 : 2; }
-  if (!HELP[cmd]) { console.error(`unknown command: ${cmd}\n\n${HELP.main}`); return 2; }
+  if (!cmd) { console.error(HELP.main); return 2; }
+  if (cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(HELP.main); return 0; }
+  if (cmd === 'main' || !Object.hasOwn(HELP, cmd)) throw new UsageError(`unknown command: ${cmd}`);
   if (rest.includes('--help') || rest.includes('-h')) { console.log(HELP[cmd]); return 0; }
+  if (cmd === 'serve') parseCommandArgs(cmd, rest, { options: {} }); // takes no arguments
   const config = loadConfig();
   if (cmd === 'serve') {
     const { startServer } = await import('../collector/server.ts');
@@ -225,12 +307,7 @@ async function main(argv: string[]): Promise<number> {
     return -1; // keep running
   }
   if (cmd === 'refused') return refused(rest, config);
-  try {
-    return await manage(cmd, rest, config);
-  } catch (err) {
-    if (err instanceof UsageError) { console.error(err.message); return 2; }
-    throw err;
-  }
+  return manage(cmd, rest, config);
 }
 
 main(process.argv.slice(2)).then(

@@ -6,7 +6,7 @@ import type { AuditEvent } from '../processors/audit.ts';
 import { newKey } from './keys.ts';
 import { HttpError } from './errors.ts';
 import { sha256 } from '../processors/canonical.ts';
-import type { SettingsDoc, SettingsPatch, SettingsStore } from './settings.ts';
+import { settingsPatchSchema, type SettingsDoc, type SettingsPatch, type SettingsStore } from './settings.ts';
 
 export const WORKSPACE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
@@ -84,19 +84,42 @@ export function showSettings(doc: SettingsDoc, version: number) {
   return { version, ...doc, provider, alertWebhookSecret: doc.alertWebhookSecret ? '(set)' : undefined };
 }
 
-/** Apply a settings patch (settingsPatchSchema: parts replace, provider fields merge) and audit what changed. */
-export async function updateSettings(settings: SettingsStore, wsId: string, patch: SettingsPatch, audit: AuditSink = noAudit) {
+/** Validation problems on one line, as the admin route and the CLI report them: `path: message; path: message`. */
+export function formatIssues(issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): string {
+  return issues.map((i) => `${i.path.map(String).join('.')}: ${i.message}`).join('; ');
+}
+
+/** A settings patch as the admin route takes it: 400 invalid_settings naming every problem (formatIssues). */
+export function parseSettingsPatch(input: unknown): SettingsPatch {
+  const patch = settingsPatchSchema.safeParse(input);
+  if (!patch.success) throw new HttpError(400, 'invalid_settings', formatIssues(patch.error.issues), patch.error.issues);
+  return patch.data;
+}
+
+/** The object without its undefined fields (JSON leaves them out; a spread would store them as removals). */
+const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+
+/**
+ * Apply a settings patch (settingsPatchSchema: parts replace, provider fields merge) and audit what changed. A part
+ * the patch does not give (absent or undefined) stays as stored, as it does for a patch that came as JSON.
+ */
+export async function updateSettings(settings: SettingsStore, wsId: string, given: SettingsPatch, audit: AuditSink = noAudit) {
+  const patch = defined(given);
   const next = await settings.update(wsId, (doc) => {
-    const { provider, ...parts } = patch;
-    if (!provider) return { ...doc, ...parts };
+    const { provider, ...given } = patch;
+    // null removes a part (the webhook's URL or secret); the schema takes null nowhere else at the top level
+    const parts = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== null)) as Partial<SettingsDoc>;
+    const base: SettingsDoc = { ...doc };
+    for (const [k, v] of Object.entries(given)) if (v === null) delete base[k as keyof SettingsDoc];
+    if (!provider) return { ...base, ...parts };
     // The stored key must not follow the base URL to another host unless the change says so.
     const origin = (url: string | null | undefined) => new URL(url ?? settings.defaultProviderBaseUrl).origin;
     if (provider.baseUrl !== undefined && provider.apiKey === undefined && doc.provider?.apiKey && origin(provider.baseUrl) !== origin(doc.provider.baseUrl)) {
       throw new HttpError(400, 'provider_key_required', 'the provider base URL moves to another host: give the key to use there, or clear the stored one (provider set --api-key-env VAR | --clear-api-key)');
     }
-    const merged: Record<string, unknown> = { allowCallerKey: false, ...doc.provider, ...provider };
+    const merged: Record<string, unknown> = { allowCallerKey: false, ...doc.provider, ...defined(provider) };
     for (const k of Object.keys(merged)) if (merged[k] === null) delete merged[k];
-    return { ...doc, ...parts, provider: merged as SettingsDoc['provider'] };
+    return { ...base, ...parts, provider: merged as SettingsDoc['provider'] };
   });
   const parts = Object.keys(patch);
   const action = parts.length === 1 && parts[0] === 'policy' ? 'policy.update' : 'settings.update';

@@ -6,22 +6,37 @@ export interface RouteDoc {
   path: string;           // OpenAPI style: /api/traces/{traceId}
   summary: string;
   tag: string;
-  auth?: 'apiKey' | 'session' | 'none';
+  auth?: 'apiKey' | 'none';
   request?: { contentTypes: string[]; schema?: z.ZodType };
   query?: z.ZodObject;
-  responses: Record<string, { description: string; schema?: z.ZodType; contentType?: string }>;
-  /** OTLP routes answer errors as a google.rpc.Status in the request's encoding, not the JSON error envelope. */
-  errors?: 'rpc-status';
+  /** `protobuf`: also answered as application/x-protobuf, this message (OTLP routes answer in the request's encoding). */
+  responses: Record<string, { description: string; schema?: z.ZodType; contentType?: string; protobuf?: string }>;
+  /**
+   * The shape of the errors the route answers: OTLP routes a google.rpc.Status in the request's encoding, proxy
+   * routes the provider's error object; others the JSON error envelope (errorSchema).
+   */
+  errors?: 'rpc-status' | 'provider';
 }
 
-const errorSchema = z.object({
+/** The JSON error envelope (collector/app.ts renderError). */
+export const errorSchema = z.object({
   error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }),
+});
+
+/** The provider's error shape, as the proxy routes answer every error of their own, so SDKs read message, type, param and code. */
+export const providerErrorSchema = z.object({
+  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable(), tracegate: z.unknown().optional() }),
 });
 
 /** google.rpc.Status, as OTLP/HTTP servers answer errors (JSON form; protobuf carries the same fields). */
 const rpcStatusSchema = z.object({ code: z.number().int(), message: z.string(), details: z.array(z.unknown()).optional() });
 
-const toSchema = (s: z.ZodType) => z.toJSONSchema(s, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' });
+/** The component each error family's standard errors refer to. */
+const ERROR_NAME = { 'rpc-status': 'Status', provider: 'ProviderError' } as const;
+
+/** Requests are documented as the route accepts them (before defaults), responses as it answers them. */
+type Io = 'input' | 'output';
+const toSchema = (s: z.ZodType, io: Io = 'input') => z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any' });
 
 type Json = Record<string, unknown>;
 
@@ -41,8 +56,8 @@ function embedder(components: Record<string, unknown>) {
     }
     return out;
   };
-  return (s: z.ZodType): Json => {
-    const { $defs, ...schema } = toSchema(s) as Json & { $defs?: Record<string, unknown> };
+  return (s: z.ZodType, io: Io = 'input'): Json => {
+    const { $defs, ...schema } = toSchema(s, io) as Json & { $defs?: Record<string, unknown> };
     if (!$defs) return schema;
     const names = new Map<string, string>();
     for (const name of Object.keys($defs)) names.set(name, name.startsWith('__schema') ? `Schema${++anonymous}` : name);
@@ -58,12 +73,13 @@ function embedder(components: Record<string, unknown>) {
 
 export function buildOpenApi(routes: RouteDoc[], version: string): object {
   const paths: Record<string, Record<string, unknown>> = {};
-  const schemas: Record<string, unknown> = { Error: toSchema(errorSchema), Status: toSchema(rpcStatusSchema) };
+  const schemas: Record<string, unknown> = {
+    Error: toSchema(errorSchema, 'output'), ProviderError: toSchema(providerErrorSchema, 'output'), Status: toSchema(rpcStatusSchema, 'output'),
+  };
   const embed = embedder(schemas);
   for (const r of routes) {
     const op: Record<string, unknown> = { summary: r.summary, tags: [r.tag] };
     if (r.auth === 'apiKey') op.security = [{ bearerAuth: [] }];
-    if (r.auth === 'session') op.security = [{ sessionCookie: [] }];
     if (r.auth === 'none') op.security = [];
     const params: unknown[] = [];
     for (const m of r.path.matchAll(/\{(\w+)\}/g)) params.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });
@@ -79,15 +95,18 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
       op.requestBody = { required: true, content };
     }
     const responses: Record<string, unknown> = {};
+    const binary = (message: string) => ({ 'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: message } } });
     for (const [status, resp] of Object.entries(r.responses)) {
-      responses[status] = {
-        description: resp.description,
-        ...(resp.schema ? { content: { [resp.contentType ?? 'application/json']: { schema: embed(resp.schema) } } } : {}),
+      const content = {
+        ...(resp.schema ? { [resp.contentType ?? 'application/json']: { schema: embed(resp.schema, 'output') } } : {}),
+        ...(resp.protobuf ? binary(resp.protobuf) : {}),
       };
+      responses[status] = { description: resp.description, ...(Object.keys(content).length ? { content } : {}) };
     }
-    const errorContent = r.errors === 'rpc-status'
-      ? { 'application/json': { schema: { $ref: '#/components/schemas/Status' } }, 'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: 'google.rpc.Status' } } }
-      : { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
+    const errorContent = {
+      'application/json': { schema: { $ref: `#/components/schemas/${r.errors ? ERROR_NAME[r.errors] : 'Error'}` } },
+      ...(r.errors === 'rpc-status' ? binary('google.rpc.Status') : {}),
+    };
     for (const [status, description] of Object.entries(standardErrors(r))) {
       responses[status] ??= { description, content: errorContent };
     }
@@ -99,10 +118,7 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
     info: { title: 'tracegate', version, description: 'OpenTelemetry-native collector for AI execution traces' },
     paths,
     components: {
-      securitySchemes: {
-        bearerAuth: { type: 'http', scheme: 'bearer', description: 'Workspace API key (tg_…)' },
-        sessionCookie: { type: 'apiKey', in: 'cookie', name: 'tg_session' },
-      },
+      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'Workspace API key (tg_…)' } },
       schemas,
     },
   };
@@ -112,11 +128,14 @@ function standardErrors(r: RouteDoc): Record<string, string> {
   const e: Record<string, string> = {};
   if (r.request) Object.assign(e, { 400: 'Invalid request', 413: 'Body too large (after decompression)', 415: 'Unsupported content type or encoding' });
   else if (r.query || r.path.includes('{')) e[400] = 'Invalid query or path parameter (details name each one)';
-  if (r.auth === 'apiKey' || r.auth === 'session') {
+  if (r.auth === 'apiKey') {
     e[401] = 'Missing or invalid credentials';
     e[429] = 'Rate limited (Retry-After), or too many failed authentications from this address';
+    // A key this collector has not seen before (none cached, none last known) cannot be checked while storage is down.
+    e[503] = r.request
+      ? 'Storage back-pressure, too many request bodies being received at once (server_busy), or the API key cannot be verified while storage is unreachable; Retry-After'
+      : 'The API key cannot be verified while storage is unreachable; Retry-After';
   }
-  if (r.method === 'post' && r.auth === 'apiKey') e[503] = 'Storage back-pressure, or too many request bodies being received at once (server_busy); Retry-After';
   // The OTLP error middleware turns any unexpected failure into a Status of its own (INTERNAL, generic message).
   if (r.errors === 'rpc-status') e[500] = 'Unexpected server failure: an INTERNAL Status with a generic message';
   return e;

@@ -28,10 +28,12 @@ export type SettingsDoc = z.infer<typeof settingsSchema>;
 
 /**
  * A change to the settings (the admin route's and the CLI's): each top-level part replaces the stored one, except
- * `provider`, whose fields are merged so that changing the base URL keeps the stored key; null removes a field
- * (the server's default applies again).
+ * `provider`, whose fields are merged so that changing the base URL keeps the stored key; null removes a provider
+ * field (the server's default applies again) or the alert webhook's URL or secret.
  */
 export const settingsPatchSchema = settingsSchema.partial().extend({
+  alertWebhookUrl: settingsSchema.shape.alertWebhookUrl.unwrap().nullable().optional(),
+  alertWebhookSecret: settingsSchema.shape.alertWebhookSecret.unwrap().nullable().optional(),
   provider: z.strictObject({
     baseUrl: providerSettingsSchema.shape.baseUrl.unwrap().nullable().optional(),
     apiKey: providerSettingsSchema.shape.apiKey.unwrap().nullable().optional(),

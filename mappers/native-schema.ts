@@ -19,8 +19,8 @@ export function nativeTraceSchema(limits: NativeLimits) {
     status: z.string().min(1).max(64).default('completed').describe('Trace status; `completed` is the usual value'),
     model: shortText.optional().describe('Model id'),
     provider: shortText.optional().describe('Model provider, e.g. openai; helps price lookup'),
-    prompt: longText.optional().describe('Input text'),
-    response: longText.optional().describe('Output text'),
+    prompt: longText.optional().describe(`Input text, at most ${max} bytes of UTF-8 (maxLength counts characters: JSON Schema cannot count bytes)`),
+    response: longText.optional().describe(`Output text, at most ${max} bytes of UTF-8 (maxLength counts characters: JSON Schema cannot count bytes)`),
     metrics: z.looseObject({
       promptTokens: count.optional(),
       completionTokens: count.optional(),
@@ -35,6 +35,21 @@ export function nativeTraceSchema(limits: NativeLimits) {
       source: z.enum(['native', 'sdk', 'agent_lab', 'coach']).optional(),
     }).optional(),
     metadata: freeFormMap.optional().describe('Free-form key/value map'),
+  });
+}
+
+/**
+ * The payload as documented: every field of the schema (top level, metrics, parameters) may also be `null`, which
+ * means "not given" (withoutNulls drops it before validation). For the OpenAPI document only; routes validate with
+ * nativeTraceValidator.
+ */
+export function nativeTraceDocSchema(limits: NativeLimits) {
+  const orNull = (shape: z.ZodRawShape) => Object.fromEntries(Object.entries(shape).map(([k, s]) => [k, z.nullable(s)]));
+  const { metrics, parameters, ...top } = nativeTraceSchema(limits).shape;
+  return z.looseObject({
+    ...orNull(top),
+    metrics: z.looseObject(orNull(metrics.unwrap().shape)).optional().nullable(),
+    parameters: z.looseObject(orNull(parameters.unwrap().shape)).optional().nullable(),
   });
 }
 

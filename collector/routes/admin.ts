@@ -5,9 +5,8 @@ import type { Context, Next } from 'koa';
 import type { RouteContext } from '../app.ts';
 import { bearer } from '../app.ts';
 import { HttpError } from '../errors.ts';
-import { createKey, listKeys, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../admin.ts';
+import { createKey, listKeys, parseSettingsPatch, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../admin.ts';
 import { parseJson, readBody } from '../body.ts';
-import { settingsPatchSchema } from '../settings.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 
@@ -46,9 +45,8 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
   });
   r.router.patch('/admin/settings', guard, async (ctx) => {
     const id = await wsParam(ctx);
-    const patch = settingsPatchSchema.safeParse(parseJson(await readBody(ctx, 1 << 20), 16));
-    if (!patch.success) throw new HttpError(400, 'invalid_settings', patch.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '), patch.error.issues);
-    ctx.body = await updateSettings(r.settings, id, patch.data, audit);
+    const patch = parseSettingsPatch(parseJson(await readBody(ctx, 1 << 20), 16));
+    ctx.body = await updateSettings(r.settings, id, patch, audit);
   });
   r.router.get('/admin/verify', guard, async (ctx) => {
     // What was acknowledged (a key or policy change's audit record among it) is checked from storage, not the spool.

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
-import { nativeTraceResponseSchema, nativeTraceSchema, nativeTraceValidator } from '../../mappers/native-schema.ts';
+import { nativeTraceDocSchema, nativeTraceResponseSchema, nativeTraceSchema, nativeTraceValidator } from '../../mappers/native-schema.ts';
 import { mapNative, nativeSpanId } from '../../mappers/native.ts';
 import { traceIdForRequestId } from '../../processors/governance/apply.ts';
 import type { Policy } from '../../processors/governance/policy.ts';
@@ -38,6 +38,7 @@ function keyedSafely(record: SpanRecord, policy: Policy | null, key: Buffer): Sp
 export function nativeRoutes(r: RouteContext): void {
   const idHashKey = r.config.ENRICHMENT ? loadIdHashKey(r.enrichment.keysDir, r.config.ID_HASH_KEY) : Buffer.alloc(0); // unused without a policy
   const schema = nativeTraceSchema({ maxStringBytes: r.config.MAX_STRING_BYTES });
+  const documented = nativeTraceDocSchema({ maxStringBytes: r.config.MAX_STRING_BYTES }); // also says null means "not given"
   const validate = nativeTraceValidator({ maxStringBytes: r.config.MAX_STRING_BYTES });
   const batchResult = z.object({
     accepted: z.number(), rejected: z.number(),
@@ -49,7 +50,7 @@ export function nativeRoutes(r: RouteContext): void {
   r.docs.push({
     method: 'post', path: '/api/traces', tag: 'ingest', auth: 'apiKey',
     summary: 'Ingest a native trace, or a JSON array of traces (batch)',
-    request: { contentTypes: ['application/json'], schema: z.union([schema, z.array(schema)]) },
+    request: { contentTypes: ['application/json'], schema: z.union([documented, z.array(documented)]) },
     responses: {
       200: { description: 'Stored durably. A single trace answers { trace }; a batch answers per-item results', schema: z.union([nativeTraceResponseSchema, batchResult]) },
       207: { description: 'Batch with some items rejected (valid items are stored)', schema: batchResult },

@@ -2,6 +2,7 @@
 // OTEL_EXPORTER_OTLP_ENDPOINT=http://host:4318 works unchanged. Every answer uses the request's encoding;
 // failures are google.rpc.Status bodies (spec), including auth, size and throttling errors.
 import type { Context, Next } from 'koa';
+import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { bodyKind, readBody } from '../body.ts';
@@ -13,6 +14,14 @@ import {
 } from '../otlp/index.ts';
 
 const PATHS = ['/api/integrations/otlp/v1/traces', '/v1/traces'];
+
+/** ExportTraceServiceResponse in its JSON form (encodeExportResponse): `{}` when every span was taken. */
+const exportResponse = z.object({
+  partialSuccess: z.object({
+    rejectedSpans: z.string().regex(/^\d+$/).describe('int64, as proto3 JSON writes it: a decimal string'),
+    errorMessage: z.string(),
+  }).optional().describe('Present when spans were rejected'),
+});
 
 function encodingOf(ctx: Context): OtlpEncoding {
   const type = (ctx.get('content-type') || '').split(';')[0]!.trim().toLowerCase();
@@ -62,7 +71,9 @@ export function otlpRoutes(r: RouteContext): void {
       method: 'post', path, tag: 'ingest', auth: 'apiKey',
       summary: 'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
       request: { contentTypes: ['application/x-protobuf', 'application/json'] },
-      responses: { 200: { description: 'ExportTraceServiceResponse; partialSuccess reports rejected spans' } },
+      responses: {
+        200: { description: 'ExportTraceServiceResponse, in the request\'s encoding; partialSuccess reports rejected spans', schema: exportResponse, protobuf: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse' },
+      },
       errors: 'rpc-status',
     });
   }

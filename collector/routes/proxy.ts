@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
+import { providerErrorSchema as providerError } from '../openapi.ts';
 import { duplicateKey } from '../json-prescan.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
@@ -27,11 +28,6 @@ const breathe = () => new Promise<void>((resolve) => setImmediate(() => setImmed
 const LABEL_HEADERS = ['x-tracegate-environment', 'x-tracegate-action'] as const;
 const MAX_LABEL_CHARS = 256;
 const ITEM = `${PATH}/:responseId`;
-
-/** Every error this route answers has the provider's shape, so SDKs read message, type, param and code. */
-const providerError = z.object({
-  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable(), tracegate: z.unknown().optional() }),
-});
 
 /** Our own errors (auth, rate limit, validation, policy) in the provider's `{ error: { message, type, param, code } }` shape. */
 async function providerErrors(ctx: Context, next: Next): Promise<void> {
@@ -84,18 +80,18 @@ export function proxyRoutes(r: RouteContext): void {
   r.onClose(() => upstreams.close());
   r.onClose(() => preflights.close());
   r.docs.push({
-    method: 'post', path: PATH, tag: 'proxy', auth: 'apiKey',
+    method: 'post', path: PATH, tag: 'proxy', auth: 'apiKey', errors: 'provider',
     summary: 'Governance preflight, forward to the provider\'s Responses API (JSON, or SSE passthrough when stream is true), persist the trace',
-    request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string(), input: z.unknown().optional(), stream: z.boolean().optional() }) },
+    request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string().min(1), input: z.unknown().optional(), stream: z.boolean().optional() }) },
     responses: {
       200: { description: 'The provider\'s answer passed through (application/json, or text/event-stream when stream is true); X-Trace-Id names the stored trace' },
-      400: { description: 'Not a JSON object with a string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), or an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header)', schema: providerError },
+      400: { description: 'Not a JSON object with a non-empty string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), or an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header)', schema: providerError },
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
       413: { description: 'The body is over TRACEGATE_MAX_BODY_BYTES after decompression (payload_too_large), or holds more than TRACEGATE_MAX_JSON_VALUES JSON values (too_many_values)', schema: providerError },
       429: { description: 'This route\'s own rate limit, or too many failed authentications from this address (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
       502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed; a caller\'s own key gets the provider\'s 401 as is)', schema: providerError },
-      503: { description: 'Retry-After: too many request bodies are being received at once (code server_busy, TRACEGATE_MAX_INFLIGHT_BODY_BYTES), or storage could not be reached for the workspace settings', schema: providerError },
+      503: { description: 'Retry-After: too many request bodies are being received at once (code server_busy, TRACEGATE_MAX_INFLIGHT_BODY_BYTES), or storage could not be reached for the workspace settings or to verify the API key (code unavailable)', schema: providerError },
       504: { description: 'The provider timed out', schema: providerError },
     },
   });
@@ -327,12 +323,13 @@ export function proxyRoutes(r: RouteContext): void {
     ['get', `${ITEM}/input_items`, 'List the input items of a stored response (passed through)'],
   ] as const) {
     r.docs.push({
-      method, path: path.replace(':responseId', '{responseId}'), tag: 'proxy', auth: 'apiKey', summary,
+      method, path: path.replace(':responseId', '{responseId}'), tag: 'proxy', auth: 'apiKey', errors: 'provider', summary,
       responses: {
         200: { description: 'The provider\'s answer passed through, with its status' },
         400: { description: 'Malformed response id', schema: providerError },
         401: { description: 'Missing or invalid workspace API key', schema: providerError },
         502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed)', schema: providerError },
+        503: { description: 'Storage could not be reached for the workspace settings or to verify the API key (code unavailable; Retry-After)', schema: providerError },
         504: { description: 'The provider timed out (code upstream_timeout)', schema: providerError },
       },
     });

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
+import { errorSchema } from '../openapi.ts';
 import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { SOURCES, SPAN_KINDS } from '../record.ts';
@@ -65,11 +66,13 @@ export const traceDetailSchema = z.object({
   }),
 });
 
-/** The error body (as every read route answers errors), for the statuses a route documents itself. */
-const errorBody = z.object({ error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }) });
-/** Read routes that query storage answer 503 when it is down, hung or slower than READ_DEADLINE_MS (RouteContext.read). */
+/**
+ * Read routes that query storage answer 503 when it is down, hung or slower than READ_DEADLINE_MS (RouteContext.read),
+ * as every route with a key does when storage cannot be reached to verify that key.
+ */
 export const unavailableDoc = {
-  description: 'Storage unreachable, hung, or slower than the read deadline (code unavailable; Retry-After)', schema: errorBody,
+  description: 'Storage unreachable, hung, or slower than the read deadline, or the API key cannot be verified while storage is unreachable (code unavailable; Retry-After)',
+  schema: errorSchema,
 };
 
 /**
@@ -96,7 +99,8 @@ export const READ_LIMITS = {
 } as const;
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const sameShape = <A, B>(ok: Same<A, B>) => ok;
+/** Compiles only when a response schema's output type and the type the handler answers are the same. */
+export const sameShape = <A, B>(ok: Same<A, B>) => ok;
 sameShape<z.output<typeof tracePageSchema>, TracePage>(true);
 sameShape<z.output<typeof spanSchema>, ReturnType<typeof publicSpan>>(true);
 sameShape<z.output<typeof traceRollupSchema>, NonNullable<ReturnType<typeof summarize>>>(true);
@@ -110,7 +114,7 @@ export function readRoutes(r: RouteContext): void {
   r.docs.push({
     method: 'get', path: '/api/traces/{traceId}', tag: 'read', auth: 'apiKey',
     summary: 'One trace: summary roll-up, spans, the span tree, and the governance policy decision recorded for each span',
-    responses: { 200: { description: 'The trace', schema: traceDetailSchema }, 404: { description: 'No such trace in this workspace' }, 503: unavailableDoc },
+    responses: { 200: { description: 'The trace', schema: traceDetailSchema }, 404: { description: 'No such trace in this workspace', schema: errorSchema }, 503: unavailableDoc },
   });
 
   r.router.get('/api/traces', ...r.readGuard(READ_LIMITS.traces), async (ctx) => {
