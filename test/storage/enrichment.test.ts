@@ -594,6 +594,36 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
     }
   });
 
+  it('v8 carries the settings written before it over (settings → settings_versions)', async function () {
+    const store = h.storage as unknown as { db: string; client: ClickHouseClient; opts: ConstructorParameters<typeof ClickHouseStorage>[0] };
+    const fresh = `${store.db}_v7`;
+    const nodes = store.opts.cluster?.nodeUrls;
+    const targets = nodes
+      ? nodes.map((url) => ({ client: createClient({ url, log: { level: ClickHouseLogLevel.OFF } }), db: `${fresh}_local`, own: true }))
+      : [{ client: store.client, db: fresh, own: false }];
+    for (const { client, db, own } of targets) {
+      await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
+      await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version` });
+      for (const m of CLICKHOUSE_MIGRATIONS.filter((x) => x.version <= 7)) {
+        for (const st of m.statements(db)) await runStatement(client, st);
+        await client.command({ query: `INSERT INTO ${db}.schema_migrations VALUES (${m.version}, now())` });
+      }
+      // what a v7 collector wrote: two versions of one workspace's settings (on every node: each shard may hold it)
+      await client.command({ query: `INSERT INTO ${db}.settings VALUES ('ws-old', 1, '{"alertRules":[]}', 1000), ('ws-old', 2, '{"policy":{"version":1,"defaultAction":"redact","actions":{}}}', 2000)` });
+      if (own) await client.close();
+    }
+    const s2 = new ClickHouseStorage({ ...store.opts, database: fresh });
+    await s2.init();
+    try {
+      expect(await s2.getSettings('ws-old')).to.deep.equal({ version: 2, doc: '{"policy":{"version":1,"defaultAction":"redact","actions":{}}}' });
+      expect(await s2.putSettings('ws-old', '{}', 3, 3000)).to.equal(true);
+      expect(await s2.putSettings('ws-old', '{"alertRules":[]}', 2, 4000)).to.equal(false); // version 2 is taken
+      expect((await s2.getSettings('ws-old'))?.version).to.equal(3);
+    } finally {
+      await s2.close();
+    }
+  });
+
   it('a replayed batch larger than one lookup query (5,000 trace ids) is counted once', async function () {
     const ws = 'ws-big-replay';
     const spans = Array.from({ length: 12_000 }, (_, i) => llmSpan(ws, `b${i}`, T0 + i, { totalTokens: 1 }));
