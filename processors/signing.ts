@@ -1,6 +1,6 @@
 // The server's Ed25519 signing key: created on first start in DATA_DIR/keys (mode 0600), published by key id.
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
-import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256 } from './canonical.ts';
 import type { Storage } from '../storage/types.ts';
@@ -16,15 +16,13 @@ function keyIdOf(pub: KeyObject): string {
 export function loadSigningKey(dir: string): SigningKey {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const files = readdirSync(dir).filter((f) => f.endsWith('.key.pem')).sort();
-  let pem: string;
+  let privateKey: KeyObject;
   if (files.length === 0) {
-    const { privateKey } = generateKeyPairSync('ed25519');
-    pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-    writeFileSync(join(dir, `${Date.now()}.key.pem`), pem, { mode: 0o600 });
+    ({ privateKey } = generateKeyPairSync('ed25519'));
+    writeWhole(join(dir, `${Date.now()}.key.pem`), privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
   } else {
-    pem = readFileSync(join(dir, files[files.length - 1]!), 'utf8');
+    privateKey = readKey(join(dir, files[files.length - 1]!));
   }
-  const privateKey = createPrivateKey(pem);
   const publicKey = createPublicKey(privateKey);
   return { keyId: keyIdOf(publicKey), privateKey, publicKey };
 }
@@ -32,9 +30,30 @@ export function loadSigningKey(dir: string): SigningKey {
 /** Every key in `dir` (current and retired), public halves only. */
 export function publicKeys(dir: string): PublicKeyInfo[] {
   if (!existsSync(dir)) return [];
-  return readdirSync(dir).filter((f) => f.endsWith('.key.pem')).sort().map((f) => {
-    return keyInfo(createPublicKey(createPrivateKey(readFileSync(join(dir, f), 'utf8'))));
-  });
+  return readdirSync(dir).filter((f) => f.endsWith('.key.pem')).sort().map((f) => keyInfo(createPublicKey(readKey(join(dir, f)))));
+}
+
+function readKey(file: string): KeyObject {
+  try {
+    return createPrivateKey(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new Error(`${file} is not a readable Ed25519 private key (${(err as Error).message}); restore it from a backup, or, if it never signed anything, remove it`, { cause: err });
+  }
+}
+
+/**
+ * Written whole under a temporary name, fsync'd, then linked into place: a crash or a full disk leaves either no
+ * file or the whole key, never an empty one every later start would stumble on.
+ */
+function writeWhole(file: string, text: string): void {
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  try {
+    const fd = openSync(tmp, 'wx', 0o600);
+    try { writeFileSync(fd, text); fsyncSync(fd); } finally { closeSync(fd); }
+    linkSync(tmp, file);
+  } finally {
+    try { unlinkSync(tmp); } catch { /* never created */ }
+  }
 }
 
 function keyInfo(pub: KeyObject): PublicKeyInfo {
@@ -98,11 +117,8 @@ export function loadIdHashKey(dir: string, configured?: string): Buffer {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, 'id-hash.key');
   if (!existsSync(file)) {
-    // Written whole under a temporary name, then linked into place: two processes starting together agree on
-    // the first one linked, and no reader sees a half-written key.
-    const tmp = join(dir, `.id-hash.key.${process.pid}.${randomBytes(4).toString('hex')}`);
-    writeFileSync(tmp, randomBytes(32).toString('hex'), { mode: 0o600 });
-    try { linkSync(tmp, file); } catch (err) { if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; } finally { unlinkSync(tmp); }
+    // Two processes starting together agree on the first one linked (writeWhole), and no reader sees half a key.
+    try { writeWhole(file, randomBytes(32).toString('hex')); } catch (err) { if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; }
   }
   const key = readFileSync(file, 'utf8').trim();
   if (!/^[0-9a-f]{64}$/.test(key)) throw new Error(`${file} is not a 64-hex-digit key; remove it to have a new one made, or set TRACEGATE_ID_HASH_KEY`);

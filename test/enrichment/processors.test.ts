@@ -1,6 +1,6 @@
 // Pure enrichment processors on fixtures: audit chain, verification chain and checkpoints, alerts, governance.
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
@@ -108,6 +108,23 @@ describe('verification chain', () => {
   let dir: string;
   before(() => { dir = mkdtempSync(join(tmpdir(), 'tg-keys-')); });
   after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('writes a new key whole (mode 0600) and names a key file it cannot read', () => {
+    const own = mkdtempSync(join(tmpdir(), 'tg-keys-'));
+    try {
+      const key = loadSigningKey(own);
+      const files = readdirSync(own);
+      expect(files).to.have.length(1); // no temporary file left behind
+      expect(statSync(join(own, files[0]!)).mode & 0o777).to.equal(0o600);
+      expect(loadSigningKey(own).keyId).to.equal(key.keyId);
+      // what a full disk left behind before keys were written whole: an empty file
+      writeFileSync(join(own, '9999999999999.key.pem'), '');
+      expect(() => loadSigningKey(own)).to.throw(/9999999999999\.key\.pem is not a readable Ed25519 private key/);
+      expect(() => publicKeys(own)).to.throw(/9999999999999\.key\.pem/);
+    } finally {
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
 
   it('hashes each trace of a batch, chains the records, and signs checkpoints that verify', () => {
     const key = loadSigningKey(dir);
