@@ -3,13 +3,15 @@
 // Layout: `${dir}/<seq>.seg`, one active segment (appended to) and sealed ones
 // (waiting for the writer). A segment is a run of frames:
 //   [u32 payload length][u32 row count][u32 crc32(row count + payload)][payload: JSON array of records]
-// A crash can tear only the tail (we never write after a failed write: see fail()),
-// so on open a bad frame ends the segment: it was never acknowledged.
+// A crash can tear only the tail (we never write after a failed write: see fail()), so on open a bad
+// frame with nothing valid after it ends the segment: it was never acknowledged. A bad frame with good
+// frames after it is damage (a flipped byte on disk): open() sets a copy of the segment aside in
+// `${dir}-damaged`, logs the loss, and keeps every frame it can still read.
 //
 // Group commit: appends queued while writes are in flight go out together as one write and one
 // fdatasync; up to MAX_INFLIGHT groups overlap, acknowledged in order, each caller only after
 // its bytes (and every byte before them) are synced.
-import { open, readdir, readFile, stat, truncate, unlink, mkdir, type FileHandle } from 'node:fs/promises';
+import { open, readdir, readFile, rename, stat, truncate, unlink, mkdir, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { StoredRecord } from './record.ts';
@@ -88,32 +90,55 @@ export interface DecodedSegment {
   validBytes: number;
   /** Why decoding stopped before the end, if it did. */
   error: string | null;
+  /** Unreadable byte ranges with good frames after them (damage, not a torn tail): skipped. */
+  damaged: Array<{ at: number; bytes: number }>;
+  /** Where the good frames are (to rewrite a damaged segment without the damage). */
+  frames: Array<{ at: number; bytes: number }>;
+}
+
+/** A whole frame with a matching checksum starts at `off`. */
+function frameAt(buf: Buffer, off: number): boolean {
+  if (buf.length - off < HEADER) return false;
+  const len = buf.readUInt32LE(off);
+  if (buf.length - off - HEADER < len) return false;
+  return crc32(buf.subarray(off + HEADER, off + HEADER + len), crc32(buf.subarray(off + 4, off + 8))) === buf.readUInt32LE(off + 8);
+}
+
+/** The next offset after a bad frame at `off` where a good one starts: past its length if that is intact, else by scanning; -1 when none (a torn tail). */
+function resync(buf: Buffer, off: number): number {
+  const len = buf.readUInt32LE(off);
+  if (off + HEADER + len < buf.length && frameAt(buf, off + HEADER + len)) return off + HEADER + len;
+  for (let i = off + 1; i + HEADER <= buf.length; i++) if (frameAt(buf, i)) return i;
+  return -1;
 }
 
 /** Decode frames; `parse: false` only validates and counts rows (cheap scan on open). */
 export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
   const records: StoredRecord[] = [];
+  const damaged: DecodedSegment['damaged'] = [];
+  const frames: DecodedSegment['frames'] = [];
   let off = 0;
   let rows = 0;
   let error: string | null = null;
   while (off < buf.length) {
     if (buf.length - off < HEADER) { error = `truncated frame header at ${off}`; break; }
-    const len = buf.readUInt32LE(off);
-    const count = buf.readUInt32LE(off + 4);
-    if (buf.length - off - HEADER < len) { error = `truncated frame at ${off}`; break; }
-    const payload = buf.subarray(off + HEADER, off + HEADER + len);
-    if (crc32(payload, crc32(buf.subarray(off + 4, off + 8))) !== buf.readUInt32LE(off + 8)) {
-      error = `checksum mismatch at ${off}`;
-      break;
+    if (!frameAt(buf, off)) {
+      const next = resync(buf, off);
+      if (next < 0) { error = buf.length - off - HEADER < buf.readUInt32LE(off) ? `truncated frame at ${off}` : `checksum mismatch at ${off}`; break; }
+      damaged.push({ at: off, bytes: next - off });
+      off = next;
+      continue;
     }
+    const len = buf.readUInt32LE(off);
     if (parse) {
-      const batch = JSON.parse(payload.toString('utf8')) as StoredRecord[];
+      const batch = JSON.parse(buf.subarray(off + HEADER, off + HEADER + len).toString('utf8')) as StoredRecord[];
       for (const r of batch) records.push(r);
     }
-    rows += count;
+    rows += buf.readUInt32LE(off + 4);
+    frames.push({ at: off, bytes: HEADER + len });
     off += HEADER + len;
   }
-  return { records, rows, validBytes: off, error };
+  return { records, rows, validBytes: off, error, damaged, frames };
 }
 
 interface Pending { frame: Buffer; rows: number; records: StoredRecord[] | null; resolve: () => void; reject: (e: Error) => void }
@@ -160,19 +185,41 @@ export class Spool {
     for (const name of names) {
       const seq = Number(name.slice(0, -SUFFIX.length));
       const path = join(this.dir, name);
-      const dec = decodeFrames(await readFile(path), false);
-      if (dec.error) {
+      const buf = await readFile(path);
+      const dec = decodeFrames(buf, false);
+      if (dec.damaged.length) await this.setAsideDamaged(name, buf, dec);
+      else if (dec.error) {
         // A torn tail: the write never completed, so it was never acknowledged.
         this.log?.warn({ segment: name, error: dec.error, keptBytes: dec.validBytes }, 'spool: ignoring torn tail of segment');
         await truncate(path, dec.validBytes);
       }
       if (dec.rows === 0) { await unlink(path); continue; }
-      this.sealed.push({ seq, path, bytes: dec.validBytes, rows: dec.rows, records: null });
+      const bytes = dec.frames.reduce((n, f) => n + f.bytes, 0); // = validBytes unless damage was cut out
+      this.sealed.push({ seq, path, bytes, rows: dec.rows, records: null });
       this.nextSeq = Math.max(this.nextSeq, seq + 1);
     }
     if (this.sealed.length) {
       this.log?.info({ segments: this.sealed.length, rows: this.pendingRows }, 'spool: recovered segments to replay');
     }
+  }
+
+  /**
+   * Frames lost in the middle of a segment were acknowledged: keep a copy of the file as it was, log the loss at
+   * error level, and rewrite the segment with the frames still readable (written whole, then renamed over it).
+   */
+  private async setAsideDamaged(name: string, buf: Buffer, dec: DecodedSegment): Promise<void> {
+    const aside = `${this.dir}-damaged`;
+    await mkdir(aside, { recursive: true });
+    const copy = join(aside, `${name}.${Date.now()}`);
+    await writeFile(copy, buf);
+    const good = Buffer.concat(dec.frames.map((f) => buf.subarray(f.at, f.at + f.bytes)));
+    const tmp = join(this.dir, `${name}.rewrite`);
+    const fh = await open(tmp, 'w');
+    try { await fh.writeFile(good); if (this.fsync) await fh.datasync(); } finally { await fh.close(); }
+    await rename(tmp, join(this.dir, name));
+    if (this.fsync) await syncDir(this.dir);
+    this.log?.error({ segment: name, damagedBytes: dec.damaged.reduce((n, d) => n + d.bytes, 0), damagedAt: dec.damaged.map((d) => d.at), keptRows: dec.rows, copy, tail: dec.error },
+      'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost (a copy of the segment is kept); the readable ones are replayed');
   }
 
   /** Durably append one batch; resolves after it is synced, rejects (never acknowledges) on disk errors. */

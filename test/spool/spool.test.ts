@@ -110,6 +110,33 @@ describe('spool', () => {
     await s.close();
   });
 
+  it('keeps every readable frame of a segment damaged in the middle, sets a copy aside and logs the loss', async () => {
+    await mkdir(dir, { recursive: true });
+    const frames = [1, 2, 3, 4, 5].map((i) => encodeFrame([span(i)]));
+    const whole = Buffer.concat(frames);
+    const at = frames[0]!.length + frames[1]!.length;
+    const payloadByte = Buffer.from(whole);
+    payloadByte[at + 20] ^= 0xff; // frame 3's payload: its length is intact
+    const lengthByte = Buffer.from(whole);
+    lengthByte[at + 1] ^= 0x40; // frame 3's length: found again by scanning
+    for (const [what, damaged] of [['payload', payloadByte], ['length', lengthByte]] as const) {
+      await rm(join(dir, '..', 'spool-damaged'), { recursive: true, force: true });
+      await writeFile(join(dir, '000000000003.seg'), Buffer.concat([damaged, encodeFrame([span(6)]).subarray(0, 10)])); // and a torn tail
+      log = new TestLogger();
+      const s = await openSpool();
+      const [seg] = s.sealedSegments();
+      expect((await s.load(seg!)).map((r) => (r as SpanRecord).spanId), what).to.deep.equal(['span-1', 'span-2', 'span-4', 'span-5']);
+      expect(seg!.rows).to.equal(4);
+      expect((await stat(seg!.path)).size).to.equal(whole.length - frames[2]!.length); // rewritten without the damage
+      const copies = await readdir(join(dir, '..', 'spool-damaged'));
+      expect(copies).to.have.length(1);
+      expect((await readFile(join(dir, '..', 'spool-damaged', copies[0]!))).subarray(0, damaged.length)).to.deep.equal(damaged);
+      expect(log.lines.some((l) => l.level === 'error' && /damaged on disk/.test(l.msg ?? ''))).to.equal(true);
+      await s.close();
+      await rm(seg!.path);
+    }
+  });
+
   it('drops segments with no complete frame on open', async () => {
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, '000000000001.seg'), Buffer.from([1, 2, 3]));
