@@ -77,7 +77,7 @@ export function createApp(deps: AppDeps): Koa {
   app.proxy = false;
   const router = new Router();
   // One budget of body bytes being received, shared by every route that reads a body (see body.ts).
-  const budget = new BodyBudget(deps.config.MAX_INFLIGHT_BODY_BYTES);
+  const budget = new BodyBudget(deps.config.MAX_INFLIGHT_BODY_BYTES, deps.config.BODY_IDLE_TIMEOUT_MS);
   deps.metrics.inflight.bytes = () => budget.inUse;
   router.use(bodyBudget(budget));
   const docs: RouteDoc[] = [];

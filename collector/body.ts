@@ -35,8 +35,10 @@ export function bodyKind(ctx: Context, allowed: BodyKind[]): BodyKind {
  */
 export class BodyBudget {
   readonly maxBytes: number;
+  /** A body that sends nothing for this long is given up (408), so a stalled upload does not hold its share. */
+  readonly idleMs: number;
   inUse = 0;
-  constructor(maxBytes: number) { this.maxBytes = maxBytes; }
+  constructor(maxBytes: number, idleMs = 15_000) { this.maxBytes = maxBytes; this.idleMs = idleMs; }
   take(n: number): boolean {
     if (this.inUse + n > this.maxBytes) return false;
     this.inUse += n;
@@ -99,9 +101,13 @@ function readStream(req: IncomingMessage, stream: Readable, limit: number, lengt
     const chunks: Buffer[] = [];
     let received = 0;
     let settled = false;
+    const idle = () => settle(new HttpError(408, 'request_timeout', `no request body bytes arrived for ${budget.idleMs / 1000} s; the request was given up`,
+      { idleTimeoutMs: budget.idleMs }, { Connection: 'close' }));
+    const timer = setTimeout(idle, budget.idleMs);
     const settle = (err: HttpError | null) => {
       if (settled) return;
       settled = true;
+      clearTimeout(timer);
       stream.off('data', onData);
       stream.off('end', onEnd);
       stream.off('error', onError);
@@ -126,6 +132,7 @@ function readStream(req: IncomingMessage, stream: Readable, limit: number, lengt
       if (!budget.take(chunk.length)) return settle(budgetExhausted(budget));
       received += chunk.length;
       chunks.push(chunk);
+      timer.refresh();
     };
     const mismatch = () => new HttpError(400, 'invalid_body', 'could not read request body: request size did not match content length');
     const onEnd = () => settle(length !== null && received !== length ? mismatch() : null);

@@ -59,6 +59,8 @@ export const configSchema = z.object({
   MAX_JSON_VALUES: int(DEFAULT_MAX_JSON_VALUES, 1000), // JSON values in a body (containers + elements; 413 beyond)
   // Decompressed body bytes buffered at once across all requests (503 + Retry-After beyond); ≥ MAX_BODY_BYTES.
   MAX_INFLIGHT_BODY_BYTES: int(256 * 1024 * 1024, 1024),
+  BODY_IDLE_TIMEOUT_MS: ms(15_000, 100),         // a request body sending nothing this long is given up (408)
+  SOCKET_IDLE_TIMEOUT_MS: ms(60_000, 1000),      // a connection with no bytes either way this long is closed (a client not reading its response)
   MAX_SPANS_PER_REQUEST: int(10000, 1),
   MAX_ATTRIBUTE_VALUE_BYTES: int(64 * 1024, 16),  // longer attribute strings are truncated and marked
   MAX_ATTRIBUTE_KEY_BYTES: int(1024, 64),          // longer attribute (and kvlist) keys are truncated and marked (OTLP)

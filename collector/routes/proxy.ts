@@ -112,7 +112,18 @@ export function proxyRoutes(r: RouteContext): void {
     }
   }
 
-  r.router.post(PATH, providerErrors, ...r.ingestGuard('proxy'), async (ctx) => {
+  /**
+   * The provider may stay silent up to its headers or body timeout (a reasoning model answering without a stream):
+   * meanwhile the connection's idle limit (TRACEGATE_SOCKET_IDLE_TIMEOUT_MS) waits that long too, then goes back.
+   */
+  const upstreamWaits = async (ctx: Context, next: Next) => {
+    const socket = ctx.req.socket;
+    socket.setTimeout(Math.max(r.config.PROXY_HEADERS_TIMEOUT_MS, r.config.PROXY_BODY_TIMEOUT_MS) + 5_000);
+    ctx.res.once('close', () => { if (!socket.destroyed) socket.setTimeout(r.config.SOCKET_IDLE_TIMEOUT_MS); });
+    await next();
+  };
+
+  r.router.post(PATH, providerErrors, upstreamWaits, ...r.ingestGuard('proxy'), async (ctx) => {
     const startMs = Date.now();
     bodyKind(ctx, ['json']);
     // The labels are stored and filtered on like the native route's: the same limit, checked before anything is read or forwarded.
@@ -311,7 +322,7 @@ export function proxyRoutes(r: RouteContext): void {
     if (contentType.toLowerCase().startsWith('text/event-stream')) ctx.set('Cache-Control', 'no-cache');
     ctx.body = up.body; // streamed: a retrieve with ?stream=true is SSE
   };
-  const guard = [providerErrors, ...r.ingestGuard('proxy')];
+  const guard = [providerErrors, upstreamWaits, ...r.ingestGuard('proxy')];
   r.router.get(ITEM, ...guard, relay('GET', ''));
   r.router.delete(ITEM, ...guard, relay('DELETE', ''));
   r.router.post(`${ITEM}/cancel`, ...guard, relay('POST', '/cancel'));
