@@ -44,9 +44,11 @@ const OUTAGE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETI
 /**
  * The same as they read once they crossed the storage thread (only name and message do): `connect ECONNREFUSED
  * host:port`, `read ECONNRESET`, `socket hang up`, the ClickHouse client's `Timeout error.` (a call that "timed
- * out" otherwise), and the storage worker's own failures (`storage worker exited (code 1)`, `storage is closed`).
+ * out" otherwise), the storage worker's own failures (`storage worker exited (code 1)`, `storage is closed`), and
+ * DuckDB's invalidated database (its FATAL errors, e.g. a checkpoint on a full disk, and storage/duckdb.ts's
+ * `DuckDB database unavailable (reopening …)` until it has reopened it).
  */
-const OUTAGE_MESSAGE = /\b(?:ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EHOSTDOWN|ENOTFOUND|EAI_AGAIN)\b|^socket hang up$|^Timeout error\.$|\btimed out\b|^storage worker exited \(code -?\d+\)$|^storage is closed$/;
+const OUTAGE_MESSAGE = /\b(?:ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EHOSTDOWN|ENOTFOUND|EAI_AGAIN)\b|^socket hang up$|^Timeout error\.$|\btimed out\b|^storage worker exited \(code -?\d+\)$|^storage is closed$|^FATAL Error: |^DuckDB database unavailable \(reopening\b/;
 
 /**
  * Whether `err`, thrown by a storage call, means storage cannot be reached (refused, reset, timed out, its worker

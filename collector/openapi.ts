@@ -126,7 +126,7 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
 
 function standardErrors(r: RouteDoc): Record<string, string> {
   const e: Record<string, string> = {};
-  if (r.request) Object.assign(e, { 400: 'Invalid request', 413: 'Body too large (after decompression)', 415: 'Unsupported content type or encoding' });
+  if (r.request) Object.assign(e, { 400: 'Invalid request', 408: 'The body stalled (nothing sent for TRACEGATE_BODY_IDLE_TIMEOUT_MS)', 413: 'Body too large (after decompression)', 415: 'Unsupported content type or encoding' });
   else if (r.query || r.path.includes('{')) e[400] = 'Invalid query or path parameter (details name each one)';
   if (r.auth === 'apiKey') {
     e[401] = 'Missing or invalid credentials';

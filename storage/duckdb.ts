@@ -36,6 +36,17 @@ const UPSERT_SPANS = `INSERT INTO spans SELECT * FROM spans_staging
   ${SPAN_COLUMNS.filter((c) => !KEY_COLUMNS.has(c)).map((c) => `${c} = excluded.${c}`).join(', ')}
   WHERE excluded.ingested_at_ms >= spans.ingested_at_ms`;
 
+/**
+ * DuckDB's FatalException ("FATAL Error: …", e.g. a checkpoint that hit a full disk) invalidates the instance:
+ * every later statement fails until the database is closed and opened again.
+ */
+const isFatal = (err: unknown): err is Error => err instanceof Error && err.message.startsWith('FATAL Error:');
+/** Backoff between reopens: a disk still full fails each one (or the next checkpoint), and a reopen replays the WAL. */
+const REOPEN_MIN_MS = 1_000;
+const REOPEN_MAX_MS = 16_000;
+/** An instance that lasted this long was healthy: its invalidation starts the backoff over. */
+const REOPEN_RESET_MS = 60_000;
+
 export class DuckDbStorage implements Storage {
   readonly kind = 'duckdb' as const;
   private readonly path: string;
@@ -44,6 +55,10 @@ export class DuckDbStorage implements Storage {
   // One connection, so one statement (or transaction) at a time.
   private queue: Promise<unknown> = Promise.resolve();
   private readonly enrichment = new DuckDbEnrichment((fn) => this.serial(fn));
+  /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
+  private lost: { reason: string; retryAt: number } | null = null;
+  private reopenDelayMs = REOPEN_MIN_MS;
+  private openedAt = 0;
 
   /** `path` is the database file (created with its directory), e.g. `${DATA_DIR}/tracegate.duckdb`. */
   constructor(path: string) {
@@ -51,12 +66,70 @@ export class DuckDbStorage implements Storage {
   }
 
   private serial<T>(fn: (c: DuckDBConnection) => Promise<T>): Promise<T> {
-    const run = this.queue.then(() => {
-      if (!this.conn) throw new Error('DuckDbStorage is not initialized');
-      return fn(this.conn);
+    const run = this.queue.then(async () => {
+      const c = this.conn ?? await this.reopen();
+      try {
+        return await fn(c);
+      } catch (err) {
+        if (isFatal(err)) this.drop(err);
+        throw err;
+      }
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  private async open(): Promise<void> {
+    this.openedAt = Date.now();
+    await mkdir(dirname(this.path), { recursive: true });
+    // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
+    const instance = await DuckDBInstance.create(this.path, { memory_limit: '256MB' });
+    try {
+      this.conn = await instance.connect();
+    } catch (err) {
+      instance.closeSync();
+      throw err;
+    }
+    this.instance = instance;
+  }
+
+  /**
+   * Closes an invalidated instance; the next call after the backoff opens it again (recovery replays the WAL, as at
+   * a restart). Done here rather than by replacing the worker thread: the old instance must be closed before the
+   * new one opens, and DuckDB's file lock does not stop a second instance of the same process from opening the file.
+   */
+  private drop(err: Error): void {
+    const now = Date.now();
+    if (now - this.openedAt >= REOPEN_RESET_MS) this.reopenDelayMs = REOPEN_MIN_MS;
+    this.lost = { reason: err.message, retryAt: now + this.reopenDelayMs };
+    this.reopenDelayMs = Math.min(this.reopenDelayMs * 2, REOPEN_MAX_MS);
+    try { this.conn?.closeSync(); } catch { /* already unusable */ }
+    try { this.instance?.closeSync(); } catch { /* already unusable */ }
+    this.conn = null;
+    this.instance = null;
+  }
+
+  /** Runs inside serial(): reopens a dropped instance (and its migrations and temp tables) once the backoff is over. */
+  private async reopen(): Promise<DuckDBConnection> {
+    if (!this.lost) throw new Error('DuckDbStorage is not initialized');
+    if (Date.now() < this.lost.retryAt) throw this.unavailable();
+    try {
+      await this.open();
+      // A disk still too full for the checkpoint that failed fails here, rather than the next write after "recovery".
+      await this.conn!.run('CHECKPOINT');
+      await this.migrate(this.conn!);
+    } catch (err) {
+      this.drop(err instanceof Error ? err : new Error(String(err)));
+      throw this.unavailable();
+    }
+    this.lost = null;
+    return this.conn!;
+  }
+
+  /** Matched by collector/errors.ts as a storage outage (503), as the FATAL error itself is. */
+  private unavailable(): Error {
+    const s = Math.max(0, Math.ceil((this.lost!.retryAt - Date.now()) / 1000));
+    return new Error(`DuckDB database unavailable (reopening in ${s} s): ${this.lost!.reason}`);
   }
 
   private async all<T extends Row>(c: DuckDBConnection, sql: string, params: Params = {}): Promise<T[]> {
@@ -78,26 +151,24 @@ export class DuckDbStorage implements Storage {
   }
 
   async init(): Promise<void> {
-    if (!this.conn) {
-      await mkdir(dirname(this.path), { recursive: true });
-      // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
-      this.instance = await DuckDBInstance.create(this.path, { memory_limit: '256MB' });
-      this.conn = await this.instance.connect();
+    if (!this.conn && !this.lost) await this.open();
+    await this.serial((c) => this.migrate(c));
+  }
+
+  /** Idempotent: run by init and by every reopen. */
+  private async migrate(c: DuckDBConnection): Promise<void> {
+    await c.run('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMP NOT NULL)');
+    const applied = new Set((await this.all<{ version: number }>(c, 'SELECT version FROM schema_migrations')).map((r) => r.version));
+    for (const m of DUCKDB_MIGRATIONS) {
+      if (applied.has(m.version)) continue;
+      await this.tx(c, async () => {
+        for (const sql of m.statements) await c.run(sql);
+        await c.run('INSERT INTO schema_migrations VALUES ($v, now())', { v: m.version });
+      });
     }
-    await this.serial(async (c) => {
-      await c.run('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMP NOT NULL)');
-      const applied = new Set((await this.all<{ version: number }>(c, 'SELECT version FROM schema_migrations')).map((r) => r.version));
-      for (const m of DUCKDB_MIGRATIONS) {
-        if (applied.has(m.version)) continue;
-        await this.tx(c, async () => {
-          for (const sql of m.statements) await c.run(sql);
-          await c.run('INSERT INTO schema_migrations VALUES ($v, now())', { v: m.version });
-        });
-      }
-      // Per-connection scratch table for the appender (temp: never written to the file).
-      await c.run('CREATE TEMP TABLE IF NOT EXISTS spans_staging AS SELECT * FROM spans LIMIT 0');
-      await DuckDbEnrichment.createStaging(c);
-    });
+    // Per-connection scratch table for the appender (temp: never written to the file).
+    await c.run('CREATE TEMP TABLE IF NOT EXISTS spans_staging AS SELECT * FROM spans LIMIT 0');
+    await DuckDbEnrichment.createStaging(c);
   }
 
   async close(): Promise<void> {
@@ -106,6 +177,7 @@ export class DuckDbStorage implements Storage {
     this.instance?.closeSync();
     this.conn = null;
     this.instance = null;
+    this.lost = null;
   }
 
   async ping(): Promise<boolean> {

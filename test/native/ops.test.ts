@@ -82,7 +82,7 @@ describe('ops routes', () => {
     }
     const body = doc.paths['/api/traces'].post.requestBody.content['application/json'].schema;
     expect(JSON.stringify(body)).to.include('estimatedCostUsd').and.include('trainingPreferred');
-    expect(doc.paths['/api/traces'].post.responses).to.have.keys('200', '207', '400', '401', '413', '415', '429', '503');
+    expect(doc.paths['/api/traces'].post.responses).to.have.keys('200', '207', '400', '401', '408', '413', '415', '429', '503');
     // OTLP errors are a google.rpc.Status, as the route answers them
     expect(doc.paths['/v1/traces'].post.responses['400'].content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Status' });
     expect(doc.components.schemas.Status.properties).to.have.keys('code', 'message', 'details');

@@ -456,6 +456,7 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
 
   it('answers 504 on an upstream timeout and 502 when the provider is unreachable, in the provider shape', async () => {
     const ws = await workspace();
+    const headersTimeout = s.config.PROXY_HEADERS_TIMEOUT_MS;
     (s.config as any).PROXY_HEADERS_TIMEOUT_MS = 300;
     try {
       const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x', metadata: { fake: 'hang' } }, ws.auth);
@@ -477,7 +478,7 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
         await new Promise((ok) => silent.close(ok));
       }
     } finally {
-      delete (s.config as any).PROXY_HEADERS_TIMEOUT_MS;
+      (s.config as any).PROXY_HEADERS_TIMEOUT_MS = headersTimeout;
     }
     const dead = await workspace({ provider: { baseUrl: `http://127.0.0.1:${await freePort()}/v1`, apiKey: 'sk-x', allowCallerKey: false } });
     const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, dead.auth);
