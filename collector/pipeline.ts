@@ -29,9 +29,13 @@ export interface PipelineOptions {
   processors?: Processor[];
   /** Runs the processors elsewhere (ProcessorWorker) and returns the encoded spool frame; replaces `processors`. */
   offload?: {
-    process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ frame: Buffer | null; rows: number; accepted: number }>;
+    process(spans: SpanRecord[], ctx: IngestContext | null): Promise<OffloadFrame>;
     /** Told once a frame it produced is fsync'd (in spool order). */
-    durable?(out: { frame: Buffer | null; rows: number; accepted: number }): void;
+    durable?(out: OffloadFrame): void;
+    /** Told when a frame it produced was not appended (write failed, or refused as no longer current). */
+    failed?(out: OffloadFrame): void;
+    /** False when a frame must not be appended any more: it may link to records of a failed append. */
+    current?(frame: Buffer): boolean;
   };
   /** Told once records encoded on this thread are fsync'd (the audit chain heads a restart continues from). */
   onDurable?: (records: ReadonlyArray<object>) => void;
@@ -60,6 +64,9 @@ export interface PipelineStats {
   spoolWriteFailure: { atMs: number; message: string } | null;
 }
 
+type OffloadFrame = { frame: Buffer | null; rows: number; accepted: number };
+type Handover = { out: OffloadFrame; resolve: () => void; reject: (err: unknown) => void };
+
 const DEFAULT_CAP = { rows: 200_000, bytes: 64 * 1024 * 1024 };
 const MAX_BACKOFF_MS = 5_000;
 
@@ -80,6 +87,8 @@ export class Pipeline implements Ingestor {
   private lastMs = 0;
   private flushed = 0;
   private readonly ingesting = new Set<Promise<IngestResult>>();
+  private handovers: Handover[] = [];
+  private handing = false;
 
   constructor(opts: PipelineOptions) {
     this.opts = opts;
@@ -128,7 +137,7 @@ export class Pipeline implements Ingestor {
       const out = await this.opts.offload.process(input, ctx ?? null);
       if (!out.frame) return { accepted: 0 };
       accepted = out.accepted;
-      append = async () => { await this.spool.appendFrame(out.frame!, out.rows); this.opts.offload!.durable?.(out); };
+      append = () => this.handOver(out);
     } else {
       let batch: Batch = { spans: input, extra: [] };
       for (const p of this.processors) batch = await p(batch, ctx ?? null);
@@ -158,7 +167,43 @@ export class Pipeline implements Ingestor {
 
   /** Durably spool a frame of records encoded elsewhere (the processor worker's final checkpoints). */
   async recordFrame(frame: Buffer | null, rows: number): Promise<void> {
-    if (frame) await this.spool.appendFrame(frame, rows);
+    if (!frame) return;
+    if (this.opts.offload) await this.handOver({ frame, rows, accepted: 0 });
+    else await this.spool.appendFrame(frame, rows);
+  }
+
+  /**
+   * Processed frames go to the spool one group at a time, in order, so a failed append is known before any later
+   * frame is handed over (the spool would still write frames queued behind a failed write). The worker's chains
+   * then go back to their durable heads, and frames it made before that are refused: they may link to lost records.
+   */
+  private handOver(out: OffloadFrame): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.handovers.push({ out, resolve, reject });
+      if (this.handing) return;
+      this.handing = true;
+      // setImmediate: frames answered together by the worker go out as one write.
+      setImmediate(() => void this.handOverWaiting().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: spool handover failed')));
+    });
+  }
+
+  private async handOverWaiting(): Promise<void> {
+    const offload = this.opts.offload!;
+    try {
+      while (this.handovers.length) {
+        const group = this.handovers;
+        this.handovers = [];
+        const done = await Promise.allSettled(group.map(({ out }) => (offload.current?.(out.frame!) === false
+          ? Promise.reject(new Error('an earlier spool write failed'))
+          : this.spool.appendFrame(out.frame!, out.rows))));
+        group.forEach((h, i) => {
+          const d = done[i]!;
+          if (d.status === 'fulfilled') { offload.durable?.(h.out); h.resolve(); } else { offload.failed?.(h.out); h.reject(d.reason); }
+        });
+      }
+    } finally {
+      this.handing = false;
+    }
   }
 
   /** Seal what is spooled and write it all to storage now; rejects if storage fails. */

@@ -15,14 +15,23 @@ export function auditHash(r: Omit<AuditRecord, 'hash'>): string {
   return sha256(prevHash + canonicalJson(rest));
 }
 
+const newChainId = () => `c_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+
 export class AuditChain {
   private readonly heads = new Map<string, { seq: number; hash: string }>();
-  readonly chainId: string;
+  chainId: string;
   /** Where the previous run's chain of this role ended (durably): this run's first record links to it. */
-  private readonly previous: Readonly<Record<string, { hash: string }>>;
-  constructor(chainId = `c_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`, previous: Readonly<Record<string, { hash: string }>> = {}) {
+  private previous: Readonly<Record<string, { hash: string }>>;
+  constructor(chainId = newChainId(), previous: Readonly<Record<string, { hash: string }>> = {}) {
     this.chainId = chainId;
     this.previous = previous;
+  }
+
+  /** Records were lost (a spool append failed): continue as a new run from the heads last made durable. */
+  rewind(durable: Readonly<Record<string, { hash: string }>>): void {
+    this.heads.clear();
+    this.previous = durable;
+    this.chainId = newChainId();
   }
 
   /** Builds the next record of the workspace's chain (synchronous, so order is the call order). */

@@ -59,8 +59,10 @@ export function headsOf(records: ReadonlyArray<object>, type: 'verification' | '
   return out;
 }
 
+const newChainId = () => `v_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+
 export class VerificationChain {
-  readonly chainId: string;
+  chainId: string;
   private readonly heads = new Map<string, Head>();
   private readonly key: SigningKey;
   private readonly checkpointEveryMs: number;
@@ -68,20 +70,40 @@ export class VerificationChain {
   private readonly signEach: boolean;
   private pending: CheckpointRecord[] = [];
   /** Where the previous run's chains ended (durably), per workspace: this run's chains continue from there. */
-  private readonly previous: Readonly<Record<string, ChainHead>>;
-  constructor(key: SigningKey, checkpointEveryMs = 1000, chainId = `v_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`, signEach = false, previous: Readonly<Record<string, ChainHead>> = {}) {
+  private previous: Readonly<Record<string, ChainHead>>;
+  /** Chain ids of this process's runs (see rewind). */
+  private readonly runs = new Set<string>();
+  constructor(key: SigningKey, checkpointEveryMs = 1000, chainId = newChainId(), signEach = false, previous: Readonly<Record<string, ChainHead>> = {}) {
     this.key = key;
     this.checkpointEveryMs = checkpointEveryMs;
     this.chainId = chainId;
+    this.runs.add(chainId);
     this.signEach = signEach;
     this.previous = previous;
   }
 
+  /**
+   * Records were lost (a spool append failed): continue as a new run from the heads last made durable, as a
+   * restarted collector would. Checkpoints of this process's runs may have been lost with them: the durable heads
+   * of those runs are signed again, with the next batch.
+   */
+  rewind(durable: Readonly<Record<string, ChainHead>>, now: number): void {
+    this.heads.clear();
+    this.previous = durable;
+    this.chainId = newChainId();
+    this.pending = Object.entries(durable).filter(([, h]) => this.runs.has(h.chainId))
+      .map(([workspaceId, h]) => this.checkpoint({ workspaceId, chainId: h.chainId, seq: h.seq, headHash: h.hash }, now));
+    this.runs.add(this.chainId);
+  }
+
+  private checkpoint(base: Pick<CheckpointRecord, 'workspaceId' | 'chainId' | 'seq' | 'headHash'>, now: number): CheckpointRecord {
+    return { recordType: 'checkpoint', ...base, keyId: this.key.keyId, signature: signText(this.key, checkpointText(base)), atMs: now };
+  }
+
   private sign(workspaceId: string, h: Head, now: number): CheckpointRecord {
-    const base = { workspaceId, chainId: this.chainId, seq: h.seq, headHash: h.hash };
     h.signedSeq = h.seq;
     h.signedAt = now;
-    return { recordType: 'checkpoint', ...base, keyId: this.key.keyId, signature: signText(this.key, checkpointText(base)), atMs: now };
+    return this.checkpoint({ workspaceId, chainId: this.chainId, seq: h.seq, headHash: h.hash }, now);
   }
 
   /** Verification records for the spans of one batch, grouped by trace. */

@@ -29,6 +29,9 @@ export class ProcessorWorker {
 
   private readonly heads: ChainHeadStore;
   private readonly auditHeads: ChainHeadStore;
+  /** Bumped at each rewind; frames remember the one their batch was sent in. */
+  private gen = 0;
+  private readonly genOf = new WeakMap<Buffer, number>();
 
   constructor(opts: Options) {
     this.settings = opts.settings;
@@ -60,8 +63,9 @@ export class ProcessorWorker {
 
   /** Signed checkpoints of every chain head (at shutdown). */
   async checkpoints(): Promise<ProcessedFrame> {
+    const gen = this.gen;
     const [e] = await this.rpc.call<Encoded[]>({ type: 'checkpoints' } satisfies NoId<HostRequest>);
-    return frameOf(e!);
+    return this.made(frameOf(e!), gen);
   }
 
   /** At shutdown: let alert webhook deliveries under way finish (up to maxMs); the ids left undelivered are logged there. */
@@ -73,18 +77,40 @@ export class ProcessorWorker {
   /** The pipeline calls this once a processed frame is fsync'd: its chain heads may now be linked to. */
   durable(out: ProcessedFrame): void { this.heads.durable(out.heads?.verification); this.auditHeads.durable(out.heads?.audit); }
 
+  /**
+   * The pipeline calls this when a frame could not be appended: its records are lost. The worker's chains go back
+   * to the durable heads (a new run, as after a restart), and frames made before that are no longer current.
+   */
+  failed(out: ProcessedFrame): void {
+    if (!out.frame || !this.current(out.frame)) return; // an earlier rewind already covers it
+    this.gen++;
+    // Sent after every batch already sent, so the worker rewinds right after making the frames now stale. Should
+    // it fail, the worker died: its successor starts new runs anyway.
+    const m = { type: 'rewind', verification: this.heads.current(), audit: this.auditHeads.current() } satisfies NoId<HostRequest>;
+    this.rpc.call(m).catch(() => {});
+  }
+
+  /** False for a frame made before a rewind: it may link to (or sign) records that were never stored. */
+  current(frame: Buffer): boolean { return (this.genOf.get(frame) ?? this.gen) === this.gen; }
+
   close(): Promise<void> { this.heads.flush(); this.auditHeads.flush(); return this.rpc.close(); }
+
+  private made(f: ProcessedFrame, gen: number): ProcessedFrame {
+    if (f.frame) this.genOf.set(f.frame, gen);
+    return f;
+  }
 
   private sendWaiting(): void {
     const batch = this.waiting;
     const settings = this.pendingSettings;
     this.waiting = [];
     this.pendingSettings = { policies: {}, alerts: {} };
+    const gen = this.gen;
     const req = { type: 'process', items: batch.map((w) => w.item), settings } satisfies NoId<HostRequest>;
     this.rpc.call<Array<Encoded | { error: string }>>(req).then(
       (answers) => batch.forEach((w, i) => {
         const a = answers[i];
-        if (a && 'frame' in a) w.resolve(frameOf(a));
+        if (a && 'frame' in a) w.resolve(this.made(frameOf(a), gen));
         else w.reject(new Error(a?.error ?? 'processor worker gave no answer'));
       }),
       (err: Error) => { for (const w of batch) w.reject(err); },

@@ -19,6 +19,7 @@ export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
 export type HostRequest =
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
   | { id: number; type: 'checkpoints' }
+  | { id: number; type: 'rewind'; verification: Record<string, ChainHead>; audit: Record<string, ChainHead> }
   | { id: number; type: 'settle'; maxMs: number };
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
@@ -50,7 +51,7 @@ async function processItem(item: HostItem): Promise<Encoded> {
 }
 
 /** One answer per item (each request's own frame), in order; an item that fails fails alone. */
-async function handle(m: Exclude<HostRequest, { type: 'settle' }>): Promise<Array<Encoded | { error: string }>> {
+async function handle(m: Exclude<HostRequest, { type: 'settle' | 'rewind' }>): Promise<Array<Encoded | { error: string }>> {
   // At shutdown, after the deliveries settled: the chains' last records signed, and the outcomes no batch carried.
   if (m.type === 'checkpoints') return [encode([...enrichment.verification?.checkpoints(Date.now(), true) ?? [], ...enrichment.takeAlertOutcomes()], 0)];
   current = m.settings;
@@ -68,6 +69,12 @@ async function handle(m: Exclude<HostRequest, { type: 'settle' }>): Promise<Arra
 // In order: the audit and verification chains depend on it. Frames move to the main thread, not copied.
 serveRpc<HostRequest>(async (m) => {
   if (m.type === 'settle') return { value: await enrichment.settleDeliveries(m.maxMs) };
+  if (m.type === 'rewind') {
+    // Only the chains go back (to what is durable); alert windows and webhook deliveries stay as they are.
+    enrichment.verification?.rewind(m.verification, Date.now());
+    enrichment.audit.rewind(m.audit);
+    return { value: null };
+  }
   const value = await handle(m);
   return { value, transfer: value.flatMap((v) => ('frame' in v && v.frame ? [v.frame.buffer as ArrayBuffer] : [])) };
 }, true);
