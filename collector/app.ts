@@ -146,6 +146,17 @@ export function createApp(deps: AppDeps): Koa {
   for (const register of routeModules) register(ctx);
   if (deps.adminToken) adminRoutes(ctx, deps.adminToken);
 
+  // A client that stops reading its response: once the handler is done and the answer is being written, a
+  // connection on which nothing moves for SOCKET_IDLE_TIMEOUT_MS is closed (freeing the buffered answer). Not while
+  // a handler works (a long verify), nor on routes that wait for a provider (ctx.state.ownIdleTimeout); Node puts
+  // its keep-alive timeout back when the answer is finished.
+  app.use(async (c, next) => {
+    try {
+      await next();
+    } finally {
+      if (!c.state.ownIdleTimeout) c.req.socket.setTimeout(deps.config.SOCKET_IDLE_TIMEOUT_MS);
+    }
+  });
   app.use(async (c, next) => {
     const requestId = /^[\w.-]{1,128}$/.test(c.get('x-request-id')) ? c.get('x-request-id') : randomUUID();
     c.state.requestId = requestId;

@@ -377,7 +377,7 @@ export class Pipeline implements Ingestor {
       bytes += seg.bytes;
     }
     const res = await this.opts.storage.insertSpoolFiles!(group.map((s) => s.path), this.opts.config.FLUSH_MAX_ROWS, this.isolating);
-    for (const t of res.badTails) this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail');
+    for (const t of res.badTails) this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail or damage');
     await this.setAside(group, res.refused);
     for (const c of res.chunks) this.noteFlush(c.rows, c.ms);
     for (const seg of group) await this.spool.remove(seg);

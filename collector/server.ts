@@ -89,9 +89,6 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', (err) => reject(listenError(err, config))); });
   server.keepAliveTimeout = 65_000; // longer than typical client/LB idle timeouts
   server.headersTimeout = 66_000;
-  // A connection on which nothing moves either way (a client that stopped reading a large response, a stalled
-  // upload) is closed, freeing what it holds; the proxy route lengthens it for its own upstream waits.
-  server.timeout = config.SOCKET_IDLE_TIMEOUT_MS;
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.PORT;
   const adminServer = await loopbackAdmin(config.HOST, app.callback());

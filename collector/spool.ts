@@ -104,6 +104,16 @@ function frameAt(buf: Buffer, off: number): boolean {
   return crc32(buf.subarray(off + HEADER, off + HEADER + len), crc32(buf.subarray(off + 4, off + 8))) === buf.readUInt32LE(off + 8);
 }
 
+/** 12 zero bytes in a row within [from, to): more than a frame header's small numbers hold, and payloads are JSON. */
+function zeroRun(buf: Buffer, from: number, to: number): boolean {
+  let run = 0;
+  for (let i = from; i < to; i++) {
+    run = buf[i] === 0 ? run + 1 : 0;
+    if (run >= 12) return true;
+  }
+  return false;
+}
+
 /** The next offset after a bad frame at `off` where a good one starts: past its length if that is intact, else by scanning; -1 when none (a torn tail). */
 function resync(buf: Buffer, off: number): number {
   const len = buf.readUInt32LE(off);
@@ -124,6 +134,9 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
     if (buf.length - off < HEADER) { error = `truncated frame header at ${off}`; break; }
     if (!frameAt(buf, off)) {
       const next = resync(buf, off);
+      // A run of zeros is a hole, not damage: a write that never landed while a later group's did (groups overlap,
+      // acknowledged in order), so nothing from here on was acknowledged. JSON frames hold no such run.
+      if (next >= 0 && zeroRun(buf, off, next)) { error = `unwritten bytes at ${off}`; break; }
       if (next < 0) { error = buf.length - off - HEADER < buf.readUInt32LE(off) ? `truncated frame at ${off}` : `checksum mismatch at ${off}`; break; }
       damaged.push({ at: off, bytes: next - off });
       off = next;
@@ -181,7 +194,10 @@ export class Spool {
   /** Create the directory and take over segments left by a previous process (oldest first). */
   async open(): Promise<void> {
     await mkdir(this.dir, { recursive: true });
-    const names = (await readdir(this.dir)).filter((n) => /^\d+\.seg$/.test(n)).sort();
+    const all = await readdir(this.dir);
+    // A rewrite of a damaged segment cut short by a crash: the segment itself is still whole.
+    for (const n of all) if (/^\d+\.seg\.rewrite$/.test(n)) await unlink(join(this.dir, n));
+    const names = all.filter((n) => /^\d+\.seg$/.test(n)).sort();
     for (const name of names) {
       const seq = Number(name.slice(0, -SUFFIX.length));
       const path = join(this.dir, name);
@@ -212,6 +228,7 @@ export class Spool {
     await mkdir(aside, { recursive: true });
     const copy = join(aside, `${name}.${Date.now()}`);
     await writeFile(copy, buf);
+    if (this.fsync) { const c = await open(copy, 'r'); try { await c.datasync(); } finally { await c.close(); } await syncDir(aside); }
     const good = Buffer.concat(dec.frames.map((f) => buf.subarray(f.at, f.at + f.bytes)));
     const tmp = join(this.dir, `${name}.rewrite`);
     const fh = await open(tmp, 'w');
@@ -258,6 +275,8 @@ export class Spool {
     if (seg.records) return seg.records;
     const dec = decodeFrames(await readFile(seg.path));
     if (dec.error) this.log?.warn({ segment: seg.path, error: dec.error }, 'spool: segment has a bad tail');
+    // Damaged after open() checked it: what is unreadable is lost; say so.
+    if (dec.damaged.length) this.log?.error({ segment: seg.path, damagedAt: dec.damaged.map((d) => d.at) }, 'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost');
     return dec.records;
   }
 

@@ -1,7 +1,7 @@
 // The server's Ed25519 signing key: created on first start in DATA_DIR/keys (mode 0600), published by key id.
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { sha256 } from './canonical.ts';
 import type { Storage } from '../storage/types.ts';
 
@@ -51,6 +51,8 @@ function writeWhole(file: string, text: string): void {
     const fd = openSync(tmp, 'wx', 0o600);
     try { writeFileSync(fd, text); fsyncSync(fd); } finally { closeSync(fd); }
     linkSync(tmp, file);
+    const dir = openSync(dirname(file), 'r');
+    try { fsyncSync(dir); } finally { closeSync(dir); } // the new name survives a power loss too
   } finally {
     try { unlinkSync(tmp); } catch { /* never created */ }
   }
@@ -65,8 +67,10 @@ function keyInfo(pub: KeyObject): PublicKeyInfo {
  * storage published there. A published key counts only under its own id (the id is a hash of the key), so a row
  * cannot pass one key off as another; whoever can write the database can add a key, as they can add records.
  */
-export async function verificationKeys(storage: Pick<Storage, 'publishedKeys'>, dir: string): Promise<PublicKeyInfo[]> {
+export async function verificationKeys(storage: Pick<Storage, 'publishedKeys' | 'kind'>, dir: string): Promise<PublicKeyInfo[]> {
   const keys = new Map(publicKeys(dir).map((k) => [k.keyId, k]));
+  // The embedded store has one collector, whose keys are all in `dir`: a key found only in its file is not trusted.
+  if (storage.kind !== 'clickhouse') return [...keys.values()];
   for (const p of await storage.publishedKeys()) {
     if (keys.has(p.keyId)) continue;
     let pub: KeyObject;
@@ -83,13 +87,18 @@ export function publishKeys(storage: Pick<Storage, 'publishKeys'>, dir: string, 
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   const attempt = () => {
-    const keys = publicKeys(dir).map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, publishedAtMs: Date.now() }));
-    storage.publishKeys(keys).catch((err: unknown) => {
+    const retry = (err: unknown) => {
       if (stopped) return;
       log.warn({ err, retryInMs: retryMs }, 'verification keys not yet published to storage (other collectors cannot check this one\'s chains until they are)');
       timer = setTimeout(attempt, retryMs);
       timer.unref();
-    });
+    };
+    try {
+      const keys = publicKeys(dir).map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, publishedAtMs: Date.now() }));
+      storage.publishKeys(keys).catch(retry);
+    } catch (err) {
+      retry(err); // a key file unreadable now (publicKeys throws at once): not an uncaught error in a timer
+    }
   };
   attempt();
   return () => { stopped = true; clearTimeout(timer); };

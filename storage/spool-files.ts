@@ -30,6 +30,8 @@ export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows
   for (const path of paths) {
     const dec = decodeFrames(await readFile(path));
     if (dec.error) result.badTails.push({ path, error: dec.error });
+    // Damaged after the spool opened it (open() sets damage aside): what is unreadable is lost; say so.
+    if (dec.damaged.length) result.badTails.push({ path, error: `damaged on disk: unreadable bytes skipped at ${dec.damaged.map((d) => d.at).join(', ')}; acknowledged records in them are lost` });
     for (const r of dec.records) {
       rows.push(r);
       if (rows.length >= maxRows) await flush();

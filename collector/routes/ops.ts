@@ -12,7 +12,7 @@ export function opsRoutes(r: RouteContext): void {
     status: z.enum(['ready', 'not_ready']), storage: z.enum(['ok', 'unreachable']),
     spool: z.object({
       ok: z.boolean(), bytes: z.number(), pendingRows: z.number(),
-      lastWriteError: z.string().nullable().describe('The last failed spool write, when it makes the collector not ready'), lastFlushError: z.string().nullable(),
+      lastWriteError: z.string().nullable().describe('The last failed spool write, until one succeeds (not ready within 10 s of it)'), lastFlushError: z.string().nullable(),
     }),
   });
   r.docs.push(

@@ -113,13 +113,13 @@ export function proxyRoutes(r: RouteContext): void {
   }
 
   /**
-   * The provider may stay silent up to its headers or body timeout (a reasoning model answering without a stream):
-   * meanwhile the connection's idle limit (TRACEGATE_SOCKET_IDLE_TIMEOUT_MS) waits that long too, then goes back.
+   * The provider may stay silent up to its headers or body timeout (a reasoning model, a pause in a stream): while
+   * the answer is relayed, the connection's idle limit (TRACEGATE_SOCKET_IDLE_TIMEOUT_MS, app.ts) waits that long
+   * too. Node sets its keep-alive timeout back when the answer is finished.
    */
   const upstreamWaits = async (ctx: Context, next: Next) => {
-    const socket = ctx.req.socket;
-    socket.setTimeout(Math.max(r.config.PROXY_HEADERS_TIMEOUT_MS, r.config.PROXY_BODY_TIMEOUT_MS) + 5_000);
-    ctx.res.once('close', () => { if (!socket.destroyed) socket.setTimeout(r.config.SOCKET_IDLE_TIMEOUT_MS); });
+    ctx.state.ownIdleTimeout = true;
+    ctx.req.socket.setTimeout(Math.max(r.config.PROXY_HEADERS_TIMEOUT_MS, r.config.PROXY_BODY_TIMEOUT_MS) + 5_000);
     await next();
   };
 

@@ -33,9 +33,13 @@ describe('durability: DuckDB checkpoint on a full disk, then the disk grows', fu
   });
 
   after(async () => {
-    await running?.close();
-    if (mounted) execFileSync('umount', [dir]);
-    rmSync(dir, { recursive: true, force: true });
+    try {
+      await running?.close();
+    } finally {
+      // never leave the tmpfs mounted: a lazy unmount when it is still busy
+      if (mounted) try { execFileSync('umount', [dir], { stdio: 'pipe' }); } catch { execFileSync('umount', ['-l', dir], { stdio: 'pipe' }); }
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('answers reads 503 while broken and recovers without a restart, with every acknowledged trace', async () => {

@@ -5,6 +5,11 @@ import { connect } from 'node:net';
 import { request } from 'node:http';
 import { get, post, startTestServer, type TestServer } from '../support/server.ts';
 import { startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DuckDbStorage } from '../../storage/duckdb.ts';
+import type { Storage } from '../../storage/types.ts';
 
 describe('stalled clients', function () {
   this.timeout(60_000);
@@ -67,5 +72,32 @@ describe('stalled clients', function () {
     const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'hi', metadata: { delay_ms: '2500' } }, auth);
     expect(res.status, res.text).to.equal(200);
     expect(res.json.object).to.equal('response');
+  });
+});
+
+describe('a handler slower than the idle limit', function () {
+  this.timeout(60_000);
+  it('still answers: the limit applies while the answer is written, not while it is worked out (a long verify)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-slow-'));
+    const real = new DuckDbStorage(join(dir, 'db.duckdb'));
+    const slow = new Proxy(real, {
+      get: (target, prop, recv) => {
+        const v = Reflect.get(target, prop, recv);
+        if (typeof v !== 'function') return v;
+        if (prop !== 'listTraces') return v.bind(target);
+        return async (...args: unknown[]) => { await new Promise((r) => setTimeout(r, 2500)); return (v as (...a: unknown[]) => Promise<unknown>).apply(target, args); };
+      },
+    }) as Storage;
+    const s = await startTestServer('duckdb', { TRACEGATE_SOCKET_IDLE_TIMEOUT_MS: '1000' }, slow);
+    try {
+      const auth = { authorization: `Bearer ${(await s.key()).key}` };
+      const res = await get(`${s.url}/api/traces`, auth);
+      expect(res.status, res.text).to.equal(200);
+      // and the connection is kept alive afterwards for Node's keep-alive time, not the idle limit
+      expect((await get(`${s.url}/healthz`)).status).to.equal(200);
+    } finally {
+      await s.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

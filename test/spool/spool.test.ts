@@ -137,6 +137,20 @@ describe('spool', () => {
     }
   });
 
+  it('takes a hole of zeros (a write that never landed while a later one did) for a torn tail, not damage', async () => {
+    await mkdir(dir, { recursive: true });
+    const [a, b, c] = [1, 2, 3].map((i) => encodeFrame([span(i)]));
+    // groups overlap and are acknowledged in order: the second never landed, the third did, so only the first counts
+    await writeFile(join(dir, '000000000004.seg'), Buffer.concat([a!, Buffer.alloc(b!.length), c!]));
+    const s = await openSpool();
+    const [seg] = s.sealedSegments();
+    expect((await s.load(seg!)).map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1']);
+    expect((await stat(seg!.path)).size).to.equal(a!.length);
+    expect(log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /unwritten bytes/.test(JSON.stringify(l.obj)))).to.equal(true);
+    expect(log.lines.some((l) => l.level === 'error')).to.equal(false);
+    await s.close();
+  });
+
   it('drops segments with no complete frame on open', async () => {
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, '000000000001.seg'), Buffer.from([1, 2, 3]));
