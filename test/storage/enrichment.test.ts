@@ -535,26 +535,39 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
     await h?.destroy();
   });
 
-  it('every migration statement can run again (two collectors migrating at once)', async function () {
-    // On a fresh database, each migration run twice where it stands in the sequence (a second collector
-    // running it too), then a store over it: one view per rollup, or every span would count twice.
-    const store = h.storage as unknown as { db: string; client: ClickHouseClient; opts: ConstructorParameters<typeof ClickHouseStorage>[0] };
-    const fresh = `${store.db}_twice`;
+  type Store = { db: string; client: ClickHouseClient; opts: ConstructorParameters<typeof ClickHouseStorage>[0] };
+  /**
+   * A fresh database `<db>_<suffix>` migrated by hand: `run(client, db)` on every node (a cluster migrates the local
+   * tables of each), then a store over it, which init()s it as a collector starting there would.
+   */
+  async function migratedByHand(suffix: string, run: (client: ClickHouseClient, db: string) => Promise<void>): Promise<ClickHouseStorage> {
+    const store = h.storage as unknown as Store;
+    const fresh = `${store.db}_${suffix}`;
     const nodes = store.opts.cluster?.nodeUrls;
     const targets = nodes
       ? nodes.map((url) => ({ client: createClient({ url, log: { level: ClickHouseLogLevel.OFF } }), db: `${fresh}_local`, own: true }))
-      : [{ client: store.client, db: fresh, own: false }]; // a cluster migrates the local tables of every node
+      : [{ client: store.client, db: fresh, own: false }];
     for (const { client, db, own } of targets) {
       await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
       await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version` });
-      for (const m of CLICKHOUSE_MIGRATIONS) {
-        for (let twice = 0; twice < 2; twice++) for (const st of m.statements(db)) await runStatement(client, st);
-        await client.command({ query: `INSERT INTO ${db}.schema_migrations VALUES (${m.version}, now())` });
-      }
+      await run(client, db);
       if (own) await client.close();
     }
     const s2 = new ClickHouseStorage({ ...store.opts, database: fresh });
     await s2.init();
+    return s2;
+  }
+  const applied = (client: ClickHouseClient, db: string, version: number) => client.command({ query: `INSERT INTO ${db}.schema_migrations VALUES (${version}, now())` });
+
+  it('every migration statement can run again (two collectors migrating at once)', async function () {
+    // On a fresh database, each migration run twice where it stands in the sequence (a second collector
+    // running it too), then a store over it: one view per rollup, or every span would count twice.
+    const s2 = await migratedByHand('twice', async (client, db) => {
+      for (const m of CLICKHOUSE_MIGRATIONS) {
+        for (let twice = 0; twice < 2; twice++) for (const st of m.statements(db)) await runStatement(client, st);
+        await applied(client, db, m.version);
+      }
+    });
     try {
       await s2.insertSpans([llmSpan('ws-mig', 's', T0, { costUsd: 0.5 })]);
       expect((await s2.usage('ws-mig', { groupBy: 'model', bucket: 'hour' })).map((r) => [r.requests, r.costUsd])).to.deep.equal([[1, 0.5]]);
@@ -564,28 +577,17 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
   });
 
   it('an old migration run again after the newest (a slower collector still migrating) is undone at the next start', async function () {
-    const store = h.storage as unknown as { db: string; client: ClickHouseClient; opts: ConstructorParameters<typeof ClickHouseStorage>[0] };
-    const fresh = `${store.db}_late`;
-    const nodes = store.opts.cluster?.nodeUrls;
-    const targets = nodes
-      ? nodes.map((url) => ({ client: createClient({ url, log: { level: ClickHouseLogLevel.OFF } }), db: `${fresh}_local`, own: true }))
-      : [{ client: store.client, db: fresh, own: false }];
-    for (const { client, db, own } of targets) {
-      await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
-      await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version` });
+    const s2 = await migratedByHand('late', async (client, db) => {
       for (const m of CLICKHOUSE_MIGRATIONS) {
         for (const st of m.statements(db)) await runStatement(client, st);
-        await client.command({ query: `INSERT INTO ${db}.schema_migrations VALUES (${m.version}, now())` });
+        await applied(client, db, m.version);
       }
       // the late collector: v4 to v6 once more, after v7 dropped what they made (then it dies). Current releases
       // refuse to create a view writing a column that is gone; 18.16 creates it, and every span insert then fails.
       for (const m of CLICKHOUSE_MIGRATIONS.filter((x) => x.version >= 4 && x.version <= 6)) {
         for (const st of m.statements(db)) await runStatement(client, st).catch(() => {});
       }
-      if (own) await client.close();
-    }
-    const s2 = new ClickHouseStorage({ ...store.opts, database: fresh });
-    await s2.init();
+    });
     try {
       await s2.insertSpans([llmSpan('ws-late', 's', T0, { costUsd: 0.5 })]);
       expect((await s2.usage('ws-late', { groupBy: 'model', bucket: 'hour' })).map((r) => [r.requests, r.costUsd])).to.deep.equal([[1, 0.5]]);
@@ -595,25 +597,14 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
   });
 
   it('v8 carries the settings written before it over (settings → settings_versions)', async function () {
-    const store = h.storage as unknown as { db: string; client: ClickHouseClient; opts: ConstructorParameters<typeof ClickHouseStorage>[0] };
-    const fresh = `${store.db}_v7`;
-    const nodes = store.opts.cluster?.nodeUrls;
-    const targets = nodes
-      ? nodes.map((url) => ({ client: createClient({ url, log: { level: ClickHouseLogLevel.OFF } }), db: `${fresh}_local`, own: true }))
-      : [{ client: store.client, db: fresh, own: false }];
-    for (const { client, db, own } of targets) {
-      await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
-      await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version` });
+    const s2 = await migratedByHand('v7', async (client, db) => {
       for (const m of CLICKHOUSE_MIGRATIONS.filter((x) => x.version <= 7)) {
         for (const st of m.statements(db)) await runStatement(client, st);
-        await client.command({ query: `INSERT INTO ${db}.schema_migrations VALUES (${m.version}, now())` });
+        await applied(client, db, m.version);
       }
-      // what a v7 collector wrote: two versions of one workspace's settings (on every node: each shard may hold it)
+      // what a v7 collector wrote: two versions of one workspace's settings
       await client.command({ query: `INSERT INTO ${db}.settings VALUES ('ws-old', 1, '{"alertRules":[]}', 1000), ('ws-old', 2, '{"policy":{"version":1,"defaultAction":"redact","actions":{}}}', 2000)` });
-      if (own) await client.close();
-    }
-    const s2 = new ClickHouseStorage({ ...store.opts, database: fresh });
-    await s2.init();
+    });
     try {
       expect(await s2.getSettings('ws-old')).to.deep.equal({ version: 2, doc: '{"policy":{"version":1,"defaultAction":"redact","actions":{}}}' });
       expect(await s2.putSettings('ws-old', '{}', 3, 3000)).to.equal(true);
