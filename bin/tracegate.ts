@@ -281,6 +281,7 @@ async function refused(args: string[], config: Config): Promise<number> {
 }
 
 async function main(argv: string[]): Promise<number> {
+  process.umask(0o077); // what the CLI writes in DATA_DIR (the embedded store, refused files) is owner-only, as the server's
   try {
     return await run(argv);
   } catch (err) {

@@ -82,8 +82,14 @@ export function createApp(deps: AppDeps): Koa {
   router.use(bodyBudget(budget));
   const docs: RouteDoc[] = [];
 
+  const tooManyFailures = (retryAfterSeconds: number) => new HttpError(429, 'rate_limited', `too many failed authentications from this address; retry in ${retryAfterSeconds}s`,
+    { retryAfterSeconds }, { 'Retry-After': String(retryAfterSeconds), 'X-RateLimit-Remaining': '0' });
   const requireKey = async (ctx: Context, next: Next) => {
     const key = bearer(ctx);
+    if (key && !deps.keys.known(key)) {
+      const lookup = await deps.limits.lookupAllowed(ctx.ip);
+      if (!lookup.allowed) throw tooManyFailures(lookup.retryAfterSeconds);
+    }
     const caller = key ? await deps.keys.verify(key) : null;
     if (!caller) {
       ctx.state.log.info({ event: 'auth_rejected', route: routeOf(ctx) }, 'authentication rejected');
@@ -94,8 +100,7 @@ export function createApp(deps: AppDeps): Koa {
         // One audit record when an address goes over its limit, not one per attempt; and one per real key id
         // attempted while throttled, in that key's workspace.
         if (limit.tripped || (owner && await deps.limits.firstThrottledAttempt(ctx.ip, keyId))) auditRejected(ctx, key, keyId, owner, 'too_many_failures');
-        throw new HttpError(429, 'rate_limited', `too many failed authentications from this address; retry in ${limit.retryAfterSeconds}s`,
-          { retryAfterSeconds: limit.retryAfterSeconds }, { 'Retry-After': String(limit.retryAfterSeconds), 'X-RateLimit-Remaining': '0' });
+        throw tooManyFailures(limit.retryAfterSeconds);
       }
       auditRejected(ctx, key, keyId, owner);
       throw new HttpError(401, 'unauthorized', key ? 'invalid or revoked API key' : 'missing API key: send Authorization: Bearer <key>', null, { 'WWW-Authenticate': 'Bearer' });

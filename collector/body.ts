@@ -116,6 +116,9 @@ function readStream(req: IncomingMessage, stream: Readable, limit: number, lengt
       budget.release(received);
       if (err) {
         chunks.length = 0;
+        // The rest of the body is never read: the connection cannot carry another request (a client reusing it
+        // would have its next request reset), so the answer says it closes.
+        if (!req.complete) err.headers['Connection'] = 'close';
         if (stream !== req) { req.unpipe(stream as unknown as NodeJS.WritableStream); stream.destroy(); } // frees the inflater now, not at GC
         stream.unpipe();
         stream.pause();

@@ -25,6 +25,8 @@ export class BackpressureError extends HttpError {
 }
 
 export const badRequest = (message: string, details?: unknown) => new HttpError(400, 'invalid_request', message, details);
+/** A bad query parameter, named as the route's own query validation names it. */
+export const badQuery = (field: string, message: string) => new HttpError(400, 'invalid_query', `${field}: ${message}`, [{ field, message }]);
 
 /**
  * Storage is down, hung or too slow to answer a read: 503 + Retry-After, with the code ingestion uses for the same

@@ -33,6 +33,7 @@ export interface Caller { workspaceId: string; keyId: string }
  */
 export class KeyVerifier {
   private readonly cache = new Map<string, { record: ApiKeyRecord | null; until: number }>();
+  private readonly missing = new Map<string, { record: null; until: number }>();
   private readonly storage: Storage;
   private readonly ttlMs: number;
   private readonly lastKnown: LastKnown | undefined;
@@ -45,10 +46,23 @@ export class KeyVerifier {
     this.deadlineMs = deadlineMs;
   }
 
+  /**
+   * Whether a lookup of this key costs nothing new: malformed (refused unlooked), answered from the cache, or a key
+   * id this server has seen valid (now or before a restart: a real key, which must keep working from an address
+   * that others' failures throttle). Only never-seen ids are subject to a throttled address's lookup budget.
+   */
+  known(key: string): boolean {
+    const parsed = parseKey(key);
+    if (!parsed) return true;
+    const miss = this.missing.get(parsed.keyId);
+    if (miss && miss.until >= Date.now()) return true;
+    return this.cache.get(parsed.keyId)?.record != null || this.lastKnown?.key(parsed.keyId) !== undefined;
+  }
+
   async verify(key: string): Promise<Caller | null> {
     const parsed = parseKey(key);
     if (!parsed) return null;
-    const hit = this.cache.get(parsed.keyId);
+    const hit = this.cache.get(parsed.keyId) ?? this.missing.get(parsed.keyId);
     if (hit && hit.until >= Date.now()) return this.check(key, hit.record);
     const gen = this.lookups.generation(parsed.keyId);
     // Storage down or too slow: a key we knew stays valid (ingestion continues into the spool), also one known
@@ -76,9 +90,17 @@ export class KeyVerifier {
   private async lookup(keyId: string, gen: number): Promise<ApiKeyRecord | null> {
     const record = await this.storage.getApiKey(keyId);
     if (!this.lookups.current(keyId, gen)) return record; // read before a revoke made here: not cached
-    if (record) this.lastKnown?.rememberKey(record);
-    if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(keyId, { record, until: Date.now() + (record ? this.ttlMs : 2_000) });
+    if (record) {
+      this.lastKnown?.rememberKey(record);
+      if (this.cache.size > 10_000) this.cache.clear();
+      this.cache.set(keyId, { record, until: Date.now() + this.ttlMs });
+      this.missing.delete(keyId);
+    } else {
+      // Unknown ids are kept apart: a flood of random ones must not push the real keys out.
+      if (this.missing.size > 10_000) this.missing.clear();
+      this.missing.set(keyId, { record: null, until: Date.now() + 2_000 });
+      this.cache.delete(keyId);
+    }
     return record;
   }
 
@@ -100,6 +122,7 @@ export class KeyVerifier {
 
   forget(keyId: string): void {
     this.cache.delete(keyId);
+    this.missing.delete(keyId);
     this.lookups.changed(keyId);
   }
 }

@@ -39,6 +39,9 @@ export interface PipelineOptions {
   };
   /** Told once records encoded on this thread are fsync'd (the audit chain heads a restart continues from). */
   onDurable?: (records: ReadonlyArray<object>) => void;
+  /** This thread's chained records (audit), as `offload` for the worker's frames: `current` false when they may link
+   * to records of a failed append (never written then); `failed` when they were not appended. */
+  chain?: { current(records: ReadonlyArray<object>): boolean; failed(records: ReadonlyArray<object>): void };
   /** Called after each successful insert (metrics). */
   onFlush?: (rows: number, ms: number) => void;
   /** Called when records storage refused were set aside in DATA_DIR/refused (metrics). */
@@ -65,7 +68,8 @@ export interface PipelineStats {
 }
 
 type OffloadFrame = { frame: Buffer | null; rows: number; accepted: number };
-type Handover = { out: OffloadFrame; resolve: () => void; reject: (err: unknown) => void };
+/** One append waiting its turn: `current` is asked right before it is written. */
+type Handover = { write(): Promise<void>; current(): boolean; durable(): void; failed(): void; resolve: () => void; reject: (err: unknown) => void };
 
 const DEFAULT_CAP = { rows: 200_000, bytes: 64 * 1024 * 1024 };
 const MAX_BACKOFF_MS = 5_000;
@@ -86,7 +90,7 @@ export class Pipeline implements Ingestor {
   private lastRows = 0;
   private lastMs = 0;
   private flushed = 0;
-  private readonly ingesting = new Set<Promise<IngestResult>>();
+  private readonly ingesting = new Set<Promise<unknown>>();
   private handovers: Handover[] = [];
   private handing = false;
 
@@ -115,7 +119,11 @@ export class Pipeline implements Ingestor {
   }
 
   ingest(input: SpanRecord[], ctx?: IngestContext): Promise<IngestResult> {
-    const p = this.ingestNow(input, ctx);
+    return this.tracked(this.ingestNow(input, ctx));
+  }
+
+  /** flush() waits for appends under way. */
+  private tracked<T>(p: Promise<T>): Promise<T> {
     this.ingesting.add(p);
     const done = () => { this.ingesting.delete(p); };
     p.then(done, done);
@@ -137,14 +145,14 @@ export class Pipeline implements Ingestor {
       const out = await this.opts.offload.process(input, ctx ?? null);
       if (!out.frame) return { accepted: 0 };
       accepted = out.accepted;
-      append = () => this.handOver(out);
+      append = () => this.handOverFrame(out);
     } else {
       let batch: Batch = { spans: input, extra: [] };
       for (const p of this.processors) batch = await p(batch, ctx ?? null);
       const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
       if (records.length === 0) return { accepted: 0 };
       accepted = batch.spans.length;
-      append = async () => { await this.spool.append(records); this.opts.onDurable?.(records); };
+      append = () => this.handOverRecords(records);
     }
     try {
       await append();
@@ -161,44 +169,59 @@ export class Pipeline implements Ingestor {
   async record(extra: EnrichmentRecord[]): Promise<void> {
     if (extra.length === 0) return;
     if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
-    await this.spool.append(extra);
-    this.opts.onDurable?.(extra);
+    await this.tracked(this.handOverRecords(extra));
   }
 
   /** Durably spool a frame of records encoded elsewhere (the processor worker's final checkpoints). */
   async recordFrame(frame: Buffer | null, rows: number): Promise<void> {
     if (!frame) return;
-    if (this.opts.offload) await this.handOver({ frame, rows, accepted: 0 });
+    if (this.opts.offload) await this.handOverFrame({ frame, rows, accepted: 0 });
     else await this.spool.appendFrame(frame, rows);
   }
 
   /**
-   * Processed frames go to the spool one group at a time, in order, so a failed append is known before any later
-   * frame is handed over (the spool would still write frames queued behind a failed write). The worker's chains
-   * then go back to their durable heads, and frames it made before that are refused: they may link to lost records.
+   * Chained records go to the spool one group at a time, in order, so a failed append is known before any later
+   * group is handed over (the spool would still write appends queued behind a failed write). The chains then go
+   * back to their durable heads, and records made before that are refused: they may link to lost records.
    */
-  private handOver(out: OffloadFrame): Promise<void> {
+  private handOverFrame(out: OffloadFrame): Promise<void> {
+    const offload = this.opts.offload!;
+    return this.handOver({
+      write: () => this.spool.appendFrame(out.frame!, out.rows),
+      current: () => offload.current?.(out.frame!) !== false,
+      durable: () => offload.durable?.(out),
+      failed: () => offload.failed?.(out),
+    });
+  }
+
+  private handOverRecords(records: StoredRecord[]): Promise<void> {
+    return this.handOver({
+      write: () => this.spool.append(records),
+      current: () => this.opts.chain?.current(records) !== false,
+      durable: () => this.opts.onDurable?.(records),
+      failed: () => this.opts.chain?.failed(records),
+    });
+  }
+
+  private handOver(h: Omit<Handover, 'resolve' | 'reject'>): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.handovers.push({ out, resolve, reject });
+      this.handovers.push({ ...h, resolve, reject });
       if (this.handing) return;
       this.handing = true;
-      // setImmediate: frames answered together by the worker go out as one write.
+      // setImmediate: appends made in the same event-loop turn go out as one write.
       setImmediate(() => void this.handOverWaiting().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: spool handover failed')));
     });
   }
 
   private async handOverWaiting(): Promise<void> {
-    const offload = this.opts.offload!;
     try {
       while (this.handovers.length) {
         const group = this.handovers;
         this.handovers = [];
-        const done = await Promise.allSettled(group.map(({ out }) => (offload.current?.(out.frame!) === false
-          ? Promise.reject(new Error('an earlier spool write failed'))
-          : this.spool.appendFrame(out.frame!, out.rows))));
+        const done = await Promise.allSettled(group.map((h) => (h.current() ? h.write() : Promise.reject(new Error('an earlier spool write failed')))));
         group.forEach((h, i) => {
           const d = done[i]!;
-          if (d.status === 'fulfilled') { offload.durable?.(h.out); h.resolve(); } else { offload.failed?.(h.out); h.reject(d.reason); }
+          if (d.status === 'fulfilled') { h.durable(); h.resolve(); } else { h.failed(); h.reject(d.reason); }
         });
       }
     } finally {
@@ -208,7 +231,7 @@ export class Pipeline implements Ingestor {
 
   /** Seal what is spooled and write it all to storage now; rejects if storage fails. */
   async flush(): Promise<void> {
-    await Promise.allSettled([...this.ingesting]); // batches already handed over (e.g. still in the processor worker)
+    await Promise.allSettled([...this.ingesting]); // appends under way (e.g. a batch still in the processor worker)
     await this.seal();
     while (this.flushing) await this.flushing.catch(() => {});
     await this.runFlush();

@@ -21,6 +21,8 @@ export interface LimiterOptions {
 }
 
 const REDIS_REPORT_MS = 60_000;
+/** Storage lookups of keys not cached, per window, for an address throttled for failed authentications. */
+const THROTTLED_LOOKUPS = 10;
 
 /** What a failed authentication costs its client IP: `throttled` once over the limit; `tripped` on the first throttled one of a window. */
 export interface AuthFailureResult { throttled: boolean; tripped: boolean; retryAfterSeconds: number }
@@ -92,8 +94,13 @@ export class RateLimits {
       l = { memory, shared: this.redis ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory }) : memory };
       this.limiters.set(route, l);
     }
-    if (l.shared === l.memory || Date.now() < this.redisSkipUntil) return l.memory.consumeHere(key);
+    if (this.memoryOnly(l)) return l.memory.consumeHere(key);
     return l.shared.consume(key);
+  }
+
+  /** No Redis, or Redis skipped after a failure: the in-memory limiter answers. */
+  private memoryOnly(l: RouteLimiter): boolean {
+    return l.shared === l.memory || Date.now() < this.redisSkipUntil;
   }
 
   /** Koa middleware; expects ctx.state.caller to be set by auth. */
@@ -129,6 +136,30 @@ export class RateLimits {
     } catch (err) {
       if (!(err instanceof RateLimiterRes)) return { throttled: false, tripped: false, retryAfterSeconds: 0 };
       return { throttled: true, tripped: err.consumedPoints === points + 1, retryAfterSeconds: Math.max(1, Math.ceil(err.msBeforeNext / 1000)) };
+    }
+  }
+
+  /**
+   * Whether a key id the server has never seen valid may be looked up in storage for this address. While the
+   * address is throttled for failed authentications, only a few lookups a window are: random key ids would otherwise
+   * cost a storage query each, throttled or not. Refused attempts are answered 429 unchecked, so none can succeed.
+   */
+  async lookupAllowed(ip: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
+    const yes = { allowed: true, retryAfterSeconds: 0 };
+    const l = this.limiters.get('auth-failure');
+    if (!l) return yes; // no failure counted yet
+    let seen: RateLimiterRes | null;
+    try {
+      seen = await (this.memoryOnly(l) ? l.memory : l.shared).get(`ip:${ip}`);
+    } catch {
+      return yes;
+    }
+    if (!seen || seen.consumedPoints <= this.authFailures.points) return yes;
+    try {
+      await this.consume('auth-lookup-throttled', `ip:${ip}`, THROTTLED_LOOKUPS, this.authFailures.durationSeconds);
+      return yes;
+    } catch {
+      return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(seen.msBeforeNext / 1000)) };
     }
   }
 

@@ -1,5 +1,5 @@
 // Wires config → storage → pipeline → app, listens, and shuts down gracefully on SIGTERM/SIGINT.
-import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync, writeFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { lockDataDir } from './data-dir-lock.ts';
 import { join } from 'node:path';
@@ -21,6 +21,7 @@ import { loadSigningKey, publishKeys } from '../processors/signing.ts';
 import { ProcessorWorker } from '../processors/worker-client.ts';
 import { ChainHeadStore, storeIdentity } from '../processors/chain-heads.ts';
 import { headsOf } from '../processors/verification.ts';
+import { mainAuditChain } from '../processors/audit.ts';
 
 export interface Running {
   server: Server;
@@ -33,9 +34,23 @@ export interface Running {
   close(): Promise<void>;
 }
 
+/**
+ * DATA_DIR holds prompts (the spool, the embedded store), provider keys and webhook secrets (the settings): only
+ * the service's user may read it. Files are created owner-only too, so a copy moved out keeps that.
+ */
+export function privateDataDir(dir: string, log: Pick<Logger, 'warn'>): void {
+  process.umask(0o077);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    if ((statSync(dir).mode & 0o077) !== 0) chmodSync(dir, 0o700);
+  } catch (err) {
+    log.warn({ err, dir }, 'could not make the data directory private (chmod 700); other users may read it');
+  }
+}
+
 export async function startServer(config: Config, opts: { storage?: Storage; log?: Logger } = {}): Promise<Running> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
-  mkdirSync(config.DATA_DIR, { recursive: true });
+  privateDataDir(config.DATA_DIR, log);
   const unlock = await lockDataDir(config.DATA_DIR);
   try {
     return await start(config, log, opts, unlock);
@@ -73,6 +88,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const pipeline = new Pipeline({
     config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS,
     onDurable: (records) => auditHeads.durable(headsOf(records, 'audit')),
+    chain: mainAuditChain(enrichment.audit, auditHeads),
     ...(processors ? { offload: processors } : { processors: enrichment.processors }),
     onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
     onRefused: (rows) => metrics.refused.inc(rows),

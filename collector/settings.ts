@@ -31,11 +31,15 @@ export type SettingsDoc = z.infer<typeof settingsSchema>;
  * `provider`, whose fields are merged so that changing the base URL keeps the stored key; null removes a provider
  * field (the server's default applies again) or the alert webhook's URL or secret.
  */
+// zod runs a refinement even after z.url() failed: an unparsable URL is z.url()'s to report.
+const noUserInfo = (u: string) => { if (!URL.canParse(u)) return true; const x = new URL(u); return x.username === '' && x.password === ''; };
+const NO_USERINFO = 'must not carry credentials (user:password@): they would be printed with the URL and fetch refuses them; sign webhooks with alertWebhookSecret';
+
 export const settingsPatchSchema = settingsSchema.partial().extend({
-  alertWebhookUrl: settingsSchema.shape.alertWebhookUrl.unwrap().nullable().optional(),
+  alertWebhookUrl: settingsSchema.shape.alertWebhookUrl.unwrap().refine(noUserInfo, NO_USERINFO).nullable().optional(),
   alertWebhookSecret: settingsSchema.shape.alertWebhookSecret.unwrap().nullable().optional(),
   provider: z.strictObject({
-    baseUrl: providerSettingsSchema.shape.baseUrl.unwrap().nullable().optional(),
+    baseUrl: providerSettingsSchema.shape.baseUrl.unwrap().refine(noUserInfo, 'must not carry credentials (user:password@); set the provider key with --api-key-env').nullable().optional(),
     apiKey: providerSettingsSchema.shape.apiKey.unwrap().nullable().optional(),
     allowCallerKey: z.boolean().optional(),
   }).optional(),

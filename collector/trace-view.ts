@@ -1,8 +1,52 @@
 // Shapes a stored trace for GET /api/traces/:traceId: flat spans, the span tree, and a roll-up.
 import { USAGE_KINDS, type SpanRecord } from './record.ts';
 import { roundSum } from '../storage/codec.ts';
+import { LOG_INDEX_ATTR, LOG_SIGNAL_ATTR } from './otlp/logs.ts';
 
 export interface TreeNode { spanId: string; name: string; kind: string; children: TreeNode[] }
+
+const EVENT_ORDER: Record<string, number> = {
+  'gen_ai.system.message': 0, 'gen_ai.user.message': 1, 'gen_ai.assistant.message': 2, 'gen_ai.tool.message': 3, 'gen_ai.choice': 4,
+};
+const isLogEvent = (s: SpanRecord) => s.attributes[LOG_SIGNAL_ATTR] === 'logs';
+/** Nanosecond times (decimal strings, beyond 2^53) compared. */
+const byNs = (x: string, y: string) => { const a = BigInt(x), b = BigInt(y); return a < b ? -1 : a > b ? 1 : 0; };
+const startOrder = (a: SpanRecord, b: SpanRecord) => byNs(a.startTimeNs, b.startTimeNs);
+
+/**
+ * The trace's spans as GET /api/traces/:id shows them: in start order (a parent before its children at the same
+ * instant, then by span id), and a span whose prompt or response arrived as log records (GenAI events on the logs
+ * signal, stored as event spans under it) shows their text, in event order.
+ */
+export function viewSpans(stored: SpanRecord[]): SpanRecord[] {
+  const d = depths(stored);
+  const spans = [...stored].sort((a, b) => startOrder(a, b) || d.get(a.spanId)! - d.get(b.spanId)! || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
+  const events = new Map<string, SpanRecord[]>();
+  for (const s of spans) {
+    if (!isLogEvent(s) || (!s.prompt && !s.response)) continue;
+    const list = events.get(s.parentSpanId);
+    if (list) list.push(s);
+    else events.set(s.parentSpanId, [s]);
+  }
+  if (events.size === 0) return spans;
+  const rank = (s: SpanRecord) => EVENT_ORDER[s.name] ?? 5;
+  const index = (s: SpanRecord) => { const i = s.attributes[LOG_INDEX_ATTR]; return typeof i === 'number' ? i : 0; };
+  // The events' text, unless the span's own says more: it may hold part of it (a Responses call's instructions).
+  const pick = (own: string, events: string) => (events !== '' && (own === '' || (events !== own && events.includes(own))) ? events : own);
+  return spans.map((s) => {
+    const list = isLogEvent(s) ? undefined : events.get(s.spanId);
+    if (!list) return s;
+    // Same instant: the order the instrumentation sent them in (one request), else the conversation's roles.
+    list.sort((a, b) => startOrder(a, b) || index(a) - index(b) || rank(a) - rank(b) || (a.spanId < b.spanId ? -1 : 1));
+    const join = (f: (x: SpanRecord) => string) => list.map(f).filter((t) => t !== '').join('\n');
+    return {
+      ...s,
+      prompt: pick(s.prompt, join((x) => x.prompt)),
+      response: pick(s.response, join((x) => x.response)),
+      finishReason: s.finishReason || (list.find((x) => x.finishReason)?.finishReason ?? ''),
+    };
+  });
+}
 
 export function publicSpan(s: SpanRecord) {
   const { workspaceId: _ws, ...rest } = s;
@@ -54,8 +98,8 @@ function depths(spans: SpanRecord[]): Map<string, number> {
 function listOrder(a: SpanRecord, b: SpanRecord): number {
   const pa = a.parentSpanId !== '' ? 1 : 0, pb = b.parentSpanId !== '' ? 1 : 0;
   if (pa !== pb) return pa - pb;
-  const sa = BigInt(a.startTimeNs), sb = BigInt(b.startTimeNs);
-  if (sa !== sb) return sa < sb ? -1 : 1;
+  const t = startOrder(a, b);
+  if (t !== 0) return t;
   return a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
 }
 
@@ -77,10 +121,13 @@ function usageRollup(spans: SpanRecord[]) {
 export function summarize(spans: SpanRecord[]) {
   if (spans.length === 0) return null;
   const d = depths(spans);
-  const byStart = [...spans].sort((a, b) => (d.get(a.spanId)! - d.get(b.spanId)!) || (BigInt(a.startTimeNs) < BigInt(b.startTimeNs) ? -1 : 1));
+  const byStart = [...spans].sort((a, b) => (d.get(a.spanId)! - d.get(b.spanId)!) || startOrder(a, b));
   // The root the list shows too: no parent first, then earliest start (an orphan never outranks a real root).
   const root = [...spans].sort(listOrder)[0]!;
   const llm = byStart.find((s) => s.kind === 'llm' && (s.prompt || s.response)) ?? byStart.find((s) => s.kind === 'llm');
+  // A tool loop's first model call answers with tool calls only (no text): the answer the trace gave is the last
+  // model call's text, or the root's (an agent span carrying the final output).
+  const lastAnswer = () => [...spans].filter((s) => s.kind === 'llm' && s.response).sort((a, b) => byNs(a.endTimeNs, b.endTimeNs)).at(-1)?.response;
   // The model shown is the list's: of the first LLM span in list order (the root's when there is none).
   const firstLlm = spans.filter((s) => s.kind === 'llm').sort(listOrder)[0];
   let start = BigInt(spans[0]!.startTimeNs);
@@ -103,8 +150,8 @@ export function summarize(spans: SpanRecord[]) {
     errorCount: errors,
     model: firstLlm?.model ?? root.model,
     provider: firstLlm?.provider ?? root.provider,
-    prompt: llm?.prompt ?? root.prompt,
-    response: llm?.response ?? root.response,
+    prompt: llm?.prompt || root.prompt,
+    response: llm?.response || root.response || lastAnswer() || '',
     promptTokens, completionTokens, totalTokens,
     costUsd: roundSum(costUsd),
     // The root's, as the list shows (a child's action would make the two disagree).

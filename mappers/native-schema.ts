@@ -32,7 +32,8 @@ export function nativeTraceSchema(limits: NativeLimits) {
     parameters: z.looseObject({
       trainingPreferred: z.boolean().optional(),
       coachSessionId: z.string().max(256).optional(),
-      source: z.enum(['native', 'sdk', 'agent_lab', 'coach']).optional(),
+      // Free-form (spec); native, sdk, agent_lab and coach set the record's source, any other value stays an attribute.
+      source: z.string().max(256).optional(),
     }).optional(),
     metadata: freeFormMap.optional().describe('Free-form key/value map'),
   });

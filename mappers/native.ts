@@ -4,6 +4,8 @@ import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type S
 import type { NativeTrace } from './native-schema.ts';
 
 const KNOWN = new Set(['requestId', 'actionName', 'environment', 'status', 'model', 'provider', 'prompt', 'response', 'metrics', 'parameters', 'metadata']);
+/** parameters.source values that name the record's source (the spec's local sources among them). */
+const NATIVE_SOURCES: ReadonlySet<string> = new Set(['native', 'sdk', 'agent_lab', 'coach']);
 const KNOWN_METRICS = new Set(['promptTokens', 'completionTokens', 'totalTokens', 'latencyMs', 'estimatedCostUsd', 'finishReason']);
 
 /** Deterministic span id so a replayed requestId lands on the same (traceId, spanId) and collapses. */
@@ -13,7 +15,7 @@ export function nativeSpanId(traceId: string): string {
 
 export function mapNative(t: NativeTrace, workspaceId: string, nowMs: number): SpanRecord {
   const params = t.parameters ?? {};
-  const source: Source = params.source ?? 'native';
+  const source: Source = params.source !== undefined && NATIVE_SOURCES.has(params.source) ? params.source as Source : 'native';
   const r = emptySpan(workspaceId, source);
   const metrics = t.metrics ?? {};
   r.traceId = t.requestId ?? randomUUID();

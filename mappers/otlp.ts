@@ -101,6 +101,7 @@
 import { emptySpan, isTrainable, MAX_COST_USD, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
 import { cutMarked, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
+import { LOG_BODY, LOG_SIGNAL_ATTR } from '../collector/otlp/logs.ts';
 
 export type OtlpMapLimits = Pick<OtlpLimits, 'maxStringBytes'>;
 
@@ -214,6 +215,10 @@ function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, 
   }
   r.events = events;
 
+  if (span.log) {
+    logEventFields(r, span, span.log.body, limits);
+    return r;
+  }
   try {
     extractLlm(r, span, limits);
   } catch {
@@ -221,6 +226,32 @@ function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, 
   }
   r.trainable = isTrainable(r);
   return r;
+}
+
+/**
+ * An event span made from a log record (collector/otlp/logs.ts): its text is read as the span event it stands for
+ * (`gen_ai.user.message` with its body, `gen_ai.client.inference.operation.details` with its attributes, …) and
+ * kept as its prompt/response, which the trace view shows on the model call's span. It is not a model call: no
+ * kind, usage or cost of its own (the span it belongs to has those), never trainable on its own.
+ */
+function logEventFields(r: SpanRecord, span: NormalizedSpan, body: AttrValue | undefined, limits: OtlpMapLimits): void {
+  const eventAttrs: Attributes = { ...span.attributes };
+  delete eventAttrs[LOG_BODY];
+  if (body !== undefined) eventAttrs.body = body;
+  try {
+    extractLlm(r, { ...span, attributes: {}, events: [{ name: span.name, timeNs: span.startTimeNs, attributes: eventAttrs, droppedAttributesCount: 0 }] }, limits);
+  } catch {
+    // as for spans: keep what was extracted
+  }
+  r.kind = 'other';
+  r.promptTokens = 0;
+  r.completionTokens = 0;
+  r.totalTokens = 0;
+  r.costUsd = 0;
+  delete r.attributes['tracegate.cost_source'];
+  r.attributes[LOG_SIGNAL_ATTR] = 'logs';
+  delete r.attributes['otel.span_kind']; // no OpenTelemetry span stands behind it
+  r.trainable = false;
 }
 
 // ---------------------------------------------------------------------------
@@ -319,7 +350,8 @@ const MEDIA_PARTS = new Set(['blob', 'file', 'uri', 'image', 'image_url', 'input
 const SKIP_PARTS = new Set(['tool_call', 'tool-call', 'function_call', 'tool_use', 'server_tool_call', 'reasoning', 'thinking', 'redacted_thinking']);
 const RESULT_PARTS = new Set(['tool_call_response', 'tool-result', 'tool_result', 'function_call_output', 'server_tool_call_response']);
 
-function partText(p: unknown): string {
+/** A part's text; `output`: in a model's output message, where a tool result is not the model's text. */
+function partText(p: unknown, output = false): string {
   if (typeof p === 'string') return p;
   if (!isObj(p)) return '';
   const type = typeof p.type === 'string' ? p.type : '';
@@ -327,36 +359,44 @@ function partText(p: unknown): string {
     return typeof p.content === 'string' ? p.content : typeof p.text === 'string' ? p.text : '';
   }
   if (SKIP_PARTS.has(type)) return '';
-  if (RESULT_PARTS.has(type)) return valueText(p.response ?? p.result ?? p.output ?? p.content);
+  if (RESULT_PARTS.has(type)) return output ? '' : toolOutputText(p.response ?? p.result ?? p.output ?? p.content);
   if (MEDIA_PARTS.has(type)) return `[${typeof p.modality === 'string' && p.modality ? p.modality : type}]`;
   if (typeof p.content === 'string') return p.content;
   if (typeof p.text === 'string') return p.text;
-  if (isObj(p.message_content)) return partText(p.message_content); // OpenInference contents
+  if (isObj(p.message_content)) return partText(p.message_content, output); // OpenInference contents
   return '';
 }
 
-function contentText(c: unknown): string {
+/** A tool result; the AI SDK (5+) wraps it as {type: 'text' | 'json' | 'error-text' | 'error-json', value}. */
+function toolOutputText(v: unknown): string {
+  if (isObj(v) && typeof v.type === 'string' && has(v, 'value') && /^(?:error-)?(?:text|json)$/.test(v.type)) return valueText(v.value);
+  return valueText(v);
+}
+
+const has = (o: Obj, k: string) => Object.prototype.hasOwnProperty.call(o, k);
+
+function contentText(c: unknown, output = false): string {
   if (c === undefined || c === null) return '';
   if (typeof c === 'string') {
     // OpenLLMetry writes multi-part content as a JSON string of parts.
     if (c.length > 2 && c.charCodeAt(0) === 0x5b && c.charCodeAt(1) === 0x7b) {
       const parsed = parseJson(c);
       if (Array.isArray(parsed)) {
-        const t = partsText(parsed);
+        const t = partsText(parsed, output);
         if (t !== '') return t;
       }
     }
     return c;
   }
-  if (Array.isArray(c)) return partsText(c);
-  if (isObj(c)) return partText(c);
+  if (Array.isArray(c)) return partsText(c, output);
+  if (isObj(c)) return partText(c, output);
   return valueText(c);
 }
 
-function partsText(parts: unknown[]): string {
+function partsText(parts: unknown[], output = false): string {
   let out = '';
   for (const p of parts) {
-    const t = partText(p);
+    const t = partText(p, output);
     if (t !== '') out = out === '' ? t : out + '\n' + t;
   }
   return out;
@@ -364,7 +404,7 @@ function partsText(parts: unknown[]): string {
 
 interface Msg { role: string; text: string; finish: string }
 
-function toMsg(m: unknown, defaultRole: string): Msg {
+function toMsg(m: unknown, defaultRole: string, output = false): Msg {
   if (typeof m === 'string') return { role: defaultRole, text: m, finish: '' };
   if (!isObj(m)) return { role: defaultRole, text: valueText(m), finish: '' };
   let finish = typeof m.finish_reason === 'string' ? m.finish_reason : '';
@@ -375,17 +415,20 @@ function toMsg(m: unknown, defaultRole: string): Msg {
     if (isObj(p)) src = p;
   }
   if (!finish && typeof src.finish_reason === 'string') finish = src.finish_reason;
-  const role = typeof src.role === 'string' && src.role ? src.role : defaultRole;
+  let role = typeof src.role === 'string' && src.role ? src.role : defaultRole;
+  // A message holding only tool results is the tool's answer, whatever role the instrumentation gave it (the
+  // OpenTelemetry openai instrumentation sends a Responses function_call_output as a user message).
+  if (role === 'user' && Array.isArray(src.parts) && src.parts.length > 0 && src.parts.every((p) => isObj(p) && RESULT_PARTS.has(String(p.type)))) role = 'tool';
   let text = '';
-  if (Array.isArray(src.parts)) text = partsText(src.parts);
-  if (text === '' && src.content !== undefined) text = contentText(src.content);
-  if (text === '' && Array.isArray(src.contents)) text = partsText(src.contents);
+  if (Array.isArray(src.parts)) text = partsText(src.parts, output);
+  if (text === '' && src.content !== undefined) text = contentText(src.content, output);
+  if (text === '' && Array.isArray(src.contents)) text = partsText(src.contents, output);
   if (text === '' && typeof src.text === 'string') text = src.text;
   return { role, text, finish };
 }
 
 /** A message-list attribute (array, or JSON string of one) → messages; a non-JSON string → one message. */
-function messagesOf(v: AttrValue | undefined, defaultRole: string): Msg[] | null {
+function messagesOf(v: AttrValue | undefined, defaultRole: string, output = false): Msg[] | null {
   if (v === undefined || v === null || v === '') return null;
   let list: unknown = v;
   if (typeof v === 'string') {
@@ -393,8 +436,8 @@ function messagesOf(v: AttrValue | undefined, defaultRole: string): Msg[] | null
     if (p === undefined) return [{ role: defaultRole, text: v, finish: '' }];
     list = p;
   }
-  if (Array.isArray(list)) return list.map((m) => toMsg(m, defaultRole));
-  if (isObj(list)) return [toMsg(list, defaultRole)];
+  if (Array.isArray(list)) return list.map((m) => toMsg(m, defaultRole, output));
+  if (isObj(list)) return [toMsg(list, defaultRole, output)];
   return [{ role: defaultRole, text: valueText(list), finish: '' }];
 }
 
@@ -415,6 +458,18 @@ function responseText(msgs: Msg[]): string {
     out = out === '' ? m.text : out + '\n' + m.text;
   }
   return out;
+}
+
+/**
+ * `input.value` / `output.value` holding a JSON message list (an agent framework's input items, a Responses API
+ * output) → readable text; '' when it is anything else (used verbatim then).
+ */
+function jsonMessagesText(v: AttrValue | undefined, output: boolean): string {
+  if (typeof v !== 'string' || v.charCodeAt(0) !== 0x5b) return '';
+  const list = parseJson(v);
+  if (!Array.isArray(list) || list.length === 0 || !list.every((m) => isObj(m) && (typeof m.role === 'string' || m.type === 'message'))) return '';
+  const msgs = list.map((m) => toMsg(m, output ? 'assistant' : 'user', output));
+  return output ? responseText(msgs) : promptText(msgs);
 }
 
 /** System instructions (array of parts, a string, or JSON string) → text. */
@@ -484,7 +539,8 @@ function addOpenLLMetry(list: FlatMsg[], key: string, from: number, v: AttrValue
 function flatMsgs(list: FlatMsg[]): Msg[] {
   list.sort((x, y) => x.idx - y.idx);
   return list.map((m) => {
-    let text = m.content !== '' ? contentText(m.content) : '';
+    // OpenLLMetry writes an assistant message holding only tool calls as the content "null".
+    let text = m.content !== '' && !(m.content === 'null' && m.role === 'assistant') ? contentText(m.content) : '';
     if (text === '' && m.parts) {
       const ks = [...m.parts.keys()].sort((x, y) => x - y);
       text = ks.map((k) => m.parts!.get(k)!).filter((t) => t !== '').join('\n');
@@ -564,6 +620,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   let oiOut: FlatMsg[] | null = null;
   let olIn: FlatMsg[] | null = null;
   let olOut: FlatMsg[] | null = null;
+  let embedded: Array<[number, string]> | null = null;
   for (const k in sa) {
     const c = k.charCodeAt(0);
     if (c === 103 /* g */) {
@@ -584,6 +641,12 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
       if (k.startsWith('traceloop.') || k.startsWith('tool.')) llmish = true;
     } else if (c === 105 /* i */) {
       if (k === 'input.value') llmish = true;
+    } else if (c === 101 /* e */) {
+      // OpenInference embeddings: embedding.embeddings.N.embedding.text
+      if (k.startsWith('embedding.embeddings.') && k.endsWith('.embedding.text')) {
+        const ix = indexed(k, 21);
+        if (ix && ix[1] === 'embedding.text' && typeof sa[k] === 'string') (embedded ??= []).push([ix[0], sa[k]]);
+      }
     }
   }
 
@@ -598,7 +661,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
       opDetails = e.attributes;
     } else if (n === 'gen_ai.choice') {
       const body = eventBody(e.attributes);
-      (evOut ??= []).push(toMsg(body, 'assistant'));
+      (evOut ??= []).push(toMsg(body, 'assistant', true));
     } else if (own.call(EVENT_ROLE, n)) {
       const body = eventBody(e.attributes);
       (evIn ??= []).push(toMsg(body, EVENT_ROLE[n]!));
@@ -617,7 +680,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
 
   // Messages (parsed lazily but needed for kind detection when no explicit kind).
   const inMsgs = messagesOf(A['gen_ai.input.messages'], 'user');
-  const outMsgs = messagesOf(A['gen_ai.output.messages'], 'assistant');
+  const outMsgs = messagesOf(A['gen_ai.output.messages'], 'assistant', true);
   const sysText = instructionsText(A['gen_ai.system_instructions']);
   const hasMessages = inMsgs !== null || outMsgs !== null || sysText !== '' || evIn !== null || evOut !== null ||
     oiIn !== null || oiOut !== null || olIn !== null || olOut !== null ||
@@ -685,7 +748,8 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   if (prompt === '' && Array.isArray(A['llm.input_messages'])) prompt = promptText(messagesOf(A['llm.input_messages'], 'user')!);
   if (prompt === '' && olIn !== null) prompt = promptText(flatMsgs(olIn));
   if (prompt === '') prompt = vercelPrompt(A) || vercelEmbedInput(A);
-  if (prompt === '') prompt = valueText(A['input.value']) || valueText(A['traceloop.entity.input']);
+  if (prompt === '' && embedded !== null) prompt = embedded.sort((x, y) => x[0] - y[0]).map((e) => e[1]).filter((t) => t !== '').join('\n');
+  if (prompt === '') prompt = jsonMessagesText(A['input.value'], false) || valueText(A['input.value']) || valueText(A['traceloop.entity.input']);
   if (prompt === '') prompt = valueText(A['gen_ai.tool.call.arguments']) || valueText(A['ai.toolCall.args']) || valueText(A['ai.toolCall.input']);
   if (sysText !== '') prompt = prompt === '' ? `system: ${sysText}` : `system: ${sysText}\n${prompt}`;
 
@@ -698,7 +762,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   }
   if (response === '' && evOut !== null) response = responseText(evOut);
   if (response === '' && oiOut !== null) response = responseText(flatMsgs(oiOut));
-  if (response === '' && Array.isArray(A['llm.output_messages'])) response = responseText(messagesOf(A['llm.output_messages'], 'assistant')!);
+  if (response === '' && Array.isArray(A['llm.output_messages'])) response = responseText(messagesOf(A['llm.output_messages'], 'assistant', true)!);
   let olOutMsgs: Msg[] | null = null;
   if (olOut !== null) {
     olOutMsgs = flatMsgs(olOut);
@@ -708,7 +772,7 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   // the raw fallbacks below would show the provider's whole JSON answer instead.
   const structuredOut = outMsgs !== null || evOut !== null || oiOut !== null || olOut !== null || Array.isArray(A['llm.output_messages']);
   if (response === '') response = valueText(A['ai.response.text']) || valueText(A['ai.response.object']);
-  if (response === '' && !structuredOut) response = valueText(A['output.value']) || valueText(A['traceloop.entity.output']);
+  if (response === '' && !structuredOut) response = jsonMessagesText(A['output.value'], true) || valueText(A['output.value']) || valueText(A['traceloop.entity.output']);
   if (response === '') response = valueText(A['gen_ai.tool.call.result']) || valueText(A['ai.toolCall.result']) || valueText(A['ai.toolCall.output']);
 
   r.prompt = cutMarked(prompt, limits.maxStringBytes, r.attributes, 'tracegate.prompt');

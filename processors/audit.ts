@@ -44,6 +44,21 @@ export class AuditChain {
   }
 }
 
+/**
+ * The pipeline's view of a chain built on its own thread: records of the chain's current run may be written; when
+ * an append of them failed, the chain continues as a new run from the heads last made durable, and records of the
+ * old run still waiting are refused (they may link to the lost ones).
+ */
+export function mainAuditChain(chain: AuditChain, durable: { current(): Readonly<Record<string, { hash: string }>> }) {
+  const oldRun = (records: ReadonlyArray<object>) => records.some((r) => (r as Partial<AuditRecord>).recordType === 'audit' && (r as AuditRecord).chainId !== chain.chainId);
+  return {
+    current: (records: ReadonlyArray<object>) => !oldRun(records),
+    failed: (records: ReadonlyArray<object>) => {
+      if (!oldRun(records) && records.some((r) => (r as Partial<AuditRecord>).recordType === 'audit')) chain.rewind(durable.current());
+    },
+  };
+}
+
 /** One audit record per ingestion request, spooled atomically with the spans it describes. */
 export function auditProcessor(chain: AuditChain): Processor {
   return (batch, ctx) => {

@@ -39,7 +39,24 @@ function withPreflight(own: GovernanceResult, pre: PreflightResult, policy: Poli
   return { record: own.record, findings: [...pre.findings, ...rest], decision: { decision, reasons } };
 }
 
-export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan = 100): Processor {
+/**
+ * A span the scan failed on (a detector bug on some text): stored with every text withheld and decision `block`,
+ * rather than failing its whole request, which its exporter would retry for ever. Usage, times and ids stay.
+ */
+function withheld(span: SpanRecord, err: unknown): GovernanceResult {
+  const message = `the governance scan failed on this span (${err instanceof Error ? err.name : 'error'}); its text is withheld`;
+  return {
+    record: {
+      ...span, prompt: '', response: '', statusMessage: '', name: span.name.length <= 64 && /^[\w .:/-]*$/.test(span.name) ? span.name : 'withheld',
+      requestId: '', actionName: '', environment: '', trainable: false, events: [], resourceAttributes: {},
+      attributes: { 'tracegate.withheld': 'governance_error' },
+    },
+    findings: [],
+    decision: { decision: 'block', reasons: [{ code: 'scan_failed', message }] },
+  };
+}
+
+export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan = 100, log?: { error(o: object, m: string): void }): Processor {
   return async (batch, ctx) => {
     const now = Date.now();
     const cache = new Map<string, Policy>();
@@ -50,7 +67,13 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
       let policy = cache.get(span.workspaceId);
       if (!policy) cache.set(span.workspaceId, (policy = await policies.policyFor(span.workspaceId)));
       const pre = ctx?.preflight?.spanId === span.spanId ? ctx.preflight : undefined;
-      const own = applyGovernance(span, policy, undefined, scanCache);
+      let own: GovernanceResult;
+      try {
+        own = applyGovernance(span, policy, undefined, scanCache);
+      } catch (err) {
+        log?.error({ err, traceId: span.traceId, spanId: span.spanId }, 'governance: scan failed on a span; stored with its text withheld');
+        own = withheld(span, err);
+      }
       const { record, findings, decision } = pre ? withPreflight(own, pre, policy, span) : own;
       spans[i] = record;
       if (findings.length === 0 && decision.decision === 'allow' && !span.prompt && !span.response) continue;

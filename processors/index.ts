@@ -52,7 +52,7 @@ export function createEnrichment(opts: {
   dataDir: string;
   enabled: boolean;
   settings: PolicySource & AlertSource;
-  log: { warn(o: object, m: string): void };
+  log: { warn(o: object, m: string): void; error(o: object, m: string): void };
   /** Finding records stored per span (the most severe first); the policy record still counts every finding. */
   maxFindingsPerSpan?: number | undefined;
   /** An Ed25519 signature for every trace rather than a signed checkpoint per chain per second. */
@@ -71,7 +71,7 @@ export function createEnrichment(opts: {
   return {
     processors: [
       costProcessor,
-      governanceProcessor(opts.settings, opts.maxFindingsPerSpan),
+      governanceProcessor(opts.settings, opts.maxFindingsPerSpan, opts.log),
       alertProcessor(opts.settings, new AlertEvaluator(), notifier, outcomes),
       auditProcessor(audit),
       verificationProcessor(verification),

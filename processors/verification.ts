@@ -171,7 +171,7 @@ export function verificationProcessor(chain: VerificationChain): Processor {
 // ---- re-checking ----
 
 export interface VerifyProblem {
-  kind: 'content_hash_mismatch' | 'span_missing' | 'unverified_span' | 'chain_gap' | 'prev_hash_mismatch' | 'link_hash_mismatch' | 'bad_signature' | 'unknown_key' | 'checkpoint_mismatch' | 'unsigned_chain';
+  kind: 'content_hash_mismatch' | 'span_missing' | 'unverified_span' | 'chain_gap' | 'prev_hash_mismatch' | 'link_hash_mismatch' | 'bad_signature' | 'unknown_key' | 'checkpoint_mismatch' | 'unsigned_chain' | 'checkpoint_missing';
   chainId: string;
   seq: number;
   traceId?: string;
@@ -195,36 +195,50 @@ export interface VerifyReport {
  */
 export function checkContent(records: VerificationRecord[], stored: SpanRecord[], settledBeforeMs = Infinity, nowMs = Infinity): { problems: VerifyProblem[]; superseded: number } {
   const byId = new Map(stored.map((s) => [s.spanId, s]));
-  const vouched = new Set(records.flatMap((r) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
   // A span received after `settledBeforeMs` may have its record still on the way (a live collector, or a long
   // verify run that read the records first). Only a recent receive time excuses it: one in the future (beyond
   // clock skew) is as forged as the span.
   const settling = (s: SpanRecord) => s.ingestedAtMs >= settledBeforeMs && s.ingestedAtMs <= nowMs + CLOCK_SKEW_MS;
   const problems: VerifyProblem[] = [];
+  const rewritten = (r: VerificationRecord, id: string, s: SpanRecord): VerifyProblem => ({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record that matches it)` });
   let superseded = 0;
+  // A record's span list is not under its chain hash: only a record whose content hash matches the stored spans
+  // vouches for their versions (`matched`). A record naming a newer stored version is superseded only when such a
+  // record covers that version; one naming no span at all vouches for nothing.
+  const matched = new Set<string>();
   // Records at the stored versions whose hash differs: fine only if a matching record covers the same versions
   // (two deliveries in the same millisecond with different content; storage keeps one of them).
   const tied: VerificationRecord[] = [];
-  const matched = new Set<string>();
+  const newer: Array<{ r: VerificationRecord; later: SpanRecord[] }> = [];
   for (const r of records) {
+    if (r.spanIds.length === 0) { problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `the record of trace ${r.traceId} names no span (its span list was emptied)` }); continue; }
     const spans: SpanRecord[] = [];
-    let newer = false;
+    const later: SpanRecord[] = [];
     let problem: VerifyProblem | null = null;
     r.spanIds.forEach((id, i) => {
       const s = byId.get(id);
       if (!s) problem ??= { kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} is no longer stored` };
       else if (s.ingestedAtMs === r.spanVersions[i]) spans.push(s);
-      else if (s.ingestedAtMs > r.spanVersions[i]! && (vouched.has(`${id}@${s.ingestedAtMs}`) || settling(s))) newer = true;
-      else problem ??= { kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record)` };
+      else if (s.ingestedAtMs > r.spanVersions[i]!) later.push(s);
+      else problem ??= rewritten(r, id, s);
     });
     if (problem) problems.push(problem);
-    else if (newer) superseded++;
+    else if (later.length) newer.push({ r, later });
     else if (contentHash(spans) !== r.contentHash) tied.push(r);
     else r.spanIds.forEach((id, i) => matched.add(`${id}@${r.spanVersions[i]}`));
   }
   for (const r of tied) {
     if (r.spanIds.every((id, i) => matched.has(`${id}@${r.spanVersions[i]}`))) superseded++;
     else problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
+  }
+  // What records superseded in part still list (a span re-delivered alone, its siblings not): no hash covers those.
+  const listedOnly = new Set(newer.flatMap(({ r }) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
+  for (const { r, later } of newer) {
+    const unvouched = later.find((s) => !matched.has(`${s.spanId}@${s.ingestedAtMs}`) && !settling(s));
+    if (!unvouched) superseded++;
+    else if (listedOnly.has(`${unvouched.spanId}@${unvouched.ingestedAtMs}`)) {
+      problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${unvouched.spanId} of trace ${r.traceId} cannot be checked: the only record of its stored version (${unvouched.ingestedAtMs}) was superseded in part by a later delivery of its sibling spans, and no hash covers it alone` });
+    } else problems.push(rewritten(r, unvouched.spanId, unvouched));
   }
   // A stored span no record names was written behind the collector's back (or with verification off).
   const named = new Set(records.flatMap((r) => r.spanIds));
@@ -273,5 +287,21 @@ export function checkChain(records: VerificationRecord[], checkpoints: Checkpoin
       problems.push({ kind: 'unsigned_chain', chainId: r.chainId, seq: 1, message: 'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)' });
     }
   }
+  // While a chain grows, its head is signed with the next batch once the last signature is a second old: a record
+  // that records made well after it follow, with no checkpoint at or after it, lost its checkpoints (deleted, so
+  // that the records after the first one could be rewritten). A crashed run's unsigned tail is within a second.
+  const newest = new Map<string, number>();
+  for (const r of records) newest.set(r.chainId, Math.max(newest.get(r.chainId) ?? 0, r.createdAtMs));
+  const reported = new Set<string>();
+  for (const r of records) {
+    if (reported.has(r.chainId) || r.seq <= (lastSigned.get(r.chainId) ?? 0) || !lastSigned.has(r.chainId)) continue;
+    if (r.createdAtMs < newest.get(r.chainId)! - UNSIGNED_GRACE_MS) {
+      reported.add(r.chainId);
+      problems.push({ kind: 'checkpoint_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `no checkpoint covers record ${r.seq} although the chain went on for ${Math.round((newest.get(r.chainId)! - r.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
+    }
+  }
   return { problems, unsignedTail };
 }
+
+/** How long records may follow an unsigned one before its missing checkpoint is a problem (the collector signs each second). */
+const UNSIGNED_GRACE_MS = 10_000;

@@ -8,7 +8,7 @@ import type {
   AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
-import { StorageConfigError } from './startup.ts';
+import { refuseNewerSchema, StorageConfigError } from './startup.ts';
 import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
@@ -122,6 +122,7 @@ async function migrate(client: ClickHouseClient, db: string): Promise<void> {
     ENGINE = ReplacingMergeTree() ORDER BY version` });
   const rs = await client.query({ query: `SELECT DISTINCT version FROM ${db}.schema_migrations`, format: 'JSONEachRow' });
   const applied = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+  refuseNewerSchema(applied, CLICKHOUSE_MIGRATIONS, `ClickHouse database ${db}`);
   for (const m of CLICKHOUSE_MIGRATIONS) {
     if (applied.has(m.version)) continue;
     for (const st of m.statements(db)) await runStatement(client, st);

@@ -3,7 +3,7 @@
 // identical results for the same input.
 import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
 import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../collector/record.ts';
-import { badRequest } from '../collector/errors.ts';
+import { badQuery } from '../collector/errors.ts';
 import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
 
 /** USAGE_KINDS as an SQL list, for the roll-up and analytics queries of both backends. */
@@ -135,7 +135,7 @@ export function decodeCursor(cursor: string): Cursor {
       return { s: checkNs(v.s, 'cursor'), t: v.t };
     }
   } catch { /* fall through */ }
-  throw badRequest('invalid cursor');
+  throw badQuery('cursor', 'invalid cursor');
 }
 
 /** The filter with values checked and converted, ready for either backend's SQL. */

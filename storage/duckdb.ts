@@ -11,6 +11,7 @@ import type {
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { ColumnRows } from './duckdb-columns.ts';
+import { refuseNewerSchema } from './startup.ts';
 import {
   attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
   type SpanFilter, type TraceAgg,
@@ -46,6 +47,29 @@ const REOPEN_MIN_MS = 1_000;
 const REOPEN_MAX_MS = 16_000;
 /** An instance that lasted this long was healthy: its invalidation starts the backoff over. */
 const REOPEN_RESET_MS = 60_000;
+
+/** How long opening waits for another process holding the file (an offline CLI command, a server stopping). */
+const LOCK_WAIT_MS = 30_000;
+
+/**
+ * DuckDB lets one process have the file: a CLI command run while no server was up (or one starting) holds it for
+ * a moment. Opening waits for it rather than failing a server's start.
+ */
+async function createWaitingForLock(path: string, options: Record<string, string>): Promise<DuckDBInstance> {
+  const until = Date.now() + LOCK_WAIT_MS;
+  for (let pause = 100; ; pause = Math.min(pause * 2, 2_000)) {
+    try {
+      return await DuckDBInstance.create(path, options);
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      if (!/Could not set lock on file/i.test(msg)) throw err;
+      if (Date.now() + pause > until) {
+        throw new Error(`the embedded store ${path} is held by another process (a tracegate CLI command or server) and was not released within ${LOCK_WAIT_MS / 1000} s: ${msg.split('\n')[0]}`, { cause: err });
+      }
+      await new Promise((r) => setTimeout(r, pause));
+    }
+  }
+}
 
 export class DuckDbStorage implements Storage {
   readonly kind = 'duckdb' as const;
@@ -83,7 +107,7 @@ export class DuckDbStorage implements Storage {
     this.openedAt = Date.now();
     await mkdir(dirname(this.path), { recursive: true });
     // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
-    const instance = await DuckDBInstance.create(this.path, { memory_limit: '256MB' });
+    const instance = await createWaitingForLock(this.path, { memory_limit: '256MB' });
     try {
       this.conn = await instance.connect();
     } catch (err) {
@@ -159,6 +183,7 @@ export class DuckDbStorage implements Storage {
   private async migrate(c: DuckDBConnection): Promise<void> {
     await c.run('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMP NOT NULL)');
     const applied = new Set((await this.all<{ version: number }>(c, 'SELECT version FROM schema_migrations')).map((r) => r.version));
+    refuseNewerSchema(applied, DUCKDB_MIGRATIONS, `the embedded store ${this.path}`);
     for (const m of DUCKDB_MIGRATIONS) {
       if (applied.has(m.version)) continue;
       await this.tx(c, async () => {

@@ -5,7 +5,7 @@
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
-import { badRequest } from '../collector/errors.ts';
+import { badQuery } from '../collector/errors.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, UsageQuery, UsageRow } from './types.ts';
 import { count, decodeCursor, encodeCursor, finite, roundSum, wellFormed } from './codec.ts';
 
@@ -130,10 +130,10 @@ export function encodeKeyCursor(s: number, tie: readonly TiePart[]): string {
 export function decodeKeyCursor(cursor: string, shape: ReadonlyArray<'s' | 'n'>): KeyCursor {
   const c = decodeCursor(cursor);
   let tie: unknown;
-  try { tie = JSON.parse(c.t); } catch { throw badRequest('invalid cursor'); }
+  try { tie = JSON.parse(c.t); } catch { throw badQuery('cursor', 'invalid cursor'); }
   const ok = Array.isArray(tie) && tie.length === shape.length && tie.every((v: unknown, i) =>
     shape[i] === 's' ? typeof v === 'string' : typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
-  if (!ok || !/^\d{1,16}$/.test(c.s) || !Number.isSafeInteger(Number(c.s))) throw badRequest('invalid cursor');
+  if (!ok || !/^\d{1,16}$/.test(c.s) || !Number.isSafeInteger(Number(c.s))) throw badQuery('cursor', 'invalid cursor');
   return { s: c.s, tie: tie as TiePart[] };
 }
 
@@ -235,12 +235,12 @@ export const USAGE_GROUP_COLUMNS: Readonly<Record<UsageQuery['groupBy'], string>
 
 export function usageGroupColumn(groupBy: UsageQuery['groupBy']): string {
   const col = USAGE_GROUP_COLUMNS[groupBy];
-  if (!col || !Object.hasOwn(USAGE_GROUP_COLUMNS, groupBy)) throw badRequest(`invalid groupBy: ${String(groupBy)}`);
+  if (!col || !Object.hasOwn(USAGE_GROUP_COLUMNS, groupBy)) throw badQuery('groupBy', `invalid groupBy: ${String(groupBy)}`);
   return col;
 }
 
 export function checkBucket(bucket: UsageQuery['bucket']): 'hour' | 'day' {
-  if (bucket !== 'hour' && bucket !== 'day') throw badRequest(`invalid bucket: ${String(bucket)}`);
+  if (bucket !== 'hour' && bucket !== 'day') throw badQuery('bucket', `invalid bucket: ${String(bucket)}`);
   return bucket;
 }
 

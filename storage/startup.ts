@@ -46,3 +46,15 @@ export function initInBackground(storage: Storage, log: Logger, firstError: unkn
   });
   return { storage: gated, stop: () => { stopped = true; if (timer) clearTimeout(timer); } };
 }
+
+/**
+ * A store migrated by a newer tracegate has tables and views this version does not know (and may write wrongly:
+ * an older collector once fed data to rollups the newer schema had replaced): refuse to start rather than guess.
+ */
+export function refuseNewerSchema(applied: ReadonlySet<number>, known: ReadonlyArray<{ version: number }>, where: string): void {
+  const latest = Math.max(...known.map((m) => m.version));
+  const newest = Math.max(0, ...applied);
+  if (newest > latest) {
+    throw new StorageConfigError(`${where} has schema version ${newest}, newer than this tracegate knows (${latest}): it was upgraded by a newer tracegate; run that version (downgrades are not supported)`);
+  }
+}

@@ -3,13 +3,13 @@ import { clusterTests, sharedCluster, startSharedClickHouse, stopSharedClickHous
 
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context) {
-    this.timeout(60_000);
+    this.timeout(120_000);
     // The two-shard cluster starts in the background; the storage suites that use it wait for it.
     if (clusterTests) void sharedCluster().catch(() => {});
     await startSharedClickHouse();
   },
   async afterAll(this: Mocha.Context) {
-    this.timeout(30_000);
+    this.timeout(90_000);
     await stopSharedClickHouse();
   },
 };

@@ -3,6 +3,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { Attributes, AttrValue } from '../record.ts';
 import { jsonPrescan } from '../json-prescan.ts';
+import { LOG_BODY, logSpan, SEVERITY_NAMES } from './logs.ts';
 import {
   attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, maxNodesOf, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, SpanReject, SpanTally, tooDeep, ZERO_SPAN, ZERO_TRACE,
 } from './normalized.ts';
@@ -117,7 +118,7 @@ function jSpanId(v: unknown, size: 8 | 16, what: string, optional: boolean): str
 
 /** A JSON number of 16+ digits somewhere (maybe inside a string: then the slower parse below is merely unneeded). */
 const UNSAFE_INT = /[:[,]\s*-?\d{16}/;
-const INT64_KEYS = new Set(['intValue', 'startTimeUnixNano', 'endTimeUnixNano', 'timeUnixNano']);
+const INT64_KEYS = new Set(['intValue', 'startTimeUnixNano', 'endTimeUnixNano', 'timeUnixNano', 'observedTimeUnixNano']);
 
 /**
  * OTLP/JSON allows 64-bit integers as numbers, but JSON.parse rounds those beyond 2^53: for the 64-bit fields,
@@ -129,7 +130,21 @@ function exactInt64(key: string, value: unknown, ctx?: { source?: string }): unk
   return src !== undefined && /^-?\d+$/.test(src) ? src : value;
 }
 
+/** What differs between the traces and the logs request: the wrapper keys and the leaf message. */
+interface JSignal { resource: string; scope: string; items: string; noun: string; leaf(o: J, ctx: Ctx): NormalizedSpan }
+const TRACES: JSignal = { resource: 'resourceSpans', scope: 'scopeSpans', items: 'spans', noun: 'span', leaf: (o, ctx) => jSpan(o, ctx) };
+const LOGS: JSignal = { resource: 'resourceLogs', scope: 'scopeLogs', items: 'logRecords', noun: 'log record', leaf: (o, ctx) => jLogRecord(o, ctx) };
+
 export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
+  return decodeSignal(buf, limits, TRACES);
+}
+
+/** ExportLogsServiceRequest (OTLP/JSON) → the same normalized form, one event span per log record (see logs.ts). */
+export function decodeLogsJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
+  return decodeSignal(buf, limits, LOGS);
+}
+
+function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: JSignal): NormalizedRequest {
   if (!isUtf8(buf)) throw new OtlpDecodeError('request body is not valid UTF-8');
   // Structural depth of a span attribute value is 12 for a scalar; each container adds ≤ 4.
   const maxObjects = 2 * maxNodesOf(limits);
@@ -146,16 +161,16 @@ export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   }
   if (!isObj(root)) throw new OtlpDecodeError('request body is not a JSON object');
   hostileObject(root);
-  const rsList = jArr(root.resourceSpans, 'resourceSpans', false);
+  const rsList = jArr(root[sig.resource], sig.resource, false);
   let total = 0;
   for (const rs of rsList) {
-    if (!isObj(rs)) throw new OtlpDecodeError('resourceSpans[] entry is not an object');
-    for (const ss of jArr(rs.scopeSpans, 'scopeSpans', false)) {
-      if (!isObj(ss)) throw new OtlpDecodeError('scopeSpans[] entry is not an object');
-      total += jArr(ss.spans, 'spans', false).length;
+    if (!isObj(rs)) throw new OtlpDecodeError(`${sig.resource}[] entry is not an object`);
+    for (const ss of jArr(rs[sig.scope], sig.scope, false)) {
+      if (!isObj(ss)) throw new OtlpDecodeError(`${sig.scope}[] entry is not an object`);
+      total += jArr(ss[sig.items], sig.items, false).length;
     }
   }
-  const tally = new SpanTally(total, limits);
+  const tally = new SpanTally(total, limits, sig.noun);
   const ctx = new Ctx(limits);
   const out: NormalizedResourceSpans[] = [];
   for (let r = 0; r < rsList.length; r++) {
@@ -171,7 +186,7 @@ export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
         } catch (err) { throw located(err, 'resource'); }
       }
       const nss: NormalizedScopeSpans[] = [];
-      const ssList = jArr(rs.scopeSpans, 'scopeSpans', false);
+      const ssList = jArr(rs[sig.scope], sig.scope, false);
       for (let s = 0; s < ssList.length; s++) {
         const ss = ssList[s] as J;
         try {
@@ -192,27 +207,27 @@ export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
             scope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
           }
           const spans: NormalizedSpan[] = [];
-          const spList = jArr(ss.spans, 'spans', false);
+          const spList = jArr(ss[sig.items], sig.items, false);
           for (let k = 0; k < spList.length; k++) {
             const sp = spList[k];
             try {
-              if (!isObj(sp)) throw new SpanReject('span is not an object');
-              spans.push(jSpan(sp, ctx));
+              if (!isObj(sp)) throw new SpanReject(`${sig.noun} is not an object`);
+              spans.push(sig.leaf(sp, ctx));
               tally.keep();
             } catch (err) {
-              if (!(err instanceof SpanReject)) throw located(err, `spans[${k}]`);
+              if (!(err instanceof SpanReject)) throw located(err, `${sig.items}[${k}]`);
               tally.reject(ctx, isObj(sp) ? idHint(sp.spanId) : '', err.reason);
             }
           }
           nss.push({ scope, schemaUrl: typeof ss.schemaUrl === 'string' ? ss.schemaUrl : '', spans });
-        } catch (err) { throw located(err, `scopeSpans[${s}]`); }
+        } catch (err) { throw located(err, `${sig.scope}[${s}]`); }
       }
       out.push({
         resource: { attributes: resAttrs, droppedAttributesCount: res ? jUint(res.droppedAttributesCount) + over(jArr(res.attributes, 'resource attributes', false), limits.maxAttributes) : 0 },
         schemaUrl: typeof rs.schemaUrl === 'string' ? rs.schemaUrl : '',
         scopeSpans: nss,
       });
-    } catch (err) { throw located(err, `resourceSpans[${r}]`); }
+    } catch (err) { throw located(err, `${sig.resource}[${r}]`); }
   }
   return { resourceSpans: out, spanCount: tally.kept, rejectedSpans: tally.rejected, errorMessage: tally.errorMessage };
 }
@@ -280,6 +295,25 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
     links, droppedLinksCount: jUint(sp.droppedLinksCount) + over(rawLinks, limits.maxEvents),
     statusCode, statusMessage,
   };
+}
+
+function jLogRecord(lr: J, ctx: Ctx): NormalizedSpan {
+  const limits = ctx.limits;
+  hostileObject(lr);
+  const traceId = jSpanId(lr.traceId, 16, 'traceId', true);
+  const spanId = jSpanId(lr.spanId, 8, 'spanId', true);
+  const rawAttrs = jArr(lr.attributes, 'attributes', true);
+  const attributes = jAttrs(cap(rawAttrs, limits.maxAttributes), ctx);
+  let body: AttrValue | undefined;
+  if (lr.body !== undefined && lr.body !== null) {
+    try { body = jValue(lr.body, 0, ctx, LOG_BODY); } catch (err) { throw located(err, 'body'); }
+  }
+  return logSpan({
+    traceId, spanId, timeNs: jTime(lr.timeUnixNano, 'timeUnixNano'), observedTimeNs: jTime(lr.observedTimeUnixNano, 'observedTimeUnixNano'),
+    severityNumber: jEnum(lr.severityNumber, SEVERITY_NAMES), severityText: limitPlain(jStr(lr.severityText, 'severityText'), limits, 'otel.log.severity_text', ctx),
+    eventName: limitPlain(jStr(lr.eventName, 'eventName'), limits, 'otel.event.name', ctx), flags: jUint(lr.flags), body, attributes,
+    droppedAttributesCount: jUint(lr.droppedAttributesCount) + over(rawAttrs, limits.maxAttributes),
+  }, ctx);
 }
 
 function jAttrList(v: unknown, ctx: Ctx, where: string): Attributes {

@@ -3,7 +3,8 @@
 import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import type { Attributes, AttrValue } from '../record.ts';
-import { ExportTraceServiceRequest, type PbAnyValue, type PbExportRequest, type PbKeyValue, type PbLong, type PbSpan } from './schema.ts';
+import { ExportLogsServiceRequest, ExportTraceServiceRequest, type PbAnyValue, type PbKeyValue, type PbLogRecord, type PbLong, type PbScope, type PbSpan } from './schema.ts';
+import { LOG_BODY, logSpan } from './logs.ts';
 import { prescanProtobuf } from './prescan.ts';
 import {
   attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, SpanReject, SpanTally, toHex, tooDeep, u64ToDecimal, ZERO_SPAN, ZERO_TRACE,
@@ -111,21 +112,55 @@ declare module 'node:buffer' {
   }
 }
 
+/** What differs between the traces and the logs request: the wrapper field names and the leaf message. */
+interface PbSignal {
+  name: 'traces' | 'logs';
+  type: protobuf.Type;
+  resource: 'resourceSpans' | 'resourceLogs';
+  scope: 'scopeSpans' | 'scopeLogs';
+  items: 'spans' | 'logRecords';
+  noun: string;
+  leaf(item: never, ctx: Ctx): NormalizedSpan;
+  hint(item: never): string;
+}
+const TRACES: PbSignal = {
+  name: 'traces', type: ExportTraceServiceRequest, resource: 'resourceSpans', scope: 'scopeSpans', items: 'spans', noun: 'span',
+  leaf: (sp: PbSpan, ctx: Ctx) => pbSpan(sp, ctx), hint: (sp: PbSpan) => idHint(sp.spanId),
+};
+const LOGS: PbSignal = {
+  name: 'logs', type: ExportLogsServiceRequest, resource: 'resourceLogs', scope: 'scopeLogs', items: 'logRecords', noun: 'log record',
+  leaf: (lr: PbLogRecord, ctx: Ctx) => pbLogRecord(lr, ctx), hint: (lr: PbLogRecord) => idHint(lr.spanId),
+};
+
 export function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
-  prescanProtobuf(buf, limits);
-  let msg: PbExportRequest;
+  return decodeSignal(buf, limits, TRACES);
+}
+
+/** ExportLogsServiceRequest → the same normalized form, one event span per log record (see logs.ts). */
+export function decodeLogsProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
+  return decodeSignal(buf, limits, LOGS);
+}
+
+type PbEnvelope = { resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null; schemaUrl: string } & Record<string, unknown>;
+type PbScopeEnvelope = { scope?: PbScope | null; schemaUrl: string } & Record<string, unknown>;
+
+function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: PbSignal): NormalizedRequest {
+  prescanProtobuf(buf, limits, sig.name);
+  let msg: Record<string, PbEnvelope[]>;
   try {
-    msg = ExportTraceServiceRequest.decode(new OtlpReader(buf) as unknown as protobuf.Reader) as unknown as PbExportRequest;
+    msg = sig.type.decode(new OtlpReader(buf) as unknown as protobuf.Reader) as unknown as Record<string, PbEnvelope[]>;
   } catch (err) {
     const m = err instanceof Error ? err.message : String(err);
     if (/utf-?8/i.test(m)) throw new OtlpDecodeError('invalid UTF-8 in a protobuf string field');
     if (/max depth|call stack/i.test(m)) throw new OtlpDecodeError('protobuf message nesting is too deep');
     throw new OtlpDecodeError(`undecodable protobuf body: ${m}`);
   }
-  const rsList = msg.resourceSpans;
+  const rsList = msg[sig.resource]!;
+  const scopesOf = (rs: PbEnvelope) => rs[sig.scope] as PbScopeEnvelope[];
+  const itemsOf = (ss: PbScopeEnvelope) => ss[sig.items] as never[];
   let total = 0;
-  for (const rs of rsList) for (const ss of rs.scopeSpans) total += ss.spans.length;
-  const tally = new SpanTally(total, limits);
+  for (const rs of rsList) for (const ss of scopesOf(rs)) total += itemsOf(ss).length;
+  const tally = new SpanTally(total, limits, sig.noun);
   const ctx = new Ctx(limits);
   const out: NormalizedResourceSpans[] = new Array(rsList.length);
   for (let r = 0; r < rsList.length; r++) {
@@ -136,9 +171,10 @@ export function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedReque
       if (res) {
         try { resAttrs = pbAttrList(res.attributes, ctx); } catch (err) { throw located(err, 'resource'); }
       }
-      const nss: NormalizedScopeSpans[] = new Array(rs.scopeSpans.length);
-      for (let s = 0; s < rs.scopeSpans.length; s++) {
-        const ss = rs.scopeSpans[s]!;
+      const scopes = scopesOf(rs);
+      const nss: NormalizedScopeSpans[] = new Array(scopes.length);
+      for (let s = 0; s < scopes.length; s++) {
+        const ss = scopes[s]!;
         try {
           const sc = ss.scope;
           let scope: NormalizedScope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
@@ -147,24 +183,42 @@ export function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedReque
               scope = { name: limitPlain(sc.name, limits, 'otel.scope.name', ctx), version: limitPlain(sc.version, limits, 'otel.scope.version', ctx), attributes: pbAttrList(sc.attributes, ctx), droppedAttributesCount: (sc.droppedAttributesCount >>> 0) + over(sc.attributes, limits.maxAttributes) };
             } catch (err) { throw located(err, 'scope'); }
           }
+          const items = itemsOf(ss);
           const spans: NormalizedSpan[] = [];
-          for (let k = 0; k < ss.spans.length; k++) {
-            const sp = ss.spans[k]!;
+          for (let k = 0; k < items.length; k++) {
+            const item = items[k]!;
             try {
-              spans.push(pbSpan(sp, ctx));
+              spans.push(sig.leaf(item, ctx));
               tally.keep();
             } catch (err) {
-              if (!(err instanceof SpanReject)) throw located(err, `spans[${k}]`);
-              tally.reject(ctx, idHint(sp.spanId), err.reason);
+              if (!(err instanceof SpanReject)) throw located(err, `${sig.items}[${k}]`);
+              tally.reject(ctx, sig.hint(item), err.reason);
             }
           }
           nss[s] = { scope, schemaUrl: ss.schemaUrl, spans };
-        } catch (err) { throw located(err, `scopeSpans[${s}]`); }
+        } catch (err) { throw located(err, `${sig.scope}[${s}]`); }
       }
       out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? (res.droppedAttributesCount >>> 0) + over(res.attributes, limits.maxAttributes) : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
-    } catch (err) { throw located(err, `resourceSpans[${r}]`); }
+    } catch (err) { throw located(err, `${sig.resource}[${r}]`); }
   }
   return { resourceSpans: out, spanCount: tally.kept, rejectedSpans: tally.rejected, errorMessage: tally.errorMessage };
+}
+
+function pbLogRecord(lr: PbLogRecord, ctx: Ctx): NormalizedSpan {
+  const limits = ctx.limits;
+  const traceId = pbId(lr.traceId, 16, 'traceId', true);
+  const spanId = pbId(lr.spanId, 8, 'spanId', true);
+  const attributes = pbAttrs(cap(lr.attributes, limits.maxAttributes), ctx);
+  let body: AttrValue | undefined;
+  if (lr.body) {
+    try { body = pbValue(lr.body, 0, ctx, LOG_BODY); } catch (err) { throw located(err, 'body'); }
+  }
+  return logSpan({
+    traceId, spanId, timeNs: pbTime(lr.timeUnixNano), observedTimeNs: pbTime(lr.observedTimeUnixNano),
+    severityNumber: lr.severityNumber | 0, severityText: limitPlain(lr.severityText, limits, 'otel.log.severity_text', ctx),
+    eventName: limitPlain(lr.eventName, limits, 'otel.event.name', ctx), flags: lr.flags >>> 0, body, attributes,
+    droppedAttributesCount: (lr.droppedAttributesCount >>> 0) + over(lr.attributes, limits.maxAttributes),
+  }, ctx);
 }
 
 function pbId(b: Uint8Array | undefined, size: 8 | 16, what: string, optional: boolean): string {

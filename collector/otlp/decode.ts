@@ -60,8 +60,8 @@
 // (byte loop, strings skipped with indexOf) for bracket depth and object count before
 // JSON.parse, so a 20 MB "[[[[…" or "[{},{},…" never reaches the parser.
 import type { NormalizedRequest, OtlpEncoding, OtlpLimits } from './normalized.ts';
-import { decodeProtobuf } from './decode-protobuf.ts';
-import { decodeJson } from './decode-json.ts';
+import { decodeLogsProtobuf, decodeProtobuf } from './decode-protobuf.ts';
+import { decodeJson, decodeLogsJson } from './decode-json.ts';
 
 export {
   otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, MAX_ATTRIBUTE_KEY_BYTES, NODES_PER_SPAN, maxNodesOf, truncateUtf8, cutMarked, u64ToDecimal,
@@ -74,4 +74,10 @@ export { prescanProtobuf } from './prescan.ts';
 export function decodeOtlpRequest(body: Buffer | Uint8Array, contentType: OtlpEncoding, limits: OtlpLimits): NormalizedRequest {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   return contentType === 'protobuf' ? decodeProtobuf(buf, limits) : decodeJson(buf, limits);
+}
+
+/** Decode an OTLP/HTTP ExportLogsServiceRequest body: one event span per log record with a span context (logs.ts). */
+export function decodeOtlpLogsRequest(body: Buffer | Uint8Array, contentType: OtlpEncoding, limits: OtlpLimits): NormalizedRequest {
+  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return contentType === 'protobuf' ? decodeLogsProtobuf(buf, limits) : decodeLogsJson(buf, limits);
 }

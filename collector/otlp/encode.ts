@@ -16,18 +16,20 @@ export interface PartialSuccess {
 }
 
 /**
- * ExportTraceServiceResponse. `partial` null (or 0 rejected and no message) → full success:
+ * ExportTraceServiceResponse (or ExportLogsServiceResponse, byte for byte the same in protobuf). `partial` null (or 0 rejected and no message) → full success:
  * an empty protobuf message (0 bytes) or `{}`; otherwise `partialSuccess` is set — in JSON
  * `rejectedSpans` is an int64 and therefore a decimal string.
  */
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: 'protobuf'): Buffer;
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: 'json'): string;
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: OtlpEncoding): Buffer | string;
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: OtlpEncoding): Buffer | string {
+export function encodeExportResponse(partial: PartialSuccess | null, encoding: 'protobuf', signal?: 'traces' | 'logs'): Buffer;
+export function encodeExportResponse(partial: PartialSuccess | null, encoding: 'json', signal?: 'traces' | 'logs'): string;
+export function encodeExportResponse(partial: PartialSuccess | null, encoding: OtlpEncoding, signal?: 'traces' | 'logs'): Buffer | string;
+export function encodeExportResponse(partial: PartialSuccess | null, encoding: OtlpEncoding, signal: 'traces' | 'logs' = 'traces'): Buffer | string {
   const set = partial !== null && (partial.rejectedSpans > 0 || partial.errorMessage !== '');
   if (encoding === 'json') {
     if (!set) return '{}';
-    return JSON.stringify({ partialSuccess: { rejectedSpans: String(Math.max(0, Math.floor(partial.rejectedSpans))), errorMessage: partial.errorMessage } });
+    // ExportLogsPartialSuccess names its count rejectedLogRecords; on the wire both are field 1 (int64).
+    const count = String(Math.max(0, Math.floor(partial.rejectedSpans)));
+    return JSON.stringify({ partialSuccess: { [signal === 'logs' ? 'rejectedLogRecords' : 'rejectedSpans']: count, errorMessage: partial.errorMessage } });
   }
   if (!set) return Buffer.alloc(0);
   const ps: Record<string, unknown> = {};

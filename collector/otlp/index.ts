@@ -1,6 +1,6 @@
 // OTLP/HTTP trace receiver building blocks (the route and body reading live elsewhere).
 export {
-  decodeOtlpRequest, otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, NODES_PER_SPAN, maxNodesOf, truncateUtf8,
+  decodeOtlpRequest, decodeOtlpLogsRequest, otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, NODES_PER_SPAN, maxNodesOf, truncateUtf8,
   type OtlpLimits, type OtlpEncoding, type NormalizedRequest, type NormalizedResourceSpans,
   type NormalizedScopeSpans, type NormalizedScope, type NormalizedSpan, type NormalizedEvent, type NormalizedLink,
 } from './decode.ts';

@@ -2,7 +2,7 @@
 // helpers they share. The normalized form and the limits are described in decode.ts, the entry point.
 import { hash } from 'node:crypto';
 import { HttpError } from '../errors.ts';
-import { LATEST_STORABLE_NS, type Attributes } from '../record.ts';
+import { LATEST_STORABLE_NS, type Attributes, type AttrValue } from '../record.ts';
 import type { Config } from '../../config/index.ts';
 import { cutOutsideValues } from '../../processors/governance/cut.ts';
 
@@ -102,6 +102,8 @@ export interface NormalizedSpan {
   /** 0 UNSET, 1 OK, 2 ERROR (any other value is normalized to 0). */
   statusCode: number;
   statusMessage: string;
+  /** Set on an event span made from a log record (collector/otlp/logs.ts): its body, not stored twice. */
+  log?: { body: AttrValue | undefined };
 }
 
 export interface NormalizedScope {
@@ -142,7 +144,7 @@ export const CONTENT_KEYS: ReadonlySet<string> = new Set([
   'input.value', 'output.value', 'traceloop.entity.input', 'traceloop.entity.output',
   'ai.prompt', 'ai.prompt.messages', 'ai.response.text', 'ai.response.object', 'ai.response.toolCalls',
   'ai.value', 'ai.values', 'ai.toolCall.args', 'ai.toolCall.result', 'ai.toolCall.input', 'ai.toolCall.output',
-  'content', 'message', 'body', 'gen_ai.event.content', 'tool.parameters', 'llm.invocation_parameters',
+  'content', 'message', 'body', 'gen_ai.event.content', 'tool.parameters', 'llm.invocation_parameters', 'otel.log.body',
 ]);
 
 /** Flattened message content: OpenInference `llm.{input,output}_messages.N.message.content` (and its
@@ -201,6 +203,8 @@ export class Ctx {
   readonly limits: OtlpLimits;
   readonly maxKeyBytes: number;
   truncated: string[] | null = null;
+  /** Log records seen so far in the request (logs.ts): their order, where timestamps tie. */
+  logIndex = 0;
   constructor(limits: OtlpLimits) {
     this.limits = limits;
     this.maxKeyBytes = limits.maxKeyBytes ?? MAX_ATTRIBUTE_KEY_BYTES;
@@ -322,10 +326,10 @@ export function u64ToDecimal(lo: number, hi: number): string {
   return String(top) + String(rem).padStart(6, '0');
 }
 
-function rejectMessage(total: number, reasons: string[]): string {
+function rejectMessage(total: number, reasons: string[], noun: string): string {
   if (total === 0) return '';
   const more = total > reasons.length ? ` (and ${total - reasons.length} more)` : '';
-  return `${total} span(s) rejected: ${reasons.join('; ')}${more}`;
+  return `${total} ${noun}(s) rejected: ${reasons.join('; ')}${more}`;
 }
 
 /** Span bookkeeping both decoders share: the per-request span limit, kept and rejected counts, the first reasons. */
@@ -335,9 +339,11 @@ export class SpanTally {
   private index = 0;
   private readonly reasons: string[] = [];
 
-  constructor(total: number, limits: OtlpLimits) {
+  private readonly noun: string;
+  constructor(total: number, limits: OtlpLimits, noun = 'span') {
+    this.noun = noun;
     if (total > limits.maxSpansPerRequest) {
-      throw new OtlpDecodeError(`request has ${total} spans; the limit is ${limits.maxSpansPerRequest}`);
+      throw new OtlpDecodeError(`request has ${total} ${noun}s; the limit is ${limits.maxSpansPerRequest}`);
     }
   }
 
@@ -347,11 +353,11 @@ export class SpanTally {
   reject(ctx: Ctx, hint: string, reason: string): void {
     ctx.truncated = null;
     this.rejected++;
-    if (this.reasons.length < MAX_REASONS) this.reasons.push(`span #${this.index}${hint}: ${reason}`);
+    if (this.reasons.length < MAX_REASONS) this.reasons.push(`${this.noun} #${this.index}${hint}: ${reason}`);
     this.index++;
   }
 
-  get errorMessage(): string { return rejectMessage(this.rejected, this.reasons); }
+  get errorMessage(): string { return rejectMessage(this.rejected, this.reasons, this.noun); }
 }
 
 // ClickHouse buckets by DateTime (UInt32 seconds): a later time would wrap around to 1970 in the rollups.

@@ -8,8 +8,10 @@
 import { attrSegment, maxNodesOf, OtlpDecodeError, tooDeep, type OtlpLimits } from './normalized.ts';
 
 const K_REQ = 0, K_RS = 1, K_RES = 2, K_SS = 3, K_SCOPE = 4, K_SPAN = 5, K_EVENT = 6, K_LINK = 7, K_KV = 8, K_ANY = 9, K_ARR = 10, K_KVL = 11;
+// ExportLogsServiceRequest: the same wrappers (same field numbers) around LogRecords.
+const K_LREQ = 12, K_RL = 13, K_SL = 14, K_LOG = 15;
 // CHILD[kind * 16 + field] = kind of the length-delimited submessage, or -1.
-const CHILD = new Int8Array(12 * 16).fill(-1);
+const CHILD = new Int8Array(16 * 16).fill(-1);
 const setChild = (kind: number, field: number, child: number) => { CHILD[kind * 16 + field] = child; };
 setChild(K_REQ, 1, K_RS);
 setChild(K_RS, 1, K_RES); setChild(K_RS, 2, K_SS);
@@ -23,6 +25,10 @@ setChild(K_KV, 2, K_ANY);
 setChild(K_ANY, 5, K_ARR); setChild(K_ANY, 6, K_KVL);
 setChild(K_ARR, 1, K_ANY);
 setChild(K_KVL, 1, K_KV);
+setChild(K_LREQ, 1, K_RL);
+setChild(K_RL, 1, K_RES); setChild(K_RL, 2, K_SL);
+setChild(K_SL, 1, K_SCOPE); setChild(K_SL, 2, K_LOG);
+setChild(K_LOG, 5, K_ANY); setChild(K_LOG, 6, K_KV);
 
 // Field names for error locations (BadRequest field paths), for the messages above attribute values.
 const FIELD_NAMES: Array<string | undefined> = [];
@@ -39,6 +45,10 @@ nameField(K_SCOPE, 3, 'attributes', true);
 nameField(K_SPAN, 9, 'attributes', true); nameField(K_SPAN, 11, 'events', true); nameField(K_SPAN, 13, 'links', true);
 nameField(K_EVENT, 3, 'attributes', true);
 nameField(K_LINK, 4, 'attributes', true);
+nameField(K_LREQ, 1, 'resourceLogs', true);
+nameField(K_RL, 1, 'resource', false); nameField(K_RL, 2, 'scopeLogs', true);
+nameField(K_SL, 1, 'scope', false); nameField(K_SL, 2, 'logRecords', true);
+nameField(K_LOG, 5, 'body', false); nameField(K_LOG, 6, 'attributes', true);
 
 class PreScan {
   readonly buf: Buffer;
@@ -47,6 +57,7 @@ class PreScan {
   pos = 0;
   spans = 0;
   nodes = 0;
+  logs = false;
   constructor(buf: Buffer, limits: OtlpLimits) {
     this.buf = buf;
     this.limits = limits;
@@ -133,13 +144,14 @@ class PreScan {
       const stop = this.pos + len;
       if (stop > end) throw new OtlpDecodeError('undecodable protobuf body: length out of range');
       let d = depth;
-      if (child === K_SPAN) {
+      if (child === K_SPAN || child === K_LOG) {
         if (++this.spans > this.limits.maxSpansPerRequest) {
-          throw new OtlpDecodeError(`request has more than ${this.limits.maxSpansPerRequest} spans; the limit is ${this.limits.maxSpansPerRequest}`, { requestWide: true });
+          throw new OtlpDecodeError(`request has more than ${this.limits.maxSpansPerRequest} ${this.logs ? 'log records' : 'spans'}; the limit is ${this.limits.maxSpansPerRequest}`, { requestWide: true });
         }
       }
-      if (child >= K_SPAN && child <= K_ANY && ++this.nodes > this.maxNodes) {
-        throw new OtlpDecodeError(`request has more than ${this.maxNodes} spans, events, links and attribute values in total; split the batch`, { requestWide: true });
+      if (((child >= K_SPAN && child <= K_ANY) || child === K_LOG) && ++this.nodes > this.maxNodes) {
+        const what = this.logs ? 'log records' : 'spans, events, links';
+        throw new OtlpDecodeError(`request has more than ${this.maxNodes} ${what} and attribute values in total; split the batch`, { requestWide: true });
       }
       if (child === K_ARR || child === K_KVL) {
         d = depth + 1;
@@ -203,9 +215,10 @@ class PreScan {
   }
 }
 
-/** Validate the protobuf body's structure against the limits before decoding it. */
-export function prescanProtobuf(buf: Buffer, limits: OtlpLimits): { spans: number; nodes: number } {
+/** Validate the protobuf body's structure against the limits before decoding it (log records count as spans). */
+export function prescanProtobuf(buf: Buffer, limits: OtlpLimits, signal: 'traces' | 'logs' = 'traces'): { spans: number; nodes: number } {
   const p = new PreScan(buf, limits);
-  p.walk(K_REQ, buf.length, 0);
+  p.logs = signal === 'logs';
+  p.walk(p.logs ? K_LREQ : K_REQ, buf.length, 0);
   return { spans: p.spans, nodes: p.nodes };
 }

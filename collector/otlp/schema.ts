@@ -132,6 +132,43 @@ const trace = {
   Status: { edition: P3, fields: { message: f('string', 2), code: f('int32', 3) } }, // code: 0 UNSET, 1 OK, 2 ERROR
 } satisfies Record<string, TypeDef>;
 
+// opentelemetry.proto.logs.v1: only the wrappers differ from traces (same field numbers); a LogRecord with a span
+// context is stored as an event span under that span (collector/otlp/logs.ts).
+const logs = {
+  ResourceLogs: {
+    edition: P3,
+    fields: {
+      resource: f('opentelemetry.proto.resource.v1.Resource', 1),
+      scopeLogs: rep('ScopeLogs', 2),
+      schemaUrl: f('string', 3),
+    },
+  },
+  ScopeLogs: {
+    edition: P3,
+    fields: {
+      scope: f(C + 'InstrumentationScope', 1),
+      logRecords: rep('LogRecord', 2),
+      schemaUrl: f('string', 3),
+    },
+  },
+  LogRecord: {
+    edition: P3,
+    fields: {
+      timeUnixNano: f('fixed64', 1),
+      observedTimeUnixNano: f('fixed64', 11),
+      severityNumber: f('int32', 2), // enum SeverityNumber: 0 UNSPECIFIED, 1–4 TRACE … 21–24 FATAL
+      severityText: f('string', 3),
+      body: f(C + 'AnyValue', 5),
+      attributes: rep(C + 'KeyValue', 6),
+      droppedAttributesCount: f('uint32', 7),
+      flags: f('fixed32', 8),
+      traceId: f('bytes', 9),
+      spanId: f('bytes', 10),
+      eventName: f('string', 12),
+    },
+  },
+} satisfies Record<string, TypeDef>;
+
 // opentelemetry.proto.collector.trace.v1
 const collector = {
   ExportTraceServiceRequest: {
@@ -140,6 +177,16 @@ const collector = {
   },
   ExportTraceServiceResponse: { edition: P3, fields: { partialSuccess: f('ExportTracePartialSuccess', 1) } },
   ExportTracePartialSuccess: { edition: P3, fields: { rejectedSpans: f('int64', 1), errorMessage: f('string', 2) } },
+} satisfies Record<string, TypeDef>;
+
+// opentelemetry.proto.collector.logs.v1 (ExportLogsPartialSuccess: rejected_log_records = 1, error_message = 2)
+const logsCollector = {
+  ExportLogsServiceRequest: {
+    edition: P3,
+    fields: { resourceLogs: rep('opentelemetry.proto.logs.v1.ResourceLogs', 1) },
+  },
+  ExportLogsServiceResponse: { edition: P3, fields: { partialSuccess: f('ExportLogsPartialSuccess', 1) } },
+  ExportLogsPartialSuccess: { edition: P3, fields: { rejectedLogRecords: f('int64', 1), errorMessage: f('string', 2) } },
 } satisfies Record<string, TypeDef>;
 
 // google.rpc.Status (+ google.protobuf.Any, google.rpc.BadRequest for Status.details)
@@ -159,7 +206,8 @@ export const OTLP_DESCRIPTOR = {
             common: { nested: { v1: { nested: common } } },
             resource: { nested: { v1: { nested: resource } } },
             trace: { nested: { v1: { nested: trace } } },
-            collector: { nested: { trace: { nested: { v1: { nested: collector } } } } },
+            logs: { nested: { v1: { nested: logs } } },
+            collector: { nested: { trace: { nested: { v1: { nested: collector } } }, logs: { nested: { v1: { nested: logsCollector } } } } },
           },
         },
       },
@@ -172,6 +220,8 @@ export const otlpRoot = protobuf.Root.fromJSON(OTLP_DESCRIPTOR as protobuf.IName
 
 export const ExportTraceServiceRequest = otlpRoot.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
 export const ExportTraceServiceResponse = otlpRoot.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse');
+export const ExportLogsServiceRequest = otlpRoot.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest');
+export const ExportLogsServiceResponse = otlpRoot.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse');
 export const RpcStatus = otlpRoot.lookupType('google.rpc.Status');
 export const RpcBadRequest = otlpRoot.lookupType('google.rpc.BadRequest');
 
@@ -200,3 +250,10 @@ export interface PbScope { name: string; version: string; attributes: PbKeyValue
 export interface PbScopeSpans { scope?: PbScope | null; spans: PbSpan[]; schemaUrl: string }
 export interface PbResourceSpans { resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null; scopeSpans: PbScopeSpans[]; schemaUrl: string }
 export interface PbExportRequest { resourceSpans: PbResourceSpans[] }
+export interface PbLogRecord {
+  timeUnixNano: PbLong | number | string; observedTimeUnixNano: PbLong | number | string; severityNumber: number; severityText: string;
+  body?: PbAnyValue | null; attributes: PbKeyValue[]; droppedAttributesCount: number; flags: number; traceId: Uint8Array; spanId: Uint8Array; eventName: string;
+}
+export interface PbScopeLogs { scope?: PbScope | null; logRecords: PbLogRecord[]; schemaUrl: string }
+export interface PbResourceLogs { resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null; scopeLogs: PbScopeLogs[]; schemaUrl: string }
+export interface PbExportLogsRequest { resourceLogs: PbResourceLogs[] }

@@ -58,7 +58,7 @@ const verificationBody = z.object({
   superseded: z.number().int().describe('Records whose spans a later delivery replaced (not tampering)'),
   unsignedTail: z.number().int().describe('Records after the last checkpoint of their chain (signed within a second)'),
   problems: z.array(z.object({
-    kind: z.enum(['content_hash_mismatch', 'span_missing', 'unverified_span', 'chain_gap', 'prev_hash_mismatch', 'link_hash_mismatch', 'bad_signature', 'unknown_key', 'checkpoint_mismatch', 'unsigned_chain']),
+    kind: z.enum(['content_hash_mismatch', 'span_missing', 'unverified_span', 'chain_gap', 'prev_hash_mismatch', 'link_hash_mismatch', 'bad_signature', 'unknown_key', 'checkpoint_mismatch', 'unsigned_chain', 'checkpoint_missing']),
     chainId: z.string(), seq: z.number().int(), traceId: z.string().optional(), message: z.string(),
   })),
   records: z.array(z.object({

@@ -1,6 +1,8 @@
 // OTLP/HTTP traces: POST /api/integrations/otlp/v1/traces, and /v1/traces so an exporter configured with only
-// OTEL_EXPORTER_OTLP_ENDPOINT=http://host:4318 works unchanged. Every answer uses the request's encoding;
-// failures are google.rpc.Status bodies (spec), including auth, size and throttling errors.
+// OTEL_EXPORTER_OTLP_ENDPOINT=http://host:4318 works unchanged. Logs likewise (/v1/logs): GenAI instrumentations send
+// prompts and completions as log records; each one with a span context is stored as an event span under its span
+// (collector/otlp/logs.ts). Every answer uses the request's encoding; failures are google.rpc.Status bodies (spec),
+// including auth, size and throttling errors.
 import type { Context, Next } from 'koa';
 import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
@@ -9,11 +11,12 @@ import { bodyKind, readBody } from '../body.ts';
 import type { Caller } from '../keys.ts';
 import type { Logger } from '../logger.ts';
 import {
-  CONTENT_TYPES, OtlpDecodeError, decodeOtlpRequest, encodeExportResponse, encodeStatus, mapOtlp, otlpLimits, rpcCodeForHttp,
+  CONTENT_TYPES, OtlpDecodeError, decodeOtlpLogsRequest, decodeOtlpRequest, encodeExportResponse, encodeStatus, mapOtlp, otlpLimits, rpcCodeForHttp,
   type FieldViolation, type OtlpEncoding,
 } from '../otlp/index.ts';
 
 const PATHS = ['/api/integrations/otlp/v1/traces', '/v1/traces'];
+const LOG_PATHS = ['/api/integrations/otlp/v1/logs', '/v1/logs'];
 
 /** ExportTraceServiceResponse in its JSON form (encodeExportResponse): `{}` when every span was taken. */
 const exportResponse = z.object({
@@ -21,6 +24,14 @@ const exportResponse = z.object({
     rejectedSpans: z.string().regex(/^\d+$/).describe('int64, as proto3 JSON writes it: a decimal string'),
     errorMessage: z.string(),
   }).optional().describe('Present when spans were rejected'),
+});
+
+/** ExportLogsServiceResponse in its JSON form. */
+const exportLogsResponse = z.object({
+  partialSuccess: z.object({
+    rejectedLogRecords: z.string().regex(/^\d+$/).describe('int64, as proto3 JSON writes it: a decimal string'),
+    errorMessage: z.string(),
+  }).optional().describe('Present when log records were rejected (those without a span context, among others)'),
 });
 
 function encodingOf(ctx: Context): OtlpEncoding {
@@ -66,30 +77,35 @@ async function otlpErrors(ctx: Context, next: Next): Promise<void> {
 
 export function otlpRoutes(r: RouteContext): void {
   const limits = otlpLimits(r.config);
-  for (const path of PATHS) {
-    r.docs.push({
-      method: 'post', path, tag: 'ingest', auth: 'apiKey',
-      summary: 'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
-      request: { contentTypes: ['application/x-protobuf', 'application/json'] },
-      responses: {
-        200: { description: 'ExportTraceServiceResponse, in the request\'s encoding; partialSuccess reports rejected spans', schema: exportResponse, protobuf: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse' },
-      },
-      errors: 'rpc-status',
-    });
-  }
+  const doc = (paths: string[], summary: string, description: string, schema: z.ZodType, protobuf: string) => {
+    for (const path of paths) {
+      r.docs.push({
+        method: 'post', path, tag: 'ingest', auth: 'apiKey', summary,
+        request: { contentTypes: ['application/x-protobuf', 'application/json'] },
+        responses: { 200: { description, schema, protobuf } },
+        errors: 'rpc-status',
+      });
+    }
+  };
+  doc(PATHS, 'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
+    'ExportTraceServiceResponse, in the request\'s encoding; partialSuccess reports rejected spans', exportResponse, 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse');
+  doc(LOG_PATHS, 'OTLP/HTTP logs (ExportLogsServiceRequest), as for traces: each log record with a span context (GenAI events: gen_ai.user.message, gen_ai.choice, gen_ai.client.inference.operation.details, …) is stored as an event span under that span; others are rejected in partialSuccess',
+    'ExportLogsServiceResponse, in the request\'s encoding; partialSuccess reports rejected log records', exportLogsResponse, 'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse');
 
-  const handler = async (ctx: Context) => {
+  const handler = (signal: 'traces' | 'logs') => async (ctx: Context) => {
     const enc = bodyKind(ctx, ['protobuf', 'json']);
     const body = await readBody(ctx, r.config.MAX_BODY_BYTES);
     const caller = ctx.state.caller as Caller;
-    const req = decodeOtlpRequest(body, enc, limits);
+    const req = signal === 'logs' ? decodeOtlpLogsRequest(body, enc, limits) : decodeOtlpRequest(body, enc, limits);
     const now = Date.now();
     const records = mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES });
-    await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /v1/traces', rejected: req.rejectedSpans });
+    await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST /v1/${signal}`, rejected: req.rejectedSpans });
     r.metrics.ingested.inc({ source: 'otlp' }, records.length);
     ctx.status = 200;
     ctx.set('Content-Type', replyType(ctx, enc));
-    ctx.body = encodeExportResponse(req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null, enc);
+    ctx.body = encodeExportResponse(req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null, enc, signal);
   };
-  for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler);
+  for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler('traces'));
+  // Logs have their own budget: an application's log exporter must not use up its trace exporter's.
+  for (const path of LOG_PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp-logs'), handler('logs'));
 }

@@ -6,7 +6,7 @@ import { errorSchema } from '../openapi.ts';
 import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { SOURCES, SPAN_KINDS } from '../record.ts';
-import { publicSpan, spanTree, summarize, type TreeNode } from '../trace-view.ts';
+import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from '../trace-view.ts';
 import type { TracePage } from '../../storage/types.ts';
 
 export const listQuery = z.object({
@@ -133,7 +133,7 @@ export function readRoutes(r: RouteContext): void {
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
     const caller = ctx.state.caller as Caller;
     const { spans, records } = await r.read(async () => {
-      const spans = await r.storage.getTrace(caller.workspaceId, traceId);
+      const spans = viewSpans(await r.storage.getTrace(caller.workspaceId, traceId));
       return { spans, records: spans.length === 0 ? [] : await r.storage.getPolicyRecords(caller.workspaceId, traceId) };
     });
     if (spans.length === 0) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);

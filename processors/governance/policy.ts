@@ -47,7 +47,7 @@ export type Decision = 'allow' | GovernanceAction;
 export const DECISION_RANK: Readonly<Record<Decision, number>> = { allow: 0, flag: 1, redact: 2, block: 3 };
 
 export interface PolicyReason {
-  code: 'model_denied' | 'model_not_allowed' | 'environment_not_allowed' | 'prompt_too_long' | 'finding_flagged' | 'finding_redacted' | 'finding_blocked';
+  code: 'model_denied' | 'model_not_allowed' | 'environment_not_allowed' | 'prompt_too_long' | 'finding_flagged' | 'finding_redacted' | 'finding_blocked' | 'scan_failed';
   message: string;
   category?: string;
   rule?: string;

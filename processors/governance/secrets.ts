@@ -108,23 +108,65 @@ export function detectPrivateKeys(text: string): Finding[] {
 // ---- JWT: three base64url parts; the header must decode to a JSON object with a string `alg`.
 const JWT = /(?<![\w\-.])eyJ[A-Za-z0-9_\-]{8,4096}\.[A-Za-z0-9_\-]{2,16384}\.[A-Za-z0-9_\-]{0,4096}(?![\w\-.])/g;
 
+/** The header's `alg`, or null when it does not decode to a JSON object with a string `alg`. */
 function jwtAlg(header: string): string | null {
+  const json = Buffer.from(header, 'base64url').toString('utf8');
+  // Text shaped like a JWT is cheap to write, and each failed JSON.parse costs a thrown error (~17 µs with its
+  // stack trace): only text that is a JSON object naming an alg, checked without throwing, is parsed.
+  if (!json.includes('"alg"') || !isJsonObject(json)) return null;
+  let parsed: Record<string, unknown>;
   try {
-    const parsed: unknown = JSON.parse(Buffer.from(header, 'base64url').toString('utf8'));
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return null;
-    const alg = (parsed as Record<string, unknown>).alg;
-    return typeof alg === 'string' && alg.length > 0 && alg.length < 32 ? alg : null;
+    parsed = JSON.parse(json) as Record<string, unknown>;
   } catch {
-    return null;
+    return null; // the check above should make this unreachable; a scan must never fail on text
   }
+  const alg = parsed.alg;
+  return typeof alg === 'string' && alg.length > 0 && alg.length < 32 ? alg : null;
+}
+
+// JSON's whitespace only (JS's \s also takes NBSP, U+2028, U+3000…, which JSON.parse refuses).
+const JSON_TOKEN = /[ \t\n\r]*(?:("(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)|([{}[\]:,]))/y;
+
+/** Whether `text` is one JSON object (RFC 8259), checked token by token without throwing. */
+function isJsonObject(text: string): boolean {
+  const stack: string[] = []; // '{' or '['
+  // What may come next: a value, an object key (or '}'), ':' , ',' or the closer, or the end.
+  let expect: 'value' | 'key' | 'keyOrClose' | 'valueOrClose' | 'colon' | 'commaOrClose' | 'end' = 'value';
+  JSON_TOKEN.lastIndex = 0;
+  let first = true;
+  while (JSON_TOKEN.lastIndex < text.length) {
+    const at = JSON_TOKEN.lastIndex;
+    const m = JSON_TOKEN.exec(text);
+    if (!m) return /^[ \t\n\r]*$/.test(text.slice(at)) && expect === 'end';
+    const [, str, scalar, punct] = m;
+    if (first && punct !== '{') return false;
+    first = false;
+    const top = stack[stack.length - 1];
+    if (str !== undefined && (expect === 'key' || expect === 'keyOrClose')) expect = 'colon';
+    else if ((str !== undefined || scalar !== undefined) && (expect === 'value' || expect === 'valueOrClose')) expect = stack.length ? 'commaOrClose' : 'end';
+    else if (punct === ':' && expect === 'colon') expect = 'value';
+    else if (punct === ',' && expect === 'commaOrClose') expect = top === '{' ? 'key' : 'value';
+    else if ((punct === '{' || punct === '[') && (expect === 'value' || expect === 'valueOrClose')) {
+      if (stack.length >= 64) return false;
+      stack.push(punct);
+      expect = punct === '{' ? 'keyOrClose' : 'valueOrClose';
+    } else if ((punct === '}' && top === '{' && (expect === 'keyOrClose' || expect === 'commaOrClose'))
+      || (punct === ']' && top === '[' && (expect === 'valueOrClose' || expect === 'commaOrClose'))) {
+      stack.pop();
+      expect = stack.length ? 'commaOrClose' : 'end';
+    } else return false;
+  }
+  return expect === 'end';
 }
 
 export function detectJwts(text: string): Finding[] {
   const out: Finding[] = [];
   if (!text.includes('eyJ')) return out;
+  const algs = new Map<string, string | null>(); // a header repeated in the text is decoded once
   for (const m of execAll(JWT, text)) {
     const [header, , signature] = m[0].split('.') as [string, string, string];
-    const alg = jwtAlg(header);
+    let alg = algs.get(header);
+    if (alg === undefined) algs.set(header, (alg = jwtAlg(header)));
     if (alg === null) continue;
     const unsecured = alg.toLowerCase() === 'none';
     if (!unsecured && signature.length < 16) continue;

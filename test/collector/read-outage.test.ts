@@ -31,7 +31,7 @@ function expectUnavailable(res: Awaited<ReturnType<typeof get>>, path: string): 
 }
 
 describe('read routes while ClickHouse is down or hung', function () {
-  this.timeout(180_000);
+  this.timeout(360_000);
   let ch: TestClickHouse;
   let running: Running | undefined;
   let dataDir = '';

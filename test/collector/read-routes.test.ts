@@ -24,7 +24,7 @@ const READ_PATHS = [
 ];
 
 describe('read routes: rate limit per route and key', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let s: TestServer;
   let auth: Record<string, string>;
   before(async () => {
@@ -78,7 +78,7 @@ describe('read routes: rate limit per route and key', function () {
 });
 
 describe('read routes: reversed time ranges', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let s: TestServer;
   let auth: Record<string, string>;
   before(async () => {
@@ -86,6 +86,15 @@ describe('read routes: reversed time ranges', function () {
     auth = { authorization: `Bearer ${(await s.key()).key}` };
   });
   after(async () => { await s.close(); });
+
+  for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings']) {
+    it(`${path}: a cursor that is not one of ours is 400 invalid_query naming it, like every other bad parameter`, async () => {
+      for (const cursor of ['garbage', Buffer.from('{"s":"x","t":"y"}').toString('base64url')]) {
+        const res = await get(`${s.url}${path}?cursor=${cursor}`, auth);
+        expect([res.status, res.json.error.code, res.json.error.details]).to.deep.equal([400, 'invalid_query', [{ field: 'cursor', message: 'invalid cursor' }]]);
+      }
+    });
+  }
 
   for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings', '/api/analytics/usage']) {
     it(`${path}: from after to is 400 invalid_query naming both (ms, ISO date-times and dates)`, async () => {
@@ -114,7 +123,7 @@ describe('read routes: reversed time ranges', function () {
 });
 
 describe('read routes: storage failures are 503, bugs stay 500', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let dir: string;
   let s: TestServer;
   let auth: Record<string, string>;
@@ -198,7 +207,7 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
 });
 
 describe('405 Method Not Allowed', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let s: TestServer;
   before(async () => { s = await startTestServer('duckdb'); });
   after(async () => { await s.close(); });

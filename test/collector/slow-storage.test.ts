@@ -54,6 +54,22 @@ describe('lookups against a slow storage', () => {
     expect(await keys.verify(k.key)).to.equal(null);
   });
 
+  it('a flood of unknown key ids neither evicts known keys nor makes them unknown (the throttled lookup budget spares them)', async () => {
+    const k = await createKey(real, 'flood-keys');
+    let lookups = 0;
+    // Unknown ids answer at once (as storage would, without the query's cost): the flood takes a moment, not 15 s.
+    const counting = new Proxy(real, { get: (t, p, r) => (p === 'getApiKey' ? (id: string) => { lookups++; return id === k.keyId ? t.getApiKey(id) : Promise.resolve(null); } : (v => (typeof v === 'function' ? v.bind(t) : v))(Reflect.get(t, p, r))) });
+    const keys = new KeyVerifier(counting, 30_000);
+    expect(await keys.verify(k.key)).to.include({ keyId: k.keyId });
+    for (let i = 0; i < 10_050; i++) await keys.verify(`tg_${i.toString(16).padStart(16, '0')}_${'A'.repeat(43)}`);
+    lookups = 0;
+    expect(await keys.verify(k.key)).to.include({ keyId: k.keyId });
+    expect(lookups).to.equal(0); // still cached
+    (keys as unknown as { cache: Map<string, { until: number }> }).cache.get(k.keyId)!.until = 0; // as after 30 s
+    expect(keys.known(k.key)).to.equal(true);
+    expect(keys.known(`tg_${'f'.repeat(16)}_${'A'.repeat(43)}`)).to.equal(false);
+  });
+
   it('settings updated here while a slow lookup runs are not replaced by what it read', async () => {
     const config = loadConfig({ TRACEGATE_DATA_DIR: dir });
     const store = new SettingsStore(slow, config, 5_000, undefined, undefined, 50); // deadline 50 ms

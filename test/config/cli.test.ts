@@ -28,7 +28,7 @@ async function offline(): Promise<Target> {
 const MODES: Array<[string, () => Promise<Target>]> = [['server running', online], ['offline', offline]];
 
 describe('cli: alerts set', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   for (const [mode, open] of MODES) {
     it(`${mode}: a file that is not a JSON object changes nothing; fields the file leaves out stay as stored`, async () => {
       const t = await open();
@@ -79,7 +79,7 @@ describe('cli: alerts set', function () {
 });
 
 describe('cli: invalid settings', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   it('are reported on one line, the same with and without a running server, and change nothing', async () => {
     const results: Record<string, string[]> = {};
     for (const [mode, open] of MODES) {
@@ -90,8 +90,11 @@ describe('cli: invalid settings', function () {
         writeFileSync(policy, JSON.stringify({ version: 2, defaultAction: 'explode' }));
         const alerts = join(t.dir, 'alerts.json');
         writeFileSync(alerts, JSON.stringify({ rules: [], webhookUrl: 'https://hooks.example/a', webhookSecret: 'short' }));
+        const creds = join(t.dir, 'alerts-creds.json');
+        writeFileSync(creds, JSON.stringify({ rules: [], webhookUrl: 'https://user:hookpass@hooks.example/a' }));
         results[mode] = [];
-        for (const args of [['policy', 'set', '--file', policy], ['alerts', 'set', '--file', alerts], ['provider', 'set', '--base-url', 'ftp://x']]) {
+        for (const args of [['policy', 'set', '--file', policy], ['alerts', 'set', '--file', alerts], ['provider', 'set', '--base-url', 'ftp://x'],
+          ['alerts', 'set', '--file', creds], ['provider', 'set', '--base-url', 'https://u:p@api.example/v1'], ['provider', 'set', '--base-url', 'not a url']]) {
           const out = await t.run([...args, '--workspace', 'bad-co']);
           expect(out.code, args.join(' ')).to.equal(1);
           expect(out.stderr.trim().split('\n'), out.stderr).to.have.length(1);
@@ -103,7 +106,11 @@ describe('cli: invalid settings', function () {
       }
     }
     expect(results['offline']).to.deep.equal(results['server running']);
-    const [policy, alerts, provider] = results['offline']!;
+    const [policy, alerts, provider, alertCreds, providerCreds, notUrl] = results['offline']!;
+    expect(notUrl).to.match(/^tracegate: provider\.baseUrl: Invalid URL/);
+    expect(alertCreds).to.match(/^tracegate: alertWebhookUrl: must not carry credentials/);
+    expect(providerCreds).to.match(/^tracegate: provider\.baseUrl: must not carry credentials/);
+    expect(`${alertCreds}${providerCreds}`).to.not.match(/hookpass|u:p@/);
     expect(policy).to.match(/^tracegate: policy\.defaultAction: Invalid option/);
     expect(alerts).to.match(/^tracegate: alertWebhookSecret: Too small/);
     expect(provider).to.match(/^tracegate: provider\.baseUrl: /);
@@ -111,7 +118,7 @@ describe('cli: invalid settings', function () {
 });
 
 describe('cli: usage errors', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   it('exit 2 with a short message and a pointer to --help', async () => {
     const t = await offline();
     try {
@@ -139,7 +146,7 @@ describe('cli: usage errors', function () {
 });
 
 describe('cli: refused list | requeue check what they read', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   it('requeue refuses records storage could not take (nothing moved, file and line named); list names a file it cannot read', async () => {
     const t = await offline();
     try {
@@ -222,7 +229,7 @@ describe('cli: refused list | requeue check what they read', function () {
 });
 
 describe('cli: policy show', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   it('prints the policy in force, the default one included, as JSON that policy set takes back', async () => {
     const s = await startTestServer('duckdb');
     const off = await offline();

@@ -54,7 +54,7 @@ describe('configuration bounds', () => {
     expect(span.attributes).to.deep.include({ [cut]: 'v', 'tracegate.truncated': [cut] });
   });
   it('serve stops at once with the message naming the variable', async function () {
-    this.timeout(30_000);
+    this.timeout(90_000);
     for (const [name, value] of [['TRACEGATE_CLICKHOUSE_URL', 'localhost:8123'], ['TRACEGATE_PORT', '70000']] as const) {
       const started = Date.now();
       const out = await cli(null, ['serve'], { [name]: value, TRACEGATE_DATA_DIR: '/nonexistent/never-created' });

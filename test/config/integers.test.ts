@@ -43,7 +43,7 @@ describe('integer settings', () => {
   });
 
   it('serve stops at once on TRACEGATE_PORT=0x10 (it used to listen on port 16), naming the variable', async function () {
-    this.timeout(30_000);
+    this.timeout(90_000);
     const out = await cli(null, ['serve'], { TRACEGATE_PORT: '0x10', TRACEGATE_DATA_DIR: '/nonexistent/never-created' });
     expect(out.code).to.equal(1);
     expect(out.stderr).to.include('TRACEGATE_PORT').and.include('decimal digits');

@@ -9,7 +9,7 @@ import { freePort, terminate, waitReady } from '../support/process.ts';
 import { get, testEnv } from '../support/server.ts';
 
 describe('DATA_DIR lock', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
 
   it('refuses a second server on the same DATA_DIR and takes over a stale lock', async function () {
     const env = testEnv('duckdb', { TRACEGATE_LOG_LEVEL: 'warn' });

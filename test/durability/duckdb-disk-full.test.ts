@@ -15,7 +15,7 @@ import { sleep } from '../support/process.ts';
 import { get, post } from '../support/server.ts';
 
 describe('durability: DuckDB checkpoint on a full disk, then the disk grows', function () {
-  this.timeout(180_000);
+  this.timeout(360_000);
   let dir: string;
   let mounted = false;
   let running: Running | null = null;

@@ -32,7 +32,7 @@ async function listAll(url: string, auth: Record<string, string>): Promise<strin
 
 for (const backend of BACKENDS) {
   describe(`durability: SIGKILL right after acknowledging (${backend})`, function () {
-    this.timeout(120_000);
+    this.timeout(240_000);
     it('comes back with every acknowledged trace stored exactly once', async () => {
       const port = await freePort();
       // A long flush interval so acknowledged data is still only in the spool when the process dies.
@@ -86,7 +86,7 @@ for (const backend of BACKENDS) {
 }
 
 describe('durability: ClickHouse hung (accepting connections, answering nothing)', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   let ch: TestClickHouse;
   before(async function () {
     ch = await startClickHouse();
@@ -128,7 +128,7 @@ describe('durability: ClickHouse hung (accepting connections, answering nothing)
 });
 
 describe('durability: ClickHouse stopped during ingestion, then restarted', function () {
-  this.timeout(180_000);
+  this.timeout(360_000);
   let ch: TestClickHouse;
   before(async () => { ch = await startClickHouse(); });
   after(async () => { await ch?.dispose(); });

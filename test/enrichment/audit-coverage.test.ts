@@ -28,7 +28,7 @@ describe('audit coverage', () => {
   });
 
   it('offline CLI: each run links to the newest record; deleting the last policy change is caught by verify', async function () {
-    this.timeout(60_000);
+    this.timeout(120_000);
     const env = testEnv('duckdb');
     const policy = join(env.TRACEGATE_DATA_DIR!, 'policy.json');
     writeFileSync(policy, JSON.stringify({ version: 1, actions: { email: 'redact' } }));

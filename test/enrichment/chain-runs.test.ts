@@ -14,7 +14,7 @@ import { post, testEnv } from '../support/server.ts';
 import { join } from 'node:path';
 
 describe('verification chains across restarts (clickhouse)', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   it('run 2 continues run 1; deleting run 1 is reported as a chain gap', async () => {
     const config = loadConfig(testEnv('clickhouse'));
     const keysDir = join(config.DATA_DIR, 'keys');

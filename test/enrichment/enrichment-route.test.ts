@@ -37,7 +37,7 @@ async function webhookSink(): Promise<{ url: string; received: Array<{ headers: 
 
 for (const backend of BACKENDS) {
   describe(`enrichment over HTTP (${backend})`, function () {
-    this.timeout(60_000);
+    this.timeout(120_000);
     let s: TestServer;
     let auth: Record<string, string>;
     let wsName: string;
@@ -339,7 +339,7 @@ describe('alert delivery outcome at shutdown', function () {
 });
 
 describe('usage analytics agree between ClickHouse and the embedded store', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   it('same traces in, same answers out', async () => {
     const answers: Record<Backend, unknown[]> = { duckdb: [], clickhouse: [] };
     for (const backend of BACKENDS) {

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import type { AlertRecord, EnrichmentRecord, FindingRecord, PolicyRecord } from '../../collector/enrichment-records.ts';
+import type { AlertRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../../collector/enrichment-records.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import { VerificationChain, checkChain, checkContent, contentHash, contentHashKeepingJson, headsOf, verificationProcessor } from '../../processors/verification.ts';
 import { decodeFrames, encodeFrame } from '../../collector/spool.ts';
@@ -126,6 +126,27 @@ describe('verification chain', () => {
     }
   });
 
+  it('a chain whose checkpoints after the first were deleted is reported, not the unsigned tail of a crashed run', () => {
+    const key = loadSigningKey(dir);
+    const chain = new VerificationChain(key, 1000, 'v-cp');
+    const records: VerificationRecord[] = [];
+    const cps: CheckpointRecord[] = [];
+    // One trace every 0.5 s for 30 s, each batch followed by the collector's own checkpoint call.
+    for (let t = 0; t <= 30_000; t += 500) {
+      records.push(...chain.records([span(`t${t}`, `s${t}`)], 1_000_000 + t));
+      cps.push(...chain.checkpoints(1_000_000 + t));
+    }
+    const keys = publicKeys(dir);
+    expect(checkChain(records, cps, keys).problems).to.deep.equal([]);
+    // A crash right after the last batches: their checkpoint never came. Still fine (within a second).
+    expect(checkChain(records, cps.filter((c) => c.seq < records.length - 1), keys).problems).to.deep.equal([]);
+    // Every checkpoint after the first deleted (so the records after it could be relinked): reported.
+    const kept = cps.filter((c) => c.seq === 1);
+    const res = checkChain(records, kept, keys);
+    expect(res.problems.map((p) => [p.kind, p.seq])).to.deep.equal([['checkpoint_missing', 2]]);
+    expect(res.unsignedTail).to.equal(records.length - 1);
+  });
+
   it('hashes each trace of a batch, chains the records, and signs checkpoints that verify', () => {
     const key = loadSigningKey(dir);
     const chain = new VerificationChain(key, 1000, 'v1');
@@ -154,6 +175,14 @@ describe('verification chain', () => {
     const later = checkContent([r1[0]!, r2[0]!], [redelivered, b1[1]!]);
     expect(later.problems).to.deep.equal([]);
     expect(later.superseded).to.equal(1);
+    // A record's span list is outside its chain hash: a database writer appending a forged version to it (or
+    // emptying it, to hide a deleted trace) vouches for nothing; only a record whose hash matches does.
+    const forgedRow = { ...b1[0]!, ingestedAtMs: 99, prompt: "FORGED" };
+    const padded = { ...r1[0]!, spanIds: [...r1[0]!.spanIds, 'a'], spanVersions: [...r1[0]!.spanVersions, 99] };
+    expect(checkContent([padded], [forgedRow, b1[1]!]).problems.map((p) => [p.kind, p.traceId])).to.deep.equal([['content_hash_mismatch', 't1']]);
+    const emptied = { ...r1[0]!, spanIds: [], spanVersions: [] };
+    expect(checkContent([emptied], []).problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch']);
+    expect(checkContent([emptied, r1[1]!], [b1[2]!]).superseded).to.equal(0);
     // Two deliveries in the same millisecond with different content: storage keeps one; the other's record
     // is superseded (fuzzing found 30 parallel re-sends reported as tampering). Content matching neither is caught.
     const twinA = { ...b1[0]!, ingestedAtMs: 60, response: 'A' };
@@ -513,6 +542,22 @@ describe('governance processor', () => {
     expect(f).to.include({ category: 'email', field: 'prompt', action: 'flag' });
     expect(JSON.stringify(out.extra)).to.not.include('jane.doe@example.com');
     expect((out.extra.find((r) => r.recordType === 'policy') as PolicyRecord).decision).to.equal('flag');
+  });
+  it('a span the scan fails on is stored with its text withheld and decision block; the other spans of the request as usual', async () => {
+    const errors: object[] = [];
+    const p = governanceProcessor({ policyFor: async () => DEFAULT_POLICY }, 100, { error: (o) => { errors.push(o); } });
+    // Attributes whose keys cannot be listed stand for whatever a detector might one day trip over.
+    const broken = span('t', 'bad', { prompt: 'secret text jane.doe@example.com', response: 'r', promptTokens: 12, model: 'gpt-4o' });
+    broken.attributes = new Proxy({}, { ownKeys: () => { throw new TypeError('boom'); } });
+    const good = span('t', 'good', { prompt: 'mail me at john@example.com' });
+    const out = await p({ spans: [broken, good], extra: [] }, null);
+    const [b, g] = out.spans;
+    expect([b!.prompt, b!.response, b!.promptTokens, b!.model, b!.trainable, b!.attributes]).to.deep.equal(['', '', 12, 'gpt-4o', false, { 'tracegate.withheld': 'governance_error', 'governance.decision': 'block', 'governance.categories': [] }]);
+    expect(JSON.stringify(out)).to.not.include('jane.doe@example.com');
+    const policies = out.extra.filter((r) => r.recordType === 'policy') as PolicyRecord[];
+    expect(policies.map((r) => [r.spanId, r.decision, JSON.parse(r.reasons)[0]?.code])).to.deep.equal([['bad', 'block', 'scan_failed'], ['good', 'flag', 'finding_flagged']]);
+    expect(g!.prompt).to.equal('mail me at john@example.com');
+    expect(errors).to.have.length(1);
   });
   it('redacts before anything is stored, and marks blocked content', async () => {
     const policy = parsePolicy({ version: 3, actions: { email: 'redact', api_key: 'block' } });

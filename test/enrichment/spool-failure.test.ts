@@ -14,7 +14,7 @@ type Sent = { id: string; k: Key; status: number };
 
 for (const backend of BACKENDS) {
   describe(`failed spool appends (${backend})`, function () {
-    this.timeout(120_000);
+    this.timeout(240_000);
     let s: TestServer;
     let sent: Sent[];
     let n = 0;
@@ -114,4 +114,54 @@ for (const backend of BACKENDS) {
       await verified([c, d]);
     });
   });
+}
+
+// The HTTP thread keeps an audit chain of its own: rejected authentication and admin changes, and every ingest
+// request when enrichment is off. A failed append must leave no gap there either.
+for (const backend of BACKENDS) {
+  for (const enrichment of [true, false]) {
+    describe(`failed spool appends, the HTTP thread's audit chain (${backend}, enrichment ${enrichment ? 'on' : 'off'})`, function () {
+      this.timeout(240_000);
+      let s: TestServer;
+      before(async () => { s = await startTestServer(backend, { TRACEGATE_ENRICHMENT: String(enrichment), TRACEGATE_AUTH_FAILURE_LIMIT: '100000' }); });
+      after(async () => { await s?.close(); });
+
+      it('continues from the last durable record: verify finds no gap', async () => {
+        const k = await createKey(s.running.storage, `mainchain-${backend}-${enrichment}`, (e) => s.running.pipeline.record([s.running.enrichment.audit.append(e)]));
+        // A real key id with a wrong secret: the rejection is audited in the key's workspace, on this thread's chain.
+        const wrong = `tg_${k.keyId}_${'x'.repeat(43)}`;
+        let n = 0;
+        const sendGood = () => post(`${s.url}/api/traces`, { requestId: `mc-${n++}`, prompt: 'p', response: 'r' }, { authorization: `Bearer ${k.key}` });
+        const sendBad = () => post(`${s.url}/api/traces`, { requestId: `mc-bad-${n++}` }, { authorization: `Bearer ${wrong}` });
+        const spool = join(s.dataDir, 'spool');
+        let acked = 0;
+        let refused = 0;
+        const count = (r: { status: number }) => { if (r.status === 200) acked++; else if (r.status === 503) refused++; else expect.fail(`status ${r.status}`); };
+        for (let i = 0; i < 3; i++) { count(await sendGood()); expect((await sendBad()).status).to.equal(401); }
+        for (let round = 0; round < 3; round++) {
+          await s.running.pipeline.flush();
+          rmSync(spool, { recursive: true, force: true });
+          // A rejection's audit record is spooled after the answer: wait until its append has failed.
+          expect((await sendBad()).status).to.equal(401);
+          for (let i = 0; i < 200 && !s.running.pipeline.stats().spoolWriteFailure; i++) await sleep(10);
+          expect(s.running.pipeline.stats().spoolWriteFailure).to.not.equal(null);
+          // With enrichment off an ingest request's audit record rides in its own append: its 503 shows the failure.
+          if (!enrichment) count(await sendGood());
+          let back = false;
+          await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? sendBad().then((r) => expect(r.status).to.equal(401)) : sendGood().then(count)).then(() => {
+            if (!back) { back = true; mkdirSync(spool); }
+          })));
+          for (let i = 0; i < 2; i++) { count(await sendGood()); expect((await sendBad()).status).to.equal(401); }
+        }
+        if (!enrichment) expect(refused).to.be.greaterThan(0);
+        await flushed(s);
+        const res = await cli(s, ['verify', '--workspace', k.workspace, '--json']);
+        const report = (JSON.parse(res.stdout) as Record<string, { ok: boolean; problems: unknown[]; audit: unknown[] }>)[k.workspace]!;
+        expect([report.audit, report.problems, report.ok, res.code]).to.deep.equal([[], [], true, 0]);
+        const chain = await s.running.storage.auditChain(k.workspaceId);
+        expect(chain.filter((r) => r.action === 'auth.rejected').length).to.be.greaterThan(3);
+        expect(chain.filter((r) => r.action === 'ingest' && r.outcome === 'ok').length).to.equal(acked);
+      });
+    });
+  }
 }

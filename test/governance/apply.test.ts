@@ -238,7 +238,7 @@ describe('governance traceIdForRequestId', () => {
     expect(loadIdHashKey(dir, 'configured-secret-value').toString()).to.equal('configured-secret-value');
   });
   it('processes starting together agree on one key', async function () {
-    this.timeout(30_000);
+    this.timeout(90_000);
     const { execFile } = await import('node:child_process');
     const dir = join(mkdtempSync(join(tmpdir(), 'tg-idkey-')), 'keys');
     const code = `import('${new URL('../../processors/signing.ts', import.meta.url).href}').then((m) => process.stdout.write(m.loadIdHashKey(${JSON.stringify(dir)}).toString()))`;

@@ -204,6 +204,52 @@ describe('governance secret detectors', () => {
     expect(detectJwts(noAlg)).to.deep.equal([]);
     expect(detectJwts(`x=${b64url('{"alg":"HS256"}')}`)).to.deep.equal([]);
   });
+  it('JWT: a header is read exactly when JSON.parse takes it (whitespace JSON refuses, such as NBSP, never throws)', () => {
+    const sig = repeatAlnum(24);
+    const bits = [' ', '\t', '\n', '\r', '\u00a0', '\u2028', '\u3000', '\v', '\f', ',', ':', '"x"', '1', '-0', '01', '1.', '1e5', 'true', 'nul', '[', ']', '{', '}', '"\\u00e9"', '"\\q"', '"a\u0001"', '\ud800'];
+    let seed = 7;
+    const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n; };
+    // The detector's own check must agree with JSON.parse: a parse it starts never throws.
+    const parse = JSON.parse;
+    let thrown = 0;
+    JSON.parse = ((...args: Parameters<typeof JSON.parse>) => { try { return parse(...args); } catch (err) { thrown++; throw err; } }) as typeof JSON.parse;
+    try {
+    for (let i = 0; i < 3000; i++) {
+      let junk = '';
+      for (let j = rnd(4); j > 0; j--) junk += bits[rnd(bits.length)];
+      // Headers start with {" (the detector looks for eyJ, its base64url); the junk goes anywhere after that.
+      const header = [`{"alg":"HS256"${junk}}`, `{"alg"${junk}:"HS256"}`, `{"typ":"JWT",${junk}"alg":"HS256"}`][rnd(3)]!;
+      let valid = false;
+      try { const v = JSON.parse(header) as { alg?: unknown }; valid = typeof v === 'object' && v !== null && !Array.isArray(v) && v.alg === 'HS256'; } catch { valid = false; }
+      const token = `${b64url(header)}.${b64url('{"sub":"1"}')}.${sig}`;
+      thrown = 0;
+      expect(detectJwts(`t ${token} t`).length, JSON.stringify(header)).to.equal(valid ? 1 : 0);
+      expect(thrown, JSON.stringify(header)).to.equal(0);
+    }
+    } finally {
+      JSON.parse = parse;
+    }
+  });
+
+  it('JWT: text shaped like tokens whose header is not JSON is never parsed (a thrown error each); a nested header is still read', () => {
+    const sig = repeatAlnum(24);
+    const nested = `${b64url('{"alg":"RS256","jwk":{"kty":"RSA","n":"abc"}}')}.${b64url('{"sub":"1"}')}.${sig}`;
+    expect(detectJwts(`token ${nested} end`).map((f) => f.category)).to.deep.equal(['jwt']);
+    // 60,000 distinct decoys: not JSON, JSON-ish with "alg", nested-looking; each would throw in JSON.parse.
+    let decoys = '';
+    for (let i = 0; i < 20_000; i++) {
+      decoys += `eyJ${b64url(`{"alg"${i}}`).slice(3)}.aa.a, eyJ${b64url(`{"alg":{${i}}`).slice(3)}.aa.a, eyJaaaaa${i}.aa.a, `;
+    }
+    const parse = JSON.parse;
+    let parses = 0;
+    JSON.parse = ((...args: Parameters<typeof JSON.parse>) => { parses++; return parse(...args); }) as typeof JSON.parse;
+    try {
+      expect(detectJwts(`${decoys} ${nested}`).map((f) => f.category)).to.deep.equal(['jwt']);
+    } finally {
+      JSON.parse = parse;
+    }
+    expect(parses).to.equal(1);
+  });
 });
 
 describe('governance injection detector', () => {

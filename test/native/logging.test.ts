@@ -12,7 +12,7 @@ import { freePort, terminate, waitReady } from '../support/process.ts';
 interface Line { level: number; msg: string; requestId?: string; [k: string]: unknown }
 
 describe('request logging', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let child: ChildProcess;
   let stdout = '';
   let dataDir: string;

@@ -194,6 +194,13 @@ describe('OpenAPI document against real answers', function () {
     conforms('post', '/api/integrations/otlp/v1/traces', 200, whole);
     conforms('post', '/v1/traces', 400, await send('POST', `${s.url}/v1/traces`, '{', json));
     conforms('post', '/v1/traces', 401, await send('POST', `${s.url}/v1/traces`, otlp([]), { 'content-type': 'application/json' }));
+    const logs = (records: unknown[]) => JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: records }] }] });
+    const event = { traceId, spanId: 'c3'.repeat(8), timeUnixNano: String(start), eventName: 'gen_ai.user.message', body: { kvlistValue: { values: [{ key: 'content', value: { stringValue: 'hi' } }] } } };
+    const partialLogs = await send('POST', `${s.url}/v1/logs`, logs([event, { timeUnixNano: String(start), body: { stringValue: 'no span' } }]), json);
+    expect(partialLogs.json).to.have.nested.property('partialSuccess.rejectedLogRecords', '1');
+    conforms('post', '/v1/logs', 200, partialLogs);
+    conforms('post', '/api/integrations/otlp/v1/logs', 200, await send('POST', `${s.url}/api/integrations/otlp/v1/logs`, logs([event]), json));
+    conforms('post', '/v1/logs', 400, await send('POST', `${s.url}/v1/logs`, '{', json));
     await flushed(s);
 
     for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings', '/api/policy', '/api/verification/keys', '/api/analytics/usage']) {

@@ -1,6 +1,8 @@
 // POST /api/traces and the read routes over real HTTP, on both storage backends.
 import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
+import { Agent, request } from 'node:http';
 import { BACKENDS, cli, flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
 
 for (const backend of BACKENDS) {
@@ -93,6 +95,16 @@ for (const backend of BACKENDS) {
       const span = (await get(`${s.url}/api/traces/${body.requestId}`, auth)).json.trace.spans[0];
       expect(span.attributes.customerTier).to.equal('gold');
       expect(span.attributes.extra).to.deep.equal({ nested: [1, 2, { x: true }] });
+    });
+
+    it('takes parameters.source free-form: a known one sets the source, any other is kept as sent', async () => {
+      const mine = sample({ parameters: { source: 'my_app' } });
+      const coach = sample({ parameters: { source: 'coach' } });
+      for (const body of [mine, coach]) expect((await post(`${s.url}/api/traces`, body, auth)).status).to.equal(200);
+      await flushed(s);
+      const a = (await get(`${s.url}/api/traces/${mine.requestId}`, auth)).json.trace.spans[0];
+      const b = (await get(`${s.url}/api/traces/${coach.requestId}`, auth)).json.trace.spans[0];
+      expect([a.source, a.attributes.parameters, b.source]).to.deep.equal(['native', { source: 'my_app' }, 'coach']);
     });
 
     it('takes null for a known optional field as not given (Python\'s None); null elsewhere is kept', async () => {
@@ -196,6 +208,27 @@ for (const backend of BACKENDS) {
         expect(res.status).to.equal(413);
         expect(res.json.error.code).to.equal('payload_too_large');
         expect((await get(`${s.url}/healthz`)).status).to.equal(200);
+        // A keep-alive client sends its next request after the 413: the answer said the connection closes (the
+        // rest of the bomb is never read), so the client opens a new one instead of having that request reset.
+        const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+        const send = (body: Buffer, headers: Record<string, string>) => new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+          const req = request(`${s.url}/api/traces`, { method: 'POST', agent, headers: { ...auth, 'content-type': 'application/json', ...headers } }, (r) => {
+            r.resume();
+            r.on('end', () => resolve({ status: r.statusCode!, connection: r.headers.connection }));
+          });
+          req.on('error', reject);
+          req.end(body);
+        });
+        // Big enough (gzip members of zeros, 0.5 MB in all) that the 413 is sent while most of it is still arriving.
+        const zeros = gzipSync(Buffer.alloc(50 * 1024 * 1024));
+        const longBomb = Buffer.concat(Array.from({ length: 10 }, () => zeros));
+        try {
+          const first = await send(longBomb, { 'content-encoding': 'gzip' });
+          expect(first).to.deep.equal({ status: 413, connection: 'close' });
+          expect((await send(Buffer.from(JSON.stringify(sample())), {})).status).to.equal(200);
+        } finally {
+          agent.destroy();
+        }
       });
       it('accepts a gzip-encoded body', async () => {
         const body = sample();
@@ -379,5 +412,27 @@ describe('failed authentications per client address', function () {
     expect(audited.items.map((i) => JSON.parse(i.details).throttled ?? 'each')).to.have.members(['each', 'each', 'each', 'too_many_failures']);
     const theirs = await s.running.storage.listAudit(victim.workspaceId, { action: 'auth.rejected', limit: 100 });
     expect(theirs.items.map((i) => [i.actor, JSON.parse(i.details).reason, JSON.parse(i.details).throttled])).to.deep.equal([[victim.keyId, 'wrong_secret', 'too_many_failures']]);
+  });
+
+  it('a throttled address gets few storage lookups: random key ids are answered 429 unchecked; a known key still works', async () => {
+    const victim = await s.key('af-lookups');
+    const good = { authorization: `Bearer ${victim.key}` };
+    expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, good)).status).to.equal(200); // looked up: cached now
+    const storage = s.running.storage as unknown as { getApiKey(id: string): Promise<unknown> };
+    const real = storage.getApiKey;
+    let lookups = 0;
+    storage.getApiKey = function (this: unknown, id: string) { lookups++; return real.call(this, id); };
+    try {
+      const statuses = new Set<number>();
+      for (let i = 0; i < 40; i++) {
+        const random = { authorization: `Bearer tg_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('base64url').slice(0, 43)}` };
+        statuses.add((await post(`${s.url}/api/traces`, { prompt: 'p' }, random)).status);
+      }
+      expect([...statuses]).to.deep.equal([429]);
+      expect(lookups).to.be.at.most(10);
+      expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, good)).status).to.equal(200);
+    } finally {
+      storage.getApiKey = real;
+    }
   });
 });

@@ -22,7 +22,7 @@ describe('configuration', () => {
     expect(out.stderr).to.include('TRACEGATE_MAX_BODY_BYTES');
   });
   it('names the setting when the server cannot listen (port taken, host not here)', async function () {
-    this.timeout(60_000);
+    this.timeout(120_000);
     const taken = await startTestServer('duckdb');
     try {
       const busy = await cli(null, ['serve'], { TRACEGATE_HOST: '127.0.0.1', TRACEGATE_PORT: String(taken.running.port) });
@@ -35,7 +35,7 @@ describe('configuration', () => {
     expect(away.stderr).to.match(/TRACEGATE_HOST: 192\.0\.2\.1 is not an address of this machine/);
   });
   it('has --help everywhere', async function () {
-    this.timeout(120_000); // seven CLI processes one after another: slow on a loaded CI machine
+    this.timeout(240_000); // seven CLI processes one after another: slow on a loaded CI machine
     for (const args of [['--help'], ['keys', '--help'], ['serve', '--help'], ['policy', '--help'], ['verify', '--help'], ['alerts', '--help'], ['provider', '--help']]) {
       const out = await cli(null, args);
       expect(out.code, args.join(' ')).to.equal(0);
@@ -133,7 +133,7 @@ describe('ops routes', () => {
 });
 
 describe('graceful shutdown', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   it('SIGTERM flushes everything acknowledged to storage', async () => {
     const port = await freePort();
     const env = testEnv('clickhouse', { TRACEGATE_PORT: String(port), TRACEGATE_FLUSH_INTERVAL_MS: '600000' });

@@ -6,7 +6,7 @@ import { loadConfig } from '../../config/index.ts';
 import { createKey } from '../../collector/admin.ts';
 
 describe('rate limiting with Redis', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let redis: TestRedis;
   let a: TestServer;
   let b: TestServer;

@@ -12,7 +12,7 @@ import { DuckDbStorage } from '../../storage/duckdb.ts';
 import type { Storage } from '../../storage/types.ts';
 
 describe('stalled clients', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let s: TestServer;
   let fake: FakeResponses;
   let auth: Record<string, string>;
@@ -76,7 +76,7 @@ describe('stalled clients', function () {
 });
 
 describe('a handler slower than the idle limit', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   it('still answers: the limit applies while the answer is written, not while it is worked out (a long verify)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-slow-'));
     const real = new DuckDbStorage(join(dir, 'db.duckdb'));

@@ -733,7 +733,7 @@ describe('OTLP response encoders', () => {
 
 describe('OTLP decode + map throughput (512 GenAI chat spans)', () => {
   it('reports spans/s for decode and decode+map', function () {
-    this.timeout(60_000);
+    this.timeout(120_000);
     const exporter = new InMemorySpanExporter();
     const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
     const tracer = provider.getTracer('bench');

@@ -77,6 +77,51 @@ describe('OTLP mapper rules', () => {
     }] }] }],
   });
 
+  // Shapes real instrumentations emit (captured from ai 7.0, @arizeai/openinference-instrumentation-openai 4.2 and
+  // -openai-agents 0.2, @traceloop/instrumentation-openai 0.22).
+  it('leaves tool results out of a model output message; renders an AI SDK tool output by its value', () => {
+    const out = JSON.stringify([{ role: 'assistant', parts: [
+      { type: 'text', content: 'It is 21°C and sunny in Paris.' }, { type: 'tool_call', id: 'call_1', name: 'weather', arguments: { city: 'Paris' } },
+      { type: 'tool_call_response', id: 'call_1', response: { city: 'Paris', tempC: 21 } },
+    ] }]);
+    const [agent] = run(one({ 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.output.messages': out }));
+    expect(agent!.response).to.equal('It is 21°C and sunny in Paris.');
+    const messages = JSON.stringify([
+      { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
+      { role: 'tool', content: [{ type: 'tool-result', toolCallId: 'call_1', toolName: 'weather', output: { type: 'json', value: { tempC: 21 } } }] },
+    ]);
+    const [legacy] = run(one({ 'ai.operationId': 'ai.generateText.doGenerate', 'ai.model.id': 'gpt-4o-mini', 'ai.prompt.messages': messages }));
+    expect(legacy!.prompt).to.equal('user: Weather in Paris?\ntool: {"tempC":21}');
+    // The OpenTelemetry openai instrumentation sends a Responses function_call_output as a user message of tool results.
+    const input = JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'Weather in Paris?' }] }, { role: 'user', parts: [{ type: 'tool_call_response', id: 'c1', response: '21C and sunny' }] }]);
+    const [responses] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.input.messages': input }));
+    expect(responses!.prompt).to.equal('user: Weather in Paris?\ntool: 21C and sunny');
+  });
+
+  it('reads OpenInference embedding texts and JSON message lists in input.value / output.value', () => {
+    const [emb] = run(one({
+      'openinference.span.kind': 'EMBEDDING', 'embedding.model_name': 'text-embedding-3-small', 'input.value': '["hello world","second text"]',
+      'embedding.embeddings.1.embedding.text': 'second text', 'embedding.embeddings.0.embedding.text': 'hello world',
+    }));
+    expect([emb!.kind, emb!.prompt]).to.deep.equal(['embedding', 'hello world\nsecond text']);
+    const [agent] = run(one({
+      'openinference.span.kind': 'AGENT', 'input.mime_type': 'application/json', 'input.value': '[{"type":"message","role":"user","content":"Weather in Paris?"}]',
+      'output.value': '[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Sunny, 21°C."}]}]',
+    }));
+    expect([agent!.prompt, agent!.response]).to.deep.equal(['user: Weather in Paris?', 'Sunny, 21°C.']);
+    const [plain] = run(one({ 'openinference.span.kind': 'CHAIN', 'input.value': '["just","strings"]', 'output.value': '{"a":1}' }));
+    expect([plain!.prompt, plain!.response]).to.deep.equal(['["just","strings"]', '{"a":1}']);
+  });
+
+  it('takes an OpenLLMetry assistant message whose content is "null" (tool calls only) as empty', () => {
+    const [r] = run(one({
+      'llm.request.type': 'chat', 'gen_ai.prompt.0.role': 'user', 'gen_ai.prompt.0.content': 'Weather in Paris?',
+      'gen_ai.prompt.1.role': 'assistant', 'gen_ai.prompt.1.content': 'null', 'gen_ai.prompt.2.role': 'tool', 'gen_ai.prompt.2.content': '{"tempC":21}',
+      'gen_ai.prompt.3.role': 'user', 'gen_ai.prompt.3.content': 'null',
+    }));
+    expect(r!.prompt).to.equal('user: Weather in Paris?\ntool: {"tempC":21}\nuser: null');
+  });
+
   it('derives total tokens and never loses a span over unknown gen_ai.usage keys', () => {
     const [r] = run(one({ 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 10, 'gen_ai.usage.output_tokens': 5, 'gen_ai.usage.weird.thing': 'x', 'gen_ai.usage.total_tokens': 'not-a-number' }));
     expect(r!.kind).to.equal('llm');

@@ -207,7 +207,7 @@ function statusViolations(bytes: Buffer): Array<{ field: string; description: st
 
 for (const backend of BACKENDS) {
   describe(`OTLP/HTTP route over real HTTP (${backend})`, function () {
-    this.timeout(30_000);
+    this.timeout(90_000);
     let s: TestServer;
     let key: string;
     let auth: Record<string, string>;

@@ -5,7 +5,7 @@ import { OFFLOAD_BYTES, PreflightThread } from '../../collector/proxy/preflight-
 import { parsePolicy } from '../../processors/governance/index.ts';
 
 describe('proxy preflight thread', function () {
-  this.timeout(30_000);
+  this.timeout(90_000);
   const thread = new PreflightThread();
   after(() => thread.close());
   const filler = 'plain words for a long prompt '.repeat(Math.ceil(OFFLOAD_BYTES / 30));

@@ -8,7 +8,7 @@ import type { SpanRecord } from '../../collector/record.ts';
 import { MapStorage, TestLogger, WS, crashChild, removeDir, tempDir, testConfig } from './helpers.ts';
 
 describe('pipeline crash (SIGKILL child)', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let dir: string;
   beforeEach(async () => { dir = await tempDir(); });
   afterEach(async () => { await removeDir(dir); });

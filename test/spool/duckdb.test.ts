@@ -6,7 +6,7 @@ import type { DuckDbStorage } from '../../storage/duckdb.ts';
 import { TestLogger, WS, crashChild, openDuckDb, removeDir, span, tempDir, testConfig } from './helpers.ts';
 
 describe('pipeline on DuckDbStorage', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let dir: string;
   let storage: DuckDbStorage;
 

@@ -16,7 +16,7 @@ const refusedFiles = async (dir: string) => (existsSync(join(dir, 'refused')) ? 
 
 for (const [name, factory] of CONTRACT_BACKENDS) {
   describe(`refused records set aside (${name})`, function () {
-    this.timeout(60_000);
+    this.timeout(120_000);
     let h: StoreHarness;
     let dir: string;
     before(async () => { h = await factory(); dir = await tempDir(); });
@@ -144,7 +144,7 @@ describe('refused records: outages are not refusals', () => {
 });
 
 describe('tracegate refused list | requeue', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   it('lists refused records, refuses to requeue while the collector runs, then requeues them for the next start to replay', async () => {
     const dir = await tempDir();
     const storage = await openDuckDb(join(dir, 'db'));

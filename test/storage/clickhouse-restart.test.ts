@@ -19,7 +19,7 @@ function call(ws: string, id: string, model: string, costUsd: number, over: Part
 }
 
 describe('ClickHouse restarted under a store', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   let ch: TestClickHouse;
   before(async function () {
     if (process.env.TRACEGATE_TEST_CLICKHOUSE_URL) this.skip(); // needs a server of its own to restart

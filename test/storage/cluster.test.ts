@@ -23,7 +23,7 @@ const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> =
 });
 
 (clusterTests ? describe : describe.skip)('ClickHouse cluster (2 shards)', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let c: TestClickHouseCluster;
   const dbs: string[] = [];
   const open = (database: string, nodeUrls?: string[], name?: string) => {

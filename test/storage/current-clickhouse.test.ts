@@ -11,7 +11,7 @@ import { chdbConnection } from './harness.ts';
 const otlpFixture = JSON.parse(readFileSync(new URL('../fixtures/otlp/genai-current-structured.json', import.meta.url), 'utf8')) as { request: unknown };
 
 describe('the server on ClickHouse 26 (chDB)', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   const database = uniqueDatabase('tg_e2e');
   let s: TestServer;
   let auth: Record<string, string>;

@@ -40,7 +40,7 @@ async function until(what: string, probe: () => Promise<boolean> | boolean, time
 const span = (traceId: string) => ({ ...emptySpan('ws', 'native'), traceId, spanId: 's1', startTimeNs: '1000000', endTimeNs: '2000000' });
 
 describe('DuckDB: an invalidated database is reopened without a restart', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
   let root: string;
   beforeEach(() => { root = mkdtempSync(join(tmpdir(), 'tracegate-invalidated-')); });
   afterEach(() => { rmSync(root, { recursive: true, force: true }); });

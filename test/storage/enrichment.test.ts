@@ -777,7 +777,7 @@ describe('enrichment analytics: backends agree (ClickHouse 18.16, ClickHouse 26 
   // of 8192 durations, so its quantiles are estimates: the documented tolerance is 5 standard
   // errors of the rank, 5·sqrt(q(1-q)/8192) (±2.8% of the rank at p50, ±0.55% at p99).
   it('quantiles of a group larger than the reservoir stay within the documented rank tolerance', async function () {
-    this.timeout(120_000);
+    this.timeout(240_000);
     const big = 'ws-agree-big';
     const n = 12_000;
     const r = rng(99);

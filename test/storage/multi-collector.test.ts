@@ -14,7 +14,7 @@ async function patchSettings(s: TestServer, workspace: string, patch: object): P
 }
 
 describe('collectors sharing one ClickHouse database', function () {
-  this.timeout(120_000);
+  this.timeout(240_000);
   let a: TestServer;
   let b: TestServer;
   before(async () => {

@@ -12,7 +12,7 @@ const span = (spanId: string) => ({
 });
 
 describe('test servers', function () {
-  this.timeout(60_000);
+  this.timeout(120_000);
 
   it('ClickHouse: data survives kill and graceful stop; the client reconnects after restart', async function () {
     const ch = await startClickHouse();
