@@ -1,10 +1,11 @@
 // What the CLI can do, two ways: through a running server's loopback admin routes (it holds the embedded
 // database), or directly on storage when no server runs on this data dir.
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { Agent, fetch } from 'undici';
 import { join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
+import { DataDirInUse, lockDataDir } from '../collector/data-dir-lock.ts';
 import type { Storage } from '../storage/types.ts';
 import { createKey, listKeys, parseSettingsPatch, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
 import { SettingsStore, type SettingsPatch } from '../collector/settings.ts';
@@ -31,9 +32,14 @@ export interface Ops {
 /** Written by a running server: its loopback admin port (the main port unless it listens on another address only). */
 interface ServerFile { pid: number; port: number; adminPort?: number; adminToken: string }
 
+/**
+ * The server holding DATA_DIR's lock, when server.json names that same process. A server.json left by a killed
+ * server whose pid now belongs to another program names a pid the lock file does not, or a lock nobody holds.
+ */
 function runningServer(config: Config): ServerFile | null {
   try {
     const s = JSON.parse(readFileSync(join(config.DATA_DIR, 'server.json'), 'utf8')) as ServerFile;
+    if (readFileSync(join(config.DATA_DIR, 'LOCK'), 'utf8').trim() !== String(s.pid)) return null;
     process.kill(s.pid, 0);
     return s;
   } catch {
@@ -46,11 +52,20 @@ class RemoteOps implements Ops {
   constructor(s: ServerFile) { this.s = s; }
   /** `patient`: no time limit on the answer (verifying a large workspace takes minutes, past fetch's 300 s). */
   private async call<T>(method: string, path: string, body?: unknown, patient = false): Promise<T> {
-    const res = await fetch(`http://127.0.0.1:${this.s.adminPort ?? this.s.port}${path}`, {
-      method, headers: { authorization: `Bearer ${this.s.adminToken}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      ...(patient ? { dispatcher: new Agent({ headersTimeout: 0, bodyTimeout: 0 }) } : {}),
-    });
+    const port = this.s.adminPort ?? this.s.port;
+    let res: Awaited<ReturnType<typeof fetch>>;
+    try {
+      res = await fetch(`http://127.0.0.1:${port}${path}`, {
+        method, headers: { authorization: `Bearer ${this.s.adminToken}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        ...(patient ? { dispatcher: new Agent({ headersTimeout: 0, bodyTimeout: 0 }) } : {}),
+      });
+    } catch (err) {
+      // Most often a server stopping (it closes its port before it lets go of DATA_DIR).
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new Error(`the tracegate server on this DATA_DIR (pid ${this.s.pid}, port ${port}) did not answer` +
+        ` (${cause?.code ?? cause?.message ?? (err as Error).message}); if it is stopping, run the command again once it has stopped`);
+    }
     const json = (await res.json()) as { error?: { message: string } };
     if (!res.ok) throw new Error(json.error?.message ?? `server answered ${res.status}`);
     return json as T;
@@ -73,9 +88,11 @@ class LocalOps implements Ops {
   private readonly config: Config;
   private readonly store: SettingsStore;
   private readonly audit: AuditSink;
-  constructor(storage: Storage, config: Config) {
+  private readonly unlock: () => void;
+  constructor(storage: Storage, config: Config, unlock: () => void) {
     this.storage = storage;
     this.config = config;
+    this.unlock = unlock;
     this.store = new SettingsStore(storage, config, 0);
     // Each run's records link to the workspace's newest audit record, so deleting an earlier change breaks a link.
     const previous: Record<string, { hash: string }> = {};
@@ -99,13 +116,40 @@ class LocalOps implements Ops {
   }
   async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), await verificationKeys(this.storage, join(this.config.DATA_DIR, 'keys'))); }
   verifiableWorkspaces() { return this.storage.verificationWorkspaces(); }
-  close() { return this.storage.close(); }
+  async close() {
+    try { await this.storage.close(); } finally { this.unlock(); }
+  }
 }
 
-export async function openOps(config: Config): Promise<Ops> {
-  const server = runningServer(config);
-  if (server) return new RemoteOps(server);
+/**
+ * A running server's admin routes when one holds DATA_DIR, storage directly otherwise. Offline, the CLI holds
+ * DATA_DIR's lock while it works, as the server does: a server starting meanwhile is told the directory is in use
+ * instead of waiting on the embedded database. `readOnly`: a command that only reads refuses a DATA_DIR that
+ * does not exist rather than create an empty store there (a mistyped path would otherwise answer "no keys").
+ */
+export async function openOps(config: Config, opts: { readOnly: boolean }): Promise<Ops> {
+  if (!existsSync(config.DATA_DIR)) {
+    if (opts.readOnly && !config.CLICKHOUSE_URL) {
+      throw new Error(`DATA_DIR ${config.DATA_DIR} does not exist: no tracegate data there (TRACEGATE_DATA_DIR names the server's data directory)`);
+    }
+    mkdirSync(config.DATA_DIR, { recursive: true });
+  }
+  let unlock: () => void;
+  try {
+    unlock = await lockDataDir(config.DATA_DIR);
+  } catch (err) {
+    if (!(err instanceof DataDirInUse)) throw err;
+    const server = runningServer(config);
+    if (server) return new RemoteOps(server);
+    throw new Error(`DATA_DIR ${config.DATA_DIR} is held by process ${err.owner}, which does not answer as a running tracegate server` +
+      ' (a server starting up, or a CLI command under way): try again in a moment');
+  }
   const storage = createStorage(config);
-  await storage.init();
-  return new LocalOps(storage, config);
+  try {
+    await storage.init();
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+  return new LocalOps(storage, config, unlock);
 }

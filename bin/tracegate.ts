@@ -138,8 +138,16 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
   else if (!subs[cmd]!.includes(sub)) throw new UsageError(`unknown command: ${cmd} ${sub}`, cmd);
   else maxPositionals(cmd, positionals, cmd === 'keys' && sub === 'revoke' ? 2 : 1);
   const need = (v: string | undefined, what: string) => { if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`, cmd); return v; };
+  // What the command reads from a file or stdin is read and checked before storage is opened (and DATA_DIR locked).
+  const needsFile = (cmd === 'policy' || cmd === 'alerts') && sub === 'set';
+  const file = needsFile ? need(values.file, '--file F') : undefined;
+  if (needsFile || (cmd === 'provider' && sub === 'set')) need(values.workspace, '--workspace NAME');
+  const doc = file === undefined ? undefined : readDoc(file);
+  const alerts = cmd === 'alerts' ? alertsPatch(file!, doc) : undefined;
+  const provider = cmd === 'provider' ? providerPatch(values) : undefined;
+  const readOnly = (cmd === 'keys' && sub === 'list') || sub === 'show' || cmd === 'verify';
   const { openOps } = await import('./ops.ts');
-  const ops = await openOps(config);
+  const ops = await openOps(config, { readOnly });
   try {
     if (cmd === 'keys' && sub === 'create') {
       const c = await ops.createKey(need(values.workspace, '--workspace NAME'));
@@ -174,34 +182,17 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     }
     if (cmd === 'policy' && sub === 'set') {
       const ws = need(values.workspace, '--workspace NAME');
-      const s = await ops.updateSettings(ws, { policy: readDoc(need(values.file, '--file F')) as never });
+      const s = await ops.updateSettings(ws, { policy: doc as never });
       console.log(`policy set (settings version ${s.version})`);
       return 0;
     }
     if (cmd === 'provider' && sub === 'set') {
-      const ws = need(values.workspace, '--workspace NAME');
-      if (values['base-url'] && values['default-base-url']) throw new UsageError('--base-url and --default-base-url exclude each other', cmd);
-      if (values['api-key-env'] && values['clear-api-key']) throw new UsageError('--api-key-env and --clear-api-key exclude each other', cmd);
-      // Only what is given changes (the stored key stays unless replaced or cleared).
-      const provider: NonNullable<SettingsPatch['provider']> = {};
-      if (values['base-url']) provider.baseUrl = values['base-url'];
-      if (values['default-base-url']) provider.baseUrl = null;
-      if (values['allow-caller-key'] !== undefined) provider.allowCallerKey = values['allow-caller-key'];
-      if (values['clear-api-key']) provider.apiKey = null;
-      if (values['api-key-env']) {
-        const v = process.env[values['api-key-env']];
-        if (!v) throw new UsageError(`environment variable ${values['api-key-env']} is empty`, cmd);
-        provider.apiKey = v;
-      }
-      if (Object.keys(provider).length === 0) throw new UsageError('provider set needs at least one change', cmd);
-      const s = await ops.updateSettings(ws, { provider });
+      const s = await ops.updateSettings(need(values.workspace, '--workspace NAME'), { provider: provider! });
       console.log(`provider set (settings version ${s.version}): ${JSON.stringify(s.provider)}`);
       return 0;
     }
     if (cmd === 'alerts' && sub === 'set') {
-      const ws = need(values.workspace, '--workspace NAME');
-      const file = need(values.file, '--file F');
-      const s = await ops.updateSettings(ws, alertsPatch(file, readDoc(file)));
+      const s = await ops.updateSettings(need(values.workspace, '--workspace NAME'), alerts!);
       console.log(`alert rules set (settings version ${s.version}): ${(s.alertRules ?? []).length} rules` +
         `, webhook ${s.alertWebhookUrl ? `set${s.alertWebhookSecret ? ' (signed)' : ' (unsigned)'}` : 'none'}`);
       return 0;
@@ -227,6 +218,25 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
   } finally {
     await ops.close();
   }
+}
+
+type ProviderOptions = { 'base-url'?: string; 'default-base-url'?: boolean; 'api-key-env'?: string; 'clear-api-key'?: boolean; 'allow-caller-key'?: boolean };
+/** provider set's options as a settings part: only what is given changes (the stored key stays unless replaced or cleared). */
+function providerPatch(values: ProviderOptions): NonNullable<SettingsPatch['provider']> {
+  if (values['base-url'] && values['default-base-url']) throw new UsageError('--base-url and --default-base-url exclude each other', 'provider');
+  if (values['api-key-env'] && values['clear-api-key']) throw new UsageError('--api-key-env and --clear-api-key exclude each other', 'provider');
+  const provider: NonNullable<SettingsPatch['provider']> = {};
+  if (values['base-url']) provider.baseUrl = values['base-url'];
+  if (values['default-base-url']) provider.baseUrl = null;
+  if (values['allow-caller-key'] !== undefined) provider.allowCallerKey = values['allow-caller-key'];
+  if (values['clear-api-key']) provider.apiKey = null;
+  if (values['api-key-env']) {
+    const v = process.env[values['api-key-env']];
+    if (!v) throw new UsageError(`environment variable ${values['api-key-env']} is empty`, 'provider');
+    provider.apiKey = v;
+  }
+  if (Object.keys(provider).length === 0) throw new UsageError('provider set needs at least one change', 'provider');
+  return provider;
 }
 
 /** The alerts file's fields as settings parts. Only the fields the file gives change: the others stay as stored. */

@@ -12,12 +12,18 @@ import { linkSync, readFileSync, realpathSync, renameSync, unlinkSync, writeFile
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 
-export class DataDirInUse extends Error {}
+export class DataDirInUse extends Error {
+  readonly owner: string;
+  constructor(message: string, owner: string) {
+    super(message);
+    this.owner = owner;
+  }
+}
 
 const held = new Map<string, { server: Server | null; count: number }>(); // this process's locks (tests restart in-process)
 
 function inUse(dataDir: string, owner: string): DataDirInUse {
-  return new DataDirInUse(`DATA_DIR ${dataDir} is in use by another tracegate process (pid ${owner}); stop it or use another TRACEGATE_DATA_DIR`);
+  return new DataDirInUse(`DATA_DIR ${dataDir} is in use by another tracegate process (pid ${owner}); stop it or use another TRACEGATE_DATA_DIR`, owner);
 }
 
 function readOwner(path: string): string {
@@ -105,7 +111,7 @@ function lockFile(dataDir: string, path: string): void {
       if (!/^\d+$/.test(owner) || alive(Number(owner))) throw inUse(dataDir, owner);
       try { unlinkSync(path); } catch { /* someone else took it over first */ }
     }
-    throw new DataDirInUse(`could not take ${path}: another process keeps creating it`);
+    throw new DataDirInUse(`could not take ${path}: another process keeps creating it`, 'unknown');
   } finally {
     try { unlinkSync(tmp); } catch { /* gone */ }
   }

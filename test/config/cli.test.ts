@@ -3,7 +3,9 @@
 import { expect } from 'chai';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { freePort } from '../support/process.ts';
 import { cli, flushed, get, post, startTestServer, testEnv, type TestServer } from '../support/server.ts';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
 import type { Storage } from '../../storage/types.ts';
@@ -251,6 +253,89 @@ describe('cli: policy show', function () {
     } finally {
       await s.close();
       await off.close();
+    }
+  });
+});
+
+describe('cli: which store it works on', function () {
+  this.timeout(120_000);
+  const children: ChildProcess[] = [];
+  afterEach(() => { for (const c of children.splice(0)) c.kill('SIGKILL'); });
+
+  /** A process that is not a server: `sleep`, or one holding DATA_DIR's lock (as a server does while it starts). */
+  async function bystander(dataDir?: string): Promise<ChildProcess> {
+    const child = dataDir
+      ? spawn(process.execPath, ['--input-type=module', '-e',
+        `const { lockDataDir } = await import(${JSON.stringify(resolve('collector/data-dir-lock.ts'))});
+         await lockDataDir(${JSON.stringify(dataDir)}); console.log('locked'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] })
+      : spawn('sleep', ['60'], { stdio: 'ignore' });
+    children.push(child);
+    if (dataDir) await new Promise((ok) => child.stdout!.once('data', ok));
+    return child;
+  }
+
+  it('a DATA_DIR that does not exist: reading commands fail and create nothing; a file is read before the store is opened', async () => {
+    const env = testEnv('duckdb');
+    const dir = join(env.TRACEGATE_DATA_DIR!, 'typo');
+    try {
+      for (const args of [['keys', 'list'], ['verify'], ['settings', 'show', '--workspace', 'acme'], ['policy', 'show', '--workspace', 'acme']]) {
+        const out = await cli(null, args, { ...env, TRACEGATE_DATA_DIR: dir });
+        expect(out.code, args.join(' ')).to.equal(1);
+        expect(out.stderr, args.join(' ')).to.include(`DATA_DIR ${dir} does not exist`);
+        expect(existsSync(dir), args.join(' ')).to.equal(false);
+      }
+      // stdin is empty here: not JSON, refused before anything is opened or created
+      const set = await cli(null, ['policy', 'set', '--workspace', 'acme', '--file', '-'], { ...env, TRACEGATE_DATA_DIR: dir });
+      expect(set.code).to.equal(1);
+      expect(set.stderr).to.include('stdin: not valid JSON');
+      expect(existsSync(dir)).to.equal(false);
+      // creating a key on a fresh machine still makes the directory
+      expect((await cli(null, ['keys', 'create', '--workspace', 'acme'], { ...env, TRACEGATE_DATA_DIR: dir })).code).to.equal(0);
+      expect((await cli(null, ['keys', 'list', '--json'], { ...env, TRACEGATE_DATA_DIR: dir })).stdout).to.include('"keyId"');
+    } finally {
+      rmSync(env.TRACEGATE_DATA_DIR!, { recursive: true, force: true });
+    }
+  });
+
+  it("a server.json left by a killed server, its pid now another program's, is ignored", async () => {
+    const env = testEnv('duckdb');
+    const dir = env.TRACEGATE_DATA_DIR!;
+    try {
+      const other = await bystander();
+      writeFileSync(join(dir, 'server.json'), JSON.stringify({ pid: other.pid, port: await freePort(), adminToken: 'stale' }));
+      writeFileSync(join(dir, 'LOCK'), String(other.pid));
+      const created = await cli(null, ['keys', 'create', '--workspace', 'acme', '--json'], env);
+      expect(created.code, created.stderr).to.equal(0);
+      const list = await cli(null, ['keys', 'list', '--json'], env);
+      expect(JSON.parse(list.stdout).map((k: { keyId: string }) => k.keyId)).to.deep.equal([JSON.parse(created.stdout).keyId]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('DATA_DIR held by a process that does not answer as a server: a clear message at once, not a wait or "fetch failed"', async () => {
+    const env = testEnv('duckdb');
+    const dir = env.TRACEGATE_DATA_DIR!;
+    try {
+      const holder = await bystander(dir);
+      // as while a server starts: the lock taken, server.json not written yet
+      const starting = await cli(null, ['keys', 'list'], env);
+      expect(starting.code).to.equal(1);
+      expect(starting.stderr).to.include(`held by process ${holder.pid}`).and.include('try again in a moment');
+      // as while a server stops: server.json still there, its port closed
+      const port = await freePort();
+      writeFileSync(join(dir, 'server.json'), JSON.stringify({ pid: holder.pid, port, adminToken: 'x' }));
+      const stopping = await cli(null, ['keys', 'list'], env);
+      expect(stopping.code).to.equal(1);
+      expect(stopping.stderr).to.include(`(pid ${holder.pid}, port ${port}) did not answer (ECONNREFUSED)`).and.not.include('fetch failed');
+      // once it has let go, the CLI works offline
+      holder.kill('SIGKILL');
+      await new Promise((ok) => holder.once('exit', ok));
+      const after = await cli(null, ['keys', 'list', '--json'], env);
+      expect(after.code, after.stderr).to.equal(0);
+      expect(JSON.parse(after.stdout)).to.deep.equal([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
