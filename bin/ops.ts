@@ -88,11 +88,9 @@ class LocalOps implements Ops {
   private readonly config: Config;
   private readonly store: SettingsStore;
   private readonly audit: AuditSink;
-  private readonly unlock: () => void;
-  constructor(storage: Storage, config: Config, unlock: () => void) {
+  constructor(storage: Storage, config: Config) {
     this.storage = storage;
     this.config = config;
-    this.unlock = unlock;
     this.store = new SettingsStore(storage, config, 0);
     // Each run's records link to the workspace's newest audit record, so deleting an earlier change breaks a link.
     const previous: Record<string, { hash: string }> = {};
@@ -116,16 +114,13 @@ class LocalOps implements Ops {
   }
   async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), await verificationKeys(this.storage, join(this.config.DATA_DIR, 'keys'))); }
   verifiableWorkspaces() { return this.storage.verificationWorkspaces(); }
-  async close() {
-    try { await this.storage.close(); } finally { this.unlock(); }
-  }
+  close() { return this.storage.close(); }
 }
 
 /**
- * A running server's admin routes when one holds DATA_DIR, storage directly otherwise. Offline, the CLI holds
- * DATA_DIR's lock while it works, as the server does: a server starting meanwhile is told the directory is in use
- * instead of waiting on the embedded database. `readOnly`: a command that only reads refuses a DATA_DIR that
- * does not exist rather than create an empty store there (a mistyped path would otherwise answer "no keys").
+ * A running server's admin routes when one holds DATA_DIR, storage directly when nothing does. `readOnly`: a
+ * command that only reads refuses a DATA_DIR that does not exist rather than create an empty store there (a
+ * mistyped path would otherwise answer "no keys").
  */
 export async function openOps(config: Config, opts: { readOnly: boolean }): Promise<Ops> {
   if (!existsSync(config.DATA_DIR)) {
@@ -134,22 +129,18 @@ export async function openOps(config: Config, opts: { readOnly: boolean }): Prom
     }
     mkdirSync(config.DATA_DIR, { recursive: true });
   }
-  let unlock: () => void;
+  // Only a probe: held while the CLI works, the lock would stop a server (re)starting meanwhile, which instead
+  // waits for the embedded database's own lock (up to 30 s).
   try {
-    unlock = await lockDataDir(config.DATA_DIR);
+    (await lockDataDir(config.DATA_DIR))();
   } catch (err) {
     if (!(err instanceof DataDirInUse)) throw err;
     const server = runningServer(config);
     if (server) return new RemoteOps(server);
     throw new Error(`DATA_DIR ${config.DATA_DIR} is held by process ${err.owner}, which does not answer as a running tracegate server` +
-      ' (a server starting up, or a CLI command under way): try again in a moment');
+      ' (a server starting or stopping, or `tracegate refused requeue`): try again in a moment');
   }
   const storage = createStorage(config);
-  try {
-    await storage.init();
-  } catch (err) {
-    unlock();
-    throw err;
-  }
-  return new LocalOps(storage, config, unlock);
+  await storage.init();
+  return new LocalOps(storage, config);
 }
