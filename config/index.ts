@@ -55,6 +55,7 @@ export const configSchema = z.object({
   MAX_ATTRIBUTES: int(2048, 1),                  // attributes per span (flattened conversations need many)
   MAX_EVENTS: int(128, 0),                       // events per span
   MAX_DEPTH: int(8, 1),                          // nesting depth of attribute values
+  MAX_TRACE_SPANS: int(10_000, 10, 1_000_000),   // spans GET /api/traces/:id answers at most (the rest by spanCursor)
   MAX_JSON_DEPTH: int(64, 8, 1000),              // bracket depth of any JSON body
   MAX_JSON_VALUES: int(DEFAULT_MAX_JSON_VALUES, 1000), // JSON values in a body (containers + elements; 413 beyond)
   // Decompressed body bytes buffered at once across all requests (503 + Retry-After beyond); ≥ MAX_BODY_BYTES.

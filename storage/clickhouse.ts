@@ -5,7 +5,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHous
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
@@ -360,11 +360,11 @@ export class ClickHouseStorage implements Storage {
     return all;
   }
 
-  async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
-    return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
+  async getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]> {
+    return (await this.getTraces(workspaceId, [traceId], page)).get(traceId) ?? [];
   }
 
-  async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
+  async getTraces(workspaceId: string, traceIds: readonly string[], page?: SpanPage): Promise<Map<string, SpanRecord[]>> {
     const out = new Map<string, SpanRecord[]>();
     const ws = str(wellFormed(workspaceId));
     for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
@@ -373,6 +373,9 @@ export class ClickHouseStorage implements Storage {
         `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
       );
       if (dates.length === 0) continue;
+      const after = page?.after
+        ? `WHERE toUInt64(start_sort) > ${u64(page.after.startNs)} OR (toUInt64(start_sort) = ${u64(page.after.startNs)} AND span_id > ${str(wellFormed(page.after.spanId))})`
+        : '';
       const rows = await this.rows<SpanReadRow>(
         // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
         // moved to another day (native retries are stamped at receipt), keeping the newest.
@@ -380,7 +383,8 @@ export class ClickHouseStorage implements Storage {
            SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
            WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
            ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id)
-         ORDER BY trace_id, toUInt64(start_sort), span_id`, LOOKUP_SETTINGS,
+         ${after}
+         ORDER BY trace_id, toUInt64(start_sort), span_id ${page ? `LIMIT ${Math.max(1, Math.trunc(page.limit))}` : ''}`, LOOKUP_SETTINGS,
       );
       for (const row of rows) {
         const rec = fromReadRow(row);
@@ -419,7 +423,7 @@ export class ClickHouseStorage implements Storage {
           max(completion_tokens) AS max_completion,
           max(total_tokens) AS max_total,
           max(cost_usd) AS max_cost,
-          max(status = 'error') AS any_error,
+          countIf(status = 'error') AS n_errors,
           argMin(name, ${root}) AS root_name,
           argMin(model, tuple(kind != 'llm', parent_span_id != '', start_ns, span_id)) AS root_model,
           argMin(source, ${root}) AS root_source,
@@ -454,6 +458,7 @@ export class ClickHouseStorage implements Storage {
     if (f.cursor) having.push(`(min(s_start) < ${u64(f.cursor.s)} OR (min(s_start) = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`);
     const narrow: string[] = [];
     if (filtered) narrow.push(`trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND ${spanConditions(f)})`);
+    if (f.traceId !== undefined) narrow.push(`trace_id = ${str(f.traceId)}`);
     // The trace status is one of its spans' statuses: only traces with such a span (in any version) can match.
     // Most spans are 'completed': for it, that subquery would narrow nothing and cost more than it saves.
     if (f.status !== undefined && f.status !== 'completed') narrow.push(`trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND status = ${str(f.status)})`);
@@ -643,7 +648,7 @@ function spanConditions(f: SpanFilter): string {
 interface AggRow {
   trace_id: string; t_start_s: string; t_end_s: string; n_spans: string; n_usage: string;
   sum_prompt: string; sum_completion: string; sum_total: string; sum_cost: number;
-  max_prompt: string; max_completion: string; max_total: string; max_cost: number; any_error: number;
+  max_prompt: string; max_completion: string; max_total: string; max_cost: number; n_errors: string;
   root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
 }
 
@@ -652,7 +657,7 @@ function fromAggRow(r: AggRow): TraceAgg {
   return {
     traceId: r.trace_id, startNs: r.t_start_s, endNs: r.t_end_s, spanCount: Number(r.n_spans),
     promptTokens: Number(calls ? r.sum_prompt : r.max_prompt), completionTokens: Number(calls ? r.sum_completion : r.max_completion),
-    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, anyError: Number(r.any_error) === 1,
+    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, errorCount: Number(r.n_errors),
     name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
     environment: r.root_env, status: r.root_status,
   };

@@ -138,6 +138,21 @@ export function decodeCursor(cursor: string): Cursor {
   throw badQuery('cursor', 'invalid cursor');
 }
 
+/** GET /api/traces/:id?spanCursor: where the next part of a trace's spans starts (after this start and span id). */
+export function encodeSpanCursor(after: { startNs: string; spanId: string }): string {
+  return Buffer.from(JSON.stringify({ s: after.startNs, span: after.spanId })).toString('base64url');
+}
+
+export function decodeSpanCursor(cursor: string): { startNs: string; spanId: string } {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (v && typeof v === 'object' && 's' in v && 'span' in v && typeof v.s === 'string' && typeof v.span === 'string') {
+      return { startNs: checkNs(v.s, 'spanCursor'), spanId: v.span };
+    }
+  } catch { /* fall through */ }
+  throw badQuery('spanCursor', 'invalid cursor');
+}
+
 /** The filter with values checked and converted, ready for either backend's SQL. */
 export interface SpanFilter {
   fromNs?: string;
@@ -148,6 +163,7 @@ export interface SpanFilter {
   status?: string;
   source?: string;
   cursor?: Cursor;
+  traceId?: string;
   limit: number;
 }
 
@@ -164,6 +180,7 @@ export function normalizeFilter(f: TraceFilter): SpanFilter {
     if (v !== undefined) out[k] = wellFormed(v);
   }
   if (f.cursor) out.cursor = decodeCursor(f.cursor);
+  if (f.traceId !== undefined) out.traceId = wellFormed(f.traceId);
   return out;
 }
 
@@ -182,7 +199,7 @@ export interface TraceAgg {
   completionTokens: number;
   totalTokens: number;
   costUsd: number;
-  anyError: boolean;
+  errorCount: number;
   /** Of the first LLM span (parent '' first, then earliest start, then lowest span id); the root's when none. */
   model: string;
   // of the root-most span: parent '' first, then earliest start, then lowest span id
@@ -209,7 +226,8 @@ export function toSummary(a: TraceAgg): TraceSummary {
     endTimeNs: a.endNs,
     durationMs: nsDiffMs(a.startNs, a.endNs),
     spanCount: a.spanCount,
-    status: a.anyError ? 'error' : a.status,
+    status: a.errorCount > 0 ? 'error' : a.status,
+    errorCount: a.errorCount,
     model: a.model,
     source: a.source,
     actionName: a.actionName,

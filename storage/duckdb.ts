@@ -6,7 +6,7 @@ import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
@@ -232,18 +232,25 @@ export class DuckDbStorage implements Storage {
     });
   }
 
-  async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
-    return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
+  async getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]> {
+    return (await this.getTraces(workspaceId, [traceId], page)).get(traceId) ?? [];
   }
 
-  async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
+  async getTraces(workspaceId: string, traceIds: readonly string[], page?: SpanPage): Promise<Map<string, SpanRecord[]>> {
     const out = new Map<string, SpanRecord[]>();
     if (traceIds.length === 0) return out;
     const params: Params = { ws: wellFormed(workspaceId) };
     traceIds.forEach((t, i) => { params[`t${i}`] = wellFormed(t); });
+    let after = '';
+    if (page?.after) {
+      Object.assign(params, { after_ns: BigInt(page.after.startNs), after_span: wellFormed(page.after.spanId) });
+      after = 'AND (start_ns > $after_ns OR (start_ns = $after_ns AND span_id > $after_span))';
+    }
+    if (page) params.lim = Math.max(1, Math.trunc(page.limit));
+    // A page is read as a top-N: a trace of 200k spans of 2 KB read whole exceeded the 256 MB memory limit.
     const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
-      `SELECT * FROM spans WHERE workspace_id = $ws AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')})
-       ORDER BY trace_id, start_ns, span_id`, params));
+      `SELECT * FROM spans WHERE workspace_id = $ws AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')}) ${after}
+       ORDER BY trace_id, start_ns, span_id ${page ? 'LIMIT $lim' : ''}`, params));
     for (const row of rows) {
       const rec = fromRow(row);
       const list = out.get(rec.traceId);
@@ -258,6 +265,10 @@ export class DuckDbStorage implements Storage {
     let match = hasSpanFilter(f)
       ? `AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND ${spanConditions(f, params)})`
       : '';
+    if (f.traceId !== undefined) {
+      match += ' AND trace_id = $tid';
+      params.tid = f.traceId;
+    }
     // The trace status is one of its spans' statuses: only traces with such a span need aggregating.
     if (f.status !== undefined) match += ' AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND status = $status)';
     if (f.cursor) Object.assign(params, { cs: f.cursor.s, ct: f.cursor.t });
@@ -293,7 +304,7 @@ export class DuckDbStorage implements Storage {
           max(completion_tokens) AS max_completion,
           max(total_tokens) AS max_total,
           max(cost_usd) AS max_cost,
-          bool_or(status = 'error') AS any_error,
+          count(*) FILTER (WHERE status = 'error') AS n_errors,
           ${root('name')} AS root_name,
           arg_min(model, (kind <> 'llm', parent_span_id <> '', start_ns, span_id)) AS root_model,
           ${root('source')} AS root_source,
@@ -499,7 +510,7 @@ function spanConditions(f: SpanFilter, params: Params): string {
 interface AggRow {
   trace_id: string; t_start: bigint; t_end: bigint; n_spans: bigint; n_usage: bigint;
   sum_prompt: bigint; sum_completion: bigint; sum_total: bigint; sum_cost: number;
-  max_prompt: bigint; max_completion: bigint; max_total: bigint; max_cost: number; any_error: boolean;
+  max_prompt: bigint; max_completion: bigint; max_total: bigint; max_cost: number; n_errors: bigint;
   root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
 }
 
@@ -508,7 +519,7 @@ function fromAggRow(r: AggRow): TraceAgg {
   return {
     traceId: r.trace_id, startNs: r.t_start.toString(), endNs: r.t_end.toString(), spanCount: Number(r.n_spans),
     promptTokens: Number(calls ? r.sum_prompt : r.max_prompt), completionTokens: Number(calls ? r.sum_completion : r.max_completion),
-    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, anyError: r.any_error,
+    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, errorCount: Number(r.n_errors),
     name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
     environment: r.root_env, status: r.root_status,
   };

@@ -24,6 +24,8 @@ export interface TraceFilter {
   environment?: string;
   status?: string;
   source?: Source;
+  /** One trace only (its rollup when GET /api/traces/:id shows a part of its spans). */
+  traceId?: string;
   limit: number;          // 1..1000
   /** Opaque cursor returned as nextCursor by the previous page. */
   cursor?: string;
@@ -38,6 +40,7 @@ export interface TraceSummary {
   durationMs: number;     // trace wall time: max(end) - min(start)
   spanCount: number;
   status: string;         // 'error' if any span errored, else the root span's status
+  errorCount: number;     // spans with status 'error'
   model: string;
   source: Source | string;
   actionName: string;
@@ -50,6 +53,9 @@ export interface TraceSummary {
 
 export interface TracePage { items: TraceSummary[]; nextCursor: string | null }
 
+/** A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id). */
+export interface SpanPage { limit: number; after?: { startNs: string; spanId: string } }
+
 export interface Storage {
   readonly kind: 'clickhouse' | 'duckdb';
   /** Connect and run migrations (idempotent, versioned). */
@@ -60,8 +66,11 @@ export interface Storage {
 
   /** Insert a batch. Idempotent on (workspaceId, traceId, spanId): the record with the highest ingestedAtMs wins. */
   insertSpans(rows: SpanRecord[]): Promise<void>;
-  /** All spans of a trace in the workspace, ordered by start time; [] when unknown. */
-  getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
+  /**
+   * The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. `page`: at most
+   * `limit` of them, those after `after` in that order (GET /api/traces/:id reads a large trace in parts).
+   */
+  getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]>;
   /** getTrace for many traces in one query (verification): trace id → its spans; unknown ids are left out. */
   getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>>;
   listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage>;

@@ -7,7 +7,9 @@ import { parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { SOURCES, SPAN_KINDS } from '../record.ts';
 import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from '../trace-view.ts';
-import type { TracePage } from '../../storage/types.ts';
+import type { TracePage, TraceSummary } from '../../storage/types.ts';
+import { decodeSpanCursor, encodeSpanCursor } from '../../storage/codec.ts';
+import type { SpanRecord } from '../record.ts';
 
 export const listQuery = z.object({
   from: time.optional().describe('Start of the time range: ms since the epoch or ISO 8601'),
@@ -26,7 +28,7 @@ const nsTime = z.string().describe('Decimal nanoseconds since the epoch');
 const traceSummarySchema = z.object({
   traceId: z.string(), name: z.string().describe('Of the root-most span'), startTimeNs: nsTime, endTimeNs: nsTime,
   durationMs: z.number(), spanCount: z.number().int(), status: z.string().describe("'error' when any span errored, else the root span's status"),
-  model: z.string(), source: z.string(), actionName: z.string(), environment: z.string(),
+  errorCount: z.number().int().describe("Spans with status 'error'"), model: z.string(), source: z.string(), actionName: z.string(), environment: z.string(),
   promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), costUsd: z.number(),
 });
 export const tracePageSchema = z.object({ items: z.array(traceSummarySchema), nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last') });
@@ -56,9 +58,10 @@ const traceRollupSchema = z.object({
 export const traceDetailSchema = z.object({
   trace: z.object({
     traceId: z.string(),
-    summary: traceRollupSchema.nullable(),
-    spans: z.array(spanSchema),
-    tree: z.array(treeNodeSchema),
+    summary: traceRollupSchema.nullable().describe('Of the whole trace; prompt, response and provider from the spans of the first part'),
+    spans: z.array(spanSchema).describe('In start order: the whole trace, or one part of it (see nextSpanCursor)'),
+    nextSpanCursor: z.string().nullable().describe('Pass as spanCursor for the next part of the spans; null when this part is the last'),
+    tree: z.array(treeNodeSchema).describe("Of this part's spans (a span whose parent is in another part is a root here)"),
     policy: z.array(z.object({
       spanId: z.string(), policyVersion: z.number().int(), decision: z.enum(['allow', 'flag', 'redact', 'block']),
       reasons: z.unknown().describe('[{ code, message, category?, rule? }]'), createdAtMs: z.number(),
@@ -93,6 +96,12 @@ export function checkRange(q: { from?: number | undefined; to?: number | undefin
  * trace details, verification or usage queries; and `read:` keeps them apart from POST /api/traces (`traces`), so
  * reading never spends ingestion's budget nor the reverse.
  */
+/** GET /api/traces/:id reads a trace in parts of at most TRACEGATE_MAX_TRACE_SPANS spans (spanLimit, spanCursor). */
+export const traceQuery = (maxSpans: number) => z.object({
+  spanLimit: z.coerce.number().int().min(1).max(maxSpans).optional().describe(`Spans per part (default and most: TRACEGATE_MAX_TRACE_SPANS, here ${maxSpans})`),
+  spanCursor: z.string().max(2048).optional().describe('nextSpanCursor from the previous part'),
+});
+
 export const READ_LIMITS = {
   traces: 'read:traces', trace: 'read:trace', verification: 'read:verification', verificationKeys: 'read:verification-keys',
   audit: 'read:audit', alerts: 'read:alerts', findings: 'read:findings', policy: 'read:policy', usage: 'read:usage',
@@ -111,9 +120,10 @@ export function readRoutes(r: RouteContext): void {
     summary: 'List traces, newest first (reads may lag writes by up to TRACEGATE_FLUSH_INTERVAL_MS)',
     responses: { 200: { description: 'A page of trace summaries and the cursor of the next page', schema: tracePageSchema }, 503: unavailableDoc },
   });
+  const detailQuery = traceQuery(r.config.MAX_TRACE_SPANS);
   r.docs.push({
-    method: 'get', path: '/api/traces/{traceId}', tag: 'read', auth: 'apiKey',
-    summary: 'One trace: summary roll-up, spans, the span tree, and the governance policy decision recorded for each span',
+    method: 'get', path: '/api/traces/{traceId}', tag: 'read', auth: 'apiKey', query: detailQuery,
+    summary: 'One trace: summary roll-up, spans (a large trace in parts), the span tree, and the governance policy decision recorded for each span',
     responses: { 200: { description: 'The trace', schema: traceDetailSchema }, 404: { description: 'No such trace in this workspace', schema: errorSchema }, 503: unavailableDoc },
   });
 
@@ -131,15 +141,46 @@ export function readRoutes(r: RouteContext): void {
   r.router.get('/api/traces/:traceId', ...r.readGuard(READ_LIMITS.trace), async (ctx) => {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
+    const q = parseQuery(detailQuery, ctx);
+    const after = q.spanCursor === undefined ? undefined : decodeSpanCursor(q.spanCursor);
+    const limit = q.spanLimit ?? r.config.MAX_TRACE_SPANS;
     const caller = ctx.state.caller as Caller;
-    const { spans, records } = await r.read(async () => {
-      const spans = viewSpans(await r.storage.getTrace(caller.workspaceId, traceId));
-      return { spans, records: spans.length === 0 ? [] : await r.storage.getPolicyRecords(caller.workspaceId, traceId) };
+    const { page, more, whole, records } = await r.read(async () => {
+      // One span more than asked tells whether there is a next part.
+      const read = await r.storage.getTrace(caller.workspaceId, traceId, { limit: limit + 1, ...(after ? { after } : {}) });
+      const more = read.length > limit;
+      const page = more ? read.slice(0, limit) : read;
+      const ids = new Set(page.map((s) => s.spanId));
+      return {
+        page, more,
+        // A part of the trace: its roll-up comes from storage, as the list's.
+        whole: more || after ? (await r.storage.listTraces(caller.workspaceId, { traceId, limit: 1 })).items[0] : undefined,
+        records: page.length === 0 ? [] : (await r.storage.getPolicyRecords(caller.workspaceId, traceId)).filter((p) => ids.has(p.spanId)),
+      };
     });
-    if (spans.length === 0) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
+    if (page.length === 0 && !whole) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
+    const spans = viewSpans(page);
     const policy = records.map((p) => ({
       spanId: p.spanId, policyVersion: p.policyVersion, decision: p.decision, reasons: JSON.parse(p.reasons) as unknown, createdAtMs: p.createdAtMs,
     }));
-    ctx.body = { trace: { traceId, summary: summarize(spans), spans: spans.map(publicSpan), tree: spanTree(spans), policy } } satisfies z.output<typeof traceDetailSchema>;
+    const last = page.at(-1);
+    ctx.body = {
+      trace: {
+        traceId, summary: partSummary(spans, whole), spans: spans.map(publicSpan),
+        nextSpanCursor: more && last ? encodeSpanCursor({ startNs: last.startTimeNs, spanId: last.spanId }) : null,
+        tree: spanTree(spans), policy,
+      },
+    } satisfies z.output<typeof traceDetailSchema>;
   });
+}
+
+/**
+ * The summary of a trace shown in parts: the whole trace's roll-up from storage (times, counts, usage, status, the
+ * root's fields), with prompt, response and provider from this part's spans (the first part holds the earliest).
+ */
+function partSummary(spans: SpanRecord[], whole: TraceSummary | undefined): ReturnType<typeof summarize> {
+  const own = summarize(spans);
+  if (!whole) return own;
+  const { traceId: _t, ...rollup } = whole;
+  return { ...rollup, provider: own?.provider ?? '', prompt: own?.prompt ?? '', response: own?.response ?? '', source: rollup.source as SpanRecord['source'] };
 }

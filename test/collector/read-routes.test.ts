@@ -277,3 +277,66 @@ describe('405 Method Not Allowed', function () {
     }
   });
 });
+
+describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_SPANS)', function () {
+  this.timeout(120_000);
+  for (const backend of ['duckdb', 'clickhouse'] as const) {
+    it(`${backend}: parts of at most the limit, in start order, each span once; the summary is the whole trace's`, async () => {
+      const s = await startTestServer(backend, { TRACEGATE_MAX_TRACE_SPANS: '10' });
+      try {
+        const auth = { authorization: `Bearer ${(await s.key()).key}` };
+        const traceId = '0af7651916cd43dd8448eb211c80319c';
+        const t0 = 1_763_787_000_000_000_000n;
+        const spans = Array.from({ length: 25 }, (_, i) => ({
+          traceId, spanId: (0x1000 + i).toString(16).padStart(16, '0'), parentSpanId: i ? '0000000000001000' : '',
+          name: i ? `chat ${i}` : 'agent', kind: 1,
+          // pairs of spans start together: ties are broken by span id
+          startTimeUnixNano: String(t0 + BigInt(Math.floor(i / 2)) * 1_000_000n), endTimeUnixNano: String(t0 + BigInt(i + 1) * 1_000_000n),
+          attributes: i ? [
+            { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
+            { key: 'gen_ai.usage.input_tokens', value: { intValue: '10' } }, { key: 'gen_ai.usage.output_tokens', value: { intValue: '2' } },
+          ] : [],
+          status: { code: i === 20 ? 2 : 0 },
+        }));
+        const body = { resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 't' }, spans }] }] };
+        const res = await post(`${s.url}/v1/traces`, body, auth);
+        expect(res.status, res.text).to.equal(200);
+        await flushed(s);
+
+        const first = await get(`${s.url}/api/traces/${traceId}`, auth);
+        expect(first.status, first.text).to.equal(200);
+        const { summary } = first.json.trace;
+        expect(summary).to.include({ spanCount: 25, errorCount: 1, status: 'error', name: 'agent', promptTokens: 240, completionTokens: 48 });
+        const seen: string[] = [];
+        let part = first.json.trace;
+        for (let guard = 0; guard < 10; guard++) {
+          expect(part.spans.length).to.be.at.most(10);
+          expect(part.summary).to.deep.equal(summary);
+          seen.push(...part.spans.map((x: { spanId: string }) => x.spanId));
+          if (!part.nextSpanCursor) break;
+          const next = await get(`${s.url}/api/traces/${traceId}?spanCursor=${part.nextSpanCursor}`, auth);
+          expect(next.status, next.text).to.equal(200);
+          part = next.json.trace;
+        }
+        expect(seen).to.deep.equal(spans.map((x) => x.spanId));
+        // a smaller part on request; more than the limit is refused
+        const small = await get(`${s.url}/api/traces/${traceId}?spanLimit=3`, auth);
+        expect(small.json.trace.spans.map((x: { spanId: string }) => x.spanId)).to.deep.equal(seen.slice(0, 3));
+        expect(small.json.trace.tree.map((n: { spanId: string; children: unknown[] }) => [n.spanId, n.children.length])).to.deep.equal([[seen[0], 2]]);
+        expect((await get(`${s.url}/api/traces/${traceId}?spanLimit=11`, auth)).status).to.equal(400);
+        // a trace within the limit is one part, as before
+        expect((await post(`${s.url}/api/traces`, { requestId: 'small-one', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+        await flushed(s);
+        const one = await get(`${s.url}/api/traces/small-one`, auth);
+        expect(one.json.trace.nextSpanCursor).to.equal(null);
+        expect(one.json.trace.summary).to.include({ spanCount: 1, errorCount: 0, prompt: 'p', response: 'r' });
+        // another workspace's key sees nothing, cursor or not
+        const other = { authorization: `Bearer ${(await s.key('other-co')).key}` };
+        expect((await get(`${s.url}/api/traces/${traceId}`, other)).status).to.equal(404);
+        expect((await get(`${s.url}/api/traces/${traceId}?spanCursor=${first.json.trace.nextSpanCursor}`, other)).status).to.equal(404);
+      } finally {
+        await s.close();
+      }
+    });
+  }
+});

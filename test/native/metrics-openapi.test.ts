@@ -54,9 +54,15 @@ describe('OpenAPI document of the read routes', function () {
     expect(bad.json.error.code).to.equal('invalid_query');
   });
 
-  it('GET /api/traces/{traceId}: a response schema (summary, spans, tree, policy) and 400 for an invalid trace id', async () => {
+  it('GET /api/traces/{traceId}: a response schema (summary, spans in parts, tree, policy) and 400 for an invalid trace id or span query', async () => {
     const trace = json200('/api/traces/{traceId}').properties.trace;
-    expect(trace.properties).to.have.keys('traceId', 'summary', 'spans', 'tree', 'policy');
+    expect(trace.properties).to.have.keys('traceId', 'summary', 'spans', 'nextSpanCursor', 'tree', 'policy');
+    expect(doc.paths['/api/traces/{traceId}'].get.parameters.map((p: { name: string }) => p.name)).to.include.members(['spanLimit', 'spanCursor']);
+    for (const q of ['spanLimit=0', 'spanLimit=10001', 'spanCursor=nope', `spanCursor=${Buffer.from('{"s":"-1","span":"a"}').toString('base64url')}`]) {
+      const res = await get(`${s.url}/api/traces/any?${q}`, auth);
+      expect(res.status, q).to.equal(400);
+      expect(res.json.error.code, q).to.equal('invalid_query');
+    }
     expect(trace.properties.spans.items.properties).to.include.keys('spanId', 'kind', 'prompt', 'attributes', 'events');
     expect(trace.properties.spans.items.properties).to.not.have.property('workspaceId');
     const node = resolve(trace.properties.tree.items);

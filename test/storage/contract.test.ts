@@ -166,6 +166,44 @@ function contract(name: string, factory: StoreFactory): void {
       expect((await s.getTraces('ws-many', [])).size).to.equal(0);
     });
 
+    it('reads a trace in parts: start order, ties by span id, replays once as their newest version; one trace rolled up', async function () {
+      const rows: SpanRecord[] = [];
+      for (let i = 0; i < 23; i++) {
+        // three spans to a start time, on two days; errors on every fifth
+        const at = Math.floor(i / 3) * 10 + (i >= 12 ? 86_400_000 * 3 : 0);
+        rows.push(span('ws-parts', 'big', `s${String(i).padStart(2, '0')}`, {
+          startTimeNs: ns(at), endTimeNs: ns(at + 5), parentSpanId: i ? 's00' : '', status: i % 5 === 1 ? 'error' : 'completed',
+          kind: 'llm', promptTokens: i, completionTokens: 1, totalTokens: i + 1, costUsd: 0.001,
+        }));
+      }
+      rows.push(span('ws-parts', 'small', 'x'));
+      await s.insertSpans(rows);
+      // replays: an older and a newer version of a few spans, in another batch
+      await s.insertSpans(rows.slice(4, 8).map((r, i) => ({ ...r, name: `v${i}`, ingestedAtMs: r.ingestedAtMs + (i % 2 ? 1 : -1) })));
+      const whole = await s.getTrace('ws-parts', 'big');
+      expect(whole).to.have.length(23);
+      for (const size of [1, 4, 23, 100]) {
+        const parts: SpanRecord[] = [];
+        let after: { startNs: string; spanId: string } | undefined;
+        for (let guard = 0; guard < 30; guard++) {
+          const part = await s.getTrace('ws-parts', 'big', { limit: size, ...(after ? { after } : {}) });
+          expect(part.length, `size ${size}`).to.be.at.most(size);
+          parts.push(...part);
+          if (part.length < size) break;
+          after = { startNs: part.at(-1)!.startTimeNs, spanId: part.at(-1)!.spanId };
+        }
+        expect(parts, `size ${size}`).to.deep.equal(whole);
+      }
+      // The list's roll-up of one trace is the whole trace's, whatever else the workspace holds.
+      const one = await s.listTraces('ws-parts', { traceId: 'big', limit: 1 });
+      expect(one.nextCursor).to.equal(null);
+      const { prompt: _p, response: _r, provider: _v, ...detail } = summarize(whole)!;
+      expect(one.items).to.deep.equal([{ traceId: 'big', ...detail }]);
+      expect(one.items[0]!.errorCount).to.equal(5);
+      expect((await s.listTraces('ws-parts', { traceId: 'nope', limit: 1 })).items).to.deep.equal([]);
+      expect((await s.listTraces('ws-other', { traceId: 'big', limit: 1 })).items).to.deep.equal([]);
+    });
+
     it('collapses duplicates within a batch: the newest ingestedAtMs wins', async function () {
       await s.insertSpans([
         span('ws-dup', 't', 's', { name: 'v10', ingestedAtMs: 10 }),
@@ -240,7 +278,7 @@ function contract(name: string, factory: StoreFactory): void {
       const { items } = await s.listTraces('ws-roll', { limit: 10 });
       expect(items).to.deep.equal([{
         traceId: 'tr', name: 'agent run', startTimeNs: ns(0), endTimeNs: ns(250), durationMs: 250, spanCount: 4,
-        status: 'error', model: 'child-model', source: 'agents', actionName: 'act', environment: 'prod',
+        status: 'error', errorCount: 1, model: 'child-model', source: 'agents', actionName: 'act', environment: 'prod',
         promptTokens: 110, completionTokens: 220, totalTokens: 330, costUsd: 0.2000003,
       }]);
       // Only wrappers: the largest figure (the outermost aggregate), not their sum.
@@ -553,7 +591,7 @@ describe('storage backends agree (ClickHouse 18.16, ClickHouse 26 on chDB, DuckD
       for (let t = pending.pop(); t; t = pending.pop()) {
         const spans = await same((s) => s.getTrace(ws, t.traceId));
         // The detail's summary (GET /api/traces/:id) says what the list item says.
-        const { prompt: _p, response: _r, provider: _v, errorCount: _e, ...detail } = summarize(spans)!;
+        const { prompt: _p, response: _r, provider: _v, ...detail } = summarize(spans)!;
         expect({ traceId: t.traceId, ...detail }, t.traceId).to.deep.equal(t);
       }
     };
