@@ -128,14 +128,19 @@ export function encodeCursor(c: Cursor): string {
   return Buffer.from(JSON.stringify({ s: c.s, t: c.t })).toString('base64url');
 }
 
-export function decodeCursor(cursor: string): Cursor {
+/** A cursor's fields as `read` takes them (it throws on a wrong shape), or 400 invalid_query naming `field`. */
+function readCursor<T>(cursor: string, field: string, read: (v: Record<string, unknown>) => T): T {
   try {
     const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (v && typeof v === 'object' && 's' in v && 't' in v && typeof v.s === 'string' && typeof v.t === 'string') {
-      return { s: checkNs(v.s, 'cursor'), t: v.t };
-    }
+    if (v && typeof v === 'object' && !Array.isArray(v)) return read(v as Record<string, unknown>);
   } catch { /* fall through */ }
-  throw badQuery('cursor', 'invalid cursor');
+  throw badQuery(field, 'invalid cursor');
+}
+
+const text = (v: unknown): string => { if (typeof v !== 'string') throw new TypeError('not a string'); return v; };
+
+export function decodeCursor(cursor: string): Cursor {
+  return readCursor(cursor, 'cursor', (v) => ({ s: checkNs(text(v.s), 'cursor'), t: text(v.t) }));
 }
 
 /** GET /api/traces/:id?spanCursor: where the next part of a trace's spans starts (after this start and span id). */
@@ -144,13 +149,7 @@ export function encodeSpanCursor(after: { startNs: string; spanId: string }): st
 }
 
 export function decodeSpanCursor(cursor: string): { startNs: string; spanId: string } {
-  try {
-    const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (v && typeof v === 'object' && 's' in v && 'span' in v && typeof v.s === 'string' && typeof v.span === 'string') {
-      return { startNs: checkNs(v.s, 'spanCursor'), spanId: v.span };
-    }
-  } catch { /* fall through */ }
-  throw badQuery('spanCursor', 'invalid cursor');
+  return readCursor(cursor, 'spanCursor', (v) => ({ startNs: checkNs(text(v.s), 'spanCursor'), spanId: text(v.span) }));
 }
 
 /** The filter with values checked and converted, ready for either backend's SQL. */
