@@ -118,13 +118,13 @@ class LocalOps implements Ops {
 }
 
 /**
- * A running server's admin routes when one holds DATA_DIR, storage directly when nothing does. `readOnly`: a
- * command that only reads refuses a DATA_DIR that does not exist rather than create an empty store there (a
- * mistyped path would otherwise answer "no keys").
+ * A running server's admin routes when one holds DATA_DIR, storage directly when nothing does. Only `mayCreate`
+ * (the first key on a new machine) makes a DATA_DIR that does not exist: for any other command a mistyped path
+ * would otherwise be an empty store answering "no keys", "no key X" or the default policy.
  */
-export async function openOps(config: Config, opts: { readOnly: boolean }): Promise<Ops> {
+export async function openOps(config: Config, opts: { mayCreate: boolean }): Promise<Ops> {
   if (!existsSync(config.DATA_DIR)) {
-    if (opts.readOnly && !config.CLICKHOUSE_URL) {
+    if (!opts.mayCreate && !config.CLICKHOUSE_URL) {
       throw new Error(`DATA_DIR ${config.DATA_DIR} does not exist: no tracegate data there (TRACEGATE_DATA_DIR names the server's data directory)`);
     }
     mkdirSync(config.DATA_DIR, { recursive: true });

@@ -138,16 +138,15 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
   else if (!subs[cmd]!.includes(sub)) throw new UsageError(`unknown command: ${cmd} ${sub}`, cmd);
   else maxPositionals(cmd, positionals, cmd === 'keys' && sub === 'revoke' ? 2 : 1);
   const need = (v: string | undefined, what: string) => { if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`, cmd); return v; };
-  // What the command reads from a file or stdin is read and checked before storage is opened (and DATA_DIR locked).
+  // What the command reads from a file or stdin is read and checked before storage is opened.
   const needsFile = (cmd === 'policy' || cmd === 'alerts') && sub === 'set';
   const file = needsFile ? need(values.file, '--file F') : undefined;
   if (needsFile || (cmd === 'provider' && sub === 'set')) need(values.workspace, '--workspace NAME');
   const doc = file === undefined ? undefined : readDoc(file);
   const alerts = cmd === 'alerts' ? alertsPatch(file!, doc) : undefined;
   const provider = cmd === 'provider' ? providerPatch(values) : undefined;
-  const readOnly = (cmd === 'keys' && sub === 'list') || sub === 'show' || cmd === 'verify';
   const { openOps } = await import('./ops.ts');
-  const ops = await openOps(config, { readOnly });
+  const ops = await openOps(config, { mayCreate: cmd === 'keys' && sub === 'create' });
   try {
     if (cmd === 'keys' && sub === 'create') {
       const c = await ops.createKey(need(values.workspace, '--workspace NAME'));

@@ -274,11 +274,12 @@ describe('cli: which store it works on', function () {
     return child;
   }
 
-  it('a DATA_DIR that does not exist: reading commands fail and create nothing; a file is read before the store is opened', async () => {
+  it('a DATA_DIR that does not exist: only keys create makes it; other commands fail and create nothing; a file is read first', async () => {
     const env = testEnv('duckdb');
     const dir = join(env.TRACEGATE_DATA_DIR!, 'typo');
     try {
-      for (const args of [['keys', 'list'], ['verify'], ['settings', 'show', '--workspace', 'acme'], ['policy', 'show', '--workspace', 'acme']]) {
+      for (const args of [['keys', 'list'], ['keys', 'revoke', 'k1'], ['verify'], ['settings', 'show', '--workspace', 'acme'],
+        ['policy', 'show', '--workspace', 'acme'], ['provider', 'set', '--workspace', 'acme', '--allow-caller-key']]) {
         const out = await cli(null, args, { ...env, TRACEGATE_DATA_DIR: dir });
         expect(out.code, args.join(' ')).to.equal(1);
         expect(out.stderr, args.join(' ')).to.include(`DATA_DIR ${dir} does not exist`);
