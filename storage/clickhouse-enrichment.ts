@@ -6,8 +6,8 @@ import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
-import { str, u64 } from './clickhouse-sql.ts';
-import { byWorkspace, dayOfMs, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
+import { str, strList, u64 } from './clickhouse-sql.ts';
+import { byWorkspace, dayOfMs, lookupChunks, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, findingCursor, normalizeAlertQuery,
@@ -249,15 +249,18 @@ export class ClickHouseEnrichment {
   }
 
   /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
-  async getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]> {
-    const rows = await this.rows<PolicyRow>(`
+  async getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
+    const read = (only: string) => this.rows<PolicyRow>(`
       SELECT * FROM (
         SELECT workspace_id, trace_id, span_id, policy_version, decision, reasons, created_at_ms
         FROM ${this.t('policy_records')} FINAL
-        WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id = ${str(wellFormed(traceId))}
+        WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id = ${str(wellFormed(traceId))} ${only}
         ORDER BY created_at_ms DESC LIMIT 1 BY span_id)
       ORDER BY created_at_ms, span_id`);
-    return rows.map(fromPolicy);
+    if (!spanIds) return (await read('')).map(fromPolicy);
+    const rows: PolicyRow[] = [];
+    for (const ids of lookupChunks(spanIds.map(wellFormed))) rows.push(...await read(`AND span_id IN ${strList(ids)}`));
+    return rows.map(fromPolicy).sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
   }
 
   async listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {

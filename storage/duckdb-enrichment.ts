@@ -1,7 +1,7 @@
 // DuckDB side of the enrichment tables and analytics (schema: duckdb-migrations.ts v3).
 // Analytics are plain SQL over spans/findings, defined to match ClickHouse's rollups exactly
 // (see enrichment.ts for the shared definitions).
-import type { DuckDBConnection, DuckDBValue } from '@duckdb/node-api';
+import { listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
@@ -220,9 +220,13 @@ export class DuckDbEnrichment {
   }
 
   /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
-  async getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]> {
+  async getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
+    if (spanIds?.length === 0) return [];
+    const params: Params = { ws: wellFormed(workspaceId), t: wellFormed(traceId) };
+    // A list of span ids as one parameter: a part of a large trace names up to TRACEGATE_MAX_TRACE_SPANS.
+    if (spanIds) params.ids = listValue(spanIds.map(wellFormed));
     const rows = await this.serial((c) => all(c, `SELECT * FROM policy_records WHERE workspace_id = $ws AND trace_id = $t
-      ORDER BY created_at_ms, span_id`, { ws: wellFormed(workspaceId), t: wellFormed(traceId) }));
+      ${spanIds ? 'AND list_contains($ids, span_id)' : ''} ORDER BY created_at_ms, span_id`, params));
     return rows.map(fromPolicy);
   }
 

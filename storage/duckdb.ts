@@ -423,7 +423,7 @@ export class DuckDbStorage implements Storage {
 
   insertEnrichment(rows: EnrichmentRecord[]): Promise<void> { return this.enrichment.insertEnrichment(rows); }
   listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> { return this.enrichment.listFindings(workspaceId, q); }
-  getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId); }
+  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds); }
   listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> { return this.enrichment.listAudit(workspaceId, q); }
   auditChain(workspaceId: string): Promise<AuditRecord[]> { return this.enrichment.auditChain(workspaceId); }
   listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> { return this.enrichment.listAlerts(workspaceId, q); }

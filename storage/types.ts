@@ -103,7 +103,8 @@ export interface Storage {
   /** Insert enrichment records of any type; idempotent per record's natural key (see each table). */
   insertEnrichment(rows: EnrichmentRecord[]): Promise<void>;
   listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>>;
-  getPolicyRecords(workspaceId: string, traceId: string): Promise<PolicyRecord[]>;
+  /** A trace's policy records (the newest per span), in (createdAtMs, spanId) order; `spanIds`: of those spans only. */
+  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]>;
   /** Newest first by (atMs, chainId, seq). */
   listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>>;
   /** Every audit record of a workspace in chain order (chainId, seq), for chain verification. */

@@ -58,7 +58,7 @@ const traceRollupSchema = z.object({
 export const traceDetailSchema = z.object({
   trace: z.object({
     traceId: z.string(),
-    summary: traceRollupSchema.nullable().describe('Of the whole trace; prompt, response and provider from the spans of the first part'),
+    summary: traceRollupSchema.nullable().describe("Of the whole trace; prompt, response and provider from this part's spans"),
     spans: z.array(spanSchema).describe('In start order: the whole trace, or one part of it (see nextSpanCursor)'),
     nextSpanCursor: z.string().nullable().describe('Pass as spanCursor for the next part of the spans; null when this part is the last'),
     tree: z.array(treeNodeSchema).describe("Of this part's spans (a span whose parent is in another part is a root here)"),
@@ -150,12 +150,12 @@ export function readRoutes(r: RouteContext): void {
       const read = await r.storage.getTrace(caller.workspaceId, traceId, { limit: limit + 1, ...(after ? { after } : {}) });
       const more = read.length > limit;
       const page = more ? read.slice(0, limit) : read;
-      const ids = new Set(page.map((s) => s.spanId));
+      const ids = page.map((s) => s.spanId);
       return {
         page, more,
         // A part of the trace: its roll-up comes from storage, as the list's.
         whole: more || after ? (await r.storage.listTraces(caller.workspaceId, { traceId, limit: 1 })).items[0] : undefined,
-        records: page.length === 0 ? [] : (await r.storage.getPolicyRecords(caller.workspaceId, traceId)).filter((p) => ids.has(p.spanId)),
+        records: page.length === 0 ? [] : await r.storage.getPolicyRecords(caller.workspaceId, traceId, more || after ? ids : undefined),
       };
     });
     if (page.length === 0 && !whole) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);

@@ -295,6 +295,7 @@ describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_
           attributes: i ? [
             { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
             { key: 'gen_ai.usage.input_tokens', value: { intValue: '10' } }, { key: 'gen_ai.usage.output_tokens', value: { intValue: '2' } },
+            { key: 'input.value', value: { stringValue: `question ${i}` } },
           ] : [],
           status: { code: i === 20 ? 2 : 0 },
         }));
@@ -308,17 +309,25 @@ describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_
         const { summary } = first.json.trace;
         expect(summary).to.include({ spanCount: 25, errorCount: 1, status: 'error', name: 'agent', promptTokens: 240, completionTokens: 48 });
         const seen: string[] = [];
+        const decided: string[] = [];
         let part = first.json.trace;
         for (let guard = 0; guard < 10; guard++) {
           expect(part.spans.length).to.be.at.most(10);
-          expect(part.summary).to.deep.equal(summary);
-          seen.push(...part.spans.map((x: { spanId: string }) => x.spanId));
+          // the whole trace's roll-up on every part; prompt and response from the part's own spans
+          const { prompt: _p, response: _r, ...rollup } = part.summary;
+          expect({ ...summary, ...rollup }).to.deep.equal(summary);
+          const mine = part.spans.map((x: { spanId: string }) => x.spanId);
+          seen.push(...mine);
+          // the policy decisions of this part's spans only (every span with text has one)
+          for (const p of part.policy) expect(mine).to.include(p.spanId);
+          decided.push(...part.policy.map((p: { spanId: string }) => p.spanId));
           if (!part.nextSpanCursor) break;
           const next = await get(`${s.url}/api/traces/${traceId}?spanCursor=${part.nextSpanCursor}`, auth);
           expect(next.status, next.text).to.equal(200);
           part = next.json.trace;
         }
         expect(seen).to.deep.equal(spans.map((x) => x.spanId));
+        expect([...decided].sort()).to.deep.equal(spans.slice(1).map((x) => x.spanId).sort());
         // a smaller part on request; more than the limit is refused
         const small = await get(`${s.url}/api/traces/${traceId}?spanLimit=3`, auth);
         expect(small.json.trace.spans.map((x: { spanId: string }) => x.spanId)).to.deep.equal(seen.slice(0, 3));

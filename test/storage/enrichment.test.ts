@@ -135,6 +135,10 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
 
       expect((await s.listFindings(ws, { limit: 10 })).items).to.deep.equal([f]);
       expect(await s.getPolicyRecords(ws, p.traceId)).to.deep.equal([p]);
+      // those of some spans only (a part of a large trace)
+      expect(await s.getPolicyRecords(ws, p.traceId, ['other', p.spanId])).to.deep.equal([p]);
+      expect(await s.getPolicyRecords(ws, p.traceId, ['other'])).to.deep.equal([]);
+      expect(await s.getPolicyRecords(ws, p.traceId, [])).to.deep.equal([]);
       expect((await s.listAudit(ws, { limit: 10 })).items).to.deep.equal([a]);
       expect(await s.auditChain(ws)).to.deep.equal([a]);
       expect((await s.listAlerts(ws, { limit: 10 })).items).to.deep.equal([al]);
