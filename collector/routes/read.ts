@@ -23,6 +23,12 @@ export const listQuery = z.object({
   cursor: z.string().max(512).optional().describe('nextCursor from the previous page'),
 });
 
+/** GET /api/traces/:id reads a trace in parts of at most TRACEGATE_MAX_TRACE_SPANS spans (spanLimit, spanCursor). */
+export const traceQuery = (maxSpans: number) => z.object({
+  spanLimit: z.coerce.number().int().min(1).max(maxSpans).optional().describe(`Spans per part (default and most: TRACEGATE_MAX_TRACE_SPANS, here ${maxSpans})`),
+  spanCursor: z.string().max(2048).optional().describe('nextSpanCursor from the previous part'),
+});
+
 // Response shapes, for the OpenAPI document. The type checks below keep them equal to what the handlers answer.
 const nsTime = z.string().describe('Decimal nanoseconds since the epoch');
 const traceSummarySchema = z.object({
@@ -96,12 +102,6 @@ export function checkRange(q: { from?: number | undefined; to?: number | undefin
  * trace details, verification or usage queries; and `read:` keeps them apart from POST /api/traces (`traces`), so
  * reading never spends ingestion's budget nor the reverse.
  */
-/** GET /api/traces/:id reads a trace in parts of at most TRACEGATE_MAX_TRACE_SPANS spans (spanLimit, spanCursor). */
-export const traceQuery = (maxSpans: number) => z.object({
-  spanLimit: z.coerce.number().int().min(1).max(maxSpans).optional().describe(`Spans per part (default and most: TRACEGATE_MAX_TRACE_SPANS, here ${maxSpans})`),
-  spanCursor: z.string().max(2048).optional().describe('nextSpanCursor from the previous part'),
-});
-
 export const READ_LIMITS = {
   traces: 'read:traces', trace: 'read:trace', verification: 'read:verification', verificationKeys: 'read:verification-keys',
   audit: 'read:audit', alerts: 'read:alerts', findings: 'read:findings', policy: 'read:policy', usage: 'read:usage',
