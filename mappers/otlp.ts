@@ -98,7 +98,7 @@
  * (they stay in the attributes), and a failure while extracting LLM fields keeps what was
  * extracted so far — it never drops the span.
  */
-import { emptySpan, isTrainable, MAX_COST_USD, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
+import { emptySpan, isTrainable, MAX_COST_USD, MAX_TOKENS, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
 import { cutMarked, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { LOG_BODY, LOG_SIGNAL_ATTR } from '../collector/otlp/logs.ts';
@@ -279,11 +279,14 @@ function firstStr(a: Attributes, keys: readonly string[]): string {
   return '';
 }
 
-/** A token count; an absurd one (beyond 2^53) is not a count and is ignored. */
-/** A count sent as a number or a decimal string ("0x10", " 7 " and "1e3" are not counts). */
+/**
+ * A token count sent as a number or a decimal string ("0x10", " 7 " and "1e3" are not counts), capped at
+ * MAX_TOKENS as storage keeps it (the cost is priced from the stored count). An absurd one (beyond 2^53, such as
+ * a -1 sent as uint64) is not a count and is ignored, as a cost over MAX_COST_USD is.
+ */
 function tok(v: AttrValue | undefined): number | undefined {
   const n = typeof v === 'number' ? v : typeof v === 'string' && DECIMAL.test(v) ? Number(v) : NaN;
-  return Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER ? Math.round(n) : undefined;
+  return Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER ? Math.min(Math.round(n), MAX_TOKENS) : undefined;
 }
 
 const DECIMAL = /^\d+(?:\.\d+)?$/;

@@ -1,5 +1,5 @@
 // Responses API request/response (JSON or SSE) → one span record. Pure: no I/O, no clock.
-import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
+import { emptySpan, isTrainable, MAX_TOKENS, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
 import { foldKey } from '../collector/json-prescan.ts';
@@ -8,7 +8,8 @@ import { cutMarked } from '../collector/otlp/normalized.ts';
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
-const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+/** A usage count as stored: whole, non-negative, at most MAX_TOKENS (what is priced is what is stored). */
+const tokens = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(Math.max(0, Math.round(v)), MAX_TOKENS) : 0);
 
 // ---- request text
 
@@ -381,12 +382,12 @@ function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, strea
   if (!u) return;
   const inDetails = isObj(u.input_tokens_details) ? u.input_tokens_details : {};
   const outDetails = isObj(u.output_tokens_details) ? u.output_tokens_details : {};
-  r.promptTokens = num(u.input_tokens);
-  r.completionTokens = num(u.output_tokens);
-  r.totalTokens = num(u.total_tokens) || r.promptTokens + r.completionTokens;
-  const cached = num(inDetails.cached_tokens);
-  const cacheWrite = num(inDetails.cache_write_tokens);
-  const reasoning = num(outDetails.reasoning_tokens);
+  r.promptTokens = tokens(u.input_tokens);
+  r.completionTokens = tokens(u.output_tokens);
+  r.totalTokens = tokens(u.total_tokens) || Math.min(r.promptTokens + r.completionTokens, MAX_TOKENS);
+  const cached = tokens(inDetails.cached_tokens);
+  const cacheWrite = tokens(inDetails.cache_write_tokens);
+  const reasoning = tokens(outDetails.reasoning_tokens);
   a['gen_ai.usage.cache_read.input_tokens'] = cached;
   if (cacheWrite) a['gen_ai.usage.cache_creation.input_tokens'] = cacheWrite;
   a['gen_ai.usage.reasoning.output_tokens'] = reasoning;

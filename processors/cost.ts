@@ -19,6 +19,7 @@
 //   `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai` are understood by the catalog. An
 //   unknown provider falls back to matching the model name alone.
 import { calcPrice, type ModelInfo, type ModelPrice, type Provider } from '@pydantic/genai-prices';
+import { MAX_COST_USD, MAX_TOKENS } from '../collector/record.ts';
 
 export interface TokenUsage {
   input: number;
@@ -116,25 +117,28 @@ export function priceUsd(model: string, provider: string, usage: TokenUsage): nu
     memoSize++;
   }
   if (e.kind === 'none') return 0;
-  const cacheRead = num(usage.cacheRead);
-  const cacheWrite = num(usage.cacheWrite);
-  let input = num(usage.input);
-  const output = num(usage.output);
+  // Counts as stored (at most MAX_TOKENS each), and a cost a span can hold: what is stored must be what was priced.
+  const cacheRead = tokenCount(usage.cacheRead);
+  const cacheWrite = tokenCount(usage.cacheWrite);
+  let input = tokenCount(usage.input);
+  const output = tokenCount(usage.output);
   if (cacheRead + cacheWrite > input) input += cacheRead + cacheWrite;
   if (e.kind === 'flat') {
     const cost = (input - cacheRead - cacheWrite) * e.input + cacheRead * e.cacheRead + cacheWrite * e.cacheWrite + output * e.output;
-    return cost > 0 ? cost : 0;
+    return cost > 0 ? Math.min(cost, MAX_COST_USD) : 0;
   }
   try {
     const u: Record<string, number> = { input_tokens: input, output_tokens: output };
     if (cacheRead) u.cache_read_tokens = cacheRead;
     if (cacheWrite) u.cache_write_tokens = cacheWrite;
     const r = calcPrice(u, e.modelId, { provider: e.provider });
-    return r ? r.total_price : 0;
+    return r && r.total_price > 0 ? Math.min(r.total_price, MAX_COST_USD) : 0;
   } catch {
     return 0;
   }
 }
+
+const tokenCount = (v: number | undefined): number => Math.min(Math.round(num(v)), MAX_TOKENS);
 
 /** For tests: forget memoized lookups. */
 export function clearPriceMemo(): void {

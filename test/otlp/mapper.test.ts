@@ -143,6 +143,15 @@ describe('OTLP mapper rules', () => {
     expect([ok!.promptTokens, ok!.costUsd]).to.deep.equal([12, 1.5e-7]);
   });
 
+  it('prices a count as stored: capped at 10^12, the cost at most 1e9 USD', () => {
+    const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': '1000000000001', 'gen_ai.usage.output_tokens': 9007199254740991 }));
+    expect([r!.promptTokens, r!.completionTokens]).to.deep.equal([1e12, 1e12]);
+    expect(r!.costUsd).to.equal(priceUsd('gpt-4o', '', { input: 1e12, output: 1e12 }));
+    expect(r!.costUsd).to.be.greaterThan(1e6).and.at.most(1e9);
+    expect(priceUsd('gpt-4o', 'openai', { input: 0, output: 1e15 })).to.equal(priceUsd('gpt-4o', 'openai', { input: 0, output: 1e12 }));
+    expect(priceUsd('claude-opus-4', 'anthropic', { input: 1e12, output: 1e12, cacheRead: 1e12 })).to.be.at.most(1e9);
+  });
+
   it('ignores token counts beyond 2^53 (they would not fit storage) and keeps the span', () => {
     const [r] = run(one({ 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': '9223372036854775807', 'gen_ai.usage.output_tokens': 1e300, 'llm.token_count.total': '9.3e18' }));
     expect([r!.promptTokens, r!.completionTokens, r!.totalTokens]).to.deep.equal([0, 0, 0]);

@@ -177,6 +177,12 @@ describe('proxy mapper: records', () => {
     // Cached input is cheaper than fresh input: the same usage without cache costs more.
     const fresh = mapProxy(exchange({ outcome: { kind: 'upstream', httpStatus: 200, requestId: '', body: { ...completed, usage: { ...usage, input_tokens_details: { cached_tokens: 0 } } }, stream: null } }));
     expect(fresh.costUsd).to.be.greaterThan(r.costUsd);
+    // Absurd counts from an upstream are stored capped, and priced as stored.
+    const huge = { input_tokens: 9007199254740993, output_tokens: -5, total_tokens: 1e300, input_tokens_details: { cached_tokens: 2e12 } };
+    const capped = mapProxy(exchange({ outcome: { kind: 'upstream', httpStatus: 200, requestId: '', body: { ...completed, usage: huge }, stream: null } }));
+    expect(capped).to.include({ promptTokens: 1e12, completionTokens: 0, totalTokens: 1e12 });
+    const asStored = mapProxy(exchange({ outcome: { kind: 'upstream', httpStatus: 200, requestId: '', body: { ...completed, usage: { input_tokens: 1e12, output_tokens: 0, input_tokens_details: { cached_tokens: 1e12 } } }, stream: null } }));
+    expect(capped.costUsd).to.equal(asStored.costUsd).and.be.at.most(1e9);
   });
 
   it('maps incomplete, failed and tool-call responses', () => {
