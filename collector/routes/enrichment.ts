@@ -25,7 +25,8 @@ const GROUP_BY = ['model', 'actionName', 'environment', 'source'] as const;
 export const usageQuery = z.object({
   groupBy: z.enum(GROUP_BY).default('model'),
   bucket: z.enum(['hour', 'day']).default('hour'),
-  from: time.optional(), to: time.optional(),
+  from: time.optional().describe('Usage is kept per hour (UTC) of span start: the range counts every whole hour overlapping [from, to)'),
+  to: time.optional().describe('Exclusive; widened to the end of its hour, as from to the start of its'),
 });
 
 // Response shapes, for the OpenAPI document. The type checks below keep them equal to what the handlers answer.
