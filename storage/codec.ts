@@ -170,10 +170,13 @@ export function normalizeFilter(f: TraceFilter): SpanFilter {
   // Clamped to just past LATEST_STORABLE_NS (2106-02-07): a bound such as ?to=9999-12-31 would otherwise
   // overflow UInt64 or ClickHouse's Date. Just past, so that `to` (exclusive) still includes a span starting at
   // the latest storable instant and a `from` after it matches nothing.
-  const msNs = (ms: number) => { const ns = BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n; return (ns > LATEST_STORABLE_NS ? LATEST_STORABLE_NS + 1n : ns).toString(); };
+  const clamp = (ns: bigint) => (ns < 0n ? 0n : ns > LATEST_STORABLE_NS ? LATEST_STORABLE_NS + 1n : ns).toString();
+  const msNs = (ms: number) => BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n;
   const out: SpanFilter = { limit: Math.min(1000, Math.max(1, Math.trunc(f.limit) || 1)) };
-  if (f.fromMs !== undefined) out.fromNs = msNs(f.fromMs);
-  if (f.toMs !== undefined) out.toNs = msNs(f.toMs);
+  if (f.fromNs !== undefined) out.fromNs = clamp(f.fromNs);
+  else if (f.fromMs !== undefined) out.fromNs = clamp(msNs(f.fromMs));
+  if (f.toNs !== undefined) out.toNs = clamp(f.toNs);
+  else if (f.toMs !== undefined) out.toNs = clamp(msNs(f.toMs));
   for (const k of ['model', 'actionName', 'environment', 'status', 'source'] as const) {
     const v = f[k];
     if (v !== undefined) out[k] = wellFormed(v);

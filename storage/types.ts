@@ -19,6 +19,9 @@ export interface ApiKeyRecord {
 export interface TraceFilter {
   fromMs?: number;        // inclusive
   toMs?: number;          // exclusive
+  /** Bounds to the nanosecond (the read route's); each takes the place of its ms one. */
+  fromNs?: bigint;
+  toNs?: bigint;
   model?: string;
   actionName?: string;
   environment?: string;

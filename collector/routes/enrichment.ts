@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Context } from 'koa';
 import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
-import { parseQuery, time } from '../query.ts';
+import { msCeil, parseQuery, time } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { errorSchema } from '../openapi.ts';
 import type { AlertRecord, AuditRecord, FindingRecord, VerificationRecord } from '../enrichment-records.ts';
@@ -112,19 +112,19 @@ export function enrichmentRoutes(r: RouteContext): void {
   r.router.get('/api/audit', ...r.readGuard(READ_LIMITS.audit), async (ctx) => {
     const q = parseQuery(auditQuery, ctx);
     checkRange(q);
-    const res = await r.read(() => r.storage.listAudit(ws(ctx), { action: q.action, actor: q.actor, outcome: q.outcome, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor }));
+    const res = await r.read(() => r.storage.listAudit(ws(ctx), { action: q.action, actor: q.actor, outcome: q.outcome, fromMs: msCeil(q.from), toMs: msCeil(q.to), limit: q.limit, cursor: q.cursor }));
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof auditPage>;
   });
   r.router.get('/api/alerts', ...r.readGuard(READ_LIMITS.alerts), async (ctx) => {
     const q = parseQuery(alertsQuery, ctx);
     checkRange(q);
-    const res = await r.read(() => r.storage.listAlerts(ws(ctx), { kind: q.kind, ruleId: q.ruleId, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor }));
+    const res = await r.read(() => r.storage.listAlerts(ws(ctx), { kind: q.kind, ruleId: q.ruleId, fromMs: msCeil(q.from), toMs: msCeil(q.to), limit: q.limit, cursor: q.cursor }));
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof alertPage>;
   });
   r.router.get('/api/findings', ...r.readGuard(READ_LIMITS.findings), async (ctx) => {
     const q = parseQuery(findingsQuery, ctx);
     checkRange(q);
-    const res = await r.read(() => r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: q.from, toMs: q.to, limit: q.limit, cursor: q.cursor }));
+    const res = await r.read(() => r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: msCeil(q.from), toMs: msCeil(q.to), limit: q.limit, cursor: q.cursor }));
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof findingPage>;
   });
   r.router.get('/api/policy', ...r.readGuard(READ_LIMITS.policy), async (ctx) => {
@@ -147,7 +147,7 @@ export function enrichmentRoutes(r: RouteContext): void {
   r.router.get('/api/analytics/usage', ...r.readGuard(READ_LIMITS.usage), async (ctx) => {
     const q = parseQuery(usageQuery, ctx);
     checkRange(q);
-    const rows = await r.read(() => r.storage.usage(ws(ctx), { groupBy: q.groupBy, bucket: q.bucket, fromMs: q.from, toMs: q.to }));
+    const rows = await r.read(() => r.storage.usage(ws(ctx), { groupBy: q.groupBy, bucket: q.bucket, fromMs: msCeil(q.from), toMs: msCeil(q.to) }));
     ctx.body = { groupBy: q.groupBy, bucket: q.bucket, source: r.storage.kind === 'clickhouse' ? 'rollup' : 'spans', rows } satisfies z.output<typeof usageBody>;
   });
 }

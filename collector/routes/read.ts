@@ -84,14 +84,22 @@ export const unavailableDoc = {
   schema: errorSchema,
 };
 
+/** An ns instant in ISO 8601, its fraction to the nanosecond when it has one. */
+function isoOfNs(ns: bigint): string {
+  const ms = Number(ns / 1_000_000n) - (ns % 1_000_000n < 0n ? 1 : 0);
+  const sub = ((ns % 1_000_000n) + 1_000_000n) % 1_000_000n;
+  const iso = new Date(ms).toISOString();
+  return sub === 0n ? iso : `${iso.slice(0, -1)}${String(sub).padStart(6, '0')}Z`;
+}
+
 /**
  * `from` after `to` is a reversed range, not an empty one: 400 naming both (an equal pair is an empty range: `to`
  * is exclusive).
  */
-export function checkRange(q: { from?: number | undefined; to?: number | undefined }): void {
+export function checkRange(q: { from?: bigint | undefined; to?: bigint | undefined }): void {
   if (q.from === undefined || q.to === undefined || q.from <= q.to) return;
   const message = 'must not be later than to';
-  throw new HttpError(400, 'invalid_query', `from (${new Date(q.from).toISOString()}) is later than to (${new Date(q.to).toISOString()}): the range is reversed`, [
+  throw new HttpError(400, 'invalid_query', `from (${isoOfNs(q.from)}) is later than to (${isoOfNs(q.to)}): the range is reversed`, [
     { field: 'from', message: `from ${message}` }, { field: 'to', message: 'to must not be earlier than from' },
   ]);
 }
@@ -132,7 +140,7 @@ export function readRoutes(r: RouteContext): void {
     checkRange(q);
     const caller = ctx.state.caller as Caller;
     const page = await r.read(() => r.storage.listTraces(caller.workspaceId, {
-      fromMs: q.from, toMs: q.to, model: q.model, actionName: q.actionName, environment: q.environment,
+      fromNs: q.from, toNs: q.to, model: q.model, actionName: q.actionName, environment: q.environment,
       status: q.status, source: q.source, limit: q.limit, cursor: q.cursor,
     }));
     ctx.body = page satisfies z.output<typeof tracePageSchema>;

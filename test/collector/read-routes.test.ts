@@ -96,6 +96,31 @@ describe('read routes: reversed time ranges', function () {
     });
   }
 
+  it('ISO bounds keep their fraction to the nanosecond (spans are stored in ns); ms-time records get the same range', async () => {
+    const start = '1763787000123456789'; // 2025-11-22T04:50:00.123456789Z
+    const span = { traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), name: 'ns', kind: 1, startTimeUnixNano: start, endTimeUnixNano: '1763787000200000000' };
+    const res = await post(`${s.url}/v1/traces`, { resourceSpans: [{ scopeSpans: [{ spans: [span] }] }] }, auth);
+    expect(res.status, res.text).to.equal(200);
+    await flushed(s);
+    const at = (q: string) => get(`${s.url}/api/traces?${q}`, auth).then((r) => r.json.items.length);
+    expect(await at('from=2025-11-22T04:50:00.1234Z&to=2025-11-22T04:50:00.123456790Z')).to.equal(1);
+    expect(await at('from=2025-11-22T04:50:00.123456789Z&to=2025-11-22T04:50:00.12345679Z')).to.equal(1);
+    expect(await at('from=2025-11-22T04:50:00.1234568Z&to=2025-11-22T04:50:00.2Z')).to.equal(0);
+    expect(await at('from=2025-11-22T04:50:00.1234Z&to=2025-11-22T04:50:00.123456789Z')).to.equal(0); // to is exclusive
+    expect(await at('from=2025-11-22T05:50:00.1234%2B01:00&to=2025-11-22T04:50:00.1235-00:00')).to.equal(1);
+    // a reversed range by 400 ns names both bounds to the nanosecond
+    const rev = await get(`${s.url}/api/traces?from=2024-02-01T00:00:00.0000005Z&to=2024-02-01T00:00:00.0000001Z`, auth);
+    expect(rev.status).to.equal(400);
+    expect(rev.json.error.message).to.include('2024-02-01T00:00:00.000000500Z').and.include('2024-02-01T00:00:00.000000100Z');
+    // records timed in whole ms (audit here): a bound inside a millisecond excludes that millisecond from `from`
+    const audit = (await get(`${s.url}/api/audit?limit=1`, auth)).json.items[0];
+    const iso = (ms: number, frac: string) => `${new Date(ms).toISOString().slice(0, -1)}${frac}Z`;
+    const audits = (q: string) => get(`${s.url}/api/audit?limit=1000&${q}`, auth).then((r) => r.json.items.filter((x: { hash: string }) => x.hash === audit.hash).length);
+    expect(await audits(`from=${iso(audit.atMs, '')}&to=${iso(audit.atMs, '0001')}`)).to.equal(1);
+    expect(await audits(`from=${iso(audit.atMs, '0001')}`)).to.equal(0);
+    expect(await audits(`to=${iso(audit.atMs, '')}`)).to.equal(0);
+  });
+
   for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings', '/api/analytics/usage']) {
     it(`${path}: from after to is 400 invalid_query naming both (ms, ISO date-times and dates)`, async () => {
       for (const range of ['from=5&to=1', 'from=2024-02-01T00:00:00Z&to=2024-01-01T00:00:00%2B00:00', 'from=2024-02-02&to=2024-02-01']) {
