@@ -37,6 +37,10 @@ export function msCeil(ns: bigint | undefined): number | undefined {
   return Number(ns > q * NS_PER_MS ? q + 1n : q);
 }
 
+/** A count in a query (limit, spanLimit): decimal digits only, as the time bounds ("0x3", "3e0", " 3" are not). */
+export const whole = (min: number, max: number) =>
+  z.string().regex(/^\d{1,16}$/, 'must be a whole number in decimal digits').transform(Number).pipe(z.number().int().min(min).max(max));
+
 /** Validates ctx.query; 400 naming the first bad parameter, every problem in details. */
 export function parseQuery<T extends z.ZodType>(schema: T, ctx: Context): z.output<T> {
   const r = schema.safeParse(ctx.query);

@@ -37,7 +37,7 @@ export function logSpan(l: LogFields, ctx: Ctx): NormalizedSpan {
   if (l.traceId === '' || l.spanId === '') throw new SpanReject('no span context (traceId and spanId): only log records of a span are stored');
   const time = l.timeNs !== '0' ? l.timeNs : l.observedTimeNs;
   if (time === '0') throw new SpanReject('missing timeUnixNano and observedTimeUnixNano');
-  checkSpanTimes(time, time);
+  checkSpanTimes(time, time, l.timeNs !== '0' ? 'timeUnixNano' : 'observedTimeUnixNano');
   const eventAttr = l.attributes['event.name'];
   const name = l.eventName || (typeof eventAttr === 'string' && eventAttr) || 'log';
   const attributes = l.attributes;

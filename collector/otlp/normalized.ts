@@ -363,10 +363,10 @@ export class SpanTally {
 // ClickHouse buckets by DateTime (UInt32 seconds): a later time would wrap around to 1970 in the rollups.
 const LATEST_NS = LATEST_STORABLE_NS.toString();
 
-export function checkSpanTimes(start: string, end: string): void {
+export function checkSpanTimes(start: string, end: string, endField = 'endTimeUnixNano'): void {
   if (start === '0') throw new SpanReject('missing startTimeUnixNano');
   if (decLess(end, start)) throw new SpanReject('endTimeUnixNano is before startTimeUnixNano');
-  if (decLess(LATEST_NS, end)) throw new SpanReject('endTimeUnixNano is after 2106-02-07T06:28:15Z, the latest time storage can bucket');
+  if (decLess(LATEST_NS, end)) throw new SpanReject(`${endField} is after 2106-02-07T06:28:15Z, the latest time storage can bucket`);
 }
 
 export function idHint(id: unknown): string {

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Context } from 'koa';
 import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
-import { msCeil, parseQuery, time } from '../query.ts';
+import { msCeil, parseQuery, time, whole } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { errorSchema } from '../openapi.ts';
 import type { AlertRecord, AuditRecord, FindingRecord, VerificationRecord } from '../enrichment-records.ts';
@@ -16,7 +16,7 @@ import type { VerifyReport } from '../../processors/verification.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';
 import { checkRange, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
 
-const page = { from: time.optional(), to: time.optional(), limit: z.coerce.number().int().min(1).max(1000).default(100), cursor: z.string().max(512).optional() };
+const page = { from: time.optional(), to: time.optional(), limit: whole(1, 1000).default(100), cursor: z.string().max(512).optional() };
 
 export const auditQuery = z.object({ action: z.string().max(64).optional(), actor: z.string().max(128).optional(), outcome: z.string().max(32).optional(), ...page });
 export const alertsQuery = z.object({ kind: z.string().max(32).optional(), ruleId: z.string().max(64).optional(), ...page });

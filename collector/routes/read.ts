@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { errorSchema } from '../openapi.ts';
-import { parseQuery, time } from '../query.ts';
+import { parseQuery, time, whole } from '../query.ts';
 import type { Caller } from '../keys.ts';
 import { SOURCES, SPAN_KINDS } from '../record.ts';
 import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from '../trace-view.ts';
@@ -19,13 +19,13 @@ export const listQuery = z.object({
   environment: z.string().max(256).optional(),
   status: z.string().max(64).optional(),
   source: z.enum(SOURCES).optional(),
-  limit: z.coerce.number().int().min(1).max(1000).default(50),
+  limit: whole(1, 1000).default(50),
   cursor: z.string().max(512).optional().describe('nextCursor from the previous page'),
 });
 
 /** GET /api/traces/:id reads a trace in parts of at most TRACEGATE_MAX_TRACE_SPANS spans (spanLimit, spanCursor). */
 export const traceQuery = (maxSpans: number) => z.object({
-  spanLimit: z.coerce.number().int().min(1).max(maxSpans).optional().describe(`Spans per part (default and most: TRACEGATE_MAX_TRACE_SPANS, here ${maxSpans})`),
+  spanLimit: whole(1, maxSpans).optional().describe(`Spans per part (default and most: TRACEGATE_MAX_TRACE_SPANS, here ${maxSpans})`),
   spanCursor: z.string().max(2048).optional().describe('nextSpanCursor from the previous part'),
 });
 

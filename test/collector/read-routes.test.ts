@@ -144,6 +144,16 @@ describe('read routes: reversed time ranges', function () {
       }
       expect((await get(`${s.url}${path}?from=8640000000000000`, auth)).status).to.equal(200);
     });
+
+    if (path !== '/api/analytics/usage') {
+      it(`${path}: limit is decimal digits, 1 to 1000`, async () => {
+        for (const q of ['limit=0x3', 'limit=3e0', 'limit=3.0', 'limit=%203', 'limit=0', 'limit=1001', 'limit=']) {
+          const res = await get(`${s.url}${path}?${q}`, auth);
+          expect([res.status, res.json.error?.code], q).to.deep.equal([400, 'invalid_query']);
+        }
+        expect((await get(`${s.url}${path}?limit=1000`, auth)).status).to.equal(200);
+      });
+    }
   }
 });
 

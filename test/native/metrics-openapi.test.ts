@@ -58,7 +58,7 @@ describe('OpenAPI document of the read routes', function () {
     const trace = json200('/api/traces/{traceId}').properties.trace;
     expect(trace.properties).to.have.keys('traceId', 'summary', 'spans', 'nextSpanCursor', 'tree', 'policy');
     expect(doc.paths['/api/traces/{traceId}'].get.parameters.map((p: { name: string }) => p.name)).to.include.members(['spanLimit', 'spanCursor']);
-    for (const q of ['spanLimit=0', 'spanLimit=10001', 'spanCursor=nope', `spanCursor=${Buffer.from('{"s":"-1","span":"a"}').toString('base64url')}`]) {
+    for (const q of ['spanLimit=0', 'spanLimit=10001', 'spanLimit=0x3', 'spanLimit=3.0', 'spanLimit=%203', 'spanCursor=nope', `spanCursor=${Buffer.from('{"s":"-1","span":"a"}').toString('base64url')}`]) {
       const res = await get(`${s.url}/api/traces/any?${q}`, auth);
       expect(res.status, q).to.equal(400);
       expect(res.json.error.code, q).to.equal('invalid_query');

@@ -83,4 +83,12 @@ describe('OTLP logs decoder', () => {
     })).finish());
     expect(() => decodeOtlpLogsRequest(deep, 'protobuf', limits)).to.throw(OtlpDecodeError, /nesting exceeds/);
   });
+
+  it('a record timed after what storage can hold is rejected naming the log record field it was timed by', () => {
+    const late = (time: Record<string, string>) => decodeOtlpLogsRequest(Buffer.from(JSON.stringify({
+      resourceLogs: [{ scopeLogs: [{ logRecords: [{ traceId: '01'.repeat(16), spanId: '02'.repeat(8), ...time }] }] }],
+    })), 'json', limits).errorMessage;
+    expect(late({ timeUnixNano: '9000000000000000000' })).to.match(/log record #0 \(spanId 0202020202020202\): timeUnixNano is after 2106/);
+    expect(late({ observedTimeUnixNano: '9000000000000000000' })).to.match(/log record #0 \(spanId 0202020202020202\): observedTimeUnixNano is after 2106/);
+  });
 });
