@@ -194,58 +194,102 @@ export interface VerifyReport {
  * (a later delivery), otherwise someone wrote it behind the collector's back.
  */
 export function checkContent(records: VerificationRecord[], stored: SpanRecord[], settledBeforeMs = Infinity, nowMs = Infinity): { problems: VerifyProblem[]; superseded: number } {
-  const byId = new Map(stored.map((s) => [s.spanId, s]));
-  // A span received after `settledBeforeMs` may have its record still on the way (a live collector, or a long
-  // verify run that read the records first). Only a recent receive time excuses it: one in the future (beyond
-  // clock skew) is as forged as the span.
-  const settling = (s: SpanRecord) => s.ingestedAtMs >= settledBeforeMs && s.ingestedAtMs <= nowMs + CLOCK_SKEW_MS;
-  const problems: VerifyProblem[] = [];
-  const rewritten = (r: VerificationRecord, id: string, s: SpanRecord): VerifyProblem => ({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record that matches it)` });
-  let superseded = 0;
+  const check = new ContentCheck(records, settledBeforeMs, nowMs);
+  check.records(records, new Map(stored.map((s) => [s.spanId, s])));
+  check.stored(stored);
+  return check.finish();
+}
+
+/** What the rules across records need of a stored span. */
+type SpanVersion = Pick<SpanRecord, 'spanId' | 'traceId' | 'ingestedAtMs'>;
+
+/**
+ * checkContent in steps, so that a large trace is checked a part at a time: `records` for groups of its records
+ * with the stored spans they name (a record's hash needs its own spans only), `stored` for every stored span of
+ * the trace in parts (to find spans no record names), then `finish`. What is kept between steps is ids and
+ * versions, not span content.
+ */
+export class ContentCheck {
+  private readonly settledBeforeMs: number;
+  private readonly now: () => number;
+  private readonly problems: VerifyProblem[] = [];
+  private readonly unverified: VerifyProblem[] = [];
+  /** Every span id a record of the trace names. */
+  private readonly named: Set<string>;
   // A record's span list is not under its chain hash: only a record whose content hash matches the stored spans
   // vouches for their versions (`matched`). A record naming a newer stored version is superseded only when such a
   // record covers that version; one naming no span at all vouches for nothing.
-  const matched = new Set<string>();
+  private readonly matched = new Set<string>();
   // Records at the stored versions whose hash differs: fine only if a matching record covers the same versions
   // (two deliveries in the same millisecond with different content; storage keeps one of them).
-  const tied: VerificationRecord[] = [];
-  const newer: Array<{ r: VerificationRecord; later: SpanRecord[] }> = [];
-  for (const r of records) {
-    if (r.spanIds.length === 0) { problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `the record of trace ${r.traceId} names no span (its span list was emptied)` }); continue; }
-    const spans: SpanRecord[] = [];
-    const later: SpanRecord[] = [];
-    let problem: VerifyProblem | null = null;
-    r.spanIds.forEach((id, i) => {
-      const s = byId.get(id);
-      if (!s) problem ??= { kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} is no longer stored` };
-      else if (s.ingestedAtMs === r.spanVersions[i]) spans.push(s);
-      else if (s.ingestedAtMs > r.spanVersions[i]!) later.push(s);
-      else problem ??= rewritten(r, id, s);
-    });
-    if (problem) problems.push(problem);
-    else if (later.length) newer.push({ r, later });
-    else if (contentHash(spans) !== r.contentHash) tied.push(r);
-    else r.spanIds.forEach((id, i) => matched.add(`${id}@${r.spanVersions[i]}`));
+  private readonly tied: VerificationRecord[] = [];
+  private readonly newer: Array<{ r: VerificationRecord; later: SpanVersion[] }> = [];
+
+  /** `all`: every record of the trace. `now`: the clock as the spans are read (a long check goes on for a while). */
+  constructor(all: VerificationRecord[], settledBeforeMs = Infinity, now: number | (() => number) = Infinity) {
+    this.settledBeforeMs = settledBeforeMs;
+    this.now = typeof now === 'number' ? () => now : now;
+    this.named = new Set(all.flatMap((r) => r.spanIds));
   }
-  for (const r of tied) {
-    if (r.spanIds.every((id, i) => matched.has(`${id}@${r.spanVersions[i]}`))) superseded++;
-    else problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
+
+  // A span received after `settledBeforeMs` may have its record still on the way (a live collector, or a long
+  // verify run that read the records first). Only a recent receive time excuses it: one in the future (beyond
+  // clock skew) is as forged as the span.
+  private settling(s: SpanVersion): boolean {
+    return s.ingestedAtMs >= this.settledBeforeMs && s.ingestedAtMs <= this.now() + CLOCK_SKEW_MS;
   }
-  // What records superseded in part still list (a span re-delivered alone, its siblings not): no hash covers those.
-  const listedOnly = new Set(newer.flatMap(({ r }) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
-  for (const { r, later } of newer) {
-    const unvouched = later.find((s) => !matched.has(`${s.spanId}@${s.ingestedAtMs}`) && !settling(s));
-    if (!unvouched) superseded++;
-    else if (listedOnly.has(`${unvouched.spanId}@${unvouched.ingestedAtMs}`)) {
-      problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${unvouched.spanId} of trace ${r.traceId} cannot be checked: the only record of its stored version (${unvouched.ingestedAtMs}) was superseded in part by a later delivery of its sibling spans, and no hash covers it alone` });
-    } else problems.push(rewritten(r, unvouched.spanId, unvouched));
+
+  private rewritten(r: VerificationRecord, id: string, s: SpanVersion): VerifyProblem {
+    return { kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record that matches it)` };
   }
-  // A stored span no record names was written behind the collector's back (or with verification off).
-  const named = new Set(records.flatMap((r) => r.spanIds));
-  for (const s of stored) {
-    if (!named.has(s.spanId) && !settling(s)) problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
+
+  /** Some records, in chain order, with (at least) the stored spans they name. */
+  records(records: VerificationRecord[], byId: ReadonlyMap<string, SpanRecord>): void {
+    for (const r of records) {
+      if (r.spanIds.length === 0) { this.problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `the record of trace ${r.traceId} names no span (its span list was emptied)` }); continue; }
+      const spans: SpanRecord[] = [];
+      const later: SpanVersion[] = [];
+      let problem: VerifyProblem | null = null;
+      r.spanIds.forEach((id, i) => {
+        const s = byId.get(id);
+        if (!s) problem ??= { kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} is no longer stored` };
+        else if (s.ingestedAtMs === r.spanVersions[i]) spans.push(s);
+        else if (s.ingestedAtMs > r.spanVersions[i]!) later.push({ spanId: s.spanId, traceId: s.traceId, ingestedAtMs: s.ingestedAtMs });
+        else problem ??= this.rewritten(r, id, s);
+      });
+      if (problem) this.problems.push(problem);
+      else if (later.length) this.newer.push({ r, later });
+      else if (contentHash(spans) !== r.contentHash) this.tied.push(r);
+      else r.spanIds.forEach((id, i) => this.matched.add(`${id}@${r.spanVersions[i]}`));
+    }
   }
-  return { problems, superseded };
+
+  /** Stored spans of the trace (all of them, over one or more calls): a span no record names was written behind the collector's back (or with verification off). */
+  stored(spans: readonly SpanVersion[]): void {
+    for (const s of spans) {
+      if (!this.named.has(s.spanId) && !this.settling(s)) this.unverified.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
+    }
+  }
+
+  finish(): { problems: VerifyProblem[]; superseded: number } {
+    let superseded = 0;
+    const problems = [...this.problems];
+    for (const r of this.tied) {
+      if (r.spanIds.every((id, i) => this.matched.has(`${id}@${r.spanVersions[i]}`))) superseded++;
+      else problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
+    }
+    // What records superseded in part still list (a span re-delivered alone, its siblings not): no hash covers those.
+    const listedOnly = new Set(this.newer.flatMap(({ r }) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
+    for (const { r, later } of this.newer) {
+      const unvouched = later.find((s) => !this.matched.has(`${s.spanId}@${s.ingestedAtMs}`) && !this.settling(s));
+      if (!unvouched) superseded++;
+      else if (listedOnly.has(`${unvouched.spanId}@${unvouched.ingestedAtMs}`)) {
+        problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${unvouched.spanId} of trace ${r.traceId} cannot be checked: the only record of its stored version (${unvouched.ingestedAtMs}) was superseded in part by a later delivery of its sibling spans, and no hash covers it alone` });
+      } else problems.push(this.rewritten(r, unvouched.spanId, unvouched));
+    }
+    problems.push(...this.unverified);
+    return { problems, superseded };
+  }
 }
 
 /** Chain continuity, link hashes and checkpoint signatures. Records must be in (chainId, seq) order. */

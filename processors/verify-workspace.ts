@@ -1,17 +1,64 @@
 // Re-checks stored data against its verification records: used by the trace route and `tracegate verify`.
-import type { Storage } from '../storage/types.ts';
+import type { SpanPage, Storage } from '../storage/types.ts';
 import type { VerificationRecord } from '../collector/enrichment-records.ts';
+import type { SpanRecord } from '../collector/record.ts';
 import { checkAuditCoverage, verifyAuditChain, type ChainProblem } from './audit.ts';
 import type { PublicKeyInfo } from './signing.ts';
-import { checkChain, checkContent, type VerifyReport } from './verification.ts';
+import { checkChain, checkContent, ContentCheck, type VerifyReport } from './verification.ts';
 
 /** Spans received this recently are not judged unverified: on a live collector their records may still be in flight. */
 export const SETTLE_MS = 30_000;
 
 /** Traces read per storage call while verifying a workspace. */
 const READ_BATCH = 500;
+/**
+ * Spans read per storage call, about: more traces of a workspace are read together while their spans stay under
+ * it, and a trace larger than it is checked a part at a time (read whole, 200k spans exceeded the embedded store's
+ * memory limit).
+ */
+export const SPANS_PER_READ = 5_000;
 
-async function contentOf(storage: Storage, workspaceId: string, records: VerificationRecord[], now: number) {
+const namedSpans = (records: VerificationRecord[]) => records.reduce((n, r) => n + r.spanIds.length, 0);
+
+/**
+ * Consecutive runs of `items` of at most `maxItems` items and, past the first item, `maxWeight` in all (an item
+ * weighing more than maxWeight makes a run of its own).
+ */
+function runs<T>(items: readonly T[], weight: (t: T) => number, maxItems: number, maxWeight: number): T[][] {
+  const out: T[][] = [];
+  let cur: T[] = [];
+  let w = 0;
+  for (const t of items) {
+    if (cur.length && (cur.length === maxItems || w + weight(t) > maxWeight)) { out.push(cur); cur = []; w = 0; }
+    cur.push(t);
+    w += weight(t);
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}
+
+/** Every stored span of a trace, a part at a time (ids and versions are all `each` needs to keep). */
+async function inParts(storage: Storage, workspaceId: string, traceId: string, per: number, each: (part: SpanRecord[]) => void): Promise<void> {
+  for (let after: SpanPage['after']; ;) {
+    const part = await storage.getTrace(workspaceId, traceId, { limit: per, ...(after ? { after } : {}) });
+    each(part);
+    if (part.length < per) return;
+    after = { startNs: part.at(-1)!.startTimeNs, spanId: part.at(-1)!.spanId };
+  }
+}
+
+/** A large trace's content, a part at a time: its records in groups with the spans they name, then its stored spans. */
+async function checkInParts(storage: Storage, workspaceId: string, traceId: string, records: VerificationRecord[], settledBeforeMs: number, now: () => number, per: number) {
+  const check = new ContentCheck(records, settledBeforeMs, now);
+  for (const group of runs(records, (r) => r.spanIds.length, Infinity, per)) {
+    const spans = await storage.getSpans(workspaceId, traceId, [...new Set(group.flatMap((r) => r.spanIds))]);
+    check.records(group, new Map(spans.map((s) => [s.spanId, s])));
+  }
+  await inParts(storage, workspaceId, traceId, per, (part) => check.stored(part));
+  return check.finish();
+}
+
+async function contentOf(storage: Storage, workspaceId: string, records: VerificationRecord[], now: number, per: number) {
   const settledBeforeMs = now - SETTLE_MS;
   // Spans ingested while a long run goes on are as new as the run: the upper bound follows the clock.
   const upTo = () => Math.max(now, Date.now());
@@ -20,8 +67,15 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
   const problems: VerifyReport['problems'] = [];
   let superseded = 0;
   const ids = [...byTrace.keys()];
-  for (let i = 0; i < ids.length; i += READ_BATCH) {
-    const chunk = ids.slice(i, i + READ_BATCH);
+  // In record order; a trace whose records name more than `per` spans on its own, a part at a time.
+  const weight = (t: string) => namedSpans(byTrace.get(t)!);
+  for (const chunk of runs(ids, (t) => (weight(t) > per ? Infinity : weight(t)), READ_BATCH, per * 4)) {
+    if (weight(chunk[0]!) > per) {
+      const res = await checkInParts(storage, workspaceId, chunk[0]!, byTrace.get(chunk[0]!)!, settledBeforeMs, upTo, per);
+      problems.push(...res.problems);
+      superseded += res.superseded;
+      continue;
+    }
     const stored = await storage.getTraces(workspaceId, chunk);
     const until = upTo();
     for (const traceId of chunk) {
@@ -35,12 +89,15 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
   for (let cursor: string | undefined; ;) {
     const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
     const unnamed = page.items.filter((t) => !byTrace.has(t.traceId));
-    for (let i = 0; i < unnamed.length; i += READ_BATCH) {
-      const chunk = unnamed.slice(i, i + READ_BATCH);
-      const stored = await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
+    for (const chunk of runs(unnamed, (t) => (t.spanCount > per ? Infinity : t.spanCount), READ_BATCH, per * 4)) {
+      const stored = chunk[0]!.spanCount > per ? null : await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
       const until = upTo() + 5_000;
       for (const t of chunk) {
-        if ((stored.get(t.traceId) ?? []).every((sp) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until)) continue;
+        const recent = (sp: SpanRecord) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until;
+        let allRecent = true;
+        if (stored) allRecent = (stored.get(t.traceId) ?? []).every(recent);
+        else await inParts(storage, workspaceId, t.traceId, per, (part) => { allRecent &&= part.every(recent); });
+        if (allRecent) continue;
         unverified++;
         problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
       }
@@ -51,10 +108,11 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
   return { problems, superseded, traces: byTrace.size + unverified };
 }
 
-export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now()): Promise<VerifyReport & { audit: ChainProblem[] }> {
+/** `per`: spans read per storage call, about (SPANS_PER_READ). */
+export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now(), per = SPANS_PER_READ): Promise<VerifyReport & { audit: ChainProblem[] }> {
   const { records, checkpoints } = await storage.verificationChain(workspaceId);
   const chain = checkChain(records, checkpoints, keys, undefined, now - SETTLE_MS);
-  const content = await contentOf(storage, workspaceId, records, now);
+  const content = await contentOf(storage, workspaceId, records, now, per);
   const auditRecords = await storage.auditChain(workspaceId);
   const settings = await storage.getSettings(workspaceId);
   const apiKeys = (await storage.listApiKeys(workspaceId)).map((k) => ({ keyId: k.keyId, revoked: k.revokedAtMs > 0 }));
@@ -67,13 +125,17 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
 }
 
 /** One trace: its content against its records, and the chain those records sit in. */
-export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[]): Promise<VerifyReport & { records: VerificationRecord[] }> {
+export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[], per = SPANS_PER_READ): Promise<VerifyReport & { records: VerificationRecord[] }> {
   const mine = await storage.getVerification(workspaceId, traceId);
   const { records, checkpoints } = await storage.verificationChain(workspaceId);
   const chains = new Set(mine.map((r) => r.chainId));
   const chain = checkChain(records.filter((r) => chains.has(r.chainId)), checkpoints.filter((c) => chains.has(c.chainId)), keys, new Set(records.map((r) => r.hash)));
   const now = Date.now();
-  const content = checkContent(mine, await storage.getTrace(workspaceId, traceId), now - SETTLE_MS, now);
+  // Read whole when it is small (one query); a large trace a part at a time.
+  const first = await storage.getTrace(workspaceId, traceId, { limit: per + 1 });
+  const content = first.length <= per && namedSpans(mine) <= per
+    ? checkContent(mine, first, now - SETTLE_MS, now)
+    : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), per);
   const problems = [...content.problems, ...chain.problems.filter((p) => !p.traceId || p.traceId === traceId || p.kind !== 'link_hash_mismatch')];
   return {
     ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: checkpoints.length,

@@ -364,6 +364,25 @@ export class ClickHouseStorage implements Storage {
     return (await this.getTraces(workspaceId, [traceId], page)).get(traceId) ?? [];
   }
 
+  async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
+    const ws = str(wellFormed(workspaceId));
+    const trace = str(wellFormed(traceId));
+    const dates = await this.rows<{ d: string }>(
+      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id = ${trace}`, LOOKUP_SETTINGS,
+    );
+    if (dates.length === 0) return [];
+    const out: SpanRecord[] = [];
+    for (const chunk of lookupChunks(spanIds.map(wellFormed))) {
+      const rows = await this.rows<SpanReadRow>(
+        `SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL
+         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${trace} AND span_id IN ${strList(chunk)}
+         ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY span_id`, LOOKUP_SETTINGS,
+      );
+      for (const row of rows) out.push(fromReadRow(row));
+    }
+    return out.sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
+  }
+
   async getTraces(workspaceId: string, traceIds: readonly string[], page?: SpanPage): Promise<Map<string, SpanRecord[]>> {
     const out = new Map<string, SpanRecord[]>();
     const ws = str(wellFormed(workspaceId));

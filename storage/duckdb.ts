@@ -1,7 +1,7 @@
 // DuckDB backend: one embedded database file, one connection, calls serialized.
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import { DuckDBInstance, listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
@@ -234,6 +234,14 @@ export class DuckDbStorage implements Storage {
 
   async getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]> {
     return (await this.getTraces(workspaceId, [traceId], page)).get(traceId) ?? [];
+  }
+
+  async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
+    if (spanIds.length === 0) return [];
+    const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
+      'SELECT * FROM spans WHERE workspace_id = $ws AND trace_id = $t AND list_contains($ids, span_id) ORDER BY span_id',
+      { ws: wellFormed(workspaceId), t: wellFormed(traceId), ids: listValue(spanIds.map(wellFormed)) }));
+    return rows.map(fromRow);
   }
 
   async getTraces(workspaceId: string, traceIds: readonly string[], page?: SpanPage): Promise<Map<string, SpanRecord[]>> {

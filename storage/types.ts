@@ -74,6 +74,8 @@ export interface Storage {
    * `limit` of them, those after `after` in that order (GET /api/traces/:id reads a large trace in parts).
    */
   getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]>;
+  /** Some spans of a trace by id, each as its newest version, in span id order; unknown ids are left out (verification of a large trace, a record at a time). */
+  getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]>;
   /** getTrace for many traces in one query (verification): trace id → its spans; unknown ids are left out. */
   getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>>;
   listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage>;

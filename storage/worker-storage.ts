@@ -56,6 +56,7 @@ export class WorkerStorage implements Storage {
   insertSpans(...a: Parameters<Storage['insertSpans']>) { return this.fwd('insertSpans', a); }
   getTrace(...a: Parameters<Storage['getTrace']>) { return this.fwd('getTrace', a); }
   getTraces(...a: Parameters<Storage['getTraces']>) { return this.fwd('getTraces', a); }
+  getSpans(...a: Parameters<Storage['getSpans']>) { return this.fwd('getSpans', a); }
   listTraces(...a: Parameters<Storage['listTraces']>) { return this.fwd('listTraces', a); }
   countSpans(...a: Parameters<Storage['countSpans']>) { return this.fwd('countSpans', a); }
   createWorkspace(...a: Parameters<Storage['createWorkspace']>) { return this.fwd('createWorkspace', a); }

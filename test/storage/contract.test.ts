@@ -166,6 +166,26 @@ function contract(name: string, factory: StoreFactory): void {
       expect((await s.getTraces('ws-many', [])).size).to.equal(0);
     });
 
+    it('reads spans of a trace by id, each as its newest version, in span id order', async function () {
+      await s.insertSpans([
+        span('ws-by-id', 't', 'b', { startTimeNs: ns(20) }),
+        span('ws-by-id', 't', 'a', { startTimeNs: ns(10) }),
+        span('ws-by-id', 't', 'c', { startTimeNs: ns(86_400_000 * 40), endTimeNs: ns(86_400_000 * 40 + 5) }),
+        span('ws-by-id', 'u', 'a', { name: 'other trace' }),
+        span('ws-by-id-other', 't', 'a', { name: 'other workspace' }),
+      ]);
+      // a newer delivery of b, on another day
+      await s.insertSpans([span('ws-by-id', 't', 'b', { name: 'newer', startTimeNs: ns(86_400_000 * 3), endTimeNs: ns(86_400_000 * 3 + 5), ingestedAtMs: 2_000 })]);
+      const whole = await s.getTrace('ws-by-id', 't');
+      const got = await s.getSpans('ws-by-id', 't', ['c', 'nope', 'a', 'b', 'a']);
+      expect(got.map((x) => x.spanId)).to.deep.equal(['a', 'b', 'c']);
+      expect(got).to.deep.equal([...whole].sort((x, y) => (x.spanId < y.spanId ? -1 : 1)));
+      expect(got[1]!.name).to.equal('newer');
+      expect(await s.getSpans('ws-by-id', 't', [])).to.deep.equal([]);
+      expect(await s.getSpans('ws-by-id', 'nope', ['a'])).to.deep.equal([]);
+      expect(await s.getSpans('ws-nope', 't', ['a'])).to.deep.equal([]);
+    });
+
     it('reads a trace in parts: start order, ties by span id, replays once as their newest version; one trace rolled up', async function () {
       const rows: SpanRecord[] = [];
       for (let i = 0; i < 23; i++) {

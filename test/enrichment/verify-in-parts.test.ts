@@ -1,0 +1,71 @@
+// Verification reads a large trace a part at a time (SPANS_PER_READ spans per storage call): the verdicts must be
+// the ones a whole read gives. Here the part size is made small so that ordinary traces are "large".
+import { expect } from 'chai';
+import { join } from 'node:path';
+import { BACKENDS, cli, flushed, get, post, startTestServer } from '../support/server.ts';
+import { verifyTrace, verifyWorkspace } from '../../processors/verify-workspace.ts';
+import { publicKeys } from '../../processors/signing.ts';
+
+const TRACE = '0af7651916cd43dd8448eb211c80319c';
+const T0 = 1_763_787_000_000_000_000n;
+
+function otlp(from: number, to: number) {
+  const spans = [];
+  for (let i = from; i < to; i++) {
+    spans.push({
+      traceId: TRACE, spanId: (0x1000 + i).toString(16).padStart(16, '0'), parentSpanId: i ? '0000000000001000' : '', name: `step ${i}`, kind: 1,
+      startTimeUnixNano: String(T0 + BigInt(i) * 1_000_000n), endTimeUnixNano: String(T0 + BigInt(i + 1) * 1_000_000n),
+      attributes: [{ key: 'input.value', value: { stringValue: `question ${i}` } }],
+    });
+  }
+  return { resourceSpans: [{ scopeSpans: [{ scope: { name: 't' }, spans }] }] };
+}
+
+for (const backend of BACKENDS) {
+  describe(`verification a part at a time (${backend})`, function () {
+    this.timeout(120_000);
+
+    it('gives the verdicts of a whole read: clean, a rewritten span, a span no record names, a trace with no record', async () => {
+      const s = await startTestServer(backend);
+      try {
+        const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'parts-co', '--json'])).stdout); // audited, as the audit chain check wants
+        const auth = { authorization: `Bearer ${k.key}` };
+        for (const [a, b] of [[0, 10], [10, 20], [20, 27]]) expect((await post(`${s.url}/v1/traces`, otlp(a!, b!), auth)).status).to.equal(200);
+        // one delivered again: its records are superseded, not broken
+        expect((await post(`${s.url}/v1/traces`, otlp(20, 27), auth)).status).to.equal(200);
+        await flushed(s);
+        const keys = publicKeys(join(s.dataDir, 'keys'));
+        const later = Date.now() + 60_000; // nothing is still settling
+        const both = async () => {
+          const [whole, parts] = [await verifyWorkspace(s.running.storage, k.workspaceId, keys, later), await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, 4)];
+          expect(parts).to.deep.equal(whole);
+          const [one, oneInParts] = [await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys), await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys, 4)];
+          expect(oneInParts).to.deep.equal(one);
+          return { whole, one };
+        };
+        const clean = await both();
+        expect(clean.whole.ok, JSON.stringify([clean.whole.problems, clean.whole.audit])).to.equal(true);
+        expect(clean.whole.superseded).to.equal(1);
+        expect(clean.one.ok).to.equal(true);
+
+        // Behind the collector's back: a span rewritten (a newer version no record vouches for), a span added to
+        // the trace, and a trace of its own.
+        const [target] = await s.running.storage.getSpans(k.workspaceId, TRACE, ['000000000000100c']);
+        const old = Date.now() - 120_000;
+        await s.running.storage.insertSpans([
+          { ...target!, response: 'tampered', ingestedAtMs: Date.now() + 600_000 },
+          { ...target!, spanId: 'ffffffffffffff01', name: 'added', ingestedAtMs: old },
+          ...Array.from({ length: 6 }, (_, i) => ({ ...target!, traceId: 'no-record', spanId: `00000000000000a${i}`, ingestedAtMs: old })),
+        ]);
+        const tampered = await both();
+        expect(tampered.whole.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([
+          ['content_hash_mismatch', TRACE], ['unverified_span', TRACE], ['unverified_span', 'no-record'],
+        ]);
+        expect(tampered.one.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch', 'unverified_span']);
+        expect((await get(`${s.url}/api/traces/${TRACE}/verification`, auth)).json.ok).to.equal(false);
+      } finally {
+        await s.close();
+      }
+    });
+  });
+}
