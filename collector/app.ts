@@ -8,7 +8,7 @@ import type { Ingestor } from './pipeline-types.ts';
 import type { EnrichmentRecord } from './enrichment-records.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
-import { HttpError, isMarkedStorageOutage, StorageUnavailableError } from './errors.ts';
+import { BackpressureError, HttpError, isMarkedStorageOutage, StorageUnavailableError } from './errors.ts';
 import { BodyBudget, bodyBudget } from './body.ts';
 import { READ_LIVENESS_AFTER_MS, ReadGate } from './read-gate.ts';
 import { encodeStatus } from './otlp/index.ts';
@@ -86,11 +86,20 @@ export function createApp(deps: AppDeps): Koa {
     { retryAfterSeconds }, { 'Retry-After': String(retryAfterSeconds), 'X-RateLimit-Remaining': '0' });
   const requireKey = async (ctx: Context, next: Next) => {
     const key = bearer(ctx);
-    if (key && !deps.keys.known(key)) {
+    const unseen = key !== null && !deps.keys.known(key);
+    if (unseen) {
       const lookup = await deps.limits.lookupAllowed(ctx.ip);
       if (!lookup.allowed) throw tooManyFailures(lookup.retryAfterSeconds);
     }
-    const caller = key ? await deps.keys.verify(key) : null;
+    let caller: Caller | null;
+    try {
+      caller = key ? await deps.keys.verify(key) : null;
+    } catch (err) {
+      // A never-seen key id that storage could not check in time (503) counts against the address as a failure:
+      // random ids sent while storage is slow would otherwise each cost a lookup and never throttle the address.
+      if (unseen && err instanceof BackpressureError) await deps.limits.authFailure(ctx.ip).catch(() => {});
+      throw err;
+    }
     if (!caller) {
       ctx.state.log.info({ event: 'auth_rejected', route: routeOf(ctx) }, 'authentication rejected');
       const keyId = key ? parseKey(key)?.keyId ?? '' : '';

@@ -184,7 +184,7 @@ export interface VerifyReport {
   tracesChecked: number;
   checkpointsChecked: number;
   superseded: number;        // records whose spans were later replaced by a newer delivery (not tampering)
-  unsignedTail: number;      // records after the last checkpoint of their chain (signed within a second)
+  unsignedTail: number;      // records after the last checkpoint of their chain (signed with the next batch once a second has passed, or at shutdown)
   problems: VerifyProblem[];
 }
 
@@ -348,4 +348,35 @@ export function checkChain(records: VerificationRecord[], checkpoints: Checkpoin
 }
 
 /** How long records may follow an unsigned one before its missing checkpoint is a problem (the collector signs each second). */
-const UNSIGNED_GRACE_MS = 10_000;
+export const UNSIGNED_GRACE_MS = 10_000;
+
+/**
+ * One stretch of a chain, seqs `from`..`to` (as read: gaps are reported): every record's fields against its hash,
+ * each linked to the one before it, the first one (seq 1) to genesis or to an earlier run's head that still exists
+ * (`earlierRunExists`), and `checkpoint` (at `to`, or null) signed by a known key over the record stored there.
+ * The check of one trace's records: the stretch from the record before each to the first checkpoint after it.
+ */
+export function checkChainSegment(segment: VerificationRecord[], from: number, to: number, checkpoint: CheckpointRecord | null, keys: PublicKeyInfo[], earlierRunExists: boolean): VerifyProblem[] {
+  const problems: VerifyProblem[] = [];
+  const bySeq = new Map(segment.map((r) => [r.seq, r]));
+  let prev: VerificationRecord | undefined;
+  for (let seq = from; seq <= to; seq++) {
+    const r = bySeq.get(seq);
+    if (!r) {
+      problems.push({ kind: 'chain_gap', chainId: segment[0]?.chainId ?? checkpoint?.chainId ?? '', seq, message: `record ${seq} is missing: records were deleted` });
+      prev = undefined;
+      continue;
+    }
+    if (seq === 1 && r.prevHash !== GENESIS && !earlierRunExists) problems.push({ kind: 'chain_gap', chainId: r.chainId, seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
+    else if (seq === 1 && r.prevHash === GENESIS) { /* a chain's first record */ } else if (prev && r.prevHash !== prev.hash) problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
+    if (linkHash(r.prevHash, r) !== r.hash) problems.push({ kind: 'link_hash_mismatch', chainId: r.chainId, seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
+    prev = r;
+  }
+  if (checkpoint) {
+    const key = keys.find((k) => k.keyId === checkpoint.keyId);
+    if (!key) problems.push({ kind: 'unknown_key', chainId: checkpoint.chainId, seq: checkpoint.seq, message: `checkpoint signed by unknown key ${checkpoint.keyId}` });
+    else if (!verifyText(key.publicKeyPem, checkpointText(checkpoint), checkpoint.signature)) problems.push({ kind: 'bad_signature', chainId: checkpoint.chainId, seq: checkpoint.seq, message: 'checkpoint signature does not verify' });
+    else if (bySeq.get(checkpoint.seq)?.hash !== checkpoint.headHash) problems.push({ kind: 'checkpoint_mismatch', chainId: checkpoint.chainId, seq: checkpoint.seq, message: 'signed head does not match the stored chain' });
+  }
+  return problems;
+}

@@ -4,7 +4,8 @@ import type { VerificationRecord } from '../collector/enrichment-records.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import { checkAuditCoverage, verifyAuditChain, type ChainProblem } from './audit.ts';
 import type { PublicKeyInfo } from './signing.ts';
-import { checkChain, checkContent, ContentCheck, type VerifyReport } from './verification.ts';
+import { GENESIS } from './canonical.ts';
+import { checkChain, checkChainSegment, checkContent, ContentCheck, UNSIGNED_GRACE_MS, type VerifyProblem, type VerifyReport } from './verification.ts';
 
 /** Spans received this recently are not judged unverified: on a live collector their records may still be in flight. */
 export const SETTLE_MS = 30_000;
@@ -125,11 +126,47 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
 }
 
 /** One trace: its content against its records, and the chain those records sit in. */
+/**
+ * The chain around one trace's records, read a stretch at a time: from the record before each of them to the first
+ * checkpoint at or after it (about a second of records), so that checking a trace costs the same in a workspace of
+ * a hundred traces or of millions. A gap or an edit elsewhere in a chain does not touch this trace: `tracegate
+ * verify` checks whole chains.
+ */
+async function traceChain(storage: Storage, workspaceId: string, mine: VerificationRecord[], keys: PublicKeyInfo[]) {
+  const problems = new Map<string, VerifyProblem>(); // stretches may overlap by a record
+  let unsignedTail = 0;
+  let checkpointsChecked = 0;
+  const byChain = new Map<string, VerificationRecord[]>();
+  for (const r of mine) (byChain.get(r.chainId) ?? byChain.set(r.chainId, []).get(r.chainId)!).push(r);
+  for (const [chainId, recs] of byChain) {
+    recs.sort((a, b) => a.seq - b.seq);
+    let covered = 0; // records up to this seq were in a stretch checked already
+    let first = true;
+    for (const r of recs) {
+      if (r.seq <= covered) continue;
+      const state = await storage.chainState(workspaceId, chainId, r.seq);
+      if (first) unsignedTail += Math.max(0, (state.last?.seq ?? 0) - (state.lastCheckpoint?.seq ?? 0));
+      first = false;
+      const from = Math.max(1, r.seq - 1);
+      const to = state.next ? state.next.seq : r.seq;
+      const segment = await storage.verificationRange(workspaceId, chainId, from, to);
+      const head = segment.find((x) => x.seq === 1);
+      const earlier = head && head.prevHash !== GENESIS ? await storage.hasVerificationHash(workspaceId, head.prevHash) : true;
+      for (const p of checkChainSegment(segment, from, to, state.next, keys, earlier)) problems.set(`${p.kind}|${p.chainId}|${p.seq}`, p);
+      if (state.next) checkpointsChecked++;
+      // No checkpoint covers it although the chain went on well after it (one with signatures): they were deleted.
+      else if (state.lastCheckpoint && state.last && r.createdAtMs < state.last.createdAtMs - UNSIGNED_GRACE_MS) {
+        problems.set(`checkpoint_missing|${chainId}`, { kind: 'checkpoint_missing', chainId, seq: r.seq, traceId: r.traceId, message: `no checkpoint covers record ${r.seq} although the chain went on for ${Math.round((state.last.createdAtMs - r.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
+      }
+      covered = to;
+    }
+  }
+  return { problems: [...problems.values()], unsignedTail, checkpointsChecked };
+}
+
 export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[], per = SPANS_PER_READ): Promise<VerifyReport & { records: VerificationRecord[] }> {
   const mine = await storage.getVerification(workspaceId, traceId);
-  const { records, checkpoints } = await storage.verificationChain(workspaceId);
-  const chains = new Set(mine.map((r) => r.chainId));
-  const chain = checkChain(records.filter((r) => chains.has(r.chainId)), checkpoints.filter((c) => chains.has(c.chainId)), keys, new Set(records.map((r) => r.hash)));
+  const chain = await traceChain(storage, workspaceId, mine, keys);
   const now = Date.now();
   // Read whole when it is small (one query); a large trace a part at a time.
   const first = await storage.getTrace(workspaceId, traceId, { limit: per + 1 });
@@ -138,7 +175,7 @@ export async function verifyTrace(storage: Storage, workspaceId: string, traceId
     : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), per);
   const problems = [...content.problems, ...chain.problems.filter((p) => !p.traceId || p.traceId === traceId || p.kind !== 'link_hash_mismatch')];
   return {
-    ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: checkpoints.length,
+    ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: chain.checkpointsChecked,
     superseded: content.superseded, unsignedTail: chain.unsignedTail, problems, records: mine,
   };
 }

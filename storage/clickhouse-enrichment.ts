@@ -5,7 +5,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
-import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import type { AlertQuery, AuditQuery, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { str, strList, u64 } from './clickhouse-sql.ts';
 import { byWorkspace, dayOfMs, lookupChunks, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
@@ -330,6 +330,37 @@ export class ClickHouseEnrichment {
         ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`),
     ]);
     return { records: records.map(fromVerification), checkpoints: checkpoints.map(fromCheckpoint) };
+  }
+
+  async verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
+    const rows = await this.rows<VerificationRow>(`
+      SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
+      WHERE workspace_id = ${str(wellFormed(workspaceId))} AND chain_id = ${str(wellFormed(chainId))}
+        AND seq >= ${Math.max(0, Math.trunc(fromSeq))} AND seq <= ${Math.max(0, Math.trunc(toSeq))}
+      ORDER BY seq LIMIT 1 BY seq`);
+    return rows.map(fromVerification);
+  }
+
+  async chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> {
+    const where = `workspace_id = ${str(wellFormed(workspaceId))} AND chain_id = ${str(wellFormed(chainId))}`;
+    const checkpoint = (cond: string, order: string) => this.rows<CheckpointRow>(`
+      SELECT workspace_id, chain_id, seq, head_hash, key_id, signature, at_ms FROM ${this.t('verification_checkpoints')} FINAL
+      WHERE ${where} ${cond} ORDER BY seq ${order} LIMIT 1`);
+    const [[next], [lastCheckpoint], [last]] = await Promise.all([
+      checkpoint(`AND seq >= ${Math.max(0, Math.trunc(seq))}`, 'ASC'),
+      checkpoint('', 'DESC'),
+      this.rows<{ seq: string; created_at_ms: string }>(`SELECT seq, created_at_ms FROM ${this.t('verification')} WHERE ${where} ORDER BY seq DESC LIMIT 1`),
+    ]);
+    return {
+      next: next ? fromCheckpoint(next) : null, lastCheckpoint: lastCheckpoint ? fromCheckpoint(lastCheckpoint) : null,
+      last: last ? { seq: Number(last.seq), createdAtMs: Number(last.created_at_ms) } : null,
+    };
+  }
+
+  async hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
+    // The column itself, not a constant: 18.16's Distributed tables cannot select a constant under this WHERE.
+    const rows = await this.rows<{ hash: string }>(`SELECT hash FROM ${this.t('verification')} WHERE workspace_id = ${str(wellFormed(workspaceId))} AND hash = ${str(wellFormed(hash))} LIMIT 1`);
+    return rows.length > 0;
   }
 
   async verificationWorkspaces(): Promise<string[]> {

@@ -5,7 +5,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHous
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
@@ -638,6 +638,11 @@ export class ClickHouseStorage implements Storage {
   verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
     return this.enrichment.verificationChain(workspaceId);
   }
+  verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
+    return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);
+  }
+  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> { return this.enrichment.chainState(workspaceId, chainId, seq); }
+  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasVerificationHash(workspaceId, hash); }
   verificationWorkspaces(): Promise<string[]> { return this.enrichment.verificationWorkspaces(); }
   usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> { return this.enrichment.usage(workspaceId, q); }
   findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {

@@ -5,7 +5,7 @@ import { listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
-import type { AlertQuery, AuditQuery, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import type { AlertQuery, AuditQuery, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
 import { USAGE_KINDS_SQL, wellFormed } from './codec.ts';
 import { ColumnRows } from './duckdb-columns.ts';
@@ -274,6 +274,31 @@ export class DuckDbEnrichment {
       checkpoints: (await all(c, 'SELECT * FROM verification_checkpoints WHERE workspace_id = $ws ORDER BY chain_id, seq', { ws }))
         .map(fromCheckpoint),
     }));
+  }
+
+  async verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
+    const rows = await this.serial((c) => all(c, 'SELECT * FROM verification WHERE workspace_id = $ws AND chain_id = $c AND seq BETWEEN $a AND $b ORDER BY seq',
+      { ws: wellFormed(workspaceId), c: wellFormed(chainId), a: BigInt(Math.max(0, fromSeq)), b: BigInt(Math.max(0, toSeq)) }));
+    return rows.map(fromVerification);
+  }
+
+  async chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> {
+    const params = { ws: wellFormed(workspaceId), c: wellFormed(chainId) };
+    const where = 'workspace_id = $ws AND chain_id = $c';
+    return this.serial(async (c) => {
+      const [next] = await all(c, `SELECT * FROM verification_checkpoints WHERE ${where} AND seq >= $s ORDER BY seq LIMIT 1`, { ...params, s: BigInt(Math.max(0, seq)) });
+      const [lastCheckpoint] = await all(c, `SELECT * FROM verification_checkpoints WHERE ${where} ORDER BY seq DESC LIMIT 1`, params);
+      const [last] = await all(c, `SELECT seq, created_at_ms FROM verification WHERE ${where} ORDER BY seq DESC LIMIT 1`, params);
+      return {
+        next: next ? fromCheckpoint(next) : null, lastCheckpoint: lastCheckpoint ? fromCheckpoint(lastCheckpoint) : null,
+        last: last ? { seq: Number(last.seq), createdAtMs: Number(last.created_at_ms) } : null,
+      };
+    });
+  }
+
+  async hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
+    const rows = await this.serial((c) => all(c, 'SELECT 1 AS x FROM verification WHERE workspace_id = $ws AND hash = $h LIMIT 1', { ws: wellFormed(workspaceId), h: wellFormed(hash) }));
+    return rows.length > 0;
   }
 
   async verificationWorkspaces(): Promise<string[]> {

@@ -6,7 +6,7 @@ import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
@@ -439,6 +439,11 @@ export class DuckDbStorage implements Storage {
   verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
     return this.enrichment.verificationChain(workspaceId);
   }
+  verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
+    return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);
+  }
+  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> { return this.enrichment.chainState(workspaceId, chainId, seq); }
+  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasVerificationHash(workspaceId, hash); }
   verificationWorkspaces(): Promise<string[]> { return this.enrichment.verificationWorkspaces(); }
   usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> { return this.enrichment.usage(workspaceId, q); }
   findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {

@@ -56,6 +56,12 @@ export interface TraceSummary {
 
 export interface TracePage { items: TraceSummary[]; nextCursor: string | null }
 
+export interface ChainState {
+  next: CheckpointRecord | null;
+  lastCheckpoint: CheckpointRecord | null;
+  last: { seq: number; createdAtMs: number } | null;
+}
+
 /** A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id). */
 export interface SpanPage { limit: number; after?: { startNs: string; spanId: string } }
 
@@ -120,6 +126,12 @@ export interface Storage {
   getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]>;
   /** All verification records and checkpoints of a workspace in chain order (chainId, seq). */
   verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }>;
+  /** A chain's records with fromSeq <= seq <= toSeq, in seq order (checking one trace reads around its records only). */
+  verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]>;
+  /** Of a chain: its first checkpoint at or after `seq`, its newest checkpoint, and its newest record's seq and time. */
+  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState>;
+  /** Whether the workspace holds a verification record with this hash (the earlier run a chain continues). */
+  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean>;
   /** Every workspace with anything to verify: registered, or holding spans, verification or audit records (for `tracegate verify` without --workspace). */
   verificationWorkspaces(): Promise<string[]>;
   /** Usage analytics over model calls (kind llm and embedding); ClickHouse answers from materialized rollups. */

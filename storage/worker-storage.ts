@@ -78,6 +78,9 @@ export class WorkerStorage implements Storage {
   listAlerts(...a: Parameters<Storage['listAlerts']>) { return this.fwd('listAlerts', a); }
   getVerification(...a: Parameters<Storage['getVerification']>) { return this.fwd('getVerification', a); }
   verificationChain(...a: Parameters<Storage['verificationChain']>) { return this.fwd('verificationChain', a); }
+  verificationRange(...a: Parameters<Storage['verificationRange']>) { return this.fwd('verificationRange', a); }
+  chainState(...a: Parameters<Storage['chainState']>) { return this.fwd('chainState', a); }
+  hasVerificationHash(...a: Parameters<Storage['hasVerificationHash']>) { return this.fwd('hasVerificationHash', a); }
   verificationWorkspaces() { return this.fwd('verificationWorkspaces', []); }
   usage(...a: Parameters<Storage['usage']>) { return this.fwd('usage', a); }
   findingsDaily(...a: Parameters<Storage['findingsDaily']>) { return this.fwd('findingsDaily', a); }

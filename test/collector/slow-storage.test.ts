@@ -10,6 +10,7 @@ import { KeyVerifier } from '../../collector/keys.ts';
 import { SettingsStore } from '../../collector/settings.ts';
 import { loadConfig } from '../../config/index.ts';
 import { sleep } from '../support/process.ts';
+import { get, startTestServer } from '../support/server.ts';
 
 describe('lookups against a slow storage', () => {
   let dir: string;
@@ -85,5 +86,35 @@ describe('lookups against a slow storage', () => {
     await sleep(400);
     expect((await store.forWorkspace(ws)).version).to.equal(updated.version);
     expect((await store.forWorkspace(ws)).doc.alertWebhookUrl).to.equal('https://hooks.example/2');
+  });
+});
+
+describe('random key ids while storage is too slow to check them', function () {
+  this.timeout(60_000);
+  it('count against the address: once it is over TRACEGATE_AUTH_FAILURE_LIMIT, a few lookups a window, then 429 unchecked', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-slow-keys-'));
+    const real = new DuckDbStorage(join(dir, 'db.duckdb'));
+    await real.init();
+    let lookups = 0;
+    // Key lookups answer after the 2 s deadline, as a storage kept busy would.
+    const storage = new Proxy(real, {
+      get: (t, p, r) => (p === 'getApiKey'
+        ? async (id: string) => { lookups++; await sleep(2_500); return t.getApiKey(id); }
+        : (v => (typeof v === 'function' ? v.bind(t) : v))(Reflect.get(t, p, r))),
+    });
+    const s = await startTestServer('duckdb', { TRACEGATE_AUTH_FAILURE_LIMIT: '3' }, storage);
+    try {
+      const random = (i: number) => ({ authorization: `Bearer tg_${(0xabc000 + i).toString(16).padStart(16, '0')}_${'B'.repeat(43)}` });
+      const first: number[] = [];
+      for (let i = 0; i < 4; i++) first.push((await get(`${s.url}/api/traces`, random(i))).status);
+      expect(first).to.deep.equal([503, 503, 503, 503]); // unknown, and cannot be checked in time: retryable
+      const next = await Promise.all(Array.from({ length: 15 }, (_, i) => get(`${s.url}/api/traces`, random(100 + i)).then((res) => res.status)));
+      expect(next.filter((x) => x === 429)).to.have.length(5);
+      expect(lookups).to.equal(4 + 10);
+    } finally {
+      await s.close();
+      await real.close().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

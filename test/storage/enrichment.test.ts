@@ -420,6 +420,18 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       expect(await s.getVerification(ws, 'v-1-t1')).to.deep.equal([recs.find((r) => r.traceId === 'v-1-t1')]);
       expect(await s.getVerification(ws, 'missing')).to.deep.equal([]);
       expect(await s.verificationWorkspaces()).to.include(ws);
+
+      // around one trace's records only: a stretch of a chain, its next and newest checkpoints, its newest record
+      expect(await s.verificationRange(ws, 'v-1', 2, 4)).to.deep.equal(byChain(recs).filter((r) => r.chainId === 'v-1' && r.seq >= 2 && r.seq <= 4));
+      expect(await s.verificationRange(ws, 'v-1', 7, 9)).to.deep.equal([]);
+      expect(await s.chainState(ws, 'v-1', 2)).to.deep.equal({ next: cps[1], lastCheckpoint: cps[2], last: { seq: 6, createdAtMs: T0 } });
+      expect(await s.chainState(ws, 'v-1', 4)).to.deep.equal({ next: cps[2], lastCheckpoint: cps[2], last: { seq: 6, createdAtMs: T0 } });
+      expect(await s.chainState(ws, 'v-1', 7)).to.deep.equal({ next: null, lastCheckpoint: cps[2], last: { seq: 6, createdAtMs: T0 } });
+      expect(await s.chainState(ws, 'nope', 1)).to.deep.equal({ next: null, lastCheckpoint: null, last: null });
+      expect(await s.chainState('ws-other', 'v-1', 1)).to.deep.equal({ next: null, lastCheckpoint: null, last: null });
+      expect(await s.hasVerificationHash(ws, 'v-2-4')).to.equal(true);
+      expect(await s.hasVerificationHash(ws, 'v-2-7')).to.equal(false);
+      expect(await s.hasVerificationHash('ws-other', 'v-2-4')).to.equal(false);
     });
 
     describe('analytics', function () {

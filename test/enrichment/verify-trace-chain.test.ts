@@ -1,0 +1,107 @@
+// Checking one trace reads its chain a stretch at a time (from the record before each of its records to the next
+// checkpoint), not the workspace's whole chain: the same verdicts about that trace, at a cost that does not grow
+// with the workspace. A real embedded store; chains made by the collector's own VerificationChain.
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import type { CheckpointRecord, VerificationRecord } from '../../collector/enrichment-records.ts';
+import { VerificationChain } from '../../processors/verification.ts';
+import { loadSigningKey, publicKeys } from '../../processors/signing.ts';
+import { verifyTrace } from '../../processors/verify-workspace.ts';
+import { openDuckDb } from '../spool/helpers.ts';
+import type { DuckDbStorage } from '../../storage/duckdb.ts';
+
+describe('verifying one trace reads its chain around its records only', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let store: DuckDbStorage;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'trace-chain-'));
+    store = await openDuckDb(dir);
+  });
+  after(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A chain of 60 traces, one every 0.5 s, checkpointed as the collector does; `edit` changes what is stored. */
+  async function workspace(ws: string, edit: (r: VerificationRecord[], c: CheckpointRecord[]) => [VerificationRecord[], CheckpointRecord[]] = (r, c) => [r, c]) {
+    const chain = new VerificationChain(loadSigningKey(join(dir, 'keys')), 1000, `chain-${ws}`);
+    const spans: SpanRecord[] = [];
+    const records: VerificationRecord[] = [];
+    const cps: CheckpointRecord[] = [];
+    const t0 = Date.now() - 600_000;
+    for (let i = 0; i < 60; i++) {
+      const s = { ...emptySpan(ws, 'native'), traceId: `t${i}`, spanId: `s${i}`, startTimeNs: '1000', endTimeNs: '2000', prompt: `p${i}`, ingestedAtMs: t0 + i * 500 };
+      spans.push(s);
+      records.push(...chain.records([s], t0 + i * 500));
+      cps.push(...chain.checkpoints(t0 + i * 500));
+    }
+    cps.push(...chain.checkpoints(t0 + 60 * 500 + 1000)); // as at shutdown: the tail signed too
+    const [r, c] = edit(records, cps);
+    await store.insertSpans(spans);
+    await store.insertEnrichment([...r, ...c]);
+    return { records, cps };
+  }
+  const check = (ws: string, trace: string) => verifyTrace(store, ws, trace, publicKeys(join(dir, 'keys')));
+
+  it('a clean chain: every trace verifies against one checkpoint', async () => {
+    await workspace('clean');
+    for (const t of ['t0', 't1', 't30', 't59']) {
+      const v = await check('clean', t);
+      expect(v.problems, t).to.deep.equal([]);
+      expect([v.ok, v.recordsChecked, v.checkpointsChecked], t).to.deep.equal([true, 1, 1]);
+    }
+  });
+
+  it("an edited record of the trace, the record before it deleted, another record's link broken before the checkpoint", async () => {
+    await workspace('edited', (r, c) => [r.map((x) => (x.traceId === 't20' ? { ...x, contentHash: 'f'.repeat(64) } : x)), c]);
+    expect((await check('edited', 't20')).problems.map((p) => [p.kind, p.traceId])).to.deep.equal([['content_hash_mismatch', 't20'], ['link_hash_mismatch', 't20']]);
+    expect((await check('edited', 't21')).ok).to.equal(true); // another trace's record changed: not this trace's problem
+
+    await workspace('gap', (r, c) => [r.filter((x) => x.traceId !== 't19'), c]);
+    expect((await check('gap', 't20')).problems.map((p) => p.kind)).to.deep.equal(['chain_gap']);
+    expect((await check('gap', 't40')).ok).to.equal(true);
+
+    // a record after the trace's and before its checkpoint (another trace's) relinked: the signature no longer reaches it
+    let victim = '';
+    await workspace('relinked', (r, c) => {
+      const signed = new Set(c.map((x) => x.seq));
+      const mine = r.find((x) => x.seq > 10 && !signed.has(x.seq))!; // a record awaiting the next checkpoint
+      victim = mine.traceId;
+      const next = c.filter((x) => x.seq > mine.seq).sort((a, b) => a.seq - b.seq)[0]!;
+      return [r.map((x) => (x.seq === next.seq ? { ...x, prevHash: '0'.repeat(64) } : x)), c];
+    });
+    const relinked = await check('relinked', victim);
+    expect(relinked.problems.map((p) => p.kind)).to.deep.equal(['prev_hash_mismatch']); // that record's own link_hash is its trace's
+  });
+
+  it('checkpoints deleted after the first, and a forged signature', async () => {
+    await workspace('unsigned', (r, c) => [r, c.filter((x) => x.seq === 1)]);
+    const v = await check('unsigned', 't30');
+    expect(v.problems.map((p) => p.kind)).to.deep.equal(['checkpoint_missing']);
+    expect(v.unsignedTail).to.equal(59);
+    expect((await check('unsigned', 't59')).problems).to.deep.equal([]); // the newest: may still be awaiting its checkpoint
+    expect((await check('unsigned', 't0')).ok).to.equal(true); // signed by the one left
+
+    await workspace('forged', (r, c) => [r, c.map((x) => ({ ...x, signature: Buffer.alloc(64).toString('base64') }))]);
+    expect((await check('forged', 't30')).problems.map((p) => p.kind)).to.deep.equal(['bad_signature']);
+  });
+
+  it('a chain continuing an earlier run: fine while that run is stored, a gap once it is deleted', async () => {
+    const key = loadSigningKey(join(dir, 'keys'));
+    const a = new VerificationChain(key, 1000, 'run-a');
+    const s1 = { ...emptySpan('runs', 'native'), traceId: 'ta', spanId: 'a', startTimeNs: '1000', endTimeNs: '2000', ingestedAtMs: 1 };
+    const ra = a.records([s1], 1);
+    const b = new VerificationChain(key, 1000, 'run-b', false, { runs: { seq: ra[0]!.seq, hash: ra[0]!.hash, signedSeq: 1, signedAt: 1 } } as never);
+    const s2 = { ...s1, traceId: 'tb', spanId: 'b' };
+    const rb = b.records([s2], 2);
+    await store.insertSpans([s1, s2]);
+    await store.insertEnrichment([...rb, ...b.checkpoints(2)]);
+    expect((await check('runs', 'tb')).problems.map((p) => p.kind)).to.deep.equal(['chain_gap']);
+    await store.insertEnrichment([...ra, ...a.checkpoints(1)]);
+    expect((await check('runs', 'tb')).problems).to.deep.equal([]);
+  });
+});
