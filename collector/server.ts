@@ -94,6 +94,16 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     onRefused: (rows) => metrics.refused.inc(rows),
   });
   await pipeline.start();
+  // Batches sign their chains' heads at most once a second; this signs what an idle collector's last batches left
+  // unsigned, a second later rather than at the next batch or the shutdown (or never, after a crash).
+  let signing: Promise<void> | null = null;
+  const signer = processors ? setInterval(() => {
+    signing ??= processors.checkpoints(false)
+      .then((c) => pipeline.recordFrame(c.frame, c.rows))
+      .catch((err: unknown) => log.warn({ err }, 'checkpoint of idle chains not spooled; the next batch or tick signs them'))
+      .finally(() => { signing = null; });
+  }, 1000) : null;
+  signer?.unref();
   const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL,
     onRedisTrouble: (failures, err) => log.warn({ err, failures }, 'rate limiting: Redis is failing; limits are per instance until it answers again'),
     authFailures: { points: config.AUTH_FAILURE_LIMIT, durationSeconds: config.AUTH_FAILURE_WINDOW_SECONDS } });
@@ -117,6 +127,8 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   let closing: Promise<void> | null = null;
   const close = () => (closing ??= (async () => {
     log.info('shutting down: draining requests and flushing the spool');
+    if (signer) clearInterval(signer);
+    await signing;
     adminServer?.close();
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
     // Alert webhooks under way get a few seconds; the rest are logged as abandoned. Then the chains' last records

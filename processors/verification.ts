@@ -184,7 +184,7 @@ export interface VerifyReport {
   tracesChecked: number;
   checkpointsChecked: number;
   superseded: number;        // records whose spans were later replaced by a newer delivery (not tampering)
-  unsignedTail: number;      // records after the last checkpoint of their chain (signed with the next batch once a second has passed, or at shutdown)
+  unsignedTail: number;      // records after the last checkpoint of their chain (signed about a second later, with a batch or by the idle signer, and at shutdown)
   problems: VerifyProblem[];
 }
 

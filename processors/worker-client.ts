@@ -61,10 +61,10 @@ export class ProcessorWorker {
   /** Start the thread now rather than on the first batch. */
   async start(): Promise<void> { await this.process([], null); }
 
-  /** Signed checkpoints of every chain head (at shutdown). */
-  async checkpoints(): Promise<ProcessedFrame> {
+  /** Signed checkpoints of every chain head with unsigned records (`force`, at shutdown), or of those last signed a second ago or more. */
+  async checkpoints(force = true): Promise<ProcessedFrame> {
     const gen = this.gen;
-    const [e] = await this.rpc.call<Encoded[]>({ type: 'checkpoints' } satisfies NoId<HostRequest>);
+    const [e] = await this.rpc.call<Encoded[]>({ type: 'checkpoints', force } satisfies NoId<HostRequest>);
     return this.made(frameOf(e!), gen);
   }
 

@@ -18,7 +18,7 @@ export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: R
 export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
 export type HostRequest =
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
-  | { id: number; type: 'checkpoints' }
+  | { id: number; type: 'checkpoints'; force: boolean }
   | { id: number; type: 'rewind'; verification: Record<string, ChainHead>; audit: Record<string, ChainHead> }
   | { id: number; type: 'settle'; maxMs: number };
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
@@ -52,8 +52,9 @@ async function processItem(item: HostItem): Promise<Encoded> {
 
 /** One answer per item (each request's own frame), in order; an item that fails fails alone. */
 async function handle(m: Exclude<HostRequest, { type: 'settle' | 'rewind' }>): Promise<Array<Encoded | { error: string }>> {
-  // At shutdown, after the deliveries settled: the chains' last records signed, and the outcomes no batch carried.
-  if (m.type === 'checkpoints') return [encode([...enrichment.verification?.checkpoints(Date.now(), true) ?? [], ...enrichment.takeAlertOutcomes()], 0)];
+  // The chains' heads signed (all of them at shutdown; while idle, those last signed a second ago or more), and the
+  // delivery outcomes no batch has carried yet.
+  if (m.type === 'checkpoints') return [encode([...enrichment.verification?.checkpoints(Date.now(), m.force) ?? [], ...enrichment.takeAlertOutcomes()], 0)];
   current = m.settings;
   const out: Array<Encoded | { error: string }> = [];
   for (const item of m.items) {

@@ -76,3 +76,26 @@ describe('verification chains across restarts (clickhouse)', function () {
     }
   });
 });
+
+describe('an idle collector signs its chains', function () {
+  this.timeout(60_000);
+  it('the records of its last batches are signed about a second later, not at the next batch or the shutdown', async () => {
+    const config = loadConfig(testEnv('duckdb'));
+    const running = await startServer(config);
+    try {
+      const k = await createKey(running.storage, 'idle-co', (e) => running.pipeline.record([running.enrichment.audit.append(e)]));
+      for (const id of ['i-1', 'i-2', 'i-3', 'i-4']) {
+        expect((await post(`http://127.0.0.1:${running.port}/api/traces`, { requestId: id, prompt: 'p', response: 'r' }, { authorization: `Bearer ${k.key}` })).status).to.equal(200);
+        await new Promise((r) => setTimeout(r, 150)); // within a second of each other: batches alone would leave the last ones unsigned
+      }
+      await new Promise((r) => setTimeout(r, 2_500));
+      await running.pipeline.flush();
+      const report = await verifyWorkspace(running.storage, k.workspaceId, publicKeys(join(config.DATA_DIR, 'keys')), Date.now() + 60_000);
+      expect(report.problems).to.deep.equal([]);
+      expect([report.recordsChecked, report.unsignedTail]).to.deep.equal([4, 0]);
+    } finally {
+      await running.close();
+      rmSync(config.DATA_DIR, { recursive: true, force: true });
+    }
+  });
+});
