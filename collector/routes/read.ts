@@ -125,7 +125,7 @@ sameShape<z.output<typeof traceRollupSchema>, NonNullable<ReturnType<typeof summ
 export function readRoutes(r: RouteContext): void {
   r.docs.push({
     method: 'get', path: '/api/traces', tag: 'read', auth: 'apiKey', query: listQuery,
-    summary: 'List traces, newest first (reads may lag writes by up to TRACEGATE_FLUSH_INTERVAL_MS)',
+    summary: 'List traces, newest first (reads lag writes by about TRACEGATE_FLUSH_INTERVAL_MS, more while storage is busy)',
     responses: { 200: { description: 'A page of trace summaries and the cursor of the next page', schema: tracePageSchema }, 503: unavailableDoc },
   });
   const detailQuery = traceQuery(r.config.MAX_TRACE_SPANS);
