@@ -1,7 +1,7 @@
 // Wires config → storage → pipeline → app, listens, and shuts down gracefully on SIGTERM/SIGINT.
 import { chmodSync, mkdirSync, statSync, writeFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { lockDataDir } from './data-dir-lock.ts';
+import { DataDirInUse, lockDataDir } from './data-dir-lock.ts';
 import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { Config } from '../config/index.ts';
@@ -48,10 +48,25 @@ export function privateDataDir(dir: string, log: Pick<Logger, 'warn'>): void {
   }
 }
 
+/**
+ * The DATA_DIR lock, tried again for half a second: a CLI command probes it for a moment to learn whether a server
+ * runs (bin/ops.ts), and a server starting just then must not take that for another server.
+ */
+async function lockDataDirSoon(dir: string): Promise<() => void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await lockDataDir(dir);
+    } catch (err) {
+      if (!(err instanceof DataDirInUse) || attempt >= 5) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
 export async function startServer(config: Config, opts: { storage?: Storage; log?: Logger } = {}): Promise<Running> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   privateDataDir(config.DATA_DIR, log);
-  const unlock = await lockDataDir(config.DATA_DIR);
+  const unlock = await lockDataDirSoon(config.DATA_DIR);
   try {
     return await start(config, log, opts, unlock);
   } catch (e) {

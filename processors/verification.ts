@@ -350,33 +350,44 @@ export function checkChain(records: VerificationRecord[], checkpoints: Checkpoin
 /** How long records may follow an unsigned one before its missing checkpoint is a problem (the collector signs each second). */
 export const UNSIGNED_GRACE_MS = 10_000;
 
+/** A checkpoint's signature: signed by a known key over its own fields, or the problem. */
+export function signatureProblem(c: CheckpointRecord, keys: PublicKeyInfo[]): VerifyProblem | null {
+  const key = keys.find((k) => k.keyId === c.keyId);
+  if (!key) return { kind: 'unknown_key', chainId: c.chainId, seq: c.seq, message: `checkpoint signed by unknown key ${c.keyId}` };
+  if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature)) return { kind: 'bad_signature', chainId: c.chainId, seq: c.seq, message: 'checkpoint signature does not verify' };
+  return null;
+}
+
 /**
- * One stretch of a chain, seqs `from`..`to` (as read: gaps are reported): every record's fields against its hash,
- * each linked to the one before it, the first one (seq 1) to genesis or to an earlier run's head that still exists
- * (`earlierRunExists`), and `checkpoint` (at `to`, or null) signed by a known key over the record stored there.
- * The check of one trace's records: the stretch from the record before each to the first checkpoint after it.
+ * One stretch of a chain, seqs `from`..`to` as read (a run of missing seqs is one gap): every record's fields
+ * against its hash, each linked to the one before it, the first one (seq 1) to genesis or to an earlier run's head
+ * that still exists (`earlierRunExists`), and `checkpoint` (at `to`, its signature checked already, or null) over
+ * the record stored there. The check of one trace's records: the stretch from the record before them to the first
+ * checkpoint after them, whose signature reaches them through the links.
  */
-export function checkChainSegment(segment: VerificationRecord[], from: number, to: number, checkpoint: CheckpointRecord | null, keys: PublicKeyInfo[], earlierRunExists: boolean): VerifyProblem[] {
+export function checkChainSegment(segment: VerificationRecord[], from: number, to: number, checkpoint: CheckpointRecord | null, earlierRunExists: boolean): VerifyProblem[] {
   const problems: VerifyProblem[] = [];
   const bySeq = new Map(segment.map((r) => [r.seq, r]));
+  const chainId = segment[0]?.chainId ?? checkpoint?.chainId ?? '';
   let prev: VerificationRecord | undefined;
+  let missingFrom = 0;
   for (let seq = from; seq <= to; seq++) {
     const r = bySeq.get(seq);
     if (!r) {
-      problems.push({ kind: 'chain_gap', chainId: segment[0]?.chainId ?? checkpoint?.chainId ?? '', seq, message: `record ${seq} is missing: records were deleted` });
+      missingFrom ||= seq;
       prev = undefined;
       continue;
     }
-    if (seq === 1 && r.prevHash !== GENESIS && !earlierRunExists) problems.push({ kind: 'chain_gap', chainId: r.chainId, seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
-    else if (seq === 1 && r.prevHash === GENESIS) { /* a chain's first record */ } else if (prev && r.prevHash !== prev.hash) problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
-    if (linkHash(r.prevHash, r) !== r.hash) problems.push({ kind: 'link_hash_mismatch', chainId: r.chainId, seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
+    if (missingFrom) {
+      problems.push({ kind: 'chain_gap', chainId, seq: missingFrom, message: `records ${missingFrom}${seq - 1 > missingFrom ? `–${seq - 1}` : ''} are missing: they were deleted` });
+      missingFrom = 0;
+    }
+    if (seq === 1 && r.prevHash !== GENESIS && !earlierRunExists) problems.push({ kind: 'chain_gap', chainId, seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
+    else if (prev && r.prevHash !== prev.hash) problems.push({ kind: 'prev_hash_mismatch', chainId, seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
+    if (linkHash(r.prevHash, r) !== r.hash) problems.push({ kind: 'link_hash_mismatch', chainId, seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
     prev = r;
   }
-  if (checkpoint) {
-    const key = keys.find((k) => k.keyId === checkpoint.keyId);
-    if (!key) problems.push({ kind: 'unknown_key', chainId: checkpoint.chainId, seq: checkpoint.seq, message: `checkpoint signed by unknown key ${checkpoint.keyId}` });
-    else if (!verifyText(key.publicKeyPem, checkpointText(checkpoint), checkpoint.signature)) problems.push({ kind: 'bad_signature', chainId: checkpoint.chainId, seq: checkpoint.seq, message: 'checkpoint signature does not verify' });
-    else if (bySeq.get(checkpoint.seq)?.hash !== checkpoint.headHash) problems.push({ kind: 'checkpoint_mismatch', chainId: checkpoint.chainId, seq: checkpoint.seq, message: 'signed head does not match the stored chain' });
-  }
+  if (missingFrom) problems.push({ kind: 'chain_gap', chainId, seq: missingFrom, message: `records ${missingFrom}${to > missingFrom ? `–${to}` : ''} are missing: they were deleted` });
+  if (checkpoint && bySeq.get(checkpoint.seq)?.hash !== checkpoint.headHash) problems.push({ kind: 'checkpoint_mismatch', chainId, seq: checkpoint.seq, message: 'signed head does not match the stored chain' });
   return problems;
 }

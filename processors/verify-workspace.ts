@@ -5,7 +5,7 @@ import type { SpanRecord } from '../collector/record.ts';
 import { checkAuditCoverage, verifyAuditChain, type ChainProblem } from './audit.ts';
 import type { PublicKeyInfo } from './signing.ts';
 import { GENESIS } from './canonical.ts';
-import { checkChain, checkChainSegment, checkContent, ContentCheck, UNSIGNED_GRACE_MS, type VerifyProblem, type VerifyReport } from './verification.ts';
+import { checkChain, checkChainSegment, checkContent, ContentCheck, signatureProblem, UNSIGNED_GRACE_MS, type VerifyProblem, type VerifyReport } from './verification.ts';
 
 /** Spans received this recently are not judged unverified: on a live collector their records may still be in flight. */
 export const SETTLE_MS = 30_000;
@@ -126,39 +126,61 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
 }
 
 /** One trace: its content against its records, and the chain those records sit in. */
+/** Records of one trace this far apart in a chain are checked as separate stretches (each read whole). */
+const STRETCH_GAP = 10_000;
+
 /**
- * The chain around one trace's records, read a stretch at a time: from the record before each of them to the first
- * checkpoint at or after it (about a second of records), so that checking a trace costs the same in a workspace of
- * a hundred traces or of millions. A gap or an edit elsewhere in a chain does not touch this trace: `tracegate
- * verify` checks whole chains.
+ * The chain around one trace's records, read a stretch at a time: from the record before them to the first
+ * checkpoint at or after them (about a second of records), whose signature reaches them through the links, so
+ * checking a trace costs the same in a workspace of a hundred traces or of millions. Any broken link in that
+ * stretch is this trace's problem (it cuts the trace off from the signature), but the record before the
+ * stretch is another trace's own business. `tracegate verify` checks whole chains.
  */
-async function traceChain(storage: Storage, workspaceId: string, mine: VerificationRecord[], keys: PublicKeyInfo[]) {
-  const problems = new Map<string, VerifyProblem>(); // stretches may overlap by a record
+async function traceChain(storage: Storage, workspaceId: string, mine: VerificationRecord[], keys: PublicKeyInfo[], settledBeforeMs: number) {
+  const problems = new Map<string, VerifyProblem>();
+  const add = (p: VerifyProblem) => problems.set(`${p.kind}|${p.chainId}|${p.seq}`, p);
   let unsignedTail = 0;
   let checkpointsChecked = 0;
   const byChain = new Map<string, VerificationRecord[]>();
   for (const r of mine) (byChain.get(r.chainId) ?? byChain.set(r.chainId, []).get(r.chainId)!).push(r);
   for (const [chainId, recs] of byChain) {
     recs.sort((a, b) => a.seq - b.seq);
-    let covered = 0; // records up to this seq were in a stretch checked already
-    let first = true;
+    const stretches: VerificationRecord[][] = [];
     for (const r of recs) {
-      if (r.seq <= covered) continue;
-      const state = await storage.chainState(workspaceId, chainId, r.seq);
-      if (first) unsignedTail += Math.max(0, (state.last?.seq ?? 0) - (state.lastCheckpoint?.seq ?? 0));
-      first = false;
-      const from = Math.max(1, r.seq - 1);
-      const to = state.next ? state.next.seq : r.seq;
+      const cur = stretches.at(-1);
+      if (cur && r.seq - cur.at(-1)!.seq <= STRETCH_GAP) cur.push(r); else stretches.push([r]);
+    }
+    let chainFacts = false;
+    for (const group of stretches) {
+      const last = group.at(-1)!;
+      const state = await storage.chainState(workspaceId, chainId, last.seq);
+      if (!chainFacts) {
+        chainFacts = true;
+        unsignedTail += Math.max(0, (state.last?.seq ?? 0) - (state.lastCheckpoint?.seq ?? 0));
+        if (!state.lastCheckpoint) {
+          // Every chain signs its first record when it is made: a settled chain with no signature at all was rebuilt.
+          const [head] = await storage.verificationRange(workspaceId, chainId, 1, 1);
+          if (head && head.createdAtMs < settledBeforeMs) add({ kind: 'unsigned_chain', chainId, seq: 1, message: 'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)' });
+        }
+      }
+      // The signature first: a forged checkpoint must not set how far the stretch reaches.
+      let cp = state.next;
+      if (cp) {
+        const bad = signatureProblem(cp, keys) ?? (state.last && cp.seq > state.last.seq
+          ? { kind: 'checkpoint_mismatch' as const, chainId, seq: cp.seq, message: 'the signed head is past the newest record of the chain' } : null);
+        if (bad) { add(bad); cp = null; } else checkpointsChecked++;
+      }
+      const from = Math.max(1, group[0]!.seq - 1);
+      const to = cp ? cp.seq : last.seq;
       const segment = await storage.verificationRange(workspaceId, chainId, from, to);
       const head = segment.find((x) => x.seq === 1);
       const earlier = head && head.prevHash !== GENESIS ? await storage.hasVerificationHash(workspaceId, head.prevHash) : true;
-      for (const p of checkChainSegment(segment, from, to, state.next, keys, earlier)) problems.set(`${p.kind}|${p.chainId}|${p.seq}`, p);
-      if (state.next) checkpointsChecked++;
-      // No checkpoint covers it although the chain went on well after it (one with signatures): they were deleted.
-      else if (state.lastCheckpoint && state.last && r.createdAtMs < state.last.createdAtMs - UNSIGNED_GRACE_MS) {
-        problems.set(`checkpoint_missing|${chainId}`, { kind: 'checkpoint_missing', chainId, seq: r.seq, traceId: r.traceId, message: `no checkpoint covers record ${r.seq} although the chain went on for ${Math.round((state.last.createdAtMs - r.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
+      const before = from < group[0]!.seq ? from : 0; // the record before the trace's: its own fields are its trace's
+      for (const p of checkChainSegment(segment, from, to, cp, earlier)) if (!(p.kind === 'link_hash_mismatch' && p.seq === before)) add(p);
+      // No checkpoint covers them although the chain went on well after (one with signatures): they were deleted.
+      if (!cp && state.lastCheckpoint && state.last && last.createdAtMs < state.last.createdAtMs - UNSIGNED_GRACE_MS) {
+        add({ kind: 'checkpoint_missing', chainId, seq: last.seq, traceId: last.traceId, message: `no checkpoint covers record ${last.seq} although the chain went on for ${Math.round((state.last.createdAtMs - last.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
       }
-      covered = to;
     }
   }
   return { problems: [...problems.values()], unsignedTail, checkpointsChecked };
@@ -166,14 +188,14 @@ async function traceChain(storage: Storage, workspaceId: string, mine: Verificat
 
 export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[], per = SPANS_PER_READ): Promise<VerifyReport & { records: VerificationRecord[] }> {
   const mine = await storage.getVerification(workspaceId, traceId);
-  const chain = await traceChain(storage, workspaceId, mine, keys);
   const now = Date.now();
+  const chain = await traceChain(storage, workspaceId, mine, keys, now - SETTLE_MS);
   // Read whole when it is small (one query); a large trace a part at a time.
   const first = await storage.getTrace(workspaceId, traceId, { limit: per + 1 });
   const content = first.length <= per && namedSpans(mine) <= per
     ? checkContent(mine, first, now - SETTLE_MS, now)
     : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), per);
-  const problems = [...content.problems, ...chain.problems.filter((p) => !p.traceId || p.traceId === traceId || p.kind !== 'link_hash_mismatch')];
+  const problems = [...content.problems, ...chain.problems];
   return {
     ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: chain.checkpointsChecked,
     superseded: content.superseded, unsignedTail: chain.unsignedTail, problems, records: mine,

@@ -223,10 +223,11 @@ export class DuckDbEnrichment {
   async getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
     if (spanIds?.length === 0) return [];
     const params: Params = { ws: wellFormed(workspaceId), t: wellFormed(traceId) };
-    // A list of span ids as one parameter: a part of a large trace names up to TRACEGATE_MAX_TRACE_SPANS.
+    // A list of span ids as one parameter (a part of a large trace names up to TRACEGATE_MAX_TRACE_SPANS), as a
+    // semi-join: list_contains compared every row with every id (5x slower at 5,000 ids).
     if (spanIds) params.ids = listValue(spanIds.map(wellFormed));
     const rows = await this.serial((c) => all(c, `SELECT * FROM policy_records WHERE workspace_id = $ws AND trace_id = $t
-      ${spanIds ? 'AND list_contains($ids, span_id)' : ''} ORDER BY created_at_ms, span_id`, params));
+      ${spanIds ? 'AND span_id IN (SELECT unnest($ids))' : ''} ORDER BY created_at_ms, span_id`, params));
     return rows.map(fromPolicy);
   }
 

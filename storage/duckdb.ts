@@ -239,7 +239,7 @@ export class DuckDbStorage implements Storage {
   async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
     if (spanIds.length === 0) return [];
     const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
-      'SELECT * FROM spans WHERE workspace_id = $ws AND trace_id = $t AND list_contains($ids, span_id) ORDER BY span_id',
+      'SELECT * FROM spans WHERE workspace_id = $ws AND trace_id = $t AND span_id IN (SELECT unnest($ids)) ORDER BY span_id',
       { ws: wellFormed(workspaceId), t: wellFormed(traceId), ids: listValue(spanIds.map(wellFormed)) }));
     return rows.map(fromRow);
   }

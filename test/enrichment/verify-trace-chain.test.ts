@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import type { CheckpointRecord, VerificationRecord } from '../../collector/enrichment-records.ts';
-import { VerificationChain } from '../../processors/verification.ts';
+import { contentHash as contentHashOf, linkHash, VerificationChain } from '../../processors/verification.ts';
 import { loadSigningKey, publicKeys } from '../../processors/signing.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';
 import { openDuckDb } from '../spool/helpers.ts';
@@ -75,7 +75,8 @@ describe('verifying one trace reads its chain around its records only', function
       return [r.map((x) => (x.seq === next.seq ? { ...x, prevHash: '0'.repeat(64) } : x)), c];
     });
     const relinked = await check('relinked', victim);
-    expect(relinked.problems.map((p) => p.kind)).to.deep.equal(['prev_hash_mismatch']); // that record's own link_hash is its trace's
+    // the broken link cuts this trace off from the signature: its problem, whoever's record holds the link
+    expect(relinked.problems.map((p) => p.kind)).to.deep.equal(['prev_hash_mismatch', 'link_hash_mismatch']);
   });
 
   it('checkpoints deleted after the first, and a forged signature', async () => {
@@ -87,7 +88,38 @@ describe('verifying one trace reads its chain around its records only', function
     expect((await check('unsigned', 't0')).ok).to.equal(true); // signed by the one left
 
     await workspace('forged', (r, c) => [r, c.map((x) => ({ ...x, signature: Buffer.alloc(64).toString('base64') }))]);
-    expect((await check('forged', 't30')).problems.map((p) => p.kind)).to.deep.equal(['bad_signature']);
+    expect((await check('forged', 't30')).problems.map((p) => p.kind)).to.deep.equal(['bad_signature', 'checkpoint_missing']);
+  });
+
+  it('a trace rewritten with its record re-hashed and the next link moved to it; a chain rebuilt without signatures; a forged far checkpoint', async () => {
+    // The writer has the database, not the signing key: content, content hash and record hash recomputed, and the
+    // next record pointed at the new hash. Its own hash no longer matches: the signature does not reach the trace.
+    let target = '';
+    let forged: SpanRecord | null = null;
+    await workspace('rehashed', (r, c) => {
+      const signed = new Set(c.map((x) => x.seq));
+      const mine = r.find((x) => x.seq > 10 && !signed.has(x.seq) && signed.has(x.seq + 1))!;
+      target = mine.traceId;
+      const forgedSpan = { ...emptySpan('rehashed', 'native'), traceId: mine.traceId, spanId: mine.spanIds[0]!, startTimeNs: '1000', endTimeNs: '2000', prompt: 'forged', ingestedAtMs: mine.spanVersions[0]! };
+      forged = forgedSpan;
+      const contentHash = contentHashOf([forgedSpan]);
+      const hash = linkHash(mine.prevHash, { ...mine, contentHash });
+      return [r.map((x) => (x === mine ? { ...x, contentHash, hash } : x.seq === mine.seq + 1 ? { ...x, prevHash: hash } : x)), c];
+    });
+    await store.insertSpans([forged!]); // over the stored span, at the same version
+    expect((await store.getTrace('rehashed', target))[0]!.prompt).to.equal('forged');
+    const v = await check('rehashed', target);
+    expect(v.ok).to.equal(false);
+    expect(v.problems.map((p) => [p.kind, p.seq - v.records[0]!.seq])).to.deep.equal([['link_hash_mismatch', 1]]);
+
+    // every hash rebuilt after an edit, and every checkpoint deleted: no signature anywhere
+    await workspace('rebuilt', (r) => [r, []]);
+    expect((await check('rebuilt', 't30')).problems.map((p) => p.kind)).to.deep.equal(['unsigned_chain']);
+
+    // a junk checkpoint a million records ahead: refused before it decides how far to read
+    await workspace('far', (r, c) => [r, [...c.filter((x) => x.seq < 10), { ...c.at(-1)!, seq: 1_000_060 }]]);
+    const far = await check('far', 't30');
+    expect(far.problems.map((p) => p.kind)).to.deep.equal(['bad_signature', 'checkpoint_missing']);
   });
 
   it('a chain continuing an earlier run: fine while that run is stored, a gap once it is deleted', async () => {
