@@ -1,5 +1,5 @@
 // Re-checks stored data against its verification records: used by the trace route and `tracegate verify`.
-import type { SpanPage, Storage } from '../storage/types.ts';
+import type { SpanPage, Storage, TraceSummary } from '../storage/types.ts';
 import type { VerificationRecord } from '../collector/enrichment-records.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import { checkAuditCoverage, verifyAuditChain, type ChainProblem } from './audit.ts';
@@ -65,48 +65,52 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
   const upTo = () => Math.max(now, Date.now());
   const byTrace = new Map<string, VerificationRecord[]>();
   for (const r of records) (byTrace.get(r.traceId) ?? byTrace.set(r.traceId, []).get(r.traceId)!).push(r);
+  // One pass over the workspace's traces: those no record names are checked on the way (inserted straight into
+  // storage, or stored with verification off); for the others it gives their stored span counts, which may be
+  // far more than their records name (spans written around the collector).
+  const stored = new Map<string, number>();
+  const unnamedProblems: VerifyReport['problems'] = [];
+  let unverified = 0;
+  for (let cursor: string | undefined; ;) {
+    const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
+    const unnamed: TraceSummary[] = [];
+    for (const t of page.items) if (byTrace.has(t.traceId)) stored.set(t.traceId, t.spanCount); else unnamed.push(t);
+    for (const chunk of runs(unnamed, (t) => (t.spanCount > per ? Infinity : t.spanCount), READ_BATCH, per * 4)) {
+      const spans = chunk[0]!.spanCount > per ? null : await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
+      const until = upTo() + 5_000;
+      for (const t of chunk) {
+        const recent = (sp: SpanRecord) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until;
+        let allRecent = true;
+        if (spans) allRecent = (spans.get(t.traceId) ?? []).every(recent);
+        else await inParts(storage, workspaceId, t.traceId, per, (part) => { allRecent &&= part.every(recent); });
+        if (allRecent) continue;
+        unverified++;
+        unnamedProblems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
+      }
+    }
+    if (!page.nextCursor) break;
+    cursor = page.nextCursor;
+  }
   const problems: VerifyReport['problems'] = [];
   let superseded = 0;
-  const ids = [...byTrace.keys()];
-  // In record order; a trace whose records name more than `per` spans on its own, a part at a time.
-  const weight = (t: string) => namedSpans(byTrace.get(t)!);
-  for (const chunk of runs(ids, (t) => (weight(t) > per ? Infinity : weight(t)), READ_BATCH, per * 4)) {
+  // In record order; a trace of more than `per` spans (stored or named) on its own, a part at a time.
+  const weight = (t: string) => Math.max(namedSpans(byTrace.get(t)!), stored.get(t) ?? 0);
+  for (const chunk of runs([...byTrace.keys()], (t) => (weight(t) > per ? Infinity : weight(t)), READ_BATCH, per * 4)) {
     if (weight(chunk[0]!) > per) {
       const res = await checkInParts(storage, workspaceId, chunk[0]!, byTrace.get(chunk[0]!)!, settledBeforeMs, upTo, per);
       problems.push(...res.problems);
       superseded += res.superseded;
       continue;
     }
-    const stored = await storage.getTraces(workspaceId, chunk);
+    const spans = await storage.getTraces(workspaceId, chunk);
     const until = upTo();
     for (const traceId of chunk) {
-      const res = checkContent(byTrace.get(traceId)!, stored.get(traceId) ?? [], settledBeforeMs, until);
+      const res = checkContent(byTrace.get(traceId)!, spans.get(traceId) ?? [], settledBeforeMs, until);
       problems.push(...res.problems);
       superseded += res.superseded;
     }
   }
-  // Traces no record names at all: inserted straight into storage (or stored with verification off).
-  let unverified = 0;
-  for (let cursor: string | undefined; ;) {
-    const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
-    const unnamed = page.items.filter((t) => !byTrace.has(t.traceId));
-    for (const chunk of runs(unnamed, (t) => (t.spanCount > per ? Infinity : t.spanCount), READ_BATCH, per * 4)) {
-      const stored = chunk[0]!.spanCount > per ? null : await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
-      const until = upTo() + 5_000;
-      for (const t of chunk) {
-        const recent = (sp: SpanRecord) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until;
-        let allRecent = true;
-        if (stored) allRecent = (stored.get(t.traceId) ?? []).every(recent);
-        else await inParts(storage, workspaceId, t.traceId, per, (part) => { allRecent &&= part.every(recent); });
-        if (allRecent) continue;
-        unverified++;
-        problems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
-      }
-    }
-    if (!page.nextCursor) break;
-    cursor = page.nextCursor;
-  }
-  return { problems, superseded, traces: byTrace.size + unverified };
+  return { problems: [...problems, ...unnamedProblems], superseded, traces: byTrace.size + unverified };
 }
 
 /** `per`: spans read per storage call, about (SPANS_PER_READ). */

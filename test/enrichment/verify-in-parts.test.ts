@@ -33,6 +33,7 @@ for (const backend of BACKENDS) {
         for (const [a, b] of [[0, 10], [10, 20], [20, 27]]) expect((await post(`${s.url}/v1/traces`, otlp(a!, b!), auth)).status).to.equal(200);
         // one delivered again: its records are superseded, not broken
         expect((await post(`${s.url}/v1/traces`, otlp(20, 27), auth)).status).to.equal(200);
+        expect((await post(`${s.url}/api/traces`, { requestId: 'native-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
         await flushed(s);
         const keys = publicKeys(join(s.dataDir, 'keys'));
         const later = Date.now() + 60_000; // nothing is still settling
@@ -56,10 +57,12 @@ for (const backend of BACKENDS) {
           { ...target!, response: 'tampered', ingestedAtMs: Date.now() + 600_000 },
           { ...target!, spanId: 'ffffffffffffff01', name: 'added', ingestedAtMs: old },
           ...Array.from({ length: 6 }, (_, i) => ({ ...target!, traceId: 'no-record', spanId: `00000000000000a${i}`, ingestedAtMs: old })),
+          // a trace whose record names one span, six more written around the collector: read by its stored size
+          ...Array.from({ length: 6 }, (_, i) => ({ ...target!, traceId: 'native-1', spanId: `00000000000000b${i}`, ingestedAtMs: old })),
         ]);
         const tampered = await both();
         expect(tampered.whole.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([
-          ['content_hash_mismatch', TRACE], ['unverified_span', TRACE], ['unverified_span', 'no-record'],
+          ['content_hash_mismatch', TRACE], ['unverified_span', TRACE], ...Array(6).fill(['unverified_span', 'native-1']), ['unverified_span', 'no-record'],
         ]);
         expect(tampered.one.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch', 'unverified_span']);
         expect((await get(`${s.url}/api/traces/${TRACE}/verification`, auth)).json.ok).to.equal(false);
