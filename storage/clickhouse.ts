@@ -361,7 +361,27 @@ export class ClickHouseStorage implements Storage {
   }
 
   async getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]> {
-    return (await this.getTraces(workspaceId, [traceId], page)).get(traceId) ?? [];
+    if (!page) return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
+    // A part: its span ids first, from the trace's key columns (each span's newest start), then only those rows,
+    // so that ClickHouse does not sort every span's content to hand out a part of a large trace.
+    const ws = str(wellFormed(workspaceId));
+    const trace = str(wellFormed(traceId));
+    const dates = await this.rows<{ d: string }>(
+      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id = ${trace}`, LOOKUP_SETTINGS,
+    );
+    if (dates.length === 0) return [];
+    const after = page.after
+      ? `HAVING s > ${u64(page.after.startNs)} OR (s = ${u64(page.after.startNs)} AND span_id > ${str(wellFormed(page.after.spanId))})`
+      : '';
+    const keys = await this.rows<{ span_id: string }>(`
+      SELECT span_id, toUInt64(argMax(start_ns, toUInt64(ingested_at_ms))) AS s FROM ${this.t('spans')}
+      WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${trace}
+      GROUP BY span_id ${after}
+      ORDER BY s, span_id LIMIT ${Math.max(1, Math.trunc(page.limit))}`, LOOKUP_SETTINGS);
+    if (keys.length === 0) return [];
+    const spans = await this.getSpans(workspaceId, traceId, keys.map((k) => k.span_id));
+    const order = new Map(keys.map((k, i) => [k.span_id, i]));
+    return spans.sort((x, y) => order.get(x.spanId)! - order.get(y.spanId)!);
   }
 
   async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
@@ -383,7 +403,7 @@ export class ClickHouseStorage implements Storage {
     return out.sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
   }
 
-  async getTraces(workspaceId: string, traceIds: readonly string[], page?: SpanPage): Promise<Map<string, SpanRecord[]>> {
+  async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
     const out = new Map<string, SpanRecord[]>();
     const ws = str(wellFormed(workspaceId));
     for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
@@ -392,9 +412,6 @@ export class ClickHouseStorage implements Storage {
         `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
       );
       if (dates.length === 0) continue;
-      const after = page?.after
-        ? `WHERE toUInt64(start_sort) > ${u64(page.after.startNs)} OR (toUInt64(start_sort) = ${u64(page.after.startNs)} AND span_id > ${str(wellFormed(page.after.spanId))})`
-        : '';
       const rows = await this.rows<SpanReadRow>(
         // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
         // moved to another day (native retries are stamped at receipt), keeping the newest.
@@ -402,8 +419,7 @@ export class ClickHouseStorage implements Storage {
            SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
            WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
            ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id)
-         ${after}
-         ORDER BY trace_id, toUInt64(start_sort), span_id ${page ? `LIMIT ${Math.max(1, Math.trunc(page.limit))}` : ''}`, LOOKUP_SETTINGS,
+         ORDER BY trace_id, toUInt64(start_sort), span_id`, LOOKUP_SETTINGS,
       );
       for (const row of rows) {
         const rec = fromReadRow(row);
