@@ -364,43 +364,48 @@ export class ClickHouseStorage implements Storage {
     if (!page) return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
     // A part: its span ids first, from the trace's key columns (each span's newest start), then only those rows,
     // so that ClickHouse does not sort every span's content to hand out a part of a large trace.
-    const ws = str(wellFormed(workspaceId));
-    const trace = str(wellFormed(traceId));
-    const dates = await this.rows<{ d: string }>(
-      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id = ${trace}`, LOOKUP_SETTINGS,
-    );
-    if (dates.length === 0) return [];
+    const where = await this.oneTrace(workspaceId, traceId);
+    if (!where) return [];
     const after = page.after
       ? `HAVING s > ${u64(page.after.startNs)} OR (s = ${u64(page.after.startNs)} AND span_id > ${str(wellFormed(page.after.spanId))})`
       : '';
     const keys = await this.rows<{ span_id: string }>(`
       SELECT span_id, toUInt64(argMax(start_ns, toUInt64(ingested_at_ms))) AS s FROM ${this.t('spans')}
-      WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${trace}
+      WHERE ${where}
       GROUP BY span_id ${after}
       ORDER BY s, span_id LIMIT ${Math.max(1, Math.trunc(page.limit))}`, LOOKUP_SETTINGS);
-    if (keys.length === 0) return [];
-    const spans = await this.getSpans(workspaceId, traceId, keys.map((k) => k.span_id));
+    const spans = await this.spansOf(where, keys.map((k) => k.span_id));
     const order = new Map(keys.map((k, i) => [k.span_id, i]));
     return spans.sort((x, y) => order.get(x.spanId)! - order.get(y.spanId)!);
   }
 
   async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
+    const where = await this.oneTrace(workspaceId, traceId);
+    const spans = where ? await this.spansOf(where, spanIds) : [];
+    return spans.sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
+  }
+
+  /** The condition selecting one trace's span rows on the days it has spans (trace_index), or null for no such trace. */
+  private async oneTrace(workspaceId: string, traceId: string): Promise<string | null> {
     const ws = str(wellFormed(workspaceId));
     const trace = str(wellFormed(traceId));
     const dates = await this.rows<{ d: string }>(
       `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id = ${trace}`, LOOKUP_SETTINGS,
     );
-    if (dates.length === 0) return [];
+    return dates.length ? `workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${trace}` : null;
+  }
+
+  /** The newest version of each named span of the trace `where` selects. */
+  private async spansOf(where: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
     const out: SpanRecord[] = [];
     for (const chunk of lookupChunks(spanIds.map(wellFormed))) {
       const rows = await this.rows<SpanReadRow>(
-        `SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL
-         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${trace} AND span_id IN ${strList(chunk)}
+        `SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL WHERE ${where} AND span_id IN ${strList(chunk)}
          ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY span_id`, LOOKUP_SETTINGS,
       );
       for (const row of rows) out.push(fromReadRow(row));
     }
-    return out.sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
+    return out;
   }
 
   async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
