@@ -43,5 +43,5 @@ export class LastKnown {
   }
 
   /** Write now (at shutdown). */
-  flush(): void { this.file.flush(); }
+  flush(): Promise<void> { return this.file.flush(); }
 }

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { DataDirInUse, lockDataDir } from './data-dir-lock.ts';
 import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
+import { answerClientErrors } from './client-error.ts';
 import type { Config } from '../config/index.ts';
 import { WorkerStorage } from '../storage/worker-storage.ts';
 import { initInBackground } from '../storage/startup.ts';
@@ -127,6 +128,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage, 30_000, lastKnown), limits, settings, enrichment, log, metrics, adminToken, closers });
 
   const server = app.listen(config.PORT, config.HOST);
+  answerClientErrors(server);
   await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', (err) => reject(listenError(err, config))); });
   server.keepAliveTimeout = 65_000; // longer than typical client/LB idle timeouts
   server.headersTimeout = 66_000;
@@ -153,8 +155,8 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     stopInit();
     stopPublishing();
     await pipeline.close();
-    auditHeads.flush();
-    lastKnown.flush();
+    await auditHeads.flush();
+    await lastKnown.flush();
     await processors?.close();
     await limits.close();
     await Promise.all(closers.map((c) => c().catch(() => {})));
@@ -179,6 +181,7 @@ async function loopbackAdmin(host: string, handler: ReturnType<ReturnType<typeof
     if (req.url?.startsWith('/admin/')) return void handler(req, res);
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'not_found', message: 'this listener serves the admin routes only', details: null } }));
   });
+  answerClientErrors(admin);
   admin.listen(0, '127.0.0.1');
   await new Promise<void>((resolve, reject) => { admin.once('listening', resolve); admin.once('error', reject); });
   return admin;

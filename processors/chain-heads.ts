@@ -57,5 +57,5 @@ export class ChainHeadStore {
   }
 
   /** Write now (at shutdown). */
-  flush(): void { this.file.flush(); }
+  flush(): Promise<void> { return this.file.flush(); }
 }

@@ -93,7 +93,7 @@ export class ProcessorWorker {
   /** False for a frame made before a rewind: it may link to (or sign) records that were never stored. */
   current(frame: Buffer): boolean { return (this.genOf.get(frame) ?? this.gen) === this.gen; }
 
-  close(): Promise<void> { this.heads.flush(); this.auditHeads.flush(); return this.rpc.close(); }
+  async close(): Promise<void> { await this.heads.flush(); await this.auditHeads.flush(); await this.rpc.close(); }
 
   private made(f: ProcessedFrame, gen: number): ProcessedFrame {
     if (f.frame) this.genOf.set(f.frame, gen);

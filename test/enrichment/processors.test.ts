@@ -244,7 +244,7 @@ describe('verification chain', () => {
     const keysDir = join(dir, 'heads-test');
     const a = new ChainHeadStore(keysDir, 'verification', 'clickhouse:h:8123/#db1');
     a.durable({ ws1: { chainId: 'c1', seq: 3, hash: 'h3' } });
-    a.flush();
+    await a.flush();
     expect(readChainHeads(keysDir, 'verification', 'clickhouse:h:8123/#db1')).to.deep.equal({ ws1: { chainId: 'c1', seq: 3, hash: 'h3' } });
     expect(readChainHeads(keysDir, 'verification', 'clickhouse:h:8123/#db2')).to.deep.equal({});
     expect(readChainHeads(keysDir, 'verification', null)).to.deep.equal({}); // spool without fsync: nothing linked

@@ -1,0 +1,48 @@
+// Requests Node's HTTP parser refuses before any route runs still get the JSON error body, and the server keeps serving.
+import { expect } from 'chai';
+import { connect } from 'node:net';
+import { get, startTestServer, type TestServer } from '../support/server.ts';
+
+/** Send raw bytes, read until the server closes the connection. */
+function raw(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let got = '';
+    const sock = connect(port, '127.0.0.1', () => sock.write(bytes));
+    sock.setEncoding('utf8');
+    sock.on('data', (c: string) => (got += c));
+    sock.on('end', () => resolve(got));
+    sock.on('error', reject);
+  });
+}
+
+function parse(answer: string): { status: number; headers: string; body: { error: { code: string; message: string; details: unknown } } } {
+  const [head, body] = answer.split('\r\n\r\n', 2) as [string, string];
+  return { status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]), headers: head.toLowerCase(), body: JSON.parse(body) };
+}
+
+describe('requests refused by the HTTP parser', function () {
+  let s: TestServer;
+  before(async () => { s = await startTestServer('duckdb'); });
+  after(async () => { await s?.close(); });
+
+  it('oversized headers: 431 with the JSON error body', async () => {
+    const a = parse(await raw(s.running.port, `POST /api/traces HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\nContent-Length: 2\r\n\r\n{}`));
+    expect(a.status).to.equal(431);
+    expect(a.headers).to.include('content-type: application/json');
+    expect(a.body.error.code).to.equal('headers_too_large');
+    expect(a.body.error.message).to.match(/headers/);
+  });
+
+  it('a malformed request line or header: 400 malformed_request', async () => {
+    for (const bytes of ['GARBAGE\r\n\r\n', 'GET / HTTP/1.1\r\nHost x\r\n\r\n', 'POST /api/traces HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']) {
+      const a = parse(await raw(s.running.port, bytes));
+      expect(a.status, bytes).to.equal(400);
+      expect(a.body.error.code).to.equal('malformed_request');
+      expect(a.body.error.details).to.have.property('parser').that.matches(/^HPE_/);
+    }
+  });
+
+  it('the server keeps answering afterwards', async () => {
+    expect((await get(`${s.url}/healthz`)).status).to.equal(200);
+  });
+});
