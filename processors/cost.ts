@@ -6,6 +6,8 @@
 //   `gen_ai.usage.input_tokens` semantics; also what calcPrice expects). When
 //   cacheRead + cacheWrite exceed `input`, the sender evidently reported uncached input
 //   only (Anthropic API style), so the cache counts are added to it.
+// - A dated snapshot the catalog does not know (`-2026-01-15`, `-20260115`, `@20260115`) is priced as the
+//   model without the date.
 // - Returns 0 when the model is empty or unknown to the catalog, when the provider is a
 //   local runtime (ollama, lmstudio, local, vllm, llama.cpp, …), or on any pricing error.
 //   Callers also skip pricing for LOCAL_SOURCES (the local workbench and coach routes).
@@ -32,6 +34,8 @@ export const LOCAL_PROVIDERS: ReadonlySet<string> = new Set([
   'ollama', 'lmstudio', 'lm_studio', 'lm-studio', 'local', 'llamacpp', 'llama.cpp', 'llama_cpp', 'llama-cpp',
   'vllm', 'localai', 'gpt4all', 'mlx', 'jan', 'koboldcpp', 'text-generation-webui', 'oobabooga',
 ]);
+
+const SNAPSHOT_SUFFIX = /[-@](?:20\d\d-[01]\d-[0-3]\d|20\d\d[01]\d[0-3]\d)$/;
 
 /** Tried in order when neither the given provider nor the model name finds the model. */
 const FALLBACK_PROVIDERS = ['openai', 'anthropic', 'google', 'mistral', 'voyage', 'cohere'];
@@ -69,7 +73,12 @@ function resolve(model: string, provider: string, now: number): Entry {
   } catch {
     r = null;
   }
-  if (!r) return { kind: 'none', at: now };
+  if (!r) {
+    // A dated snapshot newer than the catalog (gpt-4o-mini-2025-…, claude-…-20260101, gemini-…@20260101) is priced
+    // as its undated model: the family's current price is a better estimate than none.
+    const base = SNAPSHOT_SUFFIX.exec(model) ? model.replace(SNAPSHOT_SUFFIX, '') : '';
+    return base ? resolve(base, provider, now) : { kind: 'none', at: now };
+  }
   const info: ModelInfo = r.model;
   const mp: ModelPrice = r.model_price;
   let flat = !Array.isArray(info.prices);

@@ -376,6 +376,17 @@ describe('priceUsd', () => {
     expect(priceUsd('definitely-not-a-model', '', { input: 100, output: 100 })).to.equal(0);
   });
 
+  it('prices a dated snapshot the catalog does not know as its undated model; a known snapshot at its own price', () => {
+    const base = priceUsd('gpt-4o-mini', 'openai', { input: 1e6, output: 1e6 });
+    expect(base).to.be.greaterThan(0);
+    for (const m of ['gpt-4o-mini-2031-02-03', 'gpt-4o-mini-20310203'])
+      expect(priceUsd(m, 'openai', { input: 1e6, output: 1e6 }), m).to.be.closeTo(base, 1e-12);
+    expect(priceUsd('claude-3-5-haiku@20310203', 'anthropic', { input: 1e6, output: 0 })).to.be.closeTo(priceUsd('claude-3-5-haiku', 'anthropic', { input: 1e6, output: 0 }), 1e-12);
+    // gpt-4o-2024-05-13 is in the catalog at a higher price than gpt-4o: its own price, not the alias'.
+    expect(priceUsd('gpt-4o-2024-05-13', 'openai', { input: 1e6, output: 0 })).to.be.greaterThan(priceUsd('gpt-4o', 'openai', { input: 1e6, output: 0 }));
+    expect(priceUsd('definitely-not-a-model-2031-02-03', '', { input: 100, output: 100 })).to.equal(0);
+  });
+
   it('treats cache counts larger than input as reported on top of uncached input', () => {
     const a = priceUsd('claude-3-5-haiku-20241022', 'anthropic', { input: 100, output: 0, cacheRead: 1000 });
     const b = priceUsd('claude-3-5-haiku-20241022', 'anthropic', { input: 1100, output: 0, cacheRead: 1000 });
