@@ -124,13 +124,23 @@ export function createApp(deps: AppDeps): Koa {
   const routeOf = (c: Context) => (c as unknown as { _matchedRoute?: string })._matchedRoute ?? c.path.slice(0, 200);
   // A record the spool cannot take must not advance the chain (that would leave a gap): with the spool full, skip.
   const spoolFull = () => deps.pipeline.stats().spoolBytes >= deps.config.SPOOL_MAX_BYTES;
+  // Such records are written without waiting, so a lost one is counted and logged (at most every 10 s) here.
+  let lastDropLog = 0;
+  const auditDropped = (reason: 'spool_full' | 'spool_error', err?: unknown) => {
+    deps.metrics.auditDropped.inc({ reason });
+    const now = Date.now();
+    if (now - lastDropLog < 10_000) return;
+    lastDropLog = now;
+    deps.log.warn({ reason, err }, 'audit records of refused requests are not being written (tracegate_audit_records_dropped_total counts them)');
+  };
+  const spoolAudit = (rec: Parameters<typeof deps.pipeline.record>[0][number]) => { deps.pipeline.record([rec]).catch((err: unknown) => auditDropped('spool_error', err)); };
   const auditRejected = (c: Context, key: string | null, keyId: string, owner: ReturnType<KeyVerifier['rejection']>, throttled?: 'too_many_failures') => {
-    if (spoolFull()) return;
+    if (spoolFull()) return auditDropped('spool_full');
     const rec = deps.enrichment.audit.append({
       workspaceId: owner?.workspaceId ?? SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: routeOf(c),
       outcome: 'denied', accepted: 0, rejected: 0, details: JSON.stringify({ reason: owner?.reason ?? (key ? 'unknown_key' : 'missing_key'), ip: c.ip, ...(throttled ? { throttled } : {}) }),
     });
-    deps.pipeline.record([rec]).catch(() => {});
+    spoolAudit(rec);
   };
   // Requests refused after authentication (bad body, too large) are audited too; accepted ones are audited
   // by the audit processor, atomically with their records.
@@ -138,13 +148,14 @@ export function createApp(deps: AppDeps): Koa {
     try {
       await next();
     } catch (err) {
-      if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429 && !spoolFull()) {
+      if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429 && spoolFull()) auditDropped('spool_full');
+      else if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429) {
         const caller = c.state.caller as Caller;
         const rec = deps.enrichment.audit.append({
           workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId, action: 'ingest', route: `${c.method} ${routeOf(c)}`,
           outcome: 'rejected', accepted: 0, rejected: err.rejectedItems ?? 1, details: JSON.stringify({ status: err.status, code: err.code, limiter: route }),
         });
-        deps.pipeline.record([rec]).catch(() => {});
+        spoolAudit(rec);
       }
       throw err;
     }

@@ -17,6 +17,7 @@ export function createMetrics() {
     spoolAppends: new Counter({ name: 'tracegate_spool_appends_total', help: 'Batches appended to the spool', registers: [registry] }),
     flushRows: new Histogram({ name: 'tracegate_flush_batch_rows', help: 'Rows per storage insert', buckets: [1, 10, 100, 1000, 5000, 20000, 50000, 100000], registers: [registry] }),
     redisFailures: new Counter({ name: 'tracegate_rate_limit_redis_failures_total', help: 'Redis errors and rate-limit checks its in-memory insurance answered (limits were per instance)', registers: [registry] }),
+    auditDropped: new Counter({ name: 'tracegate_audit_records_dropped_total', help: 'Audit records of refused requests (failed authentications, rejected bodies) not written: the spool was full or failing', labelNames: ['reason'] as const, registers: [registry] }),
     refused: new Counter({ name: 'tracegate_refused_records_total', help: 'Records storage refused on their own, set aside in DATA_DIR/refused', registers: [registry] }),
     inflight,
     inflightBodyBytes: new Gauge({ name: 'tracegate_inflight_body_bytes', help: 'Decompressed request body bytes being received (bounded by TRACEGATE_MAX_INFLIGHT_BODY_BYTES)', registers: [registry], collect() { this.set(inflight.bytes()); } }),

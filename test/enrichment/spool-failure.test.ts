@@ -145,6 +145,8 @@ for (const backend of BACKENDS) {
           expect((await sendBad()).status).to.equal(401);
           for (let i = 0; i < 200 && !s.running.pipeline.stats().spoolWriteFailure; i++) await sleep(10);
           expect(s.running.pipeline.stats().spoolWriteFailure).to.not.equal(null);
+          // The lost rejection record is counted (the request had its answer already).
+          expect(Number(/^tracegate_audit_records_dropped_total\{reason="spool_error"\} (\d+)$/m.exec((await get(`${s.url}/metrics`)).text)?.[1])).to.be.greaterThan(0);
           // With enrichment off an ingest request's audit record rides in its own append: its 503 shows the failure.
           if (!enrichment) count(await sendGood());
           let back = false;
