@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import inflate from 'inflation';
 import { HttpError } from './errors.ts';
 import { jsonPrescan } from './json-prescan.ts';
-import { DEFAULT_MAX_JSON_VALUES } from '../config/index.ts';
+import { DEFAULT_MAX_INFLIGHT_BODY_BYTES, DEFAULT_MAX_JSON_VALUES } from '../config/index.ts';
 
 export type BodyKind = 'json' | 'protobuf';
 
@@ -28,10 +28,11 @@ export function bodyKind(ctx: Context, allowed: BodyKind[]): BodyKind {
 }
 
 /**
- * The decompressed body bytes buffered at once across requests (TRACEGATE_MAX_INFLIGHT_BODY_BYTES). Each request
- * takes bytes as its chunks arrive and gives them all back when its body is read or has failed, whatever the
- * reason; a chunk that does not fit fails its request with 503 + Retry-After, so a flood of large (or
- * decompression-bomb) bodies costs at most this much memory, however many arrive together.
+ * The decompressed body bytes held at once across requests (TRACEGATE_MAX_INFLIGHT_BODY_BYTES). Each request
+ * takes bytes as its chunks arrive; a body that fails gives them back at once, one that is read keeps them until
+ * its request is answered (decoded, mapped and enriched, a body costs about ten times its size again until then).
+ * A chunk that does not fit fails its request with 503 + Retry-After, so a flood of large (or decompression-bomb)
+ * bodies costs a bounded amount of memory, however many arrive together.
  */
 export class BodyBudget {
   readonly maxBytes: number;
@@ -48,18 +49,23 @@ export class BodyBudget {
 }
 
 /** The budget of requests whose app registered none (bodyBudget below): the default of the setting. */
-const fallbackBudget = new BodyBudget(256 * 1024 * 1024);
+const fallbackBudget = new BodyBudget(DEFAULT_MAX_INFLIGHT_BODY_BYTES);
 
 /** Middleware giving every request after it (the whole router, when used first) the app's one budget. */
 export function bodyBudget(budget: BodyBudget) {
   return async (ctx: Context, next: () => Promise<unknown>): Promise<void> => {
     ctx.state.bodyBudget = budget;
-    await next();
+    try {
+      await next();
+    } finally {
+      const held = ctx.state.heldBodyBytes as number | undefined;
+      if (held) { ctx.state.heldBodyBytes = 0; budget.release(held); }
+    }
   };
 }
 
 function budgetExhausted(budget: BodyBudget): HttpError {
-  return new HttpError(503, 'server_busy', 'too many request bodies are being received at once; retry shortly',
+  return new HttpError(503, 'server_busy', 'too many request bodies are being received or processed at once; retry shortly',
     { inflightLimitBytes: budget.maxBytes }, { 'Retry-After': '1' });
 }
 
@@ -70,7 +76,8 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   }
   // A client gone while auth and lookups ran: an inflater piped from the dead request would wait forever.
   if (ctx.req.destroyed && !ctx.req.readableEnded) throw new HttpError(400, 'request_aborted', 'client aborted the request');
-  const budget = (ctx.state.bodyBudget as BodyBudget | undefined) ?? fallbackBudget;
+  const own = ctx.state.bodyBudget as BodyBudget | undefined;
+  const budget = own ?? fallbackBudget;
   // inflation ignores Content-Length for compressed bodies; the limit applies to the inflated bytes.
   const declared = encoding === 'identity' ? ctx.get('content-length') : '';
   const length = /^[0-9]+$/.test(declared) ? Number(declared) : null;
@@ -87,14 +94,18 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   } catch (err) {
     throw new HttpError(400, 'invalid_body', `could not read request body: ${(err as Error).message}`);
   }
-  return readStream(ctx.req, stream, limit, length, budget);
+  const body = await readStream(ctx.req, stream, limit, length, budget);
+  // Held until the answer, by bodyBudget's middleware; without it (no app budget), given back now.
+  if (own) ctx.state.heldBodyBytes = ((ctx.state.heldBodyBytes as number | undefined) ?? 0) + body.length;
+  else budget.release(body.length);
+  return body;
 }
 
 /**
  * Buffers `stream` (the request, or the inflater it is piped into), taking each chunk from `budget`. Settles
  * exactly once — end, limit, budget, stream error, or the request closing unfinished (a client gone while a
- * compressed body was inflating would otherwise leave the inflater waiting forever) — and gives back every byte
- * it took when it does.
+ * compressed body was inflating would otherwise leave the inflater waiting forever). A failed read gives back every
+ * byte it took; a body read whole leaves its bytes taken, for the caller to give back.
  */
 function readStream(req: IncomingMessage, stream: Readable, limit: number, length: number | null, budget: BodyBudget): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -113,8 +124,8 @@ function readStream(req: IncomingMessage, stream: Readable, limit: number, lengt
       stream.off('error', onError);
       stream.off('close', onClose);
       req.off('close', onReqClose);
-      budget.release(received);
       if (err) {
+        budget.release(received);
         chunks.length = 0;
         // The rest of the body is never read: the connection cannot carry another request (a client reusing it
         // would have its next request reset), so the answer says it closes.

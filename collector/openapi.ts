@@ -133,7 +133,7 @@ function standardErrors(r: RouteDoc): Record<string, string> {
     e[429] = 'Rate limited (Retry-After), or too many failed authentications from this address';
     // A key this collector has not seen before (none cached, none last known) cannot be checked while storage is down.
     e[503] = r.request
-      ? 'Storage back-pressure, too many request bodies being received at once (server_busy), or the API key cannot be verified while storage is unreachable; Retry-After'
+      ? 'Storage back-pressure, too many request bodies being received or processed at once (server_busy), or the API key cannot be verified while storage is unreachable; Retry-After'
       : 'The API key cannot be verified while storage is unreachable; Retry-After';
   }
   // The OTLP error middleware turns any unexpected failure into a Status of its own (INTERNAL, generic message).

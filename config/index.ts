@@ -21,6 +21,7 @@ const bool = (def: boolean) =>
 
 /** Default of TRACEGATE_MAX_JSON_VALUES (also the bound of bodies parsed without a configured one). */
 export const DEFAULT_MAX_JSON_VALUES = 250_000;
+export const DEFAULT_MAX_INFLIGHT_BODY_BYTES = 64 * 1024 * 1024;
 
 // Each entry: env suffix → schema. The README's configuration table mirrors this list.
 export const configSchema = z.object({
@@ -58,8 +59,9 @@ export const configSchema = z.object({
   MAX_TRACE_SPANS: int(10_000, 10, 1_000_000),   // spans GET /api/traces/:id answers at most (the rest by spanCursor)
   MAX_JSON_DEPTH: int(64, 8, 1000),              // bracket depth of any JSON body
   MAX_JSON_VALUES: int(DEFAULT_MAX_JSON_VALUES, 1000), // JSON values in a body (containers + elements; 413 beyond)
-  // Decompressed body bytes buffered at once across all requests (503 + Retry-After beyond); ≥ MAX_BODY_BYTES.
-  MAX_INFLIGHT_BODY_BYTES: int(256 * 1024 * 1024, 1024),
+  // Decompressed body bytes held at once across all requests, from arrival to answer (503 + Retry-After beyond);
+  // ≥ MAX_BODY_BYTES. A request being processed costs about ten times its body: this bounds that memory too.
+  MAX_INFLIGHT_BODY_BYTES: int(DEFAULT_MAX_INFLIGHT_BODY_BYTES, 1024),
   BODY_IDLE_TIMEOUT_MS: ms(15_000, 100),         // a request body sending nothing this long is given up (408)
   SOCKET_IDLE_TIMEOUT_MS: ms(60_000, 1000),      // a connection with no bytes either way this long is closed (a client not reading its response)
   MAX_SPANS_PER_REQUEST: int(10000, 1),

@@ -91,7 +91,7 @@ export function proxyRoutes(r: RouteContext): void {
       413: { description: 'The body is over TRACEGATE_MAX_BODY_BYTES after decompression (payload_too_large), or holds more than TRACEGATE_MAX_JSON_VALUES JSON values (too_many_values)', schema: providerError },
       429: { description: 'This route\'s own rate limit, or too many failed authentications from this address (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
       502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed; a caller\'s own key gets the provider\'s 401 as is)', schema: providerError },
-      503: { description: 'Retry-After: too many request bodies are being received at once (code server_busy, TRACEGATE_MAX_INFLIGHT_BODY_BYTES), or storage could not be reached for the workspace settings or to verify the API key (code unavailable)', schema: providerError },
+      503: { description: 'Retry-After: too many request bodies are being received or processed at once (code server_busy, TRACEGATE_MAX_INFLIGHT_BODY_BYTES), or storage could not be reached for the workspace settings or to verify the API key (code unavailable)', schema: providerError },
       504: { description: 'The provider timed out', schema: providerError },
     },
   });

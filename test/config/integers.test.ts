@@ -35,7 +35,7 @@ describe('integer settings', () => {
   it('TRACEGATE_MAX_JSON_VALUES and TRACEGATE_MAX_INFLIGHT_BODY_BYTES: defaults, bounds, and the budget holds at least one full body', () => {
     const c = loadConfig({});
     expect(c.MAX_JSON_VALUES).to.equal(250_000);
-    expect(c.MAX_INFLIGHT_BODY_BYTES).to.equal(256 * 1024 * 1024);
+    expect(c.MAX_INFLIGHT_BODY_BYTES).to.equal(64 * 1024 * 1024);
     expect(() => loadConfig({ TRACEGATE_MAX_JSON_VALUES: '999' })).to.throw(/TRACEGATE_MAX_JSON_VALUES/);
     expect(() => loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * 1024 * 1024 - 1) }))
       .to.throw(/TRACEGATE_MAX_INFLIGHT_BODY_BYTES: .*below TRACEGATE_MAX_BODY_BYTES/);

@@ -68,7 +68,7 @@ describe('in-flight body budget', function () {
     expect(declared.status).to.equal(503);
     expect(declared.headers.get('retry-after')).to.equal('1');
     expect(declared.json.error).to.deep.equal({
-      code: 'server_busy', message: 'too many request bodies are being received at once; retry shortly',
+      code: 'server_busy', message: 'too many request bodies are being received or processed at once; retry shortly',
       details: { inflightLimitBytes: 2 * MiB },
     });
     // No declared length (gzip): refused when the inflated bytes reach the budget.
@@ -129,6 +129,35 @@ describe('in-flight body budget', function () {
     for (const r of answers) expect(r.json.error.code).to.equal(r.status === 413 ? 'payload_too_large' : 'server_busy');
     await until('the budget back to 0', async () => (await inflight(s)) === 0);
     expect((await post(`${s.url}/api/traces`, { prompt: 'after bombs' }, auth)).status).to.equal(200);
+  });
+});
+
+describe('in-flight body budget, held until the answer', function () {
+  let s: TestServer;
+  let fake: Awaited<ReturnType<typeof import('../support/fake-responses.ts')['startFakeResponses']>>;
+  let auth: Record<string, string>;
+  before(async () => {
+    const { startFakeResponses } = await import('../support/fake-responses.ts');
+    fake = await startFakeResponses();
+    s = await startTestServer('duckdb', {
+      TRACEGATE_MAX_BODY_BYTES: String(MiB), TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(MiB + 200 * KiB),
+      TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
+    });
+    auth = { authorization: `Bearer ${(await s.key('held')).key}` };
+  });
+  after(async () => { await s?.close(); await fake?.close(); });
+
+  it('a body read whole keeps its bytes while its request is processed (here: a slow provider), then gives them back', async () => {
+    const input = 'tell me a story '.repeat(50_000); // 800 KB: what is left of the budget cannot take another such body
+    const slow = post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input, metadata: { delay_ms: '1500' } }, auth);
+    await until('the body read and held', async () => (await inflight(s)) >= input.length);
+    const busy = await post(`${s.url}/api/traces`, { prompt: 'x'.repeat(600 * KiB) }, auth);
+    expect(busy.status).to.equal(503);
+    expect(busy.json.error.code).to.equal('server_busy');
+    expect((await post(`${s.url}/api/traces`, { prompt: 'small', response: 'ok' }, auth)).status).to.equal(200);
+    expect((await slow).status).to.equal(200);
+    await until('the budget back to 0', async () => (await inflight(s)) === 0);
+    expect((await post(`${s.url}/api/traces`, { prompt: 'x'.repeat(600 * KiB) }, auth)).status).to.equal(200);
   });
 });
 
