@@ -687,6 +687,12 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       expect(data.output_text).to.have.length.greaterThan(0);
       expect(response.status).to.equal(200);
       expect(response.headers.get('x-tracegate-telemetry')).to.equal('not-stored');
+      // A stream's headers left before the outcome was known: it says so in-band, as an SSE comment at the end.
+      const streamed = await fetch(`${s.url}/api/proxy/provider/responses`, { method: 'POST', headers: { ...ws.auth, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o-mini', input: 'x', stream: true }) });
+      const text = await streamed.text();
+      expect(streamed.status).to.equal(200);
+      expect(text).to.include('event: response.completed');
+      expect(text.endsWith(': tracegate telemetry not stored\n\n'), text.slice(-200)).to.equal(true);
     } finally {
       pipeline.ingest = ingest;
     }
