@@ -58,7 +58,6 @@ function withheld(span: SpanRecord, err: unknown): GovernanceResult {
 
 export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan = 100, log?: { error(o: object, m: string): void }): Processor {
   return async (batch, ctx) => {
-    const now = Date.now();
     const cache = new Map<string, Policy>();
     const scanCache = newScanCache();
     const spans: SpanRecord[] = new Array(batch.spans.length);
@@ -75,6 +74,9 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
         own = withheld(span, err);
       }
       const { record, findings, decision } = pre ? withPreflight(own, pre, policy, span) : own;
+      // Stamped with the span version's ingestion time: a span delivered again with other content gets records of
+      // its own, and reads keep only those of the version stored (older ones cannot be deleted from ClickHouse).
+      const now = span.ingestedAtMs || Date.now();
       spans[i] = record;
       if (findings.length === 0 && decision.decision === 'allow' && !span.prompt && !span.response) continue;
       for (const f of strongest(findings, maxFindingsPerSpan)) {

@@ -6,6 +6,7 @@ import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { msCeil, parseQuery, time, whole } from '../query.ts';
 import type { Caller } from '../keys.ts';
+import { ofStoredVersion } from './read.ts';
 import { errorSchema } from '../openapi.ts';
 import type { AlertRecord, AuditRecord, FindingRecord, VerificationRecord } from '../enrichment-records.ts';
 import type { UsageQuery, UsageRow } from '../../storage/types.ts';
@@ -124,7 +125,13 @@ export function enrichmentRoutes(r: RouteContext): void {
   r.router.get('/api/findings', ...r.readGuard(READ_LIMITS.findings), async (ctx) => {
     const q = parseQuery(findingsQuery, ctx);
     checkRange(q);
-    const res = await r.read(() => r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: msCeil(q.from), toMs: msCeil(q.to), limit: q.limit, cursor: q.cursor }));
+    const res = await r.read(async () => {
+      const page = await r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: msCeil(q.from), toMs: msCeil(q.to), limit: q.limit, cursor: q.cursor });
+      if (q.traceId === undefined || page.items.length === 0) return page;
+      // One trace's findings: those of its spans' stored versions only (see ofStoredVersion).
+      const spans = await r.storage.getSpans(ws(ctx), q.traceId, [...new Set(page.items.map((f) => f.spanId))]);
+      return { ...page, items: ofStoredVersion(page.items, spans) };
+    });
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof findingPage>;
   });
   r.router.get('/api/policy', ...r.readGuard(READ_LIMITS.policy), async (ctx) => {

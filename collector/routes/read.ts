@@ -168,7 +168,7 @@ export function readRoutes(r: RouteContext): void {
     });
     if (page.length === 0 && !whole) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
     const spans = viewSpans(page);
-    const policy = records.map((p) => ({
+    const policy = ofStoredVersion(records, page).map((p) => ({
       spanId: p.spanId, policyVersion: p.policyVersion, decision: p.decision, reasons: JSON.parse(p.reasons) as unknown, createdAtMs: p.createdAtMs,
     }));
     const last = page.at(-1);
@@ -180,6 +180,16 @@ export function readRoutes(r: RouteContext): void {
       },
     } satisfies z.output<typeof traceDetailSchema>;
   });
+}
+
+/**
+ * Records of the span versions stored: a span delivered again with other content keeps the findings and decision
+ * of its earlier versions in storage (ClickHouse cannot delete them cheaply), stamped with their version's
+ * ingestion time, earlier than the stored version's. A record whose span is not among `spans` is kept.
+ */
+export function ofStoredVersion<T extends { spanId: string; createdAtMs: number }>(records: readonly T[], spans: readonly Pick<SpanRecord, 'spanId' | 'ingestedAtMs'>[]): T[] {
+  const version = new Map(spans.map((s) => [s.spanId, s.ingestedAtMs]));
+  return records.filter((r) => r.createdAtMs >= (version.get(r.spanId) ?? 0));
 }
 
 /**
