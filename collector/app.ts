@@ -76,7 +76,7 @@ export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
   app.proxy = false;
   const router = new Router();
-  // One budget of body bytes being received, shared by every route that reads a body (see body.ts).
+  // One budget of body bytes being received or processed, shared by every route that reads a body (see body.ts).
   const budget = new BodyBudget(deps.config.MAX_INFLIGHT_BODY_BYTES, deps.config.BODY_IDLE_TIMEOUT_MS);
   deps.metrics.inflight.bytes = () => budget.inUse;
   router.use(bodyBudget(budget));

@@ -64,6 +64,16 @@ export function bodyBudget(budget: BodyBudget) {
   };
 }
 
+/**
+ * Give a read body's bytes back before the answer: for a route that, once the body is parsed, only waits on the
+ * network (the proxy, on a provider that may take minutes), and must not hold ingestion's budget meanwhile.
+ */
+export function releaseBody(ctx: Context): void {
+  const held = ctx.state.heldBodyBytes as number | undefined;
+  const budget = ctx.state.bodyBudget as BodyBudget | undefined;
+  if (held && budget) { ctx.state.heldBodyBytes = 0; budget.release(held); }
+}
+
 function budgetExhausted(budget: BodyBudget): HttpError {
   return new HttpError(503, 'server_busy', 'too many request bodies are being received or processed at once; retry shortly',
     { inflightLimitBytes: budget.maxBytes }, { 'Retry-After': '1' });

@@ -43,14 +43,15 @@ export class JsonSnapshot {
     if (!this.dirty) return;
     this.dirty = false;
     this.lastWrite = Date.now();
-    const text = JSON.stringify(this.value());
+    let failed = false;
     this.writing = (async () => {
+      const text = JSON.stringify(this.value());
       await mkdir(dirname(this.path), { recursive: true, mode: 0o700 });
       const fh = await open(`${this.path}.tmp`, 'w', 0o600);
       try { await fh.writeFile(text); await fh.sync(); } finally { await fh.close(); }
       await rename(`${this.path}.tmp`, this.path);
-    })().catch(() => { this.dirty = true; }) // a state file: the next change or flush tries again
-      .finally(() => { this.writing = null; if (this.dirty) this.changed(); });
+    })().catch(() => { this.dirty = true; failed = true; }) // a state file: the next change or flush tries again
+      .finally(() => { this.writing = null; if (this.dirty && !failed) this.changed(); });
   }
 
   private writeNow(): void {

@@ -20,7 +20,7 @@ export function createMetrics() {
     auditDropped: new Counter({ name: 'tracegate_audit_records_dropped_total', help: 'Audit records of refused requests (failed authentications, rejected bodies) not written: the spool was full or failing', labelNames: ['reason'] as const, registers: [registry] }),
     refused: new Counter({ name: 'tracegate_refused_records_total', help: 'Records storage refused on their own, set aside in DATA_DIR/refused', registers: [registry] }),
     inflight,
-    inflightBodyBytes: new Gauge({ name: 'tracegate_inflight_body_bytes', help: 'Decompressed request body bytes being received (bounded by TRACEGATE_MAX_INFLIGHT_BODY_BYTES)', registers: [registry], collect() { this.set(inflight.bytes()); } }),
+    inflightBodyBytes: new Gauge({ name: 'tracegate_inflight_body_bytes', help: 'Decompressed request body bytes being received or processed (bounded by TRACEGATE_MAX_INFLIGHT_BODY_BYTES)', registers: [registry], collect() { this.set(inflight.bytes()); } }),
     flushSeconds: new Histogram({ name: 'tracegate_flush_seconds', help: 'Storage insert latency', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10], registers: [registry] }),
   };
 }

@@ -108,6 +108,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if ((c.CLICKHOUSE_CLUSTER || c.CLICKHOUSE_NODES.length) && !c.CLICKHOUSE_URL) {
     throw new ConfigError('invalid configuration\n  TRACEGATE_CLICKHOUSE_CLUSTER / _NODES: need TRACEGATE_CLICKHOUSE_URL (the node the collector talks to)');
   }
+  // Unset, the budget grows to hold one body at TRACEGATE_MAX_BODY_BYTES, however large that is set.
+  if (raw.MAX_INFLIGHT_BODY_BYTES === undefined) c.MAX_INFLIGHT_BODY_BYTES = Math.max(c.MAX_INFLIGHT_BODY_BYTES, c.MAX_BODY_BYTES);
   if (c.MAX_INFLIGHT_BODY_BYTES < c.MAX_BODY_BYTES) {
     throw new ConfigError(`invalid configuration\n  TRACEGATE_MAX_INFLIGHT_BODY_BYTES: ${c.MAX_INFLIGHT_BODY_BYTES} is below TRACEGATE_MAX_BODY_BYTES (${c.MAX_BODY_BYTES}): a body at the limit could never be read`);
   }

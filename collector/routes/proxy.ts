@@ -6,7 +6,7 @@ import type { Context, Next } from 'koa';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
-import { bodyKind, parseJson, readBody } from '../body.ts';
+import { bodyKind, parseJson, readBody, releaseBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
 import { providerErrorSchema as providerError } from '../openapi.ts';
 import { duplicateKey } from '../json-prescan.ts';
@@ -173,6 +173,7 @@ export function proxyRoutes(r: RouteContext): void {
       throw new HttpError(403, 'policy_blocked', message, { type: 'policy_violation', tracegate: { decision: 'block', categories, reasons: pre.reasons.map((x) => x.code), traceId } });
     }
 
+    releaseBody(ctx); // parsed and preflighted: what goes upstream is `pre.forward`, and the wait may be long
     const target = responsesTarget(provider.baseUrl);
     const abort = new AbortController();
     // The client went away before we finished answering: stop paying for the upstream generation.
@@ -266,7 +267,8 @@ export function proxyRoutes(r: RouteContext): void {
     if (failure) {
       // Headers are gone already: tell the client in-band, the way the provider reports stream errors.
       res.write(`event: error\ndata: ${JSON.stringify({ type: 'error', code: failure.code, message: failure.message, param: null })}\n\n`);
-      await finish({ kind: 'transport_error', code: failure.code, message: failure.message }, { partial: summary, attributes: timing });
+      const stored = await finish({ kind: 'transport_error', code: failure.code, message: failure.message }, { partial: summary, attributes: timing });
+      if (!stored && !res.destroyed) res.write(': tracegate telemetry not stored\n\n');
     } else {
       const stored = await finish({ kind: 'upstream', httpStatus: up.statusCode, requestId, body: null, stream: summary }, { attributes: timing });
       if (!stored && !res.destroyed) res.write(': tracegate telemetry not stored\n\n');

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { JsonSnapshot } from '../../collector/json-snapshot.ts';
@@ -24,6 +24,18 @@ describe('JsonSnapshot', () => {
     expect(read(path)).to.deep.equal({ n: 3 });
     await new Promise((r) => setTimeout(r, 1200)); // the pending timed write has nothing newer to say
     expect(read(path)).to.deep.equal({ n: 3 });
+  });
+
+  it('a write that fails is tried again at the next change or flush, not in a loop', async () => {
+    writeFileSync(join(dir, 'file'), 'x');
+    let calls = 0;
+    const snap = new JsonSnapshot(join(dir, 'file', 'state.json'), () => { calls++; return { n: 1 }; }, 0); // its directory cannot exist
+    snap.changed();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(calls).to.equal(1);
+    snap.changed();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(calls).to.equal(2);
   });
 
   it('flush() waits for a timed write under way, so an older state never lands after it', async () => {

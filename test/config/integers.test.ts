@@ -40,6 +40,8 @@ describe('integer settings', () => {
     expect(() => loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * 1024 * 1024 - 1) }))
       .to.throw(/TRACEGATE_MAX_INFLIGHT_BODY_BYTES: .*below TRACEGATE_MAX_BODY_BYTES/);
     expect(loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: '4096', TRACEGATE_MAX_BODY_BYTES: '4096' }).MAX_INFLIGHT_BODY_BYTES).to.equal(4096);
+    // Unset, it holds at least one body at the limit.
+    expect(loadConfig({ TRACEGATE_MAX_BODY_BYTES: String(100 * 1024 * 1024) }).MAX_INFLIGHT_BODY_BYTES).to.equal(100 * 1024 * 1024);
   });
 
   it('serve stops at once on TRACEGATE_PORT=0x10 (it used to listen on port 16), naming the variable', async function () {

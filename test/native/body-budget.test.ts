@@ -140,24 +140,40 @@ describe('in-flight body budget, held until the answer', function () {
     const { startFakeResponses } = await import('../support/fake-responses.ts');
     fake = await startFakeResponses();
     s = await startTestServer('duckdb', {
-      TRACEGATE_MAX_BODY_BYTES: String(MiB), TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(MiB + 200 * KiB),
+      TRACEGATE_MAX_BODY_BYTES: String(16 * MiB), TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * MiB), TRACEGATE_MAX_SPANS_PER_REQUEST: '100000',
       TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
     });
     auth = { authorization: `Bearer ${(await s.key('held')).key}` };
   });
   after(async () => { await s?.close(); await fake?.close(); });
 
-  it('a body read whole keeps its bytes while its request is processed (here: a slow provider), then gives them back', async () => {
-    const input = 'tell me a story '.repeat(50_000); // 800 KB: what is left of the budget cannot take another such body
-    const slow = post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input, metadata: { delay_ms: '1500' } }, auth);
-    await until('the body read and held', async () => (await inflight(s)) >= input.length);
-    const busy = await post(`${s.url}/api/traces`, { prompt: 'x'.repeat(600 * KiB) }, auth);
-    expect(busy.status).to.equal(503);
-    expect(busy.json.error.code).to.equal('server_busy');
-    expect((await post(`${s.url}/api/traces`, { prompt: 'small', response: 'ok' }, auth)).status).to.equal(200);
-    expect((await slow).status).to.equal(200);
+  it('a body read whole keeps its bytes while its request is decoded, enriched and spooled, then gives them back', async () => {
+    const { buildOtlpTemplate } = await import('../../bench/otlp.ts');
+    const t = buildOtlpTemplate();
+    const body = Buffer.concat(Array.from({ length: Math.floor((12 * MiB) / t.body.length) }, () => t.body)); // ~12 MiB, ~8,000 spans
+    let peak = 0;
+    let done = false;
+    const sent = post(`${s.url}/v1/traces`, body, { ...auth, 'content-type': 'application/x-protobuf' }).finally(() => { done = true; });
+    while (!done) { peak = Math.max(peak, await inflight(s)); await sleep(10); }
+    expect((await sent).status).to.equal(200);
+    // Seen while the request was being processed, after its body had been read in full.
+    expect(peak).to.equal(body.length);
     await until('the budget back to 0', async () => (await inflight(s)) === 0);
-    expect((await post(`${s.url}/api/traces`, { prompt: 'x'.repeat(600 * KiB) }, auth)).status).to.equal(200);
+  });
+
+  it('the proxy gives its bytes back once the request is forwarded: a slow provider holds none of the budget', async () => {
+    const input = 'tell me a story '.repeat(500_000); // 8 MB
+    const slow = post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input, metadata: { delay_ms: '1500' } }, auth);
+    await until('the provider called', async () => fake.requests.length > 0);
+    expect(await inflight(s)).to.equal(0);
+    // 14 MiB more: past the budget if the waiting request still held its 8 MB.
+    const { buildOtlpTemplate } = await import('../../bench/otlp.ts');
+    const t = buildOtlpTemplate();
+    const big = Buffer.concat(Array.from({ length: Math.floor((14 * MiB) / t.body.length) }, (_, i) => { const b = Buffer.from(t.body); b.writeUInt32BE(i + 1000, t.traceIdOffsets[0]!); return b; }));
+    const res = await post(`${s.url}/v1/traces`, big, { ...auth, 'content-type': 'application/x-protobuf' });
+    expect(res.status, res.text).to.equal(200);
+    expect((await slow).status).to.equal(200);
+    expect(await inflight(s)).to.equal(0);
   });
 });
 
