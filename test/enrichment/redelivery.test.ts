@@ -33,6 +33,15 @@ for (const backend of BACKENDS) {
       expect((await policy(id)).map((p) => p.decision)).to.deep.equal(['allow']);
     });
 
+    it('the same content delivered 20 times at once: one finding and one decision, as for one delivery', async () => {
+      const id = `redeliver-same-${backend}`;
+      const sent = await Promise.all(Array.from({ length: 20 }, () => post(`${s.url}/api/traces`, { requestId: id, prompt: 'mail john.doe@example.com', response: 'ok' }, auth)));
+      expect(sent.map((r) => r.status)).to.deep.equal(Array(20).fill(200));
+      await flushed(s);
+      expect((await findings(id)).map((f) => [f.rule, f.start])).to.deep.equal([['pii.email', 5]]);
+      expect((await policy(id)).map((p) => p.decision)).to.deep.equal(['flag']);
+    });
+
     it('OTLP: a span sent again without its messages has no decision left', async () => {
       const traceId = backend === 'duckdb' ? '5b8efff798038103d269b633813fc60c' : '5b8efff798038103d269b633813fc60d';
       const span = (attrs: Array<{ key: string; value: { stringValue: string } }>) => ({
