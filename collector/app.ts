@@ -148,8 +148,8 @@ export function createApp(deps: AppDeps): Koa {
     try {
       await next();
     } catch (err) {
-      if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429 && spoolFull()) auditDropped('spool_full');
-      else if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+      if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+        if (spoolFull()) { auditDropped('spool_full'); throw err; }
         const caller = c.state.caller as Caller;
         const rec = deps.enrichment.audit.append({
           workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId, action: 'ingest', route: `${c.method} ${routeOf(c)}`,

@@ -58,8 +58,7 @@ export function bodyBudget(budget: BodyBudget) {
     try {
       await next();
     } finally {
-      const held = ctx.state.heldBodyBytes as number | undefined;
-      if (held) { ctx.state.heldBodyBytes = 0; budget.release(held); }
+      releaseBody(ctx);
     }
   };
 }

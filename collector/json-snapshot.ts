@@ -1,8 +1,7 @@
 // A small JSON state file rewritten whole (temp file, fsync, rename) at most once a second after a change, and
 // at once on flush(). Used for the chain heads and the last-known keys and settings.
-// Timed writes go through the thread pool: an fsync under ingest load took ~10 ms, and on the main thread it
-// stalled every request in flight. One write at a time, so an older state never renames over a newer one.
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
+// Writes go through the thread pool: an fsync under ingest load took ~10 ms, and on the main thread it stalled
+// every request in flight. One write at a time, so an older state never renames over a newer one.
 import { mkdir, open, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
@@ -28,7 +27,7 @@ export class JsonSnapshot {
   changed(): void {
     this.dirty = true;
     if (this.timer || this.writing) return; // the write under way schedules the next one
-    this.timer = setTimeout(() => { this.timer = null; this.writeLater(); }, Math.max(0, this.lastWrite + this.everyMs - Date.now()));
+    this.timer = setTimeout(() => { this.timer = null; void this.write(); }, Math.max(0, this.lastWrite + this.everyMs - Date.now()));
     this.timer.unref();
   }
 
@@ -36,11 +35,12 @@ export class JsonSnapshot {
   async flush(): Promise<void> {
     if (this.timer) { clearTimeout(this.timer); this.timer = null; }
     await this.writing;
-    this.writeNow();
+    await this.write(false);
   }
 
-  private writeLater(): void {
-    if (!this.dirty) return;
+  /** `next`: a change made while this write runs schedules the next one (timed writes); flush() needs none. */
+  private write(next = true): Promise<void> {
+    if (!this.dirty) return Promise.resolve();
     this.dirty = false;
     this.lastWrite = Date.now();
     let failed = false;
@@ -51,20 +51,7 @@ export class JsonSnapshot {
       try { await fh.writeFile(text); await fh.sync(); } finally { await fh.close(); }
       await rename(`${this.path}.tmp`, this.path);
     })().catch(() => { this.dirty = true; failed = true; }) // a state file: the next change or flush tries again
-      .finally(() => { this.writing = null; if (this.dirty && !failed) this.changed(); });
-  }
-
-  private writeNow(): void {
-    if (!this.dirty) return;
-    this.dirty = false;
-    this.lastWrite = Date.now();
-    try {
-      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-      const fd = openSync(`${this.path}.tmp`, 'w', 0o600);
-      try { writeSync(fd, JSON.stringify(this.value())); fsyncSync(fd); } finally { closeSync(fd); }
-      renameSync(`${this.path}.tmp`, this.path);
-    } catch {
-      this.dirty = true;
-    }
+      .finally(() => { this.writing = null; if (next && this.dirty && !failed) this.changed(); });
+    return this.writing;
   }
 }
