@@ -119,6 +119,7 @@ function printVerify(name: string, r: VerifyResult): void {
     `${r.superseded ? `, ${r.superseded} superseded by later deliveries` : ''}${r.unsignedTail ? `, ${r.unsignedTail} awaiting their checkpoint` : ''}`);
   for (const p of r.problems) console.log(`  ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''}${p.traceId ? ` trace ${p.traceId}` : ''}: ${p.message}`);
   for (const p of r.audit) console.log(`  audit ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''} ${p.message}`);
+  if (r.problemsOmitted) console.log(`  … and ${r.problemsOmitted} more problems (the first ${r.problems.length + r.audit.length} are listed)`);
 }
 
 async function manage(cmd: string, args: string[], config: Config): Promise<number> {
@@ -320,10 +321,18 @@ async function run(argv: string[]): Promise<number> {
   return manage(cmd, rest, config);
 }
 
+/** process.exit drops what a pipe has not taken yet (the end of a long `verify` report): exit once stdout and stderr are written. */
+function exitWhenWritten(code: number): void {
+  let pending = 2;
+  const done = () => { if (--pending === 0) process.exit(code); };
+  process.stdout.write('', done);
+  process.stderr.write('', done);
+}
+
 main(process.argv.slice(2)).then(
-  (code) => { if (code >= 0) process.exit(code); },
+  (code) => { if (code >= 0) exitWhenWritten(code); },
   (err) => {
     console.error(err instanceof ConfigError ? err.message : `tracegate: ${(err as Error).message ?? err}`);
-    process.exit(1);
+    exitWhenWritten(1);
   },
 );

@@ -76,24 +76,56 @@ export function auditProcessor(chain: AuditChain): Processor {
 
 export interface ChainProblem { chainId: string; seq: number; kind: 'gap' | 'prev_hash_mismatch' | 'hash_mismatch' | 'missing_record'; message: string }
 
-/** Re-checks audit chains: sequence continuity, links and each record's own hash. */
+/** Re-checks audit chains: sequence continuity, links and each record's own hash (all in memory; see AuditCheck). */
 export function verifyAuditChain(records: AuditRecord[]): ChainProblem[] {
-  const problems: ChainProblem[] = [];
-  const byHash = new Set(records.map((r) => r.hash));
-  let prev: AuditRecord | null = null;
-  for (const r of records) {
-    const first = !prev || prev.chainId !== r.chainId;
-    const expectSeq = first ? 1 : prev!.seq + 1;
-    if (r.seq !== expectSeq) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: `expected seq ${expectSeq}, found ${r.seq}` });
-    else if (first && r.prevHash !== GENESIS) {
-      // Continues an earlier run's chain: that record must still be there.
-      if (!byHash.has(r.prevHash)) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: 'the earlier run this chain continues is missing (its records were deleted)' });
-    } else if (r.prevHash !== (first ? GENESIS : prev!.hash)) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'prev_hash_mismatch', message: 'prevHash does not match the previous record' });
-    const { hash, ...rest } = r;
-    if (auditHash(rest) !== hash) problems.push({ chainId: r.chainId, seq: r.seq, kind: 'hash_mismatch', message: 'record content does not match its hash' });
-    prev = r;
+  const check = new AuditCheck();
+  check.records(records);
+  return check.finish(new Set(records.map((r) => r.hash)));
+}
+
+/**
+ * verifyAuditChain fed a page at a time in (chainId, seq) order. A chain continuing an earlier run names that run's
+ * head (`continued()`); finish() is told which of those are still stored.
+ */
+export class AuditCheck {
+  readonly problems: ChainProblem[] = [];
+  private prev: AuditRecord | null = null;
+  private readonly continuing: AuditRecord[] = [];
+  /** key.create / key.revoke per key id, settings versions: what checkAuditCoverage looks for. */
+  readonly seen = new Set<string>();
+
+  continued(): string[] { return this.continuing.map((r) => r.prevHash); }
+
+  records(records: AuditRecord[]): void {
+    for (const r of records) {
+      const prev = this.prev;
+      const first = !prev || prev.chainId !== r.chainId;
+      const expectSeq = first ? 1 : prev!.seq + 1;
+      if (r.seq !== expectSeq) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: `expected seq ${expectSeq}, found ${r.seq}` });
+      else if (first && r.prevHash !== GENESIS) this.continuing.push(r); // that record must still be there: see finish
+      else if (r.prevHash !== (first ? GENESIS : prev!.hash)) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'prev_hash_mismatch', message: 'prevHash does not match the previous record' });
+      const { hash, ...rest } = r;
+      if (auditHash(rest) !== hash) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'hash_mismatch', message: 'record content does not match its hash' });
+      noteCoverage(r, this.seen);
+      this.prev = r;
+    }
   }
-  return problems;
+
+  finish(stored: ReadonlySet<string>): ChainProblem[] {
+    for (const r of this.continuing) {
+      if (!stored.has(r.prevHash)) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: 'the earlier run this chain continues is missing (its records were deleted)' });
+    }
+    this.continuing.length = 0;
+    return this.problems;
+  }
+}
+
+function noteCoverage(r: AuditRecord, seen: Set<string>): void {
+  if (r.action !== 'key.create' && r.action !== 'key.revoke' && r.action !== 'policy.update' && r.action !== 'settings.update') return;
+  let d: { keyId?: unknown; version?: unknown };
+  try { d = JSON.parse(r.details) as typeof d; } catch { return; }
+  if (r.action === 'key.create' || r.action === 'key.revoke') seen.add(`${r.action}:${String(d.keyId)}`);
+  else seen.add(`settings:${String(d.version)}`);
 }
 
 /** What the audit log must hold for the workspace's current state: the change that made the settings version,
@@ -105,14 +137,13 @@ export interface AuditedState { settingsVersion: number; keys: Array<{ keyId: st
  * records changed still names them: a settings version, a key, a revocation with no audit record of its own is
  * reported as `missing_record`.
  */
-export function checkAuditCoverage(records: AuditRecord[], state: AuditedState): ChainProblem[] {
-  const seen = new Set<string>();
-  for (const r of records) {
-    let d: { keyId?: unknown; version?: unknown };
-    try { d = JSON.parse(r.details) as typeof d; } catch { continue; }
-    if (r.action === 'key.create' || r.action === 'key.revoke') seen.add(`${r.action}:${String(d.keyId)}`);
-    else if (r.action === 'policy.update' || r.action === 'settings.update') seen.add(`settings:${String(d.version)}`);
-  }
+export function checkAuditCoverage(records: AuditRecord[] | ReadonlySet<string>, state: AuditedState): ChainProblem[] {
+  let seen: ReadonlySet<string>;
+  if (Array.isArray(records)) {
+    const s = new Set<string>();
+    for (const r of records) noteCoverage(r, s);
+    seen = s;
+  } else seen = records as ReadonlySet<string>;
   const problems: ChainProblem[] = [];
   const missing = (message: string) => problems.push({ chainId: '', seq: 0, kind: 'missing_record', message });
   if (state.settingsVersion > 0 && !seen.has(`settings:${state.settingsVersion}`)) missing(`settings version ${state.settingsVersion} has no audit record of the change that made it`);

@@ -186,6 +186,8 @@ export interface VerifyReport {
   superseded: number;        // records whose spans were later replaced by a newer delivery (not tampering)
   unsignedTail: number;      // records after the last checkpoint of their chain (signed about a second later, with a batch or by the idle signer, and at shutdown)
   problems: VerifyProblem[];
+  /** Problems found past the listed ones (a workspace report lists at most MAX_LISTED_PROBLEMS, chain, content and audit together). */
+  problemsOmitted?: number;
 }
 
 /**
@@ -292,59 +294,142 @@ export class ContentCheck {
   }
 }
 
-/** Chain continuity, link hashes and checkpoint signatures. Records must be in (chainId, seq) order. */
+/** Chain continuity, link hashes and checkpoint signatures, all in memory (tests; verifyWorkspace streams ChainCheck). Records must be in (chainId, seq) order. */
 export function checkChain(records: VerificationRecord[], checkpoints: CheckpointRecord[], keys: PublicKeyInfo[], allHashes?: ReadonlySet<string>, settledBeforeMs = -Infinity): { problems: VerifyProblem[]; unsignedTail: number } {
-  const problems: VerifyProblem[] = [];
-  // Hashes of every record of the workspace (a chain may continue one that is not among `records`).
-  const byHash = allHashes ?? new Set(records.map((r) => r.hash));
-  const bySeq = new Map<string, VerificationRecord>();
-  const lastSigned = new Map<string, number>();
-  const lastSeq = new Map<string, number>();
-  let prev: VerificationRecord | null = null;
-  for (const r of records) {
-    bySeq.set(`${r.chainId}|${r.seq}`, r);
-    lastSeq.set(r.chainId, r.seq);
-    const first = !prev || prev.chainId !== r.chainId;
-    const expectSeq = first ? 1 : prev!.seq + 1;
-    if (r.seq !== expectSeq) problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: `expected seq ${expectSeq}, found ${r.seq}: records are missing` });
-    else if (first && r.prevHash !== GENESIS) {
-      // Continues an earlier run's chain: that record must still be there.
-      if (!byHash.has(r.prevHash)) problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
-    } else if (r.prevHash !== (first ? GENESIS : prev!.hash)) problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
-    if (linkHash(r.prevHash, r) !== r.hash) problems.push({ kind: 'link_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
-    prev = r;
+  const check = new ChainCheck(keys, settledBeforeMs);
+  check.records(records, checkpoints);
+  return check.finish(allHashes ?? new Set(records.map((r) => r.hash)));
+}
+
+/** What a chain check keeps per chain (not its records). */
+interface ChainFacts {
+  lastSeq: number; newest: number;
+  /** Seq of its newest checkpoint whose signature verifies (0: none). */
+  lastSigned: number;
+  /** Its record 1's creation time, when stored. */
+  firstAt: number | null;
+  /** After its newest valid checkpoint so far: the first record, and the oldest one. */
+  tailFirst: VerificationRecord | null; tailOldest: VerificationRecord | null;
+}
+
+/**
+ * (chainId, seq) order as storage sorts it: chain ids by their UTF-8 bytes (JavaScript compares UTF-16 code units,
+ * which differ past the BMP), then seq.
+ */
+export function chainOrder(a: { chainId: string; seq: number }, b: { chainId: string; seq: number }): number {
+  if (a.chainId === b.chainId) return a.seq - b.seq;
+  return Buffer.compare(Buffer.from(a.chainId), Buffer.from(b.chainId));
+}
+
+/**
+ * Chain continuity, link hashes and checkpoint signatures over a workspace's records and checkpoints, fed a page
+ * at a time in (chainId, seq) order, so that memory is per chain, not per record. A checkpoint is matched against
+ * the record at its position as the two streams are merged. Records continuing an earlier run's chain name its
+ * head (`continued()`): finish() is told which of those the workspace still holds.
+ */
+export class ChainCheck {
+  readonly problems: VerifyProblem[] = [];
+  recordsChecked = 0;
+  checkpointsChecked = 0;
+  private readonly keyById: Map<string, PublicKeyInfo>;
+  private readonly settledBeforeMs: number;
+  /** Records 1 that continue an earlier run: that run's head must still be stored (one per chain). */
+  private readonly continuing: VerificationRecord[] = [];
+  private readonly chains = new Map<string, ChainFacts>();
+  private prev: VerificationRecord | null = null;
+  /** Checkpoints read but not yet merged (they lie after the records seen so far). */
+  private queued: CheckpointRecord[] = [];
+
+  constructor(keys: PublicKeyInfo[], settledBeforeMs = -Infinity) {
+    this.keyById = new Map(keys.map((k) => [k.keyId, k]));
+    this.settledBeforeMs = settledBeforeMs;
   }
-  const keyById = new Map(keys.map((k) => [k.keyId, k]));
-  for (const c of checkpoints) {
-    const key = keyById.get(c.keyId);
-    if (!key) { problems.push({ kind: 'unknown_key', chainId: c.chainId, seq: c.seq, message: `checkpoint signed by unknown key ${c.keyId}` }); continue; }
-    if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature)) { problems.push({ kind: 'bad_signature', chainId: c.chainId, seq: c.seq, message: 'checkpoint signature does not verify' }); continue; }
-    const at = bySeq.get(`${c.chainId}|${c.seq}`);
-    if (!at || at.hash !== c.headHash) problems.push({ kind: 'checkpoint_mismatch', chainId: c.chainId, seq: c.seq, message: 'signed head does not match the stored chain' });
-    lastSigned.set(c.chainId, Math.max(lastSigned.get(c.chainId) ?? 0, c.seq));
+
+  /** The earlier runs' heads that chains seen so far continue (finish needs to know which are still stored). */
+  continued(): string[] { return this.continuing.map((r) => r.prevHash); }
+
+  private facts(chainId: string): ChainFacts {
+    let f = this.chains.get(chainId);
+    if (!f) this.chains.set(chainId, (f = { lastSeq: 0, newest: -Infinity, lastSigned: 0, firstAt: null, tailFirst: null, tailOldest: null }));
+    return f;
   }
-  let unsignedTail = 0;
-  for (const [chain, seq] of lastSeq) unsignedTail += seq - (lastSigned.get(chain) ?? 0);
-  // Every chain signs its first record when it is made: a settled chain with no valid signature at all was rebuilt.
-  for (const r of records) {
-    if (r.seq === 1 && !lastSigned.has(r.chainId) && r.createdAtMs < settledBeforeMs) {
-      problems.push({ kind: 'unsigned_chain', chainId: r.chainId, seq: 1, message: 'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)' });
+
+  /** A checkpoint, merged before the first record at or after its position; `at`: the record at its position, if any. */
+  private checkpoint(c: CheckpointRecord, at: VerificationRecord | null): void {
+    this.checkpointsChecked++;
+    const key = this.keyById.get(c.keyId);
+    if (!key) { this.problems.push({ kind: 'unknown_key', chainId: c.chainId, seq: c.seq, message: `checkpoint signed by unknown key ${c.keyId}` }); return; }
+    if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature)) { this.problems.push({ kind: 'bad_signature', chainId: c.chainId, seq: c.seq, message: 'checkpoint signature does not verify' }); return; }
+    if (!at || at.hash !== c.headHash) this.problems.push({ kind: 'checkpoint_mismatch', chainId: c.chainId, seq: c.seq, message: 'signed head does not match the stored chain' });
+    const f = this.facts(c.chainId);
+    f.lastSigned = Math.max(f.lastSigned, c.seq);
+    f.tailFirst = null;
+    f.tailOldest = null;
+  }
+
+  /**
+   * The next records in chain order, with the checkpoints read since the last call (in chain order too): every
+   * checkpoint up to the last record's position must have been given by then.
+   */
+  records(records: VerificationRecord[], checkpoints: CheckpointRecord[] = []): void {
+    if (checkpoints.length) this.queued = this.queued.length ? [...this.queued, ...checkpoints] : checkpoints;
+    let q = 0;
+    for (const r of records) {
+      this.recordsChecked++;
+      while (q < this.queued.length && chainOrder(this.queued[q]!, r) <= 0) {
+        const c = this.queued[q++]!;
+        this.checkpoint(c, chainOrder(c, r) === 0 ? r : null);
+      }
+      const prev = this.prev;
+      const first = !prev || prev.chainId !== r.chainId;
+      const expectSeq = first ? 1 : prev!.seq + 1;
+      if (r.seq !== expectSeq) this.problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: `expected seq ${expectSeq}, found ${r.seq}: records are missing` });
+      else if (first && r.prevHash !== GENESIS) this.continuing.push(r); // that record must still be there: see finish
+      else if (r.prevHash !== (first ? GENESIS : prev!.hash)) this.problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
+      if (linkHash(r.prevHash, r) !== r.hash) this.problems.push({ kind: 'link_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
+      const f = this.facts(r.chainId);
+      f.lastSeq = r.seq;
+      f.newest = Math.max(f.newest, r.createdAtMs);
+      if (r.seq === 1) f.firstAt = r.createdAtMs;
+      if (r.seq > f.lastSigned) {
+        f.tailFirst ??= r;
+        if (!f.tailOldest || r.createdAtMs < f.tailOldest.createdAtMs) f.tailOldest = r;
+      }
+      this.prev = r;
     }
+    this.queued = this.queued.slice(q);
   }
-  // While a chain grows, its head is signed with the next batch once the last signature is a second old: a record
-  // that records made well after it follow, with no checkpoint at or after it, lost its checkpoints (deleted, so
-  // that the records after the first one could be rewritten). A crashed run's unsigned tail is within a second.
-  const newest = new Map<string, number>();
-  for (const r of records) newest.set(r.chainId, Math.max(newest.get(r.chainId) ?? 0, r.createdAtMs));
-  const reported = new Set<string>();
-  for (const r of records) {
-    if (reported.has(r.chainId) || r.seq <= (lastSigned.get(r.chainId) ?? 0) || !lastSigned.has(r.chainId)) continue;
-    if (r.createdAtMs < newest.get(r.chainId)! - UNSIGNED_GRACE_MS) {
-      reported.add(r.chainId);
-      problems.push({ kind: 'checkpoint_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `no checkpoint covers record ${r.seq} although the chain went on for ${Math.round((newest.get(r.chainId)! - r.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
+
+  /** Checkpoints past every record (read after the last page of records). */
+  trailing(checkpoints: CheckpointRecord[]): void {
+    for (const c of [...this.queued, ...checkpoints]) this.checkpoint(c, null);
+    this.queued = [];
+  }
+
+  /** After the last page: what needs a whole chain. `stored`: which of continued() the workspace holds. */
+  finish(stored: ReadonlySet<string>): { problems: VerifyProblem[]; unsignedTail: number } {
+    this.trailing([]);
+    for (const r of this.continuing) {
+      if (!stored.has(r.prevHash)) this.problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
     }
+    this.continuing.length = 0;
+    let unsignedTail = 0;
+    for (const [chainId, f] of this.chains) {
+      if (f.newest === -Infinity) continue; // checkpoints only
+      unsignedTail += Math.max(0, f.lastSeq - f.lastSigned);
+      // Every chain signs its first record when it is made: a settled chain with no valid signature at all was rebuilt.
+      if (f.lastSigned === 0) {
+        if (f.firstAt !== null && f.firstAt < this.settledBeforeMs) this.problems.push({ kind: 'unsigned_chain', chainId, seq: 1, message: 'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)' });
+        continue;
+      }
+      // While a chain grows, its head is signed with the next batch once the last signature is a second old: a record
+      // that records made well after it follow, with no checkpoint at or after it, lost its checkpoints (deleted, so
+      // that the records after the first one could be rewritten). A crashed run's unsigned tail is within a second.
+      const late = [f.tailFirst, f.tailOldest].find((r) => r && r.createdAtMs < f.newest - UNSIGNED_GRACE_MS);
+      if (late) this.problems.push({ kind: 'checkpoint_missing', chainId, seq: late.seq, traceId: late.traceId, message: `no checkpoint covers record ${late.seq} although the chain went on for ${Math.round((f.newest - late.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
+    }
+    return { problems: this.problems, unsignedTail };
   }
-  return { problems, unsignedTail };
 }
 
 /** How long records may follow an unsigned one before its missing checkpoint is a problem (the collector signs each second). */

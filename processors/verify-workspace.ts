@@ -1,11 +1,11 @@
 // Re-checks stored data against its verification records: used by the trace route and `tracegate verify`.
-import type { SpanPage, Storage, TraceSummary } from '../storage/types.ts';
-import type { VerificationRecord } from '../collector/enrichment-records.ts';
+import type { ChainPos, SpanPage, Storage } from '../storage/types.ts';
+import type { CheckpointRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type { SpanRecord } from '../collector/record.ts';
-import { checkAuditCoverage, verifyAuditChain, type ChainProblem } from './audit.ts';
+import { AuditCheck, checkAuditCoverage, type ChainProblem } from './audit.ts';
 import type { PublicKeyInfo } from './signing.ts';
 import { GENESIS } from './canonical.ts';
-import { checkChain, checkChainSegment, checkContent, ContentCheck, signatureProblem, UNSIGNED_GRACE_MS, type VerifyProblem, type VerifyReport } from './verification.ts';
+import { ChainCheck, chainOrder, checkChainSegment, checkContent, ContentCheck, signatureProblem, UNSIGNED_GRACE_MS, type VerifyProblem, type VerifyReport } from './verification.ts';
 
 /** Spans received this recently are not judged unverified: on a live collector their records may still be in flight. */
 export const SETTLE_MS = 30_000;
@@ -59,23 +59,67 @@ async function checkInParts(storage: Storage, workspaceId: string, traceId: stri
   return check.finish();
 }
 
-async function contentOf(storage: Storage, workspaceId: string, records: VerificationRecord[], now: number, per: number) {
-  const settledBeforeMs = now - SETTLE_MS;
-  // Spans ingested while a long run goes on are as new as the run: the upper bound follows the clock.
-  const upTo = () => Math.max(now, Date.now());
-  const byTrace = new Map<string, VerificationRecord[]>();
-  for (const r of records) (byTrace.get(r.traceId) ?? byTrace.set(r.traceId, []).get(r.traceId)!).push(r);
-  // One pass over the workspace's traces: those no record names are checked on the way (inserted straight into
-  // storage, or stored with verification off); for the others it gives their stored span counts, which may be
-  // far more than their records name (spans written around the collector).
-  const stored = new Map<string, number>();
-  const unnamedProblems: VerifyReport['problems'] = [];
+/** Records, checkpoints and audit records read per storage call: the whole check holds about this many at once. */
+export const CHAIN_PAGE = 5_000;
+/** Problems listed in a report; past this many they are only counted (a workspace rewritten wholesale has millions). */
+export const MAX_LISTED_PROBLEMS = 1_000;
+
+/** A chain table, a page at a time in (chainId, seq) order. */
+async function* chainPages<T extends ChainPos>(read: (after: ChainPos | null, limit: number) => Promise<T[]>, limit: number): AsyncGenerator<T[]> {
+  for (let after: ChainPos | null = null; ;) {
+    const page = await read(after, limit);
+    if (page.length) yield page;
+    if (page.length < limit) return;
+    after = { chainId: page.at(-1)!.chainId, seq: page.at(-1)!.seq };
+  }
+}
+
+
+/** Problems of a report: the first MAX_LISTED_PROBLEMS listed, the rest counted. */
+class ProblemList<P> {
+  readonly listed: P[] = [];
+  omitted = 0;
+  add(ps: readonly P[]): void {
+    for (const p of ps) if (this.listed.length < MAX_LISTED_PROBLEMS) this.listed.push(p); else this.omitted++;
+  }
+}
+
+/**
+ * Content of the traces whose first record (in chain order) is in `page`: each trace with every record it has (a
+ * trace re-delivered later has records further on), read in chunks of about `per` spans; a larger trace a part at a time.
+ */
+async function checkPageContent(storage: Storage, workspaceId: string, page: VerificationRecord[], settledBeforeMs: number, upTo: () => number, per: number, out: ProblemList<VerifyProblem>) {
+  const ids = [...new Set(page.map((r) => r.traceId))];
+  const all = await storage.verificationOfTraces(workspaceId, ids);
+  // A trace whose first record lies before this page was checked with that page.
+  const mine = ids.filter((t) => { const first = all.get(t)?.[0]; return first !== undefined && chainOrder(first, page[0]!) >= 0; });
+  const stored = await storage.spanCounts(workspaceId, mine);
+  const weight = (t: string) => Math.max(namedSpans(all.get(t)!), stored.get(t) ?? 0);
+  let superseded = 0;
+  for (const chunk of runs(mine, (t) => (weight(t) > per ? Infinity : weight(t)), READ_BATCH, per * 4)) {
+    if (weight(chunk[0]!) > per) {
+      const res = await checkInParts(storage, workspaceId, chunk[0]!, all.get(chunk[0]!)!, settledBeforeMs, upTo, per);
+      out.add(res.problems);
+      superseded += res.superseded;
+      continue;
+    }
+    const spans = await storage.getTraces(workspaceId, chunk);
+    const until = upTo();
+    for (const traceId of chunk) {
+      const res = checkContent(all.get(traceId)!, spans.get(traceId) ?? [], settledBeforeMs, until);
+      out.add(res.problems);
+      superseded += res.superseded;
+    }
+  }
+  return { traces: mine.length, superseded };
+}
+
+/** Traces stored with no verification record at all (inserted straight into storage, or stored with verification off). */
+async function unnamedTraces(storage: Storage, workspaceId: string, settledBeforeMs: number, upTo: () => number, per: number, out: ProblemList<VerifyProblem>) {
   let unverified = 0;
-  for (let cursor: string | undefined; ;) {
-    const page = await storage.listTraces(workspaceId, { limit: 1000, ...cursor ? { cursor } : {} });
-    const unnamed: TraceSummary[] = [];
-    for (const t of page.items) if (byTrace.has(t.traceId)) stored.set(t.traceId, t.spanCount); else unnamed.push(t);
-    for (const chunk of runs(unnamed, (t) => (t.spanCount > per ? Infinity : t.spanCount), READ_BATCH, per * 4)) {
+  for (let after: string | null = null; ;) {
+    const page = await storage.unverifiedTraces(workspaceId, after, READ_BATCH * 2);
+    for (const chunk of runs(page, (t) => (t.spanCount > per ? Infinity : t.spanCount), READ_BATCH, per * 4)) {
       const spans = chunk[0]!.spanCount > per ? null : await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
       const until = upTo() + 5_000;
       for (const t of chunk) {
@@ -85,47 +129,70 @@ async function contentOf(storage: Storage, workspaceId: string, records: Verific
         else await inParts(storage, workspaceId, t.traceId, per, (part) => { allRecent &&= part.every(recent); });
         if (allRecent) continue;
         unverified++;
-        unnamedProblems.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` });
+        out.add([{ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` }]);
       }
     }
-    if (!page.nextCursor) break;
-    cursor = page.nextCursor;
+    if (page.length < READ_BATCH * 2) return unverified;
+    after = page.at(-1)!.traceId;
   }
-  const problems: VerifyReport['problems'] = [];
-  let superseded = 0;
-  // In record order; a trace of more than `per` spans (stored or named) on its own, a part at a time.
-  const weight = (t: string) => Math.max(namedSpans(byTrace.get(t)!), stored.get(t) ?? 0);
-  for (const chunk of runs([...byTrace.keys()], (t) => (weight(t) > per ? Infinity : weight(t)), READ_BATCH, per * 4)) {
-    if (weight(chunk[0]!) > per) {
-      const res = await checkInParts(storage, workspaceId, chunk[0]!, byTrace.get(chunk[0]!)!, settledBeforeMs, upTo, per);
-      problems.push(...res.problems);
-      superseded += res.superseded;
-      continue;
-    }
-    const spans = await storage.getTraces(workspaceId, chunk);
-    const until = upTo();
-    for (const traceId of chunk) {
-      const res = checkContent(byTrace.get(traceId)!, spans.get(traceId) ?? [], settledBeforeMs, until);
-      problems.push(...res.problems);
-      superseded += res.superseded;
-    }
-  }
-  return { problems: [...problems, ...unnamedProblems], superseded, traces: byTrace.size + unverified };
 }
 
-/** `per`: spans read per storage call, about (SPANS_PER_READ). */
-export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now(), per = SPANS_PER_READ): Promise<VerifyReport & { audit: ChainProblem[] }> {
-  const { records, checkpoints } = await storage.verificationChain(workspaceId);
-  const chain = checkChain(records, checkpoints, keys, undefined, now - SETTLE_MS);
-  const content = await contentOf(storage, workspaceId, records, now, per);
-  const auditRecords = await storage.auditChain(workspaceId);
+/**
+ * A workspace's verification and audit chains and its stored content, read a page at a time: memory stays about
+ * CHAIN_PAGE records and `per` spans whatever the workspace holds (200k traces read whole took 390 MB of heap).
+ * `per`: spans read per storage call, about (SPANS_PER_READ).
+ */
+export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now(), per = SPANS_PER_READ, page = CHAIN_PAGE): Promise<VerifyReport & { audit: ChainProblem[] }> {
+  const settledBeforeMs = now - SETTLE_MS;
+  // Spans ingested while a long run goes on are as new as the run: the upper bound follows the clock.
+  const upTo = () => Math.max(now, Date.now());
+  const chain = new ChainCheck(keys, settledBeforeMs);
+  const content = new ProblemList<VerifyProblem>();
+  let traces = 0;
+  let superseded = 0;
+  // Checkpoints are read ahead of the records: each page of records is checked with every checkpoint up to its end.
+  const checkpoints = chainPages((after, limit) => storage.checkpointPage(workspaceId, after, limit), page);
+  let ahead: CheckpointRecord[] = [];
+  let more = true;
+  for await (const records of chainPages((after, limit) => storage.verificationPage(workspaceId, after, limit), page)) {
+    const end = records.at(-1)!;
+    const given = ahead;
+    while (more && (given.length === 0 || chainOrder(given.at(-1)!, end) <= 0)) {
+      const next = await checkpoints.next();
+      if (next.done) more = false; else given.push(...next.value);
+    }
+    const cut = given.findIndex((c) => chainOrder(c, end) > 0);
+    ahead = cut < 0 ? [] : given.splice(cut);
+    chain.records(records, given);
+    const res = await checkPageContent(storage, workspaceId, records, settledBeforeMs, upTo, per, content);
+    traces += res.traces;
+    superseded += res.superseded;
+  }
+  chain.trailing(ahead);
+  for await (const rest of checkpoints) chain.trailing(rest);
+  const unverified = await unnamedTraces(storage, workspaceId, settledBeforeMs, upTo, per, content);
+  const stored = new Set<string>();
+  for (const h of chain.continued()) if (await storage.hasVerificationHash(workspaceId, h)) stored.add(h);
+  const chainResult = chain.finish(stored);
+
+  const audit = new AuditCheck();
+  for await (const records of chainPages((after, limit) => storage.auditPage(workspaceId, after, limit), page)) audit.records(records);
+  const auditStored = new Set<string>();
+  for (const h of audit.continued()) if (await storage.hasAuditHash(workspaceId, h)) auditStored.add(h);
   const settings = await storage.getSettings(workspaceId);
   const apiKeys = (await storage.listApiKeys(workspaceId)).map((k) => ({ keyId: k.keyId, revoked: k.revokedAtMs > 0 }));
-  const audit = [...verifyAuditChain(auditRecords), ...checkAuditCoverage(auditRecords, { settingsVersion: settings?.version ?? 0, keys: apiKeys })];
-  const problems = [...chain.problems, ...content.problems];
+  const auditProblems = new ProblemList<ChainProblem>();
+  auditProblems.add(audit.finish(auditStored));
+  auditProblems.add(checkAuditCoverage(audit.seen, { settingsVersion: settings?.version ?? 0, keys: apiKeys }));
+
+  const problems = new ProblemList<VerifyProblem>();
+  problems.add(chainResult.problems);
+  problems.add(content.listed);
+  const omitted = problems.omitted + content.omitted + auditProblems.omitted;
   return {
-    ok: problems.length === 0 && audit.length === 0, recordsChecked: records.length, tracesChecked: content.traces,
-    checkpointsChecked: checkpoints.length, superseded: content.superseded, unsignedTail: chain.unsignedTail, problems, audit,
+    ok: problems.listed.length === 0 && auditProblems.listed.length === 0, recordsChecked: chain.recordsChecked, tracesChecked: traces + unverified,
+    checkpointsChecked: chain.checkpointsChecked, superseded, unsignedTail: chainResult.unsignedTail, problems: problems.listed, audit: auditProblems.listed,
+    ...omitted ? { problemsOmitted: omitted } : {},
   };
 }
 

@@ -5,7 +5,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
-import type { AlertQuery, AuditQuery, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import type { AlertQuery, AuditQuery, ChainPos, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { str, strList, u64 } from './clickhouse-sql.ts';
 import { byWorkspace, dayOfMs, lookupChunks, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
@@ -283,12 +283,24 @@ export class ClickHouseEnrichment {
     return toKeyPage(rows.map(fromAudit), f.limit, auditCursor);
   }
 
-  async auditChain(workspaceId: string): Promise<AuditRecord[]> {
-    const rows = await this.rows<AuditRow>(`
-      SELECT ${AUDIT_COLUMNS} FROM ${this.t('audit_log')} FINAL
-      WHERE workspace_id = ${str(wellFormed(workspaceId))}
-      ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`);
-    return rows.map(fromAudit);
+  async auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> {
+    return (await this.chainPage<AuditRow>('audit_log', AUDIT_COLUMNS, workspaceId, after, limit)).map(fromAudit);
+  }
+
+  async hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
+    const rows = await this.rows<{ hash: string }>(`SELECT hash FROM ${this.t('audit_log')} WHERE workspace_id = ${str(wellFormed(workspaceId))} AND hash = ${str(wellFormed(hash))} LIMIT 1`);
+    return rows.length > 0;
+  }
+
+  /** Rows of a chain table in (chain_id, seq) order after `after`: keyset pages on the sort key, each as cheap however deep. */
+  private chainPage<R>(table: 'audit_log' | 'verification' | 'verification_checkpoints', columns: string, workspaceId: string, after: ChainPos | null, limit: number): Promise<R[]> {
+    const cond = after ? `AND (chain_id > ${str(wellFormed(after.chainId))} OR (chain_id = ${str(wellFormed(after.chainId))} AND seq > ${Math.max(0, Math.trunc(after.seq))}))` : '';
+    return this.rows<R>(`
+      SELECT * FROM (
+        SELECT ${columns} FROM ${this.t(table)} FINAL
+        WHERE workspace_id = ${str(wellFormed(workspaceId))} ${cond}
+        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq)
+      ORDER BY chain_id, seq LIMIT ${Math.max(1, Math.trunc(limit))}`);
   }
 
   async listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
@@ -317,19 +329,24 @@ export class ClickHouseEnrichment {
     return rows.map(fromVerification);
   }
 
-  async verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
-    const ws = str(wellFormed(workspaceId));
-    const [records, checkpoints] = await Promise.all([
-      this.rows<VerificationRow>(`
+  async verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
+    const out = new Map<string, VerificationRecord[]>();
+    for (const ids of lookupChunks(traceIds.map(wellFormed))) {
+      const rows = await this.rows<VerificationRow>(`
         SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
-        WHERE workspace_id = ${ws}
-        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`),
-      this.rows<CheckpointRow>(`
-        SELECT workspace_id, chain_id, seq, head_hash, key_id, signature, at_ms FROM ${this.t('verification_checkpoints')} FINAL
-        WHERE workspace_id = ${ws}
-        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`),
-    ]);
-    return { records: records.map(fromVerification), checkpoints: checkpoints.map(fromCheckpoint) };
+        WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id IN ${strList(ids)}
+        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`);
+      for (const r of rows.map(fromVerification)) (out.get(r.traceId) ?? out.set(r.traceId, []).get(r.traceId)!).push(r);
+    }
+    return out;
+  }
+
+  async verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]> {
+    return (await this.chainPage<VerificationRow>('verification', VERIFICATION_COLUMNS, workspaceId, after, limit)).map(fromVerification);
+  }
+
+  async checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
+    return (await this.chainPage<CheckpointRow>('verification_checkpoints', 'workspace_id, chain_id, seq, head_hash, key_id, signature, at_ms', workspaceId, after, limit)).map(fromCheckpoint);
   }
 
   async verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {

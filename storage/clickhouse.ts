@@ -5,7 +5,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHous
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
@@ -435,6 +435,42 @@ export class ClickHouseStorage implements Storage {
     return out;
   }
 
+  async spanCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    const ws = str(wellFormed(workspaceId));
+    for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
+      const ids = strList(chunk);
+      const dates = await this.rows<{ d: string }>(
+        `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
+      );
+      if (dates.length === 0) continue;
+      // Distinct span ids: a replay whose start moved to another day is another row until merged.
+      const rows = await this.rows<{ trace_id: string; n: string }>(
+        `SELECT trace_id, uniqExact(span_id) AS n FROM ${this.t('spans')}
+         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
+         GROUP BY trace_id`, LOOKUP_SETTINGS,
+      );
+      for (const r of rows) out.set(r.trace_id, Number(r.n));
+    }
+    return out;
+  }
+
+  async unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string; spanCount: number }>> {
+    const ws = str(wellFormed(workspaceId));
+    const from = after !== null ? `AND trace_id > ${str(wellFormed(after))}` : '';
+    // An aggregation over both tables rather than NOT IN (subquery): on a cluster the two are sharded by different
+    // keys, and a distributed GROUP BY merges each trace's rows from every shard.
+    const rows = await this.rows<{ trace_id: string }>(`
+      SELECT trace_id FROM (
+        SELECT trace_id, 1 AS stored FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} ${from}
+        UNION ALL
+        SELECT trace_id, 0 AS stored FROM ${this.t('verification')} WHERE workspace_id = ${ws} ${from})
+      GROUP BY trace_id HAVING min(stored) = 1
+      ORDER BY trace_id LIMIT ${Math.max(1, Math.trunc(limit))}`);
+    const counts = await this.spanCounts(workspaceId, rows.map((r) => r.trace_id));
+    return rows.flatMap((r) => (counts.has(r.trace_id) ? [{ traceId: r.trace_id, spanCount: counts.get(r.trace_id)! }] : []));
+  }
+
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
     const f = normalizeFilter(filter);
     const ws = str(wellFormed(workspaceId));
@@ -653,11 +689,18 @@ export class ClickHouseStorage implements Storage {
   listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> { return this.enrichment.listFindings(workspaceId, q); }
   getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds); }
   listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> { return this.enrichment.listAudit(workspaceId, q); }
-  auditChain(workspaceId: string): Promise<AuditRecord[]> { return this.enrichment.auditChain(workspaceId); }
+  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> { return this.enrichment.auditPage(workspaceId, after, limit); }
+  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasAuditHash(workspaceId, hash); }
   listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> { return this.enrichment.listAlerts(workspaceId, q); }
   getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> { return this.enrichment.getVerification(workspaceId, traceId); }
-  verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
-    return this.enrichment.verificationChain(workspaceId);
+  verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
+    return this.enrichment.verificationOfTraces(workspaceId, traceIds);
+  }
+  verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]> {
+    return this.enrichment.verificationPage(workspaceId, after, limit);
+  }
+  checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
+    return this.enrichment.checkpointPage(workspaceId, after, limit);
   }
   verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
     return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);

@@ -5,7 +5,7 @@ import { listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node
 import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
-import type { AlertQuery, AuditQuery, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import type { AlertQuery, AuditQuery, ChainPos, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
 import { USAGE_KINDS_SQL, wellFormed } from './codec.ts';
 import { ColumnRows } from './duckdb-columns.ts';
@@ -244,10 +244,24 @@ export class DuckDbEnrichment {
     return toKeyPage(rows.map(fromAudit), f.limit, auditCursor);
   }
 
-  async auditChain(workspaceId: string): Promise<AuditRecord[]> {
-    const rows = await this.serial((c) => all(c, 'SELECT * FROM audit_log WHERE workspace_id = $ws ORDER BY chain_id, seq',
-      { ws: wellFormed(workspaceId) }));
-    return rows.map(fromAudit);
+  async auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> {
+    return (await this.chainPage('audit_log', workspaceId, after, limit)).map(fromAudit);
+  }
+
+  async hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
+    const rows = await this.serial((c) => all(c, 'SELECT 1 AS x FROM audit_log WHERE workspace_id = $ws AND hash = $h LIMIT 1', { ws: wellFormed(workspaceId), h: wellFormed(hash) }));
+    return rows.length > 0;
+  }
+
+  /** Rows of a chain table in (chain_id, seq) order after `after`: keyset pages, so each costs the same however deep. */
+  private chainPage(table: 'audit_log' | 'verification' | 'verification_checkpoints', workspaceId: string, after: ChainPos | null, limit: number) {
+    const params: Params = { ws: wellFormed(workspaceId), lim: BigInt(Math.max(1, Math.trunc(limit))) };
+    let cond = '';
+    if (after) {
+      Object.assign(params, { ac: wellFormed(after.chainId), as: BigInt(Math.max(0, Math.trunc(after.seq))) });
+      cond = 'AND (chain_id > $ac OR (chain_id = $ac AND seq > $as))';
+    }
+    return this.serial((c) => all(c, `SELECT * FROM ${table} WHERE workspace_id = $ws ${cond} ORDER BY chain_id, seq LIMIT $lim`, params));
   }
 
   async listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
@@ -268,13 +282,23 @@ export class DuckDbEnrichment {
     return rows.map(fromVerification);
   }
 
-  async verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
-    const ws = wellFormed(workspaceId);
-    return this.serial(async (c) => ({
-      records: (await all(c, 'SELECT * FROM verification WHERE workspace_id = $ws ORDER BY chain_id, seq', { ws })).map(fromVerification),
-      checkpoints: (await all(c, 'SELECT * FROM verification_checkpoints WHERE workspace_id = $ws ORDER BY chain_id, seq', { ws }))
-        .map(fromCheckpoint),
-    }));
+  async verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
+    const out = new Map<string, VerificationRecord[]>();
+    if (traceIds.length === 0) return out;
+    const params: Params = { ws: wellFormed(workspaceId) };
+    traceIds.forEach((t, i) => { params[`t${i}`] = wellFormed(t); });
+    const rows = await this.serial((c) => all(c, `SELECT * FROM verification WHERE workspace_id = $ws
+      AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')}) ORDER BY chain_id, seq`, params));
+    for (const r of rows.map(fromVerification)) (out.get(r.traceId) ?? out.set(r.traceId, []).get(r.traceId)!).push(r);
+    return out;
+  }
+
+  async verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]> {
+    return (await this.chainPage('verification', workspaceId, after, limit)).map(fromVerification);
+  }
+
+  async checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
+    return (await this.chainPage('verification_checkpoints', workspaceId, after, limit)).map(fromCheckpoint);
   }
 
   async verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {

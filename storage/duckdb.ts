@@ -6,7 +6,7 @@ import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
@@ -267,6 +267,25 @@ export class DuckDbStorage implements Storage {
     return out;
   }
 
+  async spanCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>> {
+    if (traceIds.length === 0) return new Map();
+    const params: Params = { ws: wellFormed(workspaceId) };
+    traceIds.forEach((t, i) => { params[`t${i}`] = wellFormed(t); });
+    const rows = await this.serial((c) => this.all<{ trace_id: string; n: bigint } & Row>(c, `SELECT trace_id, count(*) AS n FROM spans
+      WHERE workspace_id = $ws AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')}) GROUP BY trace_id`, params));
+    return new Map(rows.map((r) => [r.trace_id, Number(r.n)]));
+  }
+
+  async unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string; spanCount: number }>> {
+    const params: Params = { ws: wellFormed(workspaceId), lim: BigInt(Math.max(1, Math.trunc(limit))) };
+    if (after !== null) params.after = wellFormed(after);
+    const rows = await this.serial((c) => this.all<{ trace_id: string; n: bigint } & Row>(c, `SELECT trace_id, count(*) AS n FROM spans
+      WHERE workspace_id = $ws ${after !== null ? 'AND trace_id > $after' : ''}
+        AND trace_id NOT IN (SELECT trace_id FROM verification WHERE workspace_id = $ws)
+      GROUP BY trace_id ORDER BY trace_id LIMIT $lim`, params));
+    return rows.map((r) => ({ traceId: r.trace_id, spanCount: Number(r.n) }));
+  }
+
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
     const f = normalizeFilter(filter);
     const params: Params = { ws: wellFormed(workspaceId), lim: f.limit + 1 };
@@ -433,11 +452,18 @@ export class DuckDbStorage implements Storage {
   listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> { return this.enrichment.listFindings(workspaceId, q); }
   getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds); }
   listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> { return this.enrichment.listAudit(workspaceId, q); }
-  auditChain(workspaceId: string): Promise<AuditRecord[]> { return this.enrichment.auditChain(workspaceId); }
+  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> { return this.enrichment.auditPage(workspaceId, after, limit); }
+  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasAuditHash(workspaceId, hash); }
   listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> { return this.enrichment.listAlerts(workspaceId, q); }
   getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> { return this.enrichment.getVerification(workspaceId, traceId); }
-  verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
-    return this.enrichment.verificationChain(workspaceId);
+  verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
+    return this.enrichment.verificationOfTraces(workspaceId, traceIds);
+  }
+  verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]> {
+    return this.enrichment.verificationPage(workspaceId, after, limit);
+  }
+  checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
+    return this.enrichment.checkpointPage(workspaceId, after, limit);
   }
   verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
     return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);

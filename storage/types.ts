@@ -62,6 +62,9 @@ export interface ChainState {
   last: { seq: number; createdAtMs: number } | null;
 }
 
+/** A place in a chain: pages of chain records start after it. */
+export interface ChainPos { chainId: string; seq: number }
+
 /** A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id). */
 export interface SpanPage { limit: number; after?: { startNs: string; spanId: string } }
 
@@ -118,14 +121,24 @@ export interface Storage {
   getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]>;
   /** Newest first by (atMs, chainId, seq). */
   listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>>;
-  /** Every audit record of a workspace in chain order (chainId, seq), for chain verification. */
-  auditChain(workspaceId: string): Promise<AuditRecord[]>;
+  /** A workspace's audit records in chain order (chainId, seq): the first `limit` after `after` (chain verification reads a page at a time). */
+  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]>;
+  /** Whether the workspace holds an audit record with this hash (the earlier run an audit chain continues). */
+  hasAuditHash(workspaceId: string, hash: string): Promise<boolean>;
   /** Newest first. */
   listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>>;
   /** Verification records covering a trace, in chain order. */
   getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]>;
-  /** All verification records and checkpoints of a workspace in chain order (chainId, seq). */
-  verificationChain(workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }>;
+  /** Verification records of these traces, each trace's in chain order; traces without any are left out. */
+  verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>>;
+  /** A workspace's verification records in chain order (chainId, seq): the first `limit` after `after`. */
+  verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]>;
+  /** A workspace's checkpoints in chain order (chainId, seq): the first `limit` after `after`. */
+  checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]>;
+  /** Traces with stored spans but no verification record, in trace id order: the first `limit` after `after`, with their (distinct) span counts. */
+  unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string; spanCount: number }>>;
+  /** Distinct stored spans of these traces; traces with none are left out. */
+  spanCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>>;
   /** A chain's records with fromSeq <= seq <= toSeq, in seq order (checking one trace reads around its records only). */
   verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]>;
   /** Of a chain: its first checkpoint at or after `seq`, its newest checkpoint, and its newest record's seq and time. */

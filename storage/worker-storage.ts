@@ -74,10 +74,15 @@ export class WorkerStorage implements Storage {
   listFindings(...a: Parameters<Storage['listFindings']>) { return this.fwd('listFindings', a); }
   getPolicyRecords(...a: Parameters<Storage['getPolicyRecords']>) { return this.fwd('getPolicyRecords', a); }
   listAudit(...a: Parameters<Storage['listAudit']>) { return this.fwd('listAudit', a); }
-  auditChain(...a: Parameters<Storage['auditChain']>) { return this.fwd('auditChain', a); }
+  auditPage(...a: Parameters<Storage['auditPage']>) { return this.fwd('auditPage', a); }
+  hasAuditHash(...a: Parameters<Storage['hasAuditHash']>) { return this.fwd('hasAuditHash', a); }
   listAlerts(...a: Parameters<Storage['listAlerts']>) { return this.fwd('listAlerts', a); }
   getVerification(...a: Parameters<Storage['getVerification']>) { return this.fwd('getVerification', a); }
-  verificationChain(...a: Parameters<Storage['verificationChain']>) { return this.fwd('verificationChain', a); }
+  verificationOfTraces(...a: Parameters<Storage['verificationOfTraces']>) { return this.fwd('verificationOfTraces', a); }
+  verificationPage(...a: Parameters<Storage['verificationPage']>) { return this.fwd('verificationPage', a); }
+  checkpointPage(...a: Parameters<Storage['checkpointPage']>) { return this.fwd('checkpointPage', a); }
+  unverifiedTraces(...a: Parameters<Storage['unverifiedTraces']>) { return this.fwd('unverifiedTraces', a); }
+  spanCounts(...a: Parameters<Storage['spanCounts']>) { return this.fwd('spanCounts', a); }
   verificationRange(...a: Parameters<Storage['verificationRange']>) { return this.fwd('verificationRange', a); }
   chainState(...a: Parameters<Storage['chainState']>) { return this.fwd('chainState', a); }
   hasVerificationHash(...a: Parameters<Storage['hasVerificationHash']>) { return this.fwd('hasVerificationHash', a); }

@@ -1,5 +1,6 @@
 // Verification chains across server runs: a restarted collector continues the chain the previous run left
 // (DATA_DIR/keys/verification-heads.json), so deleting a whole earlier run is caught by `tracegate verify`.
+import { auditChain, verificationChain } from '../support/chains.ts';
 import { expect } from 'chai';
 import { rmSync } from 'node:fs';
 import { createClient } from '@clickhouse/client';
@@ -29,7 +30,7 @@ describe('verification chains across restarts (clickhouse)', function () {
       running = await startServer(config);
       await send(running.port, k.key, ['r2-a']);
       await running.pipeline.flush();
-      const { records } = await running.storage.verificationChain(k.workspaceId);
+      const { records } = await verificationChain(running.storage, k.workspaceId);
       const chains = [...new Set(records.map((r) => r.chainId))];
       expect(chains).to.have.length(2);
       const second = records.find((r) => r.chainId === chains[1] && r.seq === 1)!;
@@ -49,7 +50,7 @@ describe('verification chains across restarts (clickhouse)', function () {
       await ch.close();
       // 18.16 has no mutations_sync: wait until the mutations have run.
       for (let i = 0; i < 100; i++) {
-        const left = (await running.storage.verificationChain(k.workspaceId)).records.filter((r) => r.chainId === chains[0]).length
+        const left = (await verificationChain(running.storage, k.workspaceId)).records.filter((r) => r.chainId === chains[0]).length
           + (await running.storage.getTrace(k.workspaceId, 'r1-a')).length;
         if (left === 0) break;
         await new Promise((r) => setTimeout(r, 100));
@@ -59,7 +60,7 @@ describe('verification chains across restarts (clickhouse)', function () {
       expect(report.problems.map((p) => [p.kind, p.chainId])).to.deep.include(['chain_gap', chains[1]]);
 
       // The audit chains continue across runs too: run 2's ingestion chain starts from run 1's last record.
-      const audit = await running.storage.auditChain(k.workspaceId);
+      const audit = await auditChain(running.storage, k.workspaceId);
       const auditChains = [...new Set(audit.map((r) => r.chainId))];
       const linked = audit.filter((r) => r.seq === 1 && r.prevHash !== GENESIS);
       expect(linked.length).to.be.greaterThan(0);

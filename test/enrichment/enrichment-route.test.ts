@@ -1,5 +1,6 @@
 // Enrichment end to end over HTTP: policies set with the CLI, redaction before the spool, findings, audit,
 // alerts with a signed webhook, verification (and tampering caught in ClickHouse), usage analytics.
+import { auditChain, verificationChain } from '../support/chains.ts';
 import { emptySpan, MAX_TOKENS } from '../../collector/record.ts';
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
@@ -123,7 +124,7 @@ for (const backend of BACKENDS) {
       expect(ingestOnly.items).to.have.length(2);
       expect(ingestOnly.nextCursor).to.be.a('string');
       const wsId = (await s.running.storage.getWorkspaceByName(wsName))!.id;
-      const chain = await s.running.storage.auditChain(wsId);
+      const chain = await auditChain(s.running.storage, wsId);
       expect(verifyAuditChain(chain.map((r) => ({ ...r, recordType: 'audit' as const })))).to.deep.equal([]);
       const system = await s.running.storage.listAudit('_system', { action: 'auth.rejected', limit: 10 });
       expect(system.items[0]).to.include({ actor: '0123456789abcdef', outcome: 'denied' });

@@ -1,6 +1,7 @@
 // A spool append that fails (disk full, I/O error) answers 503 and must leave no trace in the verification and
 // audit chains: the processor thread goes back to the last durable chain heads (a new run, as after a restart),
 // and frames it made before that are refused, since they may link to the lost records.
+import { auditChain, verificationChain } from '../support/chains.ts';
 import { expect } from 'chai';
 import { mkdirSync, rmSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
@@ -42,8 +43,8 @@ for (const backend of BACKENDS) {
         expect([report.problems, report.audit, report.ok, res.code]).to.deep.equal([[], [], true, 0]);
         const ok = sent.filter((r) => r.k === k && r.status === 200);
         expect(report.recordsChecked).to.equal(ok.length);
-        expect((await s.running.storage.auditChain(k.workspaceId)).filter((r) => r.action === 'ingest').length).to.equal(ok.length);
-        const named = new Set((await s.running.storage.verificationChain(k.workspaceId)).records.map((r) => r.traceId));
+        expect((await auditChain(s.running.storage, k.workspaceId)).filter((r) => r.action === 'ingest').length).to.equal(ok.length);
+        const named = new Set((await verificationChain(s.running.storage, k.workspaceId)).records.map((r) => r.traceId));
         expect(refused.filter((r) => named.has(r.id)).map((r) => r.id)).to.deep.equal([]);
       }
       for (const r of sent.filter((x) => x.status === 200)) {
@@ -69,7 +70,7 @@ for (const backend of BACKENDS) {
       mkdirSync(spool);
       expect((await send(a)).status).to.equal(200);
       await flushed(s);
-      const early = await s.running.storage.verificationChain(b.workspaceId);
+      const early = await verificationChain(s.running.storage, b.workspaceId);
       expect(early.checkpoints.some((c) => c.seq === 2)).to.equal(true); // b's lost checkpoint was signed again
 
       // Concurrent requests: the directory comes back while frames made against the lost records are in flight.
@@ -160,7 +161,7 @@ for (const backend of BACKENDS) {
         const res = await cli(s, ['verify', '--workspace', k.workspace, '--json']);
         const report = (JSON.parse(res.stdout) as Record<string, { ok: boolean; problems: unknown[]; audit: unknown[] }>)[k.workspace]!;
         expect([report.audit, report.problems, report.ok, res.code]).to.deep.equal([[], [], true, 0]);
-        const chain = await s.running.storage.auditChain(k.workspaceId);
+        const chain = await auditChain(s.running.storage, k.workspaceId);
         expect(chain.filter((r) => r.action === 'auth.rejected').length).to.be.greaterThan(3);
         expect(chain.filter((r) => r.action === 'ingest' && r.outcome === 'ok').length).to.equal(acked);
       });

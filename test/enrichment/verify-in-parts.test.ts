@@ -3,7 +3,9 @@
 import { expect } from 'chai';
 import { join } from 'node:path';
 import { BACKENDS, cli, flushed, get, post, startTestServer } from '../support/server.ts';
-import { verifyTrace, verifyWorkspace } from '../../processors/verify-workspace.ts';
+import { MAX_LISTED_PROBLEMS, verifyTrace, verifyWorkspace } from '../../processors/verify-workspace.ts';
+import { emptySpan } from '../../collector/record.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { publicKeys } from '../../processors/signing.ts';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -36,10 +38,15 @@ for (const backend of BACKENDS) {
         expect((await post(`${s.url}/api/traces`, { requestId: 'native-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
         await flushed(s);
         const keys = publicKeys(join(s.dataDir, 'keys'));
+        // The idle signer signs the chain heads about a second after the records: wait for it, so that reads taken
+        // one after the other see the same checkpoints.
+        for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++) await sleep(200);
         const later = Date.now() + 60_000; // nothing is still settling
         const both = async () => {
           const [whole, parts] = [await verifyWorkspace(s.running.storage, k.workspaceId, keys, later), await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, 4)];
           expect(parts).to.deep.equal(whole);
+          // and the chains read two records (checkpoints, audit records) at a time: every page boundary crossed
+          expect(await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, 4, 2)).to.deep.equal(whole);
           const [one, oneInParts] = [await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys), await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys, 4)];
           expect(oneInParts).to.deep.equal(one);
           return { whole, one };
@@ -66,6 +73,31 @@ for (const backend of BACKENDS) {
         ]);
         expect(tampered.one.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch', 'unverified_span']);
         expect((await get(`${s.url}/api/traces/${TRACE}/verification`, auth)).json.ok).to.equal(false);
+      } finally {
+        await s.close();
+      }
+    });
+
+    it(`lists at most ${MAX_LISTED_PROBLEMS} problems and counts the rest`, async () => {
+      const s = await startTestServer(backend);
+      try {
+        const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'many-co', '--json'])).stdout);
+        // Written around the collector, long ago: a trace each with no verification record.
+        const old = Date.now() - 600_000;
+        const spans = Array.from({ length: MAX_LISTED_PROBLEMS + 5 }, (_, i) => ({
+          ...emptySpan(k.workspaceId, 'native'), traceId: `forged-${String(i).padStart(5, '0')}`, spanId: 'a'.repeat(16), name: 'x',
+          startTimeNs: '1763787000000000000', endTimeNs: '1763787000000000001', ingestedAtMs: old,
+        }));
+        await s.running.storage.insertSpans(spans);
+        const r = await verifyWorkspace(s.running.storage, k.workspaceId, publicKeys(join(s.dataDir, 'keys')));
+        expect(r.ok).to.equal(false);
+        expect(r.problems).to.have.length(MAX_LISTED_PROBLEMS);
+        expect(r.problems.every((p) => p.kind === 'unverified_span')).to.equal(true);
+        expect(r.problemsOmitted).to.equal(5);
+        expect(r.tracesChecked).to.equal(MAX_LISTED_PROBLEMS + 5);
+        const out = await cli(s, ['verify', '--workspace', 'many-co']);
+        expect(out.code).to.equal(1);
+        expect(out.stdout, out.stdout.slice(-300)).to.include('5 more');
       } finally {
         await s.close();
       }

@@ -1,6 +1,7 @@
 // The enrichment contract (findings, policy records, audit log, alerts, verification, analytics),
 // run against every backend, plus agreement of the analytics between the backends (ClickHouse
 // answers from materialized rollups, DuckDB from plain SQL over the same spans/findings).
+import { auditChain, verificationChain } from '../support/chains.ts';
 import { expect } from 'chai';
 import { emptySpan, MAX_TOKENS, type SpanRecord } from '../../collector/record.ts';
 import type {
@@ -140,10 +141,10 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       expect(await s.getPolicyRecords(ws, p.traceId, ['other'])).to.deep.equal([]);
       expect(await s.getPolicyRecords(ws, p.traceId, [])).to.deep.equal([]);
       expect((await s.listAudit(ws, { limit: 10 })).items).to.deep.equal([a]);
-      expect(await s.auditChain(ws)).to.deep.equal([a]);
+      expect(await auditChain(s, ws)).to.deep.equal([a]);
       expect((await s.listAlerts(ws, { limit: 10 })).items).to.deep.equal([al]);
       expect(await s.getVerification(ws, v.traceId)).to.deep.equal([v]);
-      expect(await s.verificationChain(ws)).to.deep.equal({ records: [v, empty], checkpoints: [cp] });
+      expect(await verificationChain(s, ws)).to.deep.equal({ records: [v, empty], checkpoints: [cp] });
       const [got] = (await s.listAlerts(ws, { limit: 1 })).items;
       expect(Object.is(got?.value, 2.0846316870860149e-7)).to.equal(true);
       expect((await s.listFindings(ws, { limit: 1 })).items[0]?.score).to.equal(0.30000000000000004);
@@ -192,9 +193,9 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       const snapshot = async () => ({
         findings: (await s.listFindings(ws, { limit: 100 })).items,
         policies: await s.getPolicyRecords(ws, 't1'),
-        audit: await s.auditChain(ws),
+        audit: await auditChain(s, ws),
         alerts: (await s.listAlerts(ws, { limit: 100 })).items,
-        chain: await s.verificationChain(ws),
+        chain: await verificationChain(s, ws),
       });
       await s.insertEnrichment(batch);
       const first = await snapshot();
@@ -245,10 +246,10 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
         expect((await s.listFindings(ws, { limit: 10 })).items.map((r) => r.preview)).to.deep.equal([ws]);
         expect((await s.getPolicyRecords(ws, 't1')).map((r) => r.reasons)).to.deep.equal([ws]);
         expect((await s.listAudit(ws, { limit: 10 })).items.map((r) => r.details)).to.deep.equal([ws]);
-        expect((await s.auditChain(ws)).map((r) => r.details)).to.deep.equal([ws]);
+        expect((await auditChain(s, ws)).map((r) => r.details)).to.deep.equal([ws]);
         expect((await s.listAlerts(ws, { limit: 10 })).items.map((r) => r.message)).to.deep.equal([ws]);
         expect((await s.getVerification(ws, 't1')).map((r) => r.contentHash)).to.deep.equal([ws]);
-        const chain = await s.verificationChain(ws);
+        const chain = await verificationChain(s, ws);
         expect([chain.records.map((r) => r.contentHash), chain.checkpoints.map((r) => r.headHash)]).to.deep.equal([[ws], [ws]]);
       }
       const none = 'ws-iso-none';
@@ -256,9 +257,9 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       expect(await s.listAudit(none, { limit: 10 })).to.deep.equal({ items: [], nextCursor: null });
       expect(await s.listAlerts(none, { limit: 10 })).to.deep.equal({ items: [], nextCursor: null });
       expect(await s.getPolicyRecords(none, 't1')).to.deep.equal([]);
-      expect(await s.auditChain(none)).to.deep.equal([]);
+      expect(await auditChain(s, none)).to.deep.equal([]);
       expect(await s.getVerification(none, 't1')).to.deep.equal([]);
-      expect(await s.verificationChain(none)).to.deep.equal({ records: [], checkpoints: [] });
+      expect(await verificationChain(s, none)).to.deep.equal({ records: [], checkpoints: [] });
       expect(await s.usage(none, { groupBy: 'model', bucket: 'hour' })).to.deep.equal([]);
       expect(await s.findingsDaily(none, {})).to.deep.equal([]);
       // Every workspace with something to check, not only those with verification records: spans written around
@@ -356,7 +357,7 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       const newest = (rows: AuditRecord[]) => [...rows].sort((a, b) => b.atMs - a.atMs || cmp(b.chainId, a.chainId) || b.seq - a.seq);
 
       it('returns the chain in (chainId, seq) order', async function () {
-        const chain = await s.auditChain(ws);
+        const chain = await auditChain(s, ws);
         expect(chain).to.deep.equal([...all].sort((a, b) => cmp(a.chainId, b.chainId) || a.seq - b.seq));
         expect(chain.slice(0, 3).map((r) => [r.chainId, r.seq])).to.deep.equal([['chain-a', 1], ['chain-a', 2], ['chain-a', 3]]);
       });
@@ -415,7 +416,7 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       const cps = [checkpoint(ws, { chainId: 'v-2', seq: 6 }), checkpoint(ws, { chainId: 'v-1', seq: 3 }), checkpoint(ws, { chainId: 'v-1', seq: 6 })];
       await s.insertEnrichment([...recs, ...cps].reverse());
       const byChain = <T extends { chainId: string; seq: number }>(xs: T[]) => [...xs].sort((a, b) => cmp(a.chainId, b.chainId) || a.seq - b.seq);
-      expect(await s.verificationChain(ws)).to.deep.equal({ records: byChain(recs), checkpoints: byChain(cps) });
+      expect(await verificationChain(s, ws)).to.deep.equal({ records: byChain(recs), checkpoints: byChain(cps) });
       expect((await s.getVerification(ws, 'shared')).map((r) => [r.chainId, r.seq])).to.deep.equal([['v-1', 3], ['v-1', 6], ['v-2', 3], ['v-2', 6]]);
       expect(await s.getVerification(ws, 'v-1-t1')).to.deep.equal([recs.find((r) => r.traceId === 'v-1-t1')]);
       expect(await s.getVerification(ws, 'missing')).to.deep.equal([]);
@@ -432,6 +433,33 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       expect(await s.hasVerificationHash(ws, 'v-2-4')).to.equal(true);
       expect(await s.hasVerificationHash(ws, 'v-2-7')).to.equal(false);
       expect(await s.hasVerificationHash('ws-other', 'v-2-4')).to.equal(false);
+
+      // a page of traces with every record each has (verify checks a trace with all of them)
+      const of = await s.verificationOfTraces(ws, ['shared', 'v-1-t1', 'missing']);
+      expect([...of.keys()].sort()).to.deep.equal(['shared', 'v-1-t1']);
+      expect(of.get('shared')!.map((r) => [r.chainId, r.seq])).to.deep.equal([['v-1', 3], ['v-1', 6], ['v-2', 3], ['v-2', 6]]);
+      expect((await s.verificationOfTraces('ws-other', ['shared'])).size).to.equal(0);
+      expect((await s.verificationOfTraces(ws, [])).size).to.equal(0);
+    });
+
+    it('counts stored spans per trace and lists traces no verification record names, by trace id, in pages', async function () {
+      const ws = 'ws-unverified';
+      // 'named' has a record; the others have none. A span stored twice (a replay on another day) counts once.
+      const spans = [
+        llmSpan(ws, 's1', T0, { traceId: 'named' }), llmSpan(ws, 's2', T0, { traceId: 'named' }),
+        llmSpan(ws, 's3', T0, { traceId: 'b-plain' }), llmSpan(ws, 's3', T0 + 3 * DAY, { traceId: 'b-plain', ingestedAtMs: T0 + 3 * DAY + 9 }),
+        llmSpan(ws, 's4', T0, { traceId: 'b-plain' }), llmSpan(ws, 's5', T0, { traceId: 'a-first' }), llmSpan(ws, 's6', T0, { traceId: 'c-last' }),
+        llmSpan('ws-other', 's7', T0, { traceId: 'other' }),
+      ];
+      await s.insertSpans(spans);
+      await s.insertEnrichment([verification(ws, { chainId: 'u-1', seq: 1, traceId: 'named' }), verification(ws, { chainId: 'u-1', seq: 2, traceId: 'not-stored' })]);
+      expect([...(await s.spanCounts(ws, ['named', 'b-plain', 'not-stored', 'other']))].sort()).to.deep.equal([['b-plain', 2], ['named', 2]]);
+      expect((await s.spanCounts(ws, [])).size).to.equal(0);
+      const all = [{ traceId: 'a-first', spanCount: 1 }, { traceId: 'b-plain', spanCount: 2 }, { traceId: 'c-last', spanCount: 1 }];
+      expect(await s.unverifiedTraces(ws, null, 10)).to.deep.equal(all);
+      expect(await s.unverifiedTraces(ws, null, 2)).to.deep.equal(all.slice(0, 2));
+      expect(await s.unverifiedTraces(ws, 'b-plain', 2)).to.deep.equal(all.slice(2));
+      expect(await s.unverifiedTraces('ws-none', null, 10)).to.deep.equal([]);
     });
 
     describe('analytics', function () {
