@@ -389,10 +389,8 @@ export class ClickHouseStorage implements Storage {
   private async oneTrace(workspaceId: string, traceId: string): Promise<string | null> {
     const ws = str(wellFormed(workspaceId));
     const trace = str(wellFormed(traceId));
-    const dates = await this.rows<{ d: string }>(
-      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id = ${trace}`, LOOKUP_SETTINGS,
-    );
-    return dates.length ? `workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id = ${trace}` : null;
+    const dates = await this.traceDays(ws, `(${trace})`);
+    return dates.length ? `workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id = ${trace}` : null;
   }
 
   /** The newest version of each named span of the trace `where` selects. */
@@ -413,16 +411,14 @@ export class ClickHouseStorage implements Storage {
     const ws = str(wellFormed(workspaceId));
     for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
       const ids = strList(chunk);
-      const dates = await this.rows<{ d: string }>(
-        `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
-      );
+      const dates = await this.traceDays(ws, ids);
       if (dates.length === 0) continue;
       const rows = await this.rows<SpanReadRow>(
         // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
         // moved to another day (native retries are stamped at receipt), keeping the newest.
         `SELECT * FROM (
            SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
-           WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
+           WHERE workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id IN ${ids}
            ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id)
          ORDER BY trace_id, toUInt64(start_sort), span_id`, LOOKUP_SETTINGS,
       );
@@ -435,19 +431,25 @@ export class ClickHouseStorage implements Storage {
     return out;
   }
 
+  /** The days the spans of these traces start on (trace_index), so a lookup by trace id reads those partitions only. */
+  private async traceDays(ws: string, ids: string): Promise<string[]> {
+    const rows = await this.rows<{ d: string }>(
+      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
+    );
+    return rows.map((r) => r.d);
+  }
+
   async spanCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>> {
     const out = new Map<string, number>();
     const ws = str(wellFormed(workspaceId));
     for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
       const ids = strList(chunk);
-      const dates = await this.rows<{ d: string }>(
-        `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
-      );
+      const dates = await this.traceDays(ws, ids);
       if (dates.length === 0) continue;
       // Distinct span ids: a replay whose start moved to another day is another row until merged.
       const rows = await this.rows<{ trace_id: string; n: string }>(
         `SELECT trace_id, uniqExact(span_id) AS n FROM ${this.t('spans')}
-         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates.map((d) => d.d))} AND trace_id IN ${ids}
+         WHERE workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id IN ${ids}
          GROUP BY trace_id`, LOOKUP_SETTINGS,
       );
       for (const r of rows) out.set(r.trace_id, Number(r.n));
