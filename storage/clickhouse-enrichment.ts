@@ -259,7 +259,7 @@ export class ClickHouseEnrichment {
       ORDER BY created_at_ms, span_id`);
     if (!spanIds) return (await read('')).map(fromPolicy);
     const rows: PolicyRow[] = [];
-    for (const ids of lookupChunks(spanIds.map(wellFormed))) rows.push(...await read(`AND span_id IN ${strList(ids)}`));
+    for (const ids of lookupChunks(spanIds.map(wellFormed))) for (const r of await read(`AND span_id IN ${strList(ids)}`)) rows.push(r);
     return rows.map(fromPolicy).sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
   }
 
