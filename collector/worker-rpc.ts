@@ -34,6 +34,9 @@ export class WorkerRpc {
   /** False before the first call and after the worker died (the next call starts a fresh one). */
   get running(): boolean { return this.worker !== null; }
 
+  /** Counts the threads started: a caller keeping state in the thread knows a new one has none of it. */
+  spawned = 0;
+
   call<T>(message: object, transfer: readonly Transferable[] = []): Promise<T> {
     const w = (this.worker ??= this.spawn());
     const id = this.nextId++;
@@ -60,6 +63,7 @@ export class WorkerRpc {
   }
 
   private spawn(): Worker {
+    this.spawned++;
     const w = new Worker(this.url, { workerData: this.workerData, ...(this.youngGenMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenMb } } : {}) });
     w.on('message', (m: Reply) => {
       if (m.id === UNREADABLE) return fail(reviveError((m as { error: WireError }).error));

@@ -24,8 +24,9 @@ export type HostRequest =
 export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
 
 const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store: string | null };
-let current: WorkspaceSettings = { policies: {}, alerts: {} };
-// The main thread resolved each batch's workspace settings (its SettingsStore is the one that sees changes).
+const current: WorkspaceSettings = { policies: {}, alerts: {} };
+// The main thread resolved each batch's workspace settings (its SettingsStore is the one that sees changes) and sends
+// a workspace's again only when they changed: what this thread holds is the latest it was sent.
 const settings = {
   policyFor: async (ws: string) => current.policies[ws] ?? DEFAULT_POLICY,
   alertsFor: async (ws: string) => current.alerts[ws] ?? { rules: [] },
@@ -55,7 +56,8 @@ async function handle(m: Exclude<HostRequest, { type: 'settle' | 'rewind' }>): P
   // The chains' heads signed (all of them at shutdown; while idle, those last signed a second ago or more), and the
   // delivery outcomes no batch has carried yet.
   if (m.type === 'checkpoints') return [encode([...enrichment.verification?.checkpoints(Date.now(), m.force) ?? [], ...enrichment.takeAlertOutcomes()], 0)];
-  current = m.settings;
+  Object.assign(current.policies, m.settings.policies);
+  Object.assign(current.alerts, m.settings.alerts);
   const out: Array<Encoded | { error: string }> = [];
   for (const item of m.items) {
     try {

@@ -659,4 +659,34 @@ describe('processor worker thread', () => {
       await rm(dataDir, { recursive: true, force: true });
     }
   });
+
+  it('applies a changed policy at once, and a replacement thread gets the policy again (batches carry only changes)', async () => {
+    const { ProcessorWorker } = await import('../../processors/worker-client.ts');
+    const { decodeFrames } = await import('../../collector/spool.ts');
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dataDir = await mkdtemp(join(tmpdir(), 'tracegate-procw-'));
+    let policy = parsePolicy({ version: 1, actions: { email: 'flag' } });
+    const w = new ProcessorWorker({ dataDir, enabled: true, logLevel: 'silent', settings: { policyFor: async () => policy, alertsFor: async () => ({ rules: [] }) } });
+    const stored = async (traceId: string) => {
+      const out = await w.process([span(traceId, 'a', { prompt: 'mail jane.doe@example.com', kind: 'llm' })], { workspaceId: 'ws', keyId: 'k1', route: 'test' });
+      const records = decodeFrames(out.frame!).records;
+      const decision = records.find((r) => 'recordType' in r && r.recordType === 'policy') as PolicyRecord;
+      return { version: decision.policyVersion, raw: JSON.stringify(records).includes('jane.doe@example.com') };
+    };
+    try {
+      expect(await stored('t1')).to.deep.equal({ version: 1, raw: true });
+      expect(await stored('t2')).to.deep.equal({ version: 1, raw: true }); // unchanged: not sent again, still applied
+      policy = parsePolicy({ version: 2, actions: { email: 'redact' } });
+      expect(await stored('t3')).to.deep.equal({ version: 2, raw: false });
+      const inner = w as unknown as { rpc: { worker: { terminate(): Promise<number> } } };
+      await inner.rpc.worker.terminate();
+      await new Promise((r) => setTimeout(r, 50)); // its exit is seen; the next batch starts a new thread
+      expect(await stored('t4')).to.deep.equal({ version: 2, raw: false });
+    } finally {
+      await w.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
 });
