@@ -75,6 +75,16 @@ async function startFakeChild(): Promise<{ child: ChildProcess; url: string }> {
   return { child, url };
 }
 
+/** The floor proxy (bench/proxy-floor.ts) in front of the fake: fsync false leaves its append in the page cache. */
+async function startFloor(providerUrl: string, fsync: boolean): Promise<{ child: ChildProcess; url: string }> {
+  const child = fork('bench/proxy-floor.ts', [], { env: { ...process.env, UPSTREAM: providerUrl, FSYNC: fsync ? '1' : '0' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('message', (m) => resolve((m as { url: string }).url));
+    child.once('exit', (c) => reject(new Error(`floor proxy exited ${c}`)));
+  });
+  return { child, url };
+}
+
 async function startProxy(providerUrl: string): Promise<{ child: ChildProcess; url: string; key: string; close(): Promise<void> }> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-proxy-'));
@@ -154,15 +164,32 @@ export async function runProxyBench(seconds: number): Promise<void> {
     rows.push(['through tracegate, closed loop', closed]);
     // Closed loop saturates a 2-core box (load generator, fake and proxy share it), so its latency is mostly
     // queueing. autocannon's overallRate sends in bursts, so the paced rows use an evenly spaced open-loop client.
-    for (const rate of [100, 300]) {
-      rows.push([`direct to the fake, ${rate} req/s`, await paced(`${fake.url}/responses`, json, seconds, rate)]);
-      rows.push([`through tracegate, ${rate} req/s`, await paced(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds, rate)]);
+    // The floor: a bare node proxy that forwards and makes the exchange durable (bench/proxy-floor.ts), with and
+    // without the disk flush; what tracegate adds beyond it is its own work.
+    const floors = [await startFloor(fake.url, false), await startFloor(fake.url, true)];
+    let floorClosed: Latencies | null = null;
+    const paced3: Array<{ rate: number; direct: Latencies; bare: Latencies; durable: Latencies; via: Latencies }> = [];
+    try {
+      floorClosed = await hammer(`${floors[1]!.url}/responses`, json, seconds);
+      rows.push(['floor proxy, O_DSYNC append, closed loop', floorClosed]);
+      for (const rate of [100, 300]) {
+        const direct = await paced(`${fake.url}/responses`, json, seconds, rate);
+        const bare = await paced(`${floors[0]!.url}/responses`, json, seconds, rate);
+        const durable = await paced(`${floors[1]!.url}/responses`, json, seconds, rate);
+        const via = await paced(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds, rate);
+        paced3.push({ rate, direct, bare, durable, via });
+        rows.push([`direct to the fake, ${rate} req/s`, direct], [`floor proxy, no fsync, ${rate} req/s`, bare],
+          [`floor proxy, O_DSYNC append, ${rate} req/s`, durable], [`through tracegate, ${rate} req/s`, via]);
+      }
+    } finally {
+      for (const f of floors) await terminate(f.child);
     }
-    console.log('case'.padEnd(36), 'req/s'.padStart(8), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'max ms'.padStart(8), '  non-2xx/errors');
-    for (const [name, r] of rows) console.log(name.padEnd(36), fmt(r.rps).padStart(8), fmt(r.p50, 2).padStart(8), fmt(r.p99, 2).padStart(8), fmt(r.max, 1).padStart(8), ' ', r.bad);
-    for (let i = 0; i < rows.length; i += 2) {
-      const [d, p] = [rows[i]![1], rows[i + 1]![1]];
-      console.log(`added by the proxy (${rows[i + 1]![0].split(', ')[1]}): p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms  (target ≤ 1 / ≤ 3)`);
+    console.log('case'.padEnd(40), 'req/s'.padStart(8), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'max ms'.padStart(8), '  non-2xx/errors');
+    for (const [name, r] of rows) console.log(name.padEnd(40), fmt(r.rps).padStart(8), fmt(r.p50, 2).padStart(8), fmt(r.p99, 2).padStart(8), fmt(r.max, 1).padStart(8), ' ', r.bad);
+    const added = (p: Latencies, d: Latencies) => `p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms`;
+    console.log(`added by the proxy (closed loop): tracegate ${added(closed, direct)}  (target ≤ 1 / ≤ 3); floor ${added(floorClosed!, direct)}`);
+    for (const x of paced3) {
+      console.log(`added at ${x.rate} req/s: tracegate ${added(x.via, x.direct)}  (target ≤ 1 / ≤ 3); floor ${added(x.durable, x.direct)} (no fsync: ${added(x.bare, x.direct)})`);
     }
     // Unloaded: one request at a time (the pure per-request overhead, including the durable spool append).
     {
