@@ -24,6 +24,11 @@ export class BackpressureError extends HttpError {
   }
 }
 
+/** A spool append failed (disk full, I/O error): nothing of it was acknowledged; the pipeline answers 503. */
+export class SpoolWriteError extends Error {
+  override readonly name = 'SpoolWriteError';
+}
+
 export const badRequest = (message: string, details?: unknown) => new HttpError(400, 'invalid_request', message, details);
 /** A bad query parameter, named as the route's own query validation names it. */
 export const badQuery = (field: string, message: string) => new HttpError(400, 'invalid_query', `${field}: ${message}`, [{ field, message }]);

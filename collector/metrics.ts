@@ -13,7 +13,7 @@ export function createMetrics() {
     spoolBytes: new Gauge({ name: 'tracegate_spool_bytes', help: 'Bytes waiting in the spool', registers: [registry] }),
     spoolPendingRows: new Gauge({ name: 'tracegate_spool_pending_rows', help: 'Records waiting to be flushed to storage', registers: [registry] }),
     // Counters (they only grow) whose value the spool keeps: set at each scrape with setCounter.
-    spoolSyncs: new Counter({ name: 'tracegate_spool_syncs_total', help: 'fdatasync calls on the spool (one per group commit)', registers: [registry] }),
+    spoolSyncs: new Counter({ name: 'tracegate_spool_syncs_total', help: 'Durable (O_DSYNC) writes to the spool (one per group commit)', registers: [registry] }),
     spoolAppends: new Counter({ name: 'tracegate_spool_appends_total', help: 'Batches appended to the spool', registers: [registry] }),
     flushRows: new Histogram({ name: 'tracegate_flush_batch_rows', help: 'Rows per storage insert', buckets: [1, 10, 100, 1000, 5000, 20000, 50000, 100000], registers: [registry] }),
     redisFailures: new Counter({ name: 'tracegate_rate_limit_redis_failures_total', help: 'Redis errors and rate-limit checks its in-memory insurance answered (limits were per instance)', registers: [registry] }),

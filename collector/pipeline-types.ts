@@ -1,6 +1,7 @@
 // What receivers see of the pipeline: hand over mapped records, get back once they are durable.
 import type { EnrichmentRecord } from './enrichment-records.ts';
 import type { SpanRecord } from './record.ts';
+import type { Segment, SpoolState } from './spool.ts';
 import type { FieldFinding } from '../processors/governance/scan.ts';
 import type { Decision, PolicyReason } from '../processors/governance/policy.ts';
 
@@ -45,4 +46,23 @@ export interface Ingestor {
    * Throws BackpressureError (503) when the spool is over its bound.
    */
   ingest(records: SpanRecord[], ctx?: IngestContext): Promise<IngestResult>;
+}
+
+/**
+ * Where batches are processed and spooled: the processor thread (processors/worker-client.ts), or this thread
+ * (collector/local-host.ts, for tests). The pipeline keeps the sealed segments and writes them to storage.
+ */
+export interface IngestHost {
+  /** Take over the segments a previous process left (sealed, oldest first). */
+  open(): Promise<Segment[]>;
+  /** Processors, then the spool: resolves once the batch's records are durable; SpoolWriteError when they are not. */
+  process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ accepted: number; rows: number }>;
+  /** Append a frame encoded by the caller (its own audit chain's records); resolves once durable. */
+  append(frame: Buffer, rows: number): Promise<void>;
+  /** Seal the active segment; every segment sealed since the last call, oldest first. */
+  seal(): Promise<Segment[]>;
+  /** Seal and stop; the segments sealed last. */
+  close(): Promise<Segment[]>;
+  /** The spool as last reported. */
+  readonly state: SpoolState;
 }

@@ -1,17 +1,20 @@
 // The ingest pipeline: processors → durable spool (the 2xx point) → batched writer → storage.
 //
-// The writer seals the active spool segment every FLUSH_INTERVAL_MS (or once it holds
-// FLUSH_MAX_ROWS rows) and sends sealed segments to storage in large inserts, oldest first.
+// Processors and spool run where the host says (the processor thread in the server). The writer, here, has the
+// active spool segment sealed every FLUSH_INTERVAL_MS (or once it holds FLUSH_MAX_ROWS rows) and sends sealed
+// segments to storage in large inserts, oldest first.
 // A segment file is deleted only after storage accepted its rows, so a crash at any point
 // replays it on the next start; storage dedups the re-inserted rows.
+import { unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../storage/types.ts';
-import { BackpressureError } from './errors.ts';
-import type { Batch, IngestContext, IngestResult, Ingestor, Processor } from './pipeline-types.ts';
+import { BackpressureError, SpoolWriteError } from './errors.ts';
+import type { IngestContext, IngestHost, IngestResult, Ingestor, Processor } from './pipeline-types.ts';
 import type { SpanRecord, StoredRecord } from './record.ts';
 import type { EnrichmentRecord } from './enrichment-records.ts';
-import { Spool, type Segment, type SpoolLogger } from './spool.ts';
+import { encodeFrame, loadSegment, type Segment, type SpoolLogger } from './spool.ts';
+import { LocalHost } from './local-host.ts';
 import { insertIsolating, insertRecords, type RefusedRecord, type SpoolFilesResult } from '../storage/spool-files.ts';
 import { writeRefused } from './refused.ts';
 import { latestPerSpan } from '../storage/codec.ts';
@@ -23,31 +26,26 @@ export type { Processor };
 export interface PipelineOptions {
   config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC' | 'ISOLATE_AFTER_FAILURES'>;
   /** Only the write path is used: tests can pass a small double. With insertSpoolFiles (WorkerStorage)
-   * the writer hands over segment files instead of keeping their rows in memory. */
+   * the writer hands over segment files instead of reading their rows here. */
   storage: Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'> & { insertSpoolFiles?: SpoolFileWriter };
   logger: SpoolLogger;
+  /**
+   * Where batches are processed and spooled: the processor thread (ProcessorWorker). Without one, `processors` and
+   * the spool run on this thread (LocalHost: tests).
+   */
+  host?: IngestHost;
   processors?: Processor[];
-  /** Runs the processors elsewhere (ProcessorWorker) and returns the encoded spool frame; replaces `processors`. */
-  offload?: {
-    process(spans: SpanRecord[], ctx: IngestContext | null): Promise<OffloadFrame>;
-    /** Told once a frame it produced is fsync'd (in spool order). */
-    durable?(out: OffloadFrame): void;
-    /** Told when a frame it produced was not appended (write failed, or refused as no longer current). */
-    failed?(out: OffloadFrame): void;
-    /** False when a frame must not be appended any more: it may link to records of a failed append. */
-    current?(frame: Buffer): boolean;
-  };
-  /** Told once records encoded on this thread are fsync'd (the audit chain heads a restart continues from). */
+  /** Told once records encoded on this thread are durable (the audit chain heads a restart continues from). */
   onDurable?: (records: ReadonlyArray<object>) => void;
-  /** This thread's chained records (audit), as `offload` for the worker's frames: `current` false when they may link
-   * to records of a failed append (never written then); `failed` when they were not appended. */
+  /** This thread's chained records (audit): `current` false when they may link to records of a failed append (never
+   * written then); `failed` when they were not appended. */
   chain?: { current(records: ReadonlyArray<object>): boolean; failed(records: ReadonlyArray<object>): void };
   /** Called after each successful insert (metrics). */
   onFlush?: (rows: number, ms: number) => void;
   /** Called when records storage refused were set aside in DATA_DIR/refused (metrics). */
   onRefused?: (rows: number) => void;
-  /** Bound on rows/bytes kept in memory for the writer; beyond it rows are re-read from the spool. */
-  memoryCap?: { rows: number; bytes: number };
+  /** Bytes of sealed segments handed to storage per call; a segment is sealed early at a quarter of it. */
+  maxBatchBytes?: number;
   /** Longest wait for the final flush in close(). */
   closeTimeoutMs?: number;
 }
@@ -67,18 +65,18 @@ export interface PipelineStats {
   spoolWriteFailure: { atMs: number; message: string } | null;
 }
 
-type OffloadFrame = { frame: Buffer | null; rows: number; accepted: number };
-/** One append waiting its turn: `current` is asked right before it is written. */
-type Handover = { write(): Promise<void>; current(): boolean; durable(): void; failed(): void; resolve: () => void; reject: (err: unknown) => void };
+/** One group of this thread's records waiting its turn: `current` is asked right before it is written. */
+type Handover = { records: StoredRecord[]; resolve: () => void; reject: (err: unknown) => void };
 
-const DEFAULT_CAP = { rows: 200_000, bytes: 64 * 1024 * 1024 };
+const DEFAULT_BATCH_BYTES = 64 * 1024 * 1024;
 const MAX_BACKOFF_MS = 5_000;
 
 export class Pipeline implements Ingestor {
-  readonly spool: Spool;
+  readonly host: IngestHost;
   private readonly opts: PipelineOptions;
-  private readonly cap: { rows: number; bytes: number };
-  private readonly processors: Processor[];
+  private readonly batchBytes: number;
+  /** Sealed segments not yet in storage, oldest first. */
+  private sealed: Segment[] = [];
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
   private failures = 0;
@@ -93,22 +91,18 @@ export class Pipeline implements Ingestor {
   private readonly ingesting = new Set<Promise<unknown>>();
   private handovers: Handover[] = [];
   private handing = false;
+  private sealing: Promise<void> = Promise.resolve();
 
   constructor(opts: PipelineOptions) {
     this.opts = opts;
-    this.cap = opts.memoryCap ?? DEFAULT_CAP;
-    this.processors = opts.processors ?? [];
-    this.spool = new Spool({
-      dir: join(opts.config.DATA_DIR, 'spool'), fsync: opts.config.SPOOL_FSYNC, logger: opts.logger,
-      // Rows stay in memory only when the writer inserts them from here and they were encoded here.
-      keepRecords: !opts.storage.insertSpoolFiles && !opts.offload,
-    });
+    this.batchBytes = opts.maxBatchBytes ?? DEFAULT_BATCH_BYTES;
+    this.host = opts.host ?? new LocalHost({ dir: join(opts.config.DATA_DIR, 'spool'), fsync: opts.config.SPOOL_FSYNC, logger: opts.logger, processors: opts.processors });
   }
 
-  /** Open the spool and start the writer. Leftover segments replay in the background. */
+  /** Take over the spool and start the writer. Leftover segments replay in the background. */
   async start(): Promise<void> {
-    await this.spool.open();
-    const recovered = this.spool.sealedSegments().length > 0;
+    this.sealed = await this.host.open();
+    const recovered = this.sealed.length > 0;
     if (recovered) this.healthy = false; // until the replay reaches storage
     const loop = () => {
       this.timer = setTimeout(() => { if (this.closing) return; this.kick(); loop(); }, this.opts.config.FLUSH_INTERVAL_MS);
@@ -132,83 +126,46 @@ export class Pipeline implements Ingestor {
 
   private async ingestNow(input: SpanRecord[], ctx?: IngestContext): Promise<IngestResult> {
     if (this.closing) throw new BackpressureError('the collector is shutting down; retry later', 1);
-    if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) {
+    if (this.spoolBytes() >= this.opts.config.SPOOL_MAX_BYTES) {
       throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     }
     // A request repeating a span keeps its last copy, as storage would, so enrichment (verification hashes,
     // rollups) sees exactly what is stored.
     input = latestPerSpan(input);
     // Processors (redaction among them) run before the spool: raw text never reaches disk.
-    let accepted: number;
-    let append: () => Promise<void>;
-    if (this.opts.offload) {
-      const out = await this.opts.offload.process(input, ctx ?? null);
-      if (!out.frame) return { accepted: 0 };
-      accepted = out.accepted;
-      append = () => this.handOverFrame(out);
-    } else {
-      let batch: Batch = { spans: input, extra: [] };
-      for (const p of this.processors) batch = await p(batch, ctx ?? null);
-      const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
-      if (records.length === 0) return { accepted: 0 };
-      accepted = batch.spans.length;
-      append = () => this.handOverRecords(records);
-    }
+    let out: { accepted: number; rows: number };
     try {
-      await append();
+      out = await this.host.process(input, ctx ?? null);
     } catch (err) {
+      if (!(err instanceof SpoolWriteError)) throw err;
       throw Object.assign(new BackpressureError('could not write to the spool; retry later', 1), { cause: err });
     }
-    if (this.spool.activeRows >= this.opts.config.FLUSH_MAX_ROWS) this.kick();
-    // Big records: rotate early so one segment's in-memory copy stays well under the cap; the timer still paces inserts.
-    else if (this.spool.activeBytes >= this.cap.bytes / 4) void this.seal().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: seal failed'));
-    return { accepted };
+    if (out.rows === 0) return { accepted: 0 };
+    const state = this.host.state;
+    if (state.activeRows >= this.opts.config.FLUSH_MAX_ROWS) this.kick();
+    // Big records: rotate early so the writer reads a bounded amount at a time; the timer still paces inserts.
+    else if (state.activeBytes >= this.batchBytes / 4) void this.seal().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: seal failed'));
+    return { accepted: out.accepted };
   }
 
-  /** Durably spool enrichment records produced outside a request's batch (audit of rejected auth, checkpoints). */
+  /** Durably spool enrichment records produced outside a request's batch (audit of rejected auth, admin changes). */
   async record(extra: EnrichmentRecord[]): Promise<void> {
     if (extra.length === 0) return;
-    if (this.spool.totalBytes >= this.opts.config.SPOOL_MAX_BYTES) throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
-    await this.tracked(this.handOverRecords(extra));
-  }
-
-  /** Durably spool a frame of records encoded elsewhere (the processor worker's final checkpoints). */
-  async recordFrame(frame: Buffer | null, rows: number): Promise<void> {
-    if (!frame) return;
-    if (this.opts.offload) await this.handOverFrame({ frame, rows, accepted: 0 });
-    else await this.spool.appendFrame(frame, rows);
+    if (this.spoolBytes() >= this.opts.config.SPOOL_MAX_BYTES) throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
+    await this.tracked(this.handOver(extra));
   }
 
   /**
-   * Chained records go to the spool one group at a time, in order, so a failed append is known before any later
-   * group is handed over (the spool would still write appends queued behind a failed write). The chains then go
-   * back to their durable heads, and records made before that are refused: they may link to lost records.
+   * This thread's chained records go to the spool one group at a time, in order, so a failed append is known
+   * before any later group is handed over. The chain then goes back to its durable heads, and records made before
+   * that are refused: they may link to lost records.
    */
-  private handOverFrame(out: OffloadFrame): Promise<void> {
-    const offload = this.opts.offload!;
-    return this.handOver({
-      write: () => this.spool.appendFrame(out.frame!, out.rows),
-      current: () => offload.current?.(out.frame!) !== false,
-      durable: () => offload.durable?.(out),
-      failed: () => offload.failed?.(out),
-    });
-  }
-
-  private handOverRecords(records: StoredRecord[]): Promise<void> {
-    return this.handOver({
-      write: () => this.spool.append(records),
-      current: () => this.opts.chain?.current(records) !== false,
-      durable: () => this.opts.onDurable?.(records),
-      failed: () => this.opts.chain?.failed(records),
-    });
-  }
-
-  private handOver(h: Omit<Handover, 'resolve' | 'reject'>): Promise<void> {
+  private handOver(records: StoredRecord[]): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.handovers.push({ ...h, resolve, reject });
+      this.handovers.push({ records, resolve, reject });
       if (this.handing) return;
       this.handing = true;
-      // setImmediate: appends made in the same event-loop turn go out as one write.
+      // setImmediate: records made in the same event-loop turn go out as one frame.
       setImmediate(() => void this.handOverWaiting().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: spool handover failed')));
     });
   }
@@ -218,11 +175,19 @@ export class Pipeline implements Ingestor {
       while (this.handovers.length) {
         const group = this.handovers;
         this.handovers = [];
-        const done = await Promise.allSettled(group.map((h) => (h.current() ? h.write() : Promise.reject(new Error('an earlier spool write failed')))));
-        group.forEach((h, i) => {
-          const d = done[i]!;
-          if (d.status === 'fulfilled') { h.durable(); h.resolve(); } else { h.failed(); h.reject(d.reason); }
-        });
+        const ok = group.filter((h) => this.opts.chain?.current(h.records) !== false);
+        for (const h of group) if (!ok.includes(h)) h.reject(new Error('an earlier spool write failed'));
+        if (!ok.length) continue;
+        const records = ok.flatMap((h) => h.records);
+        try {
+          await this.host.append(encodeFrame(records), records.length);
+        } catch (err) {
+          this.opts.chain?.failed(records);
+          for (const h of ok) h.reject(err instanceof SpoolWriteError ? Object.assign(new BackpressureError('could not write to the spool; retry later', 1), { cause: err }) : err);
+          continue;
+        }
+        this.opts.onDurable?.(records);
+        for (const h of ok) h.resolve();
       }
     } finally {
       this.handing = false;
@@ -255,26 +220,40 @@ export class Pipeline implements Ingestor {
     clearTimeout(timeout);
     if (res !== null) {
       const why = res === 'timeout' ? 'timed out' : 'failed';
-      this.opts.logger.warn({ err: res === 'timeout' ? undefined : res, pendingRows: this.spool.pendingRows }, `pipeline: final flush ${why}; rows stay spooled for the next start`);
+      this.opts.logger.warn({ err: res === 'timeout' ? undefined : res, pendingRows: this.stats().pendingRows }, `pipeline: final flush ${why}; rows stay spooled for the next start`);
     }
-    await this.spool.close();
+    // An unflushed segment stays on disk; the next start replays it.
+    await this.host.close().catch((err: unknown) => this.opts.logger.warn({ err }, 'pipeline: closing the spool failed; the next start replays what it holds'));
+  }
+
+  /** Bytes spooled and not yet in storage: sealed segments plus the active one. */
+  private spoolBytes(): number {
+    let n = this.host.state.activeBytes;
+    for (const s of this.sealed) n += s.bytes;
+    return n;
   }
 
   stats(): PipelineStats {
+    const state = this.host.state;
+    let rows = state.activeRows;
+    for (const s of this.sealed) rows += s.rows;
     return {
-      spoolBytes: this.spool.totalBytes,
-      spoolSegments: this.spool.segmentCount,
-      pendingRows: this.spool.pendingRows,
+      spoolBytes: this.spoolBytes(),
+      spoolSegments: this.sealed.length + (state.activeBytes > 0 ? 1 : 0),
+      pendingRows: rows,
       lastFlushRows: this.lastRows,
       lastFlushMs: this.lastMs,
       lastFlushError: this.lastError,
       storageHealthy: this.healthy,
       flushedTotal: this.flushed,
-      spoolSyncs: this.spool.counters.syncs,
-      spoolAppends: this.spool.counters.appends,
-      spoolWriteFailure: this.spool.lastWriteFailure,
+      spoolSyncs: state.counters.syncs,
+      spoolAppends: state.counters.appends,
+      spoolWriteFailure: state.lastWriteFailure,
     };
   }
+
+  /** Sealed segments not yet in storage, oldest first. */
+  sealedSegments(): readonly Segment[] { return this.sealed; }
 
   /** Timer / size trigger: seal, then flush unless one is running or we are backing off. */
   private kick(): void {
@@ -285,7 +264,7 @@ export class Pipeline implements Ingestor {
     if (this.closing) return; // close() does the last flush itself
     await this.seal();
     if (this.flushing || Date.now() < this.retryAt) return;
-    if (this.spool.sealedSegments().length) {
+    if (this.sealed.length) {
       await this.runFlush().catch(() => {}); // recorded in stats and logged by runFlush
     } else if (!this.healthy) {
       // Nothing to write, but readiness should notice when storage comes back.
@@ -294,24 +273,21 @@ export class Pipeline implements Ingestor {
     }
   }
 
-  private async seal(): Promise<void> {
-    await this.spool.seal();
-    this.boundMemory();
+  /** One seal at a time, so segments join the list in the order they were sealed. */
+  private seal(): Promise<void> {
+    const next = this.sealing.then(async () => {
+      const segs = await this.host.seal();
+      for (const s of segs) this.sealed.push(s);
+    });
+    this.sealing = next.catch(() => {});
+    return next;
   }
 
-  /** Keep the in-memory copies under the cap by dropping the newest (flushed last, so re-read last). */
-  private boundMemory(): void {
-    const segs = this.spool.sealedSegments();
-    let rows = 0;
-    let bytes = 0;
-    for (const s of segs) if (s.records) { rows += s.records.length; bytes += s.bytes; }
-    for (let i = segs.length - 1; i >= 0 && (rows > this.cap.rows || bytes > this.cap.bytes); i--) {
-      const s = segs[i]!;
-      if (!s.records) continue;
-      rows -= s.records.length;
-      bytes -= s.bytes;
-      s.records = null;
-    }
+  /** Delete a sealed segment once storage has its rows. */
+  private async remove(seg: Segment): Promise<void> {
+    await unlink(seg.path).catch((e: NodeJS.ErrnoException) => { if (e.code !== 'ENOENT') throw e; });
+    const i = this.sealed.indexOf(seg);
+    if (i >= 0) this.sealed.splice(i, 1);
   }
 
   /** The single flush in flight; callers must check `this.flushing` first. */
@@ -327,7 +303,7 @@ export class Pipeline implements Ingestor {
         this.healthy = false;
         this.lastError = err instanceof Error ? err.message : String(err);
         const delay = this.backoff();
-        this.opts.logger.warn({ err, retryInMs: delay, pendingRows: this.spool.pendingRows }, 'pipeline: flush to storage failed; rows stay spooled');
+        this.opts.logger.warn({ err, retryInMs: delay, pendingRows: this.stats().pendingRows }, 'pipeline: flush to storage failed; rows stay spooled');
         throw err;
       } finally {
         this.flushing = null;
@@ -364,15 +340,15 @@ export class Pipeline implements Ingestor {
   private async writeSealed(): Promise<void> {
     const maxRows = this.opts.config.FLUSH_MAX_ROWS;
     for (;;) {
-      const segs = this.spool.sealedSegments();
+      const segs = this.sealed;
       if (!segs.length) return;
       if (this.opts.storage.insertSpoolFiles) { await this.writeFiles(segs); continue; }
       const group: Segment[] = [];
       let rows: StoredRecord[] = [];
       let bytes = 0;
       for (const seg of segs) {
-        if (group.length && (rows.length + seg.rows > maxRows || bytes + seg.bytes > this.cap.bytes)) break;
-        const recs = await this.spool.load(seg);
+        if (group.length && (rows.length + seg.rows > maxRows || bytes + seg.bytes > this.batchBytes)) break;
+        const recs = await loadSegment(seg, this.opts.logger);
         group.push(seg);
         rows = group.length === 1 ? recs : rows.concat(recs);
         bytes += seg.bytes;
@@ -386,7 +362,7 @@ export class Pipeline implements Ingestor {
         this.noteFlush(chunk.length, performance.now() - t0);
       }
       await this.setAside(group, refused);
-      for (const seg of group) await this.spool.remove(seg);
+      for (const seg of group) await this.remove(seg);
     }
   }
 
@@ -395,7 +371,7 @@ export class Pipeline implements Ingestor {
     const group: Segment[] = [];
     let bytes = 0;
     for (const seg of segs) {
-      if (group.length && bytes + seg.bytes > this.cap.bytes) break;
+      if (group.length && bytes + seg.bytes > this.batchBytes) break;
       group.push(seg);
       bytes += seg.bytes;
     }
@@ -403,7 +379,7 @@ export class Pipeline implements Ingestor {
     for (const t of res.badTails) this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail or damage');
     await this.setAside(group, res.refused);
     for (const c of res.chunks) this.noteFlush(c.rows, c.ms);
-    for (const seg of group) await this.spool.remove(seg);
+    for (const seg of group) await this.remove(seg);
   }
 
   private noteFlush(rows: number, ms: number): void {

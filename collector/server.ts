@@ -91,21 +91,22 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const metrics = createMetrics();
   const lastKnown = new LastKnown(join(config.DATA_DIR, 'cache', 'last-known.json'));
   const settings = new SettingsStore(storage, config, 5_000, (o, m) => log.warn(o, m), lastKnown);
-  // With enrichment on, the processor chain (scanning, hashing: the heavy part) runs on its own thread
-  // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside
-  // ingestion (rejected auth, admin changes). With it off, the light chain that is left runs here.
+  // The processor chain (scanning, hashing: the heavy part, with enrichment on) and the spool run on their own thread
+  // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside ingestion
+  // (rejected auth, admin changes), whose records it hands to that thread to spool.
   const store = storeIdentity(config);
   const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main', store);
   const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log, previousAuditHeads: auditHeads.current() });
   if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
   const stopPublishing = config.ENRICHMENT ? publishKeys(storage, enrichment.keysDir, log) : () => {};
-  const processors = config.ENRICHMENT ? new ProcessorWorker({ dataDir: config.DATA_DIR, enabled: true, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN, signEachTrace: config.SIGN_EACH_TRACE, store, settings, youngGenMb: config.WORKER_YOUNG_GEN_MB }) : null;
-  await processors?.start();
+  const processors = new ProcessorWorker({
+    dataDir: config.DATA_DIR, enabled: config.ENRICHMENT, fsync: config.SPOOL_FSYNC, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN,
+    signEachTrace: config.SIGN_EACH_TRACE, store, settings, youngGenMb: config.WORKER_YOUNG_GEN_MB,
+  });
   const pipeline = new Pipeline({
-    config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS,
+    config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS, host: processors,
     onDurable: (records) => auditHeads.durable(headsOf(records, 'audit')),
     chain: mainAuditChain(enrichment.audit, auditHeads),
-    ...(processors ? { offload: processors } : { processors: enrichment.processors }),
     onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
     onRefused: (rows) => metrics.refused.inc(rows),
   });
@@ -113,9 +114,8 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   // Batches sign their chains' heads at most once a second; this signs what an idle collector's last batches left
   // unsigned, a second later rather than at the next batch or the shutdown (or never, after a crash).
   let signing: Promise<void> | null = null;
-  const signer = processors ? setInterval(() => {
-    signing ??= processors.checkpoints(false)
-      .then((c) => pipeline.recordFrame(c.frame, c.rows))
+  const signer = config.ENRICHMENT ? setInterval(() => {
+    signing ??= processors.checkpoints(false).then(() => {})
       .catch((err: unknown) => log.warn({ err }, 'checkpoint of idle chains not spooled; the next batch or tick signs them'))
       .finally(() => { signing = null; });
   }, 1000) : null;
@@ -150,14 +150,13 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
     // Alert webhooks under way get a few seconds; the rest are logged as abandoned. Then the chains' last records
     // are signed, so nothing acknowledged is left outside a checkpoint, and the delivery outcomes go with them.
-    await processors?.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
-    await processors?.checkpoints().then((c) => pipeline.recordFrame(c.frame, c.rows)).catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
+    await processors.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
+    if (config.ENRICHMENT) await processors.checkpoints().catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     stopInit();
     stopPublishing();
-    await pipeline.close();
+    await pipeline.close(); // closes the processor thread too, once the spool is flushed
     await auditHeads.flush();
     await lastKnown.flush();
-    await processors?.close();
     await limits.close();
     await Promise.all(closers.map((c) => c().catch(() => {})));
     await storage.close();

@@ -3,15 +3,16 @@
 // Layout: `${dir}/<seq>.seg`, one active segment (appended to) and sealed ones
 // (waiting for the writer). A segment is a run of frames:
 //   [u32 payload length][u32 row count][u32 crc32(row count + payload)][payload: JSON array of records]
-// A crash can tear only the tail (we never write after a failed write: see fail()), so on open a bad
+// A crash can tear only the tail (after a failed write the segment is sealed, cut back to its last good frame), so on open a bad
 // frame with nothing valid after it ends the segment: it was never acknowledged. A bad frame with good
 // frames after it is damage (a flipped byte on disk): open() sets a copy of the segment aside in
 // `${dir}-damaged`, logs the loss, and keeps every frame it can still read.
 //
-// Group commit: appends queued while writes are in flight go out together as one write and one
-// fdatasync; up to MAX_INFLIGHT groups overlap, acknowledged in order, each caller only after
-// its bytes (and every byte before them) are synced.
-import { open, readdir, readFile, rename, stat, truncate, unlink, mkdir, writeFile, type FileHandle } from 'node:fs/promises';
+// Writes are synchronous: the spool lives on the processor thread (processors/host.ts), which appends the frames of
+// all the requests it processed in one turn as one write (group commit) and answers them once it returned. The file
+// is opened O_DSYNC, so a write returns once its bytes are on disk: one system call, no thread-pool round trips.
+import { closeSync, constants, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { open, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { StoredRecord } from './record.ts';
@@ -24,27 +25,35 @@ export interface SpoolLogger {
 
 export interface SpoolOptions {
   dir: string;
-  /** false skips fdatasync: acknowledged data can be lost on power failure. Benchmarks only. */
+  /** false leaves appends in the page cache: acknowledged data can be lost on power failure. Benchmarks only. */
   fsync: boolean;
-  /** Keep an in-memory copy of each segment's rows for the writer (false when it reads the files itself). */
-  keepRecords?: boolean;
   logger?: SpoolLogger;
 }
 
+/** A sealed segment: complete, no longer appended to, waiting for the writer. */
 export interface Segment {
   readonly seq: number;
   readonly path: string;
-  bytes: number;
-  rows: number;
-  /** In-memory copy of the rows; null when dropped to bound memory (re-read from the file). */
-  records: StoredRecord[] | null;
+  readonly bytes: number;
+  readonly rows: number;
 }
 
 export interface SpoolCounters {
-  appends: number;     // append() calls written
-  writes: number;      // write syscalls (one per group)
-  syncs: number;       // fdatasync calls (one per group when fsync is on)
+  appends: number;     // frames acknowledged (one per request, or per group of records)
+  writes: number;      // appends to a segment file (one per group commit)
+  syncs: number;       // of those, durable ones (O_DSYNC: one per group when fsync is on)
   bytesWritten: number;
+}
+
+/** What the thread owning the spool reports of it (collector/pipeline.ts reads it on the HTTP thread). */
+export interface SpoolState {
+  /** The segment being appended to, if any: a replacement of a thread that died takes it over (Spool.adopt). */
+  activePath: string | null;
+  activeBytes: number;
+  activeRows: number;
+  counters: SpoolCounters;
+  /** The last append failed (disk full, I/O error) then, and none has succeeded since. */
+  lastWriteFailure: { atMs: number; message: string } | null;
 }
 
 const HEADER = 12;
@@ -134,8 +143,9 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
     if (buf.length - off < HEADER) { error = `truncated frame header at ${off}`; break; }
     if (!frameAt(buf, off)) {
       const next = resync(buf, off);
-      // A run of zeros is a hole, not damage: a write that never landed while a later group's did (groups overlap,
-      // acknowledged in order), so nothing from here on was acknowledged. JSON frames hold no such run.
+      // A run of zeros is a hole, not damage: blocks of an unacknowledged write that never landed while later ones did
+      // (a crash mid-write, or a spool written by a version whose groups overlapped), so nothing from here on was
+      // acknowledged. JSON frames hold no such run.
       if (next >= 0 && zeroRun(buf, off, next)) { error = `unwritten bytes at ${off}`; break; }
       if (next < 0) { error = buf.length - off - HEADER < buf.readUInt32LE(off) ? `truncated frame at ${off}` : `checksum mismatch at ${off}`; break; }
       damaged.push({ at: off, bytes: next - off });
@@ -154,304 +164,196 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
   return { records, rows, validBytes: off, error, damaged, frames };
 }
 
-interface Pending { frame: Buffer; rows: number; records: StoredRecord[] | null; resolve: () => void; reject: (e: Error) => void }
-interface Active extends Segment { fh: FileHandle; /** End of the last write issued (bytes = end of the last acknowledged one). */ reserved: number }
-interface Group { seg: Active; batch: Pending[]; bytes: number; error: Error | null; done: boolean; settled: Promise<void> }
-
-/** Group commits whose write+fdatasync may overlap. */
-const MAX_INFLIGHT = 4;
+interface Active { seq: number; path: string; fd: number; bytes: number; rows: number }
 
 export class Spool {
   readonly dir: string;
   readonly counters: SpoolCounters = { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 };
   private readonly fsync: boolean;
-  private readonly keepRecords: boolean;
   private readonly log: SpoolLogger | undefined;
-  private sealed: Segment[] = [];
-  private active: Active | null = null; // opened lazily on the first write after a seal
-  private sealing: Active | null = null; // between leaving `active` and joining `sealed`
+  private active: Active | null = null; // opened on the first append after a seal
+  private sealedSince: Segment[] = []; // sealed since seal() last handed them over
   private nextSeq = 1;
-  private queue: Pending[] = [];
-  private queuedBytes = 0;
-  private sealWaiters: Array<(seg: Segment | null) => void> = [];
-  private inflight: Group[] = [];
-  private draining = false;
-  private wake: (() => void) | null = null;
-  private wakeQueued = false;
-  private drained: Promise<void> = Promise.resolve();
-  private broken = false; // last write/sync failed: never append after it (keeps damage at the tail)
-  /** When the last append failed (disk full, I/O error), until one succeeds again: readiness reports it. */
+  private broken = false; // the last write failed: the segment's tail is unknown, so it is sealed before the next
   lastWriteFailure: { atMs: number; message: string } | null = null;
   private closed = false;
 
   constructor(opts: SpoolOptions) {
     this.dir = opts.dir;
     this.fsync = opts.fsync;
-    this.keepRecords = opts.keepRecords ?? true;
     this.log = opts.logger;
   }
 
-  /** Create the directory and take over segments left by a previous process (oldest first). */
-  async open(): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    const all = await readdir(this.dir);
+  /** Create the directory and take over segments left by a previous process: returned sealed, oldest first. */
+  open(): Segment[] {
+    mkdirSync(this.dir, { recursive: true });
+    const all = readdirSync(this.dir);
     // A rewrite of a damaged segment cut short by a crash: the segment itself is still whole.
-    for (const n of all) if (/^\d+\.seg\.rewrite$/.test(n)) await unlink(join(this.dir, n));
+    for (const n of all) if (/^\d+\.seg\.rewrite$/.test(n)) unlinkSync(join(this.dir, n));
     const names = all.filter((n) => /^\d+\.seg$/.test(n)).sort();
+    const recovered: Segment[] = [];
     for (const name of names) {
-      const seq = Number(name.slice(0, -SUFFIX.length));
-      const path = join(this.dir, name);
-      const buf = await readFile(path);
-      const dec = decodeFrames(buf, false);
-      if (dec.damaged.length) await this.setAsideDamaged(name, buf, dec);
-      else if (dec.error) {
-        // A torn tail: the write never completed, so it was never acknowledged.
-        this.log?.warn({ segment: name, error: dec.error, keptBytes: dec.validBytes }, 'spool: ignoring torn tail of segment');
-        await truncate(path, dec.validBytes);
-      }
-      if (dec.rows === 0) { await unlink(path); continue; }
-      const bytes = dec.frames.reduce((n, f) => n + f.bytes, 0); // = validBytes unless damage was cut out
-      this.sealed.push({ seq, path, bytes, rows: dec.rows, records: null });
-      this.nextSeq = Math.max(this.nextSeq, seq + 1);
+      this.nextSeq = Math.max(this.nextSeq, Number(name.slice(0, -SUFFIX.length)) + 1);
+      const seg = this.recover(name);
+      if (seg) recovered.push(seg);
     }
-    if (this.sealed.length) {
-      this.log?.info({ segments: this.sealed.length, rows: this.pendingRows }, 'spool: recovered segments to replay');
+    if (recovered.length) {
+      this.log?.info({ segments: recovered.length, rows: recovered.reduce((n, s) => n + s.rows, 0) }, 'spool: recovered segments to replay');
     }
+    return recovered;
+  }
+
+  /**
+   * Continue after a spool owner on another thread that died (its sealed segments are known to the writer): number
+   * new segments after every file there, and take over the one it was appending to, returned sealed (null when it
+   * held nothing), its torn tail cut.
+   */
+  adopt(path: string | null): Segment | null {
+    mkdirSync(this.dir, { recursive: true });
+    for (const n of readdirSync(this.dir)) if (/^\d+\.seg$/.test(n)) this.nextSeq = Math.max(this.nextSeq, Number(n.slice(0, -SUFFIX.length)) + 1);
+    if (path === null || !path.startsWith(this.dir) || !/^\d+\.seg$/.test(path.slice(this.dir.length + 1))) return null;
+    return this.recover(path.slice(this.dir.length + 1));
+  }
+
+  /** One segment found on disk, checked and cut back to its last good frame; null (and deleted) when it has none. */
+  private recover(name: string): Segment | null {
+    const path = join(this.dir, name);
+    let buf: Buffer;
+    try { buf = readFileSync(path); } catch (e) { if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null; throw e; }
+    const dec = decodeFrames(buf, false);
+    if (dec.damaged.length) this.setAsideDamaged(name, buf, dec);
+    else if (dec.error) {
+      // A torn tail: the write never completed, so it was never acknowledged.
+      this.log?.warn({ segment: name, error: dec.error, keptBytes: dec.validBytes }, 'spool: ignoring torn tail of segment');
+      const fd = openSync(path, 'r+');
+      try { ftruncateSync(fd, dec.validBytes); } finally { closeSync(fd); }
+    }
+    if (dec.rows === 0) { unlinkSync(path); return null; }
+    const bytes = dec.frames.reduce((n, f) => n + f.bytes, 0); // = validBytes unless damage was cut out
+    return { seq: Number(name.slice(0, -SUFFIX.length)), path, bytes, rows: dec.rows };
   }
 
   /**
    * Frames lost in the middle of a segment were acknowledged: keep a copy of the file as it was, log the loss at
    * error level, and rewrite the segment with the frames still readable (written whole, then renamed over it).
    */
-  private async setAsideDamaged(name: string, buf: Buffer, dec: DecodedSegment): Promise<void> {
+  private setAsideDamaged(name: string, buf: Buffer, dec: DecodedSegment): void {
     const aside = `${this.dir}-damaged`;
-    await mkdir(aside, { recursive: true });
+    mkdirSync(aside, { recursive: true });
     const copy = join(aside, `${name}.${Date.now()}`);
-    await writeFile(copy, buf);
-    if (this.fsync) { const c = await open(copy, 'r'); try { await c.datasync(); } finally { await c.close(); } await syncDir(aside); }
+    writeDurably(copy, buf, this.fsync);
+    if (this.fsync) syncDirNow(aside);
     const good = Buffer.concat(dec.frames.map((f) => buf.subarray(f.at, f.at + f.bytes)));
     const tmp = join(this.dir, `${name}.rewrite`);
-    const fh = await open(tmp, 'w');
-    try { await fh.writeFile(good); if (this.fsync) await fh.datasync(); } finally { await fh.close(); }
-    await rename(tmp, join(this.dir, name));
-    if (this.fsync) await syncDir(this.dir);
+    writeDurably(tmp, good, this.fsync);
+    renameSync(tmp, join(this.dir, name));
+    if (this.fsync) syncDirNow(this.dir);
     this.log?.error({ segment: name, damagedBytes: dec.damaged.reduce((n, d) => n + d.bytes, 0), damagedAt: dec.damaged.map((d) => d.at), keptRows: dec.rows, copy, tail: dec.error },
       'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost (a copy of the segment is kept); the readable ones are replayed');
   }
 
-  /** Durably append one batch; resolves after it is synced, rejects (never acknowledges) on disk errors. */
-  append(records: StoredRecord[]): Promise<void> {
-    return this.enqueue(encodeFrame(records), records.length, records);
-  }
-
-  /** Durably append a frame encoded elsewhere (encodeFrame); only when the spool keeps no in-memory copy. */
-  appendFrame(frame: Buffer, rows: number): Promise<void> {
-    if (this.keepRecords) return Promise.reject(new Error('appendFrame needs a spool without in-memory records'));
-    return this.enqueue(frame, rows, null);
-  }
-
-  private enqueue(frame: Buffer, rows: number, records: StoredRecord[] | null): Promise<void> {
-    if (this.closed) return Promise.reject(new Error('spool is closed'));
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ frame, rows, records, resolve, reject });
-      this.queuedBytes += frame.length;
-      this.schedule();
-    });
-  }
-
-  /** Close the active segment for appends and hand it over; null when it holds nothing. */
-  seal(): Promise<Segment | null> {
-    return new Promise((resolve) => {
-      this.sealWaiters.push(resolve);
-      this.schedule();
-    });
-  }
-
-  /** Sealed segments in append order. */
-  sealedSegments(): readonly Segment[] { return this.sealed; }
-
-  /** The rows of a sealed segment, from memory or from its file. */
-  async load(seg: Segment): Promise<StoredRecord[]> {
-    if (seg.records) return seg.records;
-    const dec = decodeFrames(await readFile(seg.path));
-    if (dec.error) this.log?.warn({ segment: seg.path, error: dec.error }, 'spool: segment has a bad tail');
-    // Damaged after open() checked it: what is unreadable is lost; say so.
-    if (dec.damaged.length) this.log?.error({ segment: seg.path, damagedAt: dec.damaged.map((d) => d.at) }, 'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost');
-    return dec.records;
-  }
-
-  /** Delete a sealed segment once storage has its rows. */
-  async remove(seg: Segment): Promise<void> {
-    const i = this.sealed.indexOf(seg);
-    if (i < 0) return;
-    await unlink(seg.path).catch((e: NodeJS.ErrnoException) => { if (e.code !== 'ENOENT') throw e; });
-    this.sealed.splice(i, 1);
-  }
-
-  /** Bytes on disk (sealed + active) plus bytes queued for the next write. */
-  get totalBytes(): number {
-    let n = this.queuedBytes + (this.active?.bytes ?? 0) + (this.sealing?.bytes ?? 0);
-    for (const s of this.sealed) n += s.bytes;
-    return n;
-  }
-  get segmentCount(): number { return this.sealed.length + (this.active ? 1 : 0); }
-  get activeRows(): number { return this.active?.rows ?? 0; }
-  get activeBytes(): number { return this.active?.bytes ?? 0; }
-  get pendingRows(): number {
-    let n = this.activeRows + (this.sealing?.rows ?? 0);
-    for (const s of this.sealed) n += s.rows;
-    return n;
-  }
-
-  /** Finish queued appends and close the active file. Sealed files stay for the writer / next start. */
-  async close(): Promise<void> {
-    this.closed = true;
-    await this.drained;
-    const seg = await this.sealNow();
-    // An unflushed segment stays on disk; the next open() replays it.
-    if (seg) seg.records = null;
-  }
-
-  private schedule(): void {
-    if (this.draining) {
-      // The running loop may be waiting on a sync: wake it (once per I/O phase) to start another group.
-      if (this.wake && !this.wakeQueued) {
-        this.wakeQueued = true;
-        setImmediate(() => { this.wakeQueued = false; this.wake?.(); });
-      }
-      return;
-    }
-    this.draining = true;
-    // setImmediate, not a microtask: lets appends from this whole I/O phase join one group.
-    this.drained = new Promise((done) => setImmediate(() => {
-      this.drain().catch((err: unknown) => this.log?.error({ err }, 'spool: drain loop failed')).finally(done);
-    }));
-  }
-
-  private async drain(): Promise<void> {
-    try {
-      for (;;) {
-        if (this.sealWaiters.length && !this.inflight.length) {
-          const waiters = this.sealWaiters;
-          this.sealWaiters = [];
-          const seg = await this.sealNow().catch(() => null); // sealNow only logs; belt and braces
-          for (const w of waiters) w(seg);
-        } else if (this.queue.length && this.inflight.length < MAX_INFLIGHT && !this.broken && !this.sealWaiters.length) {
-          const batch = this.queue;
-          this.queue = [];
-          await this.startGroup(batch);
-        } else if (this.inflight.length) {
-          // Until the oldest group settles (a slot frees, a seal can run) or a new append arrives.
-          await new Promise<void>((resolve) => { this.wake = resolve; void this.inflight[0]!.settled.then(resolve); });
-          this.wake = null;
-        } else if (this.broken && this.queue.length) {
-          await this.sealNow(); // the tail is unknown after a failure: continue in a new segment
-        } else {
-          return;
-        }
-      }
-    } finally {
-      this.draining = false;
-    }
-  }
-
   /**
-   * Write one group at the next offset and fdatasync it, without waiting for groups already in
-   * flight: up to MAX_INFLIGHT syncs overlap, so a slow disk flush does not idle the process.
-   * Groups are acknowledged strictly in order (settleInOrder), and a failed group fails every later
-   * one, so an acknowledged frame is never preceded by a hole.
+   * Durably append `buf` (one or more whole frames holding `rows` rows, for `appends` callers): when this returns, the
+   * bytes are on disk. Throws on a disk error (full, I/O): nothing of `buf` may be acknowledged then, and the next
+   * append goes to a new segment, the failed one cut back to its last good frame.
    */
-  private async startGroup(batch: Pending[]): Promise<void> {
-    let bytes = 0;
-    for (const p of batch) bytes += p.frame.length;
-    let seg: Active;
+  append(buf: Buffer, rows: number, appends = 1): void {
+    if (this.closed) throw new Error('spool is closed');
+    if (buf.length === 0) return;
     try {
-      seg = this.active ?? (await this.createSegment());
+      if (this.broken) this.sealActive();
+      const seg = this.active ?? this.createSegment();
+      this.counters.writes++;
+      for (let off = 0; off < buf.length;) off += writeSync(seg.fd, buf, off, buf.length - off, seg.bytes + off);
+      if (this.fsync) this.counters.syncs++;
+      seg.bytes += buf.length;
+      seg.rows += rows;
     } catch (err) {
-      this.fail(batch, bytes, err);
-      return;
-    }
-    const buf = batch.length === 1 ? batch[0]!.frame : Buffer.concat(batch.map((p) => p.frame), bytes);
-    const offset = seg.reserved;
-    seg.reserved += buf.length;
-    const g: Group = { seg, batch, bytes, error: null, done: false, settled: Promise.resolve() };
-    g.settled = (async () => {
-      try {
-        this.counters.writes++;
-        const { bytesWritten } = await seg.fh.write(buf, 0, buf.length, offset);
-        if (bytesWritten !== buf.length) throw new Error(`short write to spool (${bytesWritten} of ${buf.length} bytes)`);
-        if (this.fsync) { this.counters.syncs++; await seg.fh.datasync(); }
-      } catch (err) {
-        g.error = err instanceof Error ? err : new Error(String(err));
-      }
-      g.done = true;
-      this.settleInOrder();
-    })();
-    this.inflight.push(g);
-  }
-
-  private settleInOrder(): void {
-    while (this.inflight.length && this.inflight[0]!.done) {
-      const g = this.inflight.shift()!;
-      if (g.error || this.broken) {
-        this.fail(g.batch, g.bytes, g.error ?? new Error('an earlier spool write failed'));
-        continue;
-      }
-      g.seg.bytes += g.bytes;
-      for (const p of g.batch) { g.seg.rows += p.rows; if (g.seg.records && p.records) for (const r of p.records) g.seg.records.push(r); }
-      this.counters.appends += g.batch.length;
-      this.counters.bytesWritten += g.bytes;
-      this.queuedBytes -= g.bytes;
-      for (const p of g.batch) p.resolve();
-      this.lastWriteFailure = null;
-    }
-  }
-
-  /** After a failed write or sync the file's tail is unknown: reject, and seal before the next write. */
-  private fail(batch: Pending[], bytes: number, err: unknown): void {
-    this.broken = true;
-    this.queuedBytes -= bytes;
-    const e = err instanceof Error ? err : new Error(String(err));
-    this.lastWriteFailure = { atMs: Date.now(), message: e.message };
-    this.log?.error({ err: e, dir: this.dir }, 'spool: write failed; rejecting the batch');
-    for (const p of batch) p.reject(e);
-  }
-
-  private async createSegment(): Promise<Active> {
-    const seq = this.nextSeq++;
-    const path = join(this.dir, `${String(seq).padStart(12, '0')}${SUFFIX}`);
-    const fh = await open(path, 'wx');
-    try {
-      // The new directory entry must be durable too, or a power loss could drop the whole file.
-      if (this.fsync) await syncDir(this.dir);
-    } catch (e) {
-      await fh.close().catch(() => {});
-      await unlink(path).catch(() => {});
+      this.broken = true;
+      const e = err instanceof Error ? err : new Error(String(err));
+      this.lastWriteFailure = { atMs: Date.now(), message: e.message };
+      this.log?.error({ err: e, dir: this.dir }, 'spool: write failed; rejecting the batch');
       throw e;
     }
-    this.active = { seq, path, fh, bytes: 0, reserved: 0, rows: 0, records: this.keepRecords ? [] : null };
+    this.counters.appends += appends;
+    this.counters.bytesWritten += buf.length;
+    this.lastWriteFailure = null;
+  }
+
+  /** Close the active segment for appends; returns every segment sealed since the last call (oldest first). */
+  seal(): Segment[] {
+    this.sealActive();
+    const out = this.sealedSince;
+    this.sealedSince = [];
+    return out;
+  }
+
+  get activeBytes(): number { return this.active?.bytes ?? 0; }
+  get activeRows(): number { return this.active?.rows ?? 0; }
+
+  state(): SpoolState {
+    return { activePath: this.active?.path ?? null, activeBytes: this.activeBytes, activeRows: this.activeRows, counters: { ...this.counters }, lastWriteFailure: this.lastWriteFailure };
+  }
+
+  /** Seal the active segment and take no more appends. Sealed files stay for the writer / next start. */
+  close(): Segment[] {
+    const out = this.seal();
+    this.closed = true;
+    return out;
+  }
+
+  private createSegment(): Active {
+    const seq = this.nextSeq++;
+    const path = join(this.dir, `${String(seq).padStart(12, '0')}${SUFFIX}`);
+    // O_DSYNC: each write returns once its data (and the size that makes it readable) is on disk, as fdatasync would.
+    const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (this.fsync ? constants.O_DSYNC : 0), 0o600);
+    try {
+      // The new directory entry must be durable too, or a power loss could drop the whole file.
+      if (this.fsync) syncDirNow(this.dir);
+    } catch (e) {
+      closeSync(fd);
+      try { unlinkSync(path); } catch { /* gone with the directory */ }
+      throw e;
+    }
+    this.active = { seq, path, fd, bytes: 0, rows: 0 };
     return this.active;
   }
 
-  /** Only from the drain loop with nothing in flight (or close after it). */
-  private async sealNow(): Promise<Segment | null> {
+  private sealActive(): void {
     const a = this.active;
     this.broken = false;
-    if (!a) return null;
+    if (!a) return;
     this.active = null;
-    this.sealing = a; // still counted in pendingRows while it is closed
-    try {
-      // Cut off anything a failed write may have left past the last good frame.
-      await a.fh.truncate(a.bytes).catch(() => {});
-      await a.fh.close().catch((e: unknown) => this.log?.warn({ err: e }, 'spool: closing segment failed'));
-      if (a.rows === 0) { await unlink(a.path).catch(() => {}); return null; }
-      const seg: Segment = { seq: a.seq, path: a.path, bytes: a.bytes, rows: a.rows, records: a.records };
-      this.sealed.push(seg);
-      return seg;
-    } finally {
-      this.sealing = null;
-    }
+    // Cut off anything a failed write may have left past the last good frame.
+    try { ftruncateSync(a.fd, a.bytes); } catch { /* the file is gone or the disk is failing: the next open cuts the tail */ }
+    try { closeSync(a.fd); } catch (e) { this.log?.warn({ err: e }, 'spool: closing segment failed'); }
+    if (a.rows === 0) { try { unlinkSync(a.path); } catch { /* never created, or gone */ } return; }
+    this.sealedSince.push({ seq: a.seq, path: a.path, bytes: a.bytes, rows: a.rows });
   }
+}
+
+/** The rows of a sealed segment, read from its file (what is unreadable is logged as lost). */
+export async function loadSegment(seg: Segment, log?: SpoolLogger): Promise<StoredRecord[]> {
+  const dec = decodeFrames(await readFile(seg.path));
+  if (dec.error) log?.warn({ segment: seg.path, error: dec.error }, 'spool: segment has a bad tail');
+  // Damaged after open() checked it: what is unreadable is lost; say so.
+  if (dec.damaged.length) log?.error({ segment: seg.path, damagedAt: dec.damaged.map((d) => d.at) }, 'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost');
+  return dec.records;
+}
+
+function writeDurably(path: string, buf: Buffer, fsync: boolean): void {
+  const fd = openSync(path, 'w', 0o600);
+  try {
+    writeFileSync(fd, buf);
+    if (fsync) fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function syncDirNow(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try { fsyncSync(fd); } finally { closeSync(fd); }
 }
 
 export async function syncDir(dir: string): Promise<void> {

@@ -1,30 +1,26 @@
-// Runs the processor chain on a worker thread (processors/worker-host.ts). The pipeline hands over mapped
-// spans and gets back the encoded spool frame; settings are resolved here, on the main thread.
-import { join } from 'node:path';
+// Runs the processor chain and the spool on a worker thread (processors/worker-host.ts). The pipeline hands over
+// mapped spans and is answered once their records are durable; settings are resolved here, on the main thread.
 import { WorkerRpc } from '../collector/worker-rpc.ts';
-import { ChainHeadStore } from './chain-heads.ts';
-import type { ChainHead } from './verification.ts';
-import type { IngestContext } from '../collector/pipeline-types.ts';
+import type { IngestContext, IngestHost } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
+import type { Segment, SpoolState } from '../collector/spool.ts';
+import { SpoolWriteError } from '../collector/errors.ts';
 import type { PolicySource } from './governance-processor.ts';
 import type { AlertSettings, AlertSource } from './alerts.ts';
 import type { Policy } from './governance/policy.ts';
-import type { Encoded, HostItem, HostRequest, WorkspaceSettings } from './worker-host.ts';
-
-export interface ProcessedFrame { frame: Buffer | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
+import type { HostData, HostItem, HostReply, HostRequest, ItemResult, WorkspaceSettings } from './worker-host.ts';
 
 type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
-type Options = { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store?: string | null; settings: PolicySource & AlertSource; youngGenMb?: number };
-type Waiting = { item: HostItem; resolve: (f: ProcessedFrame) => void; reject: (e: Error) => void };
+type Options = Omit<HostData, 'store'> & { store?: string | null; settings: PolicySource & AlertSource; youngGenMb?: number };
+type Waiting = { item: HostItem; resolve: (r: { accepted: number; rows: number }) => void; reject: (e: Error) => void };
 
-const frameOf = (e: Encoded): ProcessedFrame =>
-  ({ frame: e.frame ? Buffer.from(e.frame.buffer, e.frame.byteOffset, e.frame.byteLength) : null, rows: e.rows, accepted: e.accepted, ...e.heads ? { heads: e.heads } : {} });
+const EMPTY_STATE: SpoolState = { activePath: null, activeBytes: 0, activeRows: 0, counters: { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 }, lastWriteFailure: null };
 
-export class ProcessorWorker {
+export class ProcessorWorker implements IngestHost {
   private readonly settings: PolicySource & AlertSource;
   private readonly rpc: WorkerRpc;
   // Requests arriving in the same turn of the event loop share one message each way (a message costs
-  // ~35 µs of main-thread time at 50 concurrent requests); each still gets its own frame.
+  // ~35 µs of main-thread time at 50 concurrent requests); each still gets its own answer.
   private waiting: Waiting[] = [];
   private pendingSettings: WorkspaceSettings = { policies: {}, alerts: {} };
   /**
@@ -33,25 +29,33 @@ export class ProcessorWorker {
    * WorkerRpc spawn count they were sent to: a replacement thread starts with none.
    */
   private held = { thread: 0, policies: new Map<string, Policy>(), alerts: new Map<string, AlertSettings>() };
-
-  private readonly heads: ChainHeadStore;
-  private readonly auditHeads: ChainHeadStore;
-  /** Bumped at each rewind; frames remember the one their batch was sent in. */
-  private gen = 0;
-  private readonly genOf = new WeakMap<Buffer, number>();
+  /** The spool as of the thread's last answer. */
+  state: SpoolState = EMPTY_STATE;
+  /** The thread the spool was opened on (WorkerRpc spawn count); 0 before open(). */
+  private openedOn = 0;
+  private reopening: Promise<void> | null = null;
+  /** Segments taken over from a thread that died, for the next seal() to hand to the writer. */
+  private adopted: Segment[] = [];
 
   constructor(opts: Options) {
     this.settings = opts.settings;
-    this.heads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'verification', opts.store ?? null);
-    this.auditHeads = new ChainHeadStore(join(opts.dataDir, 'keys'), 'audit-ingest', opts.store ?? null);
-    const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
-    const store = opts.store ?? null;
-    // A worker that dies fails its batches (never acknowledged); the next batch starts a fresh one.
-    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store }, 'processor', opts.youngGenMb ?? 0);
+    const { dataDir, enabled, fsync, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
+    const data: HostData = { dataDir, enabled, fsync, logLevel, maxFindingsPerSpan, signEachTrace, store: opts.store ?? null };
+    // A thread that dies fails its calls (nothing in them was acknowledged); the next call starts a fresh one, which
+    // continues the chains from their durable heads and the spool in a new segment.
+    this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), data, 'processor', opts.youngGenMb ?? 0);
   }
 
-  /** Processors over one batch; resolves with the spool frame of spans plus enrichment records. */
-  async process(spans: SpanRecord[], ctx: IngestContext | null): Promise<ProcessedFrame> {
+  /** Start the thread and take over the segments a previous process left (oldest first). */
+  async open(): Promise<Segment[]> {
+    const reply = await this.rpc.call<HostReply>({ type: 'open' } satisfies NoId<HostRequest>);
+    this.openedOn = this.rpc.spawned;
+    this.state = reply.state;
+    return this.sealedFrom(reply);
+  }
+
+  /** Processors over one batch, then the spool; resolves once its records are durable. */
+  async process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ accepted: number; rows: number }> {
     const policies: WorkspaceSettings['policies'] = {};
     const alerts: WorkspaceSettings['alerts'] = {};
     for (const ws of new Set(spans.map((s) => s.workspaceId))) {
@@ -60,19 +64,29 @@ export class ProcessorWorker {
     }
     Object.assign(this.pendingSettings.policies, policies);
     Object.assign(this.pendingSettings.alerts, alerts);
-    return new Promise<ProcessedFrame>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       if (this.waiting.push({ item: { spans, ctx }, resolve, reject }) === 1) setImmediate(() => this.sendWaiting());
     });
   }
 
-  /** Start the thread now rather than on the first batch. */
-  async start(): Promise<void> { await this.process([], null); }
+  /** Append a frame of records encoded on this thread (its own audit chain); resolves once it is durable. */
+  async append(frame: Buffer, rows: number): Promise<void> {
+    const r = await this.call({ type: 'append', frame, rows }) as { error: string | null };
+    if (r.error) throw new SpoolWriteError(r.error);
+  }
 
-  /** Signed checkpoints of every chain head with unsigned records (`force`, at shutdown), or of those last signed a second ago or more. */
-  async checkpoints(force = true): Promise<ProcessedFrame> {
-    const gen = this.gen;
-    const [e] = await this.rpc.call<Encoded[]>({ type: 'checkpoints', force } satisfies NoId<HostRequest>);
-    return this.made(frameOf(e!), gen);
+  /** Signed checkpoints of every chain head with unsigned records (`force`, at shutdown), or of those last signed a second ago or more, appended. */
+  async checkpoints(force = true): Promise<number> {
+    return (await this.call({ type: 'checkpoints', force }) as { rows: number }).rows;
+  }
+
+  /** Seal the active segment: every segment sealed since the last call (and any taken over from a thread that died). */
+  async seal(): Promise<Segment[]> {
+    const sealed = this.sealedFrom(await this.call({ type: 'seal' }));
+    if (!this.adopted.length) return sealed;
+    const out = [...this.adopted, ...sealed];
+    this.adopted = [];
+    return out;
   }
 
   /** At shutdown: let alert webhook deliveries under way finish (up to maxMs); the ids left undelivered are logged there. */
@@ -81,31 +95,35 @@ export class ProcessorWorker {
     return this.rpc.call<string[]>({ type: 'settle', maxMs } satisfies NoId<HostRequest>);
   }
 
-  /** The pipeline calls this once a processed frame is fsync'd: its chain heads may now be linked to. */
-  durable(out: ProcessedFrame): void { this.heads.durable(out.heads?.verification); this.auditHeads.durable(out.heads?.audit); }
-
-  /**
-   * The pipeline calls this when a frame could not be appended: its records are lost. The worker's chains go back
-   * to the durable heads (a new run, as after a restart), and frames made before that are no longer current.
-   */
-  failed(out: ProcessedFrame): void {
-    if (!out.frame || !this.current(out.frame)) return; // an earlier rewind already covers it
-    this.gen++;
-    // Sent after every batch already sent, so the worker rewinds right after making the frames now stale. Should
-    // it fail, the worker died: its successor starts new runs anyway.
-    const m = { type: 'rewind', verification: this.heads.current(), audit: this.auditHeads.current() } satisfies NoId<HostRequest>;
-    this.rpc.call(m).catch(() => {});
+  /** Seal the spool, write the chains' durable heads, and stop the thread; returns the segments sealed last. */
+  async close(): Promise<Segment[]> {
+    try {
+      return this.rpc.running ? this.sealedFrom(await this.call({ type: 'close' })) : [];
+    } finally {
+      await this.rpc.close();
+    }
   }
 
-  /** False for a frame made before a rewind: it may link to (or sign) records that were never stored. */
-  current(frame: Buffer): boolean { return (this.genOf.get(frame) ?? this.gen) === this.gen; }
-
-  async close(): Promise<void> { await this.heads.flush(); await this.auditHeads.flush(); await this.rpc.close(); }
-
-  private made(f: ProcessedFrame, gen: number): ProcessedFrame {
-    if (f.frame) this.genOf.set(f.frame, gen);
-    return f;
+  private async call(m: NoId<HostRequest>): Promise<HostReply> {
+    // A thread that died left a segment it was appending to (acknowledged records): its replacement takes it over first.
+    while (this.openedOn && (!this.rpc.running || this.rpc.spawned !== this.openedOn)) await (this.reopening ??= this.reopen());
+    const reply = await this.rpc.call<HostReply>(m);
+    this.state = reply.state;
+    return reply;
   }
+
+  private async reopen(): Promise<void> {
+    try {
+      const reply = await this.rpc.call<HostReply>({ type: 'open', adopt: this.state.activePath } satisfies NoId<HostRequest>);
+      this.openedOn = this.rpc.spawned;
+      this.state = reply.state;
+      this.adopted.push(...this.sealedFrom(reply));
+    } finally {
+      this.reopening = null;
+    }
+  }
+
+  private sealedFrom(r: HostReply): Segment[] { return (r as { sealed: Segment[] }).sealed; }
 
   /** The part of `s` the thread does not hold yet (all of it for a thread that is not running or was replaced). */
   private changedSettings(s: WorkspaceSettings): WorkspaceSettings {
@@ -129,14 +147,16 @@ export class ProcessorWorker {
     const settings = this.changedSettings(this.pendingSettings);
     this.waiting = [];
     this.pendingSettings = { policies: {}, alerts: {} };
-    const gen = this.gen;
-    const req = { type: 'process', items: batch.map((w) => w.item), settings } satisfies NoId<HostRequest>;
-    this.rpc.call<Array<Encoded | { error: string }>>(req).then(
-      (answers) => batch.forEach((w, i) => {
-        const a = answers[i];
-        if (a && 'frame' in a) w.resolve(this.made(frameOf(a), gen));
-        else w.reject(new Error(a?.error ?? 'processor worker gave no answer'));
-      }),
+    this.call({ type: 'process', items: batch.map((w) => w.item), settings }).then(
+      (reply) => {
+        const answers = (reply as { items: ItemResult[] }).items;
+        batch.forEach((w, i) => {
+          const a = answers[i];
+          if (a && 'accepted' in a) w.resolve(a);
+          else if (a?.spool) w.reject(new SpoolWriteError(a.error));
+          else w.reject(new Error(a?.error ?? 'processor worker gave no answer'));
+        });
+      },
       (err: Error) => {
         // Not delivered (or the thread died): the settings may not have arrived, so the next batch carries all again.
         this.held.thread = -1;

@@ -1,29 +1,37 @@
-// Worker-thread side of ProcessorWorker: runs the processor chain and encodes the spool frame, so the
-// CPU-heavy part of ingestion (scanning, hashing, serializing) stays off the thread that answers HTTP.
-// Batches are processed one at a time, in arrival order: the audit and verification chains depend on it.
+// Worker-thread side of ProcessorWorker: the processor chain and the spool (processors/host.ts), so the CPU-heavy part
+// of ingestion (scanning, hashing, serializing) and the disk writes stay off the thread that answers HTTP.
+// Messages are handled in arrival order: the audit and verification chains depend on it. Batches and frames that
+// arrive together (one turn of this thread's event loop) share one spool write.
 import { workerData } from 'node:worker_threads';
+import { join } from 'node:path';
 import { serveRpc } from '../collector/worker-rpc.ts';
-import type { IngestContext, Batch } from '../collector/pipeline-types.ts';
-import type { SpanRecord, StoredRecord } from '../collector/record.ts';
-import { encodeFrame } from '../collector/spool.ts';
+import { Spool, type Segment, type SpoolState } from '../collector/spool.ts';
 import { createLogger } from '../collector/logger.ts';
 import { DEFAULT_POLICY, type Policy } from './governance/policy.ts';
 import type { AlertSettings } from './alerts.ts';
 import { createEnrichment } from './index.ts';
-import { join } from 'node:path';
-import { readChainHeads } from './chain-heads.ts';
-import { headsOf, type ChainHead } from './verification.ts';
+import { ChainHeadStore } from './chain-heads.ts';
+import { ProcessorHost, type FrameItem, type HostItem, type ItemResult } from './host.ts';
 
+export type { HostItem, ItemResult };
 export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: Record<string, AlertSettings> }
-export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
+export interface HostData { dataDir: string; enabled: boolean; fsync: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store: string | null }
 export type HostRequest =
+  | { id: number; type: 'open'; adopt?: string | null }
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
+  | { id: number; type: 'append'; frame: Uint8Array; rows: number }
   | { id: number; type: 'checkpoints'; force: boolean }
-  | { id: number; type: 'rewind'; verification: Record<string, ChainHead>; audit: Record<string, ChainHead> }
+  | { id: number; type: 'seal' }
+  | { id: number; type: 'close' }
   | { id: number; type: 'settle'; maxMs: number };
-export interface Encoded { frame: Uint8Array | null; rows: number; accepted: number; heads?: { verification: Record<string, ChainHead>; audit: Record<string, ChainHead> } }
+/** Every answer but settle's carries the spool's state, which the HTTP thread reads for limits and metrics. */
+export type HostReply =
+  | { state: SpoolState; sealed: Segment[] }
+  | { state: SpoolState; items: ItemResult[] }
+  | { state: SpoolState; error: string | null }
+  | { state: SpoolState; rows: number };
 
-const { dataDir, enabled, logLevel, maxFindingsPerSpan, signEachTrace, store } = workerData as { dataDir: string; enabled: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store: string | null };
+const { dataDir, enabled, fsync, logLevel, maxFindingsPerSpan, signEachTrace, store } = workerData as HostData;
 const current: WorkspaceSettings = { policies: {}, alerts: {} };
 // The main thread resolved each batch's workspace settings (its SettingsStore is the one that sees changes) and sends
 // a workspace's again only when they changed: what this thread holds is the latest it was sent.
@@ -31,53 +39,92 @@ const settings = {
   policyFor: async (ws: string) => current.policies[ws] ?? DEFAULT_POLICY,
   alertsFor: async (ws: string) => current.alerts[ws] ?? { rules: [] },
 };
+const log = createLogger(logLevel);
 const keysDir = join(dataDir, 'keys');
+const heads = new ChainHeadStore(keysDir, 'verification', store);
+const auditHeads = new ChainHeadStore(keysDir, 'audit-ingest', store);
 const enrichment = createEnrichment({
-  dataDir, enabled, settings, log: createLogger(logLevel), maxFindingsPerSpan, signEachTrace,
-  previousHeads: readChainHeads(keysDir, 'verification', store), previousAuditHeads: readChainHeads(keysDir, 'audit-ingest', store),
+  dataDir, enabled, settings, log, maxFindingsPerSpan, signEachTrace, previousHeads: heads.current(), previousAuditHeads: auditHeads.current(),
+});
+const host = new ProcessorHost({
+  spool: new Spool({ dir: join(dataDir, 'spool'), fsync, logger: log }),
+  processors: enrichment.processors,
+  chains: { verification: enrichment.verification, audit: enrichment.audit, heads, auditHeads },
+  takeAlertOutcomes: () => enrichment.takeAlertOutcomes(),
 });
 
-function encode(records: StoredRecord[], accepted: number): Encoded {
-  // The frame owns its ArrayBuffer (not a slice of the shared pool), so the transfer below moves exactly it.
-  const heads = { verification: headsOf(records, 'verification'), audit: headsOf(records, 'audit') };
-  const frame = records.length ? encodeFrame(records, true) : null;
-  const exact = frame && frame.byteOffset === 0 && frame.buffer.byteLength === frame.length;
-  return { frame: frame ? (exact ? new Uint8Array(frame.buffer, 0, frame.length) : new Uint8Array(frame)) : null, rows: records.length, accepted, heads };
-}
+type Queued = { m: HostRequest; resolve: (v: { value: unknown }) => void; reject: (e: unknown) => void };
+let queue: Queued[] = [];
+let draining = false;
 
-async function processItem(item: HostItem): Promise<Encoded> {
-  let batch: Batch = { spans: item.spans, extra: [] };
-  for (const p of enrichment.processors) batch = await p(batch, item.ctx);
-  return encode(batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans, batch.spans.length);
-}
-
-/** One answer per item (each request's own frame), in order; an item that fails fails alone. */
-async function handle(m: Exclude<HostRequest, { type: 'settle' | 'rewind' }>): Promise<Array<Encoded | { error: string }>> {
-  // The chains' heads signed (all of them at shutdown; while idle, those last signed a second ago or more), and the
-  // delivery outcomes no batch has carried yet.
-  if (m.type === 'checkpoints') return [encode([...enrichment.verification?.checkpoints(Date.now(), m.force) ?? [], ...enrichment.takeAlertOutcomes()], 0)];
-  Object.assign(current.policies, m.settings.policies);
-  Object.assign(current.alerts, m.settings.alerts);
-  const out: Array<Encoded | { error: string }> = [];
-  for (const item of m.items) {
+/** Batches and frames waiting at the head of the queue go out as one group; anything else runs on its own, in order. */
+async function drain(): Promise<void> {
+  while (queue.length) {
+    const first = queue[0]!;
+    if (first.m.type === 'process' || first.m.type === 'append') {
+      let n = 0;
+      while (n < queue.length && (queue[n]!.m.type === 'process' || queue[n]!.m.type === 'append')) n++;
+      const group = queue.slice(0, n);
+      queue = queue.slice(n);
+      await runGroup(group);
+      continue;
+    }
+    queue.shift();
     try {
-      out.push(await processItem(item));
+      first.resolve({ value: await runOne(first.m) });
     } catch (err) {
-      out.push({ error: err instanceof Error ? err.message : String(err) });
+      first.reject(err);
     }
   }
-  return out;
 }
 
-// In order: the audit and verification chains depend on it. Frames move to the main thread, not copied.
-serveRpc<HostRequest>(async (m) => {
-  if (m.type === 'settle') return { value: await enrichment.settleDeliveries(m.maxMs) };
-  if (m.type === 'rewind') {
-    // Only the chains go back (to what is durable); alert windows and webhook deliveries stay as they are.
-    enrichment.verification?.rewind(m.verification, Date.now());
-    enrichment.audit.rewind(m.audit);
-    return { value: null };
+async function runGroup(group: Queued[]): Promise<void> {
+  const items: HostItem[] = [];
+  const frames: FrameItem[] = [];
+  for (const { m } of group) {
+    if (m.type === 'process') {
+      Object.assign(current.policies, m.settings.policies);
+      Object.assign(current.alerts, m.settings.alerts);
+      items.push(...m.items);
+    } else if (m.type === 'append') {
+      frames.push({ frame: Buffer.from(m.frame.buffer, m.frame.byteOffset, m.frame.byteLength), rows: m.rows });
+    }
   }
-  const value = await handle(m);
-  return { value, transfer: value.flatMap((v) => ('frame' in v && v.frame ? [v.frame.buffer as ArrayBuffer] : [])) };
-}, true);
+  let out: Awaited<ReturnType<ProcessorHost['process']>>;
+  try {
+    out = await host.process(items, frames);
+  } catch (err) {
+    for (const q of group) q.reject(err);
+    return;
+  }
+  const state = host.state();
+  let i = 0;
+  let f = 0;
+  for (const { m, resolve } of group) {
+    if (m.type === 'process') {
+      resolve({ value: { state, items: out.items.slice(i, i + m.items.length) } satisfies HostReply });
+      i += m.items.length;
+    } else {
+      resolve({ value: { state, error: out.frames[f++] ?? null } satisfies HostReply });
+    }
+  }
+}
+
+async function runOne(m: HostRequest): Promise<HostReply | string[]> {
+  switch (m.type) {
+    case 'open': { const sealed = host.open(m.adopt); return { state: host.state(), sealed }; }
+    case 'checkpoints': return { rows: host.checkpoints(m.force), state: host.state() };
+    case 'seal': return { sealed: host.seal(), state: host.state() };
+    case 'close': { const sealed = await host.close(); return { sealed, state: host.state() }; }
+    case 'settle': return enrichment.settleDeliveries(m.maxMs);
+    default: throw new Error(`unexpected message ${m.type}`);
+  }
+}
+
+serveRpc<HostRequest>((m) => new Promise((resolve, reject) => {
+  queue.push({ m, resolve, reject });
+  if (draining) return;
+  draining = true;
+  // setImmediate: the messages that arrived in this turn join the first group.
+  setImmediate(() => void drain().finally(() => { draining = false; }));
+}));

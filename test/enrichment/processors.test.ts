@@ -630,63 +630,116 @@ describe('cost processor', () => {
 });
 
 describe('processor worker thread', () => {
-  it('runs the whole chain off-thread with the settings resolved here, and returns the spool frame', async () => {
+  const setup = async () => {
     const { ProcessorWorker } = await import('../../processors/worker-client.ts');
-    const { decodeFrames } = await import('../../collector/spool.ts');
+    const { loadSegment } = await import('../../collector/spool.ts');
     const { mkdtemp, rm } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
     const dataDir = await mkdtemp(join(tmpdir(), 'tracegate-procw-'));
-    const policy = parsePolicy({ version: 7, actions: { email: 'redact' } });
-    const w = new ProcessorWorker({ dataDir, enabled: true, logLevel: 'silent', settings: { policyFor: async () => policy, alertsFor: async () => ({ rules: [] }) } });
+    let policy = parsePolicy({ version: 7, actions: { email: 'redact' } });
+    const w = new ProcessorWorker({ dataDir, enabled: true, fsync: true, store: 'test', logLevel: 'silent', settings: { policyFor: async () => policy, alertsFor: async () => ({ rules: [] }) } });
+    /** What the thread spooled since the last call. */
+    const spooled = async () => {
+      const out = [];
+      for (const seg of await w.seal()) out.push(...await loadSegment(seg));
+      return out;
+    };
+    return {
+      w, spooled, setPolicy: (p: typeof policy) => { policy = p; },
+      done: async () => { await w.close(); await rm(dataDir, { recursive: true, force: true }); },
+    };
+  };
+
+  it('runs the whole chain off-thread with the settings resolved here, and answers once the records are in the spool', async () => {
+    const { w, spooled, done } = await setup();
     try {
-      await w.start();
+      expect(await w.open()).to.deep.equal([]);
       const out = await w.process([span('t1', 'a', { prompt: 'mail jane.doe@example.com', kind: 'llm' })], { workspaceId: 'ws', keyId: 'k1', route: 'test' });
       expect(out.accepted).to.equal(1);
-      const dec = decodeFrames(out.frame!);
-      expect(dec.error).to.equal(null);
-      expect(dec.rows).to.equal(out.rows);
-      const types = dec.records.map((r) => ('recordType' in r ? r.recordType : 'span'));
+      expect(w.state.counters.appends).to.equal(1);
+      const records = await spooled();
+      expect(records.length).to.equal(out.rows);
+      const types = records.map((r) => ('recordType' in r ? r.recordType : 'span'));
       expect(types).to.include.members(['span', 'finding', 'policy', 'audit', 'verification']);
-      expect(JSON.stringify(dec.records)).to.not.include('jane.doe@example.com');
-      expect((dec.records.find((r) => 'recordType' in r && r.recordType === 'policy') as PolicyRecord).policyVersion).to.equal(7);
+      expect(JSON.stringify(records)).to.not.include('jane.doe@example.com');
+      expect((records.find((r) => 'recordType' in r && r.recordType === 'policy') as PolicyRecord).policyVersion).to.equal(7);
       expect(types).to.include('checkpoint'); // the first head of a chain is signed at once
       await w.process([span('t2', 'b')], { workspaceId: 'ws', keyId: 'k1', route: 'test' }); // within the second: unsigned
-      const cp = await w.checkpoints();
-      expect(decodeFrames(cp.frame!).records.map((r) => (r as { recordType: string }).recordType)).to.deep.equal(['checkpoint']);
+      expect(await w.checkpoints()).to.equal(1);
+      expect((await spooled()).map((r) => ('recordType' in r ? r.recordType : 'span'))).to.deep.equal(['span', 'audit', 'verification', 'checkpoint']);
     } finally {
-      await w.close();
-      await rm(dataDir, { recursive: true, force: true });
+      await done();
     }
   });
 
   it('applies a changed policy at once, and a replacement thread gets the policy again (batches carry only changes)', async () => {
-    const { ProcessorWorker } = await import('../../processors/worker-client.ts');
-    const { decodeFrames } = await import('../../collector/spool.ts');
-    const { mkdtemp, rm } = await import('node:fs/promises');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
-    const dataDir = await mkdtemp(join(tmpdir(), 'tracegate-procw-'));
-    let policy = parsePolicy({ version: 1, actions: { email: 'flag' } });
-    const w = new ProcessorWorker({ dataDir, enabled: true, logLevel: 'silent', settings: { policyFor: async () => policy, alertsFor: async () => ({ rules: [] }) } });
+    const { w, spooled, setPolicy, done } = await setup();
+    setPolicy(parsePolicy({ version: 1, actions: { email: 'flag' } }));
     const stored = async (traceId: string) => {
-      const out = await w.process([span(traceId, 'a', { prompt: 'mail jane.doe@example.com', kind: 'llm' })], { workspaceId: 'ws', keyId: 'k1', route: 'test' });
-      const records = decodeFrames(out.frame!).records;
+      await w.process([span(traceId, 'a', { prompt: 'mail jane.doe@example.com', kind: 'llm' })], { workspaceId: 'ws', keyId: 'k1', route: 'test' });
+      const records = await spooled();
       const decision = records.find((r) => 'recordType' in r && r.recordType === 'policy') as PolicyRecord;
       return { version: decision.policyVersion, raw: JSON.stringify(records).includes('jane.doe@example.com') };
     };
     try {
+      await w.open();
       expect(await stored('t1')).to.deep.equal({ version: 1, raw: true });
       expect(await stored('t2')).to.deep.equal({ version: 1, raw: true }); // unchanged: not sent again, still applied
-      policy = parsePolicy({ version: 2, actions: { email: 'redact' } });
+      setPolicy(parsePolicy({ version: 2, actions: { email: 'redact' } }));
       expect(await stored('t3')).to.deep.equal({ version: 2, raw: false });
       const inner = w as unknown as { rpc: { worker: { terminate(): Promise<number> } } };
       await inner.rpc.worker.terminate();
       await new Promise((r) => setTimeout(r, 50)); // its exit is seen; the next batch starts a new thread
       expect(await stored('t4')).to.deep.equal({ version: 2, raw: false });
     } finally {
-      await w.close();
-      await rm(dataDir, { recursive: true, force: true });
+      await done();
+    }
+  });
+
+  it('a thread that dies leaves its segment to its replacement, which hands it to the writer with the next seal', async () => {
+    const { w, spooled, done } = await setup();
+    const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+    try {
+      await w.open();
+      await w.process([span('t1', 'a')], ctx); // acknowledged: in the dead thread's active segment
+      const inner = w as unknown as { rpc: { worker: { terminate(): Promise<number> } } };
+      await inner.rpc.worker.terminate();
+      await new Promise((r) => setTimeout(r, 50));
+      await w.process([span('t2', 'a')], ctx);
+      const traces = (await spooled()).filter((r) => !('recordType' in r)).map((r) => (r as { traceId: string }).traceId);
+      expect(traces).to.deep.equal(['t1', 't2']);
+    } finally {
+      await done();
+    }
+  });
+
+  it('a failed spool write fails the batch (never acknowledged) and the chains continue from their durable heads', async () => {
+    const { w, spooled, done } = await setup();
+    const { rm, mkdir } = await import('node:fs/promises');
+    const { join } = await import('node:path');
+    const dir = join((w as unknown as { rpc: { workerData: { dataDir: string } } }).rpc.workerData.dataDir, 'spool');
+    const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+    try {
+      await w.open();
+      await w.process([span('t1', 'a')], ctx);
+      const first = await spooled(); // sealed: the next write needs a new segment file
+      await rm(dir, { recursive: true });
+      let err: unknown;
+      await w.process([span('t2', 'a')], ctx).catch((e: unknown) => { err = e; });
+      expect((err as Error).name).to.equal('SpoolWriteError');
+      expect(w.state.lastWriteFailure?.message).to.match(/ENOENT/);
+      await mkdir(dir);
+      await w.process([span('t3', 'a')], ctx);
+      const next = await spooled();
+      expect(next.filter((r) => !('recordType' in r)).map((r) => (r as { traceId: string }).traceId)).to.deep.equal(['t3']);
+      // t3's records link to t1's (the last durable ones), not to t2's lost ones.
+      const audit = (rs: typeof first) => rs.filter((r) => 'recordType' in r && r.recordType === 'audit') as Array<{ prevHash: string; hash: string }>;
+      expect(audit(next)[0]!.prevHash).to.equal(audit(first)[0]!.hash);
+      const verification = (rs: typeof first) => rs.filter((r) => 'recordType' in r && r.recordType === 'verification') as Array<{ prevHash: string; hash: string }>;
+      expect(verification(next)[0]!.prevHash).to.equal(verification(first)[0]!.hash);
+    } finally {
+      await done();
     }
   });
 });

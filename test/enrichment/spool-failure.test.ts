@@ -1,17 +1,39 @@
 // A spool append that fails (disk full, I/O error) answers 503 and must leave no trace in the verification and
-// audit chains: the processor thread goes back to the last durable chain heads (a new run, as after a restart),
-// and frames it made before that are refused, since they may link to the lost records.
+// audit chains: the processor thread goes back to the last durable chain heads (a new run, as after a restart)
+// before it processes anything else, so nothing links to the lost records.
 import { auditChain, verificationChain } from '../support/chains.ts';
 import { expect } from 'chai';
-import { mkdirSync, rmSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKey } from '../../collector/admin.ts';
 import { BACKENDS, cli, flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Key = Awaited<ReturnType<typeof createKey>>;
 type Sent = { id: string; k: Key; status: number };
+
+/** `verify` passes with no problem; exactly the acknowledged requests are audited and verified. */
+async function verifiedOn(s: TestServer, sent: Sent[], keys: Key[]): Promise<void> {
+  expect(sent.filter((r) => ![200, 503].includes(r.status))).to.deep.equal([]);
+  const refused = sent.filter((r) => r.status === 503);
+  expect(refused.length).to.be.greaterThan(1);
+  await flushed(s);
+  for (const k of keys) {
+    const res = await cli(s, ['verify', '--workspace', k.workspace, '--json']);
+    const report = (JSON.parse(res.stdout) as Record<string, { ok: boolean; problems: unknown[]; audit: unknown[]; recordsChecked: number }>)[k.workspace]!;
+    expect([report.problems, report.audit, report.ok, res.code]).to.deep.equal([[], [], true, 0]);
+    const ok = sent.filter((r) => r.k === k && r.status === 200);
+    expect(report.recordsChecked).to.equal(ok.length);
+    expect((await auditChain(s.running.storage, k.workspaceId)).filter((r) => r.action === 'ingest').length).to.equal(ok.length);
+    const named = new Set((await verificationChain(s.running.storage, k.workspaceId)).records.map((r) => r.traceId));
+    expect(refused.filter((r) => named.has(r.id)).map((r) => r.id)).to.deep.equal([]);
+  }
+  for (const r of sent.filter((x) => x.status === 200)) {
+    const v = await get(`${s.url}/api/traces/${r.id}/verification`, { authorization: `Bearer ${r.k.key}` });
+    expect([r.id, v.status, v.json.ok, v.json.problems]).to.deep.equal([r.id, 200, true, []]);
+  }
+}
 
 for (const backend of BACKENDS) {
   describe(`failed spool appends (${backend})`, function () {
@@ -31,27 +53,7 @@ for (const backend of BACKENDS) {
       sent.push(r);
       return r;
     };
-    /** `verify` passes with no problem; exactly the acknowledged requests are audited and verified. */
-    const verified = async (keys: Key[]) => {
-      expect(sent.filter((r) => ![200, 503].includes(r.status))).to.deep.equal([]);
-      const refused = sent.filter((r) => r.status === 503);
-      expect(refused.length).to.be.greaterThan(1);
-      await flushed(s);
-      for (const k of keys) {
-        const res = await cli(s, ['verify', '--workspace', k.workspace, '--json']);
-        const report = (JSON.parse(res.stdout) as Record<string, { ok: boolean; problems: unknown[]; audit: unknown[]; recordsChecked: number }>)[k.workspace]!;
-        expect([report.problems, report.audit, report.ok, res.code]).to.deep.equal([[], [], true, 0]);
-        const ok = sent.filter((r) => r.k === k && r.status === 200);
-        expect(report.recordsChecked).to.equal(ok.length);
-        expect((await auditChain(s.running.storage, k.workspaceId)).filter((r) => r.action === 'ingest').length).to.equal(ok.length);
-        const named = new Set((await verificationChain(s.running.storage, k.workspaceId)).records.map((r) => r.traceId));
-        expect(refused.filter((r) => named.has(r.id)).map((r) => r.id)).to.deep.equal([]);
-      }
-      for (const r of sent.filter((x) => x.status === 200)) {
-        const v = await get(`${s.url}/api/traces/${r.id}/verification`, { authorization: `Bearer ${r.k.key}` });
-        expect([r.id, v.status, v.json.ok, v.json.problems]).to.deep.equal([r.id, 200, true, []]);
-      }
-    };
+    const verified = (keys: Key[]) => verifiedOn(s, sent, keys);
 
     it('leave no gap in the chains: verify passes and every acknowledged trace verifies', async () => {
       const a = await audited('spoolfail-a');
@@ -85,34 +87,66 @@ for (const backend of BACKENDS) {
       await verified([a, b]);
     });
 
-    it('a write failing with later frames queued behind it (a full disk) leaves no gap either', async () => {
-      const c = await audited('spoolfail-c');
-      const d = await audited('spoolfail-d');
-      for (const k of [c, d]) expect((await send(k)).status).to.equal(200);
-      // The spool's next write fails after a while, as on a full disk; frames that queue behind it meanwhile
-      // would be written to a new segment if the pipeline handed them over.
-      const probe = await open(join(s.dataDir, 'probe'), 'w');
-      const proto = Object.getPrototypeOf(probe) as { write: (this: FileHandle, ...args: unknown[]) => Promise<unknown> };
-      await probe.close();
-      const write = proto.write;
-      let armed = true;
-      proto.write = async function (this: FileHandle, ...args: unknown[]) {
-        if (!armed) return write.apply(this, args);
-        armed = false;
-        await sleep(300);
-        throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
-      };
+  });
+
+  // A full disk: the write into the active segment fails part way (ENOSPC), with more requests queued behind it.
+  // The spool sits on a small tmpfs, so this needs mount permission (root), like the DuckDB full-disk test.
+  describe(`failed spool appends on a full disk (${backend})`, function () {
+    this.timeout(240_000);
+    let s: TestServer;
+    let sent: Sent[] = [];
+    let n = 0;
+    let spool = '';
+    let mounted = false;
+    before(async function () {
+      const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-test-'));
+      spool = join(dataDir, 'spool');
+      mkdirSync(spool, { recursive: true });
       try {
-        for (let round = 0; round < 3; round++) {
-          armed = true;
-          await Promise.all(Array.from({ length: 60 }, (_, i) => send(i % 2 ? c : d)));
-          expect(armed).to.equal(false);
-          for (const k of [c, d]) expect((await send(k)).status).to.equal(200);
-        }
-      } finally {
-        proto.write = write;
+        execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', spool], { stdio: 'pipe' });
+        mounted = true;
+      } catch (err) {
+        console.warn(`      skipped: cannot mount a tmpfs here (needs root): ${(err as Error).message.split('\n')[0]}`);
+        this.skip();
       }
-      await verified([c, d]);
+      s = await startTestServer(backend, { TRACEGATE_DATA_DIR: dataDir });
+    });
+    after(async () => {
+      try {
+        await s?.running.close();
+      } finally {
+        if (mounted) try { execFileSync('umount', [spool], { stdio: 'pipe' }); } catch { execFileSync('umount', ['-l', spool], { stdio: 'pipe' }); }
+        rmSync(join(spool, '..'), { recursive: true, force: true });
+      }
+    });
+
+    it('a write that fails part way, with more queued behind it, leaves no gap either', async () => {
+      const audited = (name: string) => createKey(s.running.storage, `${name}-${backend}`, (e) => s.running.pipeline.record([s.running.enrichment.audit.append(e)]));
+      const send = async (k: Key) => {
+        const id = `full-${n++}`;
+        // ~20 KB of text: the disk fills in the middle of a frame, not between two
+        const res = await post(`${s.url}/api/traces`, { requestId: id, prompt: 'p'.repeat(20_000), response: 'r' }, { authorization: `Bearer ${k.key}` });
+        sent.push({ id, k, status: res.status });
+        return res;
+      };
+      const c = await audited('spoolfull-c');
+      const d = await audited('spoolfull-d');
+      for (const k of [c, d]) expect((await send(k)).status).to.equal(200);
+      const filler = join(spool, 'filler');
+      for (let round = 0; round < 3; round++) {
+        // Fill what is left of the disk, then free it while requests are still arriving.
+        const fd = openSync(filler, 'w');
+        try { for (;;) writeSync(fd, Buffer.alloc(64 * 1024)); } catch (err) { expect((err as NodeJS.ErrnoException).code).to.equal('ENOSPC'); } finally { closeSync(fd); }
+        let freed = false;
+        await Promise.all(Array.from({ length: 60 }, (_, i) => send(i % 2 ? c : d).then(() => {
+          if (!freed && i >= 20) { freed = true; rmSync(filler); }
+        })));
+        if (!freed) rmSync(filler);
+        for (const k of [c, d]) expect((await send(k)).status).to.equal(200);
+        await flushed(s); // the writer empties the little disk
+      }
+      expect(sent.filter((r) => r.status === 503).length).to.be.greaterThan(1);
+      await verifiedOn(s, sent, [c, d]);
     });
   });
 }

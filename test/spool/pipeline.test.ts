@@ -61,9 +61,9 @@ describe('pipeline (writer + spool)', () => {
   });
 
   it('rotates early on big segments but still sends them in one insert at the next flush', async () => {
-    const p = await pipeline({}, { memoryCap: { rows: 1e6, bytes: 400 * 1024 } }); // rotate at ~100 KiB
+    const p = await pipeline({}, { maxBatchBytes: 400 * 1024 }); // rotate at ~100 KiB
     for (let i = 0; i < 300; i++) await p.ingest([span(i)]);
-    await until(() => p.spool.sealedSegments().length >= 2);
+    await until(() => p.sealedSegments().length >= 2);
     expect(storage.inserts).to.deep.equal([]);
     await p.flush();
     expect(storage.inserts).to.deep.equal([300]);
@@ -139,19 +139,33 @@ describe('pipeline (writer + spool)', () => {
     expect(p.stats()).to.include({ storageHealthy: true, pendingRows: 0, lastFlushError: null });
   });
 
-  it('re-reads segments from disk when the in-memory copy is over the cap', async () => {
-    const p = await pipeline({}, { memoryCap: { rows: 15, bytes: 1 << 30 } });
+  it('writes the requests of one turn as one durable write (group commit), each answered after it', async () => {
+    const p = await pipeline();
+    const results = await Promise.all(Array.from({ length: 500 }, (_, i) => p.ingest([span(i)])));
+    expect(results.every((r) => r.accepted === 1)).to.equal(true);
+    const s = p.stats();
+    expect(s.spoolAppends).to.equal(500);
+    expect(s.spoolSyncs).to.be.at.most(2);
+    expect(s.pendingRows).to.equal(500);
+    // A request made after an answer is a write of its own: every answer came after the write that holds it.
+    for (let i = 0; i < 3; i++) await p.ingest([span(1000 + i)]);
+    expect(p.stats().spoolSyncs).to.equal(s.spoolSyncs + 3);
+  });
+
+  it('hands storage at most maxBatchBytes of segments at a time, oldest first', async () => {
+    const p = await pipeline({}, { maxBatchBytes: 64 * 1024 });
     storage.fail = true;
     for (let batch = 0; batch < 4; batch++) {
-      await p.ingest(Array.from({ length: 10 }, (_, i) => span(batch * 10 + i)));
+      await p.ingest(Array.from({ length: 10 }, (_, i) => span(batch * 10 + i, 4096))); // ~40 KiB a segment
       await p.flush().catch(() => {});
     }
-    const cached = p.spool.sealedSegments().map((s) => s.records !== null);
-    expect(cached).to.deep.equal([true, false, false, false]);
+    expect(p.sealedSegments()).to.have.length(4);
     storage.fail = false;
+    const before = storage.inserts.length;
     await p.flush();
+    expect(storage.inserts.slice(before)).to.deep.equal([10, 10, 10, 10]);
     expect(storage.spans.size).to.equal(40);
-    expect(storage.spans.get(`${WS}/trace-3/span-39`)?.prompt).to.equal(span(39).prompt);
+    expect(storage.spans.get(`${WS}/trace-3/span-39`)?.prompt).to.equal(span(39, 4096).prompt);
   });
 
   it('answers BackpressureError (503 + Retry-After) when the spool is over its bound, and recovers', async () => {

@@ -1,19 +1,22 @@
-// The WAL itself: framing, group commit, torn tails, disk errors.
+// The WAL itself: framing, durable appends, torn tails, disk errors (group commit: see pipeline.test.ts).
 import type { SpanRecord } from '../../collector/record.ts';
 import { expect } from 'chai';
 import { appendFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Spool, decodeFrames, encodeFrame } from '../../collector/spool.ts';
+import { closeSync, constants, openSync, readSync } from 'node:fs';
+import { Spool, decodeFrames, encodeFrame, loadSegment, type Segment } from '../../collector/spool.ts';
 import { TestLogger, removeDir, span, tempDir } from './helpers.ts';
 
 describe('spool', () => {
   let dir: string;
   let log: TestLogger;
-  const openSpool = async (fsync = true) => {
+  const recovered = new Map<Spool, Segment[]>();
+  const openSpool = (fsync = true) => {
     const s = new Spool({ dir, fsync, logger: log });
-    await s.open();
+    recovered.set(s, s.open());
     return s;
   };
+  const sealedOf = (s: Spool) => recovered.get(s)!;
   beforeEach(async () => { dir = join(await tempDir(), 'spool'); log = new TestLogger(); });
   afterEach(async () => { await removeDir(join(dir, '..')); });
 
@@ -26,77 +29,67 @@ describe('spool', () => {
     expect(dec.records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
   });
 
-  it('coalesces concurrent appends into few writes and fsyncs (group commit)', async () => {
-    const s = await openSpool();
-    await Promise.all(Array.from({ length: 500 }, (_, i) => s.append([span(i)])));
-    expect(s.counters.appends).to.equal(500);
-    expect(s.counters.syncs).to.be.at.most(5);
-    expect(s.counters.writes).to.equal(s.counters.syncs);
-    expect(s.pendingRows).to.equal(500);
-    await s.close();
+  it('appends a frame per call, durably (O_DSYNC) when fsync is on; each call one write', () => {
+    const s = openSpool();
+    s.append(encodeFrame([span(1)]), 1);
+    s.append(Buffer.concat([encodeFrame([span(2)]), encodeFrame([span(3), span(4)])]), 3, 2);
+    expect(s.counters).to.include({ appends: 3, writes: 2, syncs: 2 });
+    expect(s.activeRows).to.equal(4);
+    const fd = (s as unknown as { active: { fd: number } }).active.fd;
+    expect(fcntlFlags(fd) & constants.O_DSYNC).to.equal(constants.O_DSYNC);
+    s.close();
   });
 
-  it('resolves an append only after an fsync that covers it', async () => {
-    const s = await openSpool();
-    const seen: boolean[] = [];
-    await Promise.all(Array.from({ length: 50 }, async (_, i) => {
-      const before = s.counters.syncs;
-      await s.append([span(i)]);
-      seen.push(s.counters.syncs > before);
-    }));
-    expect(seen).to.have.length(50);
-    expect(seen.every(Boolean)).to.equal(true);
-    await s.close();
-  });
-
-  it('skips fsync when disabled but still writes in groups', async () => {
-    const s = await openSpool(false);
-    await Promise.all(Array.from({ length: 100 }, (_, i) => s.append([span(i)])));
-    expect(s.counters.syncs).to.equal(0);
-    expect(s.counters.writes).to.be.at.most(3);
-    await s.close();
+  it('skips the flush when fsync is off', () => {
+    const s = openSpool(false);
+    for (let i = 0; i < 10; i++) s.append(encodeFrame([span(i)]), 1);
+    expect(s.counters).to.include({ appends: 10, writes: 10, syncs: 0 });
+    const fd = (s as unknown as { active: { fd: number } }).active.fd;
+    expect(fcntlFlags(fd) & constants.O_DSYNC).to.equal(0);
+    s.close();
   });
 
   it('seals segments in order and reopens them for replay', async () => {
-    const s = await openSpool();
-    await s.append([span(1), span(2)]);
-    const first = await s.seal();
-    await s.append([span(3)]);
-    await s.close();
+    const s = openSpool();
+    s.append(encodeFrame([span(1), span(2)]), 2);
+    const [first] = s.seal();
+    s.append(encodeFrame([span(3)]), 1);
+    const [second] = s.close();
     expect(first?.rows).to.equal(2);
-    expect(await s.seal()).to.equal(null); // nothing active after close
+    expect(second?.rows).to.equal(1);
+    expect(s.seal()).to.deep.equal([]); // nothing active after close
+    expect(() => s.append(encodeFrame([span(9)]), 1)).to.throw(/closed/);
 
-    const again = await openSpool();
-    const segs = again.sealedSegments();
+    const again = new Spool({ dir, fsync: true, logger: log });
+    const segs = again.open();
     expect(segs.map((x) => x.rows)).to.deep.equal([2, 1]);
-    const rows = [...(await again.load(segs[0]!)), ...(await again.load(segs[1]!))];
+    const rows = [...(await loadSegment(segs[0]!)), ...(await loadSegment(segs[1]!))];
     expect(rows.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
-    expect(again.totalBytes).to.equal((await stat(segs[0]!.path)).size + (await stat(segs[1]!.path)).size);
+    expect(segs.map((x) => x.bytes)).to.deep.equal([(await stat(segs[0]!.path)).size, (await stat(segs[1]!.path)).size]);
     // New appends go to a newer segment than the recovered ones.
-    await again.append([span(4)]);
-    const sealed = await again.seal();
+    again.append(encodeFrame([span(4)]), 1);
+    const [sealed] = again.seal();
     expect(sealed!.seq).to.be.greaterThan(segs[1]!.seq);
-    await again.close();
+    again.close();
   });
 
   it('ignores a torn tail frame (never acknowledged) and logs it', async () => {
-    const s = await openSpool();
-    await s.append([span(1)]);
-    await s.append([span(2)]);
-    const seg = (await s.seal())!;
-    await s.close();
-    const good = (await stat(seg.path)).size;
+    const s = openSpool();
+    s.append(encodeFrame([span(1)]), 1);
+    s.append(encodeFrame([span(2)]), 1);
+    const [seg] = s.close();
+    const good = (await stat(seg!.path)).size;
     // A crash mid-write: half a frame after the good ones.
     const torn = encodeFrame([span(3), span(4)]);
-    await appendFile(seg.path, torn.subarray(0, torn.length >> 1));
+    await appendFile(seg!.path, torn.subarray(0, torn.length >> 1));
 
-    const again = await openSpool();
-    const [rec] = again.sealedSegments();
+    const again = openSpool();
+    const [rec] = sealedOf(again);
     expect(rec!.rows).to.equal(2);
-    expect((await again.load(rec!)).map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2']);
-    expect((await stat(seg.path)).size).to.equal(good); // cut back to the last good frame
+    expect((await loadSegment(rec!)).map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2']);
+    expect((await stat(seg!.path)).size).to.equal(good); // cut back to the last good frame
     expect(log.lines.some((l) => l.level === 'warn' && /torn tail/.test(l.msg ?? ''))).to.equal(true);
-    await again.close();
+    again.close();
   });
 
   it('ignores a tail frame whose checksum does not match', async () => {
@@ -104,10 +97,10 @@ describe('spool', () => {
     const bad = encodeFrame([span(2)]);
     bad[bad.length - 3] ^= 0xff; // flipped payload byte
     await writeFile(join(dir, '000000000007.seg'), Buffer.concat([encodeFrame([span(1)]), bad]));
-    const s = await openSpool();
-    expect(s.pendingRows).to.equal(1);
+    const s = openSpool();
+    expect(sealedOf(s).map((x) => x.rows)).to.deep.equal([1]);
     expect(log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /checksum/.test(JSON.stringify(l.obj)))).to.equal(true);
-    await s.close();
+    s.close();
   });
 
   it('keeps every readable frame of a segment damaged in the middle, sets a copy aside and logs the loss', async () => {
@@ -123,16 +116,16 @@ describe('spool', () => {
       await rm(join(dir, '..', 'spool-damaged'), { recursive: true, force: true });
       await writeFile(join(dir, '000000000003.seg'), Buffer.concat([damaged, encodeFrame([span(6)]).subarray(0, 10)])); // and a torn tail
       log = new TestLogger();
-      const s = await openSpool();
-      const [seg] = s.sealedSegments();
-      expect((await s.load(seg!)).map((r) => (r as SpanRecord).spanId), what).to.deep.equal(['span-1', 'span-2', 'span-4', 'span-5']);
+      const s = openSpool();
+      const [seg] = sealedOf(s);
+      expect((await loadSegment(seg!)).map((r) => (r as SpanRecord).spanId), what).to.deep.equal(['span-1', 'span-2', 'span-4', 'span-5']);
       expect(seg!.rows).to.equal(4);
       expect((await stat(seg!.path)).size).to.equal(whole.length - frames[2]!.length); // rewritten without the damage
       const copies = await readdir(join(dir, '..', 'spool-damaged'));
       expect(copies).to.have.length(1);
       expect((await readFile(join(dir, '..', 'spool-damaged', copies[0]!))).subarray(0, damaged.length)).to.deep.equal(damaged);
       expect(log.lines.some((l) => l.level === 'error' && /damaged on disk/.test(l.msg ?? ''))).to.equal(true);
-      await s.close();
+      s.close();
       await rm(seg!.path);
     }
   });
@@ -140,88 +133,94 @@ describe('spool', () => {
   it('takes a hole of zeros (a write that never landed while a later one did) for a torn tail, not damage', async () => {
     await mkdir(dir, { recursive: true });
     const [a, b, c] = [1, 2, 3].map((i) => encodeFrame([span(i)]));
-    // groups overlap and are acknowledged in order: the second never landed, the third did, so only the first counts
+    // blocks of an unacknowledged write that never landed before a crash, while later ones did: only the first counts
     await writeFile(join(dir, '000000000004.seg'), Buffer.concat([a!, Buffer.alloc(b!.length), c!]));
-    const s = await openSpool();
-    const [seg] = s.sealedSegments();
-    expect((await s.load(seg!)).map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1']);
+    const s = openSpool();
+    const [seg] = sealedOf(s);
+    expect((await loadSegment(seg!)).map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1']);
     expect((await stat(seg!.path)).size).to.equal(a!.length);
     expect(log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /unwritten bytes/.test(JSON.stringify(l.obj)))).to.equal(true);
     expect(log.lines.some((l) => l.level === 'error')).to.equal(false);
-    await s.close();
+    s.close();
   });
 
   it('drops segments with no complete frame on open', async () => {
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, '000000000001.seg'), Buffer.from([1, 2, 3]));
-    const s = await openSpool();
-    expect(s.sealedSegments()).to.have.length(0);
+    const s = openSpool();
+    expect(sealedOf(s)).to.have.length(0);
     expect(await readdir(dir)).to.deep.equal([]);
-    await s.close();
+    s.close();
   });
 
-  it('rejects appends on disk errors, never acknowledging, and recovers', async () => {
-    const s = await openSpool();
-    await s.append([span(1)]);
-    await s.seal();
+  it('throws on disk errors, never acknowledging, reports the failure until an append succeeds, and recovers', async () => {
+    const s = openSpool();
+    s.append(encodeFrame([span(1)]), 1);
+    s.seal();
     await rm(dir, { recursive: true }); // the next segment cannot be created
-    const results = await Promise.allSettled([s.append([span(2)]), s.append([span(3)])]);
-    expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected']);
-    expect(s.pendingRows).to.equal(1); // only the sealed segment's row is counted
+    expect(() => s.append(encodeFrame([span(2)]), 1)).to.throw(/ENOENT/);
+    expect(() => s.append(encodeFrame([span(3)]), 1)).to.throw(/ENOENT/);
+    expect(s.state()).to.deep.include({ activeRows: 0 });
+    expect(s.state().lastWriteFailure?.message).to.match(/ENOENT/);
+    expect(s.counters.appends).to.equal(1);
     expect(log.lines.some((l) => l.level === 'error')).to.equal(true);
 
     await mkdir(dir, { recursive: true });
-    await s.append([span(4)]);
-    const seg = (await s.seal())!;
-    expect(decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-4']);
-    await s.close();
+    s.append(encodeFrame([span(4)]), 1);
+    expect(s.state().lastWriteFailure).to.equal(null);
+    const [seg] = s.seal();
+    expect(decodeFrames(await readFile(seg!.path)).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-4']);
+    s.close();
   });
 
-  it('overlaps group commits but acknowledges them in file order', async () => {
-    const s = await openSpool();
-    const acked: number[] = [];
-    const all: Array<Promise<void>> = [];
-    for (let i = 0; i < 60; i++) {
-      all.push(s.append([span(i)]).then(() => { acked.push(i); }));
-      await new Promise((r) => setImmediate(r)); // separate ticks: separate groups, several in flight
+  it('after a failed write, the segment is cut back to its last good frame and sealed; the next append opens a new one', async () => {
+    const s = openSpool();
+    s.append(encodeFrame([span(0)]), 1);
+    // The write fails halfway: part of the frame reached the file (a full disk), and the call threw.
+    const active = (s as unknown as { active: { fd: number; path: string } }).active;
+    const frame = encodeFrame([span(1)]);
+    // The spool's named import of writeSync follows the builtin's property once synced (node:module).
+    const fs = (await import('node:fs')).default;
+    const { syncBuiltinESMExports } = await import('node:module');
+    const real = fs.writeSync;
+    let failed = false;
+    fs.writeSync = ((fd: number, buf: Buffer, off: number, len: number, pos: number) => {
+      if (fd !== active.fd || failed) return real(fd, buf, off, len, pos);
+      failed = true;
+      real(fd, buf, off, len >> 1, pos);
+      throw Object.assign(new Error('ENOSPC: no space left on device (test)'), { code: 'ENOSPC' });
+    }) as typeof fs.writeSync;
+    syncBuiltinESMExports();
+    try {
+      expect(() => s.append(frame, 1)).to.throw(/ENOSPC/);
+      expect(failed).to.equal(true);
+    } finally {
+      fs.writeSync = real;
+      syncBuiltinESMExports();
     }
-    await Promise.all(all);
-    expect(acked).to.deep.equal([...Array(60).keys()]);
-    expect(s.counters.syncs).to.be.greaterThan(1);
-    const seg = (await s.seal())!;
-    const ids = decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId);
-    expect(ids).to.deep.equal([...Array(60).keys()].map((i) => `span-${i}`));
-    await s.close();
-  });
-
-  it('a failed sync fails every later group in flight and the segment is cut back to the last acknowledged frame', async () => {
-    const s = await openSpool();
-    await s.append([span(0)]);
-    // Fail the next fdatasync: the group it belongs to and any group behind it must not be acknowledged.
-    const fh = (s as unknown as { active: { fh: { datasync: () => Promise<void> } } }).active.fh;
-    const real = fh.datasync.bind(fh);
-    let calls = 0;
-    let failing!: () => void;
-    const firstSyncStarted = new Promise<void>((r) => { failing = r; });
-    fh.datasync = async () => {
-      if (++calls === 1) { failing(); await new Promise((r) => setTimeout(r, 20)); throw new Error('EIO (test)'); }
-      return real();
-    };
-    const later: Array<Promise<void>> = [];
-    const first = s.append([span(1)]);
-    // The later groups start only once the first group's (failing) sync is under way: otherwise a later
-    // group's write could finish first and take the failing sync, leaving the first group acknowledged.
-    await firstSyncStarted;
-    for (let i = 2; i < 5; i++) { later.push(s.append([span(i)])); await new Promise((r) => setImmediate(r)); }
-    const results = await Promise.allSettled([first, ...later]);
-    expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected', 'rejected', 'rejected']);
-    await s.append([span(5)]); // goes to a new segment
-    await s.seal();
-    const segs = s.sealedSegments();
+    s.append(encodeFrame([span(2)]), 1); // goes to a new segment
+    const segs = s.close();
+    expect(segs.map((x) => x.rows)).to.deep.equal([1, 1]);
+    expect(segs[0]!.path).to.equal(active.path);
     const ids = [];
     for (const seg of segs) ids.push(...decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId));
-    expect(ids).to.deep.equal(['span-0', 'span-5']);
-    expect(s.pendingRows).to.equal(2);
-    await s.close();
+    expect(ids).to.deep.equal(['span-0', 'span-2']);
+    expect((await stat(segs[0]!.path)).size).to.equal(segs[0]!.bytes);
   });
 });
+
+/** A file descriptor's status flags, from /proc (Linux). */
+function fcntlFlags(fd: number): number {
+  const m = /^flags:\s+([0-7]+)$/m.exec(readFileSyncUtf8(`/proc/self/fdinfo/${fd}`));
+  return m ? parseInt(m[1]!, 8) : -1;
+}
+function readFileSyncUtf8(path: string): string {
+  const f = openSync(path, 'r');
+  try {
+    const buf = Buffer.alloc(4096);
+    const n = readSync(f, buf, 0, buf.length, null);
+    return buf.toString('utf8', 0, n);
+  } finally {
+    closeSync(f);
+  }
+}
