@@ -154,10 +154,8 @@ export function readRoutes(r: RouteContext): void {
     const limit = q.spanLimit ?? r.config.MAX_TRACE_SPANS;
     const caller = ctx.state.caller as Caller;
     const { page, more, whole, records } = await r.read(async () => {
-      // One span more than asked tells whether there is a next part.
-      const read = await r.storage.getTrace(caller.workspaceId, traceId, { limit: limit + 1, ...(after ? { after } : {}) });
-      const more = read.length > limit;
-      const page = more ? read.slice(0, limit) : read;
+      const part = await r.storage.getTracePart(caller.workspaceId, traceId, { limit, ...(after ? { after } : {}) });
+      const { spans: page, more } = part;
       const ids = page.map((s) => s.spanId);
       return {
         page, more,
