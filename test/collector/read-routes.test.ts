@@ -316,6 +316,42 @@ describe('405 Method Not Allowed', function () {
 describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_SPANS)', function () {
   this.timeout(120_000);
   for (const backend of ['duckdb', 'clickhouse'] as const) {
+    it(`${backend}: a part also ends once its spans' stored size reaches TRACEGATE_MAX_TRACE_PART_BYTES, the cursor going on from there`, async () => {
+      const s = await startTestServer(backend, { TRACEGATE_MAX_TRACE_PART_BYTES: '65536' });
+      try {
+        const auth = { authorization: `Bearer ${(await s.key()).key}` };
+        const traceId = '1af7651916cd43dd8448eb211c80319c';
+        const t0 = 1_763_787_000_000_000_000n;
+        // 12 spans of 20 KB: 60 KB before the fourth, 80 KB before the fifth
+        const spans = Array.from({ length: 12 }, (_, i) => ({
+          traceId, spanId: (0x2000 + i).toString(16).padStart(16, '0'), name: `step ${i}`, kind: 1,
+          startTimeUnixNano: String(t0 + BigInt(i) * 1_000_000n), endTimeUnixNano: String(t0 + BigInt(i + 1) * 1_000_000n),
+          attributes: [{ key: 'note', value: { stringValue: String(i).padEnd(20_000, '.') } }],
+        }));
+        const res = await post(`${s.url}/v1/traces`, { resourceSpans: [{ scopeSpans: [{ spans }] }] }, auth);
+        expect(res.status, res.text).to.equal(200);
+        await flushed(s);
+        const parts: string[][] = [];
+        let url = `${s.url}/api/traces/${traceId}`;
+        for (let guard = 0; guard < 12; guard++) {
+          const part = await get(url, auth);
+          expect(part.status, part.text).to.equal(200);
+          expect(Buffer.byteLength(part.text)).to.be.below(100_000);
+          expect(part.json.trace.summary).to.include({ spanCount: 12 });
+          parts.push(part.json.trace.spans.map((x: { spanId: string }) => x.spanId));
+          if (!part.json.trace.nextSpanCursor) break;
+          url = `${s.url}/api/traces/${traceId}?spanCursor=${part.json.trace.nextSpanCursor}`;
+        }
+        expect(parts.map((p) => p.length)).to.deep.equal([4, 4, 4]);
+        expect(parts.flat()).to.deep.equal(spans.map((x) => x.spanId));
+        // with spanLimit, whichever comes first
+        const two = await get(`${s.url}/api/traces/${traceId}?spanLimit=2`, auth);
+        expect(two.json.trace.spans.map((x: { spanId: string }) => x.spanId)).to.deep.equal(parts[0]!.slice(0, 2));
+      } finally {
+        await s.close();
+      }
+    });
+
     it(`${backend}: parts of at most the limit, in start order, each span once; the summary is the whole trace's`, async () => {
       const s = await startTestServer(backend, { TRACEGATE_MAX_TRACE_SPANS: '10' });
       try {
