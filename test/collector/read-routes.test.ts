@@ -163,7 +163,7 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
   let s: TestServer;
   let auth: Record<string, string>;
   /** What the next listTraces/listAudit/usage call does instead of reading. */
-  let fault: (() => Promise<never>) | null = null;
+  let fault: (() => Promise<unknown>) | null = null;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'tracegate-readfault-'));
     const real = new DuckDbStorage(join(dir, 'db.duckdb'));
@@ -217,6 +217,17 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
       expect(res.headers.get('retry-after')).to.equal(null);
     });
   }
+
+  it('an answer that cannot be serialized (too large for one string) is the JSON 500, not Koa\'s plain text', async () => {
+    // What JSON.stringify throws past ~512 MB: 10,000 spans of 60 KB in one part did so while Koa wrote the answer.
+    fault = async () => ({ items: [{ toJSON: () => { throw new RangeError('Invalid string length'); } }], nextCursor: null });
+    const res = await get(`${s.url}/api/traces`, auth);
+    expect([res.status, res.headers.get('content-type'), res.json?.error]).to.deep.equal([
+      500, 'application/json; charset=utf-8', { code: 'internal', message: 'internal error', details: null },
+    ]);
+    fault = null;
+    expect((await get(`${s.url}/api/traces`, auth)).json).to.deep.equal({ items: [], nextCursor: null });
+  });
 
   it(`a read still unanswered after READ_DEADLINE_MS (${READ_DEADLINE_MS / 1000} s) is 503; storage answering again serves the next read`, async function () {
     this.timeout(READ_DEADLINE_MS + 30_000);
