@@ -1,6 +1,7 @@
 // Reads of the embedded store stay within DuckDB's memory limit however large the data they go over: the data is
 // written with the default limit, then read by a store reopened with a small one (32 MB here, 256 MB in service).
 import { expect } from 'chai';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,6 +31,13 @@ describe('embedded store: reads within a small memory limit', function () {
       await writer.insertSpans(Array.from({ length: 5_000 }, (_, j) => span('big', i + j, { prompt: randomBytes(1_500).toString('base64').slice(0, 2_000) })));
     }
     await writer.close();
+    // 500,000 model calls, two models in one hour, durations 0 to 249,999 ms in each (in bulk: the appender is slow)
+    const db = await DuckDBInstance.create(join(dir, 'db.duckdb'));
+    const c = await db.connect();
+    await c.run(`INSERT INTO spans SELECT 'ws-usage', 't' || (i // 100), 's' || i, '', 'chat', 'llm', 'otlp', ${T0} + i, ${T0} + i, i // 2,
+      'completed', '', 'm' || (i % 2), '', '', '', 10, 2, 12, 0.001, '', '', '', '', false, false, '{}', '{}', '[]', 1 FROM range(500000) r(i)`);
+    c.closeSync();
+    db.closeSync();
     s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '32MB' });
     await s.init();
   });
@@ -46,5 +54,18 @@ describe('embedded store: reads within a small memory limit', function () {
     const next = await s.getTracePart('ws', 'big', { limit: 6_000, after: { startNs: last.startTimeNs, spanId: last.spanId } });
     expect(next.spans[0]!.spanId).to.equal(span('big', 6_000).spanId);
     expect(next.spans.every((x) => x.prompt.length === 2_000)).to.equal(true);
+  });
+
+  it('rolls 500,000 model calls up into usage, quantiles from a sample of about 8,192 per group (every duration held: out of memory)', async () => {
+    const rows = await s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' });
+    expect(rows.map((r) => [r.key, r.requests, r.totalTokens])).to.deep.equal([['m0', 250_000, 3_000_000], ['m1', 250_000, 3_000_000]]);
+    const n = 250_000;
+    for (const r of rows) {
+      for (const [field, q] of [['p50Ms', 0.5], ['p95Ms', 0.95], ['p99Ms', 0.99]] as const) {
+        // the documented tolerance of a uniform sample of 8,192: 5 standard errors of the rank
+        expect(Math.abs(r[field] / (n - 1) - q), `${r.key} ${field}`).to.be.at.most(5 * Math.sqrt((q * (1 - q)) / 8192));
+      }
+    }
+    expect(await s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' })).to.deep.equal(rows); // the same sample each time
   });
 });
