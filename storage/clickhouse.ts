@@ -357,7 +357,7 @@ export class ClickHouseStorage implements Storage {
     const all: UsageCorrection[] = [];
     for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
       const facts = at.map((i) => usageFacts(rows[i]!));
-      const stored = await storedSpans(this.client, this.db, ws, facts.map((f) => f.traceId));
+      const stored = await storedSpans(this.client, this.db, ws, facts);
       const plan = planSpanRollup(ws, facts, stored);
       at.forEach((i, n) => { rows[i]!.rollup = plan.flags[n]!; });
       all.push(...plan.corrections);
