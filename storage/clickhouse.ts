@@ -371,7 +371,8 @@ export class ClickHouseStorage implements Storage {
 
   async getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart> {
     // Its span ids first, from the trace's key columns and sizes (each span's newest version), then only those rows,
-    // so that ClickHouse does not sort every span's content to hand out a part of a large trace.
+    // so that ClickHouse does not sort every span's content to hand out a part of a large trace. The sizes read the
+    // text columns (50k spans of 2 KB: 0.85 s where the keys alone take 0.15 s): only when a budget asks for them.
     const where = await this.oneTrace(workspaceId, traceId);
     if (!where) return { spans: [], more: false };
     const limit = Math.max(1, Math.trunc(page.limit));
@@ -380,7 +381,7 @@ export class ClickHouseStorage implements Storage {
       : '';
     const newest = (col: string) => `argMax(${col}, toUInt64(ingested_at_ms))`;
     const keys = await this.rows<{ span_id: string; b: string }>(`
-      SELECT span_id, toUInt64(${newest('start_ns')}) AS s, toString(${newest(STORED_BYTES)}) AS b FROM ${this.t('spans')}
+      SELECT span_id, toUInt64(${newest('start_ns')}) AS s, toString(${page.maxBytes === undefined ? '0' : newest(STORED_BYTES)}) AS b FROM ${this.t('spans')}
       WHERE ${where}
       GROUP BY span_id ${after}
       ORDER BY s, span_id LIMIT ${limit + 1}`, LOOKUP_SETTINGS);

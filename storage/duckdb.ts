@@ -257,7 +257,7 @@ export class DuckDbStorage implements Storage {
     // The part's span ids (and sizes) from narrow columns first, then only its rows: ORDER BY … LIMIT over whole
     // rows was planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory).
     return this.serial(async (c) => {
-      const keys = await this.all<{ span_id: string; bytes: bigint }>(c, `SELECT span_id, ${STORED_BYTES} AS bytes FROM spans
+      const keys = await this.all<{ span_id: string; bytes: bigint }>(c, `SELECT span_id, ${page.maxBytes === undefined ? '0' : STORED_BYTES} AS bytes FROM spans
         WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params);
       const { take, more } = cutPart(keys.map((k) => ({ id: k.span_id, bytes: Number(k.bytes) })), limit, page.maxBytes);
       if (take.length === 0) return { spans: [], more };
