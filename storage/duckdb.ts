@@ -254,8 +254,8 @@ export class DuckDbStorage implements Storage {
       Object.assign(params, { after_ns: BigInt(page.after.startNs), after_span: wellFormed(page.after.spanId) });
       after = 'AND (start_ns > $after_ns OR (start_ns = $after_ns AND span_id > $after_span))';
     }
-    // The part's span ids (and sizes) from narrow columns first, then only its rows: ORDER BY … LIMIT over whole
-    // rows was planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory).
+    // The part's span ids (and sizes, for a budget) first, then only its rows: ORDER BY … LIMIT over whole rows was
+    // planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory).
     return this.serial(async (c) => {
       const keys = await this.all<{ span_id: string; bytes: bigint }>(c, `SELECT span_id, ${page.maxBytes === undefined ? '0' : STORED_BYTES} AS bytes FROM spans
         WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params);

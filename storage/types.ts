@@ -67,7 +67,8 @@ export interface ChainPos { chainId: string; seq: number }
 
 /**
  * A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id), fewer
- * when their stored size reaches `maxBytes` (the span reaching it ends the part; a part always has one span).
+ * when their stored size reaches `maxBytes` (the span reaching it ends the part, so a part is never empty while
+ * spans are left).
  */
 export interface SpanPage { limit: number; after?: { startNs: string; spanId: string }; maxBytes?: number }
 
@@ -87,8 +88,8 @@ export interface Storage {
   /** The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. */
   getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
   /**
-   * A part of a trace (GET /api/traces/:id and verification read a large trace in parts): its span ids are picked
-   * from the key columns and the stored sizes first, then only those rows are read.
+   * A part of a trace (GET /api/traces/:id and verification read a large trace in parts): its span ids (and, for
+   * `maxBytes`, their stored sizes) are picked first, then only those rows are read.
    */
   getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart>;
   /** Some spans of a trace by id, each as its newest version, in span id order; unknown ids are left out (verification of a large trace, a record at a time). */
