@@ -190,6 +190,9 @@ export function createApp(deps: AppDeps): Koa {
     const started = performance.now();
     try {
       await next();
+      // Serialized here rather than by Koa after every middleware has returned: an answer too large for one string
+      // (RangeError: Invalid string length) was then Koa's plain-text 500, past this handler.
+      if (isKoaJson(c.body)) c.body = JSON.stringify(c.body);
     } catch (err) {
       if (err instanceof HttpError) {
         renderError(c, err);
@@ -238,6 +241,13 @@ export function createApp(deps: AppDeps): Koa {
     }
   });
   return app;
+}
+
+/** A body Koa would answer with JSON.stringify (not nothing, a string, a Buffer, or a stream of some kind). */
+function isKoaJson(body: unknown): boolean {
+  if (body === null || typeof body !== 'object' || Buffer.isBuffer(body)) return false;
+  if (typeof (body as { pipe?: unknown }).pipe === 'function') return false;
+  return !(body instanceof Blob || body instanceof ReadableStream || body instanceof Response);
 }
 
 /**

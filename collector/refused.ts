@@ -2,8 +2,10 @@
 // DATA_DIR/refused as NDJSON, one { atMs, error, record } per line, before their spool segment is removed.
 // Records in the spool were already processed, so redacted text stays redacted here too.
 import { hash } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
 import type { RefusedRecord } from '../storage/spool-files.ts';
 import type { SpanRecord, StoredRecord } from './record.ts';
 import type { EnrichmentRecord, EnrichmentType } from './enrichment-records.ts';
@@ -42,22 +44,31 @@ export interface RefusedFile { name: string; records: number; firstError: string
 
 interface RefusedLine { line: number; row: { atMs?: unknown; error?: unknown; record?: unknown } }
 
-/** A refused file's lines (blank ones skipped, numbered as in the file); throws naming the file and line it cannot read. */
-async function readRefused(path: string): Promise<RefusedLine[]> {
-  const out: RefusedLine[] = [];
-  const lines = (await readFile(path, 'utf8')).split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    if (!lines[i]!.trim()) continue;
-    let row: unknown;
-    try {
-      row = JSON.parse(lines[i]!);
-    } catch (err) {
-      throw new Error(`${path}:${i + 1}: not valid JSON (${(err as Error).message})`);
+/**
+ * A refused file's lines, read one at a time (a file may hold more than one string can: 600 MB failed read whole),
+ * blank ones skipped, numbered as in the file; throws naming the file and line it cannot read.
+ */
+async function* readRefused(path: string): AsyncGenerator<RefusedLine> {
+  const input = createReadStream(path, { encoding: 'utf8' });
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  try {
+    let line = 0;
+    for await (const text of lines) {
+      line++;
+      if (!text.trim()) continue;
+      let row: unknown;
+      try {
+        row = JSON.parse(text);
+      } catch (err) {
+        throw new Error(`${path}:${line}: not valid JSON (${(err as Error).message})`);
+      }
+      if (!isObject(row)) throw new Error(`${path}:${line}: expected an object {"atMs","error","record"}, not ${kindOf(row)}`);
+      yield { line, row };
     }
-    if (!isObject(row)) throw new Error(`${path}:${i + 1}: expected an object {"atMs","error","record"}, not ${kindOf(row)}`);
-    out.push({ line: i + 1, row });
+  } finally {
+    lines.close();
+    input.destroy();
   }
-  return out;
 }
 
 /** The files in DATA_DIR/refused, by name. */
@@ -66,8 +77,12 @@ export async function listRefused(dataDir: string): Promise<RefusedFile[]> {
   const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.ndjson')).sort();
   const out: RefusedFile[] = [];
   for (const name of names) {
-    const lines = await readRefused(join(dir, name));
-    out.push({ name, records: lines.length, firstError: lines.length ? String(lines[0]!.row.error ?? '') : '' });
+    let records = 0;
+    let firstError = '';
+    for await (const { row } of readRefused(join(dir, name))) {
+      if (records++ === 0) firstError = String(row.error ?? '');
+    }
+    out.push({ name, records, firstError });
   }
   return out;
 }
@@ -157,49 +172,74 @@ export function storedRecordProblem(record: unknown): string | null {
   return problems.length ? `${record.recordType === undefined ? 'span' : `${String(record.recordType)} record`}: ${problems.join('; ')}` : null;
 }
 
+/** Requeued records go to spool segments of about this size: the spool's replay reads a segment whole. */
+const REQUEUE_SEGMENT_BYTES = 64 * 1024 * 1024;
+
 /**
- * Move refused records back into the spool as a new segment, for the next start to replay (after the cause was
+ * Move refused records back into the spool as new segments, for the next start to replay (after the cause was
  * fixed). Only with the collector stopped: the caller holds the DATA_DIR lock. Records refused again return to
- * DATA_DIR/refused. The segment is durable before the refused file is deleted.
+ * DATA_DIR/refused. Its segments are durable before the refused file is deleted (a crash in between requeues the
+ * file again on the next run; the replay collapses what was stored twice).
  *
  * Every record is checked first (storedRecordProblem): one that is not a record storage can take (an edit gone
  * wrong) would fail every flush of the next start. Then nothing is moved, and the error names each file, line and
  * problem.
  */
-export async function requeueRefused(dataDir: string, names?: string[]): Promise<{ files: number; records: number }> {
+export async function requeueRefused(dataDir: string, names?: string[], segmentBytes = REQUEUE_SEGMENT_BYTES): Promise<{ files: number; records: number }> {
   const dir = join(dataDir, 'refused');
   const spoolDir = join(dataDir, 'spool');
-  const all = (await listRefused(dataDir)).map((f) => f.name);
+  const all = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.ndjson')).sort();
   const chosen = names?.length ? [...new Set(names)] : all;
   for (const n of chosen) if (!all.includes(n)) throw new Error(`no refused file ${n} in ${dir}`);
-  const files: Array<{ name: string; rows: StoredRecord[] }> = [];
-  const problems: string[] = [];
+  // Checked whole first, a line at a time: records are kept only while their file is written to the spool.
+  const shown: string[] = [];
+  let invalid = 0;
   for (const name of chosen) {
     const path = join(dir, name);
-    const rows: StoredRecord[] = [];
-    for (const { line, row } of await readRefused(path)) {
+    for await (const { line, row } of readRefused(path)) {
       const p = row.record === undefined ? 'no "record" field' : storedRecordProblem(row.record);
-      if (p) problems.push(`${path}:${line}: ${p}`);
-      else rows.push(row.record as StoredRecord);
+      if (p && invalid++ < 20) shown.push(`${path}:${line}: ${p}`);
     }
-    files.push({ name, rows });
   }
-  if (problems.length) {
-    const shown = problems.slice(0, 20).join('\n') + (problems.length > 20 ? `\n… and ${problems.length - 20} more` : '');
-    throw new Error(`nothing requeued: ${problems.length} record${problems.length === 1 ? ' is' : 's are'} not valid (fix or remove ${problems.length === 1 ? 'it' : 'them'}, then run requeue again)\n${shown}`);
+  if (invalid) {
+    const list = shown.join('\n') + (invalid > 20 ? `\n… and ${invalid - 20} more` : '');
+    throw new Error(`nothing requeued: ${invalid} record${invalid === 1 ? ' is' : 's are'} not valid (fix or remove ${invalid === 1 ? 'it' : 'them'}, then run requeue again)\n${list}`);
   }
   await mkdir(spoolDir, { recursive: true });
   let records = 0;
-  for (const { name, rows } of files) {
-    const segs = (await readdir(spoolDir)).filter((n) => /^\d+\.seg$/.test(n)).sort();
-    const seq = segs.length ? Number(segs[segs.length - 1]!.slice(0, -4)) + 1 : 1;
-    const seg = join(spoolDir, `${String(seq).padStart(12, '0')}.seg`);
-    const frames: Buffer[] = [];
-    for (let i = 0; i < rows.length; i += 1000) frames.push(encodeFrame(rows.slice(i, i + 1000)));
-    await writeWhole(seg, Buffer.concat(frames));
+  for (const name of chosen) {
+    let frames: Buffer[] = [];
+    let bytes = 0;
+    let batch: StoredRecord[] = [];
+    const endFrame = () => {
+      if (!batch.length) return;
+      frames.push(encodeFrame(batch));
+      bytes += frames.at(-1)!.length;
+      batch = [];
+    };
+    const endSegment = async () => {
+      endFrame();
+      if (!frames.length) return;
+      await writeWhole(await nextSegment(spoolDir), Buffer.concat(frames));
+      frames = [];
+      bytes = 0;
+    };
+    for await (const { row } of readRefused(join(dir, name))) {
+      batch.push(row.record as StoredRecord);
+      records++;
+      if (batch.length === 1000) endFrame();
+      if (bytes >= segmentBytes) await endSegment();
+    }
+    await endSegment();
     await unlink(join(dir, name));
     await syncDir(dir);
-    records += rows.length;
   }
   return { files: chosen.length, records };
+}
+
+/** The path of a new spool segment after the last one. */
+async function nextSegment(spoolDir: string): Promise<string> {
+  const segs = (await readdir(spoolDir)).filter((n) => /^\d+\.seg$/.test(n)).sort();
+  const seq = segs.length ? Number(segs[segs.length - 1]!.slice(0, -4)) + 1 : 1;
+  return join(spoolDir, `${String(seq).padStart(12, '0')}.seg`);
 }

@@ -57,6 +57,8 @@ export const configSchema = z.object({
   MAX_EVENTS: int(128, 0),                       // events per span
   MAX_DEPTH: int(8, 1),                          // nesting depth of attribute values
   MAX_TRACE_SPANS: int(10_000, 10, 1_000_000),   // spans GET /api/traces/:id answers at most (the rest by spanCursor)
+  // A part of a trace ends once its spans' stored text reaches this (a JSON answer cannot pass ~512 MB, and costs several times its size)
+  MAX_TRACE_PART_BYTES: int(16 * 1024 * 1024, 64 * 1024, 256 * 1024 * 1024),
   MAX_JSON_DEPTH: int(64, 8, 1000),              // bracket depth of any JSON body
   MAX_JSON_VALUES: int(DEFAULT_MAX_JSON_VALUES, 1000), // JSON values in a body (containers + elements; 413 beyond)
   // Decompressed body bytes held at once across all requests, from arrival to answer (503 + Retry-After beyond);

@@ -41,10 +41,10 @@ function runs<T>(items: readonly T[], weight: (t: T) => number, maxItems: number
 /** Every stored span of a trace, a part at a time (ids and versions are all `each` needs to keep). */
 async function inParts(storage: Storage, workspaceId: string, traceId: string, per: number, each: (part: SpanRecord[]) => void): Promise<void> {
   for (let after: SpanPage['after']; ;) {
-    const part = await storage.getTrace(workspaceId, traceId, { limit: per, ...(after ? { after } : {}) });
-    each(part);
-    if (part.length < per) return;
-    after = { startNs: part.at(-1)!.startTimeNs, spanId: part.at(-1)!.spanId };
+    const { spans, more } = await storage.getTracePart(workspaceId, traceId, { limit: per, ...(after ? { after } : {}) });
+    each(spans);
+    if (!more || spans.length === 0) return;
+    after = { startNs: spans.at(-1)!.startTimeNs, spanId: spans.at(-1)!.spanId };
   }
 }
 
@@ -262,9 +262,9 @@ export async function verifyTrace(storage: Storage, workspaceId: string, traceId
   const now = Date.now();
   const chain = await traceChain(storage, workspaceId, mine, keys, now - SETTLE_MS);
   // Read whole when it is small (one query); a large trace a part at a time.
-  const first = await storage.getTrace(workspaceId, traceId, { limit: per + 1 });
-  const content = first.length <= per && namedSpans(mine) <= per
-    ? checkContent(mine, first, now - SETTLE_MS, now)
+  const first = await storage.getTracePart(workspaceId, traceId, { limit: per });
+  const content = !first.more && namedSpans(mine) <= per
+    ? checkContent(mine, first.spans, now - SETTLE_MS, now)
     : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), per);
   const problems = [...content.problems, ...chain.problems];
   return {

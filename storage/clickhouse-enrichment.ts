@@ -218,7 +218,7 @@ export class ClickHouseEnrichment {
       }
       const keep = [...newest.values()];
       const kept = keep.map((i) => facts.get(i)!);
-      const plan = planFindingRollup(ws, kept, await storedFindings(this.client, this.db, ws, kept.map((f) => f.traceId)));
+      const plan = planFindingRollup(ws, kept, await storedFindings(this.client, this.db, ws, kept));
       keep.forEach((i, n) => { rows[i]!.rollup = plan.flags[n]!; });
       corrections.push(...plan.corrections);
     }

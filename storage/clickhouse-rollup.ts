@@ -148,10 +148,52 @@ export function lookupChunks(traceIds: readonly string[]): string[][] {
   return chunks;
 }
 
-async function chunked<T>(traceIds: readonly string[], read: (ids: string[]) => Promise<T[]>): Promise<T[]> {
+/** A span named by its trace and span id. */
+export interface SpanKey { traceId: string; spanId: string }
+
+/**
+ * Unique keys in chunks, each as the trace ids and span ids it names: at most LOOKUP_CHUNK traces and
+ * LOOKUP_LIST_BYTES of escaped literals (the trace list counted twice: the queries hold it twice). Taken trace by
+ * trace, so a chunk names few span ids of other traces than their own (those extra rows are ignored).
+ */
+export function keyChunks(keys: readonly SpanKey[]): Array<{ traceIds: string[]; spanIds: string[] }> {
+  const byTrace = new Map<string, Set<string>>();
+  for (const k of keys) {
+    const spans = byTrace.get(k.traceId);
+    if (spans) spans.add(k.spanId); else byTrace.set(k.traceId, new Set([k.spanId]));
+  }
+  const chunks: Array<{ traceIds: string[]; spanIds: Set<string> }> = [];
+  let cur = { traceIds: [] as string[], spanIds: new Set<string>() };
+  let bytes = 0;
+  const next = () => {
+    if (cur.spanIds.size) chunks.push(cur);
+    cur = { traceIds: [], spanIds: new Set() };
+    bytes = 0;
+  };
+  const size = (id: string) => Buffer.byteLength(str(id)) + 1;
+  for (const [traceId, spans] of byTrace) {
+    if (cur.traceIds.length === LOOKUP_CHUNK || bytes + 2 * size(traceId) > LOOKUP_LIST_BYTES) next();
+    cur.traceIds.push(traceId);
+    bytes += 2 * size(traceId);
+    for (const spanId of spans) {
+      if (cur.spanIds.has(spanId)) continue;
+      if (bytes + size(spanId) > LOOKUP_LIST_BYTES) {
+        next(); // the trace's other span ids in the next chunk, which names it again
+        cur.traceIds.push(traceId);
+        bytes += 2 * size(traceId);
+      }
+      cur.spanIds.add(spanId);
+      bytes += size(spanId);
+    }
+  }
+  next();
+  return chunks.map((c) => ({ traceIds: c.traceIds, spanIds: [...c.spanIds] }));
+}
+
+async function chunked<T>(keys: readonly SpanKey[], read: (traceIds: string[], spanIds: string[]) => Promise<T[]>): Promise<T[]> {
   const out: T[] = [];
   // A loop, not push(...rows): a trace of 500k stored spans overflowed the stack as call arguments.
-  for (const ids of lookupChunks(traceIds)) for (const r of await read(ids)) out.push(r);
+  for (const c of keyChunks(keys)) for (const r of await read(c.traceIds, c.spanIds)) out.push(r);
   return out;
 }
 
@@ -159,22 +201,27 @@ async function rows<T>(client: ClickHouseClient, query: string): Promise<T[]> {
   return (await client.query({ query, format: 'JSONEachRow', clickhouse_settings: LOOKUP_SETTINGS })).json<T>();
 }
 
-/** Newest stored version of every span of these traces (one workspace). */
-export async function storedSpans(client: ClickHouseClient, db: string, workspaceId: string, traceIds: readonly string[]): Promise<Map<string, UsageFacts>> {
+/**
+ * Newest stored version of these spans (one workspace). By span id, not every stored span of their traces: a
+ * batch of a trace of 125k stored spans read them all, 1-2 s per flush.
+ */
+export async function storedSpans(client: ClickHouseClient, db: string, workspaceId: string, keys: readonly SpanKey[]): Promise<Map<string, UsageFacts>> {
   const ws = str(workspaceId);
-  const found = await chunked(traceIds, (ids) => rows<StoredSpanRow>(client, `
+  const found = await chunked(keys, (traceIds, spanIds) => rows<StoredSpanRow>(client, `
     SELECT trace_id, span_id, toString(start_ns) AS s_start, kind, model, action_name, environment, source, status,
       toString(prompt_tokens) AS s_prompt, toString(completion_tokens) AS s_completion,
       toString(total_tokens) AS s_total, toString(cost_usd_bits) AS s_cost, toString(duration_ms_bits) AS s_duration,
       toString(ingested_at_ms) AS s_ingested
     FROM ${db}.spans
     WHERE workspace_id = ${ws}
-      AND start_date IN (SELECT start_date FROM ${db}.trace_index WHERE workspace_id = ${ws} AND trace_id IN ${strList(ids)})
-      AND trace_id IN ${strList(ids)}
+      AND start_date IN (SELECT start_date FROM ${db}.trace_index WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)})
+      AND trace_id IN ${strList(traceIds)} AND span_id IN ${strList(spanIds)}
     ORDER BY ingested_at_ms DESC
     LIMIT 1 BY trace_id, span_id`));
+  const asked = new Set(keys.map((k) => spanKey(k.traceId, k.spanId)));
   const out = new Map<string, UsageFacts>();
   for (const r of found) {
+    if (!asked.has(spanKey(r.trace_id, r.span_id))) continue; // another trace's span of the same id
     out.set(spanKey(r.trace_id, r.span_id), {
       traceId: r.trace_id, spanId: r.span_id, startNs: r.s_start, kind: r.kind, model: r.model, actionName: r.action_name,
       environment: r.environment, source: r.source, status: r.status, promptTokens: Number(r.s_prompt),
@@ -190,18 +237,20 @@ interface StoredFindingRow {
   s_day: string; category: string; severity: string; s_created: string;
 }
 
-/** Newest stored version of every finding of these traces (one workspace). */
-export async function storedFindings(client: ClickHouseClient, db: string, workspaceId: string, traceIds: readonly string[]): Promise<Map<string, FindingFacts>> {
-  const found = await chunked(traceIds, (ids) => rows<StoredFindingRow>(client, `
+/** Newest stored version of every finding of these spans (one workspace). */
+export async function storedFindings(client: ClickHouseClient, db: string, workspaceId: string, keys: readonly SpanKey[]): Promise<Map<string, FindingFacts>> {
+  const found = await chunked(keys, (traceIds, spanIds) => rows<StoredFindingRow>(client, `
     SELECT trace_id, span_id, field, rule, toString(start_offset) AS s_offset,
       toString(toDate(toDateTime(intDiv(created_at_ms, 1000), 'UTC'))) AS s_day, category, severity,
       toString(created_at_ms) AS s_created
     FROM ${db}.findings
-    WHERE workspace_id = ${str(workspaceId)} AND trace_id IN ${strList(ids)}
+    WHERE workspace_id = ${str(workspaceId)} AND trace_id IN ${strList(traceIds)} AND span_id IN ${strList(spanIds)}
     ORDER BY created_at_ms DESC
     LIMIT 1 BY trace_id, span_id, field, rule, start_offset`));
+  const asked = new Set(keys.map((k) => spanKey(k.traceId, k.spanId)));
   const out = new Map<string, FindingFacts>();
   for (const r of found) {
+    if (!asked.has(spanKey(r.trace_id, r.span_id))) continue;
     const f: FindingFacts = {
       traceId: r.trace_id, spanId: r.span_id, field: r.field, rule: r.rule, startOffset: Number(r.s_offset),
       day: r.s_day, category: r.category, severity: r.severity, createdAtMs: Number(r.s_created),

@@ -5,7 +5,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHous
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, SpanPart, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
@@ -13,7 +13,7 @@ import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, storedSpans
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
-  checkNs, count, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
+  checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
   tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
@@ -81,6 +81,11 @@ const SPAN_COLUMNS = `workspace_id, trace_id, span_id, parent_span_id, name, kin
   finish_reason, action_name, environment, request_id, training_preferred, trainable,
   attr_keys, attr_values, attr_types, res_keys, res_values, res_types, events_json,
   toString(ingested_at_ms) AS ingested_at_ms`;
+
+/** What a part's byte budget counts (SpanPage.maxBytes): the bytes of a span's text as stored. */
+const STORED_BYTES = `length(name) + length(status_message) + length(model) + length(provider) + length(prompt) + length(response)
+  + length(events_json) + arraySum(arrayMap(x -> length(x), attr_keys)) + arraySum(arrayMap(x -> length(x), attr_values))
+  + arraySum(arrayMap(x -> length(x), res_keys)) + arraySum(arrayMap(x -> length(x), res_values))`;
 
 function toInsertRow(r: SpanRecord): SpanInsertRow {
   const start = checkNs(r.startTimeNs, 'startTimeNs');
@@ -352,7 +357,7 @@ export class ClickHouseStorage implements Storage {
     const all: UsageCorrection[] = [];
     for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
       const facts = at.map((i) => usageFacts(rows[i]!));
-      const stored = await storedSpans(this.client, this.db, ws, facts.map((f) => f.traceId));
+      const stored = await storedSpans(this.client, this.db, ws, facts);
       const plan = planSpanRollup(ws, facts, stored);
       at.forEach((i, n) => { rows[i]!.rollup = plan.flags[n]!; });
       all.push(...plan.corrections);
@@ -360,23 +365,30 @@ export class ClickHouseStorage implements Storage {
     return all;
   }
 
-  async getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]> {
-    if (!page) return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
-    // A part: its span ids first, from the trace's key columns (each span's newest start), then only those rows,
-    // so that ClickHouse does not sort every span's content to hand out a part of a large trace.
+  async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
+    return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
+  }
+
+  async getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart> {
+    // Its span ids first, from the trace's key columns and sizes (each span's newest version), then only those rows,
+    // so that ClickHouse does not sort every span's content to hand out a part of a large trace. The sizes read the
+    // text columns (50k spans of 2 KB: 0.85 s where the keys alone take 0.15 s): only when a budget asks for them.
     const where = await this.oneTrace(workspaceId, traceId);
-    if (!where) return [];
+    if (!where) return { spans: [], more: false };
+    const limit = Math.max(1, Math.trunc(page.limit));
     const after = page.after
       ? `HAVING s > ${u64(page.after.startNs)} OR (s = ${u64(page.after.startNs)} AND span_id > ${str(wellFormed(page.after.spanId))})`
       : '';
-    const keys = await this.rows<{ span_id: string }>(`
-      SELECT span_id, toUInt64(argMax(start_ns, toUInt64(ingested_at_ms))) AS s FROM ${this.t('spans')}
+    const newest = (col: string) => `argMax(${col}, toUInt64(ingested_at_ms))`;
+    const keys = await this.rows<{ span_id: string; b: string }>(`
+      SELECT span_id, toUInt64(${newest('start_ns')}) AS s, toString(${page.maxBytes === undefined ? '0' : newest(STORED_BYTES)}) AS b FROM ${this.t('spans')}
       WHERE ${where}
       GROUP BY span_id ${after}
-      ORDER BY s, span_id LIMIT ${Math.max(1, Math.trunc(page.limit))}`, LOOKUP_SETTINGS);
-    const spans = await this.spansOf(where, keys.map((k) => k.span_id));
-    const order = new Map(keys.map((k, i) => [k.span_id, i]));
-    return spans.sort((x, y) => order.get(x.spanId)! - order.get(y.spanId)!);
+      ORDER BY s, span_id LIMIT ${limit + 1}`, LOOKUP_SETTINGS);
+    const { take, more } = cutPart(keys.map((k) => ({ id: k.span_id, bytes: Number(k.b) })), limit, page.maxBytes);
+    const spans = await this.spansOf(where, take.map((k) => k.id));
+    const order = new Map(take.map((k, i) => [k.id, i]));
+    return { spans: spans.sort((x, y) => order.get(x.spanId)! - order.get(y.spanId)!), more };
   }
 
   async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {

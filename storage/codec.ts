@@ -152,6 +152,21 @@ export function decodeSpanCursor(cursor: string): { startNs: string; spanId: str
   return readCursor(cursor, 'spanCursor', (v) => ({ startNs: checkNs(text(v.s), 'spanCursor'), spanId: text(v.span) }));
 }
 
+/**
+ * A part's spans out of its candidates (in order, each with its stored size, `limit + 1` of them read): at most
+ * `limit`, ending with the one whose size reaches `maxBytes`; `more` when candidates are left.
+ */
+export function cutPart<K extends { bytes: number }>(candidates: readonly K[], limit: number, maxBytes = Infinity): { take: K[]; more: boolean } {
+  const take: K[] = [];
+  let bytes = 0;
+  for (const k of candidates) {
+    if (take.length === limit || bytes >= maxBytes) break;
+    take.push(k);
+    bytes += k.bytes;
+  }
+  return { take, more: take.length < candidates.length };
+}
+
 /** The filter with values checked and converted, ready for either backend's SQL. */
 export interface SpanFilter {
   fromNs?: string;

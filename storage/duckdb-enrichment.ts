@@ -10,7 +10,7 @@ import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts'
 import { USAGE_KINDS_SQL, wellFormed } from './codec.ts';
 import { ColumnRows } from './duckdb-columns.ts';
 import {
-  alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor, interpolatedQuantile,
+  alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor,
   normalizeAlertQuery, normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow,
   usageGroupColumn, usageRange, USAGE_LEVELS, type KeyCursor, type ListBase, type UsageAgg,
 } from './enrichment.ts';
@@ -20,6 +20,9 @@ type Row = Record<string, unknown>;
 type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendDouble' | 'appendList'>;
 /** Runs fn with the storage's one connection, one call at a time (DuckDbStorage.serial). */
 export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>) => Promise<T>;
+
+/** Values ClickHouse's quantiles state holds (a reservoir sampler): usage quantiles are exact up to this many per group. */
+const RESERVOIR = 8192;
 
 const STAGING = (table: EnrichmentTable) => `${table}_staging`;
 
@@ -336,7 +339,10 @@ export class DuckDbEnrichment {
   /**
    * Plain SQL over spans, defined as ClickHouse's usage_hourly rollup: hour bucket of span start
    * (UTC), errors = status 'error', Kahan-summed cost, and the latency quantiles of ClickHouse's
-   * `quantiles` computed from the sorted durations (interpolatedQuantile).
+   * `quantiles` state: exact while a group holds at most its reservoir's 8,192 durations, with
+   * ClickHouse's interpolation (quantile_cont does the same float operations); beyond, from a uniform
+   * sample of about 8,192 of them (picked by row hash, so the same on every read). Holding every duration
+   * (list) took ~48 bytes each of the 256 MB memory limit: out of memory at about 5M model spans.
    */
   async usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
     const col = usageGroupColumn(q.groupBy);
@@ -346,29 +352,33 @@ export class DuckDbEnrichment {
     const c: string[] = [];
     if (range.fromSec !== undefined) { c.push('h >= $from_sec'); params.from_sec = BigInt(range.fromSec); }
     if (range.toSec !== undefined) { c.push('h < $to_sec'); params.to_sec = BigInt(range.toSec); }
-    const rows = await this.serial((conn) => all(conn, `
-      SELECT ${bucket} AS bucket, k AS key,
-        count(*) AS requests,
-        count(*) FILTER (WHERE status = 'error') AS errors,
-        sum(prompt_tokens) AS prompt_tokens,
-        sum(completion_tokens) AS completion_tokens,
-        sum(total_tokens) AS total_tokens,
-        fsum(cost_usd) AS cost_usd,
-        list_sort(list(duration_ms)) AS durations
-      FROM (
+    const spans = `(SELECT ${bucket} AS bucket, k, status, prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms, rid FROM (
         SELECT (start_ns // 3600000000000)::BIGINT * 3600 AS h, ${col} AS k, status,
-          prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms
+          prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms, rowid AS rid
         FROM spans WHERE workspace_id = $ws AND kind IN ${USAGE_KINDS_SQL})
-      ${c.length ? `WHERE ${c.join(' AND ')}` : ''}
-      GROUP BY ALL`, params));
-    const aggs: UsageAgg[] = rows.map((r) => {
-      const d = r.durations as number[];
-      return {
-        bucketSec: Number(r.bucket), key: r.key as string, requests: Number(r.requests), errors: Number(r.errors),
-        promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
-        costUsd: r.cost_usd as number, quantiles: USAGE_LEVELS.map((l) => interpolatedQuantile(d, l)),
-      };
-    });
+      ${c.length ? `WHERE ${c.join(' AND ')}` : ''})`;
+    // The sample's group sizes come from a window, not a join with the groups: DuckDB built a join's hash table on
+    // the spans side when its estimates were off (out of memory at 32 MB with 1M spans).
+    const rows = await this.serial((conn) => all(conn, `
+      SELECT g.*, q.quantiles FROM (
+        SELECT bucket, k,
+          count(*) AS requests,
+          count(*) FILTER (WHERE status = 'error') AS errors,
+          sum(prompt_tokens) AS prompt_tokens,
+          sum(completion_tokens) AS completion_tokens,
+          sum(total_tokens) AS total_tokens,
+          fsum(cost_usd) AS cost_usd
+        FROM ${spans} GROUP BY ALL) g
+      LEFT JOIN (
+        SELECT bucket, k, quantile_cont(duration_ms, [${USAGE_LEVELS.join(', ')}]) AS quantiles
+        FROM (SELECT bucket, k, duration_ms, rid, count(*) OVER (PARTITION BY bucket, k) AS n FROM ${spans})
+        WHERE n <= ${RESERVOIR} OR hash(rid) % n::UBIGINT < ${RESERVOIR}
+        GROUP BY ALL) q ON q.bucket = g.bucket AND q.k = g.k`, params));
+    const aggs: UsageAgg[] = rows.map((r) => ({
+      bucketSec: Number(r.bucket), key: r.k as string, requests: Number(r.requests), errors: Number(r.errors),
+      promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
+      costUsd: r.cost_usd as number, quantiles: (r.quantiles as number[] | null) ?? [],
+    }));
     return aggs.sort(compareUsage).map(toUsageRow);
   }
 

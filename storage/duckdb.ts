@@ -6,14 +6,14 @@ import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, SpanPart, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { ColumnRows } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import {
-  attrsJson, checkNs, count, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
+  attrsJson, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
   type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
@@ -29,6 +29,10 @@ interface SpanRow {
   training_preferred: boolean; trainable: boolean;
   attributes: string; resource_attributes: string; events_json: string; ingested_at_ms: bigint;
 }
+
+/** What a part's byte budget counts (SpanPage.maxBytes): the bytes of a span's text as stored. */
+const STORED_BYTES = `(strlen(name) + strlen(status_message) + strlen(model) + strlen(provider) + strlen(prompt) + strlen(response)
+  + strlen(attributes) + strlen(resource_attributes) + strlen(events_json))`;
 
 const KEY_COLUMNS = new Set(['workspace_id', 'trace_id', 'span_id']);
 // Replays collapse: the stored row is replaced only by one at least as new.
@@ -84,9 +88,15 @@ export class DuckDbStorage implements Storage {
   private reopenDelayMs = REOPEN_MIN_MS;
   private openedAt = 0;
 
-  /** `path` is the database file (created with its directory), e.g. `${DATA_DIR}/tracegate.duckdb`. */
-  constructor(path: string) {
+  private readonly memoryLimit: string;
+
+  /**
+   * `path` is the database file (created with its directory), e.g. `${DATA_DIR}/tracegate.duckdb`. `memoryLimit`:
+   * DuckDB's memory_limit (tests use a small one to show a read stays within it).
+   */
+  constructor(path: string, options: { memoryLimit?: string } = {}) {
     this.path = path;
+    this.memoryLimit = options.memoryLimit ?? '256MB';
   }
 
   private serial<T>(fn: (c: DuckDBConnection) => Promise<T>): Promise<T> {
@@ -107,7 +117,7 @@ export class DuckDbStorage implements Storage {
     this.openedAt = Date.now();
     await mkdir(dirname(this.path), { recursive: true });
     // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
-    const instance = await createWaitingForLock(this.path, { memory_limit: '256MB' });
+    const instance = await createWaitingForLock(this.path, { memory_limit: this.memoryLimit });
     try {
       this.conn = await instance.connect();
     } catch (err) {
@@ -232,8 +242,30 @@ export class DuckDbStorage implements Storage {
     });
   }
 
-  async getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]> {
-    return (await this.getTraces(workspaceId, [traceId], page)).get(traceId) ?? [];
+  async getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]> {
+    return (await this.getTraces(workspaceId, [traceId])).get(traceId) ?? [];
+  }
+
+  async getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart> {
+    const limit = Math.max(1, Math.trunc(page.limit));
+    const params: Params = { ws: wellFormed(workspaceId), t: wellFormed(traceId), lim: limit + 1 };
+    let after = '';
+    if (page.after) {
+      Object.assign(params, { after_ns: BigInt(page.after.startNs), after_span: wellFormed(page.after.spanId) });
+      after = 'AND (start_ns > $after_ns OR (start_ns = $after_ns AND span_id > $after_span))';
+    }
+    // The part's span ids (and sizes, for a budget) first, then only its rows: ORDER BY … LIMIT over whole rows was
+    // planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory).
+    return this.serial(async (c) => {
+      const keys = await this.all<{ span_id: string; bytes: bigint }>(c, `SELECT span_id, ${page.maxBytes === undefined ? '0' : STORED_BYTES} AS bytes FROM spans
+        WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params);
+      const { take, more } = cutPart(keys.map((k) => ({ id: k.span_id, bytes: Number(k.bytes) })), limit, page.maxBytes);
+      if (take.length === 0) return { spans: [], more };
+      const rows = await this.all<SpanRow & Row>(c, 'SELECT * FROM spans WHERE workspace_id = $ws AND trace_id = $t AND span_id IN (SELECT unnest($ids))',
+        { ws: params.ws!, t: params.t!, ids: listValue(take.map((k) => k.id)) });
+      const order = new Map(take.map((k, i) => [k.id, i]));
+      return { spans: rows.map(fromRow).sort((a, b) => order.get(a.spanId)! - order.get(b.spanId)!), more };
+    });
   }
 
   async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
@@ -244,21 +276,14 @@ export class DuckDbStorage implements Storage {
     return rows.map(fromRow);
   }
 
-  async getTraces(workspaceId: string, traceIds: readonly string[], page?: SpanPage): Promise<Map<string, SpanRecord[]>> {
+  async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
     const out = new Map<string, SpanRecord[]>();
     if (traceIds.length === 0) return out;
     const params: Params = { ws: wellFormed(workspaceId) };
     traceIds.forEach((t, i) => { params[`t${i}`] = wellFormed(t); });
-    let after = '';
-    if (page?.after) {
-      Object.assign(params, { after_ns: BigInt(page.after.startNs), after_span: wellFormed(page.after.spanId) });
-      after = 'AND (start_ns > $after_ns OR (start_ns = $after_ns AND span_id > $after_span))';
-    }
-    if (page) params.lim = Math.max(1, Math.trunc(page.limit));
-    // A page is read as a top-N: a trace of 200k spans of 2 KB read whole exceeded the 256 MB memory limit.
     const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
-      `SELECT * FROM spans WHERE workspace_id = $ws AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')}) ${after}
-       ORDER BY trace_id, start_ns, span_id ${page ? 'LIMIT $lim' : ''}`, params));
+      `SELECT * FROM spans WHERE workspace_id = $ws AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')})
+       ORDER BY trace_id, start_ns, span_id`, params));
     for (const row of rows) {
       const rec = fromRow(row);
       const list = out.get(rec.traceId);

@@ -249,10 +249,10 @@ export const USAGE_LEVELS = [0.5, 0.95, 0.99] as const;
 
 /**
  * The quantile definition of ClickHouse's `quantiles` (ReservoirSampler::quantileInterpolated):
- * linear interpolation between the order statistics around level * (n - 1), computed with the
- * same floating-point operations so DuckDB's answer is bit-identical to ClickHouse's whenever
- * ClickHouse's reservoir still holds every value (n <= 8192 per bucket and key).
- * `sorted` must be ascending and non-empty.
+ * linear interpolation between the order statistics around level * (n - 1). DuckDB's quantile_cont
+ * computes it with the same floating-point operations, so the usage quantiles of both backends are
+ * bit-identical whenever ClickHouse's reservoir still holds every value (n <= 8192 per bucket and
+ * key); the alert processor and the tests use this one. `sorted` must be ascending and non-empty.
  */
 export function interpolatedQuantile(sorted: readonly number[], level: number): number {
   const n = sorted.length;

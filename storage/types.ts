@@ -65,8 +65,15 @@ export interface ChainState {
 /** A place in a chain: pages of chain records start after it. */
 export interface ChainPos { chainId: string; seq: number }
 
-/** A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id). */
-export interface SpanPage { limit: number; after?: { startNs: string; spanId: string } }
+/**
+ * A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id), fewer
+ * when their stored size reaches `maxBytes` (the span reaching it ends the part, so a part is never empty while
+ * spans are left).
+ */
+export interface SpanPage { limit: number; after?: { startNs: string; spanId: string }; maxBytes?: number }
+
+/** A part of a trace, and whether spans follow it. */
+export interface SpanPart { spans: SpanRecord[]; more: boolean }
 
 export interface Storage {
   readonly kind: 'clickhouse' | 'duckdb';
@@ -78,11 +85,13 @@ export interface Storage {
 
   /** Insert a batch. Idempotent on (workspaceId, traceId, spanId): the record with the highest ingestedAtMs wins. */
   insertSpans(rows: SpanRecord[]): Promise<void>;
+  /** The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. */
+  getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
   /**
-   * The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. `page`: at most
-   * `limit` of them, those after `after` in that order (GET /api/traces/:id reads a large trace in parts).
+   * A part of a trace (GET /api/traces/:id and verification read a large trace in parts): its span ids (and, for
+   * `maxBytes`, their stored sizes) are picked first, then only those rows are read.
    */
-  getTrace(workspaceId: string, traceId: string, page?: SpanPage): Promise<SpanRecord[]>;
+  getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart>;
   /** Some spans of a trace by id, each as its newest version, in span id order; unknown ids are left out (verification of a large trace, a record at a time). */
   getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]>;
   /** getTrace for many traces in one query (verification): trace id → its spans; unknown ids are left out. */

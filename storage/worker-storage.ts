@@ -55,6 +55,7 @@ export class WorkerStorage implements Storage {
   ping() { return this.fwd('ping', []); }
   insertSpans(...a: Parameters<Storage['insertSpans']>) { return this.fwd('insertSpans', a); }
   getTrace(...a: Parameters<Storage['getTrace']>) { return this.fwd('getTrace', a); }
+  getTracePart(...a: Parameters<Storage['getTracePart']>) { return this.fwd('getTracePart', a); }
   getTraces(...a: Parameters<Storage['getTraces']>) { return this.fwd('getTraces', a); }
   getSpans(...a: Parameters<Storage['getSpans']>) { return this.fwd('getSpans', a); }
   listTraces(...a: Parameters<Storage['listTraces']>) { return this.fwd('listTraces', a); }

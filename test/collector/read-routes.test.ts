@@ -163,7 +163,7 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
   let s: TestServer;
   let auth: Record<string, string>;
   /** What the next listTraces/listAudit/usage call does instead of reading. */
-  let fault: (() => Promise<never>) | null = null;
+  let fault: (() => Promise<unknown>) | null = null;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'tracegate-readfault-'));
     const real = new DuckDbStorage(join(dir, 'db.duckdb'));
@@ -217,6 +217,17 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
       expect(res.headers.get('retry-after')).to.equal(null);
     });
   }
+
+  it('an answer that cannot be serialized (too large for one string) is the JSON 500, not Koa\'s plain text', async () => {
+    // What JSON.stringify throws past ~512 MB: 10,000 spans of 60 KB in one part did so while Koa wrote the answer.
+    fault = async () => ({ items: [{ toJSON: () => { throw new RangeError('Invalid string length'); } }], nextCursor: null });
+    const res = await get(`${s.url}/api/traces`, auth);
+    expect([res.status, res.headers.get('content-type'), res.json?.error]).to.deep.equal([
+      500, 'application/json; charset=utf-8', { code: 'internal', message: 'internal error', details: null },
+    ]);
+    fault = null;
+    expect((await get(`${s.url}/api/traces`, auth)).json).to.deep.equal({ items: [], nextCursor: null });
+  });
 
   it(`a read still unanswered after READ_DEADLINE_MS (${READ_DEADLINE_MS / 1000} s) is 503; storage answering again serves the next read`, async function () {
     this.timeout(READ_DEADLINE_MS + 30_000);
@@ -316,6 +327,42 @@ describe('405 Method Not Allowed', function () {
 describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_SPANS)', function () {
   this.timeout(120_000);
   for (const backend of ['duckdb', 'clickhouse'] as const) {
+    it(`${backend}: a part also ends once its spans' stored size reaches TRACEGATE_MAX_TRACE_PART_BYTES, the cursor going on from there`, async () => {
+      const s = await startTestServer(backend, { TRACEGATE_MAX_TRACE_PART_BYTES: '65536' });
+      try {
+        const auth = { authorization: `Bearer ${(await s.key()).key}` };
+        const traceId = '1af7651916cd43dd8448eb211c80319c';
+        const t0 = 1_763_787_000_000_000_000n;
+        // 12 spans of 20 KB: 60 KB before the fourth, 80 KB before the fifth
+        const spans = Array.from({ length: 12 }, (_, i) => ({
+          traceId, spanId: (0x2000 + i).toString(16).padStart(16, '0'), name: `step ${i}`, kind: 1,
+          startTimeUnixNano: String(t0 + BigInt(i) * 1_000_000n), endTimeUnixNano: String(t0 + BigInt(i + 1) * 1_000_000n),
+          attributes: [{ key: 'note', value: { stringValue: String(i).padEnd(20_000, '.') } }],
+        }));
+        const res = await post(`${s.url}/v1/traces`, { resourceSpans: [{ scopeSpans: [{ spans }] }] }, auth);
+        expect(res.status, res.text).to.equal(200);
+        await flushed(s);
+        const parts: string[][] = [];
+        let url = `${s.url}/api/traces/${traceId}`;
+        for (let guard = 0; guard < 12; guard++) {
+          const part = await get(url, auth);
+          expect(part.status, part.text).to.equal(200);
+          expect(Buffer.byteLength(part.text)).to.be.below(100_000);
+          expect(part.json.trace.summary).to.include({ spanCount: 12 });
+          parts.push(part.json.trace.spans.map((x: { spanId: string }) => x.spanId));
+          if (!part.json.trace.nextSpanCursor) break;
+          url = `${s.url}/api/traces/${traceId}?spanCursor=${part.json.trace.nextSpanCursor}`;
+        }
+        expect(parts.map((p) => p.length)).to.deep.equal([4, 4, 4]);
+        expect(parts.flat()).to.deep.equal(spans.map((x) => x.spanId));
+        // with spanLimit, whichever comes first
+        const two = await get(`${s.url}/api/traces/${traceId}?spanLimit=2`, auth);
+        expect(two.json.trace.spans.map((x: { spanId: string }) => x.spanId)).to.deep.equal(parts[0]!.slice(0, 2));
+      } finally {
+        await s.close();
+      }
+    });
+
     it(`${backend}: parts of at most the limit, in start order, each span once; the summary is the whole trace's`, async () => {
       const s = await startTestServer(backend, { TRACEGATE_MAX_TRACE_SPANS: '10' });
       try {

@@ -42,6 +42,14 @@ describe('configuration bounds', () => {
     }
   });
 
+  it('TRACEGATE_MAX_TRACE_PART_BYTES is 64 KiB to 256 MiB (a JSON answer cannot pass ~512 MB), 16 MiB by default', () => {
+    for (const bad of ['65535', '268435457', '1e6']) {
+      expect(() => loadConfig({ TRACEGATE_MAX_TRACE_PART_BYTES: bad }), bad).to.throw(/TRACEGATE_MAX_TRACE_PART_BYTES/);
+    }
+    expect(loadConfig({}).MAX_TRACE_PART_BYTES).to.equal(16 * 1024 * 1024);
+    expect(loadConfig({ TRACEGATE_MAX_TRACE_PART_BYTES: '65536' }).MAX_TRACE_PART_BYTES).to.equal(65536);
+  });
+
   it('TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES sets the OTLP key limit (at least 64)', () => {
     expect(() => loadConfig({ TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES: '10' })).to.throw(/TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES/);
     const limits = otlpLimits(loadConfig({ TRACEGATE_MAX_ATTRIBUTE_KEY_BYTES: '100' }));

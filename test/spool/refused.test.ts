@@ -2,8 +2,8 @@
 // storage always refused was retried forever). After ISOLATE_AFTER_FAILURES failed flushes the writer finds
 // the refused records and sets them aside in DATA_DIR/refused; an outage or an overloaded server sets nothing aside.
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { createWriteStream, existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Segment } from '../../collector/spool.ts';
 import { Pipeline } from '../../collector/pipeline.ts';
@@ -12,6 +12,8 @@ import { CONTRACT_BACKENDS, type StoreHarness } from '../storage/harness.ts';
 import { MapStorage, TestLogger, WS, openDuckDb, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
 import { cli } from '../support/server.ts';
 import { lockDataDir } from '../../collector/data-dir-lock.ts';
+import { requeueRefused } from '../../collector/refused.ts';
+import { decodeFrames } from '../../collector/spool.ts';
 
 const refusedFiles = async (dir: string) => (existsSync(join(dir, 'refused')) ? await readdir(join(dir, 'refused')) : []);
 
@@ -187,6 +189,37 @@ describe('tracegate refused list | requeue', function () {
       expect(await storage.countSpans(WS)).to.equal(3);
     } finally {
       await storage.close();
+      await removeDir(dir);
+    }
+  });
+
+  it('reads refused files a line at a time: lists 80 MB of records with a 48 MB heap; requeues them in segments of a bounded size', async function () {
+    this.timeout(120_000);
+    const dir = await tempDir();
+    try {
+      await mkdir(join(dir, 'refused'));
+      const out = createWriteStream(join(dir, 'refused', '000000000001-big.ndjson'));
+      for (let i = 0; i < 80_000; i++) {
+        if (!out.write(JSON.stringify({ atMs: 1, error: i ? 'later' : 'the first error', record: span(i, 1024) }) + '\n')) await new Promise<void>((r) => out.once('drain', () => r()));
+      }
+      await new Promise<void>((r) => out.end(() => r()));
+      // read whole (readFile, then split), the file alone took more than the heap: 600 MB could not be read at all
+      const list = await cli(null, ['refused', 'list', '--json'], { TRACEGATE_DATA_DIR: dir, NODE_OPTIONS: '--max-old-space-size=48' });
+      expect(list.code, list.stderr.slice(0, 500)).to.equal(0);
+      expect(JSON.parse(list.stdout)).to.deep.equal([{ name: '000000000001-big.ndjson', records: 80_000, firstError: 'the first error' }]);
+
+      expect(await requeueRefused(dir, [], 8 * 1024 * 1024)).to.deep.equal({ files: 1, records: 80_000 });
+      const segments = (await readdir(join(dir, 'spool'))).sort();
+      expect(segments.length).to.be.greaterThan(4);
+      const ids: string[] = [];
+      for (const seg of segments) {
+        const bytes = await readFile(join(dir, 'spool', seg));
+        expect(bytes.length).to.be.below(9 * 1024 * 1024);
+        for (const r of decodeFrames(bytes).records) ids.push((r as { spanId: string }).spanId);
+      }
+      expect(ids).to.deep.equal(Array.from({ length: 80_000 }, (_, i) => `span-${i}`));
+      expect(await refusedFiles(dir)).to.deep.equal([]);
+    } finally {
       await removeDir(dir);
     }
   });

@@ -206,10 +206,11 @@ function contract(name: string, factory: StoreFactory): void {
         const parts: SpanRecord[] = [];
         let after: { startNs: string; spanId: string } | undefined;
         for (let guard = 0; guard < 30; guard++) {
-          const part = await s.getTrace('ws-parts', 'big', { limit: size, ...(after ? { after } : {}) });
+          const { spans: part, more } = await s.getTracePart('ws-parts', 'big', { limit: size, ...(after ? { after } : {}) });
           expect(part.length, `size ${size}`).to.be.at.most(size);
           parts.push(...part);
-          if (part.length < size) break;
+          expect(more, `size ${size}`).to.equal(parts.length < 23);
+          if (!more) break;
           after = { startNs: part.at(-1)!.startTimeNs, spanId: part.at(-1)!.spanId };
         }
         expect(parts, `size ${size}`).to.deep.equal(whole);
@@ -222,6 +223,32 @@ function contract(name: string, factory: StoreFactory): void {
       expect(one.items[0]!.errorCount).to.equal(5);
       expect((await s.listTraces('ws-parts', { traceId: 'nope', limit: 1 })).items).to.deep.equal([]);
       expect((await s.listTraces('ws-other', { traceId: 'big', limit: 1 })).items).to.deep.equal([]);
+    });
+
+    it('ends a part once its spans\' stored size reaches maxBytes (the span reaching it included): a large span is never split off or skipped', async function () {
+      // 1,000-byte prompts (plus a little more text each) and a 50 KB one; a budget of 2,500 bytes takes three small ones.
+      const rows = Array.from({ length: 10 }, (_, i) => span('ws-bytes', 'big', `s${i}`, {
+        startTimeNs: ns(i), endTimeNs: ns(i + 1), prompt: (i === 5 ? 'P' : 'p').repeat(i === 5 ? 50_000 : 1_000), response: '',
+      }));
+      await s.insertSpans(rows);
+      const partsOf = async (page: { limit: number; maxBytes: number }) => {
+        const parts: Array<[string[], boolean]> = [];
+        for (let after: { startNs: string; spanId: string } | undefined, guard = 0; guard < 20; guard++) {
+          const { spans, more } = await s.getTracePart('ws-bytes', 'big', { ...page, ...(after ? { after } : {}) });
+          parts.push([spans.map((x) => x.spanId), more]);
+          if (!more) break;
+          after = { startNs: spans.at(-1)!.startTimeNs, spanId: spans.at(-1)!.spanId };
+        }
+        return parts;
+      };
+      expect(await partsOf({ limit: 100, maxBytes: 2_500 })).to.deep.equal([
+        [['s0', 's1', 's2'], true], [['s3', 's4', 's5'], true], [['s6', 's7', 's8'], true], [['s9'], false],
+      ]);
+      // the span limit still applies; a part starting at the large span holds it alone
+      expect((await partsOf({ limit: 2, maxBytes: 2_500 })).map(([ids]) => ids.length)).to.deep.equal([2, 2, 2, 2, 2]);
+      const big = await s.getTracePart('ws-bytes', 'big', { limit: 100, maxBytes: 2_500, after: { startNs: ns(4), spanId: 's4' } });
+      expect([big.spans.map((x) => x.spanId), big.more, big.spans[0]!.prompt.length]).to.deep.equal([['s5'], true, 50_000]);
+      expect(await s.getTracePart('ws-bytes', 'nope', { limit: 10, maxBytes: 2_500 })).to.deep.equal({ spans: [], more: false });
     });
 
     it('collapses duplicates within a batch: the newest ingestedAtMs wins', async function () {

@@ -1,0 +1,71 @@
+// Reads of the embedded store stay within DuckDB's memory limit however large the data they go over: the data is
+// written with the default limit, then read by a store reopened with a small one (32 MB here, 256 MB in service).
+import { expect } from 'chai';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { DuckDbStorage } from '../../storage/duckdb.ts';
+
+const T0 = 1_763_787_000_000_000_000n;
+
+function span(traceId: string, i: number, over: Partial<SpanRecord> = {}): SpanRecord {
+  return {
+    ...emptySpan('ws', 'otlp'), traceId, spanId: i.toString(16).padStart(16, '0'), name: 'chat', kind: 'llm',
+    startTimeNs: String(T0 + BigInt(i) * 1000n), endTimeNs: String(T0 + BigInt(i) * 1000n + 500n), ingestedAtMs: 1, ...over,
+  };
+}
+
+describe('embedded store: reads within a small memory limit', function () {
+  this.timeout(120_000);
+  let dir: string;
+  let s: DuckDbStorage;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tracegate-duckmem-'));
+    const writer = new DuckDbStorage(join(dir, 'db.duckdb'));
+    await writer.init();
+    // 25,000 spans of 2 KB (50 MB) in one trace: more than the reader's whole memory limit
+    for (let i = 0; i < 25_000; i += 5_000) {
+      await writer.insertSpans(Array.from({ length: 5_000 }, (_, j) => span('big', i + j, { prompt: randomBytes(1_500).toString('base64').slice(0, 2_000) })));
+    }
+    await writer.close();
+    // 500,000 model calls, two models in one hour, durations 0 to 249,999 ms in each (in bulk: the appender is slow)
+    const db = await DuckDBInstance.create(join(dir, 'db.duckdb'));
+    const c = await db.connect();
+    await c.run(`INSERT INTO spans SELECT 'ws-usage', 't' || (i // 100), 's' || i, '', 'chat', 'llm', 'otlp', ${T0} + i, ${T0} + i, i // 2,
+      'completed', '', 'm' || (i % 2), '', '', '', 10, 2, 12, 0.001, '', '', '', '', false, false, '{}', '{}', '[]', 1 FROM range(500000) r(i)`);
+    c.closeSync();
+    db.closeSync();
+    s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '32MB' });
+    await s.init();
+  });
+  after(async () => {
+    await s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads a part of 6,000 spans of a trace larger than the limit (whole rows sorted by start: out of memory)', async () => {
+    const first = await s.getTracePart('ws', 'big', { limit: 6_000 });
+    expect([first.spans.length, first.more]).to.deep.equal([6_000, true]);
+    expect(first.spans.map((x) => x.spanId)).to.deep.equal(Array.from({ length: 6_000 }, (_, i) => span('big', i).spanId));
+    const last = first.spans.at(-1)!;
+    const next = await s.getTracePart('ws', 'big', { limit: 6_000, after: { startNs: last.startTimeNs, spanId: last.spanId } });
+    expect(next.spans[0]!.spanId).to.equal(span('big', 6_000).spanId);
+    expect(next.spans.every((x) => x.prompt.length === 2_000)).to.equal(true);
+  });
+
+  it('rolls 500,000 model calls up into usage, quantiles from a sample of about 8,192 per group (every duration held: out of memory)', async () => {
+    const rows = await s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' });
+    expect(rows.map((r) => [r.key, r.requests, r.totalTokens])).to.deep.equal([['m0', 250_000, 3_000_000], ['m1', 250_000, 3_000_000]]);
+    const n = 250_000;
+    for (const r of rows) {
+      for (const [field, q] of [['p50Ms', 0.5], ['p95Ms', 0.95], ['p99Ms', 0.99]] as const) {
+        // the documented tolerance of a uniform sample of 8,192: 5 standard errors of the rank
+        expect(Math.abs(r[field] / (n - 1) - q), `${r.key} ${field}`).to.be.at.most(5 * Math.sqrt((q * (1 - q)) / 8192));
+      }
+    }
+    expect(await s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' })).to.deep.equal(rows); // the same sample each time
+  });
+});
