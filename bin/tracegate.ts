@@ -2,6 +2,7 @@
 // tracegate CLI: serve; keys; policy, provider and alert settings; verify.
 // The collector, storage drivers and ops are imported when a command needs them: `--help` and the management
 // commands then start without loading (and type-stripping) the whole server.
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
@@ -310,6 +311,7 @@ async function run(argv: string[]): Promise<number> {
   if (cmd === 'serve') parseCommandArgs(cmd, rest, { options: {} }); // takes no arguments
   const config = loadConfig();
   if (cmd === 'serve') {
+    singleThreadedGc(config.SINGLE_THREADED_GC);
     const { startServer } = await import('../collector/server.ts');
     const running = await startServer(config);
     const stop = (sig: string) => { running.log.info({ signal: sig }, 'signal received'); running.close().then(() => process.exit(0), () => process.exit(1)); };
@@ -319,6 +321,19 @@ async function run(argv: string[]): Promise<number> {
   }
   if (cmd === 'refused') return refused(rest, config);
   return manage(cmd, rest, config);
+}
+
+/**
+ * V8 collects garbage with helper threads (four by default) woken at every young-generation collection. On two
+ * cores they only compete with the threads doing the work, and waking a thread is costly on a virtual machine:
+ * measured, native ingestion ran 12-16 % faster without them (2,578-2,587 → 2,891-2,995 traces/s), p99 no worse.
+ * The flag cannot be set once V8 runs, nor in NODE_OPTIONS: the process replaces itself with one started with it
+ * (same pid, before anything is opened).
+ */
+function singleThreadedGc(setting: string): void {
+  const on = setting === 'auto' ? availableParallelism() <= 2 : setting === 'true' || setting === '1';
+  if (!on || process.execArgv.includes('--single-threaded-gc') || !process.execve) return; // execve: POSIX only
+  process.execve(process.execPath, [process.execPath, '--single-threaded-gc', ...process.execArgv, ...process.argv.slice(1)], process.env);
 }
 
 /** process.exit drops what a pipe has not taken yet (the end of a long `verify` report): exit once stdout and stderr are written. */
