@@ -26,7 +26,7 @@ export class LocalHost implements IngestHost {
   }
 
   async append(frame: Buffer, rows: number): Promise<void> {
-    const out = await this.host.process([], [{ frame, rows }]);
+    const out = await (await this.host.process([], [{ frame, rows }])).answer;
     if (out.frames[0]) throw new SpoolWriteError(out.frames[0]);
   }
 
@@ -37,7 +37,7 @@ export class LocalHost implements IngestHost {
     const batch = this.waiting;
     this.waiting = [];
     try {
-      const out = await this.host.process(batch.map((w) => w.item));
+      const out = await (await this.host.process(batch.map((w) => w.item))).answer;
       batch.forEach((w, i) => {
         const a = out.items[i]!;
         if ('accepted' in a) w.resolve(a);

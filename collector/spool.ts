@@ -8,10 +8,10 @@
 // frames after it is damage (a flipped byte on disk): open() sets a copy of the segment aside in
 // `${dir}-damaged`, logs the loss, and keeps every frame it can still read.
 //
-// Writes are synchronous: the spool lives on the processor thread (processors/host.ts), which appends the frames of
-// all the requests it processed in one turn as one write (group commit) and answers them once it returned. The file
-// is opened O_DSYNC, so a write returns once its bytes are on disk: one system call, no thread-pool round trips.
-import { closeSync, constants, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+// The spool lives on the processor thread (processors/host.ts), which appends the frames of the requests it processed
+// while the previous write was in flight as one write (group commit) and answers them once it returned. The file is
+// opened O_DSYNC, so a write returns once its bytes are on disk: one system call, one thread-pool round trip.
+import { closeSync, constants, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, write, writeFileSync } from 'node:fs';
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -253,18 +253,19 @@ export class Spool {
   }
 
   /**
-   * Durably append `buf` (one or more whole frames holding `rows` rows, for `appends` callers): when this returns, the
-   * bytes are on disk. Throws on a disk error (full, I/O): nothing of `buf` may be acknowledged then, and the next
-   * append goes to a new segment, the failed one cut back to its last good frame.
+   * Durably append `buf` (one or more whole frames holding `rows` rows, for `appends` callers): when this resolves, the
+   * bytes are on disk. Rejects on a disk error (full, I/O): nothing of `buf` may be acknowledged then, and the next
+   * append goes to a new segment, the failed one cut back to its last good frame. One append at a time (the caller
+   * waits for each before the next, or before seal).
    */
-  append(buf: Buffer, rows: number, appends = 1): void {
+  async append(buf: Buffer, rows: number, appends = 1): Promise<void> {
     if (this.closed) throw new Error('spool is closed');
     if (buf.length === 0) return;
     try {
       if (this.broken) this.sealActive();
       const seg = this.active ?? this.createSegment();
       this.counters.writes++;
-      for (let off = 0; off < buf.length;) off += writeSync(seg.fd, buf, off, buf.length - off, seg.bytes + off);
+      for (let off = 0; off < buf.length;) off += await writeAt(seg.fd, buf, off, seg.bytes + off);
       if (this.fsync) this.counters.syncs++;
       seg.bytes += buf.length;
       seg.rows += rows;
@@ -330,6 +331,11 @@ export class Spool {
     if (a.rows === 0) { try { unlinkSync(a.path); } catch { /* never created, or gone */ } return; }
     this.sealedSince.push({ seq: a.seq, path: a.path, bytes: a.bytes, rows: a.rows });
   }
+}
+
+/** One write(2) at `position`, through the thread pool (the fd is O_DSYNC: it returns once the bytes are on disk). */
+function writeAt(fd: number, buf: Buffer, offset: number, position: number): Promise<number> {
+  return new Promise((resolve, reject) => write(fd, buf, offset, buf.length - offset, position, (err, n) => (err ? reject(err) : resolve(n))));
 }
 
 /** The rows of a sealed segment, read from its file (what is unreadable is logged as lost). */

@@ -1,7 +1,9 @@
 // The processor chain and the spool together, on one thread (the processor thread, processors/worker-host.ts; in
-// tests, the caller's): batches are processed in arrival order, their frames appended to the spool in one write per
-// group, and each answered only once that write has returned. A failed write is known before the next batch is
-// processed, so the chains go back to their durable heads at once and nothing later links to the lost records.
+// tests, the caller's): batches are processed in arrival order and their frames appended to the spool, each batch
+// answered only once the write holding it has returned. One write is in flight at a time; what is processed
+// meanwhile goes out together in the next one (group commit), so processing never waits for the disk.
+// When a write fails, the chains go back to their durable heads before anything else is processed, and every
+// batch processed while it was in flight fails with it: those could link to the lost records.
 import type { Batch, IngestContext, Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord, StoredRecord } from '../collector/record.ts';
 import { encodeFrame, type Segment, type Spool, type SpoolState } from '../collector/spool.ts';
@@ -15,6 +17,8 @@ export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
 export type ItemResult = { accepted: number; rows: number } | { error: string; spool?: true };
 /** A main-thread group of records already encoded there (its own audit chain): appended as it is. */
 export interface FrameItem { frame: Buffer; rows: number }
+/** What a processed group gets once its write returned: its items' answers, and for each frame null or why it failed. */
+export interface GroupAnswer { items: ItemResult[]; frames: Array<string | null> }
 
 export interface HostChains {
   verification: VerificationChain | null;
@@ -24,11 +28,17 @@ export interface HostChains {
   auditHeads: ChainHeadStore;
 }
 
+type Queued = { parts: Buffer[]; rows: number; appends: number; written: StoredRecord[][]; settle: (failure: string | null) => void };
+
 export class ProcessorHost {
   readonly spool: Spool;
   private readonly processors: Processor[];
   private readonly chains: HostChains | null;
   private readonly takeAlertOutcomes: () => AlertRecord[];
+  private queue: Queued[] = [];
+  private writing: Promise<void> | null = null;
+  /** Bumped when a write fails: a group whose processing began before that is refused (it may link to lost records). */
+  private generation = 0;
 
   constructor(opts: { spool: Spool; processors: Processor[]; chains?: HostChains; takeAlertOutcomes?: () => AlertRecord[] }) {
     this.spool = opts.spool;
@@ -48,10 +58,12 @@ export class ProcessorHost {
   }
 
   /**
-   * Process the items in order and append all their frames, and the given main-thread frames, as one group. An
-   * item whose processors failed fails alone; when the append fails, every item and frame of the group fails.
+   * Process the items in order and queue their frames, and the given main-thread frames, for the next write; resolves
+   * once processed (the chains have moved: the next group may be processed), with `answer` settling once the write
+   * returned. An item whose processors failed fails alone; when the write fails, every item and frame of it fails.
    */
-  async process(items: HostItem[], frames: FrameItem[] = []): Promise<{ items: ItemResult[]; frames: Array<string | null> }> {
+  async process(items: HostItem[], frames: FrameItem[] = []): Promise<{ answer: Promise<GroupAnswer> }> {
+    const generation = this.generation;
     const results: ItemResult[] = [];
     const parts: Buffer[] = [];
     const written: StoredRecord[][] = [];
@@ -69,53 +81,89 @@ export class ProcessorHost {
       }
     }
     for (const f of frames) { parts.push(f.frame); rows += f.rows; appends++; }
-    const failure = this.append(parts, rows, appends, written);
-    if (!failure) return { items: results, frames: frames.map(() => null) };
-    return { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) };
+    const durable = generation !== this.generation ? Promise.resolve('an earlier spool write failed') : this.enqueue({ parts, rows, appends, written });
+    const answer = durable.then((failure): GroupAnswer => (failure === null
+      ? { items: results, frames: frames.map(() => null) }
+      : { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) }));
+    return { answer };
   }
 
   /**
    * Signed checkpoints of the chains' heads (all of them with `force`, at shutdown; else those last signed a second
    * ago or more) and the alert delivery outcomes no batch has carried yet, appended; returns their rows.
    */
-  checkpoints(force: boolean): number {
+  async checkpoints(force: boolean): Promise<number> {
     const records: StoredRecord[] = [...this.chains?.verification?.checkpoints(Date.now(), force) ?? [], ...this.takeAlertOutcomes()];
     if (records.length === 0) return 0;
-    const failure = this.append([encodeFrame(records)], records.length, 1, [records]);
+    const failure = await this.enqueue({ parts: [encodeFrame(records)], rows: records.length, appends: 1, written: [records] });
     if (failure) throw new Error(failure);
     return records.length;
   }
 
-  seal(): Segment[] { return this.spool.seal(); }
+  /** Seal the active segment once the writes queued so far have returned. */
+  async seal(): Promise<Segment[]> {
+    await this.settled();
+    return this.spool.seal();
+  }
+
   state(): SpoolState { return this.spool.state(); }
 
-  /** Seal the spool and write the chains' durable heads (at shutdown). */
+  /** Finish the queued writes, seal the spool and write the chains' durable heads (at shutdown). */
   async close(): Promise<Segment[]> {
+    await this.settled();
     const sealed = this.spool.close();
     await this.chains?.heads.flush();
     await this.chains?.auditHeads.flush();
     return sealed;
   }
 
-  /** One write for the group; null when it is durable, else why not (the chains are back at their durable heads). */
-  private append(parts: Buffer[], rows: number, appends: number, written: StoredRecord[][]): string | null {
-    if (parts.length === 0) return null;
-    try {
-      this.spool.append(parts.length === 1 ? parts[0]! : Buffer.concat(parts), rows, appends);
-    } catch (err) {
+  private async settled(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  /** Resolves with null once `q`'s bytes are durable, or with why not. */
+  private enqueue(q: Omit<Queued, 'settle'>): Promise<string | null> {
+    if (q.parts.length === 0) return Promise.resolve(null);
+    return new Promise((settle) => {
+      this.queue.push({ ...q, settle });
+      this.writing ??= this.writeQueued().finally(() => { this.writing = null; });
+    });
+  }
+
+  /** One write at a time, of everything queued while the one before was in flight. */
+  private async writeQueued(): Promise<void> {
+    while (this.queue.length) {
+      const group = this.queue;
+      this.queue = [];
+      const parts = group.flatMap((q) => q.parts);
+      let rows = 0;
+      let appends = 0;
+      for (const q of group) { rows += q.rows; appends += q.appends; }
+      try {
+        await this.spool.append(parts.length === 1 ? parts[0]! : Buffer.concat(parts), rows, appends);
+      } catch (err) {
+        const failure = `could not write to the spool: ${err instanceof Error ? err.message : String(err)}`;
+        // What was processed meanwhile may link to the lost records: it fails too, and the chains continue as a new
+        // run from what is durable, as a restart would, before anything else is processed.
+        const later = this.queue;
+        this.queue = [];
+        this.generation++;
+        if (this.chains) {
+          this.chains.verification?.rewind(this.chains.heads.current(), Date.now());
+          this.chains.audit.rewind(this.chains.auditHeads.current());
+        }
+        for (const q of [...group, ...later]) q.settle(failure);
+        continue;
+      }
       if (this.chains) {
-        // The lost records may be linked to: continue as a new run from what is durable, as a restart would.
-        this.chains.verification?.rewind(this.chains.heads.current(), Date.now());
-        this.chains.audit.rewind(this.chains.auditHeads.current());
+        for (const q of group) {
+          for (const records of q.written) {
+            this.chains.heads.durable(headsOf(records, 'verification'));
+            this.chains.auditHeads.durable(headsOf(records, 'audit'));
+          }
+        }
       }
-      return `could not write to the spool: ${err instanceof Error ? err.message : String(err)}`;
+      for (const q of group) q.settle(null);
     }
-    if (this.chains) {
-      for (const records of written) {
-        this.chains.heads.durable(headsOf(records, 'verification'));
-        this.chains.auditHeads.durable(headsOf(records, 'audit'));
-      }
-    }
-    return null;
   }
 }

@@ -1,7 +1,7 @@
 // Worker-thread side of ProcessorWorker: the processor chain and the spool (processors/host.ts), so the CPU-heavy part
 // of ingestion (scanning, hashing, serializing) and the disk writes stay off the thread that answers HTTP.
 // Messages are handled in arrival order: the audit and verification chains depend on it. Batches and frames that
-// arrive together (one turn of this thread's event loop) share one spool write.
+// arrive together are processed as one group; groups processed while a spool write is in flight share the next one.
 import { workerData } from 'node:worker_threads';
 import { join } from 'node:path';
 import { serveRpc } from '../collector/worker-rpc.ts';
@@ -11,7 +11,7 @@ import { DEFAULT_POLICY, type Policy } from './governance/policy.ts';
 import type { AlertSettings } from './alerts.ts';
 import { createEnrichment } from './index.ts';
 import { ChainHeadStore } from './chain-heads.ts';
-import { ProcessorHost, type FrameItem, type HostItem, type ItemResult } from './host.ts';
+import { ProcessorHost, type FrameItem, type GroupAnswer, type HostItem, type ItemResult } from './host.ts';
 
 export type { HostItem, ItemResult };
 export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: Record<string, AlertSettings> }
@@ -78,6 +78,7 @@ async function drain(): Promise<void> {
   }
 }
 
+/** Processes the group now; its answers go out once the write holding it has returned (the next group meanwhile). */
 async function runGroup(group: Queued[]): Promise<void> {
   const items: HostItem[] = [];
   const frames: FrameItem[] = [];
@@ -90,31 +91,33 @@ async function runGroup(group: Queued[]): Promise<void> {
       frames.push({ frame: Buffer.from(m.frame.buffer, m.frame.byteOffset, m.frame.byteLength), rows: m.rows });
     }
   }
-  let out: Awaited<ReturnType<ProcessorHost['process']>>;
+  let answer: Promise<GroupAnswer>;
   try {
-    out = await host.process(items, frames);
+    ({ answer } = await host.process(items, frames));
   } catch (err) {
     for (const q of group) q.reject(err);
     return;
   }
-  const state = host.state();
-  let i = 0;
-  let f = 0;
-  for (const { m, resolve } of group) {
-    if (m.type === 'process') {
-      resolve({ value: { state, items: out.items.slice(i, i + m.items.length) } satisfies HostReply });
-      i += m.items.length;
-    } else {
-      resolve({ value: { state, error: out.frames[f++] ?? null } satisfies HostReply });
+  void answer.then((out) => {
+    const state = host.state();
+    let i = 0;
+    let f = 0;
+    for (const { m, resolve } of group) {
+      if (m.type === 'process') {
+        resolve({ value: { state, items: out.items.slice(i, i + m.items.length) } satisfies HostReply });
+        i += m.items.length;
+      } else {
+        resolve({ value: { state, error: out.frames[f++] ?? null } satisfies HostReply });
+      }
     }
-  }
+  }, (err: unknown) => { for (const q of group) q.reject(err); });
 }
 
 async function runOne(m: HostRequest): Promise<HostReply | string[]> {
   switch (m.type) {
     case 'open': { const sealed = host.open(m.adopt); return { state: host.state(), sealed }; }
-    case 'checkpoints': return { rows: host.checkpoints(m.force), state: host.state() };
-    case 'seal': return { sealed: host.seal(), state: host.state() };
+    case 'checkpoints': { const rows = await host.checkpoints(m.force); return { rows, state: host.state() }; }
+    case 'seal': { const sealed = await host.seal(); return { sealed, state: host.state() }; }
     case 'close': { const sealed = await host.close(); return { sealed, state: host.state() }; }
     case 'settle': return enrichment.settleDeliveries(m.maxMs);
     default: throw new Error(`unexpected message ${m.type}`);

@@ -629,6 +629,62 @@ describe('cost processor', () => {
   });
 });
 
+describe('processor host: processing goes on while a spool write is in flight', () => {
+  it('groups processed meanwhile share the next write; when a write fails they fail with it, and the chain continues from its durable head', async () => {
+    const { ProcessorHost } = await import('../../processors/host.ts');
+    const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
+    const { Spool } = await import('../../collector/spool.ts');
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
+    try {
+      const auditHeads = new ChainHeadStore(join(dir, 'keys'), 'audit-ingest', 'test');
+      const audit = new AuditChain('c1');
+      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
+      const host = new ProcessorHost({
+        spool, processors: [auditProcessor(audit)],
+        chains: { verification: null, audit, heads: new ChainHeadStore(join(dir, 'keys'), 'verification', 'test'), auditHeads },
+      });
+      host.open();
+      // Writes wait for a gate; the second one fails.
+      const real = spool.append.bind(spool);
+      const gates: Array<() => void> = [];
+      let writes = 0;
+      spool.append = async (buf, rows, appends) => {
+        const n = ++writes;
+        await new Promise<void>((r) => gates.push(r));
+        if (n === 2) throw new Error('EIO (test)');
+        return real(buf, rows, appends);
+      };
+      const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+      const answers = [];
+      for (const t of ['t1', 't2', 't3']) answers.push((await host.process([{ spans: [span(t, 'a')], ctx }])).answer);
+      expect(writes).to.equal(1); // t1's write is in flight; t2 and t3 wait for the next, together
+      gates.shift()!();
+      expect((await answers[0]!).items[0]).to.deep.equal({ accepted: 1, rows: 2 });
+      const t1Head = auditHeads.current().ws!;
+      await sleep(10);
+      expect(writes).to.equal(2);
+      // Processed while the failing write is in flight: it links to t3's records, so it must fail too.
+      answers.push((await host.process([{ spans: [span('t3b', 'a')], ctx }])).answer);
+      gates.shift()!();
+      const failed = await Promise.all(answers.slice(1));
+      expect(failed.map((a) => 'error' in a.items[0]! && a.items[0].spool)).to.deep.equal([true, true, true]);
+      expect(writes).to.equal(2);
+      const next = (await host.process([{ spans: [span('t4', 'a')], ctx }])).answer;
+      await sleep(10);
+      gates.shift()!();
+      expect((await next).items[0]).to.deep.equal({ accepted: 1, rows: 2 });
+      const [seg] = await host.seal();
+      const records = decodeFrames((await import('node:fs')).readFileSync(seg!.path)).records;
+      const audits = records.filter((r) => 'recordType' in r && r.recordType === 'audit') as Array<{ prevHash: string; hash: string; chainId: string }>;
+      expect(audits).to.have.length(2); // t1's and t4's: t2's, t3's and t3b's were never written
+      expect(audits[1]!.prevHash).to.equal(t1Head.hash);
+      expect(audits[1]!.chainId).to.not.equal(audits[0]!.chainId); // a new run
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('processor worker thread', () => {
   const setup = async () => {
     const { ProcessorWorker } = await import('../../processors/worker-client.ts');

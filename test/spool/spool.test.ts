@@ -29,10 +29,10 @@ describe('spool', () => {
     expect(dec.records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
   });
 
-  it('appends a frame per call, durably (O_DSYNC) when fsync is on; each call one write', () => {
+  it('appends a frame per call, durably (O_DSYNC) when fsync is on; each call one write', async () => {
     const s = openSpool();
-    s.append(encodeFrame([span(1)]), 1);
-    s.append(Buffer.concat([encodeFrame([span(2)]), encodeFrame([span(3), span(4)])]), 3, 2);
+    await s.append(encodeFrame([span(1)]), 1);
+    await s.append(Buffer.concat([encodeFrame([span(2)]), encodeFrame([span(3), span(4)])]), 3, 2);
     expect(s.counters).to.include({ appends: 3, writes: 2, syncs: 2 });
     expect(s.activeRows).to.equal(4);
     const fd = (s as unknown as { active: { fd: number } }).active.fd;
@@ -40,9 +40,9 @@ describe('spool', () => {
     s.close();
   });
 
-  it('skips the flush when fsync is off', () => {
+  it('skips the flush when fsync is off', async () => {
     const s = openSpool(false);
-    for (let i = 0; i < 10; i++) s.append(encodeFrame([span(i)]), 1);
+    for (let i = 0; i < 10; i++) await s.append(encodeFrame([span(i)]), 1);
     expect(s.counters).to.include({ appends: 10, writes: 10, syncs: 0 });
     const fd = (s as unknown as { active: { fd: number } }).active.fd;
     expect(fcntlFlags(fd) & constants.O_DSYNC).to.equal(0);
@@ -51,14 +51,14 @@ describe('spool', () => {
 
   it('seals segments in order and reopens them for replay', async () => {
     const s = openSpool();
-    s.append(encodeFrame([span(1), span(2)]), 2);
+    await s.append(encodeFrame([span(1), span(2)]), 2);
     const [first] = s.seal();
-    s.append(encodeFrame([span(3)]), 1);
+    await s.append(encodeFrame([span(3)]), 1);
     const [second] = s.close();
     expect(first?.rows).to.equal(2);
     expect(second?.rows).to.equal(1);
     expect(s.seal()).to.deep.equal([]); // nothing active after close
-    expect(() => s.append(encodeFrame([span(9)]), 1)).to.throw(/closed/);
+    await rejects(s.append(encodeFrame([span(9)]), 1), /closed/);
 
     const again = new Spool({ dir, fsync: true, logger: log });
     const segs = again.open();
@@ -67,7 +67,7 @@ describe('spool', () => {
     expect(rows.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
     expect(segs.map((x) => x.bytes)).to.deep.equal([(await stat(segs[0]!.path)).size, (await stat(segs[1]!.path)).size]);
     // New appends go to a newer segment than the recovered ones.
-    again.append(encodeFrame([span(4)]), 1);
+    await again.append(encodeFrame([span(4)]), 1);
     const [sealed] = again.seal();
     expect(sealed!.seq).to.be.greaterThan(segs[1]!.seq);
     again.close();
@@ -75,8 +75,8 @@ describe('spool', () => {
 
   it('ignores a torn tail frame (never acknowledged) and logs it', async () => {
     const s = openSpool();
-    s.append(encodeFrame([span(1)]), 1);
-    s.append(encodeFrame([span(2)]), 1);
+    await s.append(encodeFrame([span(1)]), 1);
+    await s.append(encodeFrame([span(2)]), 1);
     const [seg] = s.close();
     const good = (await stat(seg!.path)).size;
     // A crash mid-write: half a frame after the good ones.
@@ -155,18 +155,18 @@ describe('spool', () => {
 
   it('throws on disk errors, never acknowledging, reports the failure until an append succeeds, and recovers', async () => {
     const s = openSpool();
-    s.append(encodeFrame([span(1)]), 1);
+    await s.append(encodeFrame([span(1)]), 1);
     s.seal();
     await rm(dir, { recursive: true }); // the next segment cannot be created
-    expect(() => s.append(encodeFrame([span(2)]), 1)).to.throw(/ENOENT/);
-    expect(() => s.append(encodeFrame([span(3)]), 1)).to.throw(/ENOENT/);
+    await rejects(s.append(encodeFrame([span(2)]), 1), /ENOENT/);
+    await rejects(s.append(encodeFrame([span(3)]), 1), /ENOENT/);
     expect(s.state()).to.deep.include({ activeRows: 0 });
     expect(s.state().lastWriteFailure?.message).to.match(/ENOENT/);
     expect(s.counters.appends).to.equal(1);
     expect(log.lines.some((l) => l.level === 'error')).to.equal(true);
 
     await mkdir(dir, { recursive: true });
-    s.append(encodeFrame([span(4)]), 1);
+    await s.append(encodeFrame([span(4)]), 1);
     expect(s.state().lastWriteFailure).to.equal(null);
     const [seg] = s.seal();
     expect(decodeFrames(await readFile(seg!.path)).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-4']);
@@ -175,30 +175,31 @@ describe('spool', () => {
 
   it('after a failed write, the segment is cut back to its last good frame and sealed; the next append opens a new one', async () => {
     const s = openSpool();
-    s.append(encodeFrame([span(0)]), 1);
+    await s.append(encodeFrame([span(0)]), 1);
     // The write fails halfway: part of the frame reached the file (a full disk), and the call threw.
     const active = (s as unknown as { active: { fd: number; path: string } }).active;
     const frame = encodeFrame([span(1)]);
-    // The spool's named import of writeSync follows the builtin's property once synced (node:module).
+    // The spool's named import of write follows the builtin's property once synced (node:module).
     const fs = (await import('node:fs')).default;
     const { syncBuiltinESMExports } = await import('node:module');
-    const real = fs.writeSync;
+    const real = fs.write;
     let failed = false;
-    fs.writeSync = ((fd: number, buf: Buffer, off: number, len: number, pos: number) => {
-      if (fd !== active.fd || failed) return real(fd, buf, off, len, pos);
+    type Cb = (err: NodeJS.ErrnoException | null, n: number) => void;
+    fs.write = ((fd: number, buf: Buffer, off: number, len: number, pos: number, cb: Cb) => {
+      if (fd !== active.fd || failed) return real(fd, buf, off, len, pos, cb);
       failed = true;
-      real(fd, buf, off, len >> 1, pos);
-      throw Object.assign(new Error('ENOSPC: no space left on device (test)'), { code: 'ENOSPC' });
-    }) as typeof fs.writeSync;
+      fs.writeSync(fd, buf, off, len >> 1, pos); // part of it reached the file
+      process.nextTick(() => cb(Object.assign(new Error('ENOSPC: no space left on device (test)'), { code: 'ENOSPC' }), 0));
+    }) as typeof fs.write;
     syncBuiltinESMExports();
     try {
-      expect(() => s.append(frame, 1)).to.throw(/ENOSPC/);
+      await rejects(s.append(frame, 1), /ENOSPC/);
       expect(failed).to.equal(true);
     } finally {
-      fs.writeSync = real;
+      fs.write = real;
       syncBuiltinESMExports();
     }
-    s.append(encodeFrame([span(2)]), 1); // goes to a new segment
+    await s.append(encodeFrame([span(2)]), 1); // goes to a new segment
     const segs = s.close();
     expect(segs.map((x) => x.rows)).to.deep.equal([1, 1]);
     expect(segs[0]!.path).to.equal(active.path);
@@ -208,6 +209,12 @@ describe('spool', () => {
     expect((await stat(segs[0]!.path)).size).to.equal(segs[0]!.bytes);
   });
 });
+
+async function rejects(p: Promise<unknown>, pattern: RegExp): Promise<void> {
+  let err: unknown = null;
+  await p.catch((e: unknown) => { err = e; });
+  expect(String(err)).to.match(pattern);
+}
 
 /** A file descriptor's status flags, from /proc (Linux). */
 function fcntlFlags(fd: number): number {
