@@ -11,7 +11,7 @@
 // The spool lives on the processor thread (processors/host.ts), which appends the frames of the requests it processed
 // while the previous write was in flight as one write (group commit) and answers them once it returned. The file is
 // opened O_DSYNC, so a write returns once its bytes are on disk: one system call, one thread-pool round trip.
-import { closeSync, constants, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, write, writeFileSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, write, writeFileSync, writeSync } from 'node:fs';
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -256,16 +256,19 @@ export class Spool {
    * Durably append `buf` (one or more whole frames holding `rows` rows, for `appends` callers): when this resolves, the
    * bytes are on disk. Rejects on a disk error (full, I/O): nothing of `buf` may be acknowledged then, and the next
    * append goes to a new segment, the failed one cut back to its last good frame. One append at a time (the caller
-   * waits for each before the next, or before seal).
+   * waits for each before the next, or before seal). `sync` writes on the calling thread: for a small append on a
+   * thread with nothing else to do, it spares the round trips through the thread pool.
    */
-  async append(buf: Buffer, rows: number, appends = 1): Promise<void> {
+  async append(buf: Buffer, rows: number, appends = 1, sync = false): Promise<void> {
     if (this.closed) throw new Error('spool is closed');
     if (buf.length === 0) return;
     try {
       if (this.broken) this.sealActive();
       const seg = this.active ?? this.createSegment();
       this.counters.writes++;
-      for (let off = 0; off < buf.length;) off += await writeAt(seg.fd, buf, off, seg.bytes + off);
+      for (let off = 0; off < buf.length;) {
+        off += sync ? writeSync(seg.fd, buf, off, buf.length - off, seg.bytes + off) : await writeAt(seg.fd, buf, off, seg.bytes + off);
+      }
       if (this.fsync) this.counters.syncs++;
       seg.bytes += buf.length;
       seg.rows += rows;

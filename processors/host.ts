@@ -28,6 +28,9 @@ export interface HostChains {
   auditHeads: ChainHeadStore;
 }
 
+/** Appends up to this size are written on this thread, larger ones through the thread pool (see writeQueued). */
+const SYNC_WRITE_BYTES = 64 * 1024;
+
 type Queued = { parts: Buffer[]; rows: number; appends: number; written: StoredRecord[][]; settle: (failure: string | null) => void };
 
 export class ProcessorHost {
@@ -139,8 +142,11 @@ export class ProcessorHost {
       let rows = 0;
       let appends = 0;
       for (const q of group) { rows += q.rows; appends += q.appends; }
+      const buf = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
       try {
-        await this.spool.append(parts.length === 1 ? parts[0]! : Buffer.concat(parts), rows, appends);
+        // A small write is made on this thread: its answers save two hops through the thread pool (most of the
+        // proxy's added latency at moderate load), and processing a few requests more meanwhile gains little.
+        await this.spool.append(buf, rows, appends, buf.length <= SYNC_WRITE_BYTES);
       } catch (err) {
         const failure = `could not write to the spool: ${err instanceof Error ? err.message : String(err)}`;
         // What was processed meanwhile may link to the lost records: it fails too, and the chains continue as a new

@@ -173,41 +173,50 @@ describe('spool', () => {
     s.close();
   });
 
-  it('after a failed write, the segment is cut back to its last good frame and sealed; the next append opens a new one', async () => {
-    const s = openSpool();
-    await s.append(encodeFrame([span(0)]), 1);
-    // The write fails halfway: part of the frame reached the file (a full disk), and the call threw.
-    const active = (s as unknown as { active: { fd: number; path: string } }).active;
-    const frame = encodeFrame([span(1)]);
-    // The spool's named import of write follows the builtin's property once synced (node:module).
-    const fs = (await import('node:fs')).default;
-    const { syncBuiltinESMExports } = await import('node:module');
-    const real = fs.write;
-    let failed = false;
-    type Cb = (err: NodeJS.ErrnoException | null, n: number) => void;
-    fs.write = ((fd: number, buf: Buffer, off: number, len: number, pos: number, cb: Cb) => {
-      if (fd !== active.fd || failed) return real(fd, buf, off, len, pos, cb);
-      failed = true;
-      fs.writeSync(fd, buf, off, len >> 1, pos); // part of it reached the file
-      process.nextTick(() => cb(Object.assign(new Error('ENOSPC: no space left on device (test)'), { code: 'ENOSPC' }), 0));
-    }) as typeof fs.write;
-    syncBuiltinESMExports();
-    try {
-      await rejects(s.append(frame, 1), /ENOSPC/);
-      expect(failed).to.equal(true);
-    } finally {
-      fs.write = real;
+  for (const sync of [false, true]) {
+    it(`after a failed write (${sync ? 'on this thread' : 'through the thread pool'}), the segment is cut back to its last good frame and sealed; the next append opens a new one`, async () => {
+      const s = openSpool();
+      await s.append(encodeFrame([span(0)]), 1);
+      // The write fails halfway: part of the frame reached the file (a full disk), and the call threw.
+      const active = (s as unknown as { active: { fd: number; path: string } }).active;
+      const frame = encodeFrame([span(1)]);
+      // The spool's named imports follow the builtin's properties once synced (node:module).
+      const fs = (await import('node:fs')).default;
+      const { syncBuiltinESMExports } = await import('node:module');
+      const real = { write: fs.write, writeSync: fs.writeSync };
+      let failed = false;
+      const enospc = () => Object.assign(new Error('ENOSPC: no space left on device (test)'), { code: 'ENOSPC' });
+      type Cb = (err: NodeJS.ErrnoException | null, n: number) => void;
+      fs.write = ((fd: number, buf: Buffer, off: number, len: number, pos: number, cb: Cb) => {
+        if (fd !== active.fd || failed) return real.write(fd, buf, off, len, pos, cb);
+        failed = true;
+        real.writeSync(fd, buf, off, len >> 1, pos); // part of it reached the file
+        process.nextTick(() => cb(enospc(), 0));
+      }) as typeof fs.write;
+      fs.writeSync = ((fd: number, buf: Buffer, off: number, len: number, pos: number) => {
+        if (fd !== active.fd || failed) return real.writeSync(fd, buf, off, len, pos);
+        failed = true;
+        real.writeSync(fd, buf, off, len >> 1, pos);
+        throw enospc();
+      }) as typeof fs.writeSync;
       syncBuiltinESMExports();
-    }
-    await s.append(encodeFrame([span(2)]), 1); // goes to a new segment
-    const segs = s.close();
-    expect(segs.map((x) => x.rows)).to.deep.equal([1, 1]);
-    expect(segs[0]!.path).to.equal(active.path);
-    const ids = [];
-    for (const seg of segs) ids.push(...decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId));
-    expect(ids).to.deep.equal(['span-0', 'span-2']);
-    expect((await stat(segs[0]!.path)).size).to.equal(segs[0]!.bytes);
-  });
+      try {
+        await rejects(s.append(frame, 1, 1, sync), /ENOSPC/);
+        expect(failed).to.equal(true);
+      } finally {
+        Object.assign(fs, real);
+        syncBuiltinESMExports();
+      }
+      await s.append(encodeFrame([span(2)]), 1, 1, sync); // goes to a new segment
+      const segs = s.close();
+      expect(segs.map((x) => x.rows)).to.deep.equal([1, 1]);
+      expect(segs[0]!.path).to.equal(active.path);
+      const ids = [];
+      for (const seg of segs) ids.push(...decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId));
+      expect(ids).to.deep.equal(['span-0', 'span-2']);
+      expect((await stat(segs[0]!.path)).size).to.equal(segs[0]!.bytes);
+    });
+  }
 });
 
 async function rejects(p: Promise<unknown>, pattern: RegExp): Promise<void> {
