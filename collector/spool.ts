@@ -131,6 +131,11 @@ function resync(buf: Buffer, off: number): number {
   return -1;
 }
 
+/** The records of one good frame (a position decodeFrames found). */
+export function frameRecords(buf: Buffer, frame: { at: number; bytes: number }): StoredRecord[] {
+  return JSON.parse(buf.toString('utf8', frame.at + HEADER, frame.at + frame.bytes)) as StoredRecord[];
+}
+
 /** Decode frames; `parse: false` only validates and counts rows (cheap scan on open). */
 export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
   const records: StoredRecord[] = [];
@@ -153,12 +158,10 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
       continue;
     }
     const len = buf.readUInt32LE(off);
-    if (parse) {
-      const batch = JSON.parse(buf.subarray(off + HEADER, off + HEADER + len).toString('utf8')) as StoredRecord[];
-      for (const r of batch) records.push(r);
-    }
+    const frame = { at: off, bytes: HEADER + len };
+    if (parse) for (const r of frameRecords(buf, frame)) records.push(r);
     rows += buf.readUInt32LE(off + 4);
-    frames.push({ at: off, bytes: HEADER + len });
+    frames.push(frame);
     off += HEADER + len;
   }
   return { records, rows, validBytes: off, error, damaged, frames };

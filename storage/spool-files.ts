@@ -1,6 +1,6 @@
 // Insert sealed spool segments (see collector/spool.ts) into storage, reading them from disk.
 import { readFile } from 'node:fs/promises';
-import { decodeFrames } from '../collector/spool.ts';
+import { decodeFrames, frameRecords } from '../collector/spool.ts';
 import { isEnrichment, type SpanRecord, type StoredRecord } from '../collector/record.ts';
 import type { EnrichmentRecord } from '../collector/enrichment-records.ts';
 import type { Storage } from './types.ts';
@@ -13,12 +13,20 @@ export interface SpoolFilesResult { chunks: InsertedChunk[]; badTails: Array<{ p
 type Writer = Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'>;
 
 /**
- * Insert every record of the files, in order, in inserts of at most maxRows; idempotent, so safe to repeat.
+ * Records of one insert, by the size of their frames: a frame's JSON costs several times its size as objects, so
+ * 50,000 OTLP spans (~60 MB of JSON) held for one insert took hundreds of MB in the storage thread.
+ */
+export const MAX_INSERT_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Insert every record of the files, in order, in inserts of at most maxRows rows and about MAX_INSERT_BYTES of spooled
+ * JSON; idempotent, so safe to repeat. Frames are parsed as they are inserted, not a whole segment at once.
  * With `isolate`, records storage refuses on their own are returned in `refused` instead of failing the call.
  */
-export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows: number, isolate = false): Promise<SpoolFilesResult> {
+export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows: number, isolate = false, maxBytes = MAX_INSERT_BYTES): Promise<SpoolFilesResult> {
   const result: SpoolFilesResult = { chunks: [], badTails: [], refused: [] };
   let rows: StoredRecord[] = [];
+  let bytes = 0;
   const flush = async () => {
     if (!rows.length) return;
     const t0 = performance.now();
@@ -26,15 +34,21 @@ export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows
     else await insertRecords(storage, rows);
     result.chunks.push({ rows: rows.length, ms: performance.now() - t0 });
     rows = [];
+    bytes = 0;
   };
   for (const path of paths) {
-    const dec = decodeFrames(await readFile(path));
+    const buf = await readFile(path);
+    const dec = decodeFrames(buf, false); // where the good frames are; parsed one at a time below
     if (dec.error) result.badTails.push({ path, error: dec.error });
     // Damaged after the spool opened it (open() sets damage aside): what is unreadable is lost; say so.
     if (dec.damaged.length) result.badTails.push({ path, error: `damaged on disk: unreadable bytes skipped at ${dec.damaged.map((d) => d.at).join(', ')}; acknowledged records in them are lost` });
-    for (const r of dec.records) {
-      rows.push(r);
-      if (rows.length >= maxRows) await flush();
+    for (const f of dec.frames) {
+      for (const r of frameRecords(buf, f)) {
+        rows.push(r);
+        if (rows.length >= maxRows) await flush();
+      }
+      bytes += f.bytes;
+      if (bytes >= maxBytes) await flush();
     }
   }
   await flush();

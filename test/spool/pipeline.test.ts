@@ -249,3 +249,37 @@ describe('pipeline (writer + spool)', () => {
     expect(maxRunning).to.equal(1);
   });
 });
+
+describe('insertSpoolFiles (the storage thread reading sealed segments)', () => {
+  it('inserts in order, at most maxRows rows and about maxBytes of spooled JSON at a time, whatever the segment size', async () => {
+    const { Spool, encodeFrame } = await import('../../collector/spool.ts');
+    const { insertSpoolFiles } = await import('../../storage/spool-files.ts');
+    const dir = await tempDir();
+    try {
+      const spool = new Spool({ dir: join(dir, 'spool'), fsync: false });
+      spool.open();
+      // One segment of 40 frames of 5 spans (~5 KiB a frame), one of 3 frames.
+      for (let f = 0; f < 40; f++) await spool.append(encodeFrame(Array.from({ length: 5 }, (_, i) => span(f * 5 + i))), 5);
+      const [first] = spool.seal();
+      for (let f = 40; f < 43; f++) await spool.append(encodeFrame(Array.from({ length: 5 }, (_, i) => span(f * 5 + i))), 5);
+      const [second] = spool.close();
+      const storage = new MapStorage();
+      const order: string[] = [];
+      const insert = storage.insertSpans.bind(storage);
+      storage.insertSpans = async (rows) => { for (const r of rows) order.push(r.spanId); await insert(rows); };
+      const res = await insertSpoolFiles(storage, [first!.path, second!.path], 1000, false, 20 * 1024);
+      // An insert closes with the frame that reaches 20 KiB; the second file's rows follow on in the same one.
+      const frameBytes = encodeFrame(Array.from({ length: 5 }, (_, i) => span(100 + i))).length;
+      const per = 5 * Math.ceil((20 * 1024) / frameBytes);
+      expect(per).to.be.within(15, 30);
+      expect(storage.inserts).to.deep.equal([...Array(Math.floor(215 / per)).fill(per), ...(215 % per ? [215 % per] : [])]);
+      expect(res.chunks.map((c) => c.rows)).to.deep.equal(storage.inserts);
+      expect(order).to.deep.equal(Array.from({ length: 215 }, (_, i) => `span-${i}`));
+      const byRows = new MapStorage();
+      await insertSpoolFiles(byRows, [first!.path, second!.path], 60, false, 1 << 30);
+      expect(byRows.inserts).to.deep.equal([60, 60, 60, 35]);
+    } finally {
+      await removeDir(dir);
+    }
+  });
+});
