@@ -4,7 +4,7 @@
 // commands then start without loading (and type-stripping) the whole server.
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
 import type { VerifyResult } from './ops.ts';
 import type { SettingsPatch } from '../collector/settings.ts';
@@ -333,6 +333,8 @@ async function run(argv: string[]): Promise<number> {
 function singleThreadedGc(setting: string): void {
   const on = setting === 'auto' ? availableParallelism() <= 2 : setting === 'true' || setting === '1';
   if (!on || process.execArgv.includes('--single-threaded-gc') || !process.execve) return; // execve: POSIX only
+  // A failed execve aborts the process (it does not throw): go on without the flag when node cannot be run again.
+  try { accessSync(process.execPath, constants.X_OK); } catch { return; }
   process.execve(process.execPath, [process.execPath, '--single-threaded-gc', ...process.execArgv, ...process.argv.slice(1)], process.env);
 }
 

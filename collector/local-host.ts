@@ -31,7 +31,7 @@ export class LocalHost implements IngestHost {
   }
 
   async seal(): Promise<Segment[]> { return this.host.seal(); }
-  async close(): Promise<Segment[]> { return this.host.close(); }
+  async close(): Promise<void> { await this.host.close(); }
 
   private async processWaiting(): Promise<void> {
     const batch = this.waiting;

@@ -61,8 +61,8 @@ export interface IngestHost {
   append(frame: Buffer, rows: number): Promise<void>;
   /** Seal the active segment; every segment sealed since the last call, oldest first. */
   seal(): Promise<Segment[]>;
-  /** Seal and stop; the segments sealed last. */
-  close(): Promise<Segment[]>;
+  /** Seal and stop; later calls fail with SpoolWriteError. What is left in the spool replays at the next start. */
+  close(): Promise<void>;
   /** The spool as last reported. */
   readonly state: SpoolState;
 }

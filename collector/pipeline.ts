@@ -92,6 +92,7 @@ export class Pipeline implements Ingestor {
   private handovers: Handover[] = [];
   private handing = false;
   private sealing: Promise<void> = Promise.resolve();
+  private sealQueued: Promise<void> | null = null;
 
   constructor(opts: PipelineOptions) {
     this.opts = opts;
@@ -151,6 +152,7 @@ export class Pipeline implements Ingestor {
   /** Durably spool enrichment records produced outside a request's batch (audit of rejected auth, admin changes). */
   async record(extra: EnrichmentRecord[]): Promise<void> {
     if (extra.length === 0) return;
+    if (this.closing) throw new BackpressureError('the collector is shutting down; retry later', 1);
     if (this.spoolBytes() >= this.opts.config.SPOOL_MAX_BYTES) throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     await this.tracked(this.handOver(extra));
   }
@@ -200,6 +202,12 @@ export class Pipeline implements Ingestor {
     await this.seal();
     while (this.flushing) await this.flushing.catch(() => {});
     await this.runFlush();
+  }
+
+  /** Refuse new records (503) and wait for those under way: what is appended after this is only the caller's own. */
+  async stopIngesting(): Promise<void> {
+    this.closing = true;
+    await Promise.allSettled([...this.ingesting]);
   }
 
   /** Stop accepting, flush what we can within the timeout, close the spool. Unflushed data replays on next start. */
@@ -273,12 +281,18 @@ export class Pipeline implements Ingestor {
     }
   }
 
-  /** One seal at a time, so segments join the list in the order they were sealed. */
+  /**
+   * One seal at a time, so segments join the list in the order they were sealed; callers while one waits its turn
+   * share it (a burst over FLUSH_MAX_ROWS asks for one on every request).
+   */
   private seal(): Promise<void> {
+    if (this.sealQueued) return this.sealQueued;
     const next = this.sealing.then(async () => {
+      this.sealQueued = null;
       const segs = await this.host.seal();
       for (const s of segs) this.sealed.push(s);
     });
+    this.sealQueued = next;
     this.sealing = next.catch(() => {});
     return next;
   }

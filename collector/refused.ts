@@ -11,7 +11,7 @@ import type { SpanRecord, StoredRecord } from './record.ts';
 import type { EnrichmentRecord, EnrichmentType } from './enrichment-records.ts';
 import { checkNs } from '../storage/codec.ts';
 import { partitionEnrichment } from '../storage/enrichment.ts';
-import { encodeFrame, syncDir } from './spool.ts';
+import { encodeFrame } from './spool.ts';
 
 /**
  * Named after the spool segment the records were in plus a hash of the records: a retry after a crash (file
@@ -242,4 +242,10 @@ async function nextSegment(spoolDir: string): Promise<string> {
   const segs = (await readdir(spoolDir)).filter((n) => /^\d+\.seg$/.test(n)).sort();
   const seq = segs.length ? Number(segs[segs.length - 1]!.slice(0, -4)) + 1 : 1;
   return join(spoolDir, `${String(seq).padStart(12, '0')}.seg`);
+}
+
+/** A directory's new entries, durable (a renamed or new file survives a power loss). */
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try { await fh.sync(); } finally { await fh.close(); }
 }

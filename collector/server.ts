@@ -151,6 +151,8 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     // Alert webhooks under way get a few seconds; the rest are logged as abandoned. Then the chains' last records
     // are signed, so nothing acknowledged is left outside a checkpoint, and the delivery outcomes go with them.
     await processors.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
+    // Handlers still running past closeAllConnections get 503 from here on, so the final checkpoints sign everything.
+    await pipeline.stopIngesting();
     if (config.ENRICHMENT) await processors.checkpoints().catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
     stopInit();
     stopPublishing();

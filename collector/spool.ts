@@ -12,7 +12,7 @@
 // while the previous write was in flight as one write (group commit) and answers them once it returned. The file is
 // opened O_DSYNC, so a write returns once its bytes are on disk: one system call, one thread-pool round trip.
 import { closeSync, constants, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, write, writeFileSync, writeSync } from 'node:fs';
-import { open, readdir, readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { StoredRecord } from './record.ts';
@@ -47,8 +47,11 @@ export interface SpoolCounters {
 
 /** What the thread owning the spool reports of it (collector/pipeline.ts reads it on the HTTP thread). */
 export interface SpoolState {
-  /** The segment being appended to, if any: a replacement of a thread that died takes it over (Spool.adopt). */
-  activePath: string | null;
+  /**
+   * The segments the writer does not know yet: those sealed since seal() last handed them over (after a failed
+   * write), then the one being appended to. A replacement of a thread that died takes them over (Spool.adopt).
+   */
+  unsealed: string[];
   activeBytes: number;
   activeRows: number;
   counters: SpoolCounters;
@@ -59,14 +62,11 @@ export interface SpoolState {
 const HEADER = 12;
 const SUFFIX = '.seg';
 
-/**
- * One frame. The JSON is written straight into the frame (no intermediate buffer). `own`: the frame gets its own
- * ArrayBuffer instead of a slice of Node's shared pool, so a worker thread can transfer it without a copy.
- */
-export function encodeFrame(records: StoredRecord[], own = false): Buffer {
+/** One frame. The JSON is written straight into the frame (no intermediate buffer). */
+export function encodeFrame(records: StoredRecord[]): Buffer {
   const json = framePayload(records); // well-formed (lone surrogates escaped or replaced), so the UTF-8 length is exact
   const length = Buffer.byteLength(json);
-  const frame = own ? Buffer.allocUnsafeSlow(HEADER + length) : Buffer.allocUnsafe(HEADER + length);
+  const frame = Buffer.allocUnsafe(HEADER + length);
   frame.write(json, HEADER);
   frame.writeUInt32LE(length, 0);
   frame.writeUInt32LE(records.length, 4);
@@ -207,15 +207,20 @@ export class Spool {
   }
 
   /**
-   * Continue after a spool owner on another thread that died (its sealed segments are known to the writer): number
-   * new segments after every file there, and take over the one it was appending to, returned sealed (null when it
-   * held nothing), its torn tail cut.
+   * Continue after a spool owner on another thread that died (the segments it handed over are known to the writer):
+   * number new segments after every file there, and take over the ones it had not handed over yet (its state's
+   * `unsealed`), returned sealed in that order, torn tails cut (none for those that held nothing).
    */
-  adopt(path: string | null): Segment | null {
+  adopt(paths: readonly string[]): Segment[] {
     mkdirSync(this.dir, { recursive: true });
     for (const n of readdirSync(this.dir)) if (/^\d+\.seg$/.test(n)) this.nextSeq = Math.max(this.nextSeq, Number(n.slice(0, -SUFFIX.length)) + 1);
-    if (path === null || !path.startsWith(this.dir) || !/^\d+\.seg$/.test(path.slice(this.dir.length + 1))) return null;
-    return this.recover(path.slice(this.dir.length + 1));
+    const out: Segment[] = [];
+    for (const path of paths) {
+      if (!path.startsWith(this.dir) || !/^\d+\.seg$/.test(path.slice(this.dir.length + 1))) continue;
+      const seg = this.recover(path.slice(this.dir.length + 1));
+      if (seg) out.push(seg);
+    }
+    return out;
   }
 
   /** One segment found on disk, checked and cut back to its last good frame; null (and deleted) when it has none. */
@@ -299,7 +304,9 @@ export class Spool {
   get activeRows(): number { return this.active?.rows ?? 0; }
 
   state(): SpoolState {
-    return { activePath: this.active?.path ?? null, activeBytes: this.activeBytes, activeRows: this.activeRows, counters: { ...this.counters }, lastWriteFailure: this.lastWriteFailure };
+    const unsealed = this.sealedSince.map((x) => x.path);
+    if (this.active) unsealed.push(this.active.path);
+    return { unsealed, activeBytes: this.activeBytes, activeRows: this.activeRows, counters: { ...this.counters }, lastWriteFailure: this.lastWriteFailure };
   }
 
   /** Seal the active segment and take no more appends. Sealed files stay for the writer / next start. */
@@ -366,16 +373,4 @@ function writeDurably(path: string, buf: Buffer, fsync: boolean): void {
 function syncDirNow(dir: string): void {
   const fd = openSync(dir, 'r');
   try { fsyncSync(fd); } finally { closeSync(fd); }
-}
-
-export async function syncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try { await fh.sync(); } finally { await fh.close(); }
-}
-
-/** Size of the files in a spool directory (for tests and tooling). */
-export async function spoolDirBytes(dir: string): Promise<number> {
-  let n = 0;
-  for (const name of await readdir(dir)) if (name.endsWith(SUFFIX)) n += (await stat(join(dir, name))).size;
-  return n;
 }

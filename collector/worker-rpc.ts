@@ -36,6 +36,10 @@ export class WorkerRpc {
 
   /** Counts the threads started: a caller keeping state in the thread knows a new one has none of it. */
   spawned = 0;
+  private exiting: Promise<void> = Promise.resolve();
+
+  /** Resolves once the last thread that failed has exited (its replacement may then take over what it held). */
+  stopped(): Promise<void> { return this.exiting; }
 
   call<T>(message: object, transfer: readonly Transferable[] = []): Promise<T> {
     const w = (this.worker ??= this.spawn());
@@ -77,7 +81,7 @@ export class WorkerRpc {
       if (this.worker !== w) return;
       this.worker = null;
       this.failPending(err);
-      void w.terminate();
+      this.exiting = w.terminate().then(() => {}, () => {});
     };
     // A message that cannot be deserialized names no call. Fail every call in flight rather than leave one
     // hanging, and replace the worker: it may still be running them (its chains would then have gaps).

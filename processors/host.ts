@@ -12,7 +12,12 @@ import type { ChainHeadStore } from './chain-heads.ts';
 import { headsOf, type VerificationChain } from './verification.ts';
 import type { AlertRecord } from '../collector/enrichment-records.ts';
 
-export interface HostItem { spans: SpanRecord[]; ctx: IngestContext | null }
+export interface HostItem {
+  spans: SpanRecord[];
+  ctx: IngestContext | null;
+  /** Run right before the item is processed (the processor thread applies the settings its message carried). */
+  before?: () => void;
+}
 /** One item's answer: its rows are durable; or why not (`spool`: the append failed, a retryable condition). */
 export type ItemResult = { accepted: number; rows: number } | { error: string; spool?: true };
 /** A main-thread group of records already encoded there (its own audit chain): appended as it is. */
@@ -52,12 +57,10 @@ export class ProcessorHost {
 
   /**
    * Segments a previous process left (sealed, oldest first). For the replacement of a thread that died (`adopt`
-   * given), only the segment it was appending to: its sealed ones are known to the writer already.
+   * given), only those it had not handed to the writer yet (see Spool.adopt).
    */
-  open(adopt?: string | null): Segment[] {
-    if (adopt === undefined) return this.spool.open();
-    const seg = this.spool.adopt(adopt);
-    return seg ? [seg] : [];
+  open(adopt?: readonly string[]): Segment[] {
+    return adopt === undefined ? this.spool.open() : this.spool.adopt(adopt);
   }
 
   /**
@@ -74,6 +77,7 @@ export class ProcessorHost {
     let appends = 0;
     for (const item of items) {
       try {
+        item.before?.();
         let batch: Batch = { spans: item.spans, extra: [] };
         for (const p of this.processors) batch = await p(batch, item.ctx);
         const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
@@ -84,7 +88,14 @@ export class ProcessorHost {
       }
     }
     for (const f of frames) { parts.push(f.frame); rows += f.rows; appends++; }
-    const durable = generation !== this.generation ? Promise.resolve('an earlier spool write failed') : this.enqueue({ parts, rows, appends, written });
+    let durable: Promise<string | null>;
+    if (generation === this.generation) durable = this.enqueue({ parts, rows, appends, written });
+    else {
+      // A write failed while this group was being processed: the chains went back, then moved on with the rest of
+      // it, which is never written. Back to the durable heads again.
+      this.rewind();
+      durable = Promise.resolve('an earlier spool write failed');
+    }
     const answer = durable.then((failure): GroupAnswer => (failure === null
       ? { items: results, frames: frames.map(() => null) }
       : { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) }));
@@ -118,6 +129,13 @@ export class ProcessorHost {
     await this.chains?.heads.flush();
     await this.chains?.auditHeads.flush();
     return sealed;
+  }
+
+  /** Records were lost: the chains continue as a new run from what is durable, as after a restart. */
+  private rewind(): void {
+    if (!this.chains) return;
+    this.chains.verification?.rewind(this.chains.heads.current(), Date.now());
+    this.chains.audit.rewind(this.chains.auditHeads.current());
   }
 
   private async settled(): Promise<void> {
@@ -154,10 +172,7 @@ export class ProcessorHost {
         const later = this.queue;
         this.queue = [];
         this.generation++;
-        if (this.chains) {
-          this.chains.verification?.rewind(this.chains.heads.current(), Date.now());
-          this.chains.audit.rewind(this.chains.auditHeads.current());
-        }
+        this.rewind();
         for (const q of [...group, ...later]) q.settle(failure);
         continue;
       }

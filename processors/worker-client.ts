@@ -14,7 +14,7 @@ type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
 type Options = Omit<HostData, 'store'> & { store?: string | null; settings: PolicySource & AlertSource; youngGenMb?: number };
 type Waiting = { item: HostItem; resolve: (r: { accepted: number; rows: number }) => void; reject: (e: Error) => void };
 
-const EMPTY_STATE: SpoolState = { activePath: null, activeBytes: 0, activeRows: 0, counters: { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 }, lastWriteFailure: null };
+const EMPTY_STATE: SpoolState = { unsealed: [], activeBytes: 0, activeRows: 0, counters: { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 }, lastWriteFailure: null };
 
 export class ProcessorWorker implements IngestHost {
   private readonly settings: PolicySource & AlertSource;
@@ -29,11 +29,15 @@ export class ProcessorWorker implements IngestHost {
    * WorkerRpc spawn count they were sent to: a replacement thread starts with none.
    */
   private held = { thread: 0, policies: new Map<string, Policy>(), alerts: new Map<string, AlertSettings>() };
-  /** The spool as of the thread's last answer. */
-  state: SpoolState = EMPTY_STATE;
+  /** The spool as of the current thread's last answer. */
+  private last: SpoolState = EMPTY_STATE;
+  /** What threads that died had counted, and a write failure one reported (until its replacement writes). */
+  private before: { counters: SpoolState['counters']; failure: SpoolState['lastWriteFailure'] } = { counters: { ...EMPTY_STATE.counters }, failure: null };
   /** The thread the spool was opened on (WorkerRpc spawn count); 0 before open(). */
   private openedOn = 0;
   private reopening: Promise<void> | null = null;
+  /** After close(), calls fail (503) rather than start a new thread on a spool the collector has let go of. */
+  private closed = false;
   /** Segments taken over from a thread that died, for the next seal() to hand to the writer. */
   private adopted: Segment[] = [];
 
@@ -46,11 +50,22 @@ export class ProcessorWorker implements IngestHost {
     this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), data, 'processor', opts.youngGenMb ?? 0);
   }
 
+  /** The spool as last reported, counted across the threads that held it. */
+  get state(): SpoolState {
+    const s = this.last;
+    const c = this.before.counters;
+    return {
+      ...s,
+      counters: { appends: c.appends + s.counters.appends, writes: c.writes + s.counters.writes, syncs: c.syncs + s.counters.syncs, bytesWritten: c.bytesWritten + s.counters.bytesWritten },
+      lastWriteFailure: s.lastWriteFailure ?? (s.counters.writes === 0 ? this.before.failure : null),
+    };
+  }
+
   /** Start the thread and take over the segments a previous process left (oldest first). */
   async open(): Promise<Segment[]> {
     const reply = await this.rpc.call<HostReply>({ type: 'open' } satisfies NoId<HostRequest>);
     this.openedOn = this.rpc.spawned;
-    this.state = reply.state;
+    this.last = reply.state;
     return this.sealedFrom(reply);
   }
 
@@ -96,27 +111,42 @@ export class ProcessorWorker implements IngestHost {
   }
 
   /** Seal the spool, write the chains' durable heads, and stop the thread; returns the segments sealed last. */
-  async close(): Promise<Segment[]> {
+  async close(): Promise<void> {
+    if (this.closed) return;
     try {
-      return this.rpc.running ? this.sealedFrom(await this.call({ type: 'close' })) : [];
+      if (this.rpc.running) await this.call({ type: 'close' });
     } finally {
+      this.closed = true;
       await this.rpc.close();
     }
   }
 
   private async call(m: NoId<HostRequest>): Promise<HostReply> {
+    if (this.closed) throw new SpoolWriteError('the spool is closed: the collector is shutting down');
     // A thread that died left a segment it was appending to (acknowledged records): its replacement takes it over first.
     while (this.openedOn && (!this.rpc.running || this.rpc.spawned !== this.openedOn)) await (this.reopening ??= this.reopen());
-    const reply = await this.rpc.call<HostReply>(m);
-    this.state = reply.state;
+    let reply: HostReply;
+    try {
+      reply = await this.rpc.call<HostReply>(m);
+    } catch (err) {
+      // The thread died with the call (or it could not be sent): nothing in it was acknowledged; retryable.
+      throw err instanceof SpoolWriteError ? err : new SpoolWriteError(`the processor thread failed: ${(err as Error).message}`);
+    }
+    this.last = reply.state;
     return reply;
   }
 
   private async reopen(): Promise<void> {
     try {
-      const reply = await this.rpc.call<HostReply>({ type: 'open', adopt: this.state.activePath } satisfies NoId<HostRequest>);
+      // The dead thread's counts carry over, and its last write failure until the replacement has written.
+      const { counters, lastWriteFailure } = this.state;
+      this.before = { counters, failure: lastWriteFailure };
+      const unsealed = this.last.unsealed;
+      this.last = { ...EMPTY_STATE, counters: { ...EMPTY_STATE.counters } };
+      await this.rpc.stopped(); // nothing of the old thread still lands in what the new one takes over
+      const reply = await this.rpc.call<HostReply>({ type: 'open', adopt: unsealed } satisfies NoId<HostRequest>);
       this.openedOn = this.rpc.spawned;
-      this.state = reply.state;
+      this.last = reply.state;
       this.adopted.push(...this.sealedFrom(reply));
     } finally {
       this.reopening = null;

@@ -17,7 +17,7 @@ export type { HostItem, ItemResult };
 export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: Record<string, AlertSettings> }
 export interface HostData { dataDir: string; enabled: boolean; fsync: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store: string | null }
 export type HostRequest =
-  | { id: number; type: 'open'; adopt?: string | null }
+  | { id: number; type: 'open'; adopt?: string[] }
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
   | { id: number; type: 'append'; frame: Uint8Array; rows: number }
   | { id: number; type: 'checkpoints'; force: boolean }
@@ -84,9 +84,10 @@ async function runGroup(group: Queued[]): Promise<void> {
   const frames: FrameItem[] = [];
   for (const { m } of group) {
     if (m.type === 'process') {
-      Object.assign(current.policies, m.settings.policies);
-      Object.assign(current.alerts, m.settings.alerts);
-      items.push(...m.items);
+      // Each message's items are processed with the settings as of that message, not a later one's of the group.
+      const apply = () => { Object.assign(current.policies, m.settings.policies); Object.assign(current.alerts, m.settings.alerts); };
+      m.items.forEach((item, i) => items.push(i === 0 ? { ...item, before: apply } : item));
+      if (m.items.length === 0) apply();
     } else if (m.type === 'append') {
       frames.push({ frame: Buffer.from(m.frame.buffer, m.frame.byteOffset, m.frame.byteLength), rows: m.rows });
     }

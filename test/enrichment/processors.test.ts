@@ -685,6 +685,52 @@ describe('processor host: processing goes on while a spool write is in flight', 
   });
 });
 
+describe('processor host: a write that fails while a group waits on I/O mid-processing', () => {
+  it('refuses the group and rewinds again, so the next record links to a written one', async () => {
+    const { ProcessorHost } = await import('../../processors/host.ts');
+    const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
+    const { Spool } = await import('../../collector/spool.ts');
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
+    try {
+      const audit = new AuditChain('c1');
+      const auditHeads = new ChainHeadStore(join(dir, 'keys'), 'audit-ingest', 'test');
+      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
+      let slow: Promise<void> | null = null;
+      // A processor that waits on I/O (a macrotask) while `slow` is set, then the audit processor.
+      const io = async (b: Parameters<ReturnType<typeof auditProcessor>>[0]) => { if (slow) await slow; return b; };
+      const host = new ProcessorHost({ spool, processors: [io, auditProcessor(audit)], chains: { verification: null, audit, heads: new ChainHeadStore(join(dir, 'keys'), 'verification', 'test'), auditHeads } });
+      host.open();
+      const real = spool.append.bind(spool);
+      let release!: () => void;
+      let fail = false;
+      spool.append = async (buf, rows, appends, sync) => {
+        if (fail) { await new Promise<void>((r) => { release = r; }); throw new Error('EIO (test)'); }
+        return real(buf, rows, appends, sync);
+      };
+      const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+      expect((await (await host.process([{ spans: [span('t1', 'a')], ctx }])).answer).items[0]).to.deep.include({ accepted: 1 });
+      fail = true;
+      const a2 = (await host.process([{ spans: [span('t2', 'a')], ctx }])).answer; // its write will fail
+      fail = false;
+      // Two items: the first waits on I/O, meanwhile t2's write fails (a rewind); the second is processed after it.
+      let go!: () => void;
+      slow = new Promise<void>((r) => { go = r; });
+      const p3 = host.process([{ spans: [span('t3a', 'a')], ctx }, { spans: [span('t3b', 'a')], ctx }]);
+      setTimeout(() => { release(); setTimeout(() => { slow = null; go(); }, 20); }, 20);
+      expect((await a2).items[0]).to.have.property('spool', true);
+      expect((await (await p3).answer).items.map((i) => 'error' in i)).to.deep.equal([true, true]);
+      expect((await (await host.process([{ spans: [span('t4', 'a')], ctx }])).answer).items[0]).to.deep.include({ accepted: 1 });
+      const [seg] = await host.seal();
+      const audits = decodeFrames((await import('node:fs')).readFileSync(seg!.path)).records
+        .filter((r) => 'recordType' in r && r.recordType === 'audit') as Array<{ prevHash: string; hash: string }>;
+      expect(audits).to.have.length(2); // t1's and t4's
+      expect(audits[1]!.prevHash).to.equal(audits[0]!.hash);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('processor worker thread', () => {
   const setup = async () => {
     const { ProcessorWorker } = await import('../../processors/worker-client.ts');
@@ -759,12 +805,74 @@ describe('processor worker thread', () => {
     try {
       await w.open();
       await w.process([span('t1', 'a')], ctx); // acknowledged: in the dead thread's active segment
+      expect(w.state.counters.appends).to.equal(1);
       const inner = w as unknown as { rpc: { worker: { terminate(): Promise<number> } } };
       await inner.rpc.worker.terminate();
       await new Promise((r) => setTimeout(r, 50));
       await w.process([span('t2', 'a')], ctx);
+      expect(w.state.counters.appends).to.equal(2); // the metrics' counters go on across threads
       const traces = (await spooled()).filter((r) => !('recordType' in r)).map((r) => (r as { traceId: string }).traceId);
       expect(traces).to.deep.equal(['t1', 't2']);
+    } finally {
+      await done();
+    }
+  });
+
+  it('a thread that dies after a failed write hands over the segment the failure sealed too (a full tmpfs; needs root)', async function () {
+    const { ProcessorWorker } = await import('../../processors/worker-client.ts');
+    const { loadSegment } = await import('../../collector/spool.ts');
+    const { execFileSync } = await import('node:child_process');
+    const { mkdirSync, unlinkSync } = await import('node:fs');
+    const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-procw-'));
+    const spoolDir = join(dataDir, 'spool');
+    mkdirSync(spoolDir);
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', spoolDir], { stdio: 'pipe' });
+    } catch {
+      rmSync(dataDir, { recursive: true, force: true });
+      this.skip();
+    }
+    const w = new ProcessorWorker({ dataDir, enabled: false, fsync: true, store: 'test', logLevel: 'silent', settings: { policyFor: async () => DEFAULT_POLICY, alertsFor: async () => ({ rules: [] }) } });
+    const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+    try {
+      await w.open();
+      await w.process([span('t1', 'a')], ctx); // acknowledged, in segment 1
+      const filler = join(spoolDir, 'filler');
+      try { writeFileSync(filler, Buffer.alloc(2 * 1024 * 1024)); } catch { /* ENOSPC: the disk is full */ }
+      let err: Error | null = null;
+      await w.process([span('t2', 'a', { prompt: 'x'.repeat(200_000) })], ctx).catch((e: Error) => { err = e; });
+      expect(err!.name).to.equal('SpoolWriteError');
+      unlinkSync(filler);
+      await w.process([span('t3', 'a')], ctx); // segment 1 sealed after the failure, t3 in segment 2
+      expect(w.state.unsealed).to.have.length(2);
+      const inner = w as unknown as { rpc: { worker: { terminate(): Promise<number> } } };
+      await inner.rpc.worker.terminate();
+      await new Promise((r) => setTimeout(r, 50));
+      await w.process([span('t4', 'a')], ctx);
+      const traces: string[] = [];
+      for (const seg of await w.seal()) for (const r of await loadSegment(seg)) if (!('recordType' in r)) traces.push((r as SpanRecord).traceId);
+      expect(traces).to.deep.equal(['t1', 't3', 't4']);
+    } finally {
+      await w.close();
+      try { execFileSync('umount', [spoolDir], { stdio: 'pipe' }); } catch { execFileSync('umount', ['-l', spoolDir], { stdio: 'pipe' }); }
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('after close(), calls fail retryably and start no thread on the spool the collector let go of', async () => {
+    const { w, done } = await setup();
+    try {
+      await w.open();
+      await w.process([span('t1', 'a')], { workspaceId: 'ws', keyId: 'k1', route: 'test' });
+      await w.close();
+      const rpc = (w as unknown as { rpc: { spawned: number; running: boolean } }).rpc;
+      const spawned = rpc.spawned;
+      let err: Error | null = null;
+      await w.append(Buffer.from('x'), 1).catch((e: Error) => { err = e; });
+      expect(err!.name).to.equal('SpoolWriteError');
+      await w.process([span('t2', 'a')], { workspaceId: 'ws', keyId: 'k1', route: 'test' }).catch((e: Error) => { err = e; });
+      expect(err!.message).to.match(/shutting down/);
+      expect([rpc.spawned, rpc.running]).to.deep.equal([spawned, false]);
     } finally {
       await done();
     }
