@@ -56,6 +56,28 @@ export async function runNativeCeiling(seconds: number, connections = 50): Promi
   }
 }
 
+/**
+ * One case from runs of it taken in turn with others (the VM's speed drifts over minutes, so cases compared with
+ * each other are interleaved): rates over the summed time, the worst p99, the largest RSS, counts summed.
+ */
+export function combine(runs: CaseResult[]): CaseResult {
+  const sum = (f: (r: CaseResult) => number) => runs.reduce((n, r) => n + f(r), 0);
+  const ok = sum((r) => r.ok);
+  const duration = sum((r) => r.duration);
+  const server: Record<string, number> = {};
+  for (const r of runs) for (const [k, v] of Object.entries(r.cpu?.server ?? {})) server[k] = (server[k] ?? 0) + v;
+  const stored = runs.every((r) => r.stored !== undefined) ? sum((r) => r.stored!) : undefined;
+  const acked = runs.every((r) => r.acked !== undefined) ? sum((r) => r.acked!) : undefined;
+  return {
+    name: runs[0]!.name, ok, duration, rps: ok / duration,
+    p50: sum((r) => r.p50 * r.ok) / Math.max(1, ok), p99: Math.max(...runs.map((r) => r.p99)),
+    non2xx: sum((r) => r.non2xx), errors: sum((r) => r.errors), stealPct: sum((r) => r.stealPct * r.duration) / duration,
+    rssMb: Math.max(...runs.map((r) => r.rssMb)),
+    cpu: { server, loadGenerator: sum((r) => r.cpu?.loadGenerator ?? 0), others: sum((r) => r.cpu?.others ?? 0), seconds: sum((r) => r.cpu?.seconds ?? 0) },
+    ...(stored !== undefined ? { stored } : {}), ...(acked !== undefined ? { acked } : {}),
+  };
+}
+
 export function printNative(rows: CaseResult[], ceiling: CaseResult): void {
   const ceilRate = ceiling.ok / ceiling.duration;
   console.log('\n== native ingestion: POST /api/traces, ~%d-byte payload ==', Buffer.byteLength(NATIVE_BODY));
