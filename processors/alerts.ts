@@ -1,5 +1,6 @@
 // Alert signals: per-workspace rules evaluated at ingestion over sliding windows kept in memory
-// (per instance; a restart starts the windows empty). Optional signed webhook notification.
+// (per instance; a restart starts the windows empty, but remembers when each rule last fired, so a restart does not
+// fire again within the cooldown). Optional signed webhook notification.
 import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { AlertRecord, FindingRecord, Severity } from '../collector/enrichment-records.ts';
@@ -58,20 +59,54 @@ function isBackfill(s: SpanRecord, now: number, windowMs: number): boolean {
   return ended > 0 && ended < now - Math.max(windowMs, BACKFILL_MS);
 }
 
+/** When each rule last fired: workspace → rule key (its content) → ms; what a restarted evaluator starts from. */
+export type AlertFires = Record<string, Record<string, number>>;
+
+/** The longest cooldown a rule can have: a fire time older than this holds nothing back. */
+const MAX_COOLDOWN_MS = 86_400_000;
+
 export class AlertEvaluator {
   // workspace → rule key → window; rules no longer configured are dropped on the workspace's next batch.
   private readonly state = new Map<string, Map<string, RuleWindow>>();
+  // A previous run's fire times, each taken by its rule's first window (and dropped with its workspace's rules).
+  private readonly previous: AlertFires;
+  private readonly onFire: () => void;
+
+  /** `previous`: the fire times a previous run saved (fires()); `onFire` is called after a batch that fired. */
+  constructor(previous: AlertFires = {}, onFire: () => void = () => {}) {
+    this.previous = previous;
+    this.onFire = onFire;
+  }
+
+  /** When each rule held now last fired, within the longest cooldown of `now` (to be saved for the next run). */
+  fires(now = Date.now()): AlertFires {
+    const out: AlertFires = {};
+    const keep = (ws: string, key: string, at: number) => {
+      if (!(now - at < MAX_COOLDOWN_MS)) return;
+      (out[ws] ??= {})[key] = at;
+    };
+    for (const [ws, keys] of Object.entries(this.previous)) for (const [key, at] of Object.entries(keys)) keep(ws, key, at);
+    for (const [ws, windows] of this.state) for (const [key, w] of windows) keep(ws, key, w.lastFiredAt);
+    return out;
+  }
 
   /** Pure given its state: the alerts a batch triggers at time `now`. */
   evaluate(workspaceId: string, rules: AlertRule[], spans: SpanRecord[], findings: FindingRecord[], now: number): AlertRecord[] {
     const before = this.state.get(workspaceId);
+    const previous = this.previous[workspaceId];
+    delete this.previous[workspaceId];
     if (rules.length === 0) { this.state.delete(workspaceId); return []; }
     const windows = new Map<string, RuleWindow>();
     this.state.set(workspaceId, windows);
     const out: AlertRecord[] = [];
     for (const rule of rules) {
       const key = ruleKey(rule);
-      const st = windows.get(key) ?? before?.get(key) ?? new RuleWindow();
+      let st = windows.get(key) ?? before?.get(key);
+      if (!st) {
+        st = new RuleWindow();
+        const at = previous?.[key];
+        if (typeof at === 'number' && at <= now) st.lastFiredAt = at; // a clock set back since: not held back forever
+      }
       windows.set(key, st);
       const since = now - rule.windowSeconds * 1000;
       st.prune(since);
@@ -115,6 +150,7 @@ export class AlertEvaluator {
         if (v > rule.threshold) fire(v, last, `error rate ${(v * 100).toFixed(1)}% over ${rule.windowSeconds}s exceeds ${(rule.threshold * 100).toFixed(1)}% (${scope})`);
       }
     }
+    if (out.length) this.onFire();
     return out;
   }
 }

@@ -7,7 +7,7 @@ import type { AlertRecord } from '../collector/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { tokens } from '../storage/codec.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
-import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertSource } from './alerts.ts';
+import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertFires, type AlertSource } from './alerts.ts';
 import { AuditChain, auditProcessor } from './audit.ts';
 import { VerificationChain, verificationProcessor, type ChainHead } from './verification.ts';
 import { loadSigningKey } from './signing.ts';
@@ -43,6 +43,8 @@ export interface Enrichment {
   settleDeliveries(maxMs: number): Promise<string[]>;
   /** Alert records whose webhook delivery ended since the last batch (their outcome), taken out. */
   takeAlertOutcomes(): AlertRecord[];
+  /** When each rule last fired (to be saved for the next run). */
+  alertFires(): AlertFires;
   audit: AuditChain;
   verification: VerificationChain | null;
   keysDir: string;
@@ -61,23 +63,28 @@ export function createEnrichment(opts: {
   previousHeads?: Record<string, ChainHead> | undefined;
   /** Where the previous run's audit chains of this role ended. */
   previousAuditHeads?: Record<string, ChainHead> | undefined;
+  /** When each rule last fired in the previous run, and what to call when one fires (see alert-fires.ts). */
+  previousAlertFires?: AlertFires | undefined;
+  onAlertFired?: (() => void) | undefined;
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain(undefined, opts.previousAuditHeads);
-  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], takeAlertOutcomes: () => [], audit, verification: null, keysDir };
+  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], takeAlertOutcomes: () => [], alertFires: () => ({}), audit, verification: null, keysDir };
   const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false, opts.previousHeads);
   const notifier = webhookNotifier(opts.log);
   const outcomes: AlertRecord[] = [];
+  const evaluator = new AlertEvaluator(opts.previousAlertFires, opts.onAlertFired);
   return {
     processors: [
       costProcessor,
       governanceProcessor(opts.settings, opts.maxFindingsPerSpan, opts.log),
-      alertProcessor(opts.settings, new AlertEvaluator(), notifier, outcomes),
+      alertProcessor(opts.settings, evaluator, notifier, outcomes),
       auditProcessor(audit),
       verificationProcessor(verification),
     ],
     settleDeliveries: (maxMs) => notifier.settle(maxMs),
     takeAlertOutcomes: () => outcomes.splice(0),
+    alertFires: () => evaluator.fires(),
     audit, verification, keysDir,
   };
 }

@@ -11,6 +11,7 @@ import { DEFAULT_POLICY, type Policy } from './governance/policy.ts';
 import type { AlertSettings } from './alerts.ts';
 import { createEnrichment } from './index.ts';
 import { ChainHeadStore } from './chain-heads.ts';
+import { alertFiresFile, readAlertFires } from './alert-fires.ts';
 import { ProcessorHost, type FrameItem, type GroupAnswer, type HostItem, type ItemResult } from './host.ts';
 
 export type { HostItem, ItemResult };
@@ -43,8 +44,10 @@ const log = createLogger(logLevel);
 const keysDir = join(dataDir, 'keys');
 const heads = new ChainHeadStore(keysDir, 'verification', store);
 const auditHeads = new ChainHeadStore(keysDir, 'audit-ingest', store);
+const fires = alertFiresFile(dataDir, () => enrichment.alertFires());
 const enrichment = createEnrichment({
   dataDir, enabled, settings, log, maxFindingsPerSpan, signEachTrace, previousHeads: heads.current(), previousAuditHeads: auditHeads.current(),
+  previousAlertFires: enabled ? readAlertFires(dataDir) : {}, onAlertFired: () => fires.changed(),
 });
 const host = new ProcessorHost({
   spool: new Spool({ dir: join(dataDir, 'spool'), fsync, logger: log }),
@@ -119,7 +122,7 @@ async function runOne(m: HostRequest): Promise<HostReply | string[]> {
     case 'open': { const sealed = host.open(m.adopt); return { state: host.state(), sealed }; }
     case 'checkpoints': { const rows = await host.checkpoints(m.force); return { rows, state: host.state() }; }
     case 'seal': { const sealed = await host.seal(); return { sealed, state: host.state() }; }
-    case 'close': { const sealed = await host.close(); return { sealed, state: host.state() }; }
+    case 'close': { const sealed = await host.close(); await fires.flush(); return { sealed, state: host.state() }; }
     case 'settle': return enrichment.settleDeliveries(m.maxMs);
     default: throw new Error(`unexpected message ${m.type}`);
   }

@@ -16,6 +16,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { str, strList } from './clickhouse-sql.ts';
 import { USAGE_KINDS } from '../collector/record.ts';
+import type { SpanKey, SpanVersion } from './types.ts';
 
 /** The fields of a stored span that the usage rollup depends on. */
 export interface UsageFacts {
@@ -148,8 +149,7 @@ export function lookupChunks(traceIds: readonly string[]): string[][] {
   return chunks;
 }
 
-/** A span named by its trace and span id. */
-export interface SpanKey { traceId: string; spanId: string }
+export type { SpanKey };
 
 /**
  * Unique keys in chunks, each as the trace ids and span ids it names: at most LOOKUP_CHUNK traces and
@@ -230,6 +230,24 @@ export async function storedSpans(client: ClickHouseClient, db: string, workspac
     });
   }
   return out;
+}
+
+/**
+ * The stored version (newest ingested_at_ms) of these spans (one workspace), one query per chunk: the trace ids
+ * name the days to read through trace_index, as for storedSpans, and only the key columns are read.
+ */
+export async function spanVersionsOf(client: ClickHouseClient, db: string, workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]> {
+  const ws = str(workspaceId);
+  const found = await chunked(keys, (traceIds, spanIds) => rows<{ trace_id: string; span_id: string; v: string }>(client, `
+    SELECT trace_id, span_id, toString(max(ingested_at_ms)) AS v
+    FROM ${db}.spans
+    WHERE workspace_id = ${ws}
+      AND start_date IN (SELECT start_date FROM ${db}.trace_index WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)})
+      AND trace_id IN ${strList(traceIds)} AND span_id IN ${strList(spanIds)}
+    GROUP BY trace_id, span_id`));
+  const asked = new Set(keys.map((k) => spanKey(k.traceId, k.spanId)));
+  return found.filter((r) => asked.has(spanKey(r.trace_id, r.span_id))) // not another trace's span of the same id
+    .map((r) => ({ traceId: r.trace_id, spanId: r.span_id, ingestedAtMs: Number(r.v) }));
 }
 
 interface StoredFindingRow {

@@ -5,15 +5,15 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHous
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, SpanPart, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanKey, SpanPage, SpanPart, SpanVersion, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
-import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
+import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, spanVersionsOf, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
-  checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
+  bySpanKey, checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
   tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
@@ -395,6 +395,11 @@ export class ClickHouseStorage implements Storage {
     const where = await this.oneTrace(workspaceId, traceId);
     const spans = where ? await this.spansOf(where, spanIds) : [];
     return spans.sort((a, b) => (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
+  }
+
+  async spanVersions(workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]> {
+    const found = await spanVersionsOf(this.client, this.db, wellFormed(workspaceId), keys.map((k) => ({ traceId: wellFormed(k.traceId), spanId: wellFormed(k.spanId) })));
+    return found.sort(bySpanKey);
   }
 
   /** The condition selecting one trace's span rows on the days it has spans (trace_index), or null for no such trace. */

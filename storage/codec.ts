@@ -120,6 +120,11 @@ export function latestPerSpan(rows: readonly SpanRecord[]): SpanRecord[] {
   return byKey.size === rows.length ? [...rows] : [...byKey.values()];
 }
 
+/** (traceId, spanId) order, as spanVersions answers on every backend. */
+export function bySpanKey(a: { traceId: string; spanId: string }, b: { traceId: string; spanId: string }): number {
+  return a.traceId < b.traceId ? -1 : a.traceId > b.traceId ? 1 : a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
+}
+
 // ---- listTraces ----
 
 export interface Cursor { s: string; t: string }

@@ -6,14 +6,14 @@ import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
 import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanPage, SpanPart, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanKey, SpanPage, SpanPart, SpanVersion, Storage, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { ColumnRows } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import {
-  attrsJson, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
+  attrsJson, bySpanKey, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
   type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
@@ -274,6 +274,17 @@ export class DuckDbStorage implements Storage {
       'SELECT * FROM spans WHERE workspace_id = $ws AND trace_id = $t AND span_id IN (SELECT unnest($ids)) ORDER BY span_id',
       { ws: wellFormed(workspaceId), t: wellFormed(traceId), ids: listValue(spanIds.map(wellFormed)) }));
     return rows.map(fromRow);
+  }
+
+  async spanVersions(workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]> {
+    if (keys.length === 0) return [];
+    // The keys as two lists zipped by unnest, joined on the primary key: one row per stored span.
+    const rows = await this.serial((c) => this.all<{ trace_id: string; span_id: string; v: bigint } & Row>(c,
+      `SELECT s.trace_id, s.span_id, s.ingested_at_ms AS v FROM spans s
+       JOIN (SELECT DISTINCT unnest($t) AS t, unnest($s) AS sp) k ON s.trace_id = k.t AND s.span_id = k.sp
+       WHERE s.workspace_id = $ws`,
+      { ws: wellFormed(workspaceId), t: listValue(keys.map((k) => wellFormed(k.traceId))), s: listValue(keys.map((k) => wellFormed(k.spanId))) }));
+    return rows.map((r) => ({ traceId: r.trace_id, spanId: r.span_id, ingestedAtMs: Number(r.v) })).sort(bySpanKey);
   }
 
   async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {

@@ -94,6 +94,11 @@ export interface Storage {
   getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart>;
   /** Some spans of a trace by id, each as its newest version, in span id order; unknown ids are left out (verification of a large trace, a record at a time). */
   getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]>;
+  /**
+   * The stored version (newest ingestedAtMs) of each of these spans, in (traceId, spanId) order; unknown spans are
+   * left out. Reads that list findings keep only the records of stored versions with it.
+   */
+  spanVersions(workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]>;
   /** getTrace for many traces in one query (verification): trace id → its spans; unknown ids are left out. */
   getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>>;
   listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage>;
@@ -163,6 +168,10 @@ export interface Storage {
 }
 
 export interface Page<T> { items: T[]; nextCursor: string | null }
+
+/** A span named by its trace and span id (within a workspace). */
+export interface SpanKey { traceId: string; spanId: string }
+export interface SpanVersion extends SpanKey { ingestedAtMs: number }
 
 /** A collector's public Ed25519 key (SPKI PEM) as published in storage; keyId is checked against the key itself on use. */
 export interface PublishedKey { keyId: string; publicKeyPem: string; publishedAtMs: number }

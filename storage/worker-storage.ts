@@ -58,6 +58,7 @@ export class WorkerStorage implements Storage {
   getTracePart(...a: Parameters<Storage['getTracePart']>) { return this.fwd('getTracePart', a); }
   getTraces(...a: Parameters<Storage['getTraces']>) { return this.fwd('getTraces', a); }
   getSpans(...a: Parameters<Storage['getSpans']>) { return this.fwd('getSpans', a); }
+  spanVersions(...a: Parameters<Storage['spanVersions']>) { return this.fwd('spanVersions', a); }
   listTraces(...a: Parameters<Storage['listTraces']>) { return this.fwd('listTraces', a); }
   countSpans(...a: Parameters<Storage['countSpans']>) { return this.fwd('countSpans', a); }
   createWorkspace(...a: Parameters<Storage['createWorkspace']>) { return this.fwd('createWorkspace', a); }

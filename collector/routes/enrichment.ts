@@ -6,7 +6,7 @@ import type { RouteContext } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { msCeil, parseQuery, time, whole } from '../query.ts';
 import type { Caller } from '../keys.ts';
-import { ofStoredVersion } from './read.ts';
+import { listStoredFindings } from '../stored-versions.ts';
 import { errorSchema } from '../openapi.ts';
 import type { AlertRecord, AuditRecord, FindingRecord, VerificationRecord } from '../enrichment-records.ts';
 import type { UsageQuery, UsageRow } from '../../storage/types.ts';
@@ -103,7 +103,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     r.docs.push({ method: 'get', path, tag: 'enrichment', auth: 'apiKey', summary, query, responses: { 200: { description: 'OK', schema: body }, ...more, 503: unavailableDoc } });
   doc('/api/audit', 'Audit log, newest first: ingestion requests, key/policy/settings changes, rejected authentications', auditPage, auditQuery);
   doc('/api/alerts', 'Alert signals produced by the workspace alert rules, newest first', alertPage, alertsQuery);
-  doc('/api/findings', 'Governance findings (masked previews only), newest first', findingPage, findingsQuery);
+  doc('/api/findings', 'Governance findings (masked previews only) of the stored span versions, newest first; a page may hold fewer than limit while nextCursor goes on', findingPage, findingsQuery);
   doc('/api/policy', 'The workspace policy in force', policyBody);
   doc('/api/traces/{traceId}/verification', 'Re-check a trace: content hash, chain continuity, checkpoint signatures', verificationBody, undefined,
     { 404: { description: 'No verification records for this trace (not ingested, not yet flushed, or enrichment off)', schema: errorSchema } });
@@ -125,13 +125,8 @@ export function enrichmentRoutes(r: RouteContext): void {
   r.router.get('/api/findings', ...r.readGuard(READ_LIMITS.findings), async (ctx) => {
     const q = parseQuery(findingsQuery, ctx);
     checkRange(q);
-    const res = await r.read(async () => {
-      const page = await r.storage.listFindings(ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: msCeil(q.from), toMs: msCeil(q.to), limit: q.limit, cursor: q.cursor });
-      if (q.traceId === undefined || page.items.length === 0) return page;
-      // One trace's findings: those of its spans' stored versions only (see ofStoredVersion).
-      const spans = await r.storage.getSpans(ws(ctx), q.traceId, [...new Set(page.items.map((f) => f.spanId))]);
-      return { ...page, items: ofStoredVersion(page.items, spans) };
-    });
+    // Findings of the spans' stored versions only, one trace's or the workspace's (see stored-versions.ts).
+    const res = await r.read(() => listStoredFindings(r.storage, ws(ctx), { traceId: q.traceId, category: q.category, detector: q.detector, fromMs: msCeil(q.from), toMs: msCeil(q.to), limit: q.limit, cursor: q.cursor }));
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof findingPage>;
   });
   r.router.get('/api/policy', ...r.readGuard(READ_LIMITS.policy), async (ctx) => {

@@ -10,6 +10,7 @@ import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from '../tr
 import type { TracePage, TraceSummary } from '../../storage/types.ts';
 import { decodeSpanCursor, encodeSpanCursor } from '../../storage/codec.ts';
 import type { SpanRecord } from '../record.ts';
+import { ofStoredVersion } from '../stored-versions.ts';
 
 export const listQuery = z.object({
   from: time.optional().describe('Start of the time range: ms since the epoch or ISO 8601'),
@@ -179,16 +180,6 @@ export function readRoutes(r: RouteContext): void {
       },
     } satisfies z.output<typeof traceDetailSchema>;
   });
-}
-
-/**
- * Records of the span versions stored: a span delivered again with other content keeps the findings and decision
- * of its earlier versions in storage (ClickHouse cannot delete them cheaply), stamped with their version's
- * ingestion time, earlier than the stored version's. A record whose span is not among `spans` is kept.
- */
-export function ofStoredVersion<T extends { spanId: string; createdAtMs: number }>(records: readonly T[], spans: readonly Pick<SpanRecord, 'spanId' | 'ingestedAtMs'>[]): T[] {
-  const version = new Map(spans.map((s) => [s.spanId, s.ingestedAtMs]));
-  return records.filter((r) => r.createdAtMs >= (version.get(r.spanId) ?? 0));
 }
 
 /**

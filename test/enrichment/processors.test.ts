@@ -308,6 +308,27 @@ describe('alert evaluator', () => {
     expect(ev.evaluate('ws1', [r], [call('t4', 'd', 1300, { model: 'gpt-4o', durationMs: 900 })], [], 1300)).to.have.length(0); // cooldown
     expect(ev.evaluate('ws1', [r], [call('t5', 'e', 70_000, { model: 'gpt-4o', durationMs: 900 })], [], 70_000)).to.have.length(1);
   });
+  it('starts from a previous run\'s fire times: held back within the cooldown, an edited rule or a future time not; saves what still holds', () => {
+    const r = rule({ id: 'g', kind: 'guardrail', cooldownSeconds: 60 });
+    const trip = (t: string) => span(t, 's', { kind: 'guardrail', name: 'pii-check', attributes: { 'guardrail.tripwire_triggered': true } });
+    const first = new AlertEvaluator();
+    let fired = 0;
+    const counting = new AlertEvaluator({}, () => fired++);
+    expect(counting.evaluate('ws1', [r], [trip('t0')], [], 1_000)).to.have.length(1);
+    expect(fired).to.equal(1);
+    expect(first.evaluate('ws1', [r], [trip('t1')], [], 1_000)).to.have.length(1);
+    const saved = first.fires(1_000);
+    expect(Object.values(saved.ws1!)).to.deep.equal([1_000]);
+    // The next run, 30 s later: within the cooldown. The other workspace's time is kept for its first batch.
+    const next = new AlertEvaluator({ ...saved, ws2: { other: 5_000 } });
+    expect(next.evaluate('ws1', [r], [trip('t2')], [], 31_000)).to.have.length(0);
+    expect(next.evaluate('ws1', [r], [trip('t3')], [], 61_000)).to.have.length(1);
+    expect(next.fires(61_000)).to.deep.equal({ ws1: { [Object.keys(saved.ws1!)[0]!]: 61_000 }, ws2: { other: 5_000 } });
+    expect(next.fires(5_000 + 86_400_000)).to.not.have.property('ws2'); // past the longest cooldown: dropped
+    // An edited rule (same id) is a new rule; a fire time in the future (a clock set back) holds nothing back.
+    expect(new AlertEvaluator(saved).evaluate('ws1', [{ ...r, severity: 'critical' }], [trip('t4')], [], 2_000)).to.have.length(1);
+    expect(new AlertEvaluator(saved).evaluate('ws1', [r], [trip('t5')], [], 500)).to.have.length(1);
+  });
   it('error rate with a minimum request count, cost sum, findings by severity, guardrail tripwires', () => {
     const ev = new AlertEvaluator();
     const er = rule({ id: 'er', kind: 'error_rate', threshold: 0.5, minRequests: 4 });

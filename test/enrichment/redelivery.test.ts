@@ -42,6 +42,50 @@ for (const backend of BACKENDS) {
       expect((await policy(id)).map((p) => p.decision)).to.deep.equal(['flag']);
     });
 
+    it('the workspace-wide list shows the findings of stored versions only, across pages, filled past dropped ones', async () => {
+      const wide = { authorization: `Bearer ${(await s.key('redeliver-wide')).key}` };
+      const send = async (requestId: string, prompt: string) => {
+        expect((await post(`${s.url}/api/traces`, { requestId, prompt, response: 'ok', model: 'gpt-4o-mini' }, wide)).status).to.equal(200);
+        await flushed(s);
+        await sleep(5);
+      };
+      // Newest first, storage holds: x (moved), z, x's three earlier findings, y, w's five earlier findings.
+      await send('w', 'a@example.com b@example.com c@example.com d@example.com e@example.com');
+      await send('y', 'mail y@example.com');
+      await send('x', 'one@example.com two@example.com three@example.com');
+      await send('z', 'write to z@example.com');
+      await send('x', 'now only at the end: two@example.com');
+      await send('w', 'no address any more');
+      type Item = { traceId: string; start: number; rule: string };
+      const list = async (query: string) => (await get(`${s.url}/api/findings?${query}`, wide)).json as { items: Item[]; nextCursor: string | null };
+      const current = [['x', 21], ['z', 9], ['y', 5]];
+      const all = await list('limit=1000');
+      expect(all.items.map((f) => [f.traceId, f.start])).to.deep.equal(current);
+      expect(all.nextCursor).to.equal(null);
+      // A full page although dropped findings lie between the current ones.
+      const first = await list('limit=3');
+      expect(first.items.map((f) => [f.traceId, f.start])).to.deep.equal(current);
+      // w's earlier findings follow: the next page is empty, and the last.
+      expect(await list(`limit=3&cursor=${encodeURIComponent(first.nextCursor!)}`)).to.deep.equal({ items: [], nextCursor: null });
+      for (const [limit, filter] of [[1, ''], [2, ''], [1, '&detector=pii&category=email'], [2, '&category=none']] as const) {
+        const seen: Item[] = [];
+        let cursor: string | null = null;
+        let short = 0;
+        for (let n = 0; n < 20; n++) {
+          const page = await list(`limit=${limit}${filter}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+          expect(page.items.length).to.be.at.most(limit);
+          if (page.items.length < limit && page.nextCursor) short++;
+          seen.push(...page.items);
+          cursor = page.nextCursor;
+          if (!cursor) break;
+        }
+        expect(cursor, `limit ${limit}${filter}`).to.equal(null);
+        // One page at a time, w's five are more than the reads of one answer: an empty page whose cursor goes on.
+        if (limit === 1 && filter === '') expect(short).to.equal(1);
+        expect(seen.map((f) => [f.traceId, f.start]), `limit ${limit}${filter}`).to.deep.equal(filter === '&category=none' ? [] : current);
+      }
+    });
+
     it('OTLP: a span sent again without its messages has no decision left', async () => {
       const traceId = backend === 'duckdb' ? '5b8efff798038103d269b633813fc60c' : '5b8efff798038103d269b633813fc60d';
       const span = (attrs: Array<{ key: string; value: { stringValue: string } }>) => ({

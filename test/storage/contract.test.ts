@@ -186,6 +186,28 @@ function contract(name: string, factory: StoreFactory): void {
       expect(await s.getSpans('ws-nope', 't', ['a'])).to.deep.equal([]);
     });
 
+    it('answers the stored version of spans by key: the newest, in (trace, span) order, of the workspace, only the keys asked', async function () {
+      const day = (d: number) => ({ startTimeNs: ns(86_400_000 * d), endTimeNs: ns(86_400_000 * d + 5) });
+      await s.insertSpans([
+        span('ws-versions', 't', 'a', { ingestedAtMs: 1_000 }),
+        span('ws-versions', 't', 'b', { ingestedAtMs: 1_500, ...day(40) }),
+        span('ws-versions', 'u', 'a', { ingestedAtMs: 1_200 }),
+        span('ws-versions-other', 't', 'c', { ingestedAtMs: 9_000 }),
+      ]);
+      // a newer delivery of t/a on another day, and an older replay of u/a
+      await s.insertSpans([span('ws-versions', 't', 'a', { ingestedAtMs: 2_000, ...day(3) }), span('ws-versions', 'u', 'a', { ingestedAtMs: 1_100 })]);
+      const k = (traceId: string, spanId: string) => ({ traceId, spanId });
+      expect(await s.spanVersions('ws-versions', [k('u', 'a'), k('t', 'b'), k('t', 'a'), k('t', 'c'), k('nope', 'a'), k('t', 'a')])).to.deep.equal([
+        { traceId: 't', spanId: 'a', ingestedAtMs: 2_000 }, { traceId: 't', spanId: 'b', ingestedAtMs: 1_500 }, { traceId: 'u', spanId: 'a', ingestedAtMs: 1_200 },
+      ]);
+      // t/a is stored too, but not asked for
+      expect(await s.spanVersions('ws-versions', [k('t', 'b'), k('u', 'a')])).to.deep.equal([
+        { traceId: 't', spanId: 'b', ingestedAtMs: 1_500 }, { traceId: 'u', spanId: 'a', ingestedAtMs: 1_200 },
+      ]);
+      expect(await s.spanVersions('ws-versions', [])).to.deep.equal([]);
+      expect(await s.spanVersions('ws-nope', [k('t', 'a')])).to.deep.equal([]);
+    });
+
     it('reads a trace in parts: start order, ties by span id, replays once as their newest version; one trace rolled up', async function () {
       const rows: SpanRecord[] = [];
       for (let i = 0; i < 23; i++) {
