@@ -43,10 +43,11 @@ export function stealMeter(): () => number {
 }
 
 /** CPU seconds (user + system) in a /proc …/stat file: a whole process, or one of its threads. */
-function statCpuSeconds(path: string): { comm: string; seconds: number } {
+function statCpuSeconds(path: string): { comm: string; seconds: number; faults: number } {
   const st = readFileSync(path, 'utf8');
   const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-  return { comm: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), seconds: (Number(f[11]) + Number(f[12])) / 100 }; // ticks of 10 ms
+  // ticks of 10 ms; minor page faults (on this kind of VM each costs µs: fresh memory is not free)
+  return { comm: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), seconds: (Number(f[11]) + Number(f[12])) / 100, faults: Number(f[7]) };
 }
 
 /** CPU seconds used so far by a process, its ended threads included. */
@@ -54,15 +55,15 @@ export function processCpuSeconds(pid: number): number {
   return statCpuSeconds(`/proc/${pid}/stat`).seconds;
 }
 
-/** CPU seconds used so far by each thread name of a process (threads that ended are not counted). */
-export function threadCpuSeconds(pid: number): Record<string, number> {
+/** CPU seconds (or minor page faults) so far of each thread name of a process (threads that ended are not counted). */
+export function threadCpuSeconds(pid: number, what: 'seconds' | 'faults' = 'seconds'): Record<string, number> {
   const out: Record<string, number> = {};
   let tids: string[] = [];
   try { tids = readdirSync(`/proc/${pid}/task`); } catch { return out; }
   for (const tid of tids) {
     try {
-      const { comm, seconds } = statCpuSeconds(`/proc/${pid}/task/${tid}/stat`);
-      out[comm] = (out[comm] ?? 0) + seconds;
+      const st = statCpuSeconds(`/proc/${pid}/task/${tid}/stat`);
+      out[st.comm] = (out[st.comm] ?? 0) + st[what];
     } catch { /* the thread ended */ }
   }
   return out;
@@ -72,7 +73,7 @@ export function threadCpuSeconds(pid: number): Record<string, number> {
  * Where the CPU went during a case, in CPU seconds: the server's threads, the load generator (this process), and
  * everything else the machine ran (ClickHouse, the kernel's own work), from /proc/stat's busy time.
  */
-export interface CpuSplit { server: Record<string, number>; loadGenerator: number; others: number; seconds: number }
+export interface CpuSplit { server: Record<string, number>; faults: Record<string, number>; loadGenerator: number; others: number; seconds: number }
 
 const machineBusySeconds = () => {
   const [user, nice, system, , , irq, softirq] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 8).map(Number);
@@ -81,6 +82,7 @@ const machineBusySeconds = () => {
 
 export function cpuMeter(serverPid?: number): () => CpuSplit {
   const s0 = serverPid ? threadCpuSeconds(serverPid) : {};
+  const f0 = serverPid ? threadCpuSeconds(serverPid, 'faults') : {};
   const l0 = process.cpuUsage();
   const m0 = machineBusySeconds();
   const t0 = performance.now();
@@ -88,11 +90,13 @@ export function cpuMeter(serverPid?: number): () => CpuSplit {
     const s1 = serverPid ? threadCpuSeconds(serverPid) : {};
     const server: Record<string, number> = {};
     for (const [k, v] of Object.entries(s1)) if (v - (s0[k] ?? 0) > 0) server[k] = v - (s0[k] ?? 0);
+    const faults: Record<string, number> = {};
+    for (const [k, v] of Object.entries(serverPid ? threadCpuSeconds(serverPid, 'faults') : {})) if (v - (f0[k] ?? 0) > 0) faults[k] = v - (f0[k] ?? 0);
     const l = process.cpuUsage(l0);
     const loadGenerator = (l.user + l.system) / 1e6;
     const serverTotal = Object.values(server).reduce((a, b) => a + b, 0);
     const others = Math.max(0, machineBusySeconds() - m0 - serverTotal - loadGenerator);
-    return { server, loadGenerator, others, seconds: (performance.now() - t0) / 1000 };
+    return { server, faults, loadGenerator, others, seconds: (performance.now() - t0) / 1000 };
   };
 }
 
@@ -104,7 +108,13 @@ export function describeCpu(cpu: CpuSplit | undefined, units: number, unit: stri
   const total = Object.values(cpu.server).reduce((a, b) => a + b, 0);
   const busy = total + cpu.loadGenerator + cpu.others;
   return `CPU µs per ${unit}: server ${per(total)} (${parts.map(([k, v]) => `${k} ${per(v)}`).join(', ')}); load generator ${per(cpu.loadGenerator)}; ` +
-    `other processes ${per(cpu.others)}; machine ${fmt((100 * busy) / (2 * cpu.seconds))}% busy of 2 cores`;
+    `other processes ${per(cpu.others)}; machine ${fmt((100 * busy) / (2 * cpu.seconds))}% busy of 2 cores` + describeFaults(cpu.faults, units, unit);
+}
+
+/** "; page faults per span: MainThread 1.2, …" (threads with at least 0.1). */
+function describeFaults(faults: Record<string, number>, units: number, unit: string): string {
+  const parts = Object.entries(faults).sort((a, b) => b[1] - a[1]).filter(([, v]) => v / units >= 0.1);
+  return parts.length ? `; page faults per ${unit}: ${parts.map(([k, v]) => `${k} ${fmt(v / units, 1)}`).join(', ')}` : '';
 }
 
 export interface LoadResult { rps: number; p50: number; p99: number; ok: number; non2xx: number; errors: number; duration: number; stealPct: number; cpu?: CpuSplit }

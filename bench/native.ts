@@ -65,7 +65,9 @@ export function combine(runs: CaseResult[]): CaseResult {
   const ok = sum((r) => r.ok);
   const duration = sum((r) => r.duration);
   const server: Record<string, number> = {};
+  const faults: Record<string, number> = {};
   for (const r of runs) for (const [k, v] of Object.entries(r.cpu?.server ?? {})) server[k] = (server[k] ?? 0) + v;
+  for (const r of runs) for (const [k, v] of Object.entries(r.cpu?.faults ?? {})) faults[k] = (faults[k] ?? 0) + v;
   const stored = runs.every((r) => r.stored !== undefined) ? sum((r) => r.stored!) : undefined;
   const acked = runs.every((r) => r.acked !== undefined) ? sum((r) => r.acked!) : undefined;
   return {
@@ -73,7 +75,7 @@ export function combine(runs: CaseResult[]): CaseResult {
     p50: sum((r) => r.p50 * r.ok) / Math.max(1, ok), p99: Math.max(...runs.map((r) => r.p99)),
     non2xx: sum((r) => r.non2xx), errors: sum((r) => r.errors), stealPct: sum((r) => r.stealPct * r.duration) / duration,
     rssMb: Math.max(...runs.map((r) => r.rssMb)),
-    cpu: { server, loadGenerator: sum((r) => r.cpu?.loadGenerator ?? 0), others: sum((r) => r.cpu?.others ?? 0), seconds: sum((r) => r.cpu?.seconds ?? 0) },
+    cpu: { server, faults, loadGenerator: sum((r) => r.cpu?.loadGenerator ?? 0), others: sum((r) => r.cpu?.others ?? 0), seconds: sum((r) => r.cpu?.seconds ?? 0) },
     ...(stored !== undefined ? { stored } : {}), ...(acked !== undefined ? { acked } : {}),
   };
 }

@@ -75,6 +75,81 @@ export function encodeFrame(records: StoredRecord[]): Buffer {
 }
 
 /**
+ * Frames encoded into reused memory, in two buffers taking turns: frames queued for the next write fill one while
+ * the write in flight holds the other (one write at a time; the next takes the filled buffer and gives back the
+ * other). An OTLP batch's frame is megabytes: allocated anew each time, its pages are fresh memory, and on this
+ * kind of VM every page fault costs µs (a 512-span frame: ~700 faults, ~12 ms; written here: ~1 ms).
+ */
+export class FrameArena {
+  private readonly bufs: [Buffer, Buffer];
+  private cur = 0;
+  private used = 0;
+  constructor(initialBytes = 256 * 1024) {
+    this.bufs = [Buffer.allocUnsafe(initialBytes), Buffer.allocUnsafe(initialBytes)];
+  }
+
+  /** Bytes queued for the next write. */
+  get size(): number { return this.used; }
+
+  /** Encodes a frame of `records` after those queued. */
+  add(records: StoredRecord[]): void {
+    const start = this.used;
+    this.ensure(start + HEADER, start);
+    let off = start + HEADER;
+    const put = (text: string) => {
+      this.ensure(off + text.length * 3, off); // UTF-8 takes at most 3 bytes per UTF-16 unit
+      off += this.bufs[this.cur].write(text, off); // well-formed text (as in encodeFrame): every byte fits
+    };
+    put('[');
+    for (let i = 0; i < records.length; i++) {
+      if (i) put(',');
+      put(knownJson.get(records[i]!) ?? JSON.stringify(records[i]));
+    }
+    put(']');
+    const frame = this.bufs[this.cur];
+    frame.writeUInt32LE(off - start - HEADER, start);
+    frame.writeUInt32LE(records.length, start + 4);
+    frame.writeUInt32LE(crc32(frame.subarray(start + HEADER, off), crc32(frame.subarray(start + 4, start + 8))), start + 8);
+    this.used = off;
+  }
+
+  /** Queues a frame encoded elsewhere (a copy). */
+  addFrame(frame: Buffer): void {
+    this.ensure(this.used + frame.length, this.used);
+    frame.copy(this.bufs[this.cur], this.used);
+    this.used += frame.length;
+  }
+
+  /**
+   * The queued bytes, to be written now; later frames go to the other buffer. The bytes stay as they are until the
+   * next take(): that is, until this write has returned.
+   */
+  take(): Buffer {
+    const out = this.bufs[this.cur].subarray(0, this.used);
+    this.cur ^= 1;
+    this.used = 0;
+    // A buffer grown for a burst is let go once it is mostly idle (the peak stays allocated otherwise).
+    const next = this.bufs[this.cur];
+    if (next.length > SHRINK_ABOVE && out.length < next.length / 8) this.bufs[this.cur] = Buffer.allocUnsafe(Math.max(out.length * 2, 256 * 1024));
+    return out;
+  }
+
+  /** Drops the frames queued after the first `size` bytes (all by default: their write will not happen). */
+  truncate(size = 0): void { this.used = Math.min(this.used, size); }
+
+  /** Room up to `end`: a larger buffer when needed, the first `keep` bytes (written so far) copied into it. */
+  private ensure(end: number, keep: number): void {
+    const buf = this.bufs[this.cur];
+    if (end <= buf.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(buf.length * 2, end));
+    buf.copy(bigger, 0, 0, keep);
+    this.bufs[this.cur] = bigger;
+  }
+}
+
+const SHRINK_ABOVE = 16 * 1024 * 1024;
+
+/**
  * JSON already written for a record: the verification processor's canonical form, i.e. JSON of the same data
  * with every object's keys sorted (so attributes reach storage, and the read API, in key order: OpenTelemetry
  * gives attribute order no meaning). The frame reuses it instead of serializing the record a second time (an

@@ -6,7 +6,7 @@
 // batch processed while it was in flight fails with it: those could link to the lost records.
 import type { Batch, IngestContext, Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord, StoredRecord } from '../collector/record.ts';
-import { encodeFrame, type Segment, type Spool, type SpoolState } from '../collector/spool.ts';
+import { FrameArena, type Segment, type Spool, type SpoolState } from '../collector/spool.ts';
 import type { AuditChain } from './audit.ts';
 import type { ChainHeadStore } from './chain-heads.ts';
 import { headsOf, type VerificationChain } from './verification.ts';
@@ -36,7 +36,8 @@ export interface HostChains {
 /** Appends up to this size are written on this thread, larger ones through the thread pool (see writeQueued). */
 const SYNC_WRITE_BYTES = 64 * 1024;
 
-type Queued = { parts: Buffer[]; rows: number; appends: number; written: StoredRecord[][]; settle: (failure: string | null) => void };
+/** A group's records (each list one frame, encoded when queued) and main-thread frames. */
+type Queued = { written: StoredRecord[][]; frames: Buffer[]; rows: number; appends: number; settle: (failure: string | null) => void };
 
 export class ProcessorHost {
   readonly spool: Spool;
@@ -44,6 +45,8 @@ export class ProcessorHost {
   private readonly chains: HostChains | null;
   private readonly takeAlertOutcomes: () => AlertRecord[];
   private queue: Queued[] = [];
+  /** The queued frames' bytes (those of `queue`, in order), in reused memory. */
+  private readonly arena = new FrameArena();
   private writing: Promise<void> | null = null;
   /** Bumped when a write fails: a group whose processing began before that is refused (it may link to lost records). */
   private generation = 0;
@@ -71,7 +74,6 @@ export class ProcessorHost {
   async process(items: HostItem[], frames: FrameItem[] = []): Promise<{ answer: Promise<GroupAnswer> }> {
     const generation = this.generation;
     const results: ItemResult[] = [];
-    const parts: Buffer[] = [];
     const written: StoredRecord[][] = [];
     let rows = 0;
     let appends = 0;
@@ -81,15 +83,15 @@ export class ProcessorHost {
         let batch: Batch = { spans: item.spans, extra: [] };
         for (const p of this.processors) batch = await p(batch, item.ctx);
         const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
-        if (records.length) { parts.push(encodeFrame(records)); written.push(records); rows += records.length; appends++; }
+        if (records.length) { written.push(records); rows += records.length; appends++; }
         results.push({ accepted: batch.spans.length, rows: records.length });
       } catch (err) {
         results.push({ error: err instanceof Error ? err.message : String(err) });
       }
     }
-    for (const f of frames) { parts.push(f.frame); rows += f.rows; appends++; }
+    for (const f of frames) { rows += f.rows; appends++; }
     let durable: Promise<string | null>;
-    if (generation === this.generation) durable = this.enqueue({ parts, rows, appends, written });
+    if (generation === this.generation) durable = this.enqueue({ written, frames: frames.map((f) => f.frame), rows, appends });
     else {
       // A write failed while this group was being processed: the chains went back, then moved on with the rest of
       // it, which is never written. Back to the durable heads again.
@@ -109,7 +111,7 @@ export class ProcessorHost {
   async checkpoints(force: boolean): Promise<number> {
     const records: StoredRecord[] = [...this.chains?.verification?.checkpoints(Date.now(), force) ?? [], ...this.takeAlertOutcomes()];
     if (records.length === 0) return 0;
-    const failure = await this.enqueue({ parts: [encodeFrame(records)], rows: records.length, appends: 1, written: [records] });
+    const failure = await this.enqueue({ written: [records], frames: [], rows: records.length, appends: 1 });
     if (failure) throw new Error(failure);
     return records.length;
   }
@@ -142,9 +144,20 @@ export class ProcessorHost {
     while (this.writing) await this.writing;
   }
 
-  /** Resolves with null once `q`'s bytes are durable, or with why not. */
+  /** Encodes `q`'s frames after those queued; resolves with null once its bytes are durable, or with why not. */
   private enqueue(q: Omit<Queued, 'settle'>): Promise<string | null> {
-    if (q.parts.length === 0) return Promise.resolve(null);
+    if (q.written.length === 0 && q.frames.length === 0) return Promise.resolve(null);
+    const mark = this.arena.size;
+    try {
+      for (const records of q.written) this.arena.add(records);
+      for (const frame of q.frames) this.arena.addFrame(frame);
+    } catch (err) {
+      // Not JSON (a processor's bug): the chains moved past records that will not be written. As after a failed write.
+      this.arena.truncate(mark);
+      this.generation++;
+      this.rewind();
+      return Promise.resolve(`could not encode the records: ${err instanceof Error ? err.message : String(err)}`);
+    }
     return new Promise((settle) => {
       this.queue.push({ ...q, settle });
       this.writing ??= this.writeQueued().finally(() => { this.writing = null; });
@@ -156,11 +169,10 @@ export class ProcessorHost {
     while (this.queue.length) {
       const group = this.queue;
       this.queue = [];
-      const parts = group.flatMap((q) => q.parts);
+      const buf = this.arena.take(); // the group's frames, left as they are until the next take()
       let rows = 0;
       let appends = 0;
       for (const q of group) { rows += q.rows; appends += q.appends; }
-      const buf = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
       try {
         // A small write is made on this thread: its answers save two hops through the thread pool (most of the
         // proxy's added latency at moderate load), and processing a few requests more meanwhile gains little.
@@ -171,6 +183,7 @@ export class ProcessorHost {
         // run from what is durable, as a restart would, before anything else is processed.
         const later = this.queue;
         this.queue = [];
+        this.arena.truncate();
         this.generation++;
         this.rewind();
         for (const q of [...group, ...later]) q.settle(failure);

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { appendFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { closeSync, constants, openSync, readSync } from 'node:fs';
-import { Spool, decodeFrames, encodeFrame, loadSegment, type Segment } from '../../collector/spool.ts';
+import { FrameArena, Spool, decodeFrames, encodeFrame, loadSegment, rememberJson, type Segment } from '../../collector/spool.ts';
 import { TestLogger, removeDir, span, tempDir } from './helpers.ts';
 
 describe('spool', () => {
@@ -27,6 +27,32 @@ describe('spool', () => {
     expect(dec.error).to.equal(null);
     expect(dec.rows).to.equal(3);
     expect(dec.records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
+  });
+
+  it('encodes frames into reused memory as encodeFrame does; a taken group stays intact while the next one grows past it', () => {
+    const arena = new FrameArena(64);
+    const big = (i: number) => ({ ...span(i), prompt: `é✓ ${'x'.repeat(300)} ${i}` }); // multi-byte text, each frame past 64 bytes
+    const known = span(7);
+    rememberJson(known, JSON.stringify(known));
+    arena.add([big(1), big(2)]);
+    arena.addFrame(encodeFrame([big(3)]));
+    arena.add([known]);
+    const first = arena.take();
+    expect(first.equals(Buffer.concat([encodeFrame([big(1), big(2)]), encodeFrame([big(3)]), encodeFrame([known])]))).to.equal(true);
+    const copy = Buffer.from(first);
+    expect(arena.size).to.equal(0);
+    for (let i = 10; i < 40; i++) arena.add([big(i)]); // grows the other buffer many times over, frames kept whole
+    expect(first.equals(copy)).to.equal(true); // the write in flight is not touched
+    const mark = arena.size;
+    arena.add([big(99)]);
+    arena.truncate(mark); // an encoding that failed drops only its own frames
+    const second = decodeFrames(arena.take());
+    expect(second.error).to.equal(null);
+    expect(second.records.map((r) => (r as SpanRecord).prompt)).to.deep.equal(Array.from({ length: 30 }, (_, k) => big(10 + k).prompt));
+    arena.add([big(50)]);
+    arena.truncate(); // a failed write's later frames
+    arena.add([big(51)]);
+    expect(decodeFrames(arena.take()).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-51']);
   });
 
   it('appends a frame per call, durably (O_DSYNC) when fsync is on; each call one write', async () => {
