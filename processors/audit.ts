@@ -17,6 +17,8 @@ export function auditHash(r: Omit<AuditRecord, 'hash'>): string {
 
 const newChainId = () => `c_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
 
+export interface AuditMark { chainId: string; heads: Array<[string, { seq: number; hash: string } | undefined]> }
+
 export class AuditChain {
   private readonly heads = new Map<string, { seq: number; hash: string }>();
   chainId: string;
@@ -32,6 +34,23 @@ export class AuditChain {
     this.heads.clear();
     this.previous = durable;
     this.chainId = newChainId();
+  }
+
+  /** Where these workspaces' chains stand now (see restore). */
+  mark(workspaceIds: Iterable<string>): AuditMark {
+    return { chainId: this.chainId, heads: [...new Set(workspaceIds)].map((ws) => [ws, this.heads.get(ws)]) };
+  }
+
+  /**
+   * Back to `mark`: the records appended since will not be written (an item failed later in the processor chain),
+   * so the next one must not link to them. Nothing when the chain was rewound since (a new run).
+   */
+  restore(mark: AuditMark): void {
+    if (mark.chainId !== this.chainId) return;
+    for (const [ws, head] of mark.heads) {
+      if (head) this.heads.set(ws, head);
+      else this.heads.delete(ws);
+    }
   }
 
   /** Builds the next record of the workspace's chain (synchronous, so order is the call order). */

@@ -7,9 +7,9 @@
 import type { Batch, IngestContext, Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord, StoredRecord } from '../collector/record.ts';
 import { FrameArena, type Segment, type Spool, type SpoolState } from '../collector/spool.ts';
-import type { AuditChain } from './audit.ts';
+import type { AuditChain, AuditMark } from './audit.ts';
 import type { ChainHeadStore } from './chain-heads.ts';
-import { headsOf, type VerificationChain } from './verification.ts';
+import { headsOf, type VerificationChain, type VerificationMark } from './verification.ts';
 import type { AlertRecord } from '../collector/enrichment-records.ts';
 
 export interface HostItem {
@@ -32,6 +32,8 @@ export interface HostChains {
   heads: ChainHeadStore;
   auditHeads: ChainHeadStore;
 }
+
+type ChainMarks = { audit: AuditMark; verification: VerificationMark | null };
 
 /** Appends up to this size are written on this thread, larger ones through the thread pool (see writeQueued). */
 const SYNC_WRITE_BYTES = 64 * 1024;
@@ -78,6 +80,9 @@ export class ProcessorHost {
     let rows = 0;
     let appends = 0;
     for (const item of items) {
+      // Where the chains stand before the item: an item failing after the audit or verification processor ran
+      // must not leave them linking to records that will never be written (verify would report a gap).
+      const mark = this.markChains(item);
       try {
         item.before?.();
         let batch: Batch = { spans: item.spans, extra: [] };
@@ -86,6 +91,7 @@ export class ProcessorHost {
         if (records.length) { written.push(records); rows += records.length; appends++; }
         results.push({ accepted: batch.spans.length, rows: records.length });
       } catch (err) {
+        if (mark) this.restoreChains(mark);
         results.push({ error: err instanceof Error ? err.message : String(err) });
       }
     }
@@ -131,6 +137,18 @@ export class ProcessorHost {
     await this.chains?.heads.flush();
     await this.chains?.auditHeads.flush();
     return sealed;
+  }
+
+  private markChains(item: HostItem): ChainMarks | null {
+    if (!this.chains) return null;
+    const workspaces = item.spans.map((s) => s.workspaceId);
+    if (item.ctx) workspaces.push(item.ctx.workspaceId);
+    return { audit: this.chains.audit.mark(workspaces), verification: this.chains.verification?.mark(workspaces) ?? null };
+  }
+
+  private restoreChains(mark: ChainMarks): void {
+    this.chains?.audit.restore(mark.audit);
+    if (mark.verification) this.chains?.verification?.restore(mark.verification);
   }
 
   /** Records were lost: the chains continue as a new run from what is durable, as after a restart. */

@@ -44,6 +44,8 @@ export function checkpointText(c: Pick<CheckpointRecord, 'workspaceId' | 'chainI
 
 interface Head { seq: number; hash: string; signedSeq: number; signedAt: number }
 
+export interface VerificationMark { chainId: string; heads: Array<[string, Head | undefined]>; pending: number }
+
 /** The newest record of a chain: what the next run links to. */
 export interface ChainHead { chainId: string; seq: number; hash: string }
 
@@ -94,6 +96,32 @@ export class VerificationChain {
     this.pending = Object.entries(durable).filter(([, h]) => this.runs.has(h.chainId))
       .map(([workspaceId, h]) => this.checkpoint({ workspaceId, chainId: h.chainId, seq: h.seq, headHash: h.hash }, now));
     this.runs.add(this.chainId);
+  }
+
+  /** Where these workspaces' chains stand now, and the checkpoints waiting (see restore). */
+  mark(workspaceIds: Iterable<string>): VerificationMark {
+    const heads: VerificationMark['heads'] = [];
+    for (const ws of new Set(workspaceIds)) {
+      const h = this.heads.get(ws);
+      heads.push([ws, h ? { ...h } : undefined]);
+    }
+    return { chainId: this.chainId, heads, pending: this.pending.length };
+  }
+
+  /**
+   * Back to `mark`: the records made since will not be written (an item failed later in the chain), so the next
+   * one must not link to them, and checkpoints signed since (of those records) are dropped. Nothing when the chain
+   * was rewound since (a new run).
+   */
+  restore(mark: VerificationMark): void {
+    if (mark.chainId !== this.chainId) return;
+    for (const [ws, head] of mark.heads) {
+      const h = this.heads.get(ws);
+      if (!head) this.heads.delete(ws);
+      else if (h) Object.assign(h, head);
+      else this.heads.set(ws, { ...head });
+    }
+    this.pending.length = Math.min(this.pending.length, mark.pending);
   }
 
   private checkpoint(base: Pick<CheckpointRecord, 'workspaceId' | 'chainId' | 'seq' | 'headHash'>, now: number): CheckpointRecord {

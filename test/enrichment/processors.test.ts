@@ -752,6 +752,50 @@ describe('processor host: a write that fails while a group waits on I/O mid-proc
   });
 });
 
+describe('processor host: an item failing after the chained processors ran', () => {
+  it('leaves the audit and verification chains where they were: the next records link to written ones', async () => {
+    const { ProcessorHost } = await import('../../processors/host.ts');
+    const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
+    const { Spool } = await import('../../collector/spool.ts');
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
+    try {
+      const audit = new AuditChain('c1');
+      const verification = new VerificationChain(loadSigningKey(join(dir, 'keys')), 60_000, 'v1');
+      const keys = (role: 'verification' | 'audit-ingest') => new ChainHeadStore(join(dir, 'keys'), role, 'test');
+      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
+      // A processor after both chained ones that fails on one trace (a bug on some input).
+      const picky = (b: Parameters<ReturnType<typeof auditProcessor>>[0]) => {
+        if (b.spans.some((x) => x.traceId === 'bad')) throw new Error('processor bug (test)');
+        return b;
+      };
+      const host = new ProcessorHost({
+        spool, processors: [auditProcessor(audit), verificationProcessor(verification), picky],
+        chains: { verification, audit, heads: keys('verification'), auditHeads: keys('audit-ingest') },
+      });
+      host.open();
+      const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+      const items = ['t1', 'bad', 't2'].map((t) => ({ spans: [span(t, 'a')], ctx }));
+      const answer = await (await host.process(items)).answer;
+      expect(answer.items.map((i) => 'error' in i)).to.deep.equal([false, true, false]);
+      expect((await (await host.process([{ spans: [span('bad', 'b')], ctx }, { spans: [span('t3', 'a')], ctx }])).answer).items.map((i) => 'error' in i)).to.deep.equal([true, false]);
+      const [seg] = await host.seal();
+      const records = decodeFrames((await import('node:fs')).readFileSync(seg!.path)).records as Array<{ recordType?: string }>;
+      const audits = records.filter((r) => r.recordType === 'audit') as unknown as AuditRecordLike[];
+      expect(audits.map((a) => a.seq)).to.deep.equal([1, 2, 3]);
+      expect(verifyAuditChain(audits as never)).to.deep.equal([]);
+      const chain = records.filter((r) => r.recordType === 'verification') as unknown as VerificationRecord[];
+      expect(chain.map((r) => [r.traceId, r.seq])).to.deep.equal([['t1', 1], ['t2', 2], ['t3', 3]]);
+      for (let i = 1; i < chain.length; i++) expect(chain[i]!.prevHash).to.equal(chain[i - 1]!.hash);
+      // The first record's checkpoint (signed at once) is stored once, for t1: the failed item's were dropped.
+      const checkpoints = records.filter((r) => r.recordType === 'checkpoint') as unknown as CheckpointRecord[];
+      expect(checkpoints.map((c) => c.seq)).to.deep.equal([1]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+type AuditRecordLike = { seq: number; prevHash: string; hash: string };
+
 describe('processor worker thread', () => {
   const setup = async () => {
     const { ProcessorWorker } = await import('../../processors/worker-client.ts');
