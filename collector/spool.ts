@@ -158,6 +158,11 @@ const SHRINK_ABOVE = 16 * 1024 * 1024;
 const knownJson = new WeakMap<object, string>();
 export function rememberJson(record: object, json: string): void { knownJson.set(record, json); }
 
+/** Serializes now the records whose JSON is not known yet (throws for what is not JSON data, as encoding would). */
+export function serializeRecords(records: readonly object[]): void {
+  for (const r of records) if (!knownJson.has(r)) knownJson.set(r, JSON.stringify(r));
+}
+
 function framePayload(records: StoredRecord[]): string {
   let known = false;
   for (const r of records) if (knownJson.has(r)) { known = true; break; }

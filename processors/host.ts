@@ -6,7 +6,7 @@
 // batch processed while it was in flight fails with it: those could link to the lost records.
 import type { Batch, IngestContext, Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord, StoredRecord } from '../collector/record.ts';
-import { FrameArena, type Segment, type Spool, type SpoolState } from '../collector/spool.ts';
+import { FrameArena, serializeRecords, type Segment, type Spool, type SpoolState } from '../collector/spool.ts';
 import type { AuditChain, AuditMark } from './audit.ts';
 import type { ChainHeadStore } from './chain-heads.ts';
 import { headsOf, type VerificationChain, type VerificationMark } from './verification.ts';
@@ -88,6 +88,8 @@ export class ProcessorHost {
         let batch: Batch = { spans: item.spans, extra: [] };
         for (const p of this.processors) batch = await p(batch, item.ctx);
         const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
+        // Serialized here, so a record that is not JSON fails its item alone (the frame is encoded when queued).
+        serializeRecords(records);
         if (records.length) { written.push(records); rows += records.length; appends++; }
         results.push({ accepted: batch.spans.length, rows: records.length });
       } catch (err) {

@@ -778,13 +778,18 @@ describe('processor host: an item failing after the chained processors ran', () 
       const answer = await (await host.process(items)).answer;
       expect(answer.items.map((i) => 'error' in i)).to.deep.equal([false, true, false]);
       expect((await (await host.process([{ spans: [span('bad', 'b')], ctx }, { spans: [span('t3', 'a')], ctx }])).answer).items.map((i) => 'error' in i)).to.deep.equal([true, false]);
+      // A record that is not JSON data (a processor's bug) fails its own item only, as a plain error.
+      const odd = { spans: [{ ...span('odd', 'a'), attributes: { n: 1n } as never }], ctx };
+      const oddAnswer = await (await host.process([odd, { spans: [span('t4', 'a')], ctx }])).answer;
+      expect(oddAnswer.items[0]).to.not.have.property('spool');
+      expect(oddAnswer.items.map((i) => 'error' in i)).to.deep.equal([true, false]);
       const [seg] = await host.seal();
       const records = decodeFrames((await import('node:fs')).readFileSync(seg!.path)).records as Array<{ recordType?: string }>;
       const audits = records.filter((r) => r.recordType === 'audit') as unknown as AuditRecordLike[];
-      expect(audits.map((a) => a.seq)).to.deep.equal([1, 2, 3]);
+      expect(audits.map((a) => a.seq)).to.deep.equal([1, 2, 3, 4]);
       expect(verifyAuditChain(audits as never)).to.deep.equal([]);
       const chain = records.filter((r) => r.recordType === 'verification') as unknown as VerificationRecord[];
-      expect(chain.map((r) => [r.traceId, r.seq])).to.deep.equal([['t1', 1], ['t2', 2], ['t3', 3]]);
+      expect(chain.map((r) => [r.traceId, r.seq])).to.deep.equal([['t1', 1], ['t2', 2], ['t3', 3], ['t4', 4]]);
       for (let i = 1; i < chain.length; i++) expect(chain[i]!.prevHash).to.equal(chain[i - 1]!.hash);
       // The first record's checkpoint (signed at once) is stored once, for t1: the failed item's were dropped.
       const checkpoints = records.filter((r) => r.recordType === 'checkpoint') as unknown as CheckpointRecord[];
