@@ -1,9 +1,10 @@
 // Pure enrichment processors on fixtures: audit chain, verification chain and checkpoints, alerts, governance.
 import { expect } from 'chai';
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import type { Processor } from '../../collector/pipeline-types.ts';
 import type { AlertRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../../collector/enrichment-records.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import { VerificationChain, checkChain, checkContent, contentHash, contentHashKeepingJson, headsOf, verificationProcessor } from '../../processors/verification.ts';
@@ -650,21 +651,35 @@ describe('cost processor', () => {
   });
 });
 
+/**
+ * A ProcessorHost over a real spool in a temporary directory, with an audit chain (and a verification chain when
+ * `signed`); `processors` gets the chains. `records()` seals and reads back what was written.
+ */
+async function hostFixture(dir: string, processors: (c: { audit: AuditChain; verification: VerificationChain | null }) => Processor[], signed = false) {
+  const { ProcessorHost } = await import('../../processors/host.ts');
+  const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
+  const { Spool } = await import('../../collector/spool.ts');
+  const audit = new AuditChain('c1');
+  const verification = signed ? new VerificationChain(loadSigningKey(join(dir, 'keys')), 60_000, 'v1') : null;
+  const auditHeads = new ChainHeadStore(join(dir, 'keys'), 'audit-ingest', 'test');
+  const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
+  const host = new ProcessorHost({
+    spool, processors: processors({ audit, verification }),
+    chains: { verification, audit, heads: new ChainHeadStore(join(dir, 'keys'), 'verification', 'test'), auditHeads },
+  });
+  host.open();
+  const records = async () => {
+    const [seg] = await host.seal();
+    return decodeFrames(readFileSync(seg!.path)).records as Array<{ recordType?: string }>;
+  };
+  return { host, spool, audit, auditHeads, records };
+}
+
 describe('processor host: processing goes on while a spool write is in flight', () => {
   it('groups processed meanwhile share the next write; when a write fails they fail with it, and the chain continues from its durable head', async () => {
-    const { ProcessorHost } = await import('../../processors/host.ts');
-    const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
-    const { Spool } = await import('../../collector/spool.ts');
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
     try {
-      const auditHeads = new ChainHeadStore(join(dir, 'keys'), 'audit-ingest', 'test');
-      const audit = new AuditChain('c1');
-      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
-      const host = new ProcessorHost({
-        spool, processors: [auditProcessor(audit)],
-        chains: { verification: null, audit, heads: new ChainHeadStore(join(dir, 'keys'), 'verification', 'test'), auditHeads },
-      });
-      host.open();
+      const { host, spool, auditHeads, records: written } = await hostFixture(dir, ({ audit }) => [auditProcessor(audit)]);
       // Writes wait for a gate; the second one fails.
       const real = spool.append.bind(spool);
       const gates: Array<() => void> = [];
@@ -694,9 +709,7 @@ describe('processor host: processing goes on while a spool write is in flight', 
       await sleep(10);
       gates.shift()!();
       expect((await next).items[0]).to.deep.equal({ accepted: 1, rows: 2 });
-      const [seg] = await host.seal();
-      const records = decodeFrames((await import('node:fs')).readFileSync(seg!.path)).records;
-      const audits = records.filter((r) => 'recordType' in r && r.recordType === 'audit') as Array<{ prevHash: string; hash: string; chainId: string }>;
+      const audits = (await written()).filter((r) => r.recordType === 'audit') as Array<{ prevHash: string; hash: string; chainId: string }>;
       expect(audits).to.have.length(2); // t1's and t4's: t2's, t3's and t3b's were never written
       expect(audits[1]!.prevHash).to.equal(t1Head.hash);
       expect(audits[1]!.chainId).to.not.equal(audits[0]!.chainId); // a new run
@@ -708,19 +721,12 @@ describe('processor host: processing goes on while a spool write is in flight', 
 
 describe('processor host: a write that fails while a group waits on I/O mid-processing', () => {
   it('refuses the group and rewinds again, so the next record links to a written one', async () => {
-    const { ProcessorHost } = await import('../../processors/host.ts');
-    const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
-    const { Spool } = await import('../../collector/spool.ts');
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
     try {
-      const audit = new AuditChain('c1');
-      const auditHeads = new ChainHeadStore(join(dir, 'keys'), 'audit-ingest', 'test');
-      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
       let slow: Promise<void> | null = null;
       // A processor that waits on I/O (a macrotask) while `slow` is set, then the audit processor.
-      const io = async (b: Parameters<ReturnType<typeof auditProcessor>>[0]) => { if (slow) await slow; return b; };
-      const host = new ProcessorHost({ spool, processors: [io, auditProcessor(audit)], chains: { verification: null, audit, heads: new ChainHeadStore(join(dir, 'keys'), 'verification', 'test'), auditHeads } });
-      host.open();
+      const io: Processor = async (b) => { if (slow) await slow; return b; };
+      const { host, spool, records } = await hostFixture(dir, ({ audit }) => [io, auditProcessor(audit)]);
       const real = spool.append.bind(spool);
       let release!: () => void;
       let fail = false;
@@ -741,9 +747,7 @@ describe('processor host: a write that fails while a group waits on I/O mid-proc
       expect((await a2).items[0]).to.have.property('spool', true);
       expect((await (await p3).answer).items.map((i) => 'error' in i)).to.deep.equal([true, true]);
       expect((await (await host.process([{ spans: [span('t4', 'a')], ctx }])).answer).items[0]).to.deep.include({ accepted: 1 });
-      const [seg] = await host.seal();
-      const audits = decodeFrames((await import('node:fs')).readFileSync(seg!.path)).records
-        .filter((r) => 'recordType' in r && r.recordType === 'audit') as Array<{ prevHash: string; hash: string }>;
+      const audits = (await records()).filter((r) => r.recordType === 'audit') as Array<{ prevHash: string; hash: string }>;
       expect(audits).to.have.length(2); // t1's and t4's
       expect(audits[1]!.prevHash).to.equal(audits[0]!.hash);
     } finally {
@@ -754,25 +758,14 @@ describe('processor host: a write that fails while a group waits on I/O mid-proc
 
 describe('processor host: an item failing after the chained processors ran', () => {
   it('leaves the audit and verification chains where they were: the next records link to written ones', async () => {
-    const { ProcessorHost } = await import('../../processors/host.ts');
-    const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
-    const { Spool } = await import('../../collector/spool.ts');
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
     try {
-      const audit = new AuditChain('c1');
-      const verification = new VerificationChain(loadSigningKey(join(dir, 'keys')), 60_000, 'v1');
-      const keys = (role: 'verification' | 'audit-ingest') => new ChainHeadStore(join(dir, 'keys'), role, 'test');
-      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
       // A processor after both chained ones that fails on one trace (a bug on some input).
-      const picky = (b: Parameters<ReturnType<typeof auditProcessor>>[0]) => {
+      const picky: Processor = (b) => {
         if (b.spans.some((x) => x.traceId === 'bad')) throw new Error('processor bug (test)');
         return b;
       };
-      const host = new ProcessorHost({
-        spool, processors: [auditProcessor(audit), verificationProcessor(verification), picky],
-        chains: { verification, audit, heads: keys('verification'), auditHeads: keys('audit-ingest') },
-      });
-      host.open();
+      const { host, records: written } = await hostFixture(dir, ({ audit, verification }) => [auditProcessor(audit), verificationProcessor(verification!), picky], true);
       const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
       const items = ['t1', 'bad', 't2'].map((t) => ({ spans: [span(t, 'a')], ctx }));
       const answer = await (await host.process(items)).answer;
@@ -783,8 +776,7 @@ describe('processor host: an item failing after the chained processors ran', () 
       const oddAnswer = await (await host.process([odd, { spans: [span('t4', 'a')], ctx }])).answer;
       expect(oddAnswer.items[0]).to.not.have.property('spool');
       expect(oddAnswer.items.map((i) => 'error' in i)).to.deep.equal([true, false]);
-      const [seg] = await host.seal();
-      const records = decodeFrames((await import('node:fs')).readFileSync(seg!.path)).records as Array<{ recordType?: string }>;
+      const records = await written();
       const audits = records.filter((r) => r.recordType === 'audit') as unknown as AuditRecordLike[];
       expect(audits.map((a) => a.seq)).to.deep.equal([1, 2, 3, 4]);
       expect(verifyAuditChain(audits as never)).to.deep.equal([]);
