@@ -6,9 +6,11 @@ import { join } from 'node:path';
 import { JsonSnapshot } from '../collector/json-snapshot.ts';
 import type { AlertFires } from './alerts.ts';
 
+const fileIn = (dataDir: string) => join(dataDir, 'cache', 'alert-fires.json');
+
 export function readAlertFires(dataDir: string): AlertFires {
   try {
-    const v = JSON.parse(readFileSync(join(dataDir, 'cache', 'alert-fires.json'), 'utf8')) as unknown;
+    const v = JSON.parse(readFileSync(fileIn(dataDir), 'utf8')) as unknown;
     if (!v || typeof v !== 'object' || Array.isArray(v)) return {};
     const out: AlertFires = {};
     for (const [ws, keys] of Object.entries(v as Record<string, unknown>)) {
@@ -24,5 +26,5 @@ export function readAlertFires(dataDir: string): AlertFires {
 }
 
 export function alertFiresFile(dataDir: string, value: () => AlertFires): JsonSnapshot {
-  return new JsonSnapshot(join(dataDir, 'cache', 'alert-fires.json'), value);
+  return new JsonSnapshot(fileIn(dataDir), value);
 }
