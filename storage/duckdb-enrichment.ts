@@ -8,7 +8,7 @@ import type {
 import type { AlertQuery, AuditQuery, ChainPos, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
 import { USAGE_KINDS_SQL, wellFormed } from './codec.ts';
-import { ColumnRows } from './duckdb-columns.ts';
+import { clearStaging, ColumnRows, stagingOf } from './duckdb-columns.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor,
   normalizeAlertQuery, normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow,
@@ -24,11 +24,10 @@ export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>) => Promise<T>;
 /** Values ClickHouse's quantiles state holds (a reservoir sampler): usage quantiles are exact up to this many per group. */
 const RESERVOIR = 8192;
 
-const STAGING = (table: EnrichmentTable) => `${table}_staging`;
 
 function upsertSql(table: EnrichmentTable): string {
   const t = ENRICHMENT_TABLES[table];
-  const head = `INSERT INTO ${table} SELECT * FROM ${STAGING(table)} ON CONFLICT (${t.key.join(', ')})`;
+  const head = `INSERT INTO ${table} SELECT * FROM ${stagingOf(table)} ON CONFLICT (${t.key.join(', ')})`;
   if (t.version === null) return `${head} DO NOTHING`;
   const keys: readonly string[] = t.key;
   const set = t.columns.filter((c) => !keys.includes(c)).map((c) => `${c} = excluded.${c}`).join(', ');
@@ -176,7 +175,7 @@ export class DuckDbEnrichment {
   /** Per-connection scratch tables for the appender (temp: never written to the file). Call after migrations. */
   static async createStaging(c: DuckDBConnection): Promise<void> {
     for (const table of Object.keys(ENRICHMENT_TABLES) as EnrichmentTable[]) {
-      await c.run(`CREATE TEMP TABLE IF NOT EXISTS ${STAGING(table)} AS SELECT * FROM ${table} LIMIT 0`);
+      await clearStaging(c, table);
     }
   }
 
@@ -193,10 +192,10 @@ export class DuckDbEnrichment {
       try {
         for (const [table, rows] of work) {
           if (rows.length === 0) continue;
-          const cols = await ColumnRows.forTable(c, STAGING(table));
+          const cols = await ColumnRows.forTable(c, stagingOf(table));
           const append = APPEND[table] as (a: Appender, r: unknown) => void;
           for (const r of rows) { append(cols, r); cols.endRow(); }
-          await cols.fillStaging(c, STAGING(table));
+          await cols.fillStaging(c, table);
           await c.run(upsertSql(table));
         }
         await c.run('COMMIT');
@@ -204,7 +203,7 @@ export class DuckDbEnrichment {
         await c.run('ROLLBACK').catch(() => undefined);
         throw err;
       }
-      for (const [table, rows] of work) if (rows.length) await c.run(`DELETE FROM ${STAGING(table)}`);
+      for (const [table, rows] of work) if (rows.length) await clearStaging(c, table);
     });
   }
 

@@ -10,7 +10,7 @@ import type {
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
-import { ColumnRows } from './duckdb-columns.ts';
+import { clearStaging, ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import {
   attrsJson, bySpanKey, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
@@ -36,7 +36,7 @@ const STORED_BYTES = `(strlen(name) + strlen(status_message) + strlen(model) + s
 
 const KEY_COLUMNS = new Set(['workspace_id', 'trace_id', 'span_id']);
 // Replays collapse: the stored row is replaced only by one at least as new.
-const UPSERT_SPANS = `INSERT INTO spans SELECT * FROM spans_staging
+const UPSERT_SPANS = `INSERT INTO spans SELECT * FROM ${stagingOf('spans')}
   ON CONFLICT (workspace_id, trace_id, span_id) DO UPDATE SET
   ${SPAN_COLUMNS.filter((c) => !KEY_COLUMNS.has(c)).map((c) => `${c} = excluded.${c}`).join(', ')}
   WHERE excluded.ingested_at_ms >= spans.ingested_at_ms`;
@@ -201,8 +201,7 @@ export class DuckDbStorage implements Storage {
         await c.run('INSERT INTO schema_migrations VALUES ($v, now())', { v: m.version });
       });
     }
-    // Per-connection scratch table for the appender (temp: never written to the file).
-    await c.run('CREATE TEMP TABLE IF NOT EXISTS spans_staging AS SELECT * FROM spans LIMIT 0');
+    await clearStaging(c, 'spans');
     await DuckDbEnrichment.createStaging(c);
   }
 
@@ -231,13 +230,13 @@ export class DuckDbStorage implements Storage {
       r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
     }));
     await this.serial(async (c) => {
-      const cols = await ColumnRows.forTable(c, 'spans_staging');
+      const cols = await ColumnRows.forTable(c, stagingOf('spans'));
       for (const { r, start, end } of rows) appendSpan(cols, r, start, end);
-      await cols.fillStaging(c, 'spans_staging');
+      await cols.fillStaging(c, 'spans');
       try {
         await c.run(UPSERT_SPANS); // one statement: atomic on its own
       } finally {
-        await c.run('DELETE FROM spans_staging');
+        await clearStaging(c, 'spans');
       }
     });
   }
@@ -381,6 +380,13 @@ export class DuckDbStorage implements Storage {
       ORDER BY t_start DESC, trace_id DESC
       LIMIT $lim`, params));
     return toPage(rows.map(fromAggRow), f.limit);
+  }
+
+  /** DuckDB's own account of its memory (and temp files) by use, in bytes: what the memory limit covers. */
+  async memoryByTag(): Promise<Record<string, { memory: number; temp: number }>> {
+    const rows = await this.serial((c) => this.all<{ tag: string; m: bigint; t: bigint }>(c,
+      'SELECT tag, memory_usage_bytes AS m, temporary_storage_bytes AS t FROM duckdb_memory()'));
+    return Object.fromEntries(rows.map((r) => [r.tag, { memory: Number(r.m), temp: Number(r.t) }]));
   }
 
   async countSpans(workspaceId: string): Promise<number> {
