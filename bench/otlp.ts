@@ -26,7 +26,7 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { decodeOtlpRequest, mapOtlp, otlpLimits } from '../collector/otlp/index.ts';
-import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, settledCounter, sleep, startChild, stealMeter, terminate, type CpuSplit } from './lib.ts';
+import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, settledCounter, sleep, startChild, stealMeter, terminate, WARMUP_SECONDS, type CpuSplit } from './lib.ts';
 
 export const SPANS_PER_REQUEST = 512;
 const TRACES_PER_REQUEST = 32; // 16 chat spans per trace: one root call, 15 follow-up calls under it
@@ -171,18 +171,16 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
   const child = await startChild('bin/tracegate.ts', ['serve'], childEnv, `http://127.0.0.1:${port}/healthz`);
   try {
     let seq = Math.floor(Math.random() * 0x7fffffff); // distinct from any earlier run against the same database
-    const steal = stealMeter();
-    const cpuOf = cpuMeter(child.pid!);
-    const r = await autocannon({
-      url: `http://127.0.0.1:${port}/v1/traces`, method: 'POST', connections: CONNECTIONS, duration: seconds,
+    const options = {
+      url: `http://127.0.0.1:${port}/v1/traces`, method: 'POST' as const, connections: CONNECTIONS,
       headers: { 'content-type': 'application/x-protobuf', authorization: `Bearer ${k.key}` },
       body: t.body, // sets Content-Length; every request replaces it via setupRequest
-      requests: [{
-        setupRequest: (req) => {
-          return { ...req, body: stampRequest(t, seq++) };
-        },
-      }],
-    });
+      requests: [{ setupRequest: (req: object) => ({ ...req, body: stampRequest(t, seq++) }) }],
+    };
+    if (WARMUP_SECONDS > 0) await autocannon({ ...options, duration: WARMUP_SECONDS });
+    const steal = stealMeter();
+    const cpuOf = cpuMeter(child.pid!);
+    const r = await autocannon({ ...options, duration: seconds });
     // Requests still in flight when autocannon stops are completed (and acknowledged) by the
     // server without autocannon counting them: the exact figure is the server's own counter.
     const stealPct = steal();

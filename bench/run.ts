@@ -4,7 +4,7 @@ import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startClickHouse } from '../test/support/clickhouse.ts';
-import { fmt } from './lib.ts';
+import { fmt, WARMUP_SECONDS } from './lib.ts';
 import { combine, printNative, runNativeCeiling, runNativeServer, type CaseResult } from './native.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 20);
@@ -41,6 +41,7 @@ async function fsyncLatency(gapMs: number): Promise<{ p50: number; p90: number; 
   return { p50: t[Math.floor(t.length / 2)]!, p90: t[Math.floor(t.length * 0.9)]!, p99: t[Math.floor(t.length * 0.99)]! };
 }
 
+console.log(`each server case: ${WARMUP_SECONDS} s of the same load first (not measured; BENCH_WARMUP_SECONDS), then the measured runs`);
 const fs0 = await fsyncLatency(0);
 const fsIdle = await fsyncLatency(50);
 console.log(`disk: fdatasync of a 1 KiB append p50 ${fmt(fs0.p50, 2)} ms, p99 ${fmt(fs0.p99, 2)} ms back to back; `
