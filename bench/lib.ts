@@ -120,16 +120,22 @@ function describeFaults(faults: Record<string, number>, units: number, unit: str
 export interface LoadResult { rps: number; p50: number; p99: number; ok: number; non2xx: number; errors: number; duration: number; stealPct: number; cpu?: CpuSplit }
 
 /**
- * Seconds of the same load each server gets before it is measured (BENCH_WARMUP_SECONDS, default 5): a fresh process
+ * Seconds of the same load each native and OTLP server case gets before it is measured (BENCH_WARMUP_SECONDS, default 5): a fresh process
  * spends its first seconds compiling hot code (V8's optimizing compiler ran at 80-100 µs of CPU per trace in a 10 s
  * native run from a cold start, 21 µs over 30 s), which a collector running for days does not. Requests made during
  * the warm-up are acknowledged and stored like the others (the stored/acknowledged checks count them).
  */
 export const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 5);
+if (!(WARMUP_SECONDS >= 0)) throw new Error(`BENCH_WARMUP_SECONDS must be a number of seconds ≥ 0, not ${process.env.BENCH_WARMUP_SECONDS}`);
+
+/** Says so when a warm-up had failures (they are not in the measured figures, but they mean something is wrong). */
+export function reportWarmup(r: { non2xx: number; errors: number; timeouts: number }, what: string): void {
+  if (r.non2xx || r.errors || r.timeouts) console.log(`  warm-up of ${what}: non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}`);
+}
 
 export async function load(opts: { url: string; body: string | Buffer; headers: Record<string, string>; connections: number; seconds: number; idReplacement?: boolean; serverPid?: number }): Promise<LoadResult> {
   const options = { url: opts.url, method: 'POST' as const, body: opts.body, headers: opts.headers, connections: opts.connections, idReplacement: opts.idReplacement ?? false };
-  if (WARMUP_SECONDS > 0) await autocannon({ ...options, duration: WARMUP_SECONDS });
+  if (WARMUP_SECONDS > 0) reportWarmup(await autocannon({ ...options, duration: WARMUP_SECONDS }), opts.url);
   const steal = stealMeter();
   const cpu = cpuMeter(opts.serverPid);
   const r = await autocannon({ ...options, duration: opts.seconds });

@@ -26,7 +26,7 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { decodeOtlpRequest, mapOtlp, otlpLimits } from '../collector/otlp/index.ts';
-import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, settledCounter, sleep, startChild, stealMeter, terminate, WARMUP_SECONDS, type CpuSplit } from './lib.ts';
+import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, settledCounter, sleep, startChild, stealMeter, terminate, reportWarmup, WARMUP_SECONDS, type CpuSplit } from './lib.ts';
 
 export const SPANS_PER_REQUEST = 512;
 const TRACES_PER_REQUEST = 32; // 16 chat spans per trace: one root call, 15 follow-up calls under it
@@ -177,7 +177,7 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
       body: t.body, // sets Content-Length; every request replaces it via setupRequest
       requests: [{ setupRequest: (req: object) => ({ ...req, body: stampRequest(t, seq++) }) }],
     };
-    if (WARMUP_SECONDS > 0) await autocannon({ ...options, duration: WARMUP_SECONDS });
+    if (WARMUP_SECONDS > 0) reportWarmup(await autocannon({ ...options, duration: WARMUP_SECONDS }), name);
     const steal = stealMeter();
     const cpuOf = cpuMeter(child.pid!);
     const r = await autocannon({ ...options, duration: seconds });

@@ -41,7 +41,7 @@ async function fsyncLatency(gapMs: number): Promise<{ p50: number; p90: number; 
   return { p50: t[Math.floor(t.length / 2)]!, p90: t[Math.floor(t.length * 0.9)]!, p99: t[Math.floor(t.length * 0.99)]! };
 }
 
-console.log(`each server case: ${WARMUP_SECONDS} s of the same load first (not measured; BENCH_WARMUP_SECONDS), then the measured runs`);
+console.log(`native and OTLP server cases: ${WARMUP_SECONDS} s of the same load first (not measured; BENCH_WARMUP_SECONDS), then the measured runs; the proxy cases warm up for 2 s`);
 const fs0 = await fsyncLatency(0);
 const fsIdle = await fsyncLatency(50);
 console.log(`disk: fdatasync of a 1 KiB append p50 ${fmt(fs0.p50, 2)} ms, p99 ${fmt(fs0.p99, 2)} ms back to back; `

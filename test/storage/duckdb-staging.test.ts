@@ -46,11 +46,14 @@ describe('embedded store: staging tables hold one insert at most', function () {
       await s.insertSpans(ids.map(span));
       await s.insertEnrichment(ids.map(policy));
       // DuckDB frees a replaced table's blocks lazily: a few batches' worth are held at times, then none.
-      const t = (await s.memoryByTag()).IN_MEMORY_TABLE ?? { memory: 0, temp: 0 };
-      most = Math.max(most, t.memory + t.temp);
+      const t = (await s.memoryByTag()).IN_MEMORY_TABLE;
+      expect(t, 'DuckDB reports IN_MEMORY_TABLE').to.not.equal(undefined);
+      most = Math.max(most, t!.memory + t!.temp);
     }
     expect(await s.countSpans('ws')).to.equal(batch * batches);
-    // Emptied with DELETE, they held 88 MB at the end (55 MB of memory, 33 MB in temp files), growing with each batch.
+    // The tag also counts table data not yet checkpointed (bounded by DuckDB's checkpoint threshold). Emptied with
+    // DELETE, the staging tables took it to 85-88 MB by the end (part of it in temp files), growing with each batch.
+    expect(most).to.be.above(0);
     expect(most / 2 ** 20).to.be.below(48);
   });
 });
