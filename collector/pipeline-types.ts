@@ -36,6 +36,8 @@ export interface PreflightResult {
 export interface Batch {
   spans: SpanRecord[];
   extra: EnrichmentRecord[];
+  /** Run once the batch's records are durable; dropped if they never are (a failed item or spool write). */
+  durable?: Array<() => void>;
 }
 
 export type Processor = (batch: Batch, ctx: IngestContext | null) => Batch | Promise<Batch>;

@@ -262,7 +262,7 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
 const MAX_OUTCOMES = 10_000;
 
 /**
- * An alert with a webhook is stored as delivered 'queued'; when the delivery ends, the same record (same alert id
+ * An alert with a webhook is stored as delivered 'queued' and sent once that record is durable; when the delivery ends, the same record (same alert id
  * and atMs, so it replaces the first: the alerts table keeps the last write of a version) goes out with the next
  * batch, saying 'sent' or 'failed' (`outcomes`; at shutdown the rest goes out with the final checkpoints). Lost
  * when the batch carrying it cannot be spooled: the record then stays 'queued' (the outcome is in the logs).
@@ -276,11 +276,13 @@ export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, n
     for (const ws of new Set(batch.spans.map((s) => s.workspaceId))) {
       const settings = await source.alertsFor(ws);
       for (const alert of evaluator.evaluate(ws, settings.rules, batch.spans, findings, now)) {
-        if (settings.webhookUrl) {
+        const { webhookUrl, webhookSecret } = settings;
+        if (webhookUrl) {
           alert.delivered = 'queued';
-          notifier.notify(settings.webhookUrl, settings.webhookSecret, alert, (delivered) => {
+          // Sent once the alert is stored: a receiver never hears of an alert the collector then lost.
+          (batch.durable ??= []).push(() => notifier.notify(webhookUrl, webhookSecret, alert, (delivered) => {
             if (outcomes.push({ ...alert, delivered }) > MAX_OUTCOMES) outcomes.shift();
-          });
+          }));
         }
         batch.extra.push(alert);
       }

@@ -77,6 +77,7 @@ export class ProcessorHost {
     const generation = this.generation;
     const results: ItemResult[] = [];
     const written: StoredRecord[][] = [];
+    const onDurable: Array<() => void> = [];
     let rows = 0;
     let appends = 0;
     for (const item of items) {
@@ -91,6 +92,7 @@ export class ProcessorHost {
         // Serialized here, so a record that is not JSON fails its item alone (the frame is encoded when queued).
         serializeRecords(records);
         if (records.length) { written.push(records); rows += records.length; appends++; }
+        if (batch.durable) onDurable.push(...batch.durable);
         results.push({ accepted: batch.spans.length, rows: records.length });
       } catch (err) {
         if (mark) this.restoreChains(mark);
@@ -106,9 +108,13 @@ export class ProcessorHost {
       this.rewind();
       durable = Promise.resolve('an earlier spool write failed');
     }
-    const answer = durable.then((failure): GroupAnswer => (failure === null
-      ? { items: results, frames: frames.map(() => null) }
-      : { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) }));
+    const answer = durable.then((failure): GroupAnswer => {
+      if (failure !== null) return { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) };
+      for (const f of onDurable) {
+        try { f(); } catch { /* a callback's failure is its own (the notifier logs its failures); the records are durable */ }
+      }
+      return { items: results, frames: frames.map(() => null) };
+    });
     return { answer };
   }
 

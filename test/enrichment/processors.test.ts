@@ -290,11 +290,12 @@ describe('verification chain', () => {
   });
 });
 
+const rule = (over: Partial<AlertRule>): AlertRule => ({ id: 'r', kind: 'latency', threshold: 100, windowSeconds: 60, minRequests: 1, severity: 'high', ...over });
+/** A model call that ended at `ms`. */
+const call = (trace: string, id: string, ms: number, over: Partial<SpanRecord> = {}) =>
+  span(trace, id, { kind: 'llm', startTimeNs: String(BigInt(ms) * 1_000_000n), endTimeNs: String(BigInt(ms) * 1_000_000n), ...over });
+
 describe('alert evaluator', () => {
-  const rule = (over: Partial<AlertRule>): AlertRule => ({ id: 'r', kind: 'latency', threshold: 100, windowSeconds: 60, minRequests: 1, severity: 'high', ...over });
-  /** A model call that ended at `ms`. */
-  const call = (trace: string, id: string, ms: number, over: Partial<SpanRecord> = {}) =>
-    span(trace, id, { kind: 'llm', startTimeNs: String(BigInt(ms) * 1_000_000n), endTimeNs: String(BigInt(ms) * 1_000_000n), ...over });
   const finding = (trace: string, id: string, sev: FindingRecord['severity'], ruleId = 'secret.openai_key'): FindingRecord => ({
     recordType: 'finding', workspaceId: 'ws1', traceId: trace, spanId: id, detector: 'secret', rule: ruleId, category: 'api_key',
     severity: sev, field: 'prompt', start: 0, end: 5, preview: 'sk-…', score: 1, action: 'flag', createdAtMs: 0 });
@@ -452,9 +453,13 @@ describe('alert evaluator', () => {
     const processor = alertProcessor(source, new AlertEvaluator(), notifier);
     const alertsOf = (b: { extra: EnrichmentRecord[] }) => b.extra.filter((r): r is AlertRecord => r.recordType === 'alert');
     const now = Date.now();
-    const [a1] = alertsOf(await processor({ spans: [call('t1', 'a', now, { costUsd: 1 })], extra: [] }, null));
-    const [a2] = alertsOf(await processor({ spans: [call('t2', 'b', now, { costUsd: 1 })], extra: [] }, null));
+    const b1 = await processor({ spans: [call('t1', 'a', now, { costUsd: 1 })], extra: [] }, null);
+    const b2 = await processor({ spans: [call('t2', 'b', now, { costUsd: 1 })], extra: [] }, null);
+    const [a1] = alertsOf(b1);
+    const [a2] = alertsOf(b2);
     expect([a1!.delivered, a2!.delivered]).to.deep.equal(['queued', 'queued']);
+    expect(bodies).to.deep.equal([]); // sent once their batch is durable (the processor host runs `durable`)
+    for (const f of [...b1.durable!, ...b2.durable!]) f();
     expect(bodies.map((b) => b.alertId)).to.deep.equal([a1!.alertId, a2!.alertId]);
     done[1]!('failed');
     done[0]!('sent');
@@ -792,6 +797,46 @@ describe('processor host: an item failing after the chained processors ran', () 
   });
 });
 type AuditRecordLike = { seq: number; prevHash: string; hash: string };
+
+describe('processor host: alert webhooks', () => {
+  it('are sent once the alert is durable, never for an alert whose write failed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
+    try {
+      const sent: string[] = [];
+      const notifier: Notifier = { notify: (_u, _s, a) => { sent.push(a.traceId); }, settle: async () => [] };
+      const source = { alertsFor: async () => ({ rules: [rule({ id: 'c', kind: 'cost', threshold: 0.5, cooldownSeconds: 0 })], webhookUrl: 'http://127.0.0.1:9/hook' }) };
+      const { host, spool, records } = await hostFixture(dir, () => [alertProcessor(source, new AlertEvaluator(), notifier)]);
+      const real = spool.append.bind(spool);
+      let gate: Promise<void> | null = null;
+      let fail = false;
+      spool.append = async (buf, rows, appends, sync) => {
+        if (gate) await gate;
+        if (fail) throw new Error('EIO (test)');
+        return real(buf, rows, appends, sync);
+      };
+      const now = Date.now();
+      let open!: () => void;
+      gate = new Promise<void>((r) => { open = r; });
+      const first = (await host.process([{ spans: [call('t1', 'a', now, { costUsd: 1 })], ctx: null }])).answer;
+      await sleep(10);
+      expect(sent).to.deep.equal([]); // processed, its write in flight: not sent yet
+      open();
+      gate = null;
+      expect((await first).items[0]).to.deep.include({ accepted: 1 });
+      expect(sent).to.deep.equal(['t1']);
+      fail = true;
+      const lost = await (await host.process([{ spans: [call('t2', 'b', now, { costUsd: 1 })], ctx: null }])).answer;
+      expect(lost.items[0]).to.have.property('spool', true);
+      fail = false;
+      await sleep(10);
+      expect(sent).to.deep.equal(['t1']); // t2's alert was never stored: its receiver never hears of it
+      const alerts = (await records()).filter((r) => r.recordType === 'alert') as AlertRecord[];
+      expect(alerts.map((a) => [a.traceId, a.delivered])).to.deep.equal([['t1', 'queued']]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('processor worker thread', () => {
   const setup = async () => {
