@@ -38,6 +38,8 @@ export interface Batch {
   extra: EnrichmentRecord[];
   /** Run once the batch's records are durable; dropped if they never are (a failed item or spool write). */
   durable?: Array<() => void>;
+  /** Run instead when they never are: a processor takes back what it did for records that were lost. */
+  lost?: Array<() => void>;
 }
 
 export type Processor = (batch: Batch, ctx: IngestContext | null) => Batch | Promise<Batch>;

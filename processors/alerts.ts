@@ -90,8 +90,11 @@ export class AlertEvaluator {
     return out;
   }
 
-  /** Pure given its state: the alerts a batch triggers at time `now`. */
-  evaluate(workspaceId: string, rules: AlertRule[], spans: SpanRecord[], findings: FindingRecord[], now: number): AlertRecord[] {
+  /**
+   * Pure given its state: the alerts a batch triggers at time `now`. `undo` gets, for each alert, what takes its fire
+   * back (its cooldown no longer holds the rule) should the alert be lost before it is stored.
+   */
+  evaluate(workspaceId: string, rules: AlertRule[], spans: SpanRecord[], findings: FindingRecord[], now: number, undo?: Array<() => void>): AlertRecord[] {
     const before = this.state.get(workspaceId);
     const previous = this.previous[workspaceId];
     delete this.previous[workspaceId];
@@ -113,7 +116,13 @@ export class AlertEvaluator {
       const cooldown = (rule.cooldownSeconds ?? rule.windowSeconds) * 1000;
       const fire = (value: number, traceId: string, message: string) => {
         if (now - st.lastFiredAt < cooldown) return;
+        const before = st.lastFiredAt;
         st.lastFiredAt = now;
+        undo?.push(() => {
+          if (st.lastFiredAt !== now) return; // fired again since, and that fire stands
+          st.lastFiredAt = before;
+          this.onFire(); // the saved fire times follow
+        });
         out.push({
           recordType: 'alert', workspaceId, alertId: randomUUID(), ruleId: rule.id, kind: rule.kind, severity: rule.severity,
           message, traceId, value, threshold: rule.threshold, windowStartMs: since, atMs: now, delivered: '',
@@ -275,7 +284,7 @@ export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, n
     const now = Date.now();
     for (const ws of new Set(batch.spans.map((s) => s.workspaceId))) {
       const settings = await source.alertsFor(ws);
-      for (const alert of evaluator.evaluate(ws, settings.rules, batch.spans, findings, now)) {
+      for (const alert of evaluator.evaluate(ws, settings.rules, batch.spans, findings, now, (batch.lost ??= []))) {
         const { webhookUrl, webhookSecret } = settings;
         if (webhookUrl) {
           alert.delivered = 'queued';

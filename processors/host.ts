@@ -41,6 +41,13 @@ const SYNC_WRITE_BYTES = 64 * 1024;
 /** A group's records (each list one frame, encoded when queued) and main-thread frames. */
 type Queued = { written: StoredRecord[][]; frames: Buffer[]; rows: number; appends: number; settle: (failure: string | null) => void };
 
+/** A batch's durable or lost callbacks: one failing does not keep the others from running (nor fail the answer). */
+function runAll(fns: ReadonlyArray<() => void> | undefined): void {
+  for (const f of fns ?? []) {
+    try { f(); } catch { /* its own failure: the notifier and the evaluator do not throw */ }
+  }
+}
+
 export class ProcessorHost {
   readonly spool: Spool;
   private readonly processors: Processor[];
@@ -78,24 +85,27 @@ export class ProcessorHost {
     const results: ItemResult[] = [];
     const written: StoredRecord[][] = [];
     const onDurable: Array<() => void> = [];
+    const onLost: Array<() => void> = [];
     let rows = 0;
     let appends = 0;
     for (const item of items) {
       // Where the chains stand before the item: an item failing after the audit or verification processor ran
       // must not leave them linking to records that will never be written (verify would report a gap).
       const mark = this.markChains(item);
+      let batch: Batch = { spans: item.spans, extra: [] };
       try {
         item.before?.();
-        let batch: Batch = { spans: item.spans, extra: [] };
         for (const p of this.processors) batch = await p(batch, item.ctx);
         const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
         // Serialized here, so a record that is not JSON fails its item alone (the frame is encoded when queued).
         serializeRecords(records);
         if (records.length) { written.push(records); rows += records.length; appends++; }
         if (batch.durable) onDurable.push(...batch.durable);
+        if (batch.lost) onLost.push(...batch.lost);
         results.push({ accepted: batch.spans.length, rows: records.length });
       } catch (err) {
         if (mark) this.restoreChains(mark);
+        runAll(batch.lost);
         results.push({ error: err instanceof Error ? err.message : String(err) });
       }
     }
@@ -109,10 +119,11 @@ export class ProcessorHost {
       durable = Promise.resolve('an earlier spool write failed');
     }
     const answer = durable.then((failure): GroupAnswer => {
-      if (failure !== null) return { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) };
-      for (const f of onDurable) {
-        try { f(); } catch { /* a callback's failure is its own (the notifier logs its failures); the records are durable */ }
+      if (failure !== null) {
+        runAll(onLost);
+        return { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) };
       }
+      runAll(onDurable);
       return { items: results, frames: frames.map(() => null) };
     });
     return { answer };
