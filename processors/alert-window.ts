@@ -38,6 +38,15 @@ export class RuleWindow {
     return this.spans.has(s.span);
   }
 
+  /** Forgets the samples of these spans (a lost batch's: their redelivery counts again). */
+  remove(spans: readonly string[]): void {
+    const gone = new Set(spans.filter((k) => this.spans.delete(k)));
+    if (gone.size === 0) return;
+    const kept = this.samples.filter((x) => !gone.has(x.span));
+    this.samples.length = 0;
+    this.samples.push(...kept);
+  }
+
   /** Forgets the samples older than `since`. */
   prune(since: number): void {
     let n = 0;

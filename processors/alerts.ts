@@ -91,8 +91,9 @@ export class AlertEvaluator {
   }
 
   /**
-   * Pure given its state: the alerts a batch triggers at time `now`. `undo` gets, for each alert, what takes its fire
-   * back (its cooldown no longer holds the rule) should the alert be lost before it is stored.
+   * Pure given its state: the alerts a batch triggers at time `now`. `undo` gets what takes the batch back should its
+   * records be lost before they are stored: its samples leave the windows (so its redelivery counts again) and its
+   * fires are taken back (their cooldown no longer holds the rule).
    */
   evaluate(workspaceId: string, rules: AlertRule[], spans: SpanRecord[], findings: FindingRecord[], now: number, undo?: Array<() => void>): AlertRecord[] {
     const before = this.state.get(workspaceId);
@@ -102,6 +103,8 @@ export class AlertEvaluator {
     const windows = new Map<string, RuleWindow>();
     this.state.set(workspaceId, windows);
     const out: AlertRecord[] = [];
+    const added: Array<{ window: RuleWindow; spans: string[] }> = [];
+    const fired: Array<{ window: RuleWindow; before: number }> = [];
     for (const rule of rules) {
       const key = ruleKey(rule);
       let st = windows.get(key) ?? before?.get(key);
@@ -116,20 +119,22 @@ export class AlertEvaluator {
       const cooldown = (rule.cooldownSeconds ?? rule.windowSeconds) * 1000;
       const fire = (value: number, traceId: string, message: string) => {
         if (now - st.lastFiredAt < cooldown) return;
-        const before = st.lastFiredAt;
+        fired.push({ window: st, before: st.lastFiredAt });
         st.lastFiredAt = now;
-        undo?.push(() => {
-          if (st.lastFiredAt !== now) return; // fired again since, and that fire stands
-          st.lastFiredAt = before;
-          this.onFire(); // the saved fire times follow
-        });
         out.push({
           recordType: 'alert', workspaceId, alertId: randomUUID(), ruleId: rule.id, kind: rule.kind, severity: rule.severity,
           message, traceId, value, threshold: rule.threshold, windowStartMs: since, atMs: now, delivered: '',
         });
       };
       // Adds the span's sample (at its arrival) unless it was already counted: a redelivery.
-      const counted = (s: SpanRecord, value: number) => st.add({ at: now, value, error: s.status === 'error', span: spanKey(s) });
+      const mine = { window: st, spans: [] as string[] };
+      added.push(mine);
+      const counted = (s: SpanRecord, value: number) => {
+        const span = spanKey(s);
+        const ok = st.add({ at: now, value, error: s.status === 'error', span });
+        if (ok) mine.spans.push(span);
+        return ok;
+      };
       const matching = spans.filter((s) => s.workspaceId === workspaceId && (!rule.model || s.model === rule.model) && (!rule.actionName || s.actionName === rule.actionName));
       if (rule.kind === 'finding') {
         const hits = findingsOn(matching, findings, rule.severity, counted);
@@ -160,6 +165,18 @@ export class AlertEvaluator {
       }
     }
     if (out.length) this.onFire();
+    if (undo && (fired.length || added.some((a) => a.spans.length))) {
+      undo.push(() => {
+        for (const a of added) a.window.remove(a.spans);
+        let changed = false;
+        for (const f of fired) {
+          if (f.window.lastFiredAt !== now) continue; // fired again since, and that fire stands
+          f.window.lastFiredAt = f.before;
+          changed = true;
+        }
+        if (changed) this.onFire(); // the saved fire times follow
+      });
+    }
     return out;
   }
 }
@@ -271,14 +288,20 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
 const MAX_OUTCOMES = 10_000;
 
 /**
- * An alert with a webhook is stored as delivered 'queued' and sent once that record is durable; when the delivery ends, the same record (same alert id
- * and atMs, so it replaces the first: the alerts table keeps the last write of a version) goes out with the next
- * batch, saying 'sent' or 'failed' (`outcomes`; at shutdown the rest goes out with the final checkpoints). Lost
- * when the batch carrying it cannot be spooled: the record then stays 'queued' (the outcome is in the logs).
+ * An alert with a webhook is stored as delivered 'queued' and sent once that record is durable; when the delivery
+ * ends, the same record (same alert id and atMs, so it replaces the first: the alerts table keeps the last write of a
+ * version) goes out with the next batch, saying 'sent' or 'failed' (`outcomes`; at shutdown the rest goes out with the
+ * final checkpoints). A batch carrying outcomes that cannot be spooled puts them back for the next one; only a failed
+ * final write leaves the record 'queued' (the outcome is in the logs).
  */
 export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, notifier: Notifier, outcomes: AlertRecord[] = []): Processor {
   return async (batch) => {
-    if (outcomes.length) batch.extra.push(...outcomes.splice(0));
+    if (outcomes.length) {
+      const carried = outcomes.splice(0);
+      batch.extra.push(...carried);
+      // Lost with the batch: back at the front of the line for the next one (past the cap, the oldest go).
+      (batch.lost ??= []).push(() => { outcomes.unshift(...carried); if (outcomes.length > MAX_OUTCOMES) outcomes.splice(0, outcomes.length - MAX_OUTCOMES); });
+    }
     if (batch.spans.length === 0) return batch;
     const findings = batch.extra.filter((r): r is FindingRecord => r.recordType === 'finding');
     const now = Date.now();

@@ -177,7 +177,8 @@ export class ProcessorHost {
     this.chains.audit.rewind(this.chains.auditHeads.current());
   }
 
-  private async settled(): Promise<void> {
+  /** Once the writes queued so far have returned (and their durable or lost callbacks have run). */
+  async settled(): Promise<void> {
     while (this.writing) await this.writing;
   }
 

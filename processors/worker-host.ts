@@ -123,7 +123,9 @@ async function runOne(m: HostRequest): Promise<HostReply | string[]> {
     case 'checkpoints': { const rows = await host.checkpoints(m.force); return { rows, state: host.state() }; }
     case 'seal': { const sealed = await host.seal(); return { sealed, state: host.state() }; }
     case 'close': { const sealed = await host.close(); await fires.flush(); return { sealed, state: host.state() }; }
-    case 'settle': return enrichment.settleDeliveries(m.maxMs);
+    // Webhooks go out once their alert's write returned: the writes under way first, or their deliveries would be
+    // abandoned before they began.
+    case 'settle': await host.settled(); return enrichment.settleDeliveries(m.maxMs);
     default: throw new Error(`unexpected message ${m.type}`);
   }
 }

@@ -799,42 +799,74 @@ describe('processor host: an item failing after the chained processors ran', () 
 type AuditRecordLike = { seq: number; prevHash: string; hash: string };
 
 describe('processor host: alerts and their webhooks', () => {
-  it('a webhook is sent once its alert is durable; an alert whose write failed is neither sent nor holding its cooldown', async () => {
+  /** A host running the alert processor with `rules` and a webhook, over a spool whose writes fail while `fail`, or wait on `gate`. */
+  async function alertHost(dir: string, rules: AlertRule[]) {
+    const sent: string[] = [];
+    const done: Array<(o: DeliveryOutcome) => void> = [];
+    const notifier: Notifier = { notify: (_u, _s, a, d) => { sent.push(a.traceId); done.push(d!); }, settle: async () => [] };
+    const source = { alertsFor: async () => ({ rules, webhookUrl: 'http://127.0.0.1:9/hook' }) };
+    const fx = await hostFixture(dir, () => [alertProcessor(source, new AlertEvaluator(), notifier)]);
+    const real = fx.spool.append.bind(fx.spool);
+    const io = { fail: false, gate: null as Promise<void> | null };
+    fx.spool.append = async (buf, rows, appends, sync) => {
+      if (io.gate) await io.gate;
+      if (io.fail) throw new Error('EIO (test)');
+      return real(buf, rows, appends, sync);
+    };
+    const send = async (spans: SpanRecord[]) => (await fx.host.process([{ spans, ctx: null }])).answer;
+    return { ...fx, sent, done, io, send };
+  }
+  const alertsIn = async (records: () => Promise<Array<{ recordType?: string }>>) =>
+    ((await records()).filter((r) => r.recordType === 'alert') as AlertRecord[]).map((a) => [a.traceId, a.delivered]);
+
+  it('a webhook is sent once its alert is durable; a lost batch is taken back, and its re-sent spans fire the alert', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
     try {
-      const sent: string[] = [];
-      const notifier: Notifier = { notify: (_u, _s, a) => { sent.push(a.traceId); }, settle: async () => [] };
-      const source = { alertsFor: async () => ({ rules: [rule({ id: 'c', kind: 'cost', threshold: 0.5, cooldownSeconds: 3600 })], webhookUrl: 'http://127.0.0.1:9/hook' }) };
-      const { host, spool, records } = await hostFixture(dir, () => [alertProcessor(source, new AlertEvaluator(), notifier)]);
-      const real = spool.append.bind(spool);
-      let gate: Promise<void> | null = null;
-      let fail = false;
-      spool.append = async (buf, rows, appends, sync) => {
-        if (gate) await gate;
-        if (fail) throw new Error('EIO (test)');
-        return real(buf, rows, appends, sync);
-      };
+      const h = await alertHost(dir, [rule({ id: 'c', kind: 'cost', threshold: 0.5, cooldownSeconds: 3600 })]);
       const now = Date.now();
-      const send = async (t: string) => (await host.process([{ spans: [call(t, 'a', now, { costUsd: 1 })], ctx: null }])).answer;
-      fail = true;
-      expect((await send('t1')).items[0]).to.have.property('spool', true);
-      fail = false;
-      await sleep(10);
-      expect(sent).to.deep.equal([]); // t1's alert was never stored: its receiver never hears of it
-      // Its fire was taken back, so the rule (still over its threshold) fires with the next batch.
+      const batch = [call('t1', 'a', now, { costUsd: 1 })];
+      h.io.fail = true;
+      expect((await h.send(batch)).items[0]).to.have.property('spool', true); // answered 503: the client re-sends it
+      h.io.fail = false;
+      expect(h.sent).to.deep.equal([]); // that alert was never stored: its receiver never hears of it
+      // The same spans again: counted again (not taken for a redelivery), and the cooldown does not hold the rule.
       let open!: () => void;
-      gate = new Promise<void>((r) => { open = r; });
-      const second = send('t2');
+      h.io.gate = new Promise<void>((r) => { open = r; });
+      const again = h.send(batch);
       await sleep(10);
-      expect(sent).to.deep.equal([]); // processed, its write in flight: not sent yet
+      expect(h.sent).to.deep.equal([]); // processed, its write in flight: not sent yet
       open();
-      gate = null;
-      expect((await second).items[0]).to.deep.include({ accepted: 1 });
-      expect(sent).to.deep.equal(['t2']);
-      expect((await send('t3')).items[0]).to.deep.include({ accepted: 1 }); // within t2's cooldown
-      expect(sent).to.deep.equal(['t2']);
-      const alerts = (await records()).filter((r) => r.recordType === 'alert') as AlertRecord[];
-      expect(alerts.map((a) => [a.traceId, a.delivered])).to.deep.equal([['t2', 'queued']]);
+      h.io.gate = null;
+      expect((await again).items[0]).to.deep.include({ accepted: 1 });
+      expect(h.sent).to.deep.equal(['t1']);
+      expect((await h.send([call('t2', 'b', now, { costUsd: 1 })])).items[0]).to.deep.include({ accepted: 1 }); // within the cooldown
+      expect(h.sent).to.deep.equal(['t1']);
+      expect(await alertsIn(h.records)).to.deep.equal([['t1', 'queued']]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a guardrail tripwire in a lost batch fires when it is re-sent; delivery outcomes carried by a lost batch go out with the next', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
+    try {
+      const h = await alertHost(dir, [rule({ id: 'g', kind: 'guardrail', cooldownSeconds: 3600 })]);
+      const trip = (t: string) => [span(t, 's', { kind: 'guardrail', name: 'pii-check', attributes: { 'guardrail.tripwire_triggered': true } })];
+      h.io.fail = true;
+      expect((await h.send(trip('g1'))).items[0]).to.have.property('spool', true);
+      h.io.fail = false;
+      expect(h.sent).to.deep.equal([]);
+      expect((await h.send(trip('g1'))).items[0]).to.deep.include({ accepted: 1 }); // re-sent: the tripwire fires
+      expect(h.sent).to.deep.equal(['g1']);
+      h.done[0]!('sent'); // its outcome waits for the next batch
+      h.io.fail = true;
+      expect((await h.send(trip('g2'))).items[0]).to.have.property('spool', true); // carried the outcome, and lost it
+      h.io.fail = false;
+      expect(h.sent).to.deep.equal(['g1']);
+      // g2 re-sent: the tripwire counts again; g1's outcome goes out with it.
+      expect((await h.send(trip('g2'))).items[0]).to.deep.include({ accepted: 1 });
+      expect(h.sent).to.deep.equal(['g1']); // within g1's cooldown: the window counted g2, no second alert
+      expect(await alertsIn(h.records)).to.deep.equal([['g1', 'queued'], ['g1', 'sent']]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
