@@ -15,6 +15,8 @@ export class RuleWindow {
   private readonly spans = new Set<string>();
   private readonly maxSamples: number;
   lastFiredAt = -Infinity;
+  /** Fires taken back while a later one stood: the fire each had followed (see takeBack). */
+  private readonly takenBack = new Map<number, number>();
 
   constructor(maxSamples = 10_000) { this.maxSamples = maxSamples; }
 
@@ -36,6 +38,19 @@ export class RuleWindow {
     this.spans.add(s.span);
     if (this.samples.length > this.maxSamples) this.dropFirst(this.samples.length - this.maxSamples);
     return this.spans.has(s.span);
+  }
+
+  /**
+   * Takes back the fire at `at` (lost before it was stored), which had followed `before`; true when lastFiredAt
+   * changed. A fire that is no longer the last one is remembered as taken back, so that taking back a later one goes
+   * past it too: two lost fires, whichever order they are taken back in, leave the fire before both.
+   */
+  takeBack(at: number, before: number): boolean {
+    if (this.lastFiredAt !== at) { this.takenBack.set(at, before); return false; }
+    let t = before;
+    for (let next = this.takenBack.get(t); next !== undefined; next = this.takenBack.get(t)) { this.takenBack.delete(t); t = next; }
+    this.lastFiredAt = t;
+    return true;
   }
 
   /** Forgets the samples of these spans (a lost batch's: their redelivery counts again). */

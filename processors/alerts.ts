@@ -169,11 +169,7 @@ export class AlertEvaluator {
       undo.push(() => {
         for (const a of added) a.window.remove(a.spans);
         let changed = false;
-        for (const f of fired) {
-          if (f.window.lastFiredAt !== now) continue; // fired again since, and that fire stands
-          f.window.lastFiredAt = f.before;
-          changed = true;
-        }
+        for (const f of fired) if (f.window.takeBack(now, f.before)) changed = true;
         if (changed) this.onFire(); // the saved fire times follow
       });
     }
@@ -287,12 +283,18 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
 /** Delivery outcomes waiting for a batch to carry them; past this many, the oldest are only in the logs. */
 const MAX_OUTCOMES = 10_000;
 
+/** Outcomes taken out for a write that failed: back at the front of the line (past the cap, the oldest go). */
+export function putBackOutcomes(outcomes: AlertRecord[], carried: readonly AlertRecord[]): void {
+  outcomes.unshift(...carried);
+  if (outcomes.length > MAX_OUTCOMES) outcomes.splice(0, outcomes.length - MAX_OUTCOMES);
+}
+
 /**
  * An alert with a webhook is stored as delivered 'queued' and sent once that record is durable; when the delivery
  * ends, the same record (same alert id and atMs, so it replaces the first: the alerts table keeps the last write of a
  * version) goes out with the next batch, saying 'sent' or 'failed' (`outcomes`; at shutdown the rest goes out with the
- * final checkpoints). A batch carrying outcomes that cannot be spooled puts them back for the next one; only a failed
- * final write leaves the record 'queued' (the outcome is in the logs).
+ * final checkpoints). A batch or checkpoint write carrying outcomes that cannot be spooled puts them back for the
+ * next one; only a failed final write at shutdown leaves the record 'queued' (the outcome is in the logs).
  */
 export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, notifier: Notifier, outcomes: AlertRecord[] = []): Processor {
   return async (batch) => {
@@ -300,7 +302,7 @@ export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, n
       const carried = outcomes.splice(0);
       batch.extra.push(...carried);
       // Lost with the batch: back at the front of the line for the next one (past the cap, the oldest go).
-      (batch.lost ??= []).push(() => { outcomes.unshift(...carried); if (outcomes.length > MAX_OUTCOMES) outcomes.splice(0, outcomes.length - MAX_OUTCOMES); });
+      (batch.lost ??= []).push(() => putBackOutcomes(outcomes, carried));
     }
     if (batch.spans.length === 0) return batch;
     const findings = batch.extra.filter((r): r is FindingRecord => r.recordType === 'finding');

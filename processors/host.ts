@@ -53,6 +53,7 @@ export class ProcessorHost {
   private readonly processors: Processor[];
   private readonly chains: HostChains | null;
   private readonly takeAlertOutcomes: () => AlertRecord[];
+  private readonly putBackAlertOutcomes: (carried: readonly AlertRecord[]) => void;
   private queue: Queued[] = [];
   /** The queued frames' bytes (those of `queue`, in order), in reused memory. */
   private readonly arena = new FrameArena();
@@ -60,11 +61,12 @@ export class ProcessorHost {
   /** Bumped when a write fails: a group whose processing began before that is refused (it may link to lost records). */
   private generation = 0;
 
-  constructor(opts: { spool: Spool; processors: Processor[]; chains?: HostChains; takeAlertOutcomes?: () => AlertRecord[] }) {
+  constructor(opts: { spool: Spool; processors: Processor[]; chains?: HostChains; takeAlertOutcomes?: () => AlertRecord[]; putBackAlertOutcomes?: (carried: readonly AlertRecord[]) => void }) {
     this.spool = opts.spool;
     this.processors = opts.processors;
     this.chains = opts.chains ?? null;
     this.takeAlertOutcomes = opts.takeAlertOutcomes ?? (() => []);
+    this.putBackAlertOutcomes = opts.putBackAlertOutcomes ?? (() => {});
   }
 
   /**
@@ -134,10 +136,14 @@ export class ProcessorHost {
    * ago or more) and the alert delivery outcomes no batch has carried yet, appended; returns their rows.
    */
   async checkpoints(force: boolean): Promise<number> {
-    const records: StoredRecord[] = [...this.chains?.verification?.checkpoints(Date.now(), force) ?? [], ...this.takeAlertOutcomes()];
+    const outcomes = this.takeAlertOutcomes();
+    const records: StoredRecord[] = [...this.chains?.verification?.checkpoints(Date.now(), force) ?? [], ...outcomes];
     if (records.length === 0) return 0;
     const failure = await this.enqueue({ written: [records], frames: [], rows: records.length, appends: 1 });
-    if (failure) throw new Error(failure);
+    if (failure) {
+      this.putBackAlertOutcomes(outcomes); // for the next batch or checkpoint
+      throw new Error(failure);
+    }
     return records.length;
   }
 

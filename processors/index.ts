@@ -7,7 +7,7 @@ import type { AlertRecord } from '../collector/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { tokens } from '../storage/codec.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
-import { AlertEvaluator, alertProcessor, webhookNotifier, type AlertFires, type AlertSource } from './alerts.ts';
+import { AlertEvaluator, alertProcessor, putBackOutcomes, webhookNotifier, type AlertFires, type AlertSource } from './alerts.ts';
 import { AuditChain, auditProcessor } from './audit.ts';
 import { VerificationChain, verificationProcessor, type ChainHead } from './verification.ts';
 import { loadSigningKey } from './signing.ts';
@@ -43,6 +43,8 @@ export interface Enrichment {
   settleDeliveries(maxMs: number): Promise<string[]>;
   /** Alert records whose webhook delivery ended since the last batch (their outcome), taken out. */
   takeAlertOutcomes(): AlertRecord[];
+  /** Outcomes taken out for a write that failed, put back for the next. */
+  putBackAlertOutcomes(carried: readonly AlertRecord[]): void;
   /** When each rule last fired (to be saved for the next run). */
   alertFires(): AlertFires;
   audit: AuditChain;
@@ -69,7 +71,7 @@ export function createEnrichment(opts: {
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain(undefined, opts.previousAuditHeads);
-  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], takeAlertOutcomes: () => [], alertFires: () => ({}), audit, verification: null, keysDir };
+  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], takeAlertOutcomes: () => [], putBackAlertOutcomes: () => {}, alertFires: () => ({}), audit, verification: null, keysDir };
   const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false, opts.previousHeads);
   const notifier = webhookNotifier(opts.log);
   const outcomes: AlertRecord[] = [];
@@ -84,6 +86,7 @@ export function createEnrichment(opts: {
     ],
     settleDeliveries: (maxMs) => notifier.settle(maxMs),
     takeAlertOutcomes: () => outcomes.splice(0),
+    putBackAlertOutcomes: (carried) => putBackOutcomes(outcomes, carried),
     alertFires: () => evaluator.fires(),
     audit, verification, keysDir,
   };

@@ -54,6 +54,7 @@ const host = new ProcessorHost({
   processors: enrichment.processors,
   chains: { verification: enrichment.verification, audit: enrichment.audit, heads, auditHeads },
   takeAlertOutcomes: () => enrichment.takeAlertOutcomes(),
+  putBackAlertOutcomes: (carried) => enrichment.putBackAlertOutcomes(carried),
 });
 
 type Queued = { m: HostRequest; resolve: (v: { value: unknown }) => void; reject: (e: unknown) => void };
@@ -125,7 +126,13 @@ async function runOne(m: HostRequest): Promise<HostReply | string[]> {
     case 'close': { const sealed = await host.close(); await fires.flush(); return { sealed, state: host.state() }; }
     // Webhooks go out once their alert's write returned: the writes under way first, or their deliveries would be
     // abandoned before they began.
-    case 'settle': await host.settled(); return enrichment.settleDeliveries(m.maxMs);
+    case 'settle': {
+      const until = Date.now() + m.maxMs;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([host.settled(), new Promise<void>((r) => { timer = setTimeout(r, m.maxMs); })]);
+      clearTimeout(timer);
+      return enrichment.settleDeliveries(Math.max(0, until - Date.now()));
+    }
     default: throw new Error(`unexpected message ${m.type}`);
   }
 }

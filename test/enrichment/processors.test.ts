@@ -439,6 +439,23 @@ describe('alert evaluator', () => {
     const r3 = { ...r2, model: 'gpt-4o' }; // the spans of any model counted so far are not this rule's
     expect(ev.evaluate('ws1', [r3], [call('t4', 'd', 4000, { model: 'gpt-4o', costUsd: 0.6 })], [], 4000)).to.have.length(0);
   });
+  it('taking back lost batches: their samples leave the window; two lost fires, in either order, leave the fire before both', () => {
+    for (const order of ['oldest first', 'newest first']) {
+      const ev = new AlertEvaluator();
+      const r = rule({ id: 'c', kind: 'cost', threshold: 0.5, cooldownSeconds: 10 });
+      expect(ev.evaluate('ws1', [r], [call('t0', 'a', 1000, { costUsd: 1 })], [], 1000)).to.have.length(1); // stored
+      const undo1: Array<() => void> = [];
+      const undo2: Array<() => void> = [];
+      expect(ev.evaluate('ws1', [r], [call('t1', 'a', 20_000, { costUsd: 1 })], [], 20_000, undo1)).to.have.length(1); // lost
+      expect(ev.evaluate('ws1', [r], [call('t2', 'a', 40_000, { costUsd: 1 })], [], 40_000, undo2)).to.have.length(1); // lost
+      for (const u of order === 'oldest first' ? [...undo1, ...undo2] : [...undo2, ...undo1]) u();
+      const fires = ev.fires(45_000).ws1!;
+      expect(Object.values(fires), order).to.deep.equal([1000]);
+      // t1 and t2 re-sent: counted again (not redeliveries), and t0's cooldown is long past: one alert.
+      const again = ev.evaluate('ws1', [r], [call('t1', 'a', 45_000, { costUsd: 1 }), call('t2', 'a', 45_000, { costUsd: 1 })], [], 45_000);
+      expect(again.map((a) => a.value), order).to.deep.equal([3]);
+    }
+  });
   it('p95 latency is the analytics quantile (interpolated), from the same function', () => {
     const ev = new AlertEvaluator();
     const spans = [100, 200].map((d, i) => call(`t${i}`, 's', 1000, { durationMs: d }));
@@ -865,8 +882,37 @@ describe('processor host: alerts and their webhooks', () => {
       expect(h.sent).to.deep.equal(['g1']);
       // g2 re-sent: the tripwire counts again; g1's outcome goes out with it.
       expect((await h.send(trip('g2'))).items[0]).to.deep.include({ accepted: 1 });
-      expect(h.sent).to.deep.equal(['g1']); // within g1's cooldown: the window counted g2, no second alert
+      expect(h.sent).to.deep.equal(['g1']); // within g1's cooldown: no second alert
       expect(await alertsIn(h.records)).to.deep.equal([['g1', 'queued'], ['g1', 'sent']]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('processor host: checkpoints carrying alert delivery outcomes', () => {
+  it('puts the outcomes back when their write fails, and writes them with the next', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
+    try {
+      const { ProcessorHost } = await import('../../processors/host.ts');
+      const { Spool } = await import('../../collector/spool.ts');
+      const { putBackOutcomes } = await import('../../processors/alerts.ts');
+      const outcome = { recordType: 'alert', workspaceId: 'ws', alertId: 'a1', ruleId: 'r', kind: 'cost', severity: 'high', message: 'm', traceId: 't', value: 1, threshold: 0.5, windowStartMs: 0, atMs: 1, delivered: 'sent' } as AlertRecord;
+      const outcomes: AlertRecord[] = [outcome];
+      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
+      const host = new ProcessorHost({ spool, processors: [], takeAlertOutcomes: () => outcomes.splice(0), putBackAlertOutcomes: (c) => putBackOutcomes(outcomes, c) });
+      host.open();
+      const real = spool.append.bind(spool);
+      spool.append = async () => { throw new Error('EIO (test)'); };
+      let failed = false;
+      await host.checkpoints(false).catch(() => { failed = true; });
+      expect(failed).to.equal(true);
+      expect(outcomes).to.deep.equal([outcome]);
+      spool.append = real;
+      expect(await host.checkpoints(false)).to.equal(1);
+      expect(outcomes).to.deep.equal([]);
+      const [seg] = await host.seal();
+      expect(decodeFrames(readFileSync(seg!.path)).records).to.deep.equal([outcome]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
