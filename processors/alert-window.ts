@@ -46,7 +46,10 @@ export class RuleWindow {
    * past it too: two lost fires, whichever order they are taken back in, leave the fire before both.
    */
   takeBack(at: number, before: number): boolean {
-    if (this.lastFiredAt !== at) { this.takenBack.set(at, before); return false; }
+    if (this.lastFiredAt !== at) {
+      if (at !== before) this.takenBack.set(at, before); // (two fires in one millisecond: nothing to go past)
+      return false;
+    }
     let t = before;
     for (let next = this.takenBack.get(t); next !== undefined; next = this.takenBack.get(t)) { this.takenBack.delete(t); t = next; }
     this.lastFiredAt = t;

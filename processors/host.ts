@@ -136,8 +136,9 @@ export class ProcessorHost {
    * ago or more) and the alert delivery outcomes no batch has carried yet, appended; returns their rows.
    */
   async checkpoints(force: boolean): Promise<number> {
-    const outcomes = this.takeAlertOutcomes();
-    const records: StoredRecord[] = [...this.chains?.verification?.checkpoints(Date.now(), force) ?? [], ...outcomes];
+    const signed = this.chains?.verification?.checkpoints(Date.now(), force) ?? [];
+    const outcomes = this.takeAlertOutcomes(); // after signing, which may throw: taken only for the write below
+    const records: StoredRecord[] = [...signed, ...outcomes];
     if (records.length === 0) return 0;
     const failure = await this.enqueue({ written: [records], frames: [], rows: records.length, appends: 1 });
     if (failure) {

@@ -129,8 +129,11 @@ async function runOne(m: HostRequest): Promise<HostReply | string[]> {
     case 'settle': {
       const until = Date.now() + m.maxMs;
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([host.settled(), new Promise<void>((r) => { timer = setTimeout(r, m.maxMs); })]);
-      clearTimeout(timer);
+      try {
+        await Promise.race([host.settled(), new Promise<void>((r) => { timer = setTimeout(r, m.maxMs); })]);
+      } finally {
+        clearTimeout(timer);
+      }
       return enrichment.settleDeliveries(Math.max(0, until - Date.now()));
     }
     default: throw new Error(`unexpected message ${m.type}`);
