@@ -1,5 +1,7 @@
 // Reads of the embedded store stay within DuckDB's memory limit however large the data they go over: the data is
-// written with the default limit, then read by a store reopened with a small one (32 MB here, 256 MB in service).
+// written with the default limit, then read by a store reopened with a small one (40 MB here, 256 MB in service).
+// At 32 MB the part read failed now and then (2 runs in 22): DuckDB's two threads pinned 27 MB at times, then
+// asked for 4 MB more. 40 MB is still less than the 50 MB trace.
 import { expect } from 'chai';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { randomBytes } from 'node:crypto';
@@ -38,7 +40,7 @@ describe('embedded store: reads within a small memory limit', function () {
       'completed', '', 'm' || (i % 2), '', '', '', 10, 2, 12, 0.001, '', '', '', '', false, false, '{}', '{}', '[]', 1 FROM range(500000) r(i)`);
     c.closeSync();
     db.closeSync();
-    s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '32MB' });
+    s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '40MB' });
     await s.init();
   });
   after(async () => {
