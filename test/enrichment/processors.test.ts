@@ -673,6 +673,16 @@ describe('cost processor', () => {
   });
 });
 
+/** Runs `fn` with a fresh temporary directory, removed afterwards whatever happens. */
+async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
+  try {
+    await fn(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * A ProcessorHost over a real spool in a temporary directory, with an audit chain (and a verification chain when
  * `signed`); `processors` gets the chains. `records()` seals and reads back what was written.
@@ -699,118 +709,109 @@ async function hostFixture(dir: string, processors: (c: { audit: AuditChain; ver
 
 describe('processor host: processing goes on while a spool write is in flight', () => {
   it('groups processed meanwhile share the next write; when a write fails they fail with it, and the chain continues from its durable head', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
-    try {
-      const { host, spool, auditHeads, records: written } = await hostFixture(dir, ({ audit }) => [auditProcessor(audit)]);
-      // Writes wait for a gate; the second one fails.
-      const real = spool.append.bind(spool);
-      const gates: Array<() => void> = [];
-      let writes = 0;
-      spool.append = async (buf, rows, appends) => {
-        const n = ++writes;
-        await new Promise<void>((r) => gates.push(r));
-        if (n === 2) throw new Error('EIO (test)');
-        return real(buf, rows, appends);
-      };
-      const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
-      const answers = [];
-      for (const t of ['t1', 't2', 't3']) answers.push((await host.process([{ spans: [span(t, 'a')], ctx }])).answer);
-      expect(writes).to.equal(1); // t1's write is in flight; t2 and t3 wait for the next, together
-      gates.shift()!();
-      expect((await answers[0]!).items[0]).to.deep.equal({ accepted: 1, rows: 2 });
-      const t1Head = auditHeads.current().ws!;
-      await sleep(10);
-      expect(writes).to.equal(2);
-      // Processed while the failing write is in flight: it links to t3's records, so it must fail too.
-      answers.push((await host.process([{ spans: [span('t3b', 'a')], ctx }])).answer);
-      gates.shift()!();
-      const failed = await Promise.all(answers.slice(1));
-      expect(failed.map((a) => 'error' in a.items[0]! && a.items[0].spool)).to.deep.equal([true, true, true]);
-      expect(writes).to.equal(2);
-      const next = (await host.process([{ spans: [span('t4', 'a')], ctx }])).answer;
-      await sleep(10);
-      gates.shift()!();
-      expect((await next).items[0]).to.deep.equal({ accepted: 1, rows: 2 });
-      const audits = (await written()).filter((r) => r.recordType === 'audit') as Array<{ prevHash: string; hash: string; chainId: string }>;
-      expect(audits).to.have.length(2); // t1's and t4's: t2's, t3's and t3b's were never written
-      expect(audits[1]!.prevHash).to.equal(t1Head.hash);
-      expect(audits[1]!.chainId).to.not.equal(audits[0]!.chainId); // a new run
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    await inTempDir(async (dir) => {
+    const { host, spool, auditHeads, records: written } = await hostFixture(dir, ({ audit }) => [auditProcessor(audit)]);
+    // Writes wait for a gate; the second one fails.
+    const real = spool.append.bind(spool);
+    const gates: Array<() => void> = [];
+    let writes = 0;
+    spool.append = async (buf, rows, appends) => {
+      const n = ++writes;
+      await new Promise<void>((r) => gates.push(r));
+      if (n === 2) throw new Error('EIO (test)');
+      return real(buf, rows, appends);
+    };
+    const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+    const answers = [];
+    for (const t of ['t1', 't2', 't3']) answers.push((await host.process([{ spans: [span(t, 'a')], ctx }])).answer);
+    expect(writes).to.equal(1); // t1's write is in flight; t2 and t3 wait for the next, together
+    gates.shift()!();
+    expect((await answers[0]!).items[0]).to.deep.equal({ accepted: 1, rows: 2 });
+    const t1Head = auditHeads.current().ws!;
+    await sleep(10);
+    expect(writes).to.equal(2);
+    // Processed while the failing write is in flight: it links to t3's records, so it must fail too.
+    answers.push((await host.process([{ spans: [span('t3b', 'a')], ctx }])).answer);
+    gates.shift()!();
+    const failed = await Promise.all(answers.slice(1));
+    expect(failed.map((a) => 'error' in a.items[0]! && a.items[0].spool)).to.deep.equal([true, true, true]);
+    expect(writes).to.equal(2);
+    const next = (await host.process([{ spans: [span('t4', 'a')], ctx }])).answer;
+    await sleep(10);
+    gates.shift()!();
+    expect((await next).items[0]).to.deep.equal({ accepted: 1, rows: 2 });
+    const audits = (await written()).filter((r) => r.recordType === 'audit') as Array<{ prevHash: string; hash: string; chainId: string }>;
+    expect(audits).to.have.length(2); // t1's and t4's: t2's, t3's and t3b's were never written
+    expect(audits[1]!.prevHash).to.equal(t1Head.hash);
+    expect(audits[1]!.chainId).to.not.equal(audits[0]!.chainId); // a new run
+    });
   });
 });
 
 describe('processor host: a write that fails while a group waits on I/O mid-processing', () => {
   it('refuses the group and rewinds again, so the next record links to a written one', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
-    try {
-      let slow: Promise<void> | null = null;
-      // A processor that waits on I/O (a macrotask) while `slow` is set, then the audit processor.
-      const io: Processor = async (b) => { if (slow) await slow; return b; };
-      const { host, spool, records } = await hostFixture(dir, ({ audit }) => [io, auditProcessor(audit)]);
-      const real = spool.append.bind(spool);
-      let release!: () => void;
-      let fail = false;
-      spool.append = async (buf, rows, appends, sync) => {
-        if (fail) { await new Promise<void>((r) => { release = r; }); throw new Error('EIO (test)'); }
-        return real(buf, rows, appends, sync);
-      };
-      const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
-      expect((await (await host.process([{ spans: [span('t1', 'a')], ctx }])).answer).items[0]).to.deep.include({ accepted: 1 });
-      fail = true;
-      const a2 = (await host.process([{ spans: [span('t2', 'a')], ctx }])).answer; // its write will fail
-      fail = false;
-      // Two items: the first waits on I/O, meanwhile t2's write fails (a rewind); the second is processed after it.
-      let go!: () => void;
-      slow = new Promise<void>((r) => { go = r; });
-      const p3 = host.process([{ spans: [span('t3a', 'a')], ctx }, { spans: [span('t3b', 'a')], ctx }]);
-      setTimeout(() => { release(); setTimeout(() => { slow = null; go(); }, 20); }, 20);
-      expect((await a2).items[0]).to.have.property('spool', true);
-      expect((await (await p3).answer).items.map((i) => 'error' in i)).to.deep.equal([true, true]);
-      expect((await (await host.process([{ spans: [span('t4', 'a')], ctx }])).answer).items[0]).to.deep.include({ accepted: 1 });
-      const audits = (await records()).filter((r) => r.recordType === 'audit') as Array<{ prevHash: string; hash: string }>;
-      expect(audits).to.have.length(2); // t1's and t4's
-      expect(audits[1]!.prevHash).to.equal(audits[0]!.hash);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    await inTempDir(async (dir) => {
+    let slow: Promise<void> | null = null;
+    // A processor that waits on I/O (a macrotask) while `slow` is set, then the audit processor.
+    const io: Processor = async (b) => { if (slow) await slow; return b; };
+    const { host, spool, records } = await hostFixture(dir, ({ audit }) => [io, auditProcessor(audit)]);
+    const real = spool.append.bind(spool);
+    let release!: () => void;
+    let fail = false;
+    spool.append = async (buf, rows, appends, sync) => {
+      if (fail) { await new Promise<void>((r) => { release = r; }); throw new Error('EIO (test)'); }
+      return real(buf, rows, appends, sync);
+    };
+    const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+    expect((await (await host.process([{ spans: [span('t1', 'a')], ctx }])).answer).items[0]).to.deep.include({ accepted: 1 });
+    fail = true;
+    const a2 = (await host.process([{ spans: [span('t2', 'a')], ctx }])).answer; // its write will fail
+    fail = false;
+    // Two items: the first waits on I/O, meanwhile t2's write fails (a rewind); the second is processed after it.
+    let go!: () => void;
+    slow = new Promise<void>((r) => { go = r; });
+    const p3 = host.process([{ spans: [span('t3a', 'a')], ctx }, { spans: [span('t3b', 'a')], ctx }]);
+    setTimeout(() => { release(); setTimeout(() => { slow = null; go(); }, 20); }, 20);
+    expect((await a2).items[0]).to.have.property('spool', true);
+    expect((await (await p3).answer).items.map((i) => 'error' in i)).to.deep.equal([true, true]);
+    expect((await (await host.process([{ spans: [span('t4', 'a')], ctx }])).answer).items[0]).to.deep.include({ accepted: 1 });
+    const audits = (await records()).filter((r) => r.recordType === 'audit') as Array<{ prevHash: string; hash: string }>;
+    expect(audits).to.have.length(2); // t1's and t4's
+    expect(audits[1]!.prevHash).to.equal(audits[0]!.hash);
+    });
   });
 });
 
 describe('processor host: an item failing after the chained processors ran', () => {
   it('leaves the audit and verification chains where they were: the next records link to written ones', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
-    try {
-      // A processor after both chained ones that fails on one trace (a bug on some input).
-      const picky: Processor = (b) => {
-        if (b.spans.some((x) => x.traceId === 'bad')) throw new Error('processor bug (test)');
-        return b;
-      };
-      const { host, records: written } = await hostFixture(dir, ({ audit, verification }) => [auditProcessor(audit), verificationProcessor(verification!), picky], true);
-      const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
-      const items = ['t1', 'bad', 't2'].map((t) => ({ spans: [span(t, 'a')], ctx }));
-      const answer = await (await host.process(items)).answer;
-      expect(answer.items.map((i) => 'error' in i)).to.deep.equal([false, true, false]);
-      expect((await (await host.process([{ spans: [span('bad', 'b')], ctx }, { spans: [span('t3', 'a')], ctx }])).answer).items.map((i) => 'error' in i)).to.deep.equal([true, false]);
-      // A record that is not JSON data (a processor's bug) fails its own item only, as a plain error.
-      const odd = { spans: [{ ...span('odd', 'a'), attributes: { n: 1n } as never }], ctx };
-      const oddAnswer = await (await host.process([odd, { spans: [span('t4', 'a')], ctx }])).answer;
-      expect(oddAnswer.items[0]).to.not.have.property('spool');
-      expect(oddAnswer.items.map((i) => 'error' in i)).to.deep.equal([true, false]);
-      const records = await written();
-      const audits = records.filter((r) => r.recordType === 'audit') as unknown as AuditRecordLike[];
-      expect(audits.map((a) => a.seq)).to.deep.equal([1, 2, 3, 4]);
-      expect(verifyAuditChain(audits as never)).to.deep.equal([]);
-      const chain = records.filter((r) => r.recordType === 'verification') as unknown as VerificationRecord[];
-      expect(chain.map((r) => [r.traceId, r.seq])).to.deep.equal([['t1', 1], ['t2', 2], ['t3', 3], ['t4', 4]]);
-      for (let i = 1; i < chain.length; i++) expect(chain[i]!.prevHash).to.equal(chain[i - 1]!.hash);
-      // The first record's checkpoint (signed at once) is stored once, for t1: the failed item's were dropped.
-      const checkpoints = records.filter((r) => r.recordType === 'checkpoint') as unknown as CheckpointRecord[];
-      expect(checkpoints.map((c) => c.seq)).to.deep.equal([1]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    await inTempDir(async (dir) => {
+    // A processor after both chained ones that fails on one trace (a bug on some input).
+    const picky: Processor = (b) => {
+      if (b.spans.some((x) => x.traceId === 'bad')) throw new Error('processor bug (test)');
+      return b;
+    };
+    const { host, records: written } = await hostFixture(dir, ({ audit, verification }) => [auditProcessor(audit), verificationProcessor(verification!), picky], true);
+    const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+    const items = ['t1', 'bad', 't2'].map((t) => ({ spans: [span(t, 'a')], ctx }));
+    const answer = await (await host.process(items)).answer;
+    expect(answer.items.map((i) => 'error' in i)).to.deep.equal([false, true, false]);
+    expect((await (await host.process([{ spans: [span('bad', 'b')], ctx }, { spans: [span('t3', 'a')], ctx }])).answer).items.map((i) => 'error' in i)).to.deep.equal([true, false]);
+    // A record that is not JSON data (a processor's bug) fails its own item only, as a plain error.
+    const odd = { spans: [{ ...span('odd', 'a'), attributes: { n: 1n } as never }], ctx };
+    const oddAnswer = await (await host.process([odd, { spans: [span('t4', 'a')], ctx }])).answer;
+    expect(oddAnswer.items[0]).to.not.have.property('spool');
+    expect(oddAnswer.items.map((i) => 'error' in i)).to.deep.equal([true, false]);
+    const records = await written();
+    const audits = records.filter((r) => r.recordType === 'audit') as unknown as AuditRecordLike[];
+    expect(audits.map((a) => a.seq)).to.deep.equal([1, 2, 3, 4]);
+    expect(verifyAuditChain(audits as never)).to.deep.equal([]);
+    const chain = records.filter((r) => r.recordType === 'verification') as unknown as VerificationRecord[];
+    expect(chain.map((r) => [r.traceId, r.seq])).to.deep.equal([['t1', 1], ['t2', 2], ['t3', 3], ['t4', 4]]);
+    for (let i = 1; i < chain.length; i++) expect(chain[i]!.prevHash).to.equal(chain[i - 1]!.hash);
+    // The first record's checkpoint (signed at once) is stored once, for t1: the failed item's were dropped.
+    const checkpoints = records.filter((r) => r.recordType === 'checkpoint') as unknown as CheckpointRecord[];
+    expect(checkpoints.map((c) => c.seq)).to.deep.equal([1]);
+    });
   });
 });
 type AuditRecordLike = { seq: number; prevHash: string; hash: string };
@@ -837,85 +838,76 @@ describe('processor host: alerts and their webhooks', () => {
     ((await records()).filter((r) => r.recordType === 'alert') as AlertRecord[]).map((a) => [a.traceId, a.delivered]);
 
   it('a webhook is sent once its alert is durable; a lost batch is taken back, and its re-sent spans fire the alert', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
-    try {
-      const h = await alertHost(dir, [rule({ id: 'c', kind: 'cost', threshold: 0.5, cooldownSeconds: 3600 })]);
-      const now = Date.now();
-      const batch = [call('t1', 'a', now, { costUsd: 1 })];
-      h.io.fail = true;
-      expect((await h.send(batch)).items[0]).to.have.property('spool', true); // answered 503: the client re-sends it
-      h.io.fail = false;
-      expect(h.sent).to.deep.equal([]); // that alert was never stored: its receiver never hears of it
-      // The same spans again: counted again (not taken for a redelivery), and the cooldown does not hold the rule.
-      let open!: () => void;
-      h.io.gate = new Promise<void>((r) => { open = r; });
-      const again = h.send(batch);
-      await sleep(10);
-      expect(h.sent).to.deep.equal([]); // processed, its write in flight: not sent yet
-      open();
-      h.io.gate = null;
-      expect((await again).items[0]).to.deep.include({ accepted: 1 });
-      expect(h.sent).to.deep.equal(['t1']);
-      expect((await h.send([call('t2', 'b', now, { costUsd: 1 })])).items[0]).to.deep.include({ accepted: 1 }); // within the cooldown
-      expect(h.sent).to.deep.equal(['t1']);
-      expect(await alertsIn(h.records)).to.deep.equal([['t1', 'queued']]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    await inTempDir(async (dir) => {
+    const h = await alertHost(dir, [rule({ id: 'c', kind: 'cost', threshold: 0.5, cooldownSeconds: 3600 })]);
+    const now = Date.now();
+    const batch = [call('t1', 'a', now, { costUsd: 1 })];
+    h.io.fail = true;
+    expect((await h.send(batch)).items[0]).to.have.property('spool', true); // answered 503: the client re-sends it
+    h.io.fail = false;
+    expect(h.sent).to.deep.equal([]); // that alert was never stored: its receiver never hears of it
+    // The same spans again: counted again (not taken for a redelivery), and the cooldown does not hold the rule.
+    let open!: () => void;
+    h.io.gate = new Promise<void>((r) => { open = r; });
+    const again = h.send(batch);
+    await sleep(10);
+    expect(h.sent).to.deep.equal([]); // processed, its write in flight: not sent yet
+    open();
+    h.io.gate = null;
+    expect((await again).items[0]).to.deep.include({ accepted: 1 });
+    expect(h.sent).to.deep.equal(['t1']);
+    expect((await h.send([call('t2', 'b', now, { costUsd: 1 })])).items[0]).to.deep.include({ accepted: 1 }); // within the cooldown
+    expect(h.sent).to.deep.equal(['t1']);
+    expect(await alertsIn(h.records)).to.deep.equal([['t1', 'queued']]);
+    });
   });
 
   it('a guardrail tripwire in a lost batch fires when it is re-sent; delivery outcomes carried by a lost batch go out with the next', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
-    try {
-      const h = await alertHost(dir, [rule({ id: 'g', kind: 'guardrail', cooldownSeconds: 3600 })]);
-      const trip = (t: string) => [span(t, 's', { kind: 'guardrail', name: 'pii-check', attributes: { 'guardrail.tripwire_triggered': true } })];
-      h.io.fail = true;
-      expect((await h.send(trip('g1'))).items[0]).to.have.property('spool', true);
-      h.io.fail = false;
-      expect(h.sent).to.deep.equal([]);
-      expect((await h.send(trip('g1'))).items[0]).to.deep.include({ accepted: 1 }); // re-sent: the tripwire fires
-      expect(h.sent).to.deep.equal(['g1']);
-      h.done[0]!('sent'); // its outcome waits for the next batch
-      h.io.fail = true;
-      expect((await h.send(trip('g2'))).items[0]).to.have.property('spool', true); // carried the outcome, and lost it
-      h.io.fail = false;
-      expect(h.sent).to.deep.equal(['g1']);
-      // g2 re-sent: the tripwire counts again; g1's outcome goes out with it.
-      expect((await h.send(trip('g2'))).items[0]).to.deep.include({ accepted: 1 });
-      expect(h.sent).to.deep.equal(['g1']); // within g1's cooldown: no second alert
-      expect(await alertsIn(h.records)).to.deep.equal([['g1', 'queued'], ['g1', 'sent']]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    await inTempDir(async (dir) => {
+    const h = await alertHost(dir, [rule({ id: 'g', kind: 'guardrail', cooldownSeconds: 3600 })]);
+    const trip = (t: string) => [span(t, 's', { kind: 'guardrail', name: 'pii-check', attributes: { 'guardrail.tripwire_triggered': true } })];
+    h.io.fail = true;
+    expect((await h.send(trip('g1'))).items[0]).to.have.property('spool', true);
+    h.io.fail = false;
+    expect(h.sent).to.deep.equal([]);
+    expect((await h.send(trip('g1'))).items[0]).to.deep.include({ accepted: 1 }); // re-sent: the tripwire fires
+    expect(h.sent).to.deep.equal(['g1']);
+    h.done[0]!('sent'); // its outcome waits for the next batch
+    h.io.fail = true;
+    expect((await h.send(trip('g2'))).items[0]).to.have.property('spool', true); // carried the outcome, and lost it
+    h.io.fail = false;
+    expect(h.sent).to.deep.equal(['g1']);
+    // g2 re-sent: the tripwire counts again; g1's outcome goes out with it.
+    expect((await h.send(trip('g2'))).items[0]).to.deep.include({ accepted: 1 });
+    expect(h.sent).to.deep.equal(['g1']); // within g1's cooldown: no second alert
+    expect(await alertsIn(h.records)).to.deep.equal([['g1', 'queued'], ['g1', 'sent']]);
+    });
   });
 });
 
 describe('processor host: checkpoints carrying alert delivery outcomes', () => {
   it('puts the outcomes back when their write fails, and writes them with the next', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tracegate-host-'));
-    try {
-      const { ProcessorHost } = await import('../../processors/host.ts');
-      const { Spool } = await import('../../collector/spool.ts');
-      const { putBackOutcomes } = await import('../../processors/alerts.ts');
-      const outcome = { recordType: 'alert', workspaceId: 'ws', alertId: 'a1', ruleId: 'r', kind: 'cost', severity: 'high', message: 'm', traceId: 't', value: 1, threshold: 0.5, windowStartMs: 0, atMs: 1, delivered: 'sent' } as AlertRecord;
-      const outcomes: AlertRecord[] = [outcome];
-      const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
-      const host = new ProcessorHost({ spool, processors: [], takeAlertOutcomes: () => outcomes.splice(0), putBackAlertOutcomes: (c) => putBackOutcomes(outcomes, c) });
-      host.open();
-      const real = spool.append.bind(spool);
-      spool.append = async () => { throw new Error('EIO (test)'); };
-      let failed = false;
-      await host.checkpoints(false).catch(() => { failed = true; });
-      expect(failed).to.equal(true);
-      expect(outcomes).to.deep.equal([outcome]);
-      spool.append = real;
-      expect(await host.checkpoints(false)).to.equal(1);
-      expect(outcomes).to.deep.equal([]);
-      const [seg] = await host.seal();
-      expect(decodeFrames(readFileSync(seg!.path)).records).to.deep.equal([outcome]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    await inTempDir(async (dir) => {
+    const { ProcessorHost } = await import('../../processors/host.ts');
+    const { Spool } = await import('../../collector/spool.ts');
+    const { putBackOutcomes } = await import('../../processors/alerts.ts');
+    const outcome = { recordType: 'alert', workspaceId: 'ws', alertId: 'a1', ruleId: 'r', kind: 'cost', severity: 'high', message: 'm', traceId: 't', value: 1, threshold: 0.5, windowStartMs: 0, atMs: 1, delivered: 'sent' } as AlertRecord;
+    const outcomes: AlertRecord[] = [outcome];
+    const spool = new Spool({ dir: join(dir, 'spool'), fsync: true });
+    const host = new ProcessorHost({ spool, processors: [], takeAlertOutcomes: () => outcomes.splice(0), putBackAlertOutcomes: (c) => putBackOutcomes(outcomes, c) });
+    host.open();
+    const real = spool.append.bind(spool);
+    spool.append = async () => { throw new Error('EIO (test)'); };
+    let failed = false;
+    await host.checkpoints(false).catch(() => { failed = true; });
+    expect(failed).to.equal(true);
+    expect(outcomes).to.deep.equal([outcome]);
+    spool.append = real;
+    expect(await host.checkpoints(false)).to.equal(1);
+    expect(outcomes).to.deep.equal([]);
+    const [seg] = await host.seal();
+    expect(decodeFrames(readFileSync(seg!.path)).records).to.deep.equal([outcome]);
+    });
   });
 });
 
