@@ -17,7 +17,7 @@ export class ColumnRows {
     this.columns = types.map(() => []);
   }
 
-  /** Rows for `table`, whose column types are read once per connection. */
+  /** Rows for `table` (and its staging table, made alike), whose column types are read once per connection. */
   static async forTable(c: DuckDBConnection, table: string): Promise<ColumnRows> {
     return new ColumnRows(await tableTypes(c, table));
   }
@@ -58,7 +58,7 @@ export class ColumnRows {
   }
 }
 
-/** The per-connection scratch table the appender fills before one statement moves its rows into `table`. */
+/** The per-connection scratch table the appender fills before one statement moves its rows into `table` (made by fillStaging). */
 export const stagingOf = (table: string) => `${table}_staging`;
 
 /**

@@ -172,13 +172,6 @@ export class DuckDbEnrichment {
     this.serial = serial;
   }
 
-  /** Per-connection scratch tables for the appender (temp: never written to the file). Call after migrations. */
-  static async createStaging(c: DuckDBConnection): Promise<void> {
-    for (const table of Object.keys(ENRICHMENT_TABLES) as EnrichmentTable[]) {
-      await clearStaging(c, table);
-    }
-  }
-
   /** One upsert per table, all tables in one transaction: the call is atomic. */
   async insertEnrichment(input: EnrichmentRecord[]): Promise<void> {
     if (input.length === 0) return;
@@ -192,7 +185,7 @@ export class DuckDbEnrichment {
       try {
         for (const [table, rows] of work) {
           if (rows.length === 0) continue;
-          const cols = await ColumnRows.forTable(c, stagingOf(table));
+          const cols = await ColumnRows.forTable(c, table);
           const append = APPEND[table] as (a: Appender, r: unknown) => void;
           for (const r of rows) { append(cols, r); cols.endRow(); }
           await cols.fillStaging(c, table);
@@ -203,7 +196,7 @@ export class DuckDbEnrichment {
         await c.run('ROLLBACK').catch(() => undefined);
         throw err;
       }
-      for (const [table, rows] of work) if (rows.length) await clearStaging(c, table);
+      for (const [table, rows] of work) if (rows.length) await clearStaging(c, table); // their memory back now
     });
   }
 

@@ -201,8 +201,6 @@ export class DuckDbStorage implements Storage {
         await c.run('INSERT INTO schema_migrations VALUES ($v, now())', { v: m.version });
       });
     }
-    await clearStaging(c, 'spans');
-    await DuckDbEnrichment.createStaging(c);
   }
 
   async close(): Promise<void> {
@@ -230,13 +228,13 @@ export class DuckDbStorage implements Storage {
       r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
     }));
     await this.serial(async (c) => {
-      const cols = await ColumnRows.forTable(c, stagingOf('spans'));
+      const cols = await ColumnRows.forTable(c, 'spans');
       for (const { r, start, end } of rows) appendSpan(cols, r, start, end);
       await cols.fillStaging(c, 'spans');
       try {
         await c.run(UPSERT_SPANS); // one statement: atomic on its own
       } finally {
-        await clearStaging(c, 'spans');
+        await clearStaging(c, 'spans'); // its rows' memory back now, not at the next insert
       }
     });
   }
