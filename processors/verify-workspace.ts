@@ -1,5 +1,5 @@
 // Re-checks stored data against its verification records: used by the trace route and `tracegate verify`.
-import type { ChainPos, SpanPage, Storage } from '../storage/types.ts';
+import type { ChainPos, SpanPage, Storage, TraceSize } from '../storage/types.ts';
 import type { CheckpointRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import { AuditCheck, checkAuditCoverage, type ChainProblem } from './audit.ts';
@@ -18,6 +18,16 @@ const READ_BATCH = 500;
  * memory limit).
  */
 export const SPANS_PER_READ = 5_000;
+/**
+ * Bytes of span text read per storage call, about: a chunk of traces, a part of a large trace or the spans of some
+ * records stay under it (a span reaching it ends the read). Counting spans alone, 20,000 spans of 20 KB were read
+ * at once: 0.5 GB of heap.
+ */
+export const BYTES_PER_READ = 64 * 1024 * 1024;
+
+/** How much one storage call reads: spans (and bytes of their text) and chain records. */
+export interface ReadLimits { spans: number; bytes: number; chainPage: number }
+const limitsOf = (l: Partial<ReadLimits>): ReadLimits => ({ spans: SPANS_PER_READ, bytes: BYTES_PER_READ, chainPage: CHAIN_PAGE, ...l });
 
 const namedSpans = (records: VerificationRecord[]) => records.reduce((n, r) => n + r.spanIds.length, 0);
 
@@ -39,24 +49,39 @@ function runs<T>(items: readonly T[], weight: (t: T) => number, maxItems: number
 }
 
 /** Every stored span of a trace, a part at a time (ids and versions are all `each` needs to keep). */
-async function inParts(storage: Storage, workspaceId: string, traceId: string, per: number, each: (part: SpanRecord[]) => void): Promise<void> {
+async function inParts(storage: Storage, workspaceId: string, traceId: string, lim: ReadLimits, each: (part: SpanRecord[]) => void): Promise<void> {
   for (let after: SpanPage['after']; ;) {
-    const { spans, more } = await storage.getTracePart(workspaceId, traceId, { limit: per, ...(after ? { after } : {}) });
+    const { spans, more } = await storage.getTracePart(workspaceId, traceId, { limit: lim.spans, maxBytes: lim.bytes, ...(after ? { after } : {}) });
     each(spans);
     if (!more || spans.length === 0) return;
     after = { startNs: spans.at(-1)!.startTimeNs, spanId: spans.at(-1)!.spanId };
   }
 }
 
-/** A large trace's content, a part at a time: its records in groups with the spans they name, then its stored spans. */
-async function checkInParts(storage: Storage, workspaceId: string, traceId: string, records: VerificationRecord[], settledBeforeMs: number, now: () => number, per: number) {
+/**
+ * A large trace's content, a part at a time: its records in groups with the spans they name (a group's sizes first,
+ * then runs of its records whose spans fit the byte budget), then its stored spans.
+ */
+async function checkInParts(storage: Storage, workspaceId: string, traceId: string, records: VerificationRecord[], settledBeforeMs: number, now: () => number, lim: ReadLimits) {
   const check = new ContentCheck(records, settledBeforeMs, now);
-  for (const group of runs(records, (r) => r.spanIds.length, Infinity, per)) {
-    const spans = await storage.getSpans(workspaceId, traceId, [...new Set(group.flatMap((r) => r.spanIds))]);
-    check.records(group, new Map(spans.map((s) => [s.spanId, s])));
+  const idsOf = (rs: VerificationRecord[]) => [...new Set(rs.flatMap((r) => r.spanIds))];
+  for (const group of runs(records, (r) => r.spanIds.length, Infinity, lim.spans)) {
+    const sizes = await storage.spanSizes(workspaceId, traceId, idsOf(group));
+    for (const run of runs(group, (r) => r.spanIds.reduce((n, id) => n + (sizes.get(id) ?? 0), 0), Infinity, lim.bytes)) {
+      const spans = await storage.getSpans(workspaceId, traceId, idsOf(run));
+      check.records(run, new Map(spans.map((s) => [s.spanId, s])));
+    }
   }
-  await inParts(storage, workspaceId, traceId, per, (part) => check.stored(part));
+  await inParts(storage, workspaceId, traceId, lim, (part) => check.stored(part));
   return check.finish();
+}
+
+/**
+ * How much of one read a trace takes (1: all of it), by its spans (a chunk of traces reads up to four parts' worth)
+ * and its bytes; Infinity for a trace read a part at a time.
+ */
+function share(lim: ReadLimits, spans: number, bytes: number): number {
+  return spans > lim.spans || bytes > lim.bytes ? Infinity : Math.max(spans / (lim.spans * 4), bytes / lim.bytes);
 }
 
 /** Records, checkpoints and audit records read per storage call: the whole check holds about this many at once. */
@@ -86,19 +111,19 @@ class ProblemList<P> {
 
 /**
  * Content of the traces whose first record (in chain order) is in `page`: each trace with every record it has (a
- * trace re-delivered later has records further on), read in chunks of about `per` spans; a larger trace a part at a time.
+ * trace re-delivered later has records further on), read in chunks that fit a read (ReadLimits); a larger trace a part at a time.
  */
-async function checkPageContent(storage: Storage, workspaceId: string, page: VerificationRecord[], settledBeforeMs: number, upTo: () => number, per: number, out: ProblemList<VerifyProblem>) {
+async function checkPageContent(storage: Storage, workspaceId: string, page: VerificationRecord[], settledBeforeMs: number, upTo: () => number, lim: ReadLimits, out: ProblemList<VerifyProblem>) {
   const ids = [...new Set(page.map((r) => r.traceId))];
   const all = await storage.verificationOfTraces(workspaceId, ids);
   // A trace whose first record lies before this page was checked with that page.
   const mine = ids.filter((t) => { const first = all.get(t)?.[0]; return first !== undefined && chainOrder(first, page[0]!) >= 0; });
-  const stored = await storage.spanCounts(workspaceId, mine);
-  const weight = (t: string) => Math.max(namedSpans(all.get(t)!), stored.get(t) ?? 0);
+  const stored = await storage.traceSizes(workspaceId, mine);
+  const weight = (t: string) => share(lim, Math.max(namedSpans(all.get(t)!), stored.get(t)?.spans ?? 0), stored.get(t)?.bytes ?? 0);
   let superseded = 0;
-  for (const chunk of runs(mine, (t) => (weight(t) > per ? Infinity : weight(t)), READ_BATCH, per * 4)) {
-    if (weight(chunk[0]!) > per) {
-      const res = await checkInParts(storage, workspaceId, chunk[0]!, all.get(chunk[0]!)!, settledBeforeMs, upTo, per);
+  for (const chunk of runs(mine, weight, READ_BATCH, 1)) {
+    if (weight(chunk[0]!) === Infinity) {
+      const res = await checkInParts(storage, workspaceId, chunk[0]!, all.get(chunk[0]!)!, settledBeforeMs, upTo, lim);
       out.add(res.problems);
       superseded += res.superseded;
       continue;
@@ -115,21 +140,22 @@ async function checkPageContent(storage: Storage, workspaceId: string, page: Ver
 }
 
 /** Traces stored with no verification record at all (inserted straight into storage, or stored with verification off). */
-async function unnamedTraces(storage: Storage, workspaceId: string, settledBeforeMs: number, upTo: () => number, per: number, out: ProblemList<VerifyProblem>) {
+async function unnamedTraces(storage: Storage, workspaceId: string, settledBeforeMs: number, upTo: () => number, lim: ReadLimits, out: ProblemList<VerifyProblem>) {
   let unverified = 0;
   for (let after: string | null = null; ;) {
     const page = await storage.unverifiedTraces(workspaceId, after, READ_BATCH * 2);
-    for (const chunk of runs(page, (t) => (t.spanCount > per ? Infinity : t.spanCount), READ_BATCH, per * 4)) {
-      const spans = chunk[0]!.spanCount > per ? null : await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
+    const weight = (t: TraceSize) => share(lim, t.spans, t.bytes);
+    for (const chunk of runs(page, weight, READ_BATCH, 1)) {
+      const spans = weight(chunk[0]!) === Infinity ? null : await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
       const until = upTo() + 5_000;
       for (const t of chunk) {
         const recent = (sp: SpanRecord) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until;
         let allRecent = true;
         if (spans) allRecent = (spans.get(t.traceId) ?? []).every(recent);
-        else await inParts(storage, workspaceId, t.traceId, per, (part) => { allRecent &&= part.every(recent); });
+        else await inParts(storage, workspaceId, t.traceId, lim, (part) => { allRecent &&= part.every(recent); });
         if (allRecent) continue;
         unverified++;
-        out.add([{ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spanCount} span${t.spanCount === 1 ? '' : 's'}) has no verification record` }]);
+        out.add([{ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spans} span${t.spans === 1 ? '' : 's'}) has no verification record` }]);
       }
     }
     if (page.length < READ_BATCH * 2) return unverified;
@@ -139,10 +165,12 @@ async function unnamedTraces(storage: Storage, workspaceId: string, settledBefor
 
 /**
  * A workspace's verification and audit chains and its stored content, read a page at a time: memory stays about
- * CHAIN_PAGE records and `per` spans whatever the workspace holds (200k traces read whole took 390 MB of heap).
- * `per`: spans read per storage call, about (SPANS_PER_READ).
+ * CHAIN_PAGE records and a read's spans (SPANS_PER_READ, BYTES_PER_READ) whatever the workspace holds (200k traces
+ * read whole took 390 MB of heap). `limits` makes reads smaller (tests).
  */
-export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now(), per = SPANS_PER_READ, page = CHAIN_PAGE): Promise<VerifyReport & { audit: ChainProblem[] }> {
+export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now(), limits: Partial<ReadLimits> = {}): Promise<VerifyReport & { audit: ChainProblem[] }> {
+  const lim = limitsOf(limits);
+  const page = lim.chainPage;
   const settledBeforeMs = now - SETTLE_MS;
   // Spans ingested while a long run goes on are as new as the run: the upper bound follows the clock.
   const upTo = () => Math.max(now, Date.now());
@@ -164,13 +192,13 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
     const cut = given.findIndex((c) => chainOrder(c, end) > 0);
     ahead = cut < 0 ? [] : given.splice(cut);
     chain.records(records, given);
-    const res = await checkPageContent(storage, workspaceId, records, settledBeforeMs, upTo, per, content);
+    const res = await checkPageContent(storage, workspaceId, records, settledBeforeMs, upTo, lim, content);
     traces += res.traces;
     superseded += res.superseded;
   }
   chain.trailing(ahead);
   for await (const rest of checkpoints) chain.trailing(rest);
-  const unverified = await unnamedTraces(storage, workspaceId, settledBeforeMs, upTo, per, content);
+  const unverified = await unnamedTraces(storage, workspaceId, settledBeforeMs, upTo, lim, content);
   const stored = new Set<string>();
   for (const h of chain.continued()) if (await storage.hasVerificationHash(workspaceId, h)) stored.add(h);
   const chainResult = chain.finish(stored);
@@ -257,15 +285,16 @@ async function traceChain(storage: Storage, workspaceId: string, mine: Verificat
   return { problems: [...problems.values()], unsignedTail, checkpointsChecked };
 }
 
-export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[], per = SPANS_PER_READ): Promise<VerifyReport & { records: VerificationRecord[] }> {
+export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[], limits: Partial<Pick<ReadLimits, 'spans' | 'bytes'>> = {}): Promise<VerifyReport & { records: VerificationRecord[] }> {
+  const lim = limitsOf(limits);
   const mine = await storage.getVerification(workspaceId, traceId);
   const now = Date.now();
   const chain = await traceChain(storage, workspaceId, mine, keys, now - SETTLE_MS);
   // Read whole when it is small (one query); a large trace a part at a time.
-  const first = await storage.getTracePart(workspaceId, traceId, { limit: per });
-  const content = !first.more && namedSpans(mine) <= per
+  const first = await storage.getTracePart(workspaceId, traceId, { limit: lim.spans, maxBytes: lim.bytes });
+  const content = !first.more && namedSpans(mine) <= lim.spans
     ? checkContent(mine, first.spans, now - SETTLE_MS, now)
-    : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), per);
+    : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), lim);
   const problems = [...content.problems, ...chain.problems];
   return {
     ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: chain.checkpointsChecked,

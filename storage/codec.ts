@@ -125,6 +125,12 @@ export function bySpanKey(a: { traceId: string; spanId: string }, b: { traceId: 
   return a.traceId < b.traceId ? -1 : a.traceId > b.traceId ? 1 : a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
 }
 
+/** A trace's order (start time, then span id), as getTrace answers on every backend. */
+export function byStartThenId(a: { startTimeNs: string; spanId: string }, b: { startTimeNs: string; spanId: string }): number {
+  if (a.startTimeNs !== b.startTimeNs) return BigInt(a.startTimeNs) < BigInt(b.startTimeNs) ? -1 : 1;
+  return a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
+}
+
 // ---- listTraces ----
 
 export interface Cursor { s: string; t: string }

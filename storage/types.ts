@@ -74,6 +74,8 @@ export interface SpanPage { limit: number; after?: { startNs: string; spanId: st
 
 /** A part of a trace, and whether spans follow it. */
 export interface SpanPart { spans: SpanRecord[]; more: boolean }
+/** A trace as stored: its distinct spans, and their text in bytes (each span's newest version, as SpanPage.maxBytes counts). */
+export interface TraceSize { spans: number; bytes: number }
 
 export interface Storage {
   readonly kind: 'clickhouse' | 'duckdb';
@@ -149,10 +151,12 @@ export interface Storage {
   verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]>;
   /** A workspace's checkpoints in chain order (chainId, seq): the first `limit` after `after`. */
   checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]>;
-  /** Traces with stored spans but no verification record, in trace id order: the first `limit` after `after`, with their (distinct) span counts. */
-  unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string; spanCount: number }>>;
-  /** Distinct stored spans of these traces; traces with none are left out. */
-  spanCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>>;
+  /** Traces with stored spans but no verification record, in trace id order: the first `limit` after `after`, with their sizes. */
+  unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string } & TraceSize>>;
+  /** The sizes of these traces as stored (verification reads them in chunks that fit a budget); traces with none are left out. */
+  traceSizes(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceSize>>;
+  /** The stored size (SpanPage.maxBytes's measure) of each of these spans of a trace, newest version; unknown ids are left out. */
+  spanSizes(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<Map<string, number>>;
   /** A chain's records with fromSeq <= seq <= toSeq, in seq order (checking one trace reads around its records only). */
   verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]>;
   /** Of a chain: its first checkpoint at or after `seq`, its newest checkpoint, and its newest record's seq and time. */

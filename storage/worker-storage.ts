@@ -84,7 +84,8 @@ export class WorkerStorage implements Storage {
   verificationPage(...a: Parameters<Storage['verificationPage']>) { return this.fwd('verificationPage', a); }
   checkpointPage(...a: Parameters<Storage['checkpointPage']>) { return this.fwd('checkpointPage', a); }
   unverifiedTraces(...a: Parameters<Storage['unverifiedTraces']>) { return this.fwd('unverifiedTraces', a); }
-  spanCounts(...a: Parameters<Storage['spanCounts']>) { return this.fwd('spanCounts', a); }
+  traceSizes(...a: Parameters<Storage['traceSizes']>) { return this.fwd('traceSizes', a); }
+  spanSizes(...a: Parameters<Storage['spanSizes']>) { return this.fwd('spanSizes', a); }
   verificationRange(...a: Parameters<Storage['verificationRange']>) { return this.fwd('verificationRange', a); }
   chainState(...a: Parameters<Storage['chainState']>) { return this.fwd('chainState', a); }
   hasVerificationHash(...a: Parameters<Storage['hasVerificationHash']>) { return this.fwd('hasVerificationHash', a); }

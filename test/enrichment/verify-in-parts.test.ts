@@ -4,20 +4,20 @@ import { expect } from 'chai';
 import { join } from 'node:path';
 import { BACKENDS, cli, flushed, get, post, startTestServer } from '../support/server.ts';
 import { MAX_LISTED_PROBLEMS, verifyTrace, verifyWorkspace } from '../../processors/verify-workspace.ts';
-import { emptySpan } from '../../collector/record.ts';
+import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { publicKeys } from '../../processors/signing.ts';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
 const T0 = 1_763_787_000_000_000_000n;
 
-function otlp(from: number, to: number) {
+function otlp(from: number, to: number, traceId = TRACE, text = '') {
   const spans = [];
   for (let i = from; i < to; i++) {
     spans.push({
-      traceId: TRACE, spanId: (0x1000 + i).toString(16).padStart(16, '0'), parentSpanId: i ? '0000000000001000' : '', name: `step ${i}`, kind: 1,
+      traceId, spanId: (0x1000 + i).toString(16).padStart(16, '0'), parentSpanId: i ? '0000000000001000' : '', name: `step ${i}`, kind: 1,
       startTimeUnixNano: String(T0 + BigInt(i) * 1_000_000n), endTimeUnixNano: String(T0 + BigInt(i + 1) * 1_000_000n),
-      attributes: [{ key: 'input.value', value: { stringValue: `question ${i}` } }],
+      attributes: [{ key: 'input.value', value: { stringValue: `question ${i}${text}` } }],
     });
   }
   return { resourceSpans: [{ scopeSpans: [{ scope: { name: 't' }, spans }] }] };
@@ -43,11 +43,11 @@ for (const backend of BACKENDS) {
         for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++) await sleep(200);
         const later = Date.now() + 60_000; // nothing is still settling
         const both = async () => {
-          const [whole, parts] = [await verifyWorkspace(s.running.storage, k.workspaceId, keys, later), await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, 4)];
+          const [whole, parts] = [await verifyWorkspace(s.running.storage, k.workspaceId, keys, later), await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, { spans: 4 })];
           expect(parts).to.deep.equal(whole);
           // and the chains read two records (checkpoints, audit records) at a time: every page boundary crossed
-          expect(await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, 4, 2)).to.deep.equal(whole);
-          const [one, oneInParts] = [await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys), await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys, 4)];
+          expect(await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, { spans: 4, chainPage: 2 })).to.deep.equal(whole);
+          const [one, oneInParts] = [await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys), await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys, { spans: 4 })];
           expect(oneInParts).to.deep.equal(one);
           return { whole, one };
         };
@@ -73,6 +73,61 @@ for (const backend of BACKENDS) {
         ]);
         expect(tampered.one.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch', 'unverified_span']);
         expect((await get(`${s.url}/api/traces/${TRACE}/verification`, auth)).json.ok).to.equal(false);
+      } finally {
+        await s.close();
+      }
+    });
+
+    it('keeps each read within the byte budget, with the verdicts of a whole read', async () => {
+      const s = await startTestServer(backend);
+      try {
+        const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'bytes-co', '--json'])).stdout);
+        const auth = { authorization: `Bearer ${k.key}` };
+        const big = 'q'.repeat(20_000);
+        // A trace of 12 spans of 20 KB, sent four spans (one verification record) at a time, and small ones.
+        for (const [a, b] of [[0, 4], [4, 8], [8, 12]]) expect((await post(`${s.url}/v1/traces`, otlp(a!, b!, TRACE, big), auth)).status).to.equal(200);
+        for (let t = 0; t < 5; t++) expect((await post(`${s.url}/v1/traces`, otlp(0, 2, `${'ab'.repeat(15)}${t}${t}`), auth)).status).to.equal(200);
+        await flushed(s);
+        // Written around the collector, long ago: two traces of six such spans, and a span added to the big trace.
+        const [model] = await s.running.storage.getSpans(k.workspaceId, TRACE, ['0000000000001000']);
+        const old = Date.now() - 600_000;
+        await s.running.storage.insertSpans([
+          ...[0, 1].flatMap((t) => Array.from({ length: 6 }, (_, i) => ({ ...model!, traceId: `forged-${t}`, spanId: `00000000000000c${i}`, ingestedAtMs: old }))),
+          { ...model!, spanId: 'ffffffffffffff02', ingestedAtMs: old },
+        ]);
+        const keys = publicKeys(join(s.dataDir, 'keys'));
+        for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++) await sleep(200);
+        // Bytes of text each span read brings (its prompt is nearly all of it), per storage call.
+        const reads: number[] = [];
+        const text = (spans: SpanRecord[]) => spans.reduce((n, x) => n + Buffer.byteLength(x.prompt) + Buffer.byteLength(x.response), 0);
+        const storage = s.running.storage;
+        const watched = new Proxy(storage, {
+          get(target, name) {
+            const v = Reflect.get(target, name) as unknown;
+            if (typeof v !== 'function') return v;
+            return async (...args: unknown[]) => {
+              const r = await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+              if (name === 'getTraces') reads.push(text([...(r as Map<string, SpanRecord[]>).values()].flat()));
+              if (name === 'getTracePart') reads.push(text((r as { spans: SpanRecord[] }).spans));
+              if (name === 'getSpans') reads.push(text(r as SpanRecord[]));
+              return r;
+            };
+          },
+        }) as typeof storage;
+        const later = Date.now() + 60_000;
+        const whole = await verifyWorkspace(watched, k.workspaceId, keys, later);
+        expect(Math.max(...reads)).to.be.above(250_000); // by default, the whole workspace in one read
+        expect(whole.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([['unverified_span', TRACE], ['unverified_span', 'forged-0'], ['unverified_span', 'forged-1']]);
+        reads.length = 0;
+        const budget = 70_000;
+        expect(await verifyWorkspace(watched, k.workspaceId, keys, later, { bytes: budget })).to.deep.equal(whole);
+        expect(reads.length).to.be.above(6);
+        expect(Math.max(...reads)).to.be.at.most(budget + 20_100); // the span reaching the budget ends a read
+        reads.length = 0;
+        const one = await verifyTrace(watched, k.workspaceId, TRACE, keys, { bytes: budget });
+        expect(one).to.deep.equal(await verifyTrace(storage, k.workspaceId, TRACE, keys));
+        expect(one.problems.map((p) => p.kind)).to.deep.equal(['unverified_span']);
+        expect(Math.max(...reads)).to.be.at.most(budget + 20_100);
       } finally {
         await s.close();
       }

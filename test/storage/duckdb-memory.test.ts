@@ -71,3 +71,38 @@ describe('embedded store: reads within a small memory limit', function () {
     expect(await s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' })).to.deep.equal(rows); // the same sample each time
   });
 });
+
+describe('embedded store: whole rows of large spans within a small memory limit', function () {
+  this.timeout(120_000);
+  let dir: string;
+  let s: DuckDbStorage;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tracegate-duckwide-'));
+    const writer = new DuckDbStorage(join(dir, 'db.duckdb'));
+    await writer.init();
+    // 1,000 spans of 100 KB (100 MB) in 100 traces of ten
+    for (let i = 0; i < 1_000; i += 100) {
+      await writer.insertSpans(Array.from({ length: 100 }, (_, j) => span(`wide-${Math.floor((i + j) / 10)}`, i + j, { prompt: randomBytes(75_000).toString('base64') })));
+    }
+    await writer.close();
+    s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '40MB' });
+    await s.init();
+  });
+  after(async () => {
+    await s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads several traces, and spans by id, of a store of 100 KB spans (as IN ($t0, $t1, …): out of memory up to a 100 MB limit)', async () => {
+    const ids = [7, 3, 12, 40, 41, 99].map((t) => `wide-${t}`);
+    const got = await s.getTraces('ws', ids);
+    expect([...got.keys()].sort()).to.deep.equal([...ids].sort());
+    for (const [t, spans] of got) {
+      const n = Number(t.slice(5));
+      expect(spans.map((x) => x.spanId), t).to.deep.equal(Array.from({ length: 10 }, (_, i) => span(t, n * 10 + i).spanId)); // by start
+      expect(spans.every((x) => x.prompt.length === 100_000)).to.equal(true);
+    }
+    const wanted = [95, 91, 99, 90].map((i) => span('wide-9', i).spanId);
+    expect((await s.getSpans('ws', 'wide-9', wanted)).map((x) => x.spanId)).to.deep.equal([...wanted].sort());
+  });
+});

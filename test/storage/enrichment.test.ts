@@ -442,20 +442,33 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       expect((await s.verificationOfTraces(ws, [])).size).to.equal(0);
     });
 
-    it('counts stored spans per trace and lists traces no verification record names, by trace id, in pages', async function () {
+    it('sizes stored traces and spans, and lists traces no verification record names, by trace id, in pages', async function () {
       const ws = 'ws-unverified';
-      // 'named' has a record; the others have none. A span stored twice (a replay on another day) counts once.
+      // 'named' has a record; the others have none. A span stored twice (a replay on another day, with a longer
+      // prompt) counts once, at its newest version's size.
       const spans = [
         llmSpan(ws, 's1', T0, { traceId: 'named' }), llmSpan(ws, 's2', T0, { traceId: 'named' }),
-        llmSpan(ws, 's3', T0, { traceId: 'b-plain' }), llmSpan(ws, 's3', T0 + 3 * DAY, { traceId: 'b-plain', ingestedAtMs: T0 + 3 * DAY + 9 }),
-        llmSpan(ws, 's4', T0, { traceId: 'b-plain' }), llmSpan(ws, 's5', T0, { traceId: 'a-first' }), llmSpan(ws, 's6', T0, { traceId: 'c-last' }),
+        llmSpan(ws, 's3', T0, { traceId: 'b-plain', prompt: 'y'.repeat(100) }),
+        llmSpan(ws, 's3', T0 + 3 * DAY, { traceId: 'b-plain', prompt: 'x'.repeat(5000), ingestedAtMs: T0 + 3 * DAY + 9 }),
+        llmSpan(ws, 's4', T0, { traceId: 'b-plain', prompt: 'y'.repeat(100) }), llmSpan(ws, 's5', T0, { traceId: 'a-first' }), llmSpan(ws, 's6', T0, { traceId: 'c-last' }),
         llmSpan('ws-other', 's7', T0, { traceId: 'other' }),
       ];
       await s.insertSpans(spans);
       await s.insertEnrichment([verification(ws, { chainId: 'u-1', seq: 1, traceId: 'named' }), verification(ws, { chainId: 'u-1', seq: 2, traceId: 'not-stored' })]);
-      expect([...(await s.spanCounts(ws, ['named', 'b-plain', 'not-stored', 'other']))].sort()).to.deep.equal([['b-plain', 2], ['named', 2]]);
-      expect((await s.spanCounts(ws, [])).size).to.equal(0);
-      const all = [{ traceId: 'a-first', spanCount: 1 }, { traceId: 'b-plain', spanCount: 2 }, { traceId: 'c-last', spanCount: 1 }];
+      const sizes = await s.spanSizes(ws, 'b-plain', ['s3', 's4', 's1', 'unknown']);
+      expect([...sizes.keys()].sort()).to.deep.equal(['s3', 's4']);
+      expect(sizes.get('s3')! - sizes.get('s4')!).to.equal(4900); // the newest s3; the two alike but for their prompts
+      expect(sizes.get('s4')).to.be.above(100);
+      expect((await s.spanSizes(ws, 'not-stored', ['s3'])).size).to.equal(0);
+      expect((await s.spanSizes(ws, 'b-plain', [])).size).to.equal(0);
+      const plain = { spans: 2, bytes: sizes.get('s3')! + sizes.get('s4')! };
+      const named = (await s.traceSizes(ws, ['named'])).get('named')!;
+      expect(named.spans).to.equal(2);
+      expect([...(await s.traceSizes(ws, ['named', 'b-plain', 'not-stored', 'other']))].sort()).to.deep.equal([['b-plain', plain], ['named', named]]);
+      expect((await s.traceSizes(ws, [])).size).to.equal(0);
+      const one = (await s.traceSizes(ws, ['a-first'])).get('a-first')!;
+      expect(one.spans).to.equal(1);
+      const all = [{ traceId: 'a-first', ...one }, { traceId: 'b-plain', ...plain }, { traceId: 'c-last', ...(await s.traceSizes(ws, ['c-last'])).get('c-last')! }];
       expect(await s.unverifiedTraces(ws, null, 10)).to.deep.equal(all);
       expect(await s.unverifiedTraces(ws, null, 2)).to.deep.equal(all.slice(0, 2));
       expect(await s.unverifiedTraces(ws, 'b-plain', 2)).to.deep.equal(all.slice(2));
