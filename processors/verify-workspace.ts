@@ -27,7 +27,12 @@ export const BYTES_PER_READ = 64 * 1024 * 1024;
 
 /** How much one storage call reads: spans (and bytes of their text) and chain records. */
 export interface ReadLimits { spans: number; bytes: number; chainPage: number }
-const limitsOf = (l: Partial<ReadLimits>): ReadLimits => ({ spans: SPANS_PER_READ, bytes: BYTES_PER_READ, chainPage: CHAIN_PAGE, ...l });
+/** The defaults, with the positive limits given (another value would make every weight NaN and no chunk split). */
+function limitsOf(l: Partial<ReadLimits>): ReadLimits {
+  const out: ReadLimits = { spans: SPANS_PER_READ, bytes: BYTES_PER_READ, chainPage: CHAIN_PAGE };
+  for (const k of ['spans', 'bytes', 'chainPage'] as const) { const v = l[k]; if (v !== undefined && v > 0) out[k] = v; }
+  return out;
+}
 
 const namedSpans = (records: VerificationRecord[]) => records.reduce((n, r) => n + r.spanIds.length, 0);
 

@@ -466,14 +466,14 @@ export class ClickHouseStorage implements Storage {
       // Per span first: a replay whose start moved to another day is another row until merged, and only the newest
       // version's text counts. The sizes read the text columns once more than the read itself will: a bounded read
       // is worth it (20,000 spans of 20 KB read at once took 0.5 GB of heap).
-      const rows = await this.rows<{ trace_id: string; n: string; b: string }>(
-        `SELECT trace_id, toString(count()) AS n, toString(sum(b)) AS b FROM (
+      const rows = await this.rows<{ trace_id: string; n: string; total: string }>(
+        `SELECT trace_id, toString(count()) AS n, toString(sum(b)) AS total FROM (
            SELECT trace_id, span_id, argMax(${STORED_BYTES}, toUInt64(ingested_at_ms)) AS b FROM ${this.t('spans')}
            WHERE workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id IN ${ids}
            GROUP BY trace_id, span_id)
          GROUP BY trace_id`, LOOKUP_SETTINGS,
       );
-      for (const r of rows) out.set(r.trace_id, { spans: Number(r.n), bytes: Number(r.b) });
+      for (const r of rows) out.set(r.trace_id, { spans: Number(r.n), bytes: Number(r.total) });
     }
     return out;
   }

@@ -87,6 +87,8 @@ for (const backend of BACKENDS) {
         // A trace of 12 spans of 20 KB, sent four spans (one verification record) at a time, and small ones.
         for (const [a, b] of [[0, 4], [4, 8], [8, 12]]) expect((await post(`${s.url}/v1/traces`, otlp(a!, b!, TRACE, big), auth)).status).to.equal(200);
         for (let t = 0; t < 5; t++) expect((await post(`${s.url}/v1/traces`, otlp(0, 2, `${'ab'.repeat(15)}${t}${t}`), auth)).status).to.equal(200);
+        // Three traces of one such span: each under the budget, together over it (a chunk of traces is cut by bytes).
+        for (let t = 0; t < 3; t++) expect((await post(`${s.url}/v1/traces`, otlp(0, 1, `${'cd'.repeat(15)}${t}${t}`, big), auth)).status).to.equal(200);
         await flushed(s);
         // Written around the collector, long ago: two traces of six such spans, and a span added to the big trace.
         const [model] = await s.running.storage.getSpans(k.workspaceId, TRACE, ['0000000000001000']);
@@ -97,9 +99,11 @@ for (const backend of BACKENDS) {
         ]);
         const keys = publicKeys(join(s.dataDir, 'keys'));
         for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++) await sleep(200);
-        // Bytes of text each span read brings (its prompt is nearly all of it), per storage call.
+        // Bytes of text each read brings, per storage call (the prompt, and its copy in the attributes, are nearly
+        // all of a span's stored size): reads of a part or of traces, and reads of the spans of some records.
         const reads: number[] = [];
-        const text = (spans: SpanRecord[]) => spans.reduce((n, x) => n + Buffer.byteLength(x.prompt) + Buffer.byteLength(x.response), 0);
+        const recordReads: number[] = [];
+        const text = (spans: SpanRecord[]) => spans.reduce((n, x) => n + Buffer.byteLength(x.prompt) + Buffer.byteLength(x.response) + Buffer.byteLength(JSON.stringify(x.attributes)), 0);
         const storage = s.running.storage;
         const watched = new Proxy(storage, {
           get(target, name) {
@@ -109,25 +113,30 @@ for (const backend of BACKENDS) {
               const r = await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
               if (name === 'getTraces') reads.push(text([...(r as Map<string, SpanRecord[]>).values()].flat()));
               if (name === 'getTracePart') reads.push(text((r as { spans: SpanRecord[] }).spans));
-              if (name === 'getSpans') reads.push(text(r as SpanRecord[]));
+              if (name === 'getSpans') recordReads.push(text(r as SpanRecord[]));
               return r;
             };
           },
         }) as typeof storage;
         const later = Date.now() + 60_000;
         const whole = await verifyWorkspace(watched, k.workspaceId, keys, later);
-        expect(Math.max(...reads)).to.be.above(250_000); // by default, the whole workspace in one read
+        expect(Math.max(...reads)).to.be.above(500_000); // by default, the whole workspace in one read
+        const span = 40_200; // one big span's text
         expect(whole.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([['unverified_span', TRACE], ['unverified_span', 'forged-0'], ['unverified_span', 'forged-1']]);
         reads.length = 0;
+        recordReads.length = 0;
         const budget = 70_000;
         expect(await verifyWorkspace(watched, k.workspaceId, keys, later, { bytes: budget })).to.deep.equal(whole);
-        expect(reads.length).to.be.above(6);
-        expect(Math.max(...reads)).to.be.at.most(budget + 20_100); // the span reaching the budget ends a read
+        expect(reads.length).to.be.above(8);
+        expect(Math.max(...reads)).to.be.at.most(budget + span); // the span reaching the budget ends a read
+        // a record's spans come in one read (four here: over the budget alone), never two records' together
+        expect(recordReads.length).to.equal(3);
+        expect(Math.max(...recordReads)).to.be.at.most(4 * span);
         reads.length = 0;
         const one = await verifyTrace(watched, k.workspaceId, TRACE, keys, { bytes: budget });
         expect(one).to.deep.equal(await verifyTrace(storage, k.workspaceId, TRACE, keys));
         expect(one.problems.map((p) => p.kind)).to.deep.equal(['unverified_span']);
-        expect(Math.max(...reads)).to.be.at.most(budget + 20_100);
+        expect(Math.max(...reads)).to.be.at.most(budget + span);
       } finally {
         await s.close();
       }
