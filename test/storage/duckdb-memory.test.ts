@@ -20,46 +20,60 @@ function span(traceId: string, i: number, over: Partial<SpanRecord> = {}): SpanR
   };
 }
 
+/**
+ * A store written with the default limit (`fill`, then `bulk` on the closed file), then opened with a 40 MB one for
+ * the tests of a describe block; removed after them.
+ */
+function smallMemoryStore(prefix: string, fill: (writer: DuckDbStorage) => Promise<void>, bulk?: (path: string) => Promise<void>): { s: DuckDbStorage } {
+  const store = {} as { s: DuckDbStorage };
+  let dir = '';
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), prefix));
+    const path = join(dir, 'db.duckdb');
+    const writer = new DuckDbStorage(path);
+    await writer.init();
+    await fill(writer);
+    await writer.close();
+    await bulk?.(path);
+    store.s = new DuckDbStorage(path, { memoryLimit: '40MB' });
+    await store.s.init();
+  });
+  after(async () => {
+    await store.s?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return store;
+}
+
 describe('embedded store: reads within a small memory limit', function () {
   this.timeout(120_000);
-  let dir: string;
-  let s: DuckDbStorage;
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'tracegate-duckmem-'));
-    const writer = new DuckDbStorage(join(dir, 'db.duckdb'));
-    await writer.init();
+  const store = smallMemoryStore('tracegate-duckmem-', async (writer) => {
     // 25,000 spans of 2 KB (50 MB) in one trace: more than the reader's whole memory limit
     for (let i = 0; i < 25_000; i += 5_000) {
       await writer.insertSpans(Array.from({ length: 5_000 }, (_, j) => span('big', i + j, { prompt: randomBytes(1_500).toString('base64').slice(0, 2_000) })));
     }
-    await writer.close();
+  }, async (path) => {
     // 500,000 model calls, two models in one hour, durations 0 to 249,999 ms in each (in bulk: the appender is slow)
-    const db = await DuckDBInstance.create(join(dir, 'db.duckdb'));
+    const db = await DuckDBInstance.create(path);
     const c = await db.connect();
     await c.run(`INSERT INTO spans SELECT 'ws-usage', 't' || (i // 100), 's' || i, '', 'chat', 'llm', 'otlp', ${T0} + i, ${T0} + i, i // 2,
       'completed', '', 'm' || (i % 2), '', '', '', 10, 2, 12, 0.001, '', '', '', '', false, false, '{}', '{}', '[]', 1 FROM range(500000) r(i)`);
     c.closeSync();
     db.closeSync();
-    s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '40MB' });
-    await s.init();
-  });
-  after(async () => {
-    await s.close();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('reads a part of 6,000 spans of a trace larger than the limit (whole rows sorted by start: out of memory)', async () => {
-    const first = await s.getTracePart('ws', 'big', { limit: 6_000 });
+    const first = await store.s.getTracePart('ws', 'big', { limit: 6_000 });
     expect([first.spans.length, first.more]).to.deep.equal([6_000, true]);
     expect(first.spans.map((x) => x.spanId)).to.deep.equal(Array.from({ length: 6_000 }, (_, i) => span('big', i).spanId));
     const last = first.spans.at(-1)!;
-    const next = await s.getTracePart('ws', 'big', { limit: 6_000, after: { startNs: last.startTimeNs, spanId: last.spanId } });
+    const next = await store.s.getTracePart('ws', 'big', { limit: 6_000, after: { startNs: last.startTimeNs, spanId: last.spanId } });
     expect(next.spans[0]!.spanId).to.equal(span('big', 6_000).spanId);
     expect(next.spans.every((x) => x.prompt.length === 2_000)).to.equal(true);
   });
 
   it('rolls 500,000 model calls up into usage, quantiles from a sample of about 8,192 per group (every duration held: out of memory)', async () => {
-    const rows = await s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' });
+    const rows = await store.s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' });
     expect(rows.map((r) => [r.key, r.requests, r.totalTokens])).to.deep.equal([['m0', 250_000, 3_000_000], ['m1', 250_000, 3_000_000]]);
     const n = 250_000;
     for (const r of rows) {
@@ -68,34 +82,22 @@ describe('embedded store: reads within a small memory limit', function () {
         expect(Math.abs(r[field] / (n - 1) - q), `${r.key} ${field}`).to.be.at.most(5 * Math.sqrt((q * (1 - q)) / 8192));
       }
     }
-    expect(await s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' })).to.deep.equal(rows); // the same sample each time
+    expect(await store.s.usage('ws-usage', { groupBy: 'model', bucket: 'hour' })).to.deep.equal(rows); // the same sample each time
   });
 });
 
 describe('embedded store: whole rows of large spans within a small memory limit', function () {
   this.timeout(120_000);
-  let dir: string;
-  let s: DuckDbStorage;
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'tracegate-duckwide-'));
-    const writer = new DuckDbStorage(join(dir, 'db.duckdb'));
-    await writer.init();
+  const store = smallMemoryStore('tracegate-duckwide-', async (writer) => {
     // 1,000 spans of 100 KB (100 MB) in 100 traces of ten
     for (let i = 0; i < 1_000; i += 100) {
       await writer.insertSpans(Array.from({ length: 100 }, (_, j) => span(`wide-${Math.floor((i + j) / 10)}`, i + j, { prompt: randomBytes(75_000).toString('base64') })));
     }
-    await writer.close();
-    s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '40MB' });
-    await s.init();
-  });
-  after(async () => {
-    await s.close();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('reads several traces, and spans by id, of a store of 100 KB spans (as IN ($t0, $t1, …): out of memory up to a 100 MB limit)', async () => {
     const ids = [7, 3, 12, 40, 41, 99].map((t) => `wide-${t}`);
-    const got = await s.getTraces('ws', ids);
+    const got = await store.s.getTraces('ws', ids);
     expect([...got.keys()].sort()).to.deep.equal([...ids].sort());
     for (const [t, spans] of got) {
       const n = Number(t.slice(5));
@@ -103,6 +105,6 @@ describe('embedded store: whole rows of large spans within a small memory limit'
       expect(spans.every((x) => x.prompt.length === 100_000)).to.equal(true);
     }
     const wanted = [95, 91, 99, 90].map((i) => span('wide-9', i).spanId);
-    expect((await s.getSpans('ws', 'wide-9', wanted)).map((x) => x.spanId)).to.deep.equal([...wanted].sort());
+    expect((await store.s.getSpans('ws', 'wide-9', wanted)).map((x) => x.spanId)).to.deep.equal([...wanted].sort());
   });
 });
