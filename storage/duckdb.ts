@@ -37,6 +37,30 @@ interface SpanRow {
  */
 const rowsOf = (where: string) => `SELECT rowid FROM spans WHERE workspace_id = $ws AND ${where}`;
 
+const isOutOfMemory = (err: unknown): boolean => err instanceof Error && err.message.startsWith('Out of Memory Error');
+
+/**
+ * The fallback's bound on one fetch: rows in its rowid range × rowids it checks each against (list_contains is a
+ * linear search). 4M: a few ms of DuckDB's time per fetch.
+ */
+const FETCH_COST = 4_000_000;
+
+/**
+ * Sorted rowids cut into runs for fetches by `rowid BETWEEN first AND last AND list_contains(run, rowid)`, each run
+ * within FETCH_COST.
+ */
+export function rowidRuns(rowids: readonly bigint[], cost = FETCH_COST): bigint[][] {
+  const sorted = [...rowids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const runs: bigint[][] = [];
+  for (let i = 0; i < sorted.length;) {
+    let j = i + 1;
+    while (j < sorted.length && Number(sorted[j]! - sorted[i]! + 1n) * (j - i + 1) <= cost) j++;
+    runs.push(sorted.slice(i, j));
+    i = j;
+  }
+  return runs;
+}
+
 /** What a part's byte budget counts (SpanPage.maxBytes): the bytes of a span's text as stored. */
 const STORED_BYTES = `(strlen(name) + strlen(status_message) + strlen(model) + strlen(provider) + strlen(prompt) + strlen(response)
   + strlen(attributes) + strlen(resource_attributes) + strlen(events_json))`;
@@ -178,6 +202,28 @@ export class DuckDbStorage implements Storage {
     return reader.getRowObjectsJS() as T[];
   }
 
+  /**
+   * Whole span rows matching `where`, unsorted. The semi-join on rowids is the fast form, but its scan still reads whole
+   * vectors (2,048 rows) of the text columns, which in a process that wrote them holds them all at once: there a read of one
+   * trace among spans of 20 KB ran out of 40 MB (of 256 MB: spans of ~110 KB, a long-context prompt). Read again
+   * with a filter evaluated in the scan, which reads only the rows it keeps, a run of nearby rowids at a time.
+   */
+  private async wholeRows(c: DuckDBConnection, where: string, params: Params): Promise<Array<SpanRow & Row>> {
+    try {
+      return await this.all<SpanRow & Row>(c, `SELECT * FROM spans WHERE rowid IN (${rowsOf(where)})`, params);
+    } catch (err) {
+      if (!isOutOfMemory(err)) throw err;
+    }
+    const ids = (await this.all<{ rowid: bigint }>(c, rowsOf(where), params)).map((r) => r.rowid);
+    const out: Array<SpanRow & Row> = [];
+    for (const run of rowidRuns(ids)) {
+      const rows = await this.all<SpanRow & Row>(c, `SELECT * FROM spans WHERE rowid BETWEEN $lo AND $hi AND list_contains($ids, rowid)`,
+        { lo: run[0]!, hi: run.at(-1)!, ids: listValue(run) });
+      for (const r of rows) out.push(r);
+    }
+    return out;
+  }
+
   /** Runs fn inside BEGIN/COMMIT, rolling back on error. */
   private async tx<T>(c: DuckDBConnection, fn: () => Promise<T>): Promise<T> {
     await c.run('BEGIN TRANSACTION');
@@ -265,7 +311,7 @@ export class DuckDbStorage implements Storage {
         WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params);
       const { take, more } = cutPart(keys.map((k) => ({ id: k.span_id, bytes: Number(k.bytes) })), limit, page.maxBytes);
       if (take.length === 0) return { spans: [], more };
-      const rows = await this.all<SpanRow & Row>(c, `SELECT * FROM spans WHERE rowid IN (${rowsOf('trace_id = $t AND span_id IN (SELECT unnest($ids))')})`,
+      const rows = await this.wholeRows(c, 'trace_id = $t AND span_id IN (SELECT unnest($ids))',
         { ws: params.ws!, t: params.t!, ids: listValue(take.map((k) => k.id)) });
       const order = new Map(take.map((k, i) => [k.id, i]));
       return { spans: rows.map(fromRow).sort((a, b) => order.get(a.spanId)! - order.get(b.spanId)!), more };
@@ -274,8 +320,7 @@ export class DuckDbStorage implements Storage {
 
   async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
     if (spanIds.length === 0) return [];
-    const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
-      `SELECT * FROM spans WHERE rowid IN (${rowsOf('trace_id = $t AND span_id IN (SELECT unnest($ids))')})`, // sorted here (see getTraces)
+    const rows = await this.serial((c) => this.wholeRows(c, 'trace_id = $t AND span_id IN (SELECT unnest($ids))', // sorted here (see getTraces)
       { ws: wellFormed(workspaceId), t: wellFormed(traceId), ids: listValue(spanIds.map(wellFormed)) }));
     return rows.map(fromRow).sort(bySpanKey);
   }
@@ -295,8 +340,7 @@ export class DuckDbStorage implements Storage {
     const out = new Map<string, SpanRecord[]>();
     if (traceIds.length === 0) return out;
     // Sorted here: ORDER BY sorts whole rows (67 MB of 100 KB spans ran out of DuckDB's 256 MB).
-    const rows = await this.serial((c) => this.all<SpanRow & Row>(c,
-      `SELECT * FROM spans WHERE rowid IN (${rowsOf('trace_id IN (SELECT unnest($ids))')})`,
+    const rows = await this.serial((c) => this.wholeRows(c, 'trace_id IN (SELECT unnest($ids))',
       { ws: wellFormed(workspaceId), ids: listValue(traceIds.map(wellFormed)) }));
     for (const row of rows) {
       const rec = fromRow(row);

@@ -108,3 +108,50 @@ describe('embedded store: whole rows of large spans within a small memory limit'
     expect((await store.s.getSpans('ws', 'wide-9', wanted)).map((x) => x.spanId)).to.deep.equal([...wanted].sort());
   });
 });
+
+describe('embedded store: whole rows read by the process that wrote them, within a small memory limit', function () {
+  this.timeout(120_000);
+  // Written and read by one store at 40 MB, not reopened: there the semi-join's scan holds whole vectors (2,048 rows) of
+  // the text columns, 40 MB of 20 KB spans, and every read of a trace ran out of memory (30 of 36 in a trial).
+  let dir = '';
+  let s: DuckDbStorage;
+  const prompt = (i: number) => `${i}:${randomBytes(15_000).toString('base64')}`;
+  const prompts = new Map<number, string>();
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tracegate-ducklive-'));
+    s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '40MB' });
+    await s.init();
+    // 2,500 spans of 20 KB (50 MB) in 250 traces of ten, in batches small enough for the insert to fit 40 MB
+    for (let i = 0; i < 2_500; i += 100) {
+      await s.insertSpans(Array.from({ length: 100 }, (_, j) => {
+        const n = i + j;
+        prompts.set(n, prompt(n));
+        return span(`live-${Math.floor(n / 10)}`, n, { prompt: prompts.get(n)! });
+      }));
+    }
+  });
+  after(async () => {
+    await s?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const expectTrace = (t: number, spans: SpanRecord[]) => {
+    expect(spans.map((x) => x.spanId), `live-${t}`).to.deep.equal(Array.from({ length: 10 }, (_, i) => span('', t * 10 + i).spanId));
+    expect(spans.every((x, i) => x.prompt === prompts.get(t * 10 + i)), `live-${t} prompts`).to.equal(true);
+  };
+
+  it('reads traces one by one and several at once, a part of one, and spans by id', async () => {
+    for (const t of [0, 37, 120, 204, 249]) expectTrace(t, await s.getTrace('ws', `live-${t}`));
+    const ids = [3, 99, 150, 201, 248];
+    const got = await s.getTraces('ws', ids.map((t) => `live-${t}`));
+    expect([...got.keys()].sort()).to.deep.equal(ids.map((t) => `live-${t}`).sort());
+    for (const t of ids) expectTrace(t, got.get(`live-${t}`)!);
+    const part = await s.getTracePart('ws', 'live-205', { limit: 4 });
+    expect([part.spans.map((x) => parseInt(x.spanId, 16)), part.more]).to.deep.equal([[2_050, 2_051, 2_052, 2_053], true]);
+    expect(part.spans.every((x) => x.prompt === prompts.get(parseInt(x.spanId, 16)))).to.equal(true);
+    const wanted = [2_053, 2_051, 2_059].map((i) => span('', i).spanId);
+    const spans = await s.getSpans('ws', 'live-205', wanted);
+    expect(spans.map((x) => x.spanId)).to.deep.equal([...wanted].sort());
+    expect(spans.map((x) => x.prompt)).to.deep.equal([...wanted].sort().map((id) => prompts.get(parseInt(id, 16))));
+  });
+});
