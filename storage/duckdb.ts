@@ -304,12 +304,15 @@ export class DuckDbStorage implements Storage {
       Object.assign(params, { after_ns: BigInt(page.after.startNs), after_span: wellFormed(page.after.spanId) });
       after = 'AND (start_ns > $after_ns OR (start_ns = $after_ns AND span_id > $after_span))';
     }
-    // The part's span ids (and sizes, for a budget) first, then only its rows: ORDER BY … LIMIT over whole rows was
-    // planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory).
+    // The part's span ids first, then their sizes (for a budget), then only its rows: ORDER BY … LIMIT over whole rows was
+    // planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory). The sizes are a query of
+    // their own: beside ORDER BY … LIMIT, DuckDB fetched the text by a rowid join (late materialization), whose scan ran
+    // out of memory in the process that wrote the spans (see wholeRows).
     return this.serial(async (c) => {
-      const keys = await this.all<{ span_id: string; bytes: bigint }>(c, `SELECT span_id, ${page.maxBytes === undefined ? '0' : STORED_BYTES} AS bytes FROM spans
-        WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params);
-      const { take, more } = cutPart(keys.map((k) => ({ id: k.span_id, bytes: Number(k.bytes) })), limit, page.maxBytes);
+      const ids = (await this.all<{ span_id: string }>(c, `SELECT span_id FROM spans
+        WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params)).map((k) => k.span_id);
+      const sizes = page.maxBytes === undefined ? null : await this.sizesOf(c, params.ws!, params.t!, ids);
+      const { take, more } = cutPart(ids.map((id) => ({ id, bytes: sizes?.get(id) ?? 0 })), limit, page.maxBytes);
       if (take.length === 0) return { spans: [], more };
       const rows = await this.wholeRows(c, 'trace_id = $t AND span_id IN (SELECT unnest($ids))',
         { ws: params.ws!, t: params.t!, ids: listValue(take.map((k) => k.id)) });
@@ -361,9 +364,14 @@ export class DuckDbStorage implements Storage {
 
   async spanSizes(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<Map<string, number>> {
     if (spanIds.length === 0) return new Map();
-    const rows = await this.serial((c) => this.all<{ span_id: string; b: bigint } & Row>(c,
+    return this.serial((c) => this.sizesOf(c, wellFormed(workspaceId), wellFormed(traceId), spanIds.map(wellFormed)));
+  }
+
+  private async sizesOf(c: DuckDBConnection, ws: DuckDBValue, traceId: DuckDBValue, spanIds: readonly string[]): Promise<Map<string, number>> {
+    if (spanIds.length === 0) return new Map();
+    const rows = await this.all<{ span_id: string; b: bigint } & Row>(c,
       `SELECT span_id, ${STORED_BYTES} AS b FROM spans WHERE workspace_id = $ws AND trace_id = $t AND span_id IN (SELECT unnest($ids))`,
-      { ws: wellFormed(workspaceId), t: wellFormed(traceId), ids: listValue(spanIds.map(wellFormed)) }));
+      { ws, t: traceId, ids: listValue([...spanIds]) });
     return new Map(rows.map((r) => [r.span_id, Number(r.b)]));
   }
 

@@ -117,6 +117,7 @@ describe('embedded store: whole rows read by the process that wrote them, within
   let s: DuckDbStorage;
   const prompt = (i: number) => `${i}:${randomBytes(15_000).toString('base64')}`;
   const prompts = new Map<number, string>();
+  const OTHER_TEXT = 'chat{}{}[]'.length; // the span's name, attributes, resource attributes and events as stored
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'tracegate-ducklive-'));
     s = new DuckDbStorage(join(dir, 'db.duckdb'), { memoryLimit: '40MB' });
@@ -140,12 +141,18 @@ describe('embedded store: whole rows read by the process that wrote them, within
     expect(spans.every((x, i) => x.prompt === prompts.get(t * 10 + i)), `live-${t} prompts`).to.equal(true);
   };
 
-  it('reads traces one by one and several at once, a part of one, and spans by id', async () => {
+  it('reads traces one by one and several at once, their sizes, a part of one (by count and by bytes), and spans by id', async () => {
     for (const t of [0, 37, 120, 204, 249]) expectTrace(t, await s.getTrace('ws', `live-${t}`));
     const ids = [3, 99, 150, 201, 248];
     const got = await s.getTraces('ws', ids.map((t) => `live-${t}`));
     expect([...got.keys()].sort()).to.deep.equal(ids.map((t) => `live-${t}`).sort());
     for (const t of ids) expectTrace(t, got.get(`live-${t}`)!);
+    const sizes = await s.traceSizes('ws', ['live-3', 'live-204']);
+    expect(sizes.get('live-204')).to.deep.equal({ spans: 10, bytes: [...Array(10).keys()].reduce((n, i) => n + prompts.get(2_040 + i)!.length + OTHER_TEXT, 0) });
+    // spans are taken until the budget is reached (DuckDB read the sizes beside ORDER BY … LIMIT: out of memory)
+    const bounded = await s.getTracePart('ws', 'live-206', { limit: 10, maxBytes: 50_000 });
+    expect([bounded.spans.map((x) => parseInt(x.spanId, 16)), bounded.more]).to.deep.equal([[2_060, 2_061, 2_062], true]);
+    expect(await s.spanSizes('ws', 'live-206', [span('', 2_061).spanId])).to.deep.equal(new Map([[span('', 2_061).spanId, prompts.get(2_061)!.length + OTHER_TEXT]]));
     const part = await s.getTracePart('ws', 'live-205', { limit: 4 });
     expect([part.spans.map((x) => parseInt(x.spanId, 16)), part.more]).to.deep.equal([[2_050, 2_051, 2_052, 2_053], true]);
     expect(part.spans.every((x) => x.prompt === prompts.get(parseInt(x.spanId, 16)))).to.equal(true);
