@@ -32,7 +32,7 @@ interface SpanRow {
 
 /**
  * The rows of spans matching `where` (and the workspace), for a read of whole rows: `rowid IN (this)` has DuckDB
- * find them first and then fetch only them. Filtered in one go, a scan read whole vectors (2,048 rows) of every column:
+ * find them first and then fetch only them (but see wholeRows). Filtered in one go, a scan read whole vectors (2,048 rows) of every column:
  * with spans of 100 KB, two trace ids ran out of its 256 MB for a 2 MB answer, as did a trace's span ids.
  */
 const rowsOf = (where: string) => `SELECT rowid FROM spans WHERE workspace_id = $ws AND ${where}`;
@@ -120,6 +120,8 @@ export class DuckDbStorage implements Storage {
   private openedAt = 0;
 
   private readonly memoryLimit: string;
+  /** Whole-row reads that ran out of DuckDB's memory and were read again by rowid (see wholeRows): a diagnostic. */
+  outOfMemoryRetries = 0;
 
   /**
    * `path` is the database file (created with its directory), e.g. `${DATA_DIR}/tracegate.duckdb`. `memoryLimit`:
@@ -204,9 +206,9 @@ export class DuckDbStorage implements Storage {
 
   /**
    * Whole span rows matching `where`, unsorted. The semi-join on rowids is the fast form, but its scan still reads whole
-   * vectors (2,048 rows) of the text columns, which in a process that wrote them holds them all at once: there a read of one
-   * trace among spans of 20 KB ran out of 40 MB (of 256 MB: spans of ~110 KB, a long-context prompt). Read again
-   * with a filter evaluated in the scan, which reads only the rows it keeps, a run of nearby rowids at a time.
+   * vectors (2,048 rows) of the text columns, and in the process that wrote them each vector's text is held in memory at
+   * once: there a read of one trace among spans of 20 KB ran out of 40 MB (of 256 MB: spans of ~110 KB, a long-context
+   * prompt). Read again by rowids (see inRuns). Not inside tx(): the failed statement would have aborted the transaction.
    */
   private async wholeRows(c: DuckDBConnection, where: string, params: Params): Promise<Array<SpanRow & Row>> {
     try {
@@ -214,11 +216,22 @@ export class DuckDbStorage implements Storage {
     } catch (err) {
       if (!isOutOfMemory(err)) throw err;
     }
+    this.outOfMemoryRetries++;
     const ids = (await this.all<{ rowid: bigint }>(c, rowsOf(where), params)).map((r) => r.rowid);
-    const out: Array<SpanRow & Row> = [];
-    for (const run of rowidRuns(ids)) {
-      const rows = await this.all<SpanRow & Row>(c, `SELECT * FROM spans WHERE rowid BETWEEN $lo AND $hi AND list_contains($ids, rowid)`,
-        { lo: run[0]!, hi: run.at(-1)!, ids: listValue(run) });
+    return this.inRuns<SpanRow & Row>(c, '*', ids);
+  }
+
+  /**
+   * `columns` of the spans at `rowids` (and matching `where`), a run of nearby rowids at a time, by a filter evaluated in
+   * the scan: it reads the text of only the rows it keeps (measured: 667 rows scattered over 10,000 of 100 KB, within
+   * 256 MB). Sizes (strlen of the text) need the trace's id in `where` as well: without it, that read ran out again.
+   */
+  private async inRuns<T extends Row>(c: DuckDBConnection, columns: string, rowids: readonly bigint[], where = 'TRUE', params: Params = {}): Promise<T[]> {
+    const out: T[] = [];
+    for (const run of rowidRuns(rowids)) {
+      const rows = await this.all<T>(c, `SELECT ${columns} FROM spans
+        WHERE ${where} AND rowid BETWEEN $lo::BIGINT AND $hi::BIGINT AND list_contains($rowids::BIGINT[], rowid)`,
+      { ...params, lo: run[0]!, hi: run.at(-1)!, rowids: listValue(run) });
       for (const r of rows) out.push(r);
     }
     return out;
@@ -305,14 +318,17 @@ export class DuckDbStorage implements Storage {
       after = 'AND (start_ns > $after_ns OR (start_ns = $after_ns AND span_id > $after_span))';
     }
     // The part's span ids first, then their sizes (for a budget), then only its rows: ORDER BY … LIMIT over whole rows was
-    // planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory). The sizes are a query of
-    // their own: beside ORDER BY … LIMIT, DuckDB fetched the text by a rowid join (late materialization), whose scan ran
-    // out of memory in the process that wrote the spans (see wholeRows).
+    // planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory). The sizes are read by
+    // rowid, of these rows only: beside ORDER BY … LIMIT, DuckDB fetched the text by a rowid join (late materialization)
+    // that ran out of memory in the process that wrote the spans (see wholeRows).
     return this.serial(async (c) => {
-      const ids = (await this.all<{ span_id: string }>(c, `SELECT span_id FROM spans
-        WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params)).map((k) => k.span_id);
-      const sizes = page.maxBytes === undefined ? null : await this.sizesOf(c, params.ws!, params.t!, ids);
-      const { take, more } = cutPart(ids.map((id) => ({ id, bytes: sizes?.get(id) ?? 0 })), limit, page.maxBytes);
+      const keys = await this.all<{ span_id: string; r: bigint }>(c, `SELECT span_id, rowid AS r FROM spans
+        WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params);
+      const sizes = page.maxBytes === undefined ? null
+        : new Map((await this.inRuns<{ r: bigint; b: bigint }>(c, `rowid AS r, ${STORED_BYTES} AS b`, keys.map((k) => k.r),
+          'workspace_id = $ws AND trace_id = $t', { ws: params.ws!, t: params.t! })).map((x) => [x.r, Number(x.b)]));
+      const ids = keys.map((k) => ({ id: k.span_id, bytes: sizes?.get(k.r) ?? 0 }));
+      const { take, more } = cutPart(ids, limit, page.maxBytes);
       if (take.length === 0) return { spans: [], more };
       const rows = await this.wholeRows(c, 'trace_id = $t AND span_id IN (SELECT unnest($ids))',
         { ws: params.ws!, t: params.t!, ids: listValue(take.map((k) => k.id)) });
@@ -364,14 +380,13 @@ export class DuckDbStorage implements Storage {
 
   async spanSizes(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<Map<string, number>> {
     if (spanIds.length === 0) return new Map();
-    return this.serial((c) => this.sizesOf(c, wellFormed(workspaceId), wellFormed(traceId), spanIds.map(wellFormed)));
-  }
-
-  private async sizesOf(c: DuckDBConnection, ws: DuckDBValue, traceId: DuckDBValue, spanIds: readonly string[]): Promise<Map<string, number>> {
-    if (spanIds.length === 0) return new Map();
-    const rows = await this.all<{ span_id: string; b: bigint } & Row>(c,
-      `SELECT span_id, ${STORED_BYTES} AS b FROM spans WHERE workspace_id = $ws AND trace_id = $t AND span_id IN (SELECT unnest($ids))`,
-      { ws, t: traceId, ids: listValue([...spanIds]) });
+    // By rowid, as the rows of a part (a trace's text read for the sizes of a few of its spans: all of it, at once in the
+    // process that wrote it)
+    const rows = await this.serial(async (c) => {
+      const key = { ws: wellFormed(workspaceId), t: wellFormed(traceId) };
+      const ids = await this.all<{ rowid: bigint }>(c, rowsOf('trace_id = $t AND span_id IN (SELECT unnest($ids))'), { ...key, ids: listValue(spanIds.map(wellFormed)) });
+      return this.inRuns<{ span_id: string; b: bigint }>(c, `span_id, ${STORED_BYTES} AS b`, ids.map((r) => r.rowid), 'workspace_id = $ws AND trace_id = $t', key);
+    });
     return new Map(rows.map((r) => [r.span_id, Number(r.b)]));
   }
 

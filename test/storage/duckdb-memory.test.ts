@@ -70,6 +70,9 @@ describe('embedded store: reads within a small memory limit', function () {
     const next = await store.s.getTracePart('ws', 'big', { limit: 6_000, after: { startNs: last.startTimeNs, spanId: last.spanId } });
     expect(next.spans[0]!.spanId).to.equal(span('big', 6_000).spanId);
     expect(next.spans.every((x) => x.prompt.length === 2_000)).to.equal(true);
+    // by bytes: the sizes of only the part's rows are read (not the 50 MB trace's)
+    const bounded = await store.s.getTracePart('ws', 'big', { limit: 6_000, maxBytes: 1_000_000, after: { startNs: last.startTimeNs, spanId: last.spanId } });
+    expect([bounded.spans.length, bounded.more, bounded.spans[0]!.spanId]).to.deep.equal([498, true, span('big', 6_000).spanId]); // 2,010 bytes each: the 498th reaches the budget
   });
 
   it('rolls 500,000 model calls up into usage, quantiles from a sample of about 8,192 per group (every duration held: out of memory)', async () => {
@@ -112,7 +115,7 @@ describe('embedded store: whole rows of large spans within a small memory limit'
 describe('embedded store: whole rows read by the process that wrote them, within a small memory limit', function () {
   this.timeout(120_000);
   // Written and read by one store at 40 MB, not reopened: there the semi-join's scan holds whole vectors (2,048 rows) of
-  // the text columns, 40 MB of 20 KB spans, and every read of a trace ran out of memory (30 of 36 in a trial).
+  // the text columns, 40 MB of 20 KB spans, and reads of a trace ran out of memory (30 of 36 in a trial).
   let dir = '';
   let s: DuckDbStorage;
   const prompt = (i: number) => `${i}:${randomBytes(15_000).toString('base64')}`;
@@ -160,5 +163,6 @@ describe('embedded store: whole rows read by the process that wrote them, within
     const spans = await s.getSpans('ws', 'live-205', wanted);
     expect(spans.map((x) => x.spanId)).to.deep.equal([...wanted].sort());
     expect(spans.map((x) => x.prompt)).to.deep.equal([...wanted].sort().map((id) => prompts.get(parseInt(id, 16))));
+    expect(s.outOfMemoryRetries, 'reads taken again by rowid').to.be.greaterThan(0); // the state this test is about
   });
 });
