@@ -9,6 +9,7 @@ import type { AlertQuery, AuditQuery, ChainPos, ChainState, FindingQuery, Page, 
 import { str, strList, u64 } from './clickhouse-sql.ts';
 import { byWorkspace, dayOfMs, lookupChunks, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
+import { insertTsv } from './clickhouse-tsv.ts';
 import {
   alertCursor, auditCursor, checkBucket, compareUsage, dayRange, findingCursor, normalizeAlertQuery,
   normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow, usageGroupColumn,
@@ -153,8 +154,7 @@ export class ClickHouseEnrichment {
   }
 
   private async insert(table: string, values: readonly object[]): Promise<void> {
-    if (values.length === 0) return;
-    await this.client.insert({ table: this.t(table), values: values as object[], format: 'JSONEachRow' });
+    await insertTsv(this.client, this.t(table), values as ReadonlyArray<Record<string, unknown>>);
   }
 
   /**

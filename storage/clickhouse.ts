@@ -1,5 +1,5 @@
 // ClickHouse backend. Works with 18.16 and current releases: plain HTTP, no query parameters
-// (inlined literals via clickhouse-sql.ts), no compression, JSONEachRow in and out.
+// (inlined literals via clickhouse-sql.ts), no compression; rows in as TabSeparated (clickhouse-tsv.ts), out as JSONEachRow.
 import { randomUUID } from 'node:crypto';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
 import type { SpanRecord, Source, SpanKind } from '../collector/record.ts';
@@ -11,6 +11,7 @@ import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHous
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
 import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, spanVersionsOf, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { ClickHouseEnrichment } from './clickhouse-enrichment.ts';
+import { insertTsv } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
   bySpanKey, checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
@@ -46,7 +47,7 @@ function floatBits(x: number): string {
   return u64view[0]!.toString();
 }
 
-/** Span row as sent to ClickHouse (JSONEachRow): UInt64 as decimal strings, which 18.16 accepts. */
+/** Span row as sent to ClickHouse (clickhouse-tsv.ts): UInt64 as decimal strings. */
 interface SpanInsertRow {
   workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
   name: string; kind: string; source: string;
@@ -268,6 +269,10 @@ export class ClickHouseStorage implements Storage {
     return `${this.db}.${table}`;
   }
 
+  private insertRows(table: string, rows: ReadonlyArray<object>): Promise<void> {
+    return insertTsv(this.client, this.t(table), rows as ReadonlyArray<Record<string, unknown>>);
+  }
+
   private async rows<T>(query: string, settings?: typeof LOOKUP_SETTINGS): Promise<T[]> {
     const rs = await this.client.query({ query, format: 'JSONEachRow', ...settings ? { clickhouse_settings: settings } : {} });
     return rs.json<T>();
@@ -335,7 +340,7 @@ export class ClickHouseStorage implements Storage {
   async insertSpans(input: SpanRecord[]): Promise<void> {
     if (input.length === 0) return;
     const rows = latestPerSpan(input).map(toInsertRow);
-    // Always explicit: 18.16 fills a column omitted from JSONEachRow with 0, not its DEFAULT.
+    // Always explicit: a column left out would get its DEFAULT (and 18.16's JSONEachRow gave it 0 instead).
     let corrections: UsageCorrection[] = [];
     if (this.exactRollups) corrections = await this.markRollup(rows);
     else for (const r of rows) r.rollup = 1;
@@ -346,10 +351,10 @@ export class ClickHouseStorage implements Storage {
     }
     // Index first: a span is then never stored without being findable. A failed call is
     // retried whole by the writer, and replays collapse in both tables.
-    await this.client.insert({ table: this.t('trace_index'), values: [...index.values()], format: 'JSONEachRow' });
-    await this.client.insert({ table: this.t('spans'), values: rows, format: 'JSONEachRow' });
+    await this.insertRows('trace_index', [...index.values()]);
+    await this.insertRows('spans', rows);
     // After the spans: a crash in between leaves the old version counted (never a double correction).
-    if (corrections.length) await this.client.insert({ table: this.t('usage_corrections'), values: corrections, format: 'JSONEachRow' });
+    await this.insertRows('usage_corrections', corrections);
   }
 
   /** Set each row's rollup flag from the stored versions (see clickhouse-rollup.ts); returns the corrections. */
@@ -601,11 +606,7 @@ export class ClickHouseStorage implements Storage {
   // ---- workspaces and API keys ----
 
   async createWorkspace(ws: Workspace): Promise<void> {
-    await this.client.insert({
-      table: this.t('workspaces'),
-      values: [{ id: wellFormed(ws.id), name: wellFormed(ws.name), created_at_ms: count(ws.createdAtMs), version: nextVersion() }],
-      format: 'JSONEachRow',
-    });
+    await this.insertRows('workspaces', [{ id: wellFormed(ws.id), name: wellFormed(ws.name), created_at_ms: count(ws.createdAtMs), version: nextVersion() }]);
   }
 
   async getWorkspaceByName(name: string): Promise<Workspace | null> {
@@ -628,14 +629,10 @@ export class ClickHouseStorage implements Storage {
   }
 
   private async writeKey(key: ApiKeyRecord, version: number): Promise<void> {
-    await this.client.insert({
-      table: this.t('api_keys'),
-      values: [{
-        key_id: wellFormed(key.keyId), workspace_id: wellFormed(key.workspaceId), hash: wellFormed(key.hash),
-        created_at_ms: count(key.createdAtMs), revoked_at_ms: count(key.revokedAtMs), version,
-      }],
-      format: 'JSONEachRow',
-    });
+    await this.insertRows('api_keys', [{
+      key_id: wellFormed(key.keyId), workspace_id: wellFormed(key.workspaceId), hash: wellFormed(key.hash),
+      created_at_ms: count(key.createdAtMs), revoked_at_ms: count(key.revokedAtMs), version,
+    }]);
   }
 
   private async readKeys(where: string): Promise<Array<ApiKeyRecord & { version: number }>> {
@@ -683,7 +680,7 @@ export class ClickHouseStorage implements Storage {
    */
   async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean> {
     const row = { workspace_id: wellFormed(workspaceId), version: count(version), writer: randomUUID(), doc: wellFormed(doc), updated_at_ms: count(atMs), withdrawn: 0 };
-    const insert = (r: typeof row) => this.client.insert({ table: this.t('settings_versions'), values: [r], format: 'JSONEachRow' });
+    const insert = (r: typeof row) => this.insertRows('settings_versions', [r]);
     await insert(row);
     const live = await this.rows<{ writer: string }>(
       `SELECT writer FROM ${this.t('settings_versions')} FINAL
@@ -705,11 +702,7 @@ export class ClickHouseStorage implements Storage {
 
   async publishKeys(keys: PublishedKey[]): Promise<void> {
     if (!keys.length) return;
-    await this.client.insert({
-      table: this.t('verification_keys'),
-      values: keys.map((k) => ({ key_id: wellFormed(k.keyId), public_key_pem: wellFormed(k.publicKeyPem), published_at_ms: count(k.publishedAtMs) })),
-      format: 'JSONEachRow',
-    });
+    await this.insertRows('verification_keys', keys.map((k) => ({ key_id: wellFormed(k.keyId), public_key_pem: wellFormed(k.publicKeyPem), published_at_ms: count(k.publishedAtMs) })));
   }
 
   async publishedKeys(): Promise<PublishedKey[]> {
