@@ -77,6 +77,17 @@ export function isStorageOutage(err: unknown): boolean {
 }
 
 /**
+ * Whether a storage call failed for want of memory at that moment: DuckDB's "Out of Memory Error" (its memory limit
+ * reached, other reads and inserts holding the rest) or ClickHouse's MEMORY_LIMIT_EXCEEDED (code 241). Storage is
+ * up, so this is not an outage; a read failing so is answered 503 + Retry-After all the same (see ReadGate).
+ */
+export function isStorageOutOfMemory(err: unknown): boolean {
+  if (!(err instanceof Error) || err instanceof HttpError) return false;
+  if (err.name !== 'Error' && err.name !== 'ClickHouseError') return false; // TypeError, RangeError…: a bug
+  return /^Out of Memory Error\b|^Code: 241\b|\bMEMORY_LIMIT_EXCEEDED\b/.test(err.message);
+}
+
+/**
  * For the app's last-resort error handler: an error the storage client has already marked as an outage (or the
  * not-yet-reachable storage of a collector started during one). Unmarked network errors (a webhook, a provider)
  * are not storage's and stay 500s.

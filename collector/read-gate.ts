@@ -1,5 +1,5 @@
 // The read routes' storage calls (GET /api/traces, /api/audit, …): a deadline, and storage outages answered 503.
-import { isStorageOutage, StorageUnavailableError } from './errors.ts';
+import { isStorageOutage, isStorageOutOfMemory, StorageUnavailableError } from './errors.ts';
 import { LOOKUP_DEADLINE_MS, SingleFlight, within } from './slow-storage.ts';
 
 /**
@@ -36,7 +36,8 @@ export const READ_RETRY_AFTER_SECONDS = 5;
  * Runs the storage reads of the read routes (GET /api/traces, /api/audit, …) under a deadline, and turns storage
  * outages into StorageUnavailableError (503 + Retry-After, code `unavailable`, as ingestion answers them):
  * - a read failing with an outage (connection refused or reset, a timeout, the storage worker gone: see
- *   isStorageOutage) is answered 503 at once; any other failure is a bug and stays a 500;
+ *   isStorageOutage) is answered 503 at once, and so is one storage had no memory for (isStorageOutOfMemory);
+ *   any other failure is a bug and stays a 500;
  * - with `livenessAfterMs` (ClickHouse), a read still running after it is answered 503 unless a ping answers
  *   within LOOKUP_DEADLINE_MS; every read is answered 503 after READ_DEADLINE_MS;
  * - once storage has failed that way, each read first checks the shared ping (no new work for a storage that
@@ -120,6 +121,8 @@ export class ReadGate {
   }
 
   private failed(err: unknown): unknown {
+    // Storage answers, but not this read for now: 503 without suspecting it (the next reads go ahead as usual).
+    if (isStorageOutOfMemory(err)) return Object.assign(unavailable('storage has not enough memory for this read now; retry later'), { cause: err });
     if (!isStorageOutage(err)) return err;
     this.suspect = true;
     return Object.assign(unavailable('storage is unreachable; retry later'), { cause: err });

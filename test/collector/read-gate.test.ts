@@ -1,8 +1,9 @@
 // ReadGate (collector/read-gate.ts) on its own, with short deadlines: what a read route answers when storage
 // refuses, hangs, is merely slow, or has a bug; and that abandoned reads do not pile up.
 import { expect } from 'chai';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { MAX_ABANDONED_READS, ReadGate } from '../../collector/read-gate.ts';
-import { HttpError, isStorageOutage, StorageUnavailableError } from '../../collector/errors.ts';
+import { HttpError, isStorageOutage, isStorageOutOfMemory, StorageUnavailableError } from '../../collector/errors.ts';
 import { StorageNotReadyError } from '../../storage/startup.ts';
 import { sleep } from '../support/process.ts';
 
@@ -43,6 +44,37 @@ describe('ReadGate', () => {
     }
     const thrown = new TypeError('sync');
     expect((await timed(gate.run(() => { throw thrown; }))).e).to.equal(thrown);
+  });
+
+  it('a read storage had no memory for is 503 too, and storage is not taken for down (the next read goes ahead)', async () => {
+    let pings = 0;
+    const gate = new ReadGate(async () => { pings++; return false; });
+    for (const err of [
+      // as they read once they crossed the storage thread (name and message)
+      new Error('Out of Memory Error: could not allocate block of size 256.0 KiB (204.5 MiB/256.0 MiB used)'),
+      Object.assign(new Error('Code: 241. DB::Exception: Memory limit (for query) exceeded: would use 9.31 GiB. (MEMORY_LIMIT_EXCEEDED)'), { name: 'ClickHouseError' }),
+      new Error('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded: would use 1.00 GiB'),
+    ]) {
+      expect(isStorageOutOfMemory(err), err.message).to.equal(true);
+      expect(isStorageOutage(err), err.message).to.equal(false);
+      const { e } = await timed(gate.run(() => Promise.reject(err)));
+      expect503(e);
+      expect((e as Error).message).to.equal('storage has not enough memory for this read now; retry later');
+      expect((e as Error).cause).to.equal(err);
+      expect((await timed(gate.run(() => Promise.resolve(7)))).v).to.equal(7);
+    }
+    // DuckDB's own, from the library
+    const db = await DuckDBInstance.create(':memory:', { memory_limit: '10MB' });
+    const c = await db.connect();
+    const oom = await c.run('SELECT list(range) FROM range(10000000)').then(() => null, (e: unknown) => e);
+    c.closeSync();
+    db.closeSync();
+    expect(isStorageOutOfMemory(oom), String(oom)).to.equal(true);
+    expect503((await timed(gate.run(() => Promise.reject(oom)))).e);
+    expect(pings).to.equal(0);
+    for (const err of [new TypeError('Out of Memory Error'), new Error('Code: 2410. DB::Exception: x'), new HttpError(500, 'internal', 'Out of Memory Error')]) {
+      expect(isStorageOutOfMemory(err), err.message).to.equal(false);
+    }
   });
 
   it('a hung storage: the first read is answered 503 after the liveness check, the next ones at once without a new read', async () => {
