@@ -1,6 +1,6 @@
 // Rows sent to ClickHouse as TabSeparated rather than JSONEachRow: no key to write or to match per value, and a
-// string needs escaping only when it holds a backslash, tab, line break or NUL. The body is made lazily, in chunks of
-// CHUNK_BYTES, so a 64 MB batch is never one string and one buffer at once.
+// string needs escaping only when it holds a backslash, tab, line break or NUL. The body is made in chunks of
+// CHUNK_BYTES, so a 64 MB batch is never one string as well as one buffer.
 //
 // The text forms are ClickHouse's own (the same in 18.16 and current releases): a String field is "escaped" (a
 // backslash before \ and the control characters that end a field or a row); an Array field is `[e1,e2]` whose
@@ -52,7 +52,7 @@ export function tsvLine(columns: readonly string[], row: Readonly<Record<string,
   return `${s}\n`;
 }
 
-/** The body in chunks; a row that cannot be written throws when its chunk is made (the insert then fails). */
+/** The body in chunks; a row that cannot be written throws (naming its column). */
 export function* tsvChunks(columns: readonly string[], rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Generator<Buffer> {
   // Each line is written into the chunk as it is made: joining the lines first costs ~3× as much (a long string
   // made of many pieces is flattened, then encoded, in one go).
@@ -75,10 +75,13 @@ export function* tsvChunks(columns: readonly string[], rows: ReadonlyArray<Reado
 export async function insertTsv(client: ClickHouseClient, table: string, rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Promise<void> {
   if (rows.length === 0) return;
   const columns = Object.keys(rows[0]!);
+  // Every chunk made before the request starts: a row that cannot be written then fails the insert with nothing sent
+  // (an error half-way through a streamed body could leave ClickHouse the rows before it).
+  const chunks = [...tsvChunks(columns, rows)];
   await client.insert({
     table,
     columns: columns as [string, ...string[]],
     format: 'TabSeparated',
-    values: Readable.from(tsvChunks(columns, rows), { objectMode: false }),
+    values: Readable.from(chunks, { objectMode: false }),
   });
 }

@@ -76,6 +76,17 @@ describe('TabSeparated rows (clickhouse-tsv)', function () {
         expect(back[HARD.length]).to.include({ s: 'lone \ufffd surrogate' });
         expect(back[HARD.length]!.a).to.deep.equal(['\ufffd']);
       });
+
+      it('a row that cannot be written fails the insert with nothing of it stored, even after a chunk of good rows', async () => {
+        const count = async () => Number((await (await ch.query({ query: `SELECT count() AS n FROM ${db}.t`, format: 'JSONEachRow' })).json<{ n: string }>())[0]!.n);
+        const before = await count();
+        const good = Array.from({ length: 3000 }, (_, i) => ({ id: 1000 + i, s: 'z'.repeat(1000), a: [], n: [], f: 0, i: 0, u: '1' }));
+        const rows: Array<Record<string, unknown>> = [...good, { id: 5000, s: 'late', a: [], n: [], f: Number.NaN, i: 0, u: '1' }];
+        let err: unknown = null;
+        await insertTsv(ch, `${db}.t`, rows).catch((e: unknown) => { err = e; });
+        expect(String(err)).to.include('f: not a finite number');
+        expect(await count()).to.equal(before);
+      });
     });
   }
 });
