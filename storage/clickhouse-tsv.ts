@@ -53,22 +53,24 @@ export function tsvLine(columns: readonly string[], row: Readonly<Record<string,
 }
 
 /** The body in chunks; a row that cannot be written throws (naming its column). */
-export function* tsvChunks(columns: readonly string[], rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Generator<Buffer> {
+export function tsvChunks(columns: readonly string[], rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Buffer[] {
   // Each line is written into the chunk as it is made: joining the lines first costs ~3× as much (a long string
   // made of many pieces is flattened, then encoded, in one go).
+  const chunks: Buffer[] = [];
   let chunk = Buffer.allocUnsafe(CHUNK_BYTES);
   let used = 0;
   for (const row of rows) {
     const line = tsvLine(columns, row);
     const most = line.length * 3; // UTF-8 bytes of a UTF-16 unit, at most
     if (used + most > chunk.length) {
-      if (used > 0) yield chunk.subarray(0, used);
+      if (used > 0) chunks.push(chunk.subarray(0, used));
       chunk = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, most));
       used = 0;
     }
     used += chunk.write(line, used);
   }
-  if (used > 0) yield chunk.subarray(0, used);
+  if (used > 0) chunks.push(chunk.subarray(0, used));
+  return chunks;
 }
 
 /** Insert rows whose columns are those of the first row (every row must have them all). */
@@ -77,7 +79,7 @@ export async function insertTsv(client: ClickHouseClient, table: string, rows: R
   const columns = Object.keys(rows[0]!);
   // Every chunk made before the request starts: a row that cannot be written then fails the insert with nothing sent
   // (an error half-way through a streamed body could leave ClickHouse the rows before it).
-  const chunks = [...tsvChunks(columns, rows)];
+  const chunks = tsvChunks(columns, rows);
   await client.insert({
     table,
     columns: columns as [string, ...string[]],

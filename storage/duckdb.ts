@@ -12,6 +12,7 @@ import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { clearStaging, ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
+import { isStorageOutOfMemory } from '../collector/errors.ts';
 import {
   attrsJson, bySpanKey, byStartThenId, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
   type SpanFilter, type TraceAgg,
@@ -36,8 +37,6 @@ interface SpanRow {
  * with spans of 100 KB, two trace ids ran out of its 256 MB for a 2 MB answer, as did a trace's span ids.
  */
 const rowsOf = (where: string) => `SELECT rowid FROM spans WHERE workspace_id = $ws AND ${where}`;
-
-const isOutOfMemory = (err: unknown): boolean => err instanceof Error && err.message.startsWith('Out of Memory Error');
 
 /**
  * The fallback's bound on one fetch: rows in its rowid range × rowids it checks each against (list_contains is a
@@ -214,7 +213,7 @@ export class DuckDbStorage implements Storage {
     try {
       return await this.all<SpanRow & Row>(c, `SELECT * FROM spans WHERE rowid IN (${rowsOf(where)})`, params);
     } catch (err) {
-      if (!isOutOfMemory(err)) throw err;
+      if (!isStorageOutOfMemory(err)) throw err;
     }
     this.outOfMemoryRetries++;
     const ids = (await this.all<{ rowid: bigint }>(c, rowsOf(where), params)).map((r) => r.rowid);
