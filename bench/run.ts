@@ -73,8 +73,11 @@ try {
     printEnrichment([['embedded (DuckDB)', duckOn, duckOff], ['ClickHouse 18.16', chOn, chOff]]);
   }
   if (only.has('otlp')) {
-    const { runOtlpBench } = await import('./otlp.ts');
+    const { buildOtlpTemplate, runOtlpBench } = await import('./otlp.ts');
     await runOtlpBench(seconds, ch.url);
+    // What the storage engines alone cost for these spans: the target rate against the machine's two cores.
+    const { measureStorageFloor, printStorageFloor } = await import('./storage-floor.ts');
+    printStorageFloor(await measureStorageFloor(buildOtlpTemplate(), ch.url));
   }
   if (only.has('proxy')) {
     const { runProxyBench } = await import('./proxy.ts');

@@ -154,7 +154,7 @@ export class ClickHouseEnrichment {
   }
 
   private async insert(table: string, values: readonly object[]): Promise<void> {
-    await insertTsv(this.client, this.t(table), values as ReadonlyArray<Record<string, unknown>>);
+    await insertTsv(this.client, this.t(table), values);
   }
 
   /**

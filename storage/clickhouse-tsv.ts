@@ -74,12 +74,12 @@ export function tsvChunks(columns: readonly string[], rows: ReadonlyArray<Readon
 }
 
 /** Insert rows whose columns are those of the first row (every row must have them all). */
-export async function insertTsv(client: ClickHouseClient, table: string, rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Promise<void> {
+export async function insertTsv(client: ClickHouseClient, table: string, rows: ReadonlyArray<object>): Promise<void> {
   if (rows.length === 0) return;
   const columns = Object.keys(rows[0]!);
   // Every chunk made before the request starts: a row that cannot be written then fails the insert with nothing sent
   // (an error half-way through a streamed body could leave ClickHouse the rows before it).
-  const chunks = tsvChunks(columns, rows);
+  const chunks = tsvChunks(columns, rows as ReadonlyArray<Readonly<Record<string, unknown>>>);
   await client.insert({
     table,
     columns: columns as [string, ...string[]],

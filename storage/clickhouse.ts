@@ -48,7 +48,7 @@ function floatBits(x: number): string {
 }
 
 /** Span row as sent to ClickHouse (clickhouse-tsv.ts): UInt64 as decimal strings. */
-interface SpanInsertRow {
+export interface SpanInsertRow {
   workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
   name: string; kind: string; source: string;
   start_ns: string; end_ns: string; start_date: string; duration_ms_bits: string;
@@ -87,6 +87,11 @@ const SPAN_COLUMNS = `workspace_id, trace_id, span_id, parent_span_id, name, kin
 const STORED_BYTES = `length(name) + length(status_message) + length(model) + length(provider) + length(prompt) + length(response)
   + length(events_json) + arraySum(arrayMap(x -> length(x), attr_keys)) + arraySum(arrayMap(x -> length(x), attr_values))
   + arraySum(arrayMap(x -> length(x), res_keys)) + arraySum(arrayMap(x -> length(x), res_values))`;
+
+/** The newest version of each span as its spans-table row, rollup flag not set (also bench/storage-floor.ts's rows). */
+export function spanInsertRows(input: SpanRecord[]): SpanInsertRow[] {
+  return latestPerSpan(input).map(toInsertRow);
+}
 
 function toInsertRow(r: SpanRecord): SpanInsertRow {
   const start = checkNs(r.startTimeNs, 'startTimeNs');
@@ -270,7 +275,7 @@ export class ClickHouseStorage implements Storage {
   }
 
   private insertRows(table: string, rows: ReadonlyArray<object>): Promise<void> {
-    return insertTsv(this.client, this.t(table), rows as ReadonlyArray<Record<string, unknown>>);
+    return insertTsv(this.client, this.t(table), rows);
   }
 
   private async rows<T>(query: string, settings?: typeof LOOKUP_SETTINGS): Promise<T[]> {
@@ -339,7 +344,7 @@ export class ClickHouseStorage implements Storage {
 
   async insertSpans(input: SpanRecord[]): Promise<void> {
     if (input.length === 0) return;
-    const rows = latestPerSpan(input).map(toInsertRow);
+    const rows = spanInsertRows(input);
     // Always explicit: a column left out would get its DEFAULT (and 18.16's JSONEachRow gave it 0 instead).
     let corrections: UsageCorrection[] = [];
     if (this.exactRollups) corrections = await this.markRollup(rows);

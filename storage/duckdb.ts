@@ -288,13 +288,10 @@ export class DuckDbStorage implements Storage {
   async insertSpans(input: SpanRecord[]): Promise<void> {
     if (input.length === 0) return;
     // Dedup first: ON CONFLICT cannot touch the same row twice in one statement.
-    // Validate before appending so a bad value cannot leave a half-written row in the appender.
-    const rows = latestPerSpan(input).map((r) => ({
-      r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
-    }));
+    const rows = spansToAppend(input);
     await this.serial(async (c) => {
       const cols = await ColumnRows.forTable(c, 'spans');
-      for (const { r, start, end } of rows) appendSpan(cols, r, start, end);
+      appendSpans(cols, rows);
       await cols.fillStaging(c, 'spans');
       try {
         await c.run(UPSERT_SPANS); // one statement: atomic on its own
@@ -600,6 +597,23 @@ export class DuckDbStorage implements Storage {
 }
 
 type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendUBigInt' | 'appendDouble' | 'appendBoolean' | 'endRow'>;
+
+export interface SpanToAppend { r: SpanRecord; start: bigint; end: bigint }
+
+/**
+ * The newest version of each span, its times checked: a bad value throws here, before anything is appended, so it
+ * cannot leave a half-written row in the appender.
+ */
+export function spansToAppend(input: SpanRecord[]): SpanToAppend[] {
+  return latestPerSpan(input).map((r) => ({
+    r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
+  }));
+}
+
+/** The rows in SPAN_COLUMNS order (also how bench/storage-floor.ts feeds DuckDB). */
+export function appendSpans(a: Appender, rows: readonly SpanToAppend[]): void {
+  for (const { r, start, end } of rows) appendSpan(a, r, start, end);
+}
 
 /** One row in SPAN_COLUMNS order. */
 function appendSpan(a: Appender, r: SpanRecord, startNs: bigint, endNs: bigint): void {
