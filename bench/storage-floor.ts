@@ -62,7 +62,7 @@ async function paced<T>(batches: T[], write: (b: T) => Promise<void>, tailMs: nu
 async function clickhouseFloor(url: string, batches: SpanRecord[][]): Promise<FloorResult[]> {
   const db = `bench_floor_${process.pid}`;
   const storage = new ClickHouseStorage({ url, database: db, username: 'default', password: '', exactRollups: true });
-  const client = createClient({ url, request_timeout: 300_000 });
+  const client = createClient({ url });
   try {
     await storage.init();
     await client.command({ query: `CREATE TABLE ${db}.floor_plain AS ${db}.spans ENGINE = MergeTree() PARTITION BY tuple() ORDER BY tuple()` });
