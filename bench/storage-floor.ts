@@ -3,6 +3,7 @@
 // chunks appended, then copied into a table with no key), next to the same rows through the collector's own schema.
 // No deduplication, index, or rollup: no collector storing these spans in that engine can make it work for less, so
 // the floor's CPU at a given rate, against the machine's cores, bounds the spans/s any implementation reaches here.
+// (DuckDB runs inside this process: its figure also counts the JavaScript that fills its appender.)
 //
 //   node bench/storage-floor.ts        standalone: starts its own throwaway ClickHouse
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -46,7 +47,7 @@ function spanBatches(t: OtlpTemplate): SpanRecord[][] {
   });
 }
 
-/** Each batch handed to `write`, one a second; CPU per span by `cpuOf` (the meter's reading after the tail). */
+/** Each batch handed to `write`, one a second; the CPU meter's reading `tailMs` after the last. */
 async function paced<T>(batches: T[], write: (b: T) => Promise<void>, tailMs: number): Promise<ReturnType<ReturnType<typeof cpuMeter>>> {
   const meter = cpuMeter();
   for (const b of batches) {
