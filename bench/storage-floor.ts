@@ -35,7 +35,7 @@ export interface FloorResult { name: string; usPerSpan: number }
 /** BATCHES batches of BATCH distinct spans of the OTLP case, mapped and priced as the collector stores them. */
 function spanBatches(t: OtlpTemplate): SpanRecord[][] {
   const limits = otlpLimits(loadConfig({}));
-  let seq = 0x7f000000; // trace ids apart from the load cases'
+  let seq = 0; // each request its own trace ids
   return Array.from({ length: BATCHES }, () => {
     const out: SpanRecord[] = [];
     while (out.length < BATCH) {
@@ -95,9 +95,7 @@ async function duckdbFloor(batches: SpanRecord[][]): Promise<FloorResult[]> {
     const instance = await DuckDBInstance.create(file, { memory_limit: '256MB' });
     const c = await instance.connect();
     try {
-      await c.run('CREATE TABLE floor_plain AS SELECT * FROM spans LIMIT 0');
-      await c.run(`CREATE TEMP TABLE ${stagingOf('floor_plain')} AS SELECT * FROM floor_plain LIMIT 0`);
-      // DuckDB's threads are this process's: all of its CPU counts (the appender's JavaScript too).
+      await c.run('CREATE TABLE floor_plain AS SELECT * FROM spans LIMIT 0'); // fillStaging makes its staging table
       const plain = await paced(batches, async (b) => {
         const cols = await ColumnRows.forTable(c, 'floor_plain');
         appendSpans(cols, spansToAppend(b));
@@ -106,6 +104,7 @@ async function duckdbFloor(batches: SpanRecord[][]): Promise<FloorResult[]> {
       }, 0);
       const n = BATCH * BATCHES;
       return [
+        // cpuMeter counts this process's CPU as the load generator's: here it is DuckDB's and its appender's.
         { name: 'DuckDB: table with no key (appender + DuckDB, all threads)', usPerSpan: (plain.loadGenerator * 1e6) / n },
         { name: 'DuckDB: tracegate\'s schema (insertSpans, all threads)', usPerSpan: (ours.loadGenerator * 1e6) / n },
       ];

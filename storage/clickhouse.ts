@@ -48,7 +48,7 @@ function floatBits(x: number): string {
 }
 
 /** Span row as sent to ClickHouse (clickhouse-tsv.ts): UInt64 as decimal strings. */
-export interface SpanInsertRow {
+interface SpanInsertRow {
   workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
   name: string; kind: string; source: string;
   start_ns: string; end_ns: string; start_date: string; duration_ms_bits: string;
