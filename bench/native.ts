@@ -1,4 +1,5 @@
 // Native ingestion: POST /api/traces with a ~600-byte payload, against the bare-Koa ceiling measured in the same run.
+import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,6 +58,32 @@ export async function runNativeCeiling(seconds: number, connections = 50): Promi
 }
 
 /**
+ * The durable floor (bench/native-floor.ts): the ceiling plus a group-committed fdatasync before each answer and,
+ * with `clickhouseUrl`, the rows written once a second with tracegate's ClickHouse schema.
+ */
+export async function runNativeFloor(seconds: number, clickhouseUrl?: string, connections = 50): Promise<CaseResult> {
+  const port = await freePort();
+  const child = fork('bench/native-floor.ts', [], { env: { ...process.env, PORT: String(port), STORE: clickhouseUrl ?? '' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const counts = new Promise<{ stored: number; acked: number } | undefined>((resolve) => {
+    child.on('message', (m: unknown) => { if (typeof m === 'object' && m && 'acked' in m) resolve(m as { stored: number; acked: number }); });
+    child.once('exit', () => resolve(undefined));
+  });
+  await new Promise<void>((resolve, reject) => { child.once('message', () => resolve()); child.once('exit', (c) => reject(new Error(`native floor exited ${c}`))); });
+  const name = clickhouseUrl ? 'floor: ceiling + fdatasync + ClickHouse' : 'floor: ceiling + fdatasync';
+  try {
+    const r = await load({ url: `http://127.0.0.1:${port}/`, body: NATIVE_BODY, headers: { 'content-type': 'application/json' }, connections, seconds, idReplacement: true, serverPid: child.pid! });
+    const rssMb = peakRssMb(child.pid!);
+    await terminate(child, 60_000); // the floor's worker writes what is left
+    const n = await counts;
+    if (clickhouseUrl && !n) throw new Error('the native floor stopped without reporting its counts (its ClickHouse writer failed?)');
+    // Counted by the floor itself, the warm-up's bodies included (autocannon misses answers in flight when it stops).
+    return { name, ...r, rssMb, ...(clickhouseUrl && n ? { stored: n.stored, acked: n.acked } : {}) };
+  } finally {
+    await terminate(child);
+  }
+}
+
+/**
  * One case from runs of it taken in turn with others (the VM's speed drifts over minutes, so cases compared with
  * each other are interleaved): rates over the summed time, the worst p99, the largest RSS, counts summed.
  */
@@ -91,4 +118,25 @@ export function printNative(rows: CaseResult[], ceiling: CaseResult): void {
   }
   // Where the two cores went: the target ratio needs the whole per-trace cost close to the ceiling's.
   for (const r of [ceiling, ...rows]) console.log(`  ${r.name}: ${describeCpu(r.cpu, r.ok, 'trace')}`);
+}
+
+/** Issue 2's target: traces/s against the ceiling measured in the same run. */
+export const TARGET_RATIO = 0.4;
+
+/**
+ * What the target leaves above the floor: at TARGET_RATIO × the ceiling's rate, with the machine as busy as during
+ * the floor case, each trace gets so much CPU (server, load generator, ClickHouse); the floor spends part of it.
+ */
+export function printFloorBudget(floor: CaseResult, ceiling: CaseResult, ours: CaseResult): void {
+  const perTrace = (r: CaseResult) => {
+    const c = r.cpu!;
+    return ((Object.values(c.server).reduce((a, b) => a + b, 0) + c.loadGenerator + c.others) * 1e6) / r.ok;
+  };
+  if (!floor.cpu || !ours.cpu) return;
+  const target = TARGET_RATIO * (ceiling.ok / ceiling.duration);
+  const busy = perTrace(floor) * (floor.ok / floor.duration) / 1e6; // cores the floor case kept busy
+  const budget = (busy * 1e6) / target;
+  console.log(`  at the target ratio ${TARGET_RATIO} (${fmt(target)} traces/s), the machine as busy as in the floor case (${fmt(busy, 2)} cores) gives `
+    + `${fmt(budget)} µs of CPU per trace; the floor with ClickHouse spends ${fmt(perTrace(floor))}, leaving ${fmt(budget - perTrace(floor))} µs `
+    + `for everything else (auth, rate limit, validation, spool framing, metrics, enrichment); ${ours.name} spends ${fmt(perTrace(ours))}`);
 }

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startClickHouse } from '../test/support/clickhouse.ts';
 import { fmt, WARMUP_SECONDS } from './lib.ts';
-import { combine, printNative, runNativeCeiling, runNativeServer, type CaseResult } from './native.ts';
+import { combine, printFloorBudget, printNative, runNativeCeiling, runNativeFloor, runNativeServer, type CaseResult } from './native.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 20);
 const only = new Set((process.env.BENCH_ONLY ?? 'native,otlp,proxy').split(','));
@@ -55,21 +55,27 @@ try {
     const rounds = 2;
     const part = Math.max(2, Math.round(seconds / rounds));
     const chEnv = (db: string) => ({ TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_CLICKHOUSE_DATABASE: db });
-    const cases: Array<[string, (round: number) => Record<string, string>]> = [
-      ['tracegate, embedded (DuckDB)', () => ({})],
-      ['tracegate, embedded, enrichment off', () => ({ TRACEGATE_ENRICHMENT: 'false' })],
-      ['tracegate, ClickHouse 18.16', (n) => chEnv(`bench_native_on_${n}`)],
-      ['tracegate, ClickHouse, enrichment off', (n) => ({ ...chEnv(`bench_native_off_${n}`), TRACEGATE_ENRICHMENT: 'false' })],
+    const server = (name: string, env: (n: number) => Record<string, string>) => (n: number) => runNativeServer(name, env(n), part);
+    const cases: Array<(round: number) => Promise<CaseResult>> = [
+      server('tracegate, embedded (DuckDB)', () => ({})),
+      server('tracegate, embedded, enrichment off', () => ({ TRACEGATE_ENRICHMENT: 'false' })),
+      server('tracegate, ClickHouse 18.16', (n) => chEnv(`bench_native_on_${n}`)),
+      server('tracegate, ClickHouse, enrichment off', (n) => ({ ...chEnv(`bench_native_off_${n}`), TRACEGATE_ENRICHMENT: 'false' })),
+      // The floor (bench/native-floor.ts): what durable acknowledgements, and storing in ClickHouse, cost at least.
+      () => runNativeFloor(part),
+      () => runNativeFloor(part, ch.url),
     ];
     const ceilings = [await runNativeCeiling(part)];
     const runs = cases.map((): CaseResult[] => []);
     for (let n = 0; n < rounds; n++) {
-      for (const [i, [name, env]] of cases.entries()) runs[i]!.push(await runNativeServer(name, env(n), part));
+      for (const [i, run] of cases.entries()) runs[i]!.push(await run(n));
     }
     ceilings.push(await runNativeCeiling(part));
-    const [duckOn, duckOff, chOn, chOff] = runs.map(combine) as [CaseResult, CaseResult, CaseResult, CaseResult];
+    const [duckOn, duckOff, chOn, chOff, floor, floorCh] = runs.map(combine) as [CaseResult, CaseResult, CaseResult, CaseResult, CaseResult, CaseResult];
     const duckNoFsync = await runNativeServer('embedded, enrichment off, NO fsync', { TRACEGATE_ENRICHMENT: 'false', TRACEGATE_SPOOL_FSYNC: 'false' }, part);
-    printNative([duckOn, chOn, duckOff, chOff, duckNoFsync], { ...combine(ceilings), name: 'ceiling: bare Koa, parse JSON + reply' });
+    const ceiling = { ...combine(ceilings), name: 'ceiling: bare Koa, parse JSON + reply' };
+    printNative([duckOn, chOn, duckOff, chOff, duckNoFsync, floor, floorCh], ceiling);
+    printFloorBudget(floorCh, ceiling, chOn);
     printEnrichment([['embedded (DuckDB)', duckOn, duckOff], ['ClickHouse 18.16', chOn, chOff]]);
   }
   if (only.has('otlp')) {
