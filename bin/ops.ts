@@ -10,6 +10,7 @@ import type { Storage } from '../storage/types.ts';
 import { createKey, listKeys, parseSettingsPatch, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
 import { SettingsStore, type SettingsPatch } from '../collector/settings.ts';
 import { AuditChain } from '../processors/audit.ts';
+import { LastKnown } from '../collector/last-known.ts';
 import { verificationKeys } from '../processors/signing.ts';
 import { verifyWorkspace } from '../processors/verify-workspace.ts';
 
@@ -105,7 +106,15 @@ class LocalOps implements Ops {
   }
   createKey(workspace: string) { return createKey(this.storage, workspace, this.audit); }
   listKeys(workspace?: string) { return listKeys(this.storage, workspace); }
-  revokeKey(keyId: string) { return revokeKey(this.storage, keyId, this.audit); }
+  async revokeKey(keyId: string) {
+    const at = await revokeKey(this.storage, keyId, this.audit);
+    if (at === null) return false;
+    // The server's copy for storage outages (collector/last-known.ts) must not let the key in at its next start.
+    const lastKnown = new LastKnown(join(this.config.DATA_DIR, 'cache', 'last-known.json'));
+    const known = lastKnown.key(keyId);
+    if (known) { lastKnown.rememberKey({ ...known, revokedAtMs: at }); await lastKnown.flush(); }
+    return true;
+  }
   async settings(ws: string) { const s = await this.store.forWorkspace(await workspaceId(this.storage, ws)); return showSettings(s.doc, s.version); }
   async updateSettings(ws: string, patch: SettingsPatch) {
     const id = await workspaceId(this.storage, ws);

@@ -60,11 +60,13 @@ export async function createKey(storage: Storage, workspaceName: string, audit: 
   return { workspaceId: ws.id, workspace: ws.name, keyId, key };
 }
 
-export async function revokeKey(storage: Storage, keyId: string, audit: AuditSink = noAudit): Promise<boolean> {
+/** When the key was revoked; null when there is no such key (or it was revoked before). */
+export async function revokeKey(storage: Storage, keyId: string, audit: AuditSink = noAudit): Promise<number | null> {
   const rec = await storage.getApiKey(keyId);
-  if (!rec || !(await storage.revokeApiKey(keyId, Date.now()))) return false;
+  const at = Date.now();
+  if (!rec || !(await storage.revokeApiKey(keyId, at))) return null;
   await audit(event(rec.workspaceId, 'key.revoke', { keyId }));
-  return true;
+  return at;
 }
 
 export async function listKeys(storage: Storage, workspace?: string) {

@@ -209,6 +209,18 @@ export function parseJson(buf: Buffer, maxDepth: number, maxValues = DEFAULT_MAX
     });
   } catch (err) {
     if (err instanceof HttpError) throw err;
-    throw new HttpError(400, 'invalid_json', `request body is not valid JSON: ${(err as Error).message}`);
+    throw new HttpError(400, 'invalid_json', `request body is not valid JSON: ${jsonSyntaxError(err)}`);
   }
+}
+
+/**
+ * Where JSON.parse failed, without V8's quote of the text around it: that quote is request text (a prompt, a key
+ * pasted unquoted), and error bodies end up in client logs.
+ */
+export function jsonSyntaxError(err: unknown): string {
+  const m = err instanceof Error ? err.message : '';
+  const at = /at position (\d+)(?: \(line (\d+) column (\d+)\))?/.exec(m);
+  if (at) return `syntax error at position ${at[1]}${at[2] ? ` (line ${at[2]} column ${at[3]})` : ''}`;
+  if (m.startsWith('Unexpected end of JSON input')) return 'unexpected end of input';
+  return 'syntax error';
 }

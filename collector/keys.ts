@@ -120,7 +120,16 @@ export class KeyVerifier {
     return { workspaceId: rec.workspaceId, reason: rec.revokedAtMs > 0 ? 'revoked_key' : 'wrong_secret' };
   }
 
-  forget(keyId: string): void {
+  /**
+   * A key was revoked or changed here: look it up afresh. A revoked key is also marked so in the last-known copy,
+   * which would otherwise let it in again whenever storage is too slow to answer (and after a restart meanwhile).
+   */
+  async forget(keyId: string, revokedAtMs?: number): Promise<void> {
+    const known = revokedAtMs !== undefined ? this.lastKnown?.key(keyId) : undefined;
+    if (known && revokedAtMs !== undefined) {
+      this.lastKnown!.rememberKey({ ...known, revokedAtMs });
+      await this.lastKnown!.flush();
+    }
     this.cache.delete(keyId);
     this.missing.delete(keyId);
     this.lookups.changed(keyId);

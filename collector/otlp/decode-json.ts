@@ -3,6 +3,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { Attributes, AttrValue } from '../record.ts';
 import { jsonPrescan } from '../json-prescan.ts';
+import { jsonSyntaxError } from '../body.ts';
 import { LOG_BODY, logSpan, SEVERITY_NAMES } from './logs.ts';
 import {
   attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, maxNodesOf, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, SpanReject, SpanTally, tooDeep, ZERO_SPAN, ZERO_TRACE,
@@ -157,7 +158,7 @@ function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: JSignal): Normalized
     const text = buf.toString('utf8', bom);
     root = text === '' ? {} : UNSAFE_INT.test(text) ? JSON.parse(text, exactInt64) : JSON.parse(text);
   } catch (err) {
-    throw new OtlpDecodeError(`undecodable JSON body: ${err instanceof Error ? err.message : String(err)}`);
+    throw new OtlpDecodeError(`undecodable JSON body: ${jsonSyntaxError(err)}`);
   }
   if (!isObj(root)) throw new OtlpDecodeError('request body is not a JSON object');
   hostileObject(root);

@@ -35,8 +35,9 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     ctx.body = { keys: await listKeys(r.storage, typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined) };
   });
   r.router.post('/admin/keys/:keyId/revoke', guard, async (ctx) => {
-    if (!(await revokeKey(r.storage, ctx.params.keyId!, audit))) throw new HttpError(404, 'not_found', 'no such key');
-    r.keys.forget(ctx.params.keyId!);
+    const revokedAtMs = await revokeKey(r.storage, ctx.params.keyId!, audit);
+    if (revokedAtMs === null) throw new HttpError(404, 'not_found', 'no such key');
+    await r.keys.forget(ctx.params.keyId!, revokedAtMs);
     ctx.body = { revoked: ctx.params.keyId };
   });
   r.router.get('/admin/settings', guard, async (ctx) => {

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
 import type { Storage } from '../../storage/types.ts';
-import { createKey } from '../../collector/admin.ts';
+import { createKey, revokeKey } from '../../collector/admin.ts';
+import { LastKnown } from '../../collector/last-known.ts';
 import { KeyVerifier } from '../../collector/keys.ts';
 import { SettingsStore } from '../../collector/settings.ts';
 import { loadConfig } from '../../config/index.ts';
@@ -47,12 +48,32 @@ describe('lookups against a slow storage', () => {
     const during = keys.verify(k.key); // past the deadline: the stale (valid) record answers
     await sleep(100);
     await real.revokeApiKey(k.keyId, Date.now());
-    keys.forget(k.keyId); // as the admin route does
+    await keys.forget(k.keyId); // as the admin route does
     expect(await during).to.include({ keyId: k.keyId }); // it started before the revoke
     delayMs = 0;
     expect(await keys.verify(k.key)).to.equal(null);
     await sleep(400); // the lookup begun before the revoke has landed by now
     expect(await keys.verify(k.key)).to.equal(null);
+  });
+
+  it('a key revoked here is refused while storage is too slow to answer, also by the last-known copy after a restart', async () => {
+    const k = await createKey(real, 'slow-revoked');
+    const path = join(dir, 'cache', 'last-known-revoked.json');
+    const keys = new KeyVerifier(slow, 30_000, new LastKnown(path), 50); // deadline 50 ms
+    expect(await keys.verify(k.key)).to.include({ keyId: k.keyId }); // read from storage: now in the last-known copy
+    const at = await revokeKey(real, k.keyId);
+    expect(at).to.be.a('number');
+    await keys.forget(k.keyId, at!); // as the admin route does
+    delayMs = 300; // every lookup now misses the deadline: only the last-known copy answers
+    try {
+      expect(await keys.verify(k.key)).to.equal(null);
+      // A collector started afresh reads the copy from disk: the key stays refused there too.
+      const restarted = new KeyVerifier(slow, 30_000, new LastKnown(path), 50);
+      expect(await restarted.verify(k.key)).to.equal(null);
+      expect(restarted.rejection(k.key)).to.deep.include({ reason: 'revoked_key' });
+    } finally {
+      delayMs = 0;
+    }
   });
 
   it('a flood of unknown key ids neither evicts known keys nor makes them unknown (the throttled lookup budget spares them)', async () => {

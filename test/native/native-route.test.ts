@@ -159,6 +159,13 @@ for (const backend of BACKENDS) {
       });
       it('400 for malformed JSON and invalid UTF-8', async () => {
         expect((await post(`${s.url}/api/traces`, '{"prompt":', auth)).json.error.code).to.equal('invalid_json');
+        // Where it failed, never V8's quote of the text around it (a prompt, a key pasted unquoted).
+        for (const text of ['{"input":"x", "api_key": sk-live-9f8e7d6c5b4a}', 'Summarize: patient John Doe, born 1970', '{"prompt": "a"} trailing secret-text']) {
+          const e = (await post(`${s.url}/api/traces`, text, auth)).json.error;
+          expect(e.code).to.equal('invalid_json');
+          expect(e.message).to.match(/^request body is not valid JSON: (syntax error|unexpected end of input)/);
+          for (const word of ['sk-live', 'Summarize', 'John', 'secret']) expect(JSON.stringify(e)).not.to.include(word);
+        }
         const bad = Buffer.concat([Buffer.from('{"prompt":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
         const res = await post(`${s.url}/api/traces`, bad, auth);
         expect(res.status).to.equal(400);

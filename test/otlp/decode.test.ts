@@ -323,6 +323,8 @@ describe('OTLP decode: protobuf wire details', () => {
     expectDecodeError(() => decodeOtlpRequest(Buffer.from([0x0a, 0xff, 0xff, 0x01]), 'protobuf', limits), /undecodable protobuf/);
     expectDecodeError(() => decodeOtlpRequest(Buffer.from('not protobuf at all, just text'), 'protobuf', limits), /protobuf/);
     expectDecodeError(() => decodeOtlpRequest(Buffer.from('{"resourceSpans": [ '), 'json', limits), /undecodable JSON/);
+    // The position, not V8's quote of the body around it.
+    expectDecodeError(() => decodeOtlpRequest(Buffer.from('{"resourceSpans": [ {"key": sk-live-9f8e7d6c5b4a} ]}'), 'json', limits), /^undecodable JSON body: syntax error(?![\s\S]*sk-live)/);
     expectDecodeError(() => decodeOtlpRequest(Buffer.from('[1,2]'), 'json', limits), /not a JSON object/);
     expectDecodeError(() => decodeOtlpRequest(Buffer.from('{"resourceSpans": {"a": 1}}'), 'json', limits), /not an array/);
   });
