@@ -1,5 +1,6 @@
 // Governance at ingestion: scan every span, apply the workspace policy (redaction happens here, before the
 // spool, so raw text is never written anywhere), and record findings and the policy decision.
+import { hash } from 'node:crypto';
 import type { FindingRecord, PolicyRecord } from '../collector/enrichment-records.ts';
 import type { Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
@@ -8,6 +9,19 @@ import { newScanCache } from './governance/scan.ts';
 import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type GovernanceResult, type Policy } from './governance/index.ts';
 import { DECISION_RANK } from './governance/policy.ts';
 import { withheldPreview } from './governance/injection.ts';
+
+/**
+ * A finding's field name is a path into the span's attributes, as long as their keys: stored (and put in page
+ * cursors) cut to this many characters, with a hash of the whole name so two long fields stay apart.
+ */
+export const MAX_FINDING_FIELD_CHARS = 512;
+export function findingField(field: string): string {
+  if (field.length <= MAX_FINDING_FIELD_CHARS) return field;
+  const tag = `…#${hash('sha256', field, 'hex').slice(0, 16)}`;
+  let head = field.slice(0, MAX_FINDING_FIELD_CHARS - tag.length);
+  if (/[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1); // not half a character
+  return head + tag;
+}
 
 export interface PolicySource { policyFor(workspaceId: string): Promise<Policy> }
 
@@ -85,7 +99,7 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
         const preview = f.detector === 'injection' && (action === 'redact' || action === 'block') ? withheldPreview(f) : f.preview;
         batch.extra.push({
           recordType: 'finding', workspaceId: span.workspaceId, traceId: span.traceId, spanId: span.spanId,
-          detector: f.detector, rule: f.rule, category: f.category, severity: f.severity, field: f.field,
+          detector: f.detector, rule: f.rule, category: f.category, severity: f.severity, field: findingField(f.field),
           start: f.start, end: f.end, preview, score: f.score ?? 1, action, createdAtMs: now,
         } satisfies FindingRecord);
       }

@@ -15,9 +15,9 @@ import type { ResolvedSettings } from '../settings.ts';
 import { verificationKeys, type PublicKeyInfo } from '../../processors/signing.ts';
 import type { VerifyReport } from '../../processors/verification.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';
-import { checkRange, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
+import { checkRange, MAX_CURSOR_CHARS, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
 
-const page = { from: time.optional(), to: time.optional(), limit: whole(1, 1000).default(100), cursor: z.string().max(512).optional() };
+const page = { from: time.optional(), to: time.optional(), limit: whole(1, 1000).default(100), cursor: z.string().max(MAX_CURSOR_CHARS).optional() };
 
 export const auditQuery = z.object({ action: z.string().max(64).optional(), actor: z.string().max(128).optional(), outcome: z.string().max(32).optional(), ...page });
 export const alertsQuery = z.object({ kind: z.string().max(32).optional(), ruleId: z.string().max(64).optional(), ...page });

@@ -12,16 +12,22 @@ import { decodeSpanCursor, encodeSpanCursor } from '../../storage/codec.ts';
 import type { SpanRecord } from '../record.ts';
 import { ofStoredVersion } from '../stored-versions.ts';
 
+/**
+ * Longest page cursor accepted: the longest a cursor of this server can be (a trace id of 256 escaped characters; a
+ * finding's field of at most MAX_FINDING_FIELD_CHARS), well within Node's 16 KB request head.
+ */
+export const MAX_CURSOR_CHARS = 8192;
+
 export const listQuery = z.object({
   from: time.optional().describe('Start of the time range: ms since the epoch or ISO 8601'),
   to: time.optional().describe('End of the time range (exclusive)'),
-  model: z.string().max(256).optional(),
-  actionName: z.string().max(256).optional(),
-  environment: z.string().max(256).optional(),
+  model: z.string().max(4096).optional(), // any real name; the URL must fit Node's 16 KB request head
+  actionName: z.string().max(4096).optional(),
+  environment: z.string().max(4096).optional(),
   status: z.string().max(64).optional(),
   source: z.enum(SOURCES).optional(),
   limit: whole(1, 1000).default(50),
-  cursor: z.string().max(512).optional().describe('nextCursor from the previous page'),
+  cursor: z.string().max(MAX_CURSOR_CHARS).optional().describe('nextCursor from the previous page'),
 });
 
 /** GET /api/traces/:id reads a trace in parts of at most TRACEGATE_MAX_TRACE_SPANS spans and about TRACEGATE_MAX_TRACE_PART_BYTES (spanLimit, spanCursor). */

@@ -64,6 +64,34 @@ for (const backend of BACKENDS) {
       expect(JSON.stringify(findings)).to.not.include(EMAIL);
     });
 
+    it('every nextCursor is taken back: pages through findings in 600-character fields and traces with 256-character escaped ids', async () => {
+      const longKey = `x${'k'.repeat(600)}`;
+      const ids = ['longfield-1', 'longfield-2', 'longfield-3'];
+      const oddId = '"'.repeat(128) + '\\'.repeat(128); // printable ASCII, each character escaped twice in a cursor
+      for (const id of ids) expect((await post(`${s.url}/api/traces`, { requestId: id, prompt: 'hello', [longKey]: `contact ${EMAIL}` }, auth)).status).to.equal(200);
+      expect((await post(`${s.url}/api/traces`, { requestId: oddId, prompt: 'hi' }, auth)).status).to.equal(200);
+      await flushed(s);
+      const pages = async (path: string) => {
+        const items: Array<Record<string, unknown>> = [];
+        let cursor: string | null = null;
+        do {
+          const res = await get(`${s.url}${path}&limit=1${cursor ? `&cursor=${cursor}` : ''}`, auth);
+          expect(res.status, JSON.stringify(res.json)).to.equal(200);
+          items.push(...res.json.items);
+          cursor = res.json.nextCursor;
+        } while (cursor);
+        return items;
+      };
+      const found = (await pages('/api/findings?category=email')).filter((f) => ids.includes(f.traceId as string));
+      expect(found).to.have.length(3);
+      for (const f of found) {
+        expect((f.field as string).length).to.be.at.most(512);
+        expect(f.field).to.match(/^attribute:xkkk+…#[0-9a-f]{16}$/);
+      }
+      const traces = await pages('/api/traces?source=native');
+      expect(traces.map((t) => t.traceId)).to.include.members([...ids, oddId]);
+    });
+
     it('policy set with the CLI: redact and block take effect before anything is written, the spool included', async () => {
       const file = join(s.dataDir, 'policy.json');
       writeFileSync(file, JSON.stringify({ version: 2, actions: { email: 'redact', api_key: 'block' }, modelDeny: ['forbidden-*'] }));
