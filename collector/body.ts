@@ -90,11 +90,13 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   // inflation ignores Content-Length for compressed bodies; the limit applies to the inflated bytes.
   const declared = encoding === 'identity' ? ctx.get('content-length') : '';
   const length = /^[0-9]+$/.test(declared) ? Number(declared) : null;
+  // Refused before reading a byte: the connection closes after the answer, or Node would read (and drop) the rest.
+  const unread = (err: HttpError) => { if (!ctx.req.complete) err.headers['Connection'] = 'close'; return err; };
   if (length !== null && length > limit) {
-    throw new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, { limitBytes: limit });
+    throw unread(new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, { limitBytes: limit }));
   }
   // A declared length that cannot fit now is refused before reading a byte.
-  if (length !== null && budget.inUse + length > budget.maxBytes) throw budgetExhausted(budget);
+  if (length !== null && budget.inUse + length > budget.maxBytes) throw unread(budgetExhausted(budget));
   // The normalized coding is passed explicitly: inflation would otherwise re-read the raw header and refuse
   // `x-gzip` or `GZIP` (codings are case-insensitive, RFC 9110 §8.4.1; x-gzip is gzip, §8.4.1.3).
   let stream: Readable;

@@ -1,7 +1,7 @@
 // Requests Node's HTTP parser refuses before any route runs still get the JSON error body, and the server keeps serving.
 import { expect } from 'chai';
 import { connect } from 'node:net';
-import { get, startTestServer, type TestServer } from '../support/server.ts';
+import { cli, get, startTestServer, type TestServer } from '../support/server.ts';
 
 /** Send raw bytes, read until the server closes the connection. */
 function raw(port: number, bytes: string): Promise<string> {
@@ -40,6 +40,15 @@ describe('requests refused by the HTTP parser', function () {
       expect(a.body.error.code).to.equal('malformed_request');
       expect(a.body.error.details).to.have.property('parser').that.matches(/^HPE_/);
     }
+  });
+
+  it('a body refused by its declared length (413) closes the connection rather than reading the rest', async () => {
+    const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'declared-413', '--json'])).stdout) as { key: string };
+    // `raw` returns once the server closes the connection: before, it kept it open to read the 100 GB announced.
+    const a = parse(await raw(s.running.port, `POST /api/traces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${k.key}\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n{}`));
+    expect(a.status).to.equal(413);
+    expect(a.headers).to.include('connection: close');
+    expect(a.body.error.code).to.equal('payload_too_large');
   });
 
   it('the server keeps answering afterwards', async () => {
