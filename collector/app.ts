@@ -189,6 +189,10 @@ export function createApp(deps: AppDeps): Koa {
     c.set('X-Request-Id', requestId);
     const started = performance.now();
     try {
+      // Node's own check is off (collector/server.ts) so that this answer has the JSON shape too.
+      if (c.req.httpVersion === '1.1' && c.req.headers.host === undefined) {
+        throw new HttpError(400, 'malformed_request', 'an HTTP/1.1 request needs a Host header', null, { Connection: 'close' });
+      }
       await next();
       // Serialized here rather than by Koa after every middleware has returned: an answer too large for one string
       // (RangeError: Invalid string length) was then Koa's plain-text 500, past this handler.

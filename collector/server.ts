@@ -127,7 +127,8 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const closers: Array<() => Promise<void>> = [];
   const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage, 30_000, lastKnown), limits, settings, enrichment, log, metrics, adminToken, closers });
 
-  const server = app.listen(config.PORT, config.HOST);
+  // A request with no Host header is answered by the app (400 in the JSON shape), not by Node with an empty body.
+  const server = createServer({ requireHostHeader: false }, app.callback()).listen(config.PORT, config.HOST);
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', (err) => reject(listenError(err, config))); });
   server.keepAliveTimeout = 65_000; // longer than typical client/LB idle timeouts
@@ -178,7 +179,7 @@ const REACHED_ON_LOOPBACK = new Set(['0.0.0.0', '::', '127.0.0.1']);
  */
 async function loopbackAdmin(host: string, handler: ReturnType<ReturnType<typeof createApp>['callback']>): Promise<Server | null> {
   if (REACHED_ON_LOOPBACK.has(host)) return null;
-  const admin = createServer((req, res) => {
+  const admin = createServer({ requireHostHeader: false }, (req, res) => {
     if (req.url?.startsWith('/admin/')) return void handler(req, res);
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'not_found', message: 'this listener serves the admin routes only', details: null } }));
   });

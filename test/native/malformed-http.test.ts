@@ -51,6 +51,22 @@ describe('requests refused by the HTTP parser', function () {
     expect(a.body.error.code).to.equal('payload_too_large');
   });
 
+  it('no Host header, an Expect it cannot meet, CONNECT: the JSON error body too, and the connection closed', async () => {
+    const noHost = parse(await raw(s.running.port, 'GET /healthz HTTP/1.1\r\n\r\n'));
+    expect(noHost.status).to.equal(400);
+    expect(noHost.body.error.code).to.equal('malformed_request');
+    expect(noHost.body.error.message).to.match(/Host/);
+    const expect417 = parse(await raw(s.running.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n'));
+    expect(expect417.status).to.equal(417);
+    expect(expect417.headers).to.include('connection: close');
+    expect(expect417.body.error.code).to.equal('expectation_failed');
+    const connectAnswer = parse(await raw(s.running.port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'));
+    expect(connectAnswer.status).to.equal(405);
+    expect(connectAnswer.body.error.code).to.equal('method_not_allowed');
+    // HTTP/1.0 needs no Host: answered as usual
+    expect(await raw(s.running.port, 'GET /healthz HTTP/1.0\r\n\r\n')).to.match(/^HTTP\/1\.1 200 /);
+  });
+
   it('the server keeps answering afterwards', async () => {
     expect((await get(`${s.url}/healthz`)).status).to.equal(200);
   });
