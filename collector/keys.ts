@@ -128,7 +128,8 @@ export class KeyVerifier {
     const known = revokedAtMs !== undefined ? this.lastKnown?.key(keyId) : undefined;
     if (known && revokedAtMs !== undefined) {
       this.lastKnown!.rememberKey({ ...known, revokedAtMs });
-      await this.lastKnown!.flush();
+      // The revoke has happened: a copy that cannot be written now is written at the next change or shutdown.
+      await this.lastKnown!.flush().catch(() => {});
     }
     this.cache.delete(keyId);
     this.missing.delete(keyId);
