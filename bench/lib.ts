@@ -21,10 +21,15 @@ export async function startChild(script: string, args: string[], env: Record<str
   throw new Error(`${script} did not become ready`);
 }
 
-export async function startCeiling(port: number): Promise<ChildProcess> {
-  const child = fork('bench/ceiling.ts', [], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  await new Promise<void>((resolve, reject) => { child.once('message', () => resolve()); child.once('exit', (c) => reject(new Error(`ceiling exited ${c}`))); });
+/** A bench server script forked with `env`, once its first message says it listens. */
+export async function startForked(script: string, env: Record<string, string>): Promise<ChildProcess> {
+  const child = fork(script, [], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  await new Promise<void>((resolve, reject) => { child.once('message', () => resolve()); child.once('exit', (c) => reject(new Error(`${script} exited ${c}`))); });
   return child;
+}
+
+export function startCeiling(port: number): Promise<ChildProcess> {
+  return startForked('bench/ceiling.ts', { PORT: String(port) });
 }
 
 /**

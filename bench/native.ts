@@ -1,12 +1,11 @@
 // Native ingestion: POST /api/traces with a ~600-byte payload, against the bare-Koa ceiling measured in the same run.
-import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
-import { describeCpu, fmt, freePort, load, peakRssMb, settledCounter, startChild, startCeiling, terminate, type LoadResult } from './lib.ts';
+import { describeCpu, fmt, freePort, load, peakRssMb, settledCounter, startChild, startCeiling, startForked, terminate, type LoadResult } from './lib.ts';
 
 export const NATIVE_BODY = JSON.stringify({
   requestId: 'bench-[<id>]',
@@ -63,12 +62,12 @@ export async function runNativeCeiling(seconds: number, connections = 50): Promi
  */
 export async function runNativeFloor(seconds: number, clickhouseUrl?: string, connections = 50): Promise<CaseResult> {
   const port = await freePort();
-  const child = fork('bench/native-floor.ts', [], { env: { ...process.env, PORT: String(port), STORE: clickhouseUrl ?? '' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = await startForked('bench/native-floor.ts', { PORT: String(port), STORE: clickhouseUrl ?? '' });
+  // Sent once it has stopped (SIGTERM, below).
   const counts = new Promise<{ stored: number; acked: number } | undefined>((resolve) => {
     child.on('message', (m: unknown) => { if (typeof m === 'object' && m && 'acked' in m) resolve(m as { stored: number; acked: number }); });
     child.once('exit', () => resolve(undefined));
   });
-  await new Promise<void>((resolve, reject) => { child.once('message', () => resolve()); child.once('exit', (c) => reject(new Error(`native floor exited ${c}`))); });
   const name = clickhouseUrl ? 'floor: ceiling + fdatasync + ClickHouse' : 'floor: ceiling + fdatasync';
   try {
     const r = await load({ url: `http://127.0.0.1:${port}/`, body: NATIVE_BODY, headers: { 'content-type': 'application/json' }, connections, seconds, idReplacement: true, serverPid: child.pid! });

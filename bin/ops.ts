@@ -10,7 +10,7 @@ import type { Storage } from '../storage/types.ts';
 import { createKey, listKeys, parseSettingsPatch, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
 import { SettingsStore, type SettingsPatch } from '../collector/settings.ts';
 import { AuditChain } from '../processors/audit.ts';
-import { LastKnown } from '../collector/last-known.ts';
+import { LastKnown, lastKnownFile } from '../collector/last-known.ts';
 import { verificationKeys } from '../processors/signing.ts';
 import { verifyWorkspace } from '../processors/verify-workspace.ts';
 
@@ -110,9 +110,7 @@ class LocalOps implements Ops {
     const at = await revokeKey(this.storage, keyId, this.audit);
     if (at === null) return false;
     // The server's copy for storage outages (collector/last-known.ts) must not let the key in at its next start.
-    const lastKnown = new LastKnown(join(this.config.DATA_DIR, 'cache', 'last-known.json'));
-    const known = lastKnown.key(keyId);
-    if (known) { lastKnown.rememberKey({ ...known, revokedAtMs: at }); await lastKnown.flush(); }
+    await new LastKnown(lastKnownFile(this.config.DATA_DIR)).revokeKey(keyId, at);
     return true;
   }
   async settings(ws: string) { const s = await this.store.forWorkspace(await workspaceId(this.storage, ws)); return showSettings(s.doc, s.version); }

@@ -125,12 +125,7 @@ export class KeyVerifier {
    * which would otherwise let it in again whenever storage is too slow to answer (and after a restart meanwhile).
    */
   async forget(keyId: string, revokedAtMs?: number): Promise<void> {
-    const known = revokedAtMs !== undefined ? this.lastKnown?.key(keyId) : undefined;
-    if (known && revokedAtMs !== undefined) {
-      this.lastKnown!.rememberKey({ ...known, revokedAtMs });
-      // The revoke has happened: a copy that cannot be written now is written at the next change or shutdown.
-      await this.lastKnown!.flush().catch(() => {});
-    }
+    if (revokedAtMs !== undefined) await this.lastKnown?.revokeKey(keyId, revokedAtMs);
     this.cache.delete(keyId);
     this.missing.delete(keyId);
     this.lookups.changed(keyId);

@@ -15,7 +15,7 @@ import { createMetrics } from './metrics.ts';
 import { KeyVerifier } from './keys.ts';
 import { RateLimits } from './rate-limit.ts';
 import { SettingsStore } from './settings.ts';
-import { LastKnown } from './last-known.ts';
+import { LastKnown, lastKnownFile } from './last-known.ts';
 import { Pipeline } from './pipeline.ts';
 import { createEnrichment, type Enrichment } from '../processors/index.ts';
 import { loadSigningKey, publishKeys } from '../processors/signing.ts';
@@ -89,7 +89,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     ({ storage, stop: stopInit } = initInBackground(storage, log, err));
   }
   const metrics = createMetrics();
-  const lastKnown = new LastKnown(join(config.DATA_DIR, 'cache', 'last-known.json'));
+  const lastKnown = new LastKnown(lastKnownFile(config.DATA_DIR));
   const settings = new SettingsStore(storage, config, 5_000, (o, m) => log.warn(o, m), lastKnown);
   // The processor chain (scanning, hashing: the heavy part, with enrichment on) and the spool run on their own thread
   // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside ingestion

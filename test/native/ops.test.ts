@@ -1,11 +1,14 @@
 // Operability: configuration validation, OpenAPI, metrics, health/readiness, graceful shutdown, CLI help.
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { createStorage } from '../../storage/index.ts';
 import { createKey } from '../../collector/admin.ts';
+import { LastKnown, lastKnownFile } from '../../collector/last-known.ts';
+import { openOps } from '../../bin/ops.ts';
 import { cli, get, post, startTestServer, testEnv, type TestServer } from '../support/server.ts';
 import { freePort, terminate, waitReady } from '../support/process.ts';
 
@@ -42,6 +45,33 @@ describe('configuration', () => {
       expect(out.stdout).to.match(/usage: tracegate/);
     }
     expect((await cli(null, ['nonsense'])).code).to.equal(2);
+  });
+});
+
+describe('CLI without a running server', () => {
+  it('keys revoke also marks the key revoked in the data directory\'s last-known copy (what a start during an outage reads)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-revoke-'));
+    try {
+      const config = loadConfig({ TRACEGATE_DATA_DIR: dir });
+      const ops = await openOps(config, { mayCreate: true });
+      let k: { keyId: string; workspaceId: string }, other: { keyId: string };
+      try {
+        k = await ops.createKey('revoke-offline');
+        other = await ops.createKey('revoke-offline');
+        // As a server that served both keys left it.
+        const copy = new LastKnown(lastKnownFile(dir));
+        for (const id of [k.keyId, other.keyId]) copy.rememberKey({ keyId: id, workspaceId: k.workspaceId, hash: 'h', createdAtMs: 1, revokedAtMs: 0 });
+        await copy.flush();
+        expect(await ops.revokeKey(k.keyId)).to.equal(true);
+      } finally {
+        await ops.close();
+      }
+      const after = new LastKnown(lastKnownFile(dir));
+      expect(after.key(k.keyId)?.revokedAtMs).to.be.greaterThan(0);
+      expect(after.key(other.keyId)?.revokedAtMs).to.equal(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
