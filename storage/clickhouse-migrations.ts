@@ -67,6 +67,7 @@ function usageView(db: string, name: string, latency: string, where: string, cos
 export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   spans: 'cityHash64(workspace_id, trace_id)',
   trace_index: 'cityHash64(workspace_id, trace_id)',
+  proxy_responses: 'cityHash64(workspace_id, response_id)',
   findings: 'cityHash64(workspace_id, trace_id)',
   policy_records: 'cityHash64(workspace_id, trace_id)',
   workspaces: 'cityHash64(id)',
@@ -451,6 +452,22 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         published_at_ms UInt64
       ) ENGINE = ReplacingMergeTree()
       ORDER BY key_id`,
+    ],
+  },
+  {
+    version: 9,
+    description: 'provider response ids the proxy handed to each workspace',
+    // Written with the proxy spans that prove them (storage/clickhouse.ts insertSpans); the proxy relays calls
+    // about a stored response only for ids found here (collector/proxy/ownership.ts). Spans stored before this
+    // version lack the upstream (server.address) and are not indexed.
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.proxy_responses (
+        workspace_id String,
+        response_id String,
+        upstream String,
+        trace_id String
+      ) ENGINE = ReplacingMergeTree()
+      ORDER BY (workspace_id, response_id, upstream)`,
     ],
   },
 ];

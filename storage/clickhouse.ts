@@ -15,7 +15,7 @@ import { insertTsv } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
   bySpanKey, checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
-  tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
+  proxyResponseRows, tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
 export interface ClickHouseOptions {
@@ -357,6 +357,8 @@ export class ClickHouseStorage implements Storage {
     // Index first: a span is then never stored without being findable. A failed call is
     // retried whole by the writer, and replays collapse in both tables.
     await this.insertRows('trace_index', [...index.values()]);
+    const owned = proxyResponseRows(input);
+    if (owned.length) await this.insertRows('proxy_responses', owned);
     await this.insertRows('spans', rows);
     // After the spans: a crash in between leaves the old version counted (never a double correction).
     await this.insertRows('usage_corrections', corrections);
@@ -606,6 +608,13 @@ export class ClickHouseStorage implements Storage {
       `SELECT uniqExact(trace_id, span_id) AS n FROM ${this.t('spans')} WHERE workspace_id = ${str(wellFormed(workspaceId))}`,
     );
     return Number(row?.n ?? 0);
+  }
+
+  async hasProxyResponse(workspaceId: string, responseId: string, upstream: string): Promise<boolean> {
+    const rows = await this.rows<{ one: number }>(
+      `SELECT 1 AS one FROM ${this.t('proxy_responses')} WHERE workspace_id = ${str(wellFormed(workspaceId))}
+       AND response_id = ${str(wellFormed(responseId))} AND upstream = ${str(wellFormed(upstream))} LIMIT 1`);
+    return rows.length > 0;
   }
 
   // ---- workspaces and API keys ----

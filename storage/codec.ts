@@ -4,6 +4,7 @@
 import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
 import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../collector/record.ts';
 import { badQuery } from '../collector/errors.ts';
+import { ownershipOf } from '../collector/proxy/ownership.ts';
 import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
 
 /** USAGE_KINDS as an SQL list, for the roll-up and analytics queries of both backends. */
@@ -26,6 +27,18 @@ interface WellFormedString { isWellFormed(): boolean; toWellFormed(): string }
 export function checkNs(ns: string, field: string): string {
   if (!/^\d{1,20}$/.test(ns) || BigInt(ns) > U64_MAX) throw new RangeError(`${field} is not a decimal uint64: ${JSON.stringify(ns)}`);
   return BigInt(ns).toString(); // canonical: no leading zeros
+}
+
+/** The proxy_responses rows of a batch: each response id a proxy span in it proves (collector/proxy/ownership.ts). */
+export function proxyResponseRows(spans: readonly SpanRecord[]): Array<{ workspace_id: string; response_id: string; upstream: string; trace_id: string }> {
+  const rows = new Map<string, { workspace_id: string; response_id: string; upstream: string; trace_id: string }>();
+  for (const span of spans) {
+    const o = ownershipOf(span);
+    if (!o) continue;
+    const row = { workspace_id: wellFormed(o.workspaceId), response_id: o.responseId, upstream: wellFormed(o.upstream), trace_id: wellFormed(o.traceId) };
+    rows.set(`${row.workspace_id}\n${row.upstream}\n${row.response_id}`, row);
+  }
+  return [...rows.values()];
 }
 
 /** Counters are non-negative integers in storage. */

@@ -184,6 +184,19 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
       )`,
     ],
   },
+  {
+    version: 5,
+    description: 'provider response ids the proxy handed to each workspace',
+    statements: [
+      `CREATE TABLE IF NOT EXISTS proxy_responses (
+        workspace_id VARCHAR NOT NULL,
+        response_id VARCHAR NOT NULL,
+        upstream VARCHAR NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        PRIMARY KEY (workspace_id, response_id, upstream)
+      )`,
+    ],
+  },
 ];
 
 /**

@@ -14,7 +14,7 @@ import { clearStaging, ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { isStorageOutOfMemory } from '../collector/errors.ts';
 import {
-  attrsJson, bySpanKey, byStartThenId, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
+  attrsJson, bySpanKey, byStartThenId, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, proxyResponseRows, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
   type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
@@ -289,7 +289,13 @@ export class DuckDbStorage implements Storage {
     if (input.length === 0) return;
     // Dedup first: ON CONFLICT cannot touch the same row twice in one statement.
     const rows = spansToAppend(input);
+    const owned = proxyResponseRows(input);
     await this.serial(async (c) => {
+      // Before the spans, as on ClickHouse; a failed batch is retried whole and both writes are idempotent.
+      for (const o of owned) {
+        await c.run('INSERT INTO proxy_responses VALUES ($ws, $id, $up, $t) ON CONFLICT DO NOTHING',
+          { ws: o.workspace_id, id: o.response_id, up: o.upstream, t: o.trace_id });
+      }
       const cols = await ColumnRows.forTable(c, 'spans');
       appendSpans(cols, rows);
       await cols.fillStaging(c, 'spans');
@@ -471,6 +477,13 @@ export class DuckDbStorage implements Storage {
     const [row] = await this.serial((c) => this.all<{ n: bigint }>(c,
       'SELECT count(*) AS n FROM spans WHERE workspace_id = $ws', { ws: wellFormed(workspaceId) }));
     return Number(row?.n ?? 0n);
+  }
+
+  async hasProxyResponse(workspaceId: string, responseId: string, upstream: string): Promise<boolean> {
+    const rows = await this.serial((c) => this.all(c,
+      'SELECT 1 AS one FROM proxy_responses WHERE workspace_id = $ws AND response_id = $id AND upstream = $up LIMIT 1',
+      { ws: wellFormed(workspaceId), id: wellFormed(responseId), up: wellFormed(upstream) }));
+    return rows.length > 0;
   }
 
   // ---- workspaces and API keys ----

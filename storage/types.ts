@@ -106,6 +106,11 @@ export interface Storage {
   listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage>;
   /** Distinct spans stored in a workspace (tests and the benchmark's stored==acknowledged check). */
   countSpans(workspaceId: string): Promise<number>;
+  /**
+   * Whether a stored proxy span gave this provider response id to the workspace, from this upstream (host:port).
+   * insertSpans indexes each span that proves it (collector/proxy/ownership.ts ownershipOf).
+   */
+  hasProxyResponse(workspaceId: string, responseId: string, upstream: string): Promise<boolean>;
 
   createWorkspace(ws: Workspace): Promise<void>;
   getWorkspaceByName(name: string): Promise<Workspace | null>;

@@ -61,6 +61,7 @@ export class WorkerStorage implements Storage {
   spanVersions(...a: Parameters<Storage['spanVersions']>) { return this.fwd('spanVersions', a); }
   listTraces(...a: Parameters<Storage['listTraces']>) { return this.fwd('listTraces', a); }
   countSpans(...a: Parameters<Storage['countSpans']>) { return this.fwd('countSpans', a); }
+  hasProxyResponse(...a: Parameters<Storage['hasProxyResponse']>) { return this.fwd('hasProxyResponse', a); }
   createWorkspace(...a: Parameters<Storage['createWorkspace']>) { return this.fwd('createWorkspace', a); }
   getWorkspaceByName(...a: Parameters<Storage['getWorkspaceByName']>) { return this.fwd('getWorkspaceByName', a); }
   getWorkspace(...a: Parameters<Storage['getWorkspace']>) { return this.fwd('getWorkspace', a); }

@@ -2,6 +2,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
 import type { Config } from '../../config/index.ts';
+import { RESPONSE_ID } from './ownership.ts';
 
 export type ProxyTimeouts = Pick<Config, 'PROXY_CONNECT_TIMEOUT_MS' | 'PROXY_HEADERS_TIMEOUT_MS' | 'PROXY_BODY_TIMEOUT_MS' | 'PROXY_MAX_CONNECTIONS' | 'PROXY_KEEPALIVE_MS'>;
 
@@ -13,8 +14,7 @@ export function responsesTarget(baseUrl: string): Target {
   return { origin: u.origin, path: `${u.pathname.replace(/\/+$/, '')}/responses${u.search}` };
 }
 
-/** Provider response ids are short tokens (`resp_…`); anything else never reaches the upstream path. */
-export const RESPONSE_ID = /^[A-Za-z0-9_-]{1,200}$/;
+export { RESPONSE_ID };
 
 /**
  * `${baseUrl}/responses/{id}{sub}?{query}` for the calls about a stored response. `id` must match

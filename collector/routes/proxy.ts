@@ -16,6 +16,7 @@ import type { PreflightResult } from '../pipeline-types.ts';
 import { FREE_FORM, mapProxy, providerFor, ResponsesStreamAssembler, type ProxyExchange, type StreamSummary } from '../../mappers/proxy.ts';
 import { blockMessage } from '../proxy/preflight.ts';
 import { PreflightThread } from '../proxy/preflight-thread.ts';
+import { ownershipOf, ResponseOwners, serverOf, upstreamOf } from '../proxy/ownership.ts';
 import { passBackHeaders, RESPONSE_ID, responseItemTarget, responsesTarget, transportFailure, upstreamHeaders, Upstreams } from '../proxy/upstream.ts';
 
 const PATH = '/api/proxy/provider/responses';
@@ -77,6 +78,8 @@ export function proxyRoutes(r: RouteContext): void {
   const mapLimits = { maxStringBytes: r.config.MAX_STRING_BYTES };
   const upstreams = new Upstreams(r.config);
   const preflights = new PreflightThread();
+  // Stored spans become readable about a flush interval after they are spooled (plus the insert itself).
+  const owners = new ResponseOwners(r.storage, r.config.FLUSH_INTERVAL_MS + 250);
   r.onClose(() => upstreams.close());
   r.onClose(() => preflights.close());
   r.docs.push({
@@ -85,13 +88,13 @@ export function proxyRoutes(r: RouteContext): void {
     request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string().min(1), input: z.unknown().optional(), stream: z.boolean().optional() }) },
     responses: {
       200: { description: 'The provider\'s answer passed through (application/json, or text/event-stream when stream is true); X-Trace-Id names the stored trace' },
-      400: { description: 'Not a JSON object with a non-empty string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), or an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header)', schema: providerError },
+      400: { description: 'Not a JSON object with a non-empty string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header), or a previous_response_id the proxy did not give this workspace (code previous_response_not_found, as the provider answers an unknown one; checked when the request goes out with the provider key tracegate holds)', schema: providerError },
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
       413: { description: 'The body is over TRACEGATE_MAX_BODY_BYTES after decompression (payload_too_large), or holds more than TRACEGATE_MAX_JSON_VALUES JSON values (too_many_values)', schema: providerError },
       429: { description: 'This route\'s own rate limit, or too many failed authentications from this address (Retry-After, X-RateLimit-Remaining); a provider 429 is passed through as is', schema: providerError },
       502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed; a caller\'s own key gets the provider\'s 401 as is)', schema: providerError },
-      503: { description: 'Retry-After: too many request bodies are being received or processed at once (code server_busy, TRACEGATE_MAX_INFLIGHT_BODY_BYTES), or storage could not be reached for the workspace settings or to verify the API key (code unavailable)', schema: providerError },
+      503: { description: 'Retry-After: too many request bodies are being received or processed at once (code server_busy, TRACEGATE_MAX_INFLIGHT_BODY_BYTES), or storage could not be reached for the workspace settings, to verify the API key or to look up the workspace of a previous_response_id (code unavailable)', schema: providerError },
       504: { description: 'The provider timed out', schema: providerError },
     },
   });
@@ -101,6 +104,9 @@ export function proxyRoutes(r: RouteContext): void {
    * paid for, marked X-Tracegate-Telemetry: not-stored: a 503 would make it retry and pay twice.
    */
   async function persist(ctx: Context, record: SpanRecord, preflight?: PreflightResult): Promise<boolean> {
+    // Remembered even if the spool refuses the record: the caller has the id, and this collector gave it out.
+    const owned = ownershipOf(record);
+    if (owned) owners.remember(owned);
     try {
       const caller = ctx.state.caller as Caller;
       await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST ${PATH}`, ...preflight ? { preflight } : {} });
@@ -117,6 +123,10 @@ export function proxyRoutes(r: RouteContext): void {
    * the answer is relayed, the connection's idle limit (TRACEGATE_SOCKET_IDLE_TIMEOUT_MS, app.ts) waits that long
    * too. Node sets its keep-alive timeout back when the answer is finished.
    */
+  /** Whether the proxy gave this response id to the caller's workspace from the provider at `baseUrl`. */
+  const ownsResponse = (ctx: Context, id: string, baseUrl: string): Promise<boolean> =>
+    RESPONSE_ID.test(id) ? owners.owns((ctx.state.caller as Caller).workspaceId, id, upstreamOf(baseUrl), (work) => r.read(work)) : Promise.resolve(false);
+
   const upstreamWaits = async (ctx: Context, next: Next) => {
     ctx.state.ownIdleTimeout = true;
     ctx.req.socket.setTimeout(Math.max(r.config.PROXY_HEADERS_TIMEOUT_MS, r.config.PROXY_BODY_TIMEOUT_MS) + 5_000);
@@ -149,18 +159,24 @@ export function proxyRoutes(r: RouteContext): void {
     const caller = ctx.state.caller as Caller;
     const settings = await r.settings.forWorkspace(caller.workspaceId);
     const provider = settings.provider;
+    const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
+    const previous = body.previous_response_id;
+    if (typeof previous === 'string' && !callerKey && !(await ownsResponse(ctx, previous, provider.baseUrl))) {
+      // The provider's own answer for an unknown id: the SDK raises the same BadRequestError either way.
+      throw new HttpError(400, 'previous_response_not_found', `Previous response with id '${RESPONSE_ID.test(previous) ? previous : '…'}' not found.`, { type: 'invalid_request_error', param: 'previous_response_id' });
+    }
     const stream = body.stream === true;
     const { traceId, parentSpanId } = traceContext(ctx.get('traceparent'));
     ctx.set('X-Trace-Id', traceId);
     const environment = ctx.get('x-tracegate-environment');
 
     const pre = await preflights.run(settings.policy, raw, body, environment);
-    const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
+    const server = serverOf(provider.baseUrl);
     const base = {
       workspaceId: caller.workspaceId, traceId, spanId: newSpanId(), parentSpanId, startMs,
       request: pre.request, prompt: pre.prompt, provider: providerFor(provider.baseUrl), environment,
       actionName: ctx.get('x-tracegate-action'), stream,
-      attributes: { ...pre.attributes, ...(callerKey ? { 'proxy.caller_key': true } : {}) },
+      attributes: { ...pre.attributes, 'server.address': server.address, 'server.port': server.port, ...(callerKey ? { 'proxy.caller_key': true } : {}) },
     };
     const finish = async (outcome: ProxyExchange['outcome'], extra: Partial<ProxyExchange> = {}) =>
       persist(ctx, mapProxy({ ...base, ...extra, attributes: { ...base.attributes, ...extra.attributes }, endMs: Date.now(), outcome }, mapLimits), { ...pre.result, spanId: base.spanId });
@@ -279,12 +295,29 @@ export function proxyRoutes(r: RouteContext): void {
   // Calls about a stored response (retrieve, delete, cancel, input items), so the official client's
   // `responses.retrieve(id)` and friends work through the proxy too. Passed through as they are: no
   // preflight (no prompt goes out) and no trace (no model call), same key, limit and provider settings.
+  // With the key tracegate holds, only for ids the proxy gave the caller's workspace (ownership.ts).
   const relay = (method: 'GET' | 'DELETE' | 'POST', sub: '' | '/cancel' | '/input_items') => async (ctx: Context) => {
     const id = String(ctx.params.responseId ?? '');
     if (!RESPONSE_ID.test(id)) throw new HttpError(400, 'invalid_request', 'malformed response id', { type: 'invalid_request_error', param: 'response_id' });
     const caller = ctx.state.caller as Caller;
     const provider = (await r.settings.forWorkspace(caller.workspaceId)).provider;
     const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
+    const audit = async (outcome: string, status: number) => {
+      if (method === 'GET') return;
+      // Deleting or cancelling a stored response changes it: audited (durably) with its outcome, refusals too.
+      // The call has happened (or been refused) by now, so a spool that cannot take the record only costs a logged error.
+      const rec = r.enrichment.audit.append({
+        workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId,
+        action: method === 'DELETE' ? 'proxy.response.delete' : 'proxy.response.cancel', route: `${ctx.method} ${ctx.path}`,
+        outcome, accepted: 0, rejected: 0, details: JSON.stringify({ responseId: id, status }),
+      });
+      await r.pipeline.record([rec]).catch((err: unknown) => ctx.state.log.error({ err }, 'audit record of a relayed call not spooled'));
+    };
+    if (!callerKey && !(await ownsResponse(ctx, id, provider.baseUrl))) {
+      // The provider's answer for an id it does not know: another workspace's id is not confirmed to exist.
+      await audit('denied', 404);
+      throw new HttpError(404, 'response_not_found', `Response with id '${id}' not found.`, { type: 'invalid_request_error' });
+    }
     const target = responseItemTarget(provider.baseUrl, id, sub, new URLSearchParams(ctx.querystring));
     const abort = new AbortController();
     ctx.res.once('close', () => { if (!ctx.res.writableFinished) abort.abort(); });
@@ -299,16 +332,7 @@ export function proxyRoutes(r: RouteContext): void {
       const f = transportFailure(err);
       throw new HttpError(f.status, f.code, f.message, { type: 'upstream_error' });
     }
-    if (method !== 'GET') {
-      // Deleting or cancelling a stored response changes it: audited (durably) with its outcome. The call
-      // has happened by now, so a spool that cannot take the record only costs a logged error.
-      const rec = r.enrichment.audit.append({
-        workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId,
-        action: method === 'DELETE' ? 'proxy.response.delete' : 'proxy.response.cancel', route: `${ctx.method} ${ctx.path}`,
-        outcome: up.statusCode < 400 ? 'ok' : 'error', accepted: 0, rejected: 0, details: JSON.stringify({ responseId: id, status: up.statusCode }),
-      });
-      await r.pipeline.record([rec]).catch((err: unknown) => ctx.state.log.error({ err }, 'audit record of a relayed call not spooled'));
-    }
+    await audit(up.statusCode < 400 ? 'ok' : 'error', up.statusCode);
     if (up.statusCode === 401 && !callerKey) {
       await up.body.dump();
       heldKeyRejected(ctx, target.origin);
@@ -341,8 +365,9 @@ export function proxyRoutes(r: RouteContext): void {
         200: { description: 'The provider\'s answer passed through, with its status' },
         400: { description: 'Malformed response id', schema: providerError },
         401: { description: 'Missing or invalid workspace API key', schema: providerError },
+        404: { description: 'With the provider key tracegate holds: the proxy did not give this response id to the caller\'s workspace from this provider (code response_not_found; the provider is not called). Otherwise the provider\'s own 404', schema: providerError },
         502: { description: 'The provider could not be reached, or refused the provider API key tracegate holds (code provider_auth_failed)', schema: providerError },
-        503: { description: 'Storage could not be reached for the workspace settings or to verify the API key (code unavailable; Retry-After)', schema: providerError },
+        503: { description: 'Storage could not be reached for the workspace settings, to verify the API key or to look up the response id\'s workspace (code unavailable; Retry-After)', schema: providerError },
         504: { description: 'The provider timed out (code upstream_timeout)', schema: providerError },
       },
     });

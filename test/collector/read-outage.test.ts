@@ -9,6 +9,7 @@ import { createKey } from '../../collector/admin.ts';
 import { startClickHouse, type TestClickHouse } from '../support/clickhouse.ts';
 import { sleep } from '../support/process.ts';
 import { get, post, testEnv } from '../support/server.ts';
+import { startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
 
 const READS = [
   '/api/traces', '/api/traces/ro-1', '/api/traces/ro-1/verification', '/api/audit', '/api/findings', '/api/alerts',
@@ -37,16 +38,27 @@ describe('read routes while ClickHouse is down or hung', function () {
   let dataDir = '';
   let url: string;
   let auth: Record<string, string>;
+  let fake: FakeResponses;
+  /** A response the proxy handed out (known to this collector), and an id it never did (only storage could say). */
+  let owned = '';
+  const unknown = '/api/proxy/provider/responses/resp_never_seen';
   before(async function () {
     ch = await startClickHouse();
     if (ch.external) this.skip(); // stop and SIGSTOP need a server this helper runs
-    const config = loadConfig(testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '200' }));
+    fake = await startFakeResponses();
+    const config = loadConfig(testEnv('clickhouse', {
+      TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '200', TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
+    }));
     dataDir = config.DATA_DIR;
     running = await startServer(config);
     url = `http://127.0.0.1:${running.port}`;
     auth = { authorization: `Bearer ${(await createKey(running.storage, 'read-outage')).key}` };
     expect((await post(`${url}/api/traces`, { requestId: 'ro-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+    const created = await post(`${url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, auth);
+    owned = `/api/proxy/provider/responses/${created.json.id}`;
     await running.pipeline.flush();
+    expect((await get(`${url}${owned}`, auth)).status).to.equal(200);
+    expect((await get(`${url}${unknown}`, auth)).status).to.equal(404);
     for (const path of READS) expect((await get(`${url}${path}`, auth)).status, path).to.equal(200); // the key is cached now
   });
   after(async () => {
@@ -54,6 +66,7 @@ describe('read routes while ClickHouse is down or hung', function () {
     await running?.close();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
     await ch?.dispose();
+    await fake?.close();
   });
 
   const waitForReads = async () => {
@@ -71,6 +84,10 @@ describe('read routes while ClickHouse is down or hung', function () {
       expectUnavailable(v, path);
       expect(ms, path).to.be.below(2_000);
     }
+    // The proxy: a response id storage would have to vouch for is a 503 (not a 404 that would say it does not
+    // exist); one this collector handed out is still relayed.
+    expectUnavailable(await get(`${url}${unknown}`, auth), unknown);
+    expect((await get(`${url}${owned}`, auth)).status).to.equal(200);
     await ch.restart();
     await waitForReads();
     for (const path of READS_AFTER) expect((await get(`${url}${path}`, auth)).status, path).to.equal(200);

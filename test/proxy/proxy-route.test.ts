@@ -58,9 +58,10 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
 
   it('forwards a non-streamed request untouched and stores the trace before answering', async () => {
     const ws = await workspace();
+    const prev = await ws.client.responses.create({ model: 'gpt-4o-mini', input: 'Earlier turn' });
     const params = {
       model: 'gpt-4o-mini', instructions: 'Be brief.', input: 'Say hello', temperature: 0.3,
-      metadata: { ticket: 'T-1' }, previous_response_id: 'resp_prev', tools: [{ type: 'function' as const, name: 'lookup', parameters: { type: 'object', properties: {} }, strict: true }],
+      metadata: { ticket: 'T-1' }, previous_response_id: prev.id, tools: [{ type: 'function' as const, name: 'lookup', parameters: { type: 'object', properties: {} }, strict: true }],
     };
     const { data, response } = await ws.client.responses.create(params).withResponse();
     expect(data.output_text).to.equal(fakeAnswer(params).join(''));
@@ -91,7 +92,9 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     });
     expect(sp.costUsd).to.be.greaterThan(0);
     expect(sp.durationMs).to.be.greaterThan(0);
-    expect(sp.attributes).to.include({ 'gen_ai.request.previous_response_id': 'resp_prev', 'gen_ai.request.temperature': 0.3, 'proxy.stream': false });
+    expect(sp.attributes).to.include({ 'gen_ai.request.previous_response_id': prev.id, 'gen_ai.request.temperature': 0.3, 'proxy.stream': false });
+    // The provider's host and port (OpenTelemetry's server.address / server.port): which provider gave out the response id.
+    expect(sp.attributes).to.include({ 'gen_ai.response.id': data.id, 'server.address': '127.0.0.1', 'server.port': Number(new URL(fake.url).port) });
     expect(sp.attributes['gen_ai.request.tools']).to.deep.equal(['lookup']);
   });
 
@@ -469,8 +472,9 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       await new Promise<void>((ok) => silent.listen(0, '127.0.0.1', ok));
       try {
         const port = (silent.address() as { port: number }).port;
-        const slow = await workspace({ provider: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'sk-x', allowCallerKey: false } });
-        const item = await get(`${s.url}/api/proxy/provider/responses/resp_123`, slow.auth);
+        // With the caller's own key: the provider, not tracegate, decides whether the id is theirs.
+        const slow = await workspace({ provider: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'sk-x', allowCallerKey: true } });
+        const item = await get(`${s.url}/api/proxy/provider/responses/resp_123`, { ...slow.auth, 'X-Provider-Api-Key': 'sk-own' });
         expect(item.status).to.equal(504);
         expect(item.json.error).to.include({ code: 'upstream_timeout', type: 'upstream_error', param: null });
       } finally {
@@ -498,7 +502,9 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
   });
 
   it('a provider 401 for the key tracegate holds becomes a 502 without the key (not retried, also on the stored-response routes); a caller\'s own key gets the 401 as is', async () => {
-    const ws = await workspace({ provider: { baseUrl: fake.url, apiKey: 'sk-rejected-held-9876', allowCallerKey: true } });
+    const ws = await workspace({ provider: { baseUrl: fake.url, apiKey: 'sk-held-before-rotation', allowCallerKey: true } });
+    const earlier = await ws.client.responses.create({ model: 'gpt-4o-mini', input: 'x' });
+    await s.running.settings.update(ws.workspaceId, () => ({ provider: { baseUrl: fake.url, apiKey: 'sk-rejected-held-9876', allowCallerKey: true } }) as SettingsDoc);
     const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, ws.auth);
     expect(res.status).to.equal(502);
     expect(res.json.error).to.include({ code: 'provider_auth_failed', type: 'upstream_error', param: null });
@@ -512,7 +518,7 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     const err = await retrying.responses.create({ model: 'gpt-4o-mini', input: 'x' }).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(OpenAI.InternalServerError);
     expect(fake.requests.length - before).to.equal(1);
-    const item = await get(`${s.url}/api/proxy/provider/responses/resp_123`, ws.auth);
+    const item = await get(`${s.url}/api/proxy/provider/responses/${earlier.id}`, ws.auth);
     expect([item.status, item.json.error.code]).to.deep.equal([502, 'provider_auth_failed']);
     expect(item.text).to.not.include('9876');
     const own = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, { ...ws.auth, 'X-Provider-Api-Key': 'sk-rejected-callers-own-5555' });
@@ -659,6 +665,62 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(fake.requests.length - before).to.equal(5);
   });
 
+  it('with the provider key tracegate holds, reaches a stored response only for the workspace the proxy gave its id to', async () => {
+    // Both workspaces use the server's provider key: at the provider, each could reach the other's responses.
+    const owner = await workspace();
+    const other = await workspace();
+    const created = await owner.client.responses.create({ model: 'gpt-4o-mini', input: 'Private to the owner' });
+    const stream = await owner.client.responses.create({ model: 'gpt-4o-mini', input: 'streamed', stream: true });
+    let streamedId = '';
+    for await (const ev of stream) if (ev.type === 'response.completed') streamedId = ev.response.id;
+    expect(streamedId).to.match(/^resp_/);
+    const before = fake.requests.length;
+    for (const attempt of [
+      other.client.responses.retrieve(created.id),
+      other.client.responses.inputItems.list(created.id),
+      other.client.responses.cancel(created.id),
+      other.client.responses.delete(created.id),
+      other.client.responses.retrieve(streamedId),
+    ]) {
+      const err = await caught(attempt);
+      expect(err).to.be.instanceOf(OpenAI.NotFoundError);
+      expect(err.code).to.equal('response_not_found');
+      expect(err.type).to.equal('invalid_request_error');
+    }
+    const chained = await caught(other.client.responses.create({ model: 'gpt-4o-mini', input: 'and then?', previous_response_id: created.id }));
+    expect(chained).to.be.instanceOf(OpenAI.BadRequestError);
+    expect([chained.code, chained.param]).to.deep.equal(['previous_response_not_found', 'previous_response_id']);
+    expect(chained.headers!.get('x-trace-id')).to.equal(null); // refused before the preflight: nothing stored
+    expect(fake.requests.length, 'the provider was never called for the other workspace').to.equal(before);
+    // The refused delete and cancel are audited as denied.
+    await flushed(s);
+    const audit = (await get(`${s.url}/api/audit?limit=50`, other.auth)).json.items as Array<{ action: string; outcome: string; details: string }>;
+    expect(audit.filter((a) => a.action.startsWith('proxy.response.')).map((a) => [a.action, a.outcome, JSON.parse(a.details).status]).sort()).to.deep.equal([
+      ['proxy.response.cancel', 'denied', 404],
+      ['proxy.response.delete', 'denied', 404],
+    ]);
+    // The owner reaches both at once (before the spans are flushed), and chains on them.
+    expect((await owner.client.responses.retrieve(created.id)).output_text).to.equal(created.output_text);
+    expect((await owner.client.responses.retrieve(streamedId)).id).to.equal(streamedId);
+    const next = await owner.client.responses.create({ model: 'gpt-4o-mini', input: 'and then?', previous_response_id: created.id });
+    expect(fake.requests.at(-1)!.body.previous_response_id).to.equal(created.id);
+    expect(next.id).to.match(/^resp_/);
+    // An id the proxy never gave out, and one of this workspace's ids at another provider host, stay unknown.
+    expect((await caught(owner.client.responses.retrieve('resp_never_handed_out'))).status).to.equal(404);
+    const elsewhere = await startFakeResponses();
+    try {
+      await s.running.settings.update(owner.workspaceId, () => ({ provider: { baseUrl: elsewhere.url, apiKey: 'sk-elsewhere', allowCallerKey: true } }) as SettingsDoc);
+      expect((await caught(owner.client.responses.retrieve(created.id))).code).to.equal('response_not_found');
+      expect(elsewhere.requests).to.have.length(0);
+      // With the caller's own provider key, the provider decides: passed through.
+      const own = await caught(owner.client.responses.retrieve('resp_other_account', { headers: { 'X-Provider-Api-Key': 'sk-callers-own' } }));
+      expect([own.status, own.message]).to.deep.equal([404, "404 Response with id 'resp_other_account' not found."]);
+      expect(elsewhere.requests.map((r) => [r.path, r.headers.authorization])).to.deep.equal([['/v1/responses/resp_other_account', 'Bearer sk-callers-own']]);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
   it('rejects bad requests before forwarding: no key 401, bad body 400, both in the provider shape', async () => {
     const ws = await workspace();
     const before = fake.requests.length;
@@ -746,6 +808,23 @@ describe('proxy route: smoke test (clickhouse)', function () {
       expect(sp).to.include({ source: 'proxy', status: 'completed', response: text });
       expect(sp.totalTokens).to.be.greaterThan(0);
       expect(sp.costUsd).to.be.greaterThan(0);
+    }
+  });
+
+  it('a collector sharing the ClickHouse database honours the ids another one handed out (and nothing else)', async () => {
+    const owner = await workspace();
+    const other = await workspace();
+    const created = await owner.client.responses.create({ model: 'gpt-4o-mini', input: 'hello' });
+    const second = await startTestServer('clickhouse', {
+      TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake', TRACEGATE_CLICKHOUSE_DATABASE: s.config.CLICKHOUSE_DATABASE,
+    });
+    try {
+      // Asked at once: the first collector's span may not be flushed yet; the second asks storage again after a flush interval.
+      const via = (ws: Ws) => new OpenAI({ apiKey: ws.key, baseURL: `${second.url}/api/proxy/provider`, maxRetries: 0 });
+      expect((await via(owner).responses.retrieve(created.id)).id).to.equal(created.id);
+      expect((await caught(via(other).responses.retrieve(created.id))).code).to.equal('response_not_found');
+    } finally {
+      await second.close();
     }
   });
 });

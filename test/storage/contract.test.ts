@@ -123,6 +123,28 @@ function contract(name: string, factory: StoreFactory): void {
       expect((await s.getTrace('ws-init', 't1'))[0]?.spanId).to.equal('s1');
     });
 
+    it('indexes the provider response ids proxy spans prove, per workspace and upstream, across a restart', async function () {
+      const proxied = (ws: string, spanId: string, attrs: SpanRecord['attributes'], source: SpanRecord['source'] = 'proxy') =>
+        span(ws, `t-${spanId}`, spanId, { source, attributes: { 'gen_ai.response.id': `resp_${spanId}`, 'server.address': 'api.example.com', 'server.port': 443, ...attrs } });
+      await s.insertSpans([
+        proxied('ws-own', 'a', {}),
+        proxied('ws-own', 'a', {}), // a replay
+        proxied('ws-own', 'b', { 'proxy.caller_key': true }), // the caller's own provider account
+        proxied('ws-own', 'c', {}, 'otlp'), // any client can send gen_ai.response.id over OTLP
+        { ...proxied('ws-own', 'd', {}), attributes: { 'gen_ai.response.id': 'resp_d' } }, // no upstream named (spans before it was stored)
+        span('ws-own', 't-plain', 'plain'),
+      ]);
+      expect(await s.hasProxyResponse('ws-own', 'resp_a', 'api.example.com:443')).to.equal(true);
+      expect(await s.hasProxyResponse('ws-else', 'resp_a', 'api.example.com:443')).to.equal(false);
+      expect(await s.hasProxyResponse('ws-own', 'resp_a', 'other.example.com:443')).to.equal(false);
+      expect(await s.hasProxyResponse('ws-own', 'resp_a', 'api.example.com:8443')).to.equal(false);
+      for (const id of ['resp_b', 'resp_c', 'resp_d', 'resp_plain', "resp_a' OR 1=1 --"]) {
+        expect(await s.hasProxyResponse('ws-own', id, 'api.example.com:443'), id).to.equal(false);
+      }
+      s = await h.reopen();
+      expect(await s.hasProxyResponse('ws-own', 'resp_a', 'api.example.com:443')).to.equal(true);
+    });
+
     it('round-trips every field exactly', async function () {
       const rec = fullSpan('ws-full');
       await s.insertSpans([rec]);

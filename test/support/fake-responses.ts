@@ -211,6 +211,7 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
     await send('response.output_text.done', { item_id: msgId, output_index: 0, content_index: 0, text, logprobs: [] });
     await send('response.content_part.done', { item_id: msgId, output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } });
     const final = finalResponse(body, respId, msgId, text);
+    if (opts.record !== false) kept.set(respId, { response: final, input: body.input }); // streamed responses are stored too
     await send('response.output_item.done', { output_index: 0, item: (final.output as unknown[])[0] });
     await send(final.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response: final });
     if (mode === 'linger') await sleep(1500); // the connection stays open after the terminal event

@@ -1,0 +1,73 @@
+// Which workspace the proxy handed each provider response id to. Workspaces may share the provider key tracegate
+// holds, and the provider checks only that key: so the calls about a stored response, and previous_response_id,
+// go out with it only for ids the proxy gave this workspace from this upstream.
+import type { SpanRecord } from '../record.ts';
+import type { Storage } from '../../storage/types.ts';
+
+/** Provider response ids are short tokens (`resp_…`); anything else never reaches the upstream path. */
+export const RESPONSE_ID = /^[A-Za-z0-9_-]{1,200}$/;
+
+/** A response id handed to a workspace, by the provider at `upstream` (host:port), for the key tracegate holds. */
+export interface ResponseOwnership { workspaceId: string; responseId: string; upstream: string; traceId: string }
+
+/** The host and port of a provider base URL (default port filled in): a proxy span's server.address and server.port. */
+export function serverOf(baseUrl: string): { address: string; port: number } {
+  const u = new URL(baseUrl);
+  return { address: u.hostname, port: u.port ? Number(u.port) : u.protocol === 'https:' ? 443 : 80 };
+}
+
+export function upstreamOf(baseUrl: string): string {
+  const s = serverOf(baseUrl);
+  return `${s.address}:${s.port}`;
+}
+
+/**
+ * The ownership a proxy span proves: the provider answered this workspace with this id. Only spans the proxy made
+ * (no other route can store source `proxy`), and not those answered for a caller's own provider key
+ * (X-Provider-Api-Key): that id lives in the caller's provider account, not the held key's.
+ */
+export function ownershipOf(span: SpanRecord): ResponseOwnership | null {
+  if (span.source !== 'proxy') return null;
+  const a = span.attributes;
+  const id = a['gen_ai.response.id'];
+  const address = a['server.address'];
+  const port = a['server.port'];
+  if (a['proxy.caller_key'] === true || typeof id !== 'string' || !RESPONSE_ID.test(id)) return null;
+  if (typeof address !== 'string' || address === '' || typeof port !== 'number') return null;
+  return { workspaceId: span.workspaceId, responseId: id, upstream: `${address}:${port}`, traceId: span.traceId };
+}
+
+/** Ids this collector handed out lately: stored spans reach storage up to a flush interval later. */
+const RECENT_MAX = 10_000;
+
+export class ResponseOwners {
+  private readonly recent = new Map<string, true>(); // insertion order: the oldest is dropped first
+  private readonly storage: Pick<Storage, 'hasProxyResponse'>;
+  private readonly lagMs: number;
+
+  /** `lagMs`: how long a stored span may take to become readable (the flush interval, plus an insert). */
+  constructor(storage: Pick<Storage, 'hasProxyResponse'>, lagMs: number) {
+    this.storage = storage;
+    this.lagMs = lagMs;
+  }
+
+  remember(o: ResponseOwnership): void {
+    const key = `${o.workspaceId}\n${o.upstream}\n${o.responseId}`;
+    this.recent.delete(key);
+    this.recent.set(key, true);
+    if (this.recent.size > RECENT_MAX) this.recent.delete(this.recent.keys().next().value!);
+  }
+
+  /**
+   * Whether the proxy gave `responseId` to this workspace from `upstream`. A miss is asked again after `lagMs`: the
+   * id may have come from another collector on the same storage, or be in a spool replaying after a restart. `read`
+   * runs the storage lookups (the routes' deadline: an outage is a 503, not a 404).
+   */
+  async owns(workspaceId: string, responseId: string, upstream: string, read: <T>(work: () => Promise<T>) => Promise<T>): Promise<boolean> {
+    const key = `${workspaceId}\n${upstream}\n${responseId}`;
+    const ask = () => read(() => this.storage.hasProxyResponse(workspaceId, responseId, upstream));
+    if (this.recent.has(key) || await ask()) return true;
+    await new Promise((resolve) => setTimeout(resolve, this.lagMs));
+    return this.recent.has(key) || ask();
+  }
+}
