@@ -3,12 +3,13 @@
 import { hash } from 'node:crypto';
 import type { FindingRecord, PolicyRecord } from '../collector/enrichment-records.ts';
 import type { Processor } from '../collector/pipeline-types.ts';
-import type { SpanRecord } from '../collector/record.ts';
+import type { Attributes, SpanRecord } from '../collector/record.ts';
 import type { PreflightResult } from '../collector/pipeline-types.ts';
 import { newScanCache } from './governance/scan.ts';
 import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type GovernanceResult, type Policy } from './governance/index.ts';
 import { DECISION_RANK } from './governance/policy.ts';
 import { withheldPreview } from './governance/injection.ts';
+import { ownershipOf, OWNERSHIP_ATTRIBUTES } from '../collector/proxy/ownership.ts';
 
 /**
  * A finding's field name is a path into the span's attributes, as long as their keys: stored (and put in page
@@ -70,13 +71,27 @@ function withheld(span: SpanRecord, err: unknown): GovernanceResult {
   };
 }
 
+/**
+ * A proxy span's provider host, port and response id: tracegate's own settings and the provider's token, not
+ * request text, and the proof the proxy's ownership index reads (collector/proxy/ownership.ts). Not scanned, so
+ * a policy redacting IP addresses (a provider at 10.1.2.3) cannot break the index, and kept when the text is
+ * withheld. Taken out before the scan, put back after it.
+ */
+function setAside(span: SpanRecord): [SpanRecord, Attributes | null] {
+  if (!ownershipOf(span)) return [span, null];
+  const attributes = { ...span.attributes };
+  const kept: Attributes = {};
+  for (const k of OWNERSHIP_ATTRIBUTES) { kept[k] = attributes[k]!; delete attributes[k]; }
+  return [{ ...span, attributes }, kept];
+}
+
 export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan = 100, log?: { error(o: object, m: string): void }): Processor {
   return async (batch, ctx) => {
     const cache = new Map<string, Policy>();
     const scanCache = newScanCache();
     const spans: SpanRecord[] = new Array(batch.spans.length);
     for (let i = 0; i < batch.spans.length; i++) {
-      const span = batch.spans[i]!;
+      const [span, kept] = setAside(batch.spans[i]!);
       let policy = cache.get(span.workspaceId);
       if (!policy) cache.set(span.workspaceId, (policy = await policies.policyFor(span.workspaceId)));
       const pre = ctx?.preflight?.spanId === span.spanId ? ctx.preflight : undefined;
@@ -87,6 +102,7 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
         log?.error({ err, traceId: span.traceId, spanId: span.spanId }, 'governance: scan failed on a span; stored with its text withheld');
         own = withheld(span, err);
       }
+      if (kept) own = { ...own, record: { ...own.record, attributes: { ...own.record.attributes, ...kept } } };
       const { record, findings, decision } = pre ? withPreflight(own, pre, policy, span) : own;
       // Stamped with the span version's ingestion time: a span delivered again with other content gets records of
       // its own, and reads keep only those of the version stored (older ones cannot be deleted from ClickHouse).

@@ -21,6 +21,9 @@ export function upstreamOf(baseUrl: string): string {
   return `${s.address}:${s.port}`;
 }
 
+/** The attributes of a proxy span that prove ownership (governance leaves them as the proxy set them). */
+export const OWNERSHIP_ATTRIBUTES = ['gen_ai.response.id', 'server.address', 'server.port'] as const;
+
 /**
  * The ownership a proxy span proves: the provider answered this workspace with this id. Only spans the proxy made
  * (no other route can store source `proxy`), and not those answered for a caller's own provider key

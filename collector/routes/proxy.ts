@@ -9,7 +9,7 @@ import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody, releaseBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
 import { providerErrorSchema as providerError } from '../openapi.ts';
-import { duplicateKey } from '../json-prescan.ts';
+import { duplicateKey, foldKey } from '../json-prescan.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
@@ -160,7 +160,9 @@ export function proxyRoutes(r: RouteContext): void {
     const settings = await r.settings.forWorkspace(caller.workspaceId);
     const provider = settings.provider;
     const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
-    const previous = body.previous_response_id;
+    // Any spelling of the key: an upstream may match JSON keys without regard to case (Go's encoding/json does).
+    const previousKey = Object.keys(body).find((k) => foldKey(k) === 'previous_response_id');
+    const previous = previousKey === undefined ? undefined : body[previousKey];
     if (typeof previous === 'string' && !callerKey && !(await ownsResponse(ctx, previous, provider.baseUrl))) {
       // The provider's own answer for an unknown id: the SDK raises the same BadRequestError either way.
       throw new HttpError(400, 'previous_response_not_found', `Previous response with id '${RESPONSE_ID.test(previous) ? previous : '…'}' not found.`, { type: 'invalid_request_error', param: 'previous_response_id' });
@@ -177,6 +179,9 @@ export function proxyRoutes(r: RouteContext): void {
       request: pre.request, prompt: pre.prompt, provider: providerFor(provider.baseUrl), environment,
       actionName: ctx.get('x-tracegate-action'), stream,
       attributes: { ...pre.attributes, 'server.address': server.address, 'server.port': server.port, ...(callerKey ? { 'proxy.caller_key': true } : {}) },
+    };
+    const announceStreamed = (id: unknown): void => {
+      if (typeof id === 'string' && RESPONSE_ID.test(id)) owners.remember({ workspaceId: caller.workspaceId, responseId: id, upstream: upstreamOf(provider.baseUrl), traceId });
     };
     const finish = async (outcome: ProxyExchange['outcome'], extra: Partial<ProxyExchange> = {}) =>
       persist(ctx, mapProxy({ ...base, ...extra, attributes: { ...base.attributes, ...extra.attributes }, endMs: Date.now(), outcome }, mapLimits), { ...pre.result, spanId: base.spanId });
@@ -259,10 +264,15 @@ export function proxyRoutes(r: RouteContext): void {
     res.flushHeaders();
     const asm = new ResponsesStreamAssembler();
     let failure: ReturnType<typeof transportFailure> | null = null;
+    // The id is the caller's from response.created on (a background stream may be cancelled while it runs): known
+    // to this collector before the chunk holding it is passed on, to other collectors once the span is stored.
+    let announced = callerKey !== '';
     try {
       for await (const chunk of up.body) {
-        if (!res.write(chunk)) await once(res, 'drain', { signal: abort.signal });
         asm.push(chunk as Buffer, Date.now());
+        const response = announced ? null : asm.summary().response;
+        if (response) { announced = true; announceStreamed(response.id); }
+        if (!res.write(chunk)) await once(res, 'drain', { signal: abort.signal });
       }
     } catch (err) {
       if (!abort.signal.aborted) failure = transportFailure(err);

@@ -14,6 +14,7 @@ import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
 import { AlertEvaluator, alertProcessor, signDelivery, webhookNotifier, type AlertRule, type DeliveryOutcome, type Notifier } from '../../processors/alerts.ts';
 import { interpolatedQuantile, partitionEnrichment } from '../../storage/enrichment.ts';
+import { proxyResponseRows } from '../../storage/codec.ts';
 import { createServer } from 'node:http';
 import { sleep } from '../support/process.ts';
 import { governanceProcessor } from '../../processors/governance-processor.ts';
@@ -632,6 +633,27 @@ describe('governance processor', () => {
     const flagged = await run({});
     const f = flagged.extra.find((r) => r.recordType === 'finding' && (r as FindingRecord).detector === 'injection') as FindingRecord;
     expect(f.preview).to.match(/Ignore all previous instructions/i);
+  });
+  it('a proxy span\'s provider host, port and response id are not scanned nor redacted: the ownership index reads them', async () => {
+    const policy = parsePolicy({ version: 5, actions: { ip_address: 'redact' } });
+    const p = governanceProcessor({ policyFor: async () => policy });
+    const own = { 'gen_ai.response.id': 'resp_0a1b2c3d4e5f', 'server.address': '10.1.2.3', 'server.port': 8000 };
+    const proxied = span('t', 'p', { source: 'proxy', prompt: 'ping 10.9.8.7', attributes: { ...own, 'http.client_ip': '10.7.7.7' } });
+    const native = span('t', 'n', { attributes: { 'server.address': '10.1.2.3' } });
+    const out = await p({ spans: [proxied, native], extra: [] }, null);
+    const [a, b] = out.spans;
+    expect(a!.attributes).to.include(own);
+    expect([a!.prompt, a!.attributes['http.client_ip']]).to.deep.equal(['ping [REDACTED:ip_address]', '[REDACTED:ip_address]']);
+    expect(proxyResponseRows(out.spans)).to.deep.equal([{ workspace_id: 'ws1', response_id: 'resp_0a1b2c3d4e5f', upstream: '10.1.2.3:8000', trace_id: 't' }]);
+    const fields = (out.extra.filter((r) => r.recordType === 'finding') as FindingRecord[]).map((f) => [f.spanId, f.field]);
+    expect(fields).to.deep.equal([['p', 'prompt'], ['p', 'attribute:http.client_ip'], ['n', 'attribute:server.address']]);
+    expect(b!.attributes['server.address'], 'only the proxy\'s own attributes are set aside').to.equal('[REDACTED:ip_address]');
+    // Text withheld after a failed scan: the proof stays.
+    const broken = span('t', 'w', { source: 'proxy', prompt: 'p', attributes: { ...own } });
+    broken.events = new Proxy([], { get: () => { throw new TypeError('boom'); } });
+    const withheld = await governanceProcessor({ policyFor: async () => policy }, 100, { error: () => {} })({ spans: [broken], extra: [] }, null);
+    expect(withheld.spans[0]!.attributes).to.include({ ...own, 'tracegate.withheld': 'governance_error' });
+    expect(proxyResponseRows(withheld.spans)).to.have.length(1);
   });
   it('stores at most maxFindingsPerSpan findings, most severe first; redaction and the reasons cover every one', async () => {
     const policy = parsePolicy({ version: 4, actions: { email: 'redact' } });

@@ -676,13 +676,13 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(streamedId).to.match(/^resp_/);
     const before = fake.requests.length;
     for (const attempt of [
-      other.client.responses.retrieve(created.id),
-      other.client.responses.inputItems.list(created.id),
-      other.client.responses.cancel(created.id),
-      other.client.responses.delete(created.id),
-      other.client.responses.retrieve(streamedId),
+      () => other.client.responses.retrieve(created.id),
+      () => other.client.responses.inputItems.list(created.id),
+      () => other.client.responses.cancel(created.id),
+      () => other.client.responses.delete(created.id),
+      () => other.client.responses.retrieve(streamedId),
     ]) {
-      const err = await caught(attempt);
+      const err = await caught(attempt());
       expect(err).to.be.instanceOf(OpenAI.NotFoundError);
       expect(err.code).to.equal('response_not_found');
       expect(err.type).to.equal('invalid_request_error');
@@ -691,6 +691,12 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(chained).to.be.instanceOf(OpenAI.BadRequestError);
     expect([chained.code, chained.param]).to.deep.equal(['previous_response_not_found', 'previous_response_id']);
     expect(chained.headers!.get('x-trace-id')).to.equal(null); // refused before the preflight: nothing stored
+    // Spelled otherwise: an upstream matching keys without regard to case would still read it.
+    for (const key of ['Previous_Response_Id', 'PREVIOUS_RESPONSE_ID', 'previous_reſponse_id']) {
+      const res = await post(`${s.url}/api/proxy/provider/responses`, JSON.stringify({ model: 'gpt-4o-mini', input: 'and then?', [key]: created.id }), { ...other.auth, 'content-type': 'application/json' });
+      expect(res.status, key).to.equal(400);
+      expect(res.json.error, key).to.include({ code: 'previous_response_not_found', param: 'previous_response_id' });
+    }
     expect(fake.requests.length, 'the provider was never called for the other workspace').to.equal(before);
     // The refused delete and cancel are audited as denied.
     await flushed(s);
@@ -719,6 +725,28 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     } finally {
       await elsewhere.close();
     }
+  });
+
+  it('a streamed response is the workspace\'s from response.created on: cancelled while it streams, not by another', async () => {
+    const owner = await workspace();
+    const other = await workspace();
+    // 150 ms per event: the stream lasts seconds, longer than the lookup's wait for a flush.
+    const stream = await owner.client.responses.create({ model: 'gpt-4o-mini', input: 'a long background job', stream: true, background: true, metadata: { delay_ms: '150' } });
+    let cancelled: { status?: string } | null = null;
+    let endedBeforeCancel = true;
+    const seen: string[] = [];
+    for await (const ev of stream) {
+      seen.push(ev.type);
+      if (ev.type !== 'response.created') continue;
+      const id = ev.response.id;
+      const denied = await caught(other.client.responses.cancel(id));
+      expect([denied.status, denied.code]).to.deep.equal([404, 'response_not_found']);
+      cancelled = await owner.client.responses.cancel(id);
+      endedBeforeCancel = seen.includes('response.completed');
+    }
+    expect(cancelled).to.include({ status: 'cancelled' });
+    expect(endedBeforeCancel, 'cancelled while the stream was still running').to.equal(false);
+    expect(seen.at(-1)).to.equal('response.completed');
   });
 
   it('rejects bad requests before forwarding: no key 401, bad body 400, both in the provider shape', async () => {

@@ -8,7 +8,7 @@
 //   'incomplete'      status incomplete (max_output_tokens)
 //   'tool'            a function_call output item
 //   'cached'          usage with cached and reasoning tokens
-// Completed responses are kept: GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel and
+// Responses are kept (a streamed one from response.created on): GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel and
 // GET /v1/responses/{id}/input_items answer about them (404 in the provider's shape for unknown ids).
 // `stamp: true` in the options adds `t` (performance.now() at send) to every event, for the benchmark.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
@@ -193,6 +193,8 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
       res.write(`event: ${type}\ndata: ${JSON.stringify(ev)}\n\n`);
     };
     const inProgress = responseObject(body, respId, 'in_progress', [], null);
+    // Retrievable (and cancellable) from response.created on, as a background response is at the provider.
+    if (opts.record !== false) kept.set(respId, { response: inProgress, input: body.input });
     await send('response.created', { response: inProgress });
     await send('response.in_progress', { response: inProgress });
     await send('response.output_item.added', { output_index: 0, item: { ...message(msgId, '', 'in_progress'), content: [] } });
