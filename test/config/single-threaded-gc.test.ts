@@ -1,5 +1,5 @@
-// `tracegate serve` with TRACEGATE_SINGLE_THREADED_GC: the process replaces itself with one running V8's garbage
-// collector without helper threads (same pid), or keeps its own arguments when the setting is off.
+// `tracegate serve` with TRACEGATE_SINGLE_THREADED_GC and TRACEGATE_HTTP_SEMI_SPACE_MB: the process replaces itself
+// with one started with V8's flags for them (same pid), or keeps its own arguments when neither is wanted.
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sleep } from '../support/process.ts';
 
-async function serveArgs(setting: string): Promise<{ pid: number; childPid: number; args: string[] }> {
+async function serveArgs(setting: string, extra: Record<string, string> = {}): Promise<{ pid: number; childPid: number; args: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'tracegate-gc-'));
   const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], {
-    env: { ...process.env, TRACEGATE_DATA_DIR: dir, TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'silent', TRACEGATE_SINGLE_THREADED_GC: setting },
+    env: { ...process.env, TRACEGATE_DATA_DIR: dir, TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'silent', TRACEGATE_SINGLE_THREADED_GC: setting, ...extra },
     stdio: 'ignore',
   });
   try {
@@ -27,18 +27,27 @@ async function serveArgs(setting: string): Promise<{ pid: number; childPid: numb
   }
 }
 
-describe('serve: single-threaded garbage collection', function () {
+describe('serve: V8 flags from the start (single-threaded garbage collection, the HTTP thread\'s young generation)', function () {
   this.timeout(60_000);
-  it('true: the server runs with --single-threaded-gc, in the process that was started', async () => {
+  const script = join(process.cwd(), 'bin/tracegate.ts');
+  it('true: the server runs with --single-threaded-gc and 16 MB semi-spaces, in the process that was started', async () => {
     const r = await serveArgs('true');
     expect(r.pid).to.equal(r.childPid);
-    expect(r.args.slice(1, 3)).to.deep.equal(['--single-threaded-gc', join(process.cwd(), 'bin/tracegate.ts')]);
+    expect(r.args.slice(1, 4)).to.deep.equal(['--single-threaded-gc', '--max-semi-space-size=16', script]);
     expect(r.args.at(-1)).to.equal('serve');
   });
 
-  it('false: the server keeps V8\'s helper threads (its arguments as started)', async () => {
-    const r = await serveArgs('false');
+  it('false: the server keeps V8\'s helper threads; another semi-space size when configured', async () => {
+    const r = await serveArgs('false', { TRACEGATE_HTTP_SEMI_SPACE_MB: '24' });
     expect(r.pid).to.equal(r.childPid);
-    expect(r.args).to.not.include('--single-threaded-gc');
+    expect(r.args.slice(1, 3)).to.deep.equal(['--max-semi-space-size=24', script]);
+  });
+
+  it('neither wanted (or the semi-space set in NODE_OPTIONS): its arguments as started', async () => {
+    for (const extra of [{ TRACEGATE_HTTP_SEMI_SPACE_MB: '0' }, { NODE_OPTIONS: '--max-semi-space-size=32' }] as Array<Record<string, string>>) {
+      const r = await serveArgs('false', extra);
+      expect(r.pid).to.equal(r.childPid);
+      expect(r.args.slice(1), JSON.stringify(extra)).to.deep.equal(['bin/tracegate.ts', 'serve']);
+    }
   });
 });
