@@ -26,6 +26,7 @@ async function serve(): Promise<void> {
   let waiters: Array<() => void> = [];
   let syncing = false;
   let acked = 0;
+  let committed = Promise.resolve();
   const commit = async () => {
     syncing = true;
     while (pending.length) {
@@ -41,7 +42,7 @@ async function serve(): Promise<void> {
   const durable = (b: Buffer) => new Promise<void>((resolve) => {
     pending.push(b, NL);
     waiters.push(resolve);
-    if (!syncing) void commit();
+    if (!syncing) committed = commit();
   });
 
   const store = process.env.STORE ? new Worker(new URL(import.meta.url), { workerData: { path, url: process.env.STORE } }) : undefined;
@@ -61,6 +62,8 @@ async function serve(): Promise<void> {
     store?.postMessage('stop');
     const n = await stored;
     process.send?.({ stored: n, acked });
+    // A client gone mid-request (the load generator stopping) lets the server close while a commit still runs.
+    await committed;
     await fh.close();
     rmSync(dir, { recursive: true, force: true });
     process.exit(0);
