@@ -59,11 +59,12 @@ async function serve(): Promise<void> {
   const server = app.listen(Number(process.env.PORT), '127.0.0.1', () => process.send?.('ready'));
   // SIGTERM: the worker writes what is left; the parent hears how many bodies were acknowledged and rows written.
   process.on('SIGTERM', () => server.close(() => void (async () => {
+    // A client gone mid-request (the load generator stopping) lets the server close while a commit still runs,
+    // and a body read before the close may still ask for one.
+    while (syncing || pending.length) await (syncing ? committed : (committed = commit()));
     store?.postMessage('stop');
     const n = await stored;
     process.send?.({ stored: n, acked });
-    // A client gone mid-request (the load generator stopping) lets the server close while a commit still runs.
-    await committed;
     await fh.close();
     rmSync(dir, { recursive: true, force: true });
     process.exit(0);

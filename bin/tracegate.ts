@@ -330,16 +330,19 @@ async function run(argv: string[]): Promise<number> {
  *   collection. On two cores they only compete with the threads doing the work, and waking a thread is costly on a
  *   virtual machine: measured, native ingestion ran 12-16 % faster without them (2,578-2,587 → 2,891-2,995
  *   traces/s), p99 no worse.
- * - --max-semi-space-size: the HTTP thread's young generation (about three semi-spaces). Left to V8 it grows under
- *   load until the process holds ~100 MB more, for no measured throughput (native ingestion on ClickHouse, two
- *   interleaved runs each: 16 MB semi-spaces 3,966 and 4,088 traces/s, peak RSS 487 and 501 MB; V8's default 3,572
- *   and 4,084, 590 and 619 MB; 8 MB mixed, 4 MB slower and no smaller). Not added when NODE_OPTIONS sets it.
+ * - --max-semi-space-size: for every thread's heap, but the processor and storage threads are held lower already
+ *   (WORKER_YOUNG_GEN_MB), so it is the HTTP thread's young generation (about three semi-spaces) it shrinks. Left to
+ *   V8 that grows under load until the process holds ~100 MB more, for no measured throughput (native ingestion on
+ *   ClickHouse, two interleaved runs each: 16 MB semi-spaces 3,966 and 4,088 traces/s, peak RSS 487 and 501 MB;
+ *   V8's default 3,572 and 4,084, 590 and 619 MB; 8 MB mixed, 4 MB slower and no smaller). Not added when node was
+ *   given a size itself (NODE_OPTIONS or its command line).
  */
-function serveFlags(config: { SINGLE_THREADED_GC: string; HTTP_SEMI_SPACE_MB: number }, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
+function serveFlags(config: { SINGLE_THREADED_GC: string; SEMI_SPACE_MB: number }): string[] {
+  const given = `${process.env.NODE_OPTIONS ?? ''} ${process.execArgv.join(' ')}`;
   const s = config.SINGLE_THREADED_GC;
   const flags: string[] = [];
   if (s === 'auto' ? availableParallelism() <= 2 : s === 'true' || s === '1') flags.push('--single-threaded-gc');
-  if (config.HTTP_SEMI_SPACE_MB > 0 && !/--max[-_]semi[-_]space[-_]size/.test(nodeOptions)) flags.push(`--max-semi-space-size=${config.HTTP_SEMI_SPACE_MB}`);
+  if (config.SEMI_SPACE_MB > 0 && !/--max[-_]semi[-_]space[-_]size/.test(given)) flags.push(`--max-semi-space-size=${config.SEMI_SPACE_MB}`);
   return flags;
 }
 

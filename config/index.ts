@@ -81,7 +81,7 @@ export const configSchema = z.object({
   WORKER_YOUNG_GEN_MB: int(32, 0),        // young-generation cap of the processor and storage threads (0: V8 default)
   // `serve` runs V8's garbage collector on each thread itself, without its helper threads (auto: on 2 cores or fewer)
   SINGLE_THREADED_GC: z.enum(['auto', 'true', 'false', '1', '0']).default('auto'),
-  HTTP_SEMI_SPACE_MB: int(16, 0, 1024),   // `serve`: the HTTP thread's V8 semi-space cap, young generation ~3× (0: V8 default)
+  SEMI_SPACE_MB: int(16, 0, 1024),        // `serve`: V8's semi-space cap, every thread (it shrinks the HTTP thread's young generation; 0: V8 default)
   SIGN_EACH_TRACE: bool(false),           // an Ed25519 signature per trace, not one signed checkpoint per chain per second
 
   PROVIDER_BASE_URL: httpUrl().default('https://api.openai.com/v1'),

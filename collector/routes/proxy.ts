@@ -266,7 +266,7 @@ export function proxyRoutes(r: RouteContext): void {
     let failure: ReturnType<typeof transportFailure> | null = null;
     // The id is the caller's from response.created on (a background stream may be cancelled while it runs): known
     // to this collector before the chunk holding it is passed on, to other collectors once the span is stored.
-    let announced = callerKey !== '';
+    let announced = callerKey !== '' || up.statusCode < 200 || up.statusCode >= 300; // as the stored span will prove it
     try {
       for await (const chunk of up.body) {
         asm.push(chunk as Buffer, Date.now());

@@ -1,4 +1,4 @@
-// `tracegate serve` with TRACEGATE_SINGLE_THREADED_GC and TRACEGATE_HTTP_SEMI_SPACE_MB: the process replaces itself
+// `tracegate serve` with TRACEGATE_SINGLE_THREADED_GC and TRACEGATE_SEMI_SPACE_MB: the process replaces itself
 // with one started with V8's flags for them (same pid), or keeps its own arguments when neither is wanted.
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sleep } from '../support/process.ts';
 
-async function serveArgs(setting: string, extra: Record<string, string> = {}): Promise<{ pid: number; childPid: number; args: string[] }> {
+async function serveArgs(setting: string, extra: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ pid: number; childPid: number; args: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'tracegate-gc-'));
-  const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], {
+  const child = spawn(process.execPath, [...nodeArgs, 'bin/tracegate.ts', 'serve'], {
     env: { ...process.env, TRACEGATE_DATA_DIR: dir, TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'silent', TRACEGATE_SINGLE_THREADED_GC: setting, ...extra },
     stdio: 'ignore',
   });
@@ -38,16 +38,18 @@ describe('serve: V8 flags from the start (single-threaded garbage collection, th
   });
 
   it('false: the server keeps V8\'s helper threads; another semi-space size when configured', async () => {
-    const r = await serveArgs('false', { TRACEGATE_HTTP_SEMI_SPACE_MB: '24' });
+    const r = await serveArgs('false', { TRACEGATE_SEMI_SPACE_MB: '24' });
     expect(r.pid).to.equal(r.childPid);
     expect(r.args.slice(1, 3)).to.deep.equal(['--max-semi-space-size=24', script]);
   });
 
-  it('neither wanted (or the semi-space set in NODE_OPTIONS): its arguments as started', async () => {
-    for (const extra of [{ TRACEGATE_HTTP_SEMI_SPACE_MB: '0' }, { NODE_OPTIONS: '--max-semi-space-size=32' }] as Array<Record<string, string>>) {
+  it('neither wanted (or a semi-space size given to node itself): its arguments as started', async () => {
+    for (const extra of [{ TRACEGATE_SEMI_SPACE_MB: '0' }, { NODE_OPTIONS: '--max-semi-space-size=32' }] as Array<Record<string, string>>) {
       const r = await serveArgs('false', extra);
       expect(r.pid).to.equal(r.childPid);
       expect(r.args.slice(1), JSON.stringify(extra)).to.deep.equal(['bin/tracegate.ts', 'serve']);
     }
+    const r = await serveArgs('false', {}, ['--max_semi_space_size=32']);
+    expect(r.args.slice(1)).to.deep.equal(['--max_semi_space_size=32', 'bin/tracegate.ts', 'serve']);
   });
 });
