@@ -119,6 +119,8 @@ export class DuckDbStorage implements Storage {
   private openedAt = 0;
 
   private readonly memoryLimit: string;
+  /** DuckDB's checkpoint_threshold in MiB (0: DuckDB's own, 16); see TRACEGATE_DUCKDB_CHECKPOINT_MB. */
+  private readonly checkpointMb: number;
   /** Whole-row reads that ran out of DuckDB's memory and were read again by rowid (see wholeRows): a diagnostic. */
   outOfMemoryRetries = 0;
 
@@ -126,9 +128,10 @@ export class DuckDbStorage implements Storage {
    * `path` is the database file (created with its directory), e.g. `${DATA_DIR}/tracegate.duckdb`. `memoryLimit`:
    * DuckDB's memory_limit (tests use a small one to show a read stays within it).
    */
-  constructor(path: string, options: { memoryLimit?: string } = {}) {
+  constructor(path: string, options: { memoryLimit?: string; checkpointMb?: number } = {}) {
     this.path = path;
     this.memoryLimit = options.memoryLimit ?? '256MB';
+    this.checkpointMb = options.checkpointMb ?? 0;
   }
 
   private serial<T>(fn: (c: DuckDBConnection) => Promise<T>): Promise<T> {
@@ -149,7 +152,7 @@ export class DuckDbStorage implements Storage {
     this.openedAt = Date.now();
     await mkdir(dirname(this.path), { recursive: true });
     // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
-    const instance = await createWaitingForLock(this.path, { memory_limit: this.memoryLimit });
+    const instance = await createWaitingForLock(this.path, { memory_limit: this.memoryLimit, ...(this.checkpointMb ? { checkpoint_threshold: `${this.checkpointMb}MiB` } : {}) });
     try {
       this.conn = await instance.connect();
     } catch (err) {

@@ -14,6 +14,11 @@ describe('createStorage', function () {
       expect(s.kind).to.equal('duckdb');
       await s.init();
       expect((await stat(join(dir, 'data', 'tracegate.duckdb'))).isFile()).to.equal(true);
+      // A checkpoint per 128 MiB of log, not DuckDB's 16 MiB (TRACEGATE_DUCKDB_CHECKPOINT_MB).
+      type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };
+      const setting = await (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>): Promise<T> })
+        .serial(async (c) => (await c.runAndReadAll("SELECT current_setting('checkpoint_threshold')")).getRows()[0]![0]);
+      expect(setting).to.equal('128.0 MiB');
     } finally {
       await s.close();
       await rm(dir, { recursive: true, force: true });
