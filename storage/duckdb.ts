@@ -119,7 +119,10 @@ export class DuckDbStorage implements Storage {
   private openedAt = 0;
 
   private readonly memoryLimit: string;
-  /** DuckDB's checkpoint_threshold in MiB (0: DuckDB's own, 16); see TRACEGATE_DUCKDB_CHECKPOINT_MB. */
+  /**
+   * DuckDB's checkpoint_threshold in MiB (0: DuckDB's own, 16). A checkpoint writes the key indexes whole
+   * (duckdb/duckdb#24848): at 16 MiB, under load, that is every few seconds and ever costlier as the file grows.
+   */
   private readonly checkpointMb: number;
   /** Whole-row reads that ran out of DuckDB's memory and were read again by rowid (see wholeRows): a diagnostic. */
   outOfMemoryRetries = 0;
