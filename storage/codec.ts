@@ -4,7 +4,7 @@
 import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
 import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../collector/record.ts';
 import { badQuery } from '../collector/errors.ts';
-import { ownershipOf } from '../collector/proxy/ownership.ts';
+import { ownershipKey, ownershipOf } from '../collector/proxy/ownership.ts';
 import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
 
 /** USAGE_KINDS as an SQL list, for the roll-up and analytics queries of both backends. */
@@ -35,8 +35,8 @@ export function proxyResponseRows(spans: readonly SpanRecord[]): Array<{ workspa
   for (const span of spans) {
     const o = ownershipOf(span);
     if (!o) continue;
-    const row = { workspace_id: wellFormed(o.workspaceId), response_id: o.responseId, upstream: wellFormed(o.upstream), trace_id: wellFormed(o.traceId) };
-    rows.set(`${row.workspace_id}\n${row.upstream}\n${row.response_id}`, row);
+    const stored = { workspaceId: wellFormed(o.workspaceId), responseId: o.responseId, upstream: wellFormed(o.upstream) };
+    rows.set(ownershipKey(stored), { workspace_id: stored.workspaceId, response_id: stored.responseId, upstream: stored.upstream, trace_id: wellFormed(o.traceId) });
   }
   return [...rows.values()];
 }

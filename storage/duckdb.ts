@@ -298,9 +298,15 @@ export class DuckDbStorage implements Storage {
     const owned = proxyResponseRows(input);
     await this.serial(async (c) => {
       // Before the spans, as on ClickHouse; a failed batch is retried whole and both writes are idempotent.
-      for (const o of owned) {
-        await c.run('INSERT INTO proxy_responses VALUES ($ws, $id, $up, $t) ON CONFLICT DO NOTHING',
-          { ws: o.workspace_id, id: o.response_id, up: o.upstream, t: o.trace_id });
+      if (owned.length) {
+        const index = await ColumnRows.forTable(c, 'proxy_responses');
+        for (const o of owned) { index.appendVarchar(o.workspace_id); index.appendVarchar(o.response_id); index.appendVarchar(o.upstream); index.appendVarchar(o.trace_id); index.endRow(); }
+        await index.fillStaging(c, 'proxy_responses');
+        try {
+          await c.run(`INSERT INTO proxy_responses SELECT * FROM ${stagingOf('proxy_responses')} ON CONFLICT DO NOTHING`);
+        } finally {
+          await clearStaging(c, 'proxy_responses');
+        }
       }
       const cols = await ColumnRows.forTable(c, 'spans');
       appendSpans(cols, rows);

@@ -16,10 +16,16 @@ export function serverOf(baseUrl: string): { address: string; port: number } {
   return { address: u.hostname, port: u.port ? Number(u.port) : u.protocol === 'https:' ? 443 : 80 };
 }
 
+/** `host:port`, as the index keeps the upstream. */
+const hostPort = (address: string, port: number) => `${address}:${port}`;
+
 export function upstreamOf(baseUrl: string): string {
   const s = serverOf(baseUrl);
-  return `${s.address}:${s.port}`;
+  return hostPort(s.address, s.port);
 }
+
+/** One string per (workspace, upstream, response id): the key of the recent-ids memory and of a batch's index rows. */
+export const ownershipKey = (o: Pick<ResponseOwnership, 'workspaceId' | 'upstream' | 'responseId'>) => `${o.workspaceId}\n${o.upstream}\n${o.responseId}`;
 
 /** The attributes of a proxy span that prove ownership (governance leaves them as the proxy set them). */
 export const OWNERSHIP_ATTRIBUTES = ['gen_ai.response.id', 'server.address', 'server.port'] as const;
@@ -37,7 +43,7 @@ export function ownershipOf(span: SpanRecord): ResponseOwnership | null {
   const port = a['server.port'];
   if (a['proxy.caller_key'] === true || typeof id !== 'string' || !RESPONSE_ID.test(id)) return null;
   if (typeof address !== 'string' || address === '' || typeof port !== 'number') return null;
-  return { workspaceId: span.workspaceId, responseId: id, upstream: `${address}:${port}`, traceId: span.traceId };
+  return { workspaceId: span.workspaceId, responseId: id, upstream: hostPort(address, port), traceId: span.traceId };
 }
 
 /** Ids this collector handed out lately: stored spans reach storage up to a flush interval later. */
@@ -55,7 +61,7 @@ export class ResponseOwners {
   }
 
   remember(o: ResponseOwnership): void {
-    const key = `${o.workspaceId}\n${o.upstream}\n${o.responseId}`;
+    const key = ownershipKey(o);
     this.recent.delete(key);
     this.recent.set(key, true);
     if (this.recent.size > RECENT_MAX) this.recent.delete(this.recent.keys().next().value!);
@@ -67,7 +73,7 @@ export class ResponseOwners {
    * runs the storage lookups (the routes' deadline: an outage is a 503, not a 404).
    */
   async owns(workspaceId: string, responseId: string, upstream: string, read: <T>(work: () => Promise<T>) => Promise<T>): Promise<boolean> {
-    const key = `${workspaceId}\n${upstream}\n${responseId}`;
+    const key = ownershipKey({ workspaceId, upstream, responseId });
     const ask = () => read(() => this.storage.hasProxyResponse(workspaceId, responseId, upstream));
     if (this.recent.has(key) || await ask()) return true;
     await new Promise((resolve) => setTimeout(resolve, this.lagMs));

@@ -143,6 +143,8 @@ function contract(name: string, factory: StoreFactory): void {
       }
       s = await h.reopen();
       expect(await s.hasProxyResponse('ws-own', 'resp_a', 'api.example.com:443')).to.equal(true);
+      await s.insertSpans([proxied('ws-own', 'a', {})]); // a replay in a later batch: no conflict error
+      expect(await s.hasProxyResponse('ws-own', 'resp_a', 'api.example.com:443')).to.equal(true);
     });
 
     it('round-trips every field exactly', async function () {
