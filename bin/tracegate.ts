@@ -6,6 +6,7 @@ import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
+import { compileCacheDir, fillCompileCache } from './compile-cache.ts';
 import type { VerifyResult } from './ops.ts';
 import type { SettingsPatch } from '../collector/settings.ts';
 
@@ -311,7 +312,7 @@ async function run(argv: string[]): Promise<number> {
   if (cmd === 'serve') parseCommandArgs(cmd, rest, { options: {} }); // takes no arguments
   const config = loadConfig();
   if (cmd === 'serve') {
-    restartWith(serveFlags(config));
+    restartWith(serveFlags(config), serveEnv(config));
     const { startServer } = await import('../collector/server.ts');
     const running = await startServer(config);
     const stop = (sig: string) => { running.log.info({ signal: sig }, 'signal received'); running.close().then(() => process.exit(0), () => process.exit(1)); };
@@ -346,12 +347,22 @@ function serveFlags(config: { SINGLE_THREADED_GC: string; SEMI_SPACE_MB: number 
   return flags;
 }
 
-function restartWith(flags: string[]): void {
+/** The compile cache (bin/compile-cache.ts), filled before the server starts: the environment it starts with. */
+function serveEnv(config: Config): NodeJS.ProcessEnv {
+  const dir = compileCacheDir(config.DATA_DIR);
+  if (!dir || !process.execve) return {}; // used only through the restart
+  const failed = fillCompileCache(dir);
+  if (failed) console.error(`tracegate: starting without the compile cache in ${dir}: ${failed}`);
+  return failed ? {} : { NODE_COMPILE_CACHE: dir };
+}
+
+function restartWith(flags: string[], env: NodeJS.ProcessEnv): void {
   const missing = flags.filter((f) => !process.execArgv.includes(f));
-  if (!missing.length || !process.execve) return; // execve: POSIX only
+  const changed = Object.entries(env).some(([k, v]) => process.env[k] !== v);
+  if ((!missing.length && !changed) || !process.execve) return; // execve: POSIX only
   // A failed execve aborts the process (it does not throw): go on without the flags when node cannot be run again.
   try { accessSync(process.execPath, constants.X_OK); } catch { return; }
-  process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)], process.env);
+  process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...env });
 }
 
 /** process.exit drops what a pipe has not taken yet (the end of a long `verify` report): exit once stdout and stderr are written. */

@@ -10,7 +10,8 @@ import { sleep } from '../support/process.ts';
 async function serveArgs(setting: string, extra: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ pid: number; childPid: number; args: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'tracegate-gc-'));
   const child = spawn(process.execPath, [...nodeArgs, 'bin/tracegate.ts', 'serve'], {
-    env: { ...process.env, TRACEGATE_DATA_DIR: dir, TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'silent', TRACEGATE_SINGLE_THREADED_GC: setting, ...extra },
+    // Without the compile cache, which restarts the process too (test/config/compile-cache.test.ts).
+    env: { ...process.env, NODE_DISABLE_COMPILE_CACHE: '1', TRACEGATE_DATA_DIR: dir, TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'silent', TRACEGATE_SINGLE_THREADED_GC: setting, ...extra },
     stdio: 'ignore',
   });
   try {

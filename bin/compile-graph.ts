@@ -1,0 +1,8 @@
+// Every module `serve` loads, in one graph for bin/compile-cache.ts to compile without running it: the first import
+// throws when evaluated, and evaluation goes in import order, so nothing after it runs (all of it is compiled by then).
+import './compile-graph-stop.ts';
+import './tracegate.ts';
+import '../collector/server.ts';
+import '../processors/worker-host.ts';
+import '../storage/worker-host.ts';
+import '../collector/proxy/preflight-host.ts';
