@@ -306,7 +306,13 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
   r.model = requestModel;
 
   const a: Attributes = { 'gen_ai.operation.name': 'responses', 'gen_ai.request.model': requestModel, 'proxy.stream': x.stream };
-  for (const k of REQUEST_ATTRS) if (x.request[k] !== undefined && x.request[k] !== null) a[`gen_ai.request.${k}`] = x.request[k] as AttrValue;
+  // Read in any letter case, as the route checks previous_response_id (an upstream may match keys that way); the
+  // route refuses a key repeated in one object case-folded, so each has one spelling at most.
+  const given = new Map(Object.entries(x.request).map(([k, v]) => [foldKey(k), v]));
+  for (const k of REQUEST_ATTRS) {
+    const v = given.get(k);
+    if (v !== undefined && v !== null) a[`gen_ai.request.${k}`] = v as AttrValue;
+  }
   if (isObj(x.request.metadata)) a['metadata'] = x.request.metadata as AttrValue;
   if (Array.isArray(x.request.tools)) a['gen_ai.request.tools'] = x.request.tools.map((t) => (isObj(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
 

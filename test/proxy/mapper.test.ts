@@ -185,6 +185,12 @@ describe('proxy mapper: records', () => {
     expect(capped.costUsd).to.equal(asStored.costUsd).and.be.at.most(1e9);
   });
 
+  it('reads request parameters in any letter case, as the route checks previous_response_id', () => {
+    const r = mapProxy(exchange({ request: { model: 'gpt-4o-mini', input: 'Say hello', Previous_Response_Id: 'resp_0', TEMPERATURE: 0.4, top_p: null } }));
+    expect(r.attributes).to.include({ 'gen_ai.request.previous_response_id': 'resp_0', 'gen_ai.request.temperature': 0.4 });
+    expect(r.attributes).to.not.have.property('gen_ai.request.top_p');
+  });
+
   it('maps incomplete, failed and tool-call responses', () => {
     const inc = mapProxy(exchange({ outcome: { kind: 'upstream', httpStatus: 200, requestId: '', body: { ...completed, status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } }, stream: null } }));
     expect(inc).to.include({ status: 'incomplete', finishReason: 'max_output_tokens', trainable: false });
