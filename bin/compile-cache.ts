@@ -6,7 +6,8 @@
 // child process that compiles the server's whole module graph without running it, before the server starts: a
 // server that compiled its own sources would carry amaro for the rest of its life.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -24,48 +25,60 @@ export function compileCacheDir(dataDir: string, env: NodeJS.ProcessEnv = proces
   return env.NODE_COMPILE_CACHE || resolve(dataDir, 'cache', 'compile');
 }
 
-/** What the cache was last filled from: node's version and each source file's path, size and time. */
+/**
+ * What the cache was last filled from: node, the user (Node keeps a directory per user), where the sources are (entries
+ * are named by absolute path) and what they hold. Node checks each entry against its source itself: a stale stamp
+ * can only cost memory, never run old code.
+ */
 function fingerprint(): string {
-  const lines = [process.version];
+  const hash = createHash('sha256').update(`${process.version} ${process.getuid?.() ?? ''} ${ROOT}\n`);
+  const files: string[] = [];
   const walk = (dir: string) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
       const p = join(dir, e.name);
       if (e.isDirectory()) walk(p);
-      else if (e.name.endsWith('.ts')) {
-        const s = statSync(p);
-        lines.push(`${relative(ROOT, p)} ${s.size} ${s.mtimeMs}`);
-      }
+      else if (e.name.endsWith('.ts')) files.push(p);
     }
   };
   for (const d of SOURCE_DIRS) walk(join(ROOT, d));
-  return lines.sort().join('\n');
+  for (const f of files.sort()) hash.update(`${relative(ROOT, f)}\n`).update(readFileSync(f));
+  return hash.digest('hex');
 }
 
+/** The child's program: compile the graph, check the cache took it, and say what went wrong on stderr. */
+const FILL_SCRIPT = (graph: string) => `import { flushCompileCache, getCompileCacheDir } from 'node:module';
+if (!getCompileCacheDir()) { console.error('node did not enable the compile cache there'); process.exit(5); }
+try { await import(${JSON.stringify(graph)}); } catch (e) {
+  if (!e?.compiledOnly) { console.error(String(e?.stack ?? e)); process.exit(4); }
+}
+flushCompileCache();`;
+
 /**
- * Fill `dir` with the server's compiled modules unless it holds them for these sources already. Returns a reason
- * when it could not (the server then starts and compiles as it would without a cache).
+ * Fill `dir` with the server's compiled modules unless it holds them for these sources already. `filled`: the child ran
+ * (the cache was not current). `error`: why it could not be filled (the server then starts and compiles as it would
+ * without a cache).
  */
-export function fillCompileCache(dir: string): string | null {
+export function fillCompileCache(dir: string): { filled: boolean; error: string | null } {
   try {
     const stamp = join(dir, STAMP);
     const now = fingerprint();
     let before = '';
     try { before = readFileSync(stamp, 'utf8'); } catch { /* not filled yet */ }
-    if (before === now) return null;
+    if (before === now) return { filled: false, error: null };
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const graph = pathToFileURL(join(ROOT, 'bin/compile-graph.ts')).href;
-    const script = `import { flushCompileCache } from 'node:module';
-      let code = 3;
-      try { await import(${JSON.stringify(graph)}); } catch (e) { code = e?.compiledOnly ? 0 : 4; }
-      flushCompileCache();
-      process.exitCode = code;`;
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-      env: { ...process.env, NODE_COMPILE_CACHE: dir }, stdio: 'ignore', timeout: 120_000,
+    // node's own options too (they may change how modules resolve or compile), but never a debugger's port.
+    const execArgv = process.execArgv.filter((a) => !/^--inspect/.test(a));
+    const r = spawnSync(process.execPath, [...execArgv, '--input-type=module', '-e', FILL_SCRIPT(graph)], {
+      env: { ...process.env, NODE_COMPILE_CACHE: dir }, stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000, maxBuffer: 64 << 20,
     });
-    if (r.status !== 0) return `compiling the module graph failed (${r.error?.message ?? `exit ${r.status ?? r.signal}`})`;
+    if (r.status !== 0) {
+      const said = String(r.stderr ?? '').trim().split('\n').filter((l) => !l.startsWith('[compile cache]')).at(0);
+      return { filled: true, error: `compiling the module graph failed (${r.error?.message ?? `exit ${r.status ?? r.signal}`}${said ? `: ${said}` : ''})` };
+    }
     writeFileSync(stamp, now);
-    return null;
+    return { filled: true, error: null };
   } catch (err) {
-    return (err as Error).message;
+    return { filled: true, error: (err as Error).message };
   }
 }

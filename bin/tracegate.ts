@@ -347,22 +347,33 @@ function serveFlags(config: { SINGLE_THREADED_GC: string; SEMI_SPACE_MB: number 
   return flags;
 }
 
-/** The compile cache (bin/compile-cache.ts), filled before the server starts: the environment it starts with. */
-function serveEnv(config: Config): NodeJS.ProcessEnv {
+/** Set in the environment of the process `serve` replaces itself with (restartWith), and taken out there. */
+const RESTARTED = 'TRACEGATE_SERVE_RESTARTED';
+
+/**
+ * The compile cache (bin/compile-cache.ts), filled before the server starts: the environment the server needs, and
+ * whether this process must be replaced anyway (the cache was not current, so it stripped its own sources itself).
+ */
+function serveEnv(config: Config): { env: NodeJS.ProcessEnv; replace: boolean } {
+  // Replaced by `serve` a moment ago: the process before it filled the cache, or said why it could not.
+  if (process.env[RESTARTED]) { delete process.env[RESTARTED]; return { env: {}, replace: false }; }
   const dir = compileCacheDir(config.DATA_DIR);
-  if (!dir || !process.execve) return {}; // used only through the restart
-  const failed = fillCompileCache(dir);
-  if (failed) console.error(`tracegate: starting without the compile cache in ${dir}: ${failed}`);
-  return failed ? {} : { NODE_COMPILE_CACHE: dir };
+  if (!dir || !process.execve) return { env: {}, replace: false }; // used only through the restart
+  const { filled, error } = fillCompileCache(dir);
+  if (error) {
+    console.error(`tracegate: starting without the compile cache in ${dir}: ${error}`);
+    return { env: {}, replace: false };
+  }
+  return { env: { NODE_COMPILE_CACHE: dir }, replace: filled };
 }
 
-function restartWith(flags: string[], env: NodeJS.ProcessEnv): void {
+function restartWith(flags: string[], { env, replace }: { env: NodeJS.ProcessEnv; replace: boolean }): void {
   const missing = flags.filter((f) => !process.execArgv.includes(f));
   const changed = Object.entries(env).some(([k, v]) => process.env[k] !== v);
-  if ((!missing.length && !changed) || !process.execve) return; // execve: POSIX only
+  if ((!missing.length && !changed && !replace) || !process.execve) return; // execve: POSIX only
   // A failed execve aborts the process (it does not throw): go on without the flags when node cannot be run again.
   try { accessSync(process.execPath, constants.X_OK); } catch { return; }
-  process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...env });
+  process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...env, [RESTARTED]: '1' });
 }
 
 /** process.exit drops what a pipe has not taken yet (the end of a long `verify` report): exit once stdout and stderr are written. */

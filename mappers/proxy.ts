@@ -313,8 +313,10 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
     const v = given.get(k);
     if (v !== undefined && v !== null) a[`gen_ai.request.${k}`] = v as AttrValue;
   }
-  if (isObj(x.request.metadata)) a['metadata'] = x.request.metadata as AttrValue;
-  if (Array.isArray(x.request.tools)) a['gen_ai.request.tools'] = x.request.tools.map((t) => (isObj(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
+  const metadata = given.get('metadata');
+  if (isObj(metadata)) a['metadata'] = metadata as AttrValue;
+  const tools = given.get('tools');
+  if (Array.isArray(tools)) a['gen_ai.request.tools'] = tools.map((t) => (isObj(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
 
   const o = x.outcome;
   if (o.kind === 'blocked') {

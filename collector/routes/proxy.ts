@@ -160,14 +160,14 @@ export function proxyRoutes(r: RouteContext): void {
     const settings = await r.settings.forWorkspace(caller.workspaceId);
     const provider = settings.provider;
     const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
-    // Any spelling of the key: an upstream may match JSON keys without regard to case (Go's encoding/json does).
-    const previousKey = Object.keys(body).find((k) => foldKey(k) === 'previous_response_id');
-    const previous = previousKey === undefined ? undefined : body[previousKey];
+    // Any spelling of a key: an upstream may match JSON keys without regard to case (Go's encoding/json does).
+    const field = (name: string): unknown => { const k = Object.keys(body).find((key) => foldKey(key) === name); return k === undefined ? undefined : body[k]; };
+    const previous = field('previous_response_id');
     if (typeof previous === 'string' && !callerKey && !(await ownsResponse(ctx, previous, provider.baseUrl))) {
       // The provider's own answer for an unknown id: the SDK raises the same BadRequestError either way.
       throw new HttpError(400, 'previous_response_not_found', `Previous response with id '${RESPONSE_ID.test(previous) ? previous : '…'}' not found.`, { type: 'invalid_request_error', param: 'previous_response_id' });
     }
-    const stream = body.stream === true;
+    const stream = field('stream') === true;
     const { traceId, parentSpanId } = traceContext(ctx.get('traceparent'));
     ctx.set('X-Trace-Id', traceId);
     const environment = ctx.get('x-tracegate-environment');

@@ -186,8 +186,10 @@ describe('proxy mapper: records', () => {
   });
 
   it('reads request parameters in any letter case, as the route checks previous_response_id', () => {
-    const r = mapProxy(exchange({ request: { model: 'gpt-4o-mini', input: 'Say hello', Previous_Response_Id: 'resp_0', TEMPERATURE: 0.4, top_p: null } }));
+    const r = mapProxy(exchange({ request: { model: 'gpt-4o-mini', input: 'Say hello', Previous_Response_Id: 'resp_0', TEMPERATURE: 0.4, top_p: null, Metadata: { user: 'u2' }, Tools: [{ type: 'function', name: 'lookup' }] } }));
     expect(r.attributes).to.include({ 'gen_ai.request.previous_response_id': 'resp_0', 'gen_ai.request.temperature': 0.4 });
+    expect(r.attributes.metadata).to.deep.equal({ user: 'u2' });
+    expect(r.attributes['gen_ai.request.tools']).to.deep.equal(['lookup']);
     expect(r.attributes).to.not.have.property('gen_ai.request.top_p');
   });
 
