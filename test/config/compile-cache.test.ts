@@ -1,41 +1,15 @@
 // `tracegate serve` runs from Node's compile cache (bin/compile-cache.ts), filled before the server starts, so that no
 // thread type-strips the sources and holds the stripper's memory for its whole life.
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { compileCacheDir } from '../../bin/compile-cache.ts';
-import { sleep } from '../support/process.ts';
+import { withServeChild, type ServeChild } from '../support/serve-child.ts';
 
-interface Started { environ: Record<string, string>; rssMb: number; stderr: string; dataDir: string }
-
-/** Starts `serve` on a fresh data dir with `env` (the suite's own NODE_COMPILE_CACHE removed), idle for a second. */
-async function serve(env: Record<string, string>, inspect: (s: Started) => void): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-cc-'));
-  const base = { ...process.env };
-  delete base.NODE_COMPILE_CACHE;
-  delete base.NODE_DISABLE_COMPILE_CACHE;
-  const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], {
-    env: { ...base, TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'silent', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
-  try {
-    const file = join(dataDir, 'server.json');
-    for (let i = 0; i < 600 && !existsSync(file); i++) await sleep(50);
-    const { pid } = JSON.parse(readFileSync(file, 'utf8')) as { pid: number };
-    await sleep(1000);
-    const environ = Object.fromEntries(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-    const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
-    inspect({ environ, rssMb: rssKb / 1024, stderr, dataDir });
-  } finally {
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    await exited;
-    rmSync(dataDir, { recursive: true, force: true });
-  }
+/** `serve` on a fresh data dir with `env` (the suite's own compile cache setting removed), idle for a second. */
+function serve(env: Record<string, string>, inspect: (s: ServeChild) => void): Promise<void> {
+  return withServeChild({ env, unset: ['NODE_COMPILE_CACHE', 'NODE_DISABLE_COMPILE_CACHE'], idleMs: 1000 }, inspect);
 }
 
 describe('serve: the compile cache', function () {

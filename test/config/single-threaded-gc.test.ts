@@ -1,31 +1,13 @@
 // `tracegate serve` with TRACEGATE_SINGLE_THREADED_GC and TRACEGATE_SEMI_SPACE_MB: the process replaces itself
 // with one started with V8's flags for them (same pid), or keeps its own arguments when neither is wanted.
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sleep } from '../support/process.ts';
+import { withServeChild } from '../support/serve-child.ts';
 
-async function serveArgs(setting: string, extra: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ pid: number; childPid: number; args: string[] }> {
-  const dir = mkdtempSync(join(tmpdir(), 'tracegate-gc-'));
-  const child = spawn(process.execPath, [...nodeArgs, 'bin/tracegate.ts', 'serve'], {
-    // Without the compile cache, which restarts the process too (test/config/compile-cache.test.ts).
-    env: { ...process.env, NODE_DISABLE_COMPILE_CACHE: '1', TRACEGATE_DATA_DIR: dir, TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'silent', TRACEGATE_SINGLE_THREADED_GC: setting, ...extra },
-    stdio: 'ignore',
-  });
-  try {
-    const file = join(dir, 'server.json');
-    for (let i = 0; i < 300 && !existsSync(file); i++) await sleep(50);
-    const { pid } = JSON.parse(readFileSync(file, 'utf8')) as { pid: number };
-    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
-    return { pid, childPid: child.pid!, args };
-  } finally {
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    await exited;
-    rmSync(dir, { recursive: true, force: true });
-  }
+function serveArgs(setting: string, extra: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ pid: number; childPid: number; args: string[] }> {
+  // Without the compile cache, which restarts the process too (test/config/compile-cache.test.ts).
+  const env = { NODE_DISABLE_COMPILE_CACHE: '1', TRACEGATE_SINGLE_THREADED_GC: setting, ...extra };
+  return withServeChild({ env, nodeArgs }, ({ pid, childPid, args }) => ({ pid, childPid, args }));
 }
 
 describe('serve: V8 flags from the start (single-threaded garbage collection, the HTTP thread\'s young generation)', function () {
