@@ -19,7 +19,8 @@ type Params = Record<string, DuckDBValue>;
 type Row = Record<string, unknown>;
 type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendDouble' | 'appendList'>;
 /** Runs fn with the storage's one connection, one call at a time (DuckDbStorage.serial). */
-export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>) => Promise<T>;
+/** The store's one connection, a statement at a time; `write`: a batch insert (see DuckDbStorage.writeThreads). */
+export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>, write?: boolean) => Promise<T>;
 
 /** Values ClickHouse's quantiles state holds (a reservoir sampler): usage quantiles are exact up to this many per group. */
 const RESERVOIR = 8192;
@@ -197,7 +198,7 @@ export class DuckDbEnrichment {
         throw err;
       }
       for (const [table, rows] of work) if (rows.length) await clearStaging(c, table); // their memory back now
-    });
+    }, true);
   }
 
   async listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {

@@ -18,7 +18,7 @@ export function createStorage(config: Config): Storage {
         : {}),
     });
   }
-  return new DuckDbStorage(join(config.DATA_DIR, 'tracegate.duckdb'), { checkpointMb: config.DUCKDB_CHECKPOINT_MB });
+  return new DuckDbStorage(join(config.DATA_DIR, 'tracegate.duckdb'), { checkpointMb: config.DUCKDB_CHECKPOINT_MB, writeThreads: config.DUCKDB_WRITE_THREADS });
 }
 
 export type { Storage } from './types.ts';

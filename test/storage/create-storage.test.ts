@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { createStorage } from '../../storage/index.ts';
+import { emptySpan } from '../../collector/record.ts';
 import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
 
 describe('createStorage', function () {
@@ -19,6 +20,28 @@ describe('createStorage', function () {
       const setting = await (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>): Promise<T> })
         .serial(async (c) => (await c.runAndReadAll("SELECT current_setting('checkpoint_threshold')")).getRows()[0]![0]);
       expect(setting).to.equal('128.0 MiB');
+    } finally {
+      await s.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('DuckDB: batch inserts run with TRACEGATE_DUCKDB_WRITE_THREADS threads, everything else with DuckDB\'s own setting', async function () {
+    const dir = await mkdtemp(join(tmpdir(), 'tracegate-create-'));
+    const s = createStorage(loadConfig({ TRACEGATE_DATA_DIR: dir, TRACEGATE_DUCKDB_WRITE_THREADS: '3' }));
+    type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };
+    const serial = (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>, write?: boolean): Promise<T> }).serial.bind(s);
+    const threads = (write: boolean) => serial(async (c) => Number((await c.runAndReadAll("SELECT current_setting('threads')")).getRows()[0]![0]), write);
+    try {
+      await s.init();
+      const own = await threads(false);
+      expect(own).to.be.at.least(1);
+      expect(await threads(true)).to.equal(3);
+      expect(await threads(false)).to.equal(own); // back for the next read
+      const span = { ...emptySpan('ws-threads', 'native'), traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), startTimeNs: '1700000000000000000', endTimeNs: '1700000000001000000' };
+      await s.insertSpans([span]);
+      expect(await s.countSpans('ws-threads')).to.equal(1);
+      expect(await threads(false)).to.equal(own);
     } finally {
       await s.close();
       await rm(dir, { recursive: true, force: true });

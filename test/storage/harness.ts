@@ -88,7 +88,7 @@ function tempDirFactory(prefix: string, create: (dir: string) => Storage): Store
   };
 }
 
-export const duckdbFactory = tempDirFactory('tracegate-duckdb-', (dir) => new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb')));
+export const duckdbFactory = tempDirFactory('tracegate-duckdb-', (dir) => new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb'), { writeThreads: 1 }) /* as createStorage sets it */);
 
 export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['duckdb', duckdbFactory]];
 
