@@ -172,11 +172,14 @@ export class DuckDbStorage implements Storage {
     await mkdir(dirname(this.path), { recursive: true });
     // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
     const instance = await createWaitingForLock(this.path, { memory_limit: this.memoryLimit, ...(this.checkpointMb ? { checkpoint_threshold: `${this.checkpointMb}MiB` } : {}) });
+    let conn: DuckDBConnection | null = null;
     try {
-      this.conn = await instance.connect();
-      const [[threads]] = (await this.conn.runAndReadAll("SELECT current_setting('threads')")).getRows() as [[number | bigint]];
+      conn = await instance.connect();
+      const [[threads]] = (await conn.runAndReadAll("SELECT current_setting('threads')")).getRows() as [[number | bigint]];
       this.threads = { now: Number(threads), reads: Number(threads) };
+      this.conn = conn;
     } catch (err) {
+      try { conn?.closeSync(); } catch { /* closing the instance is what matters */ }
       instance.closeSync();
       throw err;
     }
