@@ -57,6 +57,12 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
 export const foldKey = (k: string): string => k.toUpperCase().toLowerCase();
 
 /**
+ * An object's fields by folded key, as an upstream matching keys without regard to case reads them (Go's
+ * encoding/json does). One value per key when the object passed duplicateKey with foldCase.
+ */
+export const foldedFields = (o: Record<string, unknown>): Map<string, unknown> => new Map(Object.entries(o).map(([k, v]) => [foldKey(k), v]));
+
+/**
  * The first object key that occurs twice in the same object of a (valid) JSON text, or null. JSON.parse keeps
  * the last copy; another parser may keep the first, so where the text is forwarded as is (the proxy) a policy
  * checked on one copy could be bypassed with the other. With `foldCase`, keys differing only in case count as the

@@ -2,7 +2,7 @@
 import { emptySpan, isTrainable, MAX_TOKENS, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
-import { foldKey } from '../collector/json-prescan.ts';
+import { foldedFields, foldKey } from '../collector/json-prescan.ts';
 import { cutMarked } from '../collector/otlp/normalized.ts';
 
 type Json = Record<string, unknown>;
@@ -306,9 +306,8 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
   r.model = requestModel;
 
   const a: Attributes = { 'gen_ai.operation.name': 'responses', 'gen_ai.request.model': requestModel, 'proxy.stream': x.stream };
-  // Read in any letter case, as the route checks previous_response_id (an upstream may match keys that way); the
-  // route refuses a key repeated in one object case-folded, so each has one spelling at most.
-  const given = new Map(Object.entries(x.request).map(([k, v]) => [foldKey(k), v]));
+  // In any letter case, as the route reads previous_response_id (the route refused case-folded duplicates).
+  const given = foldedFields(x.request);
   for (const k of REQUEST_ATTRS) {
     const v = given.get(k);
     if (v !== undefined && v !== null) a[`gen_ai.request.${k}`] = v as AttrValue;

@@ -10,7 +10,7 @@ import type {
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
-import { clearStaging, ColumnRows, stagingOf } from './duckdb-columns.ts';
+import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { isStorageOutOfMemory } from '../collector/errors.ts';
 import {
@@ -320,23 +320,11 @@ export class DuckDbStorage implements Storage {
     await this.serial(async (c) => {
       // Before the spans, as on ClickHouse; a failed batch is retried whole and both writes are idempotent.
       if (owned.length) {
-        const index = await ColumnRows.forTable(c, 'proxy_responses');
-        for (const o of owned) { index.appendVarchar(o.workspace_id); index.appendVarchar(o.response_id); index.appendVarchar(o.upstream); index.appendVarchar(o.trace_id); index.endRow(); }
-        await index.fillStaging(c, 'proxy_responses');
-        try {
-          await c.run(`INSERT INTO proxy_responses SELECT * FROM ${stagingOf('proxy_responses')} ON CONFLICT DO NOTHING`);
-        } finally {
-          await clearStaging(c, 'proxy_responses');
-        }
+        await insertStaged(c, 'proxy_responses', (index) => {
+          for (const o of owned) { index.appendVarchar(o.workspace_id); index.appendVarchar(o.response_id); index.appendVarchar(o.upstream); index.appendVarchar(o.trace_id); index.endRow(); }
+        }, `INSERT INTO proxy_responses SELECT * FROM ${stagingOf('proxy_responses')} ON CONFLICT DO NOTHING`);
       }
-      const cols = await ColumnRows.forTable(c, 'spans');
-      appendSpans(cols, rows);
-      await cols.fillStaging(c, 'spans');
-      try {
-        await c.run(UPSERT_SPANS); // one statement: atomic on its own
-      } finally {
-        await clearStaging(c, 'spans'); // its rows' memory back now, not at the next insert
-      }
+      await insertStaged(c, 'spans', (cols) => appendSpans(cols, rows), UPSERT_SPANS);
     }, true);
   }
 

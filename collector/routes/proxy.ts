@@ -9,7 +9,7 @@ import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody, releaseBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
 import { providerErrorSchema as providerError } from '../openapi.ts';
-import { duplicateKey, foldKey } from '../json-prescan.ts';
+import { duplicateKey, foldedFields } from '../json-prescan.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
@@ -160,14 +160,13 @@ export function proxyRoutes(r: RouteContext): void {
     const settings = await r.settings.forWorkspace(caller.workspaceId);
     const provider = settings.provider;
     const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
-    // Any spelling of a key: an upstream may match JSON keys without regard to case (Go's encoding/json does).
-    const field = (name: string): unknown => { const k = Object.keys(body).find((key) => foldKey(key) === name); return k === undefined ? undefined : body[k]; };
-    const previous = field('previous_response_id');
+    const fields = foldedFields(body); // any spelling of a key, as an upstream may read it
+    const previous = fields.get('previous_response_id');
     if (typeof previous === 'string' && !callerKey && !(await ownsResponse(ctx, previous, provider.baseUrl))) {
       // The provider's own answer for an unknown id: the SDK raises the same BadRequestError either way.
       throw new HttpError(400, 'previous_response_not_found', `Previous response with id '${RESPONSE_ID.test(previous) ? previous : '…'}' not found.`, { type: 'invalid_request_error', param: 'previous_response_id' });
     }
-    const stream = field('stream') === true;
+    const stream = fields.get('stream') === true;
     const { traceId, parentSpanId } = traceContext(ctx.get('traceparent'));
     ctx.set('X-Trace-Id', traceId);
     const environment = ctx.get('x-tracegate-environment');

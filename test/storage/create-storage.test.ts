@@ -3,9 +3,16 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
-import { createStorage } from '../../storage/index.ts';
+import { createStorage, type Storage } from '../../storage/index.ts';
 import { emptySpan } from '../../collector/record.ts';
 import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
+
+type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };
+/** A DuckDB setting as a statement sees it; `write`: inside a batch insert's turn on the connection. */
+function duckSetting(s: Storage, name: string, write = false): Promise<unknown> {
+  return (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>, write?: boolean): Promise<T> })
+    .serial(async (c) => (await c.runAndReadAll(`SELECT current_setting('${name}')`)).getRows()[0]![0], write);
+}
 
 describe('createStorage', function () {
   it('uses DuckDB in DATA_DIR when no ClickHouse URL is configured', async function () {
@@ -16,10 +23,7 @@ describe('createStorage', function () {
       await s.init();
       expect((await stat(join(dir, 'data', 'tracegate.duckdb'))).isFile()).to.equal(true);
       // A checkpoint per 128 MiB of log, not DuckDB's 16 MiB (TRACEGATE_DUCKDB_CHECKPOINT_MB).
-      type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };
-      const setting = await (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>): Promise<T> })
-        .serial(async (c) => (await c.runAndReadAll("SELECT current_setting('checkpoint_threshold')")).getRows()[0]![0]);
-      expect(setting).to.equal('128.0 MiB');
+      expect(await duckSetting(s, 'checkpoint_threshold')).to.equal('128.0 MiB');
     } finally {
       await s.close();
       await rm(dir, { recursive: true, force: true });
@@ -29,9 +33,7 @@ describe('createStorage', function () {
   it('DuckDB: batch inserts run with TRACEGATE_DUCKDB_WRITE_THREADS threads, everything else with DuckDB\'s own setting', async function () {
     const dir = await mkdtemp(join(tmpdir(), 'tracegate-create-'));
     const s = createStorage(loadConfig({ TRACEGATE_DATA_DIR: dir, TRACEGATE_DUCKDB_WRITE_THREADS: '3' }));
-    type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };
-    const serial = (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>, write?: boolean): Promise<T> }).serial.bind(s);
-    const threads = (write: boolean) => serial(async (c) => Number((await c.runAndReadAll("SELECT current_setting('threads')")).getRows()[0]![0]), write);
+    const threads = async (write: boolean) => Number(await duckSetting(s, 'threads', write));
     try {
       await s.init();
       const own = await threads(false);
