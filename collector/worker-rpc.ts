@@ -68,7 +68,8 @@ export class WorkerRpc {
 
   private spawn(): Worker {
     this.spawned++;
-    const w = new Worker(this.url, { workerData: this.workerData, ...(this.youngGenMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenMb } } : {}) });
+    // The OS thread name (top -H, /proc/<pid>/task/*/comm; 15 characters at most) tells the threads apart.
+    const w = new Worker(this.url, { name: `tg-${this.name}`, workerData: this.workerData, ...(this.youngGenMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenMb } } : {}) });
     w.on('message', (m: Reply) => {
       if (m.id === UNREADABLE) return fail(reviveError((m as { error: WireError }).error));
       const p = this.pending.get(m.id);

@@ -1,6 +1,6 @@
 // `tracegate serve` as a child process on a fresh data dir, looked at from outside (/proc) while it runs, then stopped.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sleep } from './process.ts';
@@ -13,6 +13,8 @@ export interface ServeChild {
   args: string[]; environ: Record<string, string>;
   rssMb: number;
   stderr: string;
+  /** Its threads' names (/proc/<pid>/task/<tid>/comm). */
+  threads: string[];
 }
 
 /**
@@ -38,7 +40,8 @@ export async function withServeChild<T>(opts: { env?: Record<string, string>; un
     const args = proc('cmdline').split('\0').filter(Boolean);
     const environ = Object.fromEntries(proc('environ').split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
     const rssMb = Number(/VmRSS:\s+(\d+)/.exec(proc('status'))![1]) / 1024;
-    return inspect({ pid, childPid: child.pid!, dataDir, args, environ, rssMb, stderr });
+    const threads = readdirSync(`/proc/${pid}/task`).map((tid) => proc(`task/${tid}/comm`).trim());
+    return inspect({ pid, childPid: child.pid!, dataDir, args, environ, rssMb, stderr, threads });
   } finally {
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');
