@@ -23,6 +23,14 @@ export interface FindingRecord {
 }
 
 /** The policy decision for one span at ingestion (or a proxy preflight). */
+/**
+ * A span allowed with no finding and no reason gets no policy record: it carries the version of the policy that
+ * allowed it in this attribute, and reads list it as an `allow` decision like a record (see storedPolicy). Most
+ * spans are such, and a stored record each cost more server CPU than the rest of governance storage. tracegate.*
+ * attribute names are the server's (mappers keep a client's as client.tracegate.*), so a client cannot forge one.
+ */
+export const CLEAN_POLICY_ATTRIBUTE = 'tracegate.policy_version';
+
 export interface PolicyRecord {
   recordType: 'policy';
   workspaceId: string;

@@ -1,7 +1,8 @@
 // Reads keep only the findings and policy decisions of the span versions stored. A span delivered again with other
 // content keeps its earlier versions' records in storage (ClickHouse cannot delete them cheaply), each stamped with
 // its version's ingestion time, earlier than the stored version's.
-import type { FindingRecord } from './enrichment-records.ts';
+import { CLEAN_POLICY_ATTRIBUTE, type FindingRecord, type PolicyRecord } from './enrichment-records.ts';
+import type { SpanRecord } from './record.ts';
 import type { FindingQuery, Page, SpanVersion, Storage } from '../storage/types.ts';
 import { findingCursor } from '../storage/enrichment.ts';
 
@@ -14,6 +15,23 @@ const keyOf = (s: { traceId: string; spanId: string }) => `${s.traceId}\u0000${s
 export function ofStoredVersion<T extends { traceId: string; spanId: string; createdAtMs: number }>(records: readonly T[], spans: readonly SpanVersion[]): T[] {
   const version = new Map(spans.map((s) => [keyOf(s), s.ingestedAtMs]));
   return records.filter((r) => r.createdAtMs >= (version.get(keyOf(r)) ?? 0));
+}
+
+/**
+ * The policy decision of each stored span of `spans`: its policy record of the stored version, or, for a span allowed
+ * with nothing to report (no record, CLEAN_POLICY_ATTRIBUTE set), an `allow` with no reasons. In record order: by
+ * time, then span id.
+ */
+export function storedPolicy(records: readonly PolicyRecord[], spans: readonly SpanRecord[]): PolicyRecord[] {
+  const kept = ofStoredVersion(records, spans);
+  const decided = new Set(kept.map(keyOf));
+  const out = [...kept];
+  for (const s of spans) {
+    const version = s.attributes[CLEAN_POLICY_ATTRIBUTE];
+    if (typeof version !== 'number' || decided.has(keyOf(s))) continue;
+    out.push({ recordType: 'policy', workspaceId: s.workspaceId, traceId: s.traceId, spanId: s.spanId, policyVersion: version, decision: 'allow', reasons: '[]', createdAtMs: s.ingestedAtMs });
+  }
+  return out.sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
 }
 
 /** Storage pages read for one answer at most; past them a page may be short (even empty), its nextCursor going on. */

@@ -1,7 +1,7 @@
 // Governance at ingestion: scan every span, apply the workspace policy (redaction happens here, before the
 // spool, so raw text is never written anywhere), and record findings and the policy decision.
 import { hash } from 'node:crypto';
-import type { FindingRecord, PolicyRecord } from '../collector/enrichment-records.ts';
+import { CLEAN_POLICY_ATTRIBUTE, type FindingRecord, type PolicyRecord } from '../collector/enrichment-records.ts';
 import type { Processor } from '../collector/pipeline-types.ts';
 import type { Attributes, SpanRecord } from '../collector/record.ts';
 import type { PreflightResult } from '../collector/pipeline-types.ts';
@@ -118,6 +118,11 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
           detector: f.detector, rule: f.rule, category: f.category, severity: f.severity, field: findingField(f.field),
           start: f.start, end: f.end, preview, score: f.score ?? 1, action, createdAtMs: now,
         } satisfies FindingRecord);
+      }
+      if (findings.length === 0 && decision.decision === 'allow' && decision.reasons.length === 0) {
+        // Nothing to report: the version that allowed it goes on the span (see CLEAN_POLICY_ATTRIBUTE).
+        spans[i] = { ...record, attributes: { ...record.attributes, [CLEAN_POLICY_ATTRIBUTE]: policy.version } };
+        continue;
       }
       batch.extra.push({
         recordType: 'policy', workspaceId: span.workspaceId, traceId: span.traceId, spanId: span.spanId,

@@ -10,7 +10,7 @@ import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from '../tr
 import type { TracePage, TraceSummary } from '../../storage/types.ts';
 import { decodeSpanCursor, encodeSpanCursor } from '../../storage/codec.ts';
 import type { SpanRecord } from '../record.ts';
-import { ofStoredVersion } from '../stored-versions.ts';
+import { storedPolicy } from '../stored-versions.ts';
 
 /**
  * Longest page cursor accepted: the longest a cursor of this server can be (a trace id of 256 escaped characters; a
@@ -174,7 +174,7 @@ export function readRoutes(r: RouteContext): void {
     });
     if (page.length === 0 && !whole) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
     const spans = viewSpans(page);
-    const policy = ofStoredVersion(records, page).map((p) => ({
+    const policy = storedPolicy(records, page).map((p) => ({
       spanId: p.spanId, policyVersion: p.policyVersion, decision: p.decision, reasons: JSON.parse(p.reasons) as unknown, createdAtMs: p.createdAtMs,
     }));
     const last = page.at(-1);

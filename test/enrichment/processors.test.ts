@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptySpan, type SpanRecord } from '../../collector/record.ts';
 import type { Processor } from '../../collector/pipeline-types.ts';
-import type { AlertRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../../collector/enrichment-records.ts';
+import { CLEAN_POLICY_ATTRIBUTE, type AlertRecord, type CheckpointRecord, type EnrichmentRecord, type FindingRecord, type PolicyRecord, type VerificationRecord } from '../../collector/enrichment-records.ts';
+import { storedPolicy } from '../../collector/stored-versions.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import { VerificationChain, checkChain, checkContent, contentHash, contentHashKeepingJson, headsOf, verificationProcessor } from '../../processors/verification.ts';
 import { decodeFrames, encodeFrame } from '../../collector/spool.ts';
@@ -587,6 +588,36 @@ describe('governance processor', () => {
     expect(f).to.include({ category: 'email', field: 'prompt', action: 'flag' });
     expect(JSON.stringify(out.extra)).to.not.include('jane.doe@example.com');
     expect((out.extra.find((r) => r.recordType === 'policy') as PolicyRecord).decision).to.equal('flag');
+  });
+  it('a span allowed with nothing to report gets no policy record: the version that allowed it goes on the span', async () => {
+    const p = governanceProcessor({ policyFor: async () => parsePolicy({ version: 4 }) });
+    const clean = span('t', 'clean', { prompt: 'what is the capital of France?', response: 'Paris', attributes: { keep: 'me' } });
+    const flagged = span('t', 'flagged', { prompt: 'mail me at jane.doe@example.com' });
+    const empty = span('t', 'empty'); // no text: no decision at all, as before
+    const out = await p({ spans: [clean, flagged, empty], extra: [] }, null);
+    expect(out.spans.map((s) => s.attributes[CLEAN_POLICY_ATTRIBUTE])).to.deep.equal([4, undefined, undefined]);
+    expect(out.spans[0]!.attributes).to.deep.equal({ keep: 'me', [CLEAN_POLICY_ATTRIBUTE]: 4 });
+    expect(clean.attributes).to.deep.equal({ keep: 'me' }); // a copy: the caller's span is not changed
+    const policies = out.extra.filter((r) => r.recordType === 'policy') as PolicyRecord[];
+    expect(policies.map((r) => [r.spanId, r.decision, r.policyVersion])).to.deep.equal([['flagged', 'flag', 4]]);
+  });
+  it('storedPolicy: records of the stored versions, and an allow for each span carrying the clean-policy attribute, in time order', () => {
+    const at = (id: string, ms: number, attributes: SpanRecord['attributes'] = {}) => ({ ...span('t', id, { attributes }), ingestedAtMs: ms });
+    const rec = (spanId: string, createdAtMs: number, decision: PolicyRecord['decision']): PolicyRecord =>
+      ({ recordType: 'policy', workspaceId: 'ws', traceId: 't', spanId, policyVersion: 1, decision, reasons: '[{"code":"x","message":"m"}]', createdAtMs });
+    const spans = [
+      at('a', 30, { [CLEAN_POLICY_ATTRIBUTE]: 2 }), // clean now; its flagged earlier version's record is outdated
+      at('b', 20),                                 // flagged: its record
+      at('c', 10, { [CLEAN_POLICY_ATTRIBUTE]: 'x' }), // not a version number: nothing
+      at('d', 5),                                  // no text, no record: nothing
+    ];
+    const out = storedPolicy([rec('a', 25, 'flag'), rec('b', 20, 'flag')], spans);
+    expect(out.map((r) => [r.spanId, r.decision, r.policyVersion, r.reasons, r.createdAtMs])).to.deep.equal([
+      ['b', 'flag', 1, '[{"code":"x","message":"m"}]', 20],
+      ['a', 'allow', 2, '[]', 30],
+    ]);
+    // A record of the stored version wins over the attribute.
+    expect(storedPolicy([rec('a', 30, 'block')], [spans[0]!]).map((r) => r.decision)).to.deep.equal(['block']);
   });
   it('a span the scan fails on is stored with its text withheld and decision block; the other spans of the request as usual', async () => {
     const errors: object[] = [];

@@ -33,6 +33,25 @@ for (const backend of BACKENDS) {
       expect((await policy(id)).map((p) => p.decision)).to.deep.equal(['allow']);
     });
 
+    it('a clean span\'s allow is listed from the version on the span (no record); a client cannot forge one', async () => {
+      const id = `clean-${backend}`;
+      const sent = await post(`${s.url}/api/traces`, [
+        { requestId: id, prompt: 'hello', response: 'ok', model: 'gpt-4o-mini' },
+        // no text (so no decision), and a client field in tracegate's attribute namespace
+        { requestId: `${id}-forged`, model: 'gpt-4o-mini', 'tracegate.policy_version': 9 },
+      ], auth);
+      expect(sent.status, sent.text).to.equal(200);
+      await flushed(s);
+      const trace = (await get(`${s.url}/api/traces/${id}`, auth)).json.trace;
+      const version = (await get(`${s.url}/api/policy`, auth)).json.policy.version as number;
+      expect(trace.policy).to.deep.equal([{ spanId: trace.spans[0].spanId, policyVersion: version, decision: 'allow', reasons: [], createdAtMs: trace.policy[0].createdAtMs }]);
+      expect(trace.spans[0].attributes['tracegate.policy_version']).to.equal(version);
+      const forged = (await get(`${s.url}/api/traces/${id}-forged`, auth)).json.trace;
+      expect(forged.spans[0].attributes).to.include({ 'client.tracegate.policy_version': 9 });
+      expect(forged.spans[0].attributes).to.not.have.property('tracegate.policy_version');
+      expect(forged.policy).to.deep.equal([]);
+    });
+
     it('the same content delivered 20 times at once: one finding and one decision, as for one delivery', async () => {
       const id = `redeliver-same-${backend}`;
       const sent = await Promise.all(Array.from({ length: 20 }, () => post(`${s.url}/api/traces`, { requestId: id, prompt: 'mail john.doe@example.com', response: 'ok' }, auth)));
