@@ -48,7 +48,8 @@ export type SettingsPatch = z.infer<typeof settingsPatchSchema>;
 
 export interface ResolvedSettings {
   policy: Policy;
-  provider: { baseUrl: string; apiKey: string | undefined; allowCallerKey: boolean };
+  /** `sharedKey`: apiKey is the server's (TRACEGATE_PROVIDER_API_KEY), which every workspace without its own shares. */
+  provider: { baseUrl: string; apiKey: string | undefined; allowCallerKey: boolean; sharedKey: boolean };
   doc: SettingsDoc;
   version: number;
 }
@@ -121,7 +122,10 @@ export class SettingsStore {
     return {
       doc, version,
       policy: doc.policy ?? DEFAULT_POLICY,
-      provider: { baseUrl, apiKey: doc.provider?.apiKey ?? serverKey, allowCallerKey: doc.provider?.allowCallerKey ?? false },
+      provider: {
+        baseUrl, apiKey: doc.provider?.apiKey ?? serverKey, allowCallerKey: doc.provider?.allowCallerKey ?? false,
+        sharedKey: doc.provider?.apiKey === undefined && serverKey !== undefined,
+      },
     };
   }
 

@@ -665,6 +665,56 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect(fake.requests.length - before).to.equal(5);
   });
 
+  it('with the server\'s provider key, a request naming an object stored at the provider is refused; with a key of the workspace\'s own, or the caller\'s, it goes', async () => {
+    // Workspaces sharing the server's key share one provider account: any of its conversations, files, vector stores
+    // or containers could be named, and the proxy made none of them for this workspace.
+    const shared = await workspace();
+    const own = await workspace({ provider: { baseUrl: fake.url, apiKey: 'sk-own-account', allowCallerKey: false } });
+    const callers = await workspace({ provider: { allowCallerKey: true } });
+    const url = `${s.url}/api/proxy/provider/responses`;
+    const send = (ws: Ws, extra: Record<string, unknown>, headers: Record<string, string> = {}) =>
+      post(url, JSON.stringify({ model: 'gpt-4o-mini', input: 'hi', ...extra }), { ...ws.auth, 'content-type': 'application/json', ...headers });
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ conversation: 'conv_123' }, 'conversation'],
+      [{ conversation: { id: 'conv_123' } }, 'conversation'],
+      [{ Conversation: 'conv_123' }, 'Conversation'], // an upstream may match keys regardless of case
+      [{ input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: 'msg_abc' }] }, 'input[1]'],
+      [{ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file-abc' }] }] }, 'input[0].content[0].file_id'],
+      [{ input: [{ role: 'user', content: [{ type: 'input_image', FILE_ID: 'file-img' }] }] }, 'input[0].content[0].FILE_ID'],
+      [{ tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[0].vector_store_ids'],
+      [{ tools: [{ type: 'code_interpreter', container: 'cntr_1' }] }, 'tools[0].container'],
+      [{ tools: [{ type: 'code_interpreter', container: { type: 'auto', file_ids: ['file-1'] } }] }, 'tools[0].container.file_ids'],
+      [{ prompt: { id: 'pmpt_1', variables: { doc: { type: 'input_file', file_id: 'file-v' } } } }, 'prompt.variables.doc.file_id'],
+    ];
+    const before = fake.requests.length;
+    for (const [extra, param] of cases) {
+      const res = await send(shared, extra);
+      expect(res.status, param).to.equal(400);
+      expect(res.json.error, param).to.include({ code: 'stored_object_not_allowed', param, type: 'invalid_request_error' });
+      expect(res.headers.get('x-trace-id'), param).to.equal(null); // refused before the preflight: nothing stored
+    }
+    // A path through a key the caller named is not echoed.
+    const odd = await send(shared, { prompt: { id: 'p', variables: { 'a b': { type: 'input_file', file_id: 'file-x' } } } });
+    expect(odd.json.error).to.include({ code: 'stored_object_not_allowed', param: null });
+    expect(fake.requests.length, 'the provider was never called').to.equal(before);
+    // Not references: a function's schema naming file_id, metadata, a new container, citations in replayed output.
+    const fine = await send(shared, {
+      tools: [{ type: 'function', name: 'f', parameters: { type: 'object', properties: { file_id: { type: 'string' } } } }, { type: 'code_interpreter', container: { type: 'auto' } }],
+      metadata: { file_id: 'x' },
+      input: [{ role: 'assistant', content: [{ type: 'output_text', text: 'see', annotations: [{ type: 'container_file_citation', file_id: 'cfile_1', container_id: 'cntr_1' }] }] }, { role: 'user', content: 'next' }],
+    });
+    expect(fine.status, fine.text).to.equal(200);
+    // The workspace's own key names its own account's objects; so does a caller's key.
+    for (const [extra, param] of cases) {
+      expect((await send(own, extra)).status, param).to.equal(200);
+      expect(fake.requests.at(-1)!.headers.authorization, param).to.equal('Bearer sk-own-account');
+      expect((await send(callers, extra, { 'x-provider-api-key': 'sk-callers-own' })).status, param).to.equal(200);
+      expect(fake.requests.at(-1)!.headers.authorization, param).to.equal('Bearer sk-callers-own');
+    }
+    // Without a caller key, that workspace uses the shared key: refused as for the first.
+    expect((await send(callers, cases[0]![0])).json.error).to.include({ code: 'stored_object_not_allowed' });
+  });
+
   it('with the provider key tracegate holds, reaches a stored response only for the workspace the proxy gave its id to', async () => {
     // Both workspaces use the server's provider key: at the provider, each could reach the other's responses.
     const owner = await workspace();
