@@ -23,12 +23,13 @@ export function ofStoredVersion<T extends { traceId: string; spanId: string; cre
  * time, then span id.
  */
 export function storedPolicy(records: readonly PolicyRecord[], spans: readonly SpanRecord[]): PolicyRecord[] {
-  const kept = ofStoredVersion(records, spans);
-  const decided = new Set(kept.map(keyOf));
-  const out = [...kept];
-  for (const s of spans) {
-    const version = s.attributes[CLEAN_POLICY_ATTRIBUTE];
-    if (typeof version !== 'number' || decided.has(keyOf(s))) continue;
+  // A delivery gets the attribute or a record, never both: a stored span carrying the attribute was allowed clean,
+  // and a record stamped with its very version came from another delivery in the same millisecond, which lost.
+  const clean = spans.filter((s) => typeof s.attributes[CLEAN_POLICY_ATTRIBUTE] === 'number');
+  const cleanKeys = new Set(clean.map(keyOf));
+  const out = ofStoredVersion(records, spans).filter((r) => !cleanKeys.has(keyOf(r)));
+  for (const s of clean) {
+    const version = s.attributes[CLEAN_POLICY_ATTRIBUTE] as number;
     out.push({ recordType: 'policy', workspaceId: s.workspaceId, traceId: s.traceId, spanId: s.spanId, policyVersion: version, decision: 'allow', reasons: '[]', createdAtMs: s.ingestedAtMs });
   }
   return out.sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));

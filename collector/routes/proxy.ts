@@ -89,7 +89,7 @@ export function proxyRoutes(r: RouteContext): void {
     request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string().min(1), input: z.unknown().optional(), stream: z.boolean().optional() }) },
     responses: {
       200: { description: 'The provider\'s answer passed through (application/json, or text/event-stream when stream is true); X-Trace-Id names the stored trace' },
-      400: { description: 'Not a JSON object with a non-empty string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header), a previous_response_id the proxy did not give this workspace (code previous_response_not_found, as the provider answers an unknown one; checked when the request goes out with the provider key tracegate holds), or, with the server\'s provider key that workspaces share, a conversation, item_reference, file, vector store or container stored at the provider (code stored_object_not_allowed, param the path of the first one)', schema: providerError },
+      400: { description: 'Not a JSON object with a non-empty string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header), a previous_response_id the proxy did not give this workspace (code previous_response_not_found, as the provider answers an unknown one; checked when the request goes out with the provider key tracegate holds), a prompt_cache_options.comparison_response_id the proxy did not give this workspace (code response_not_found, the same check), or, with the server\'s provider key that workspaces share, a conversation, an item, container or skill reference, a file, vector store, container or MCP tunnel stored at the provider (code stored_object_not_allowed, param the path of the first one)', schema: providerError },
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
       413: { description: 'The body is over TRACEGATE_MAX_BODY_BYTES after decompression (payload_too_large), or holds more than TRACEGATE_MAX_JSON_VALUES JSON values (too_many_values)', schema: providerError },
@@ -167,9 +167,15 @@ export function proxyRoutes(r: RouteContext): void {
       // The provider's own answer for an unknown id: the SDK raises the same BadRequestError either way.
       throw new HttpError(400, 'previous_response_not_found', `Previous response with id '${RESPONSE_ID.test(previous) ? previous : '…'}' not found.`, { type: 'invalid_request_error', param: 'previous_response_id' });
     }
+    // Prompt-cache diagnostics compare with a stored response: the same rule as previous_response_id.
+    const cacheOptions = fields.get('prompt_cache_options');
+    const comparison = isObj(cacheOptions) ? foldedFields(cacheOptions).get('comparison_response_id') : undefined;
+    if (typeof comparison === 'string' && !callerKey && !(await ownsResponse(ctx, comparison, provider.baseUrl))) {
+      throw new HttpError(400, 'response_not_found', `Response with id '${RESPONSE_ID.test(comparison) ? comparison : '…'}' not found.`, { type: 'invalid_request_error', param: 'prompt_cache_options.comparison_response_id' });
+    }
     const stored = !callerKey && provider.sharedKey ? storedObjectReference(body) : null;
     if (stored !== null) {
-      const param = /^[\w.[\]]{1,200}$/.test(stored) ? stored : null; // a path through caller-named keys is not echoed
+      const param = /^[\w.[\]]{1,200}$/.test(stored) ? stored : null; // a path through a key that is not a plain word is not echoed
       throw new HttpError(400, 'stored_object_not_allowed', `the request names an object stored at the provider${param ? ` (${param})` : ''}: a conversation, an item_reference, a file, a vector store or a container. With the provider key tracegate holds for every workspace, only responses the proxy gave this workspace can be named (previous_response_id); give the workspace a provider key of its own (tracegate provider set --api-key-env), or send yours in X-Provider-Api-Key where the workspace allows it`, { type: 'invalid_request_error', param });
     }
     const stream = fields.get('stream') === true;

@@ -685,6 +685,12 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       [{ tools: [{ type: 'code_interpreter', container: 'cntr_1' }] }, 'tools[0].container'],
       [{ tools: [{ type: 'code_interpreter', container: { type: 'auto', file_ids: ['file-1'] } }] }, 'tools[0].container.file_ids'],
       [{ prompt: { id: 'pmpt_1', variables: { doc: { type: 'input_file', file_id: 'file-v' } } } }, 'prompt.variables.doc.file_id'],
+      [{ prompt: { id: 'pmpt_1', variables: { metadata: { type: 'input_file', file_id: 'file-v' } } } }, 'prompt.variables.metadata.file_id'],
+      [{ input: [{ id: 'msg_abc' }] }, 'input[0]'], // an item reference's type is optional
+      [{ input: [{ type: null, id: 'msg_abc' }] }, 'input[0]'],
+      [{ tools: [{ type: 'shell', environment: { type: 'container_reference', container_id: 'cntr_1' } }] }, 'tools[0].environment'],
+      [{ tools: [{ type: 'code_interpreter', container: { type: 'auto', skills: [{ type: 'skill_reference', skill_id: 'skill_1' }] } }] }, 'tools[0].container.skills[0]'],
+      [{ tools: [{ type: 'mcp', server_label: 'internal', tunnel_id: 'tun_1' }] }, 'tools[0].tunnel_id'],
     ];
     const before = fake.requests.length;
     for (const [extra, param] of cases) {
@@ -697,13 +703,30 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     const odd = await send(shared, { prompt: { id: 'p', variables: { 'a b': { type: 'input_file', file_id: 'file-x' } } } });
     expect(odd.json.error).to.include({ code: 'stored_object_not_allowed', param: null });
     expect(fake.requests.length, 'the provider was never called').to.equal(before);
-    // Not references: a function's schema naming file_id, metadata, a new container, citations in replayed output.
+    // Not references: a function's schema naming file_id, an MCP server's headers, metadata, the text format's schema,
+    // a new container, replayed output items (by id, with their citations and file search results).
     const fine = await send(shared, {
-      tools: [{ type: 'function', name: 'f', parameters: { type: 'object', properties: { file_id: { type: 'string' } } } }, { type: 'code_interpreter', container: { type: 'auto' } }],
+      tools: [
+        { type: 'function', name: 'f', parameters: { type: 'object', properties: { file_id: { type: 'string' } } } },
+        { type: 'mcp', server_label: 'docs', server_url: 'https://mcp.example.com', headers: { file_id: 'x' } },
+        { type: 'code_interpreter', container: { type: 'auto' } },
+      ],
       metadata: { file_id: 'x' },
-      input: [{ role: 'assistant', content: [{ type: 'output_text', text: 'see', annotations: [{ type: 'container_file_citation', file_id: 'cfile_1', container_id: 'cntr_1' }] }] }, { role: 'user', content: 'next' }],
+      text: { format: { type: 'json_schema', name: 'out', schema: { type: 'object', properties: { vector_store_ids: { type: 'array' } } } } },
+      input: [
+        { type: 'message', id: 'msg_1', role: 'assistant', content: [{ type: 'output_text', text: 'see', annotations: [{ type: 'container_file_citation', file_id: 'cfile_1', container_id: 'cntr_1' }] }] },
+        { type: 'file_search_call', id: 'fs_1', status: 'completed', queries: ['q'], results: [{ file_id: 'file-r', filename: 'a.txt', text: 'x' }] },
+        { role: 'user', content: 'next' },
+      ],
     });
     expect(fine.status, fine.text).to.equal(200);
+    // A prompt-cache comparison with a response of another workspace: the same check as previous_response_id.
+    const mine = await shared.client.responses.create({ model: 'gpt-4o-mini', input: 'cached' });
+    const compare = { prompt_cache_options: { mode: 'implicit', ttl: '30m', comparison_response_id: mine.id } };
+    const foreign = await send(own, compare);
+    expect(foreign.status).to.equal(400);
+    expect(foreign.json.error).to.include({ code: 'response_not_found', param: 'prompt_cache_options.comparison_response_id' });
+    expect((await send(shared, compare)).status).to.equal(200);
     // The workspace's own key names its own account's objects; so does a caller's key.
     for (const [extra, param] of cases) {
       expect((await send(own, extra)).status, param).to.equal(200);
