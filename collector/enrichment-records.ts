@@ -22,7 +22,6 @@ export interface FindingRecord {
   createdAtMs: number;
 }
 
-/** The policy decision for one span at ingestion (or a proxy preflight). */
 /**
  * A span allowed with no finding and no reason gets no policy record: it carries the version of the policy that
  * allowed it in this attribute, and reads list it as an `allow` decision like a record (see storedPolicy). Most
@@ -31,6 +30,7 @@ export interface FindingRecord {
  */
 export const CLEAN_POLICY_ATTRIBUTE = 'tracegate.policy_version';
 
+/** The policy decision for one span at ingestion (or a proxy preflight). */
 export interface PolicyRecord {
   recordType: 'policy';
   workspaceId: string;

@@ -42,7 +42,7 @@ export function storedObjectReference(body: Record<string, unknown>): string | n
   return null;
 }
 
-/** `tool`: `v` is one of the request's tools, whose `parameters` (a JSON schema) and `headers` are the caller's names. */
+/** `tools`: `v` is the request's list of tools; `tool`: one of them, whose `parameters` (a JSON schema) and `headers` are the caller's names. */
 function find(v: unknown, path: string, depth: number, tools = false, tool = false): string | null {
   // Parsing bounded the depth already (TRACEGATE_MAX_JSON_DEPTH); this is a backstop for a caller outside the route.
   if (depth > 256 || typeof v !== 'object' || v === null) return null;

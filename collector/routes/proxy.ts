@@ -176,7 +176,7 @@ export function proxyRoutes(r: RouteContext): void {
     const stored = !callerKey && provider.sharedKey ? storedObjectReference(body) : null;
     if (stored !== null) {
       const param = /^[\w.[\]]{1,200}$/.test(stored) ? stored : null; // a path through a key that is not a plain word is not echoed
-      throw new HttpError(400, 'stored_object_not_allowed', `the request names an object stored at the provider${param ? ` (${param})` : ''}: a conversation, an item_reference, a file, a vector store or a container. With the provider key tracegate holds for every workspace, only responses the proxy gave this workspace can be named (previous_response_id); give the workspace a provider key of its own (tracegate provider set --api-key-env), or send yours in X-Provider-Api-Key where the workspace allows it`, { type: 'invalid_request_error', param });
+      throw new HttpError(400, 'stored_object_not_allowed', `the request names an object stored at the provider${param ? ` (${param})` : ''}: a conversation, an item, container or skill reference, a file, a vector store, a container or an MCP tunnel. With the provider key tracegate holds for every workspace, only responses the proxy gave this workspace can be named (previous_response_id); give the workspace a provider key of its own (tracegate provider set --api-key-env), or send yours in X-Provider-Api-Key where the workspace allows it`, { type: 'invalid_request_error', param });
     }
     const stream = fields.get('stream') === true;
     const { traceId, parentSpanId } = traceContext(ctx.get('traceparent'));
