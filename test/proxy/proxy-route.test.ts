@@ -699,7 +699,7 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       expect(res.json.error, param).to.include({ code: 'stored_object_not_allowed', param, type: 'invalid_request_error' });
       expect(res.headers.get('x-trace-id'), param).to.equal(null); // refused before the preflight: nothing stored
     }
-    // A path through a key the caller named is not echoed.
+    // A path through a key that is not a plain word is not echoed.
     const odd = await send(shared, { prompt: { id: 'p', variables: { 'a b': { type: 'input_file', file_id: 'file-x' } } } });
     expect(odd.json.error).to.include({ code: 'stored_object_not_allowed', param: null });
     expect(fake.requests.length, 'the provider was never called').to.equal(before);
