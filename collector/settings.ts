@@ -48,7 +48,7 @@ export type SettingsPatch = z.infer<typeof settingsPatchSchema>;
 
 export interface ResolvedSettings {
   policy: Policy;
-  /** `sharedKey`: apiKey is the server's (TRACEGATE_PROVIDER_API_KEY), which every workspace without its own shares. */
+  /** `sharedKey`: apiKey is the server's (TRACEGATE_PROVIDER_API_KEY), which every workspace without a key of its own shares. */
   provider: { baseUrl: string; apiKey: string | undefined; allowCallerKey: boolean; sharedKey: boolean };
   doc: SettingsDoc;
   version: number;
@@ -124,7 +124,8 @@ export class SettingsStore {
       policy: doc.policy ?? DEFAULT_POLICY,
       provider: {
         baseUrl, apiKey: doc.provider?.apiKey ?? serverKey, allowCallerKey: doc.provider?.allowCallerKey ?? false,
-        sharedKey: doc.provider?.apiKey === undefined && serverKey !== undefined,
+        // A workspace given the server's own key shares its account all the same.
+        sharedKey: serverKey !== undefined && (doc.provider?.apiKey ?? serverKey) === serverKey,
       },
     };
   }

@@ -734,8 +734,11 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       expect((await send(callers, extra, { 'x-provider-api-key': 'sk-callers-own' })).status, param).to.equal(200);
       expect(fake.requests.at(-1)!.headers.authorization, param).to.equal('Bearer sk-callers-own');
     }
-    // Without a caller key, that workspace uses the shared key: refused as for the first.
+    // Without a caller key, that workspace uses the shared key: refused as for the first. So is a workspace given
+    // the server's own key as its key: the same account.
     expect((await send(callers, cases[0]![0])).json.error).to.include({ code: 'stored_object_not_allowed' });
+    const same = await workspace({ provider: { apiKey: 'sk-fake' } });
+    expect((await send(same, cases[0]![0])).json.error).to.include({ code: 'stored_object_not_allowed' });
   });
 
   it('with the provider key tracegate holds, reaches a stored response only for the workspace the proxy gave its id to', async () => {
