@@ -56,6 +56,9 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
 /** A key as a case-insensitive parser matches it: full case folding ('ſ' is 's', the Kelvin sign 'k'). */
 export const foldKey = (k: string): string => k.toUpperCase().toLowerCase();
 
+/** A JSON object (not an array, not null). */
+export const isJsonObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 /**
  * An object's fields by folded key, as an upstream matching keys without regard to case reads them (Go's
  * encoding/json does). One value per key when the object passed duplicateKey with foldCase.

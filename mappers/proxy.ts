@@ -2,11 +2,10 @@
 import { emptySpan, isTrainable, MAX_TOKENS, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
-import { foldedFields, foldKey } from '../collector/json-prescan.ts';
+import { foldedFields, foldKey, isJsonObject } from '../collector/json-prescan.ts';
 import { cutMarked } from '../collector/otlp/normalized.ts';
 
 type Json = Record<string, unknown>;
-const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 /** A usage count as stored: whole, non-negative, at most MAX_TOKENS (what is priced is what is stored). */
 const tokens = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(Math.max(0, Math.round(v)), MAX_TOKENS) : 0);
@@ -29,13 +28,13 @@ export function requestTextParts(body: Json): TextPart[] {
   }
   if (!Array.isArray(input)) return parts;
   input.forEach((item, i) => {
-    if (!isObj(item)) return;
+    if (!isJsonObject(item)) return;
     const role = str(item.role) || 'user';
     if (typeof item.content === 'string') {
       if (item.content) parts.push({ path: ['input', i, 'content'], role, text: item.content });
     } else if (Array.isArray(item.content)) {
       item.content.forEach((c, j) => {
-        if (isObj(c) && typeof c.text === 'string' && c.text && (c.type === undefined || TEXT_PART_TYPES.has(str(c.type)))) {
+        if (isJsonObject(c) && typeof c.text === 'string' && c.text && (c.type === undefined || TEXT_PART_TYPES.has(str(c.type)))) {
           parts.push({ path: ['input', i, 'content', j, 'text'], role, text: c.text });
         }
       });
@@ -44,7 +43,7 @@ export function requestTextParts(body: Json): TextPart[] {
       if (typeof item.output === 'string' && item.output) parts.push({ path: ['input', i, 'output'], role: 'tool', text: item.output });
       else if (Array.isArray(item.output)) {
         item.output.forEach((c, j) => {
-          if (isObj(c) && typeof c.text === 'string' && c.text) parts.push({ path: ['input', i, 'output', j, 'text'], role: 'tool', text: c.text });
+          if (isJsonObject(c) && typeof c.text === 'string' && c.text) parts.push({ path: ['input', i, 'output', j, 'text'], role: 'tool', text: c.text });
         });
       }
     }
@@ -93,7 +92,7 @@ export function requestStrings(body: Json): RequestString[] {
       return;
     }
     if (Array.isArray(v)) { v.forEach((x, i) => walk(x, [...path, i], trusted, free)); return; }
-    if (!isObj(v)) return;
+    if (!isJsonObject(v)) return;
     const devRole = v.role === 'system' || v.role === 'developer';
     for (const k of Object.keys(v)) {
       // A key is as trusted as the object holding it (a key in user content is user content).
@@ -147,8 +146,8 @@ export function responseOutputText(resp: Json | null): string {
   if (!resp || !Array.isArray(resp.output)) return '';
   let text = '';
   for (const item of resp.output) {
-    if (!isObj(item) || item.type !== 'message' || !Array.isArray(item.content)) continue;
-    for (const c of item.content) if (isObj(c) && c.type === 'output_text') text += str(c.text);
+    if (!isJsonObject(item) || item.type !== 'message' || !Array.isArray(item.content)) continue;
+    for (const c of item.content) if (isJsonObject(c) && c.type === 'output_text') text += str(c.text);
   }
   return text;
 }
@@ -226,7 +225,7 @@ export class ResponsesStreamAssembler {
     let ev: Json;
     try {
       const parsed: unknown = JSON.parse(data);
-      if (!isObj(parsed)) return;
+      if (!isJsonObject(parsed)) return;
       ev = parsed;
     } catch {
       return; // e.g. a `[DONE]` sentinel
@@ -236,9 +235,9 @@ export class ResponsesStreamAssembler {
       if (this.s.firstDeltaAtMs === null) this.s.firstDeltaAtMs = atMs;
       this.s.text += str(ev.delta);
     } else if (type === 'error') {
-      const e = isObj(ev.error) ? ev.error : ev;
+      const e = isJsonObject(ev.error) ? ev.error : ev;
       this.s.error = { code: str(e.code) || 'error', message: str(e.message) };
-    } else if (type.startsWith('response.') && isObj(ev.response) && !this.s.terminal) {
+    } else if (type.startsWith('response.') && isJsonObject(ev.response) && !this.s.terminal) {
       this.s.response = ev.response;
       if (TERMINAL.has(type)) this.s.terminal = true;
     }
@@ -313,9 +312,9 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
     if (v !== undefined && v !== null) a[`gen_ai.request.${k}`] = v as AttrValue;
   }
   const metadata = given.get('metadata');
-  if (isObj(metadata)) a['metadata'] = metadata as AttrValue;
+  if (isJsonObject(metadata)) a['metadata'] = metadata as AttrValue;
   const tools = given.get('tools');
-  if (Array.isArray(tools)) a['gen_ai.request.tools'] = tools.map((t) => (isObj(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
+  if (Array.isArray(tools)) a['gen_ai.request.tools'] = tools.map((t) => (isJsonObject(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
 
   const o = x.outcome;
   if (o.kind === 'blocked') {
@@ -336,7 +335,7 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
     a['http.response.status_code'] = o.httpStatus;
     const resp = o.stream ? o.stream.response : o.body;
     if (o.httpStatus >= 400) {
-      const err = isObj(o.body) && isObj(o.body.error) ? o.body.error : null;
+      const err = isJsonObject(o.body) && isJsonObject(o.body.error) ? o.body.error : null;
       r.status = 'error';
       r.statusMessage = err ? str(err.message) : `upstream answered ${o.httpStatus}`;
       r.finishReason = err ? str(err.code) || str(err.type) || 'error' : 'error';
@@ -373,22 +372,22 @@ function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, strea
   if (str(resp.model)) { r.model = str(resp.model); a['gen_ai.response.model'] = r.model; }
   const status = str(resp.status);
   r.status = (Object.hasOwn(STATUS, status) ? STATUS[status] : undefined) ?? (status || r.status);
-  const output = Array.isArray(resp.output) ? resp.output.filter(isObj) : [];
+  const output = Array.isArray(resp.output) ? resp.output.filter(isJsonObject) : [];
   const calls = output.filter((i) => i.type === 'function_call');
   if (calls.length) a['gen_ai.response.tool_calls'] = calls.map((c) => ({ name: str(c.name), call_id: str(c.call_id) }));
-  const refusal = output.flatMap((i) => (Array.isArray(i.content) ? i.content : [])).find((c) => isObj(c) && c.type === 'refusal');
-  if (isObj(refusal)) a['gen_ai.response.refusal'] = str(refusal.refusal);
-  if (status === 'incomplete') r.finishReason = isObj(resp.incomplete_details) ? str(resp.incomplete_details.reason) || 'incomplete' : 'incomplete';
+  const refusal = output.flatMap((i) => (Array.isArray(i.content) ? i.content : [])).find((c) => isJsonObject(c) && c.type === 'refusal');
+  if (isJsonObject(refusal)) a['gen_ai.response.refusal'] = str(refusal.refusal);
+  if (status === 'incomplete') r.finishReason = isJsonObject(resp.incomplete_details) ? str(resp.incomplete_details.reason) || 'incomplete' : 'incomplete';
   else if (status === 'failed') {
-    const e = isObj(resp.error) ? resp.error : {};
+    const e = isJsonObject(resp.error) ? resp.error : {};
     r.finishReason = str(e.code) || 'error';
     r.statusMessage = str(e.message);
   } else if (status === 'completed') r.finishReason = calls.length ? 'tool_calls' : 'stop';
 
-  const u = isObj(resp.usage) ? resp.usage : null;
+  const u = isJsonObject(resp.usage) ? resp.usage : null;
   if (!u) return;
-  const inDetails = isObj(u.input_tokens_details) ? u.input_tokens_details : {};
-  const outDetails = isObj(u.output_tokens_details) ? u.output_tokens_details : {};
+  const inDetails = isJsonObject(u.input_tokens_details) ? u.input_tokens_details : {};
+  const outDetails = isJsonObject(u.output_tokens_details) ? u.output_tokens_details : {};
   r.promptTokens = tokens(u.input_tokens);
   r.completionTokens = tokens(u.output_tokens);
   r.totalTokens = tokens(u.total_tokens) || Math.min(r.promptTokens + r.completionTokens, MAX_TOKENS);

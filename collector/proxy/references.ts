@@ -4,19 +4,12 @@
 // object of that account is named, and tracegate creates none of them for a workspace (it proxies the Responses API
 // only), so none can be attributed to the caller: such a request is refused. Response ids (previous_response_id,
 // prompt_cache_options.comparison_response_id) are checked by ownership.ts instead.
-import { foldKey } from '../json-prescan.ts';
+import { foldedFields, foldKey, isJsonObject } from '../json-prescan.ts';
 
 /** Keys whose value names stored files, vector stores, skills or an MCP tunnel (folded case: an upstream may match keys regardless of it). */
 const ID_KEYS = new Set(['file_id', 'file_ids', 'vector_store_ids', 'skill_id', 'tunnel_id']);
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const named = (v: unknown): boolean => (typeof v === 'string' && v !== '') || (Array.isArray(v) && v.length > 0) || isObj(v);
-
-/** The value of `key` in `o` in any letter case (the route refuses a key given twice that way, so there is one). */
-function field(o: Record<string, unknown>, key: string): unknown {
-  for (const [k, v] of Object.entries(o)) if (foldKey(k) === key) return v;
-  return undefined;
-}
+const named = (v: unknown): boolean => (typeof v === 'string' && v !== '') || (Array.isArray(v) && v.length > 0) || isJsonObject(v);
 
 /**
  * Where the request body names an object stored at the provider (a path such as `input[1].content[0].file_id`),
@@ -32,8 +25,8 @@ export function storedObjectReference(body: Record<string, unknown>): string | n
     if (key === 'input' && Array.isArray(v)) {
       // An item given by id alone is an item reference, its `type` being optional.
       for (let i = 0; i < v.length; i++) {
-        const item = v[i];
-        if (isObj(item) && typeof field(item, 'id') === 'string' && field(item, 'role') === undefined && (field(item, 'type') ?? null) === null) return `${k}[${i}]`;
+        const item = isJsonObject(v[i]) ? foldedFields(v[i]) : null;
+        if (item && typeof item.get('id') === 'string' && item.get('role') === undefined && (item.get('type') ?? null) === null) return `${k}[${i}]`;
       }
     }
     const hit = find(v, k, 1, key === 'tools');
@@ -54,7 +47,7 @@ function find(v: unknown, path: string, depth: number, tools = false, tool = fal
     return null;
   }
   const o = v as Record<string, unknown>;
-  const type = field(o, 'type');
+  const type = foldedFields(o).get('type');
   const kind = typeof type === 'string' ? foldKey(type) : '';
   // item_reference, container_reference, skill_reference: an object stored at the provider, named by id.
   if (kind.endsWith('_reference')) return path;

@@ -9,7 +9,7 @@ import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody, releaseBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
 import { providerErrorSchema as providerError } from '../openapi.ts';
-import { duplicateKey, foldedFields } from '../json-prescan.ts';
+import { duplicateKey, foldedFields, isJsonObject } from '../json-prescan.ts';
 import type { Caller } from '../keys.ts';
 import type { SpanRecord } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
@@ -72,8 +72,6 @@ function traceContext(traceparent: string): { traceId: string; parentSpanId: str
 
 /** randomUUID draws from a batched entropy cache: much cheaper per call than randomBytes on the hot path. */
 const newSpanId = () => randomUUID().replaceAll('-', '').slice(16);
-
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function proxyRoutes(r: RouteContext): void {
   const mapLimits = { maxStringBytes: r.config.MAX_STRING_BYTES };
@@ -147,7 +145,7 @@ export function proxyRoutes(r: RouteContext): void {
     }
     const raw = await readBody(ctx, r.config.MAX_BODY_BYTES);
     const body = parseJson(raw, r.config.MAX_JSON_DEPTH, r.config.MAX_JSON_VALUES);
-    if (!isObj(body) || typeof body.model !== 'string' || body.model === '') {
+    if (!isJsonObject(body) || typeof body.model !== 'string' || body.model === '') {
       throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with a string `model`', { type: 'invalid_request_error', param: 'model' });
     }
     if (raw.length >= LARGE_BODY) await breathe(); // parsing and the key scan below each take a while on a large body
@@ -162,17 +160,17 @@ export function proxyRoutes(r: RouteContext): void {
     const provider = settings.provider;
     const callerKey = provider.allowCallerKey ? ctx.get('x-provider-api-key') : '';
     const fields = foldedFields(body); // any spelling of a key, as an upstream may read it
-    const previous = fields.get('previous_response_id');
-    if (typeof previous === 'string' && !callerKey && !(await ownsResponse(ctx, previous, provider.baseUrl))) {
-      // The provider's own answer for an unknown id: the SDK raises the same BadRequestError either way.
-      throw new HttpError(400, 'previous_response_not_found', `Previous response with id '${RESPONSE_ID.test(previous) ? previous : '…'}' not found.`, { type: 'invalid_request_error', param: 'previous_response_id' });
-    }
-    // Prompt-cache diagnostics compare with a stored response: the same rule as previous_response_id.
+    // A stored response the request names goes out with the key tracegate holds only when the proxy gave it to this
+    // workspace; otherwise the provider's own answer for an unknown id (the SDK raises the same BadRequestError).
+    const requireOwned = async (id: unknown, code: string, what: string, param: string) => {
+      if (typeof id !== 'string' || callerKey || await ownsResponse(ctx, id, provider.baseUrl)) return;
+      throw new HttpError(400, code, `${what} with id '${RESPONSE_ID.test(id) ? id : '…'}' not found.`, { type: 'invalid_request_error', param });
+    };
+    await requireOwned(fields.get('previous_response_id'), 'previous_response_not_found', 'Previous response', 'previous_response_id');
+    // Prompt-cache diagnostics compare with a stored response.
     const cacheOptions = fields.get('prompt_cache_options');
-    const comparison = isObj(cacheOptions) ? foldedFields(cacheOptions).get('comparison_response_id') : undefined;
-    if (typeof comparison === 'string' && !callerKey && !(await ownsResponse(ctx, comparison, provider.baseUrl))) {
-      throw new HttpError(400, 'response_not_found', `Response with id '${RESPONSE_ID.test(comparison) ? comparison : '…'}' not found.`, { type: 'invalid_request_error', param: 'prompt_cache_options.comparison_response_id' });
-    }
+    await requireOwned(isJsonObject(cacheOptions) ? foldedFields(cacheOptions).get('comparison_response_id') : undefined,
+      'response_not_found', 'Response', 'prompt_cache_options.comparison_response_id');
     const stored = !callerKey && provider.sharedKey ? storedObjectReference(body) : null;
     if (stored !== null) {
       const param = /^[\w.[\]]{1,200}$/.test(stored) ? stored : null; // a path through a key that is not a plain word is not echoed
@@ -248,7 +246,7 @@ export function proxyRoutes(r: RouteContext): void {
         ctx.res.off('close', onClose);
       }
       let json: Record<string, unknown> | null = null;
-      try { const v: unknown = JSON.parse(buf.toString('utf8')); json = isObj(v) ? v : null; } catch { /* not JSON: pass it through anyway */ }
+      try { const v: unknown = JSON.parse(buf.toString('utf8')); json = isJsonObject(v) ? v : null; } catch { /* not JSON: pass it through anyway */ }
       if (up.statusCode === 401 && !callerKey) {
         if (!(await finish({ kind: 'upstream', httpStatus: 401, requestId, body: HELD_KEY_REJECTED, stream: null }, { attributes: upstreamTtfb }))) ctx.set('X-Tracegate-Telemetry', 'not-stored');
         heldKeyRejected(ctx, target.origin);
