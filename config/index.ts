@@ -84,6 +84,7 @@ export const configSchema = z.object({
   DUCKDB_CHECKPOINT_MB: int(128, 0, 65536), // embedded store: write-ahead log MiB that start a checkpoint (0: DuckDB's 16)
   DUCKDB_WRITE_THREADS: int(1, 0, 256), // embedded store: DuckDB threads for batch inserts (0: DuckDB's own, as reads)
   SEMI_SPACE_MB: int(16, 0, 1024),        // `serve`: V8's semi-space cap, every thread (it shrinks the HTTP thread's young generation; 0: V8 default)
+  HEAP_GROWING_PERCENT: int(0, 0, 1000),  // `serve`: V8's --heap-growing-percent, every thread: less RSS for more garbage collection (0: V8's own)
   SIGN_EACH_TRACE: bool(false),           // an Ed25519 signature per trace, not one signed checkpoint per chain per second
 
   PROVIDER_BASE_URL: httpUrl().default('https://api.openai.com/v1'),

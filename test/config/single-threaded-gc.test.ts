@@ -1,4 +1,4 @@
-// `tracegate serve` with TRACEGATE_SINGLE_THREADED_GC and TRACEGATE_SEMI_SPACE_MB: the process replaces itself
+// `tracegate serve` with TRACEGATE_SINGLE_THREADED_GC, TRACEGATE_SEMI_SPACE_MB and TRACEGATE_HEAP_GROWING_PERCENT: the process replaces itself
 // with one started with V8's flags for them (same pid), or keeps its own arguments when neither is wanted.
 import { expect } from 'chai';
 import { join } from 'node:path';
@@ -24,6 +24,14 @@ describe('serve: V8 flags from the start (single-threaded garbage collection, th
     const r = await serveArgs('false', { TRACEGATE_SEMI_SPACE_MB: '24' });
     expect(r.pid).to.equal(r.childPid);
     expect(r.args.slice(1, 3)).to.deep.equal(['--max-semi-space-size=24', script]);
+  });
+
+  it('TRACEGATE_HEAP_GROWING_PERCENT: V8 grows each thread\'s old generation by at most that much; kept when given to node', async () => {
+    const r = await serveArgs('false', { TRACEGATE_HEAP_GROWING_PERCENT: '25' });
+    expect(r.pid).to.equal(r.childPid);
+    expect(r.args.slice(1, 4)).to.deep.equal(['--max-semi-space-size=16', '--heap-growing-percent=25', script]);
+    const given = await serveArgs('false', { TRACEGATE_SEMI_SPACE_MB: '0', TRACEGATE_HEAP_GROWING_PERCENT: '25' }, ['--heap-growing-percent=40']);
+    expect(given.args.slice(1)).to.deep.equal(['--heap-growing-percent=40', 'bin/tracegate.ts', 'serve']);
   });
 
   it('neither wanted (or a semi-space size given to node itself): its arguments as started', async () => {
