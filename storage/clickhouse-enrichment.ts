@@ -132,6 +132,23 @@ interface UsageCorrectionRow {
   total_tokens: string; cost_usd: number;
 }
 
+// Rows of the chained tables: no rollup and no dedupe within a batch (a replay is identical), so a batch of spooled
+// records (ClickHouseStorage.recordBatch) encodes them as they come.
+export const auditRow = (r: AuditRecord) => ({
+  workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, at_ms: r.atMs, actor: r.actor, action: r.action,
+  route: r.route, outcome: r.outcome, accepted: r.accepted, rejected: r.rejected, details: r.details,
+  prev_hash: r.prevHash, hash: r.hash,
+});
+export const verificationRow = (r: VerificationRecord) => ({
+  workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, trace_id: r.traceId, span_ids: r.spanIds,
+  span_versions: r.spanVersions, content_hash: r.contentHash, prev_hash: r.prevHash, hash: r.hash,
+  created_at_ms: r.createdAtMs,
+});
+export const checkpointRow = (r: CheckpointRecord) => ({
+  workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, head_hash: r.headHash, key_id: r.keyId,
+  signature: r.signature, at_ms: r.atMs,
+});
+
 export class ClickHouseEnrichment {
   private readonly client: ClickHouseClient;
   private readonly db: string;
@@ -171,25 +188,14 @@ export class ClickHouseEnrichment {
         workspace_id: r.workspaceId, trace_id: r.traceId, span_id: r.spanId, policy_version: r.policyVersion,
         decision: r.decision, reasons: r.reasons, created_at_ms: r.createdAtMs,
       }))),
-      this.insert('audit_log', b.audits.map((r) => ({
-        workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, at_ms: r.atMs, actor: r.actor, action: r.action,
-        route: r.route, outcome: r.outcome, accepted: r.accepted, rejected: r.rejected, details: r.details,
-        prev_hash: r.prevHash, hash: r.hash,
-      }))),
+      this.insert('audit_log', b.audits.map(auditRow)),
       this.insert('alerts', b.alerts.map((r) => ({
         workspace_id: r.workspaceId, alert_id: r.alertId, rule_id: r.ruleId, kind: r.kind, severity: r.severity,
         message: r.message, trace_id: r.traceId, value_bits: floatBits(r.value), threshold_bits: floatBits(r.threshold),
         window_start_ms: r.windowStartMs, at_ms: r.atMs, delivered: r.delivered,
       }))),
-      this.insert('verification', b.verifications.map((r) => ({
-        workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, trace_id: r.traceId, span_ids: r.spanIds,
-        span_versions: r.spanVersions, content_hash: r.contentHash, prev_hash: r.prevHash, hash: r.hash,
-        created_at_ms: r.createdAtMs,
-      }))),
-      this.insert('verification_checkpoints', b.checkpoints.map((r) => ({
-        workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, head_hash: r.headHash, key_id: r.keyId,
-        signature: r.signature, at_ms: r.atMs,
-      }))),
+      this.insert('verification', b.verifications.map(verificationRow)),
+      this.insert('verification_checkpoints', b.checkpoints.map(checkpointRow)),
     ]);
   }
 

@@ -52,25 +52,75 @@ export function tsvLine(columns: readonly string[], row: Readonly<Record<string,
   return `${s}\n`;
 }
 
+/**
+ * A body being written, line by line, into chunks of CHUNK_BYTES. Each line goes into the chunk as it is made:
+ * joining the lines first costs ~3× as much (a long string made of many pieces is flattened, then encoded, in one
+ * go). The chunks are outside V8's heap, so a body held for a while costs its garbage collector nothing.
+ */
+export class TsvWriter {
+  private readonly chunks: Buffer[] = [];
+  private chunk = Buffer.allocUnsafe(0);
+  private used = 0;
+  /** Set by the first row(): every later row must have the same columns. */
+  columns: string[] | null = null;
+  lines = 0;
+
+  /** A row's line, its columns those of the first row; a row that cannot be written throws (naming its column). */
+  row(row: Readonly<Record<string, unknown>>): void {
+    this.line(tsvLine((this.columns ??= Object.keys(row)), row));
+  }
+
+  /** A whole line, newline included; returns where it starts (see patch), and `lastBytes` is its length in bytes. */
+  line(line: string): number {
+    const most = line.length * 3; // UTF-8 bytes of a UTF-16 unit, at most
+    if (this.used + most > this.chunk.length) {
+      if (this.used > 0) this.chunks.push(this.chunk.subarray(0, this.used));
+      this.chunk = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, most));
+      this.used = 0;
+    }
+    const at = this.chunks.length * POSITION_CHUNK + this.used;
+    this.lastBytes = this.chunk.write(line, this.used);
+    this.used += this.lastBytes;
+    this.lines++;
+    return at;
+  }
+
+  lastBytes = 0;
+
+  /** Overwrite one ASCII byte at a position line() returned plus `offset`. */
+  patch(at: number, char: string): void {
+    const i = Math.floor(at / POSITION_CHUNK);
+    (i === this.chunks.length ? this.chunk : this.chunks[i]!)[at % POSITION_CHUNK] = char.charCodeAt(0);
+  }
+
+  /** The body written so far, without the lines at `dropped` (positions line() returned, with their byte lengths). */
+  body(dropped: ReadonlyArray<readonly [at: number, bytes: number]> = []): Buffer[] {
+    const all = this.used > 0 ? [...this.chunks, this.chunk.subarray(0, this.used)] : [...this.chunks];
+    if (dropped.length === 0) return all;
+    const gaps = [...dropped].sort((a, b) => a[0] - b[0]);
+    const out: Buffer[] = [];
+    let g = 0;
+    all.forEach((c, i) => {
+      let from = 0;
+      for (; g < gaps.length && Math.floor(gaps[g]![0] / POSITION_CHUNK) === i; g++) {
+        const at = gaps[g]![0] % POSITION_CHUNK;
+        if (at > from) out.push(c.subarray(from, at));
+        from = at + gaps[g]![1];
+      }
+      if (from < c.length) out.push(c.subarray(from));
+    });
+    return out;
+  }
+}
+
+/** A line's position: its chunk's index times this, plus its offset in the chunk. */
+const POSITION_CHUNK = 2 ** 31;
+
 /** The body in chunks; a row that cannot be written throws (naming its column). */
 export function tsvChunks(columns: readonly string[], rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Buffer[] {
-  // Each line is written into the chunk as it is made: joining the lines first costs ~3× as much (a long string
-  // made of many pieces is flattened, then encoded, in one go).
-  const chunks: Buffer[] = [];
-  let chunk = Buffer.allocUnsafe(CHUNK_BYTES);
-  let used = 0;
-  for (const row of rows) {
-    const line = tsvLine(columns, row);
-    const most = line.length * 3; // UTF-8 bytes of a UTF-16 unit, at most
-    if (used + most > chunk.length) {
-      if (used > 0) chunks.push(chunk.subarray(0, used));
-      chunk = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, most));
-      used = 0;
-    }
-    used += chunk.write(line, used);
-  }
-  if (used > 0) chunks.push(chunk.subarray(0, used));
-  return chunks;
+  const w = new TsvWriter();
+  for (const row of rows) w.line(tsvLine(columns, row));
+  return w.body();
 }
 
 /** Insert rows whose columns are those of the first row (every row must have them all). */
@@ -79,7 +129,12 @@ export async function insertTsv(client: ClickHouseClient, table: string, rows: R
   const columns = Object.keys(rows[0]!);
   // Every chunk made before the request starts: a row that cannot be written then fails the insert with nothing sent
   // (an error half-way through a streamed body could leave ClickHouse the rows before it).
-  const chunks = tsvChunks(columns, rows as ReadonlyArray<Readonly<Record<string, unknown>>>);
+  await insertBody(client, table, columns, tsvChunks(columns, rows as ReadonlyArray<Readonly<Record<string, unknown>>>));
+}
+
+/** Insert a body made already (TsvWriter), its lines in `columns` order. */
+export async function insertBody(client: ClickHouseClient, table: string, columns: readonly string[], chunks: Buffer[]): Promise<void> {
+  if (chunks.length === 0) return;
   await client.insert({
     table,
     columns: columns as [string, ...string[]],

@@ -39,7 +39,7 @@ function normPolicy(r: PolicyRecord): PolicyRecord {
   };
 }
 
-function normAudit(r: AuditRecord): AuditRecord {
+export function normAudit(r: AuditRecord): AuditRecord {
   return {
     recordType: 'audit', workspaceId: w(r.workspaceId), chainId: w(r.chainId), seq: count(r.seq), atMs: count(r.atMs),
     actor: w(r.actor), action: w(r.action), route: w(r.route), outcome: w(r.outcome),
@@ -56,7 +56,7 @@ function normAlert(r: AlertRecord): AlertRecord {
   };
 }
 
-function normVerification(r: VerificationRecord): VerificationRecord {
+export function normVerification(r: VerificationRecord): VerificationRecord {
   return {
     recordType: 'verification', workspaceId: w(r.workspaceId), traceId: w(r.traceId),
     spanIds: r.spanIds.map(w), spanVersions: r.spanVersions.map(count), contentHash: w(r.contentHash),
@@ -64,7 +64,7 @@ function normVerification(r: VerificationRecord): VerificationRecord {
   };
 }
 
-function normCheckpoint(r: CheckpointRecord): CheckpointRecord {
+export function normCheckpoint(r: CheckpointRecord): CheckpointRecord {
   return {
     recordType: 'checkpoint', workspaceId: w(r.workspaceId), chainId: w(r.chainId), seq: count(r.seq),
     headHash: w(r.headHash), keyId: w(r.keyId), signature: w(r.signature), atMs: count(r.atMs),

@@ -3,14 +3,14 @@ import { readFile } from 'node:fs/promises';
 import { decodeFrames, frameRecords } from '../collector/spool.ts';
 import { isEnrichment, type SpanRecord, type StoredRecord } from '../collector/record.ts';
 import type { EnrichmentRecord } from '../collector/enrichment-records.ts';
-import type { Storage } from './types.ts';
+import type { RecordBatch, Storage } from './types.ts';
 
 export interface InsertedChunk { rows: number; ms: number }
 /** A record storage refused on its own, with storage's reason. */
 export interface RefusedRecord { record: StoredRecord; error: string }
 export interface SpoolFilesResult { chunks: InsertedChunk[]; badTails: Array<{ path: string; error: string }>; refused: RefusedRecord[] }
 
-type Writer = Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'>;
+type Writer = Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'> & { recordBatch?: () => RecordBatch };
 
 /**
  * Records of one insert, by the size of their frames: a frame's JSON costs several times its size as objects, so
@@ -25,15 +25,25 @@ export const MAX_INSERT_BYTES = 16 * 1024 * 1024;
  */
 export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows: number, isolate = false, maxBytes = MAX_INSERT_BYTES): Promise<SpoolFilesResult> {
   const result: SpoolFilesResult = { chunks: [], badTails: [], refused: [] };
+  // Where storage encodes records as they come (ClickHouse), they are added as they are parsed and never held as
+  // objects until the insert. Isolating a bad record needs them as objects.
+  const newBatch = !isolate && storage.recordBatch ? () => storage.recordBatch!() : null;
+  let batch = newBatch?.() ?? null;
   let rows: StoredRecord[] = [];
+  let count = 0;
   let bytes = 0;
   const flush = async () => {
-    if (!rows.length) return;
+    if (count === 0) return;
     const t0 = performance.now();
-    if (isolate) result.refused.push(...await insertIsolating(storage, rows));
+    if (batch) {
+      const full = batch;
+      batch = newBatch!();
+      await full.finish();
+    } else if (isolate) result.refused.push(...await insertIsolating(storage, rows));
     else await insertRecords(storage, rows);
-    result.chunks.push({ rows: rows.length, ms: performance.now() - t0 });
+    result.chunks.push({ rows: count, ms: performance.now() - t0 });
     rows = [];
+    count = 0;
     bytes = 0;
   };
   for (const path of paths) {
@@ -44,8 +54,9 @@ export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows
     if (dec.damaged.length) result.badTails.push({ path, error: `damaged on disk: unreadable bytes skipped at ${dec.damaged.map((d) => d.at).join(', ')}; acknowledged records in them are lost` });
     for (const f of dec.frames) {
       for (const r of frameRecords(buf, f)) {
-        rows.push(r);
-        if (rows.length >= maxRows) await flush();
+        if (batch) batch.add(r);
+        else rows.push(r);
+        if (++count >= maxRows) await flush();
       }
       bytes += f.bytes;
       if (bytes >= maxBytes) await flush();

@@ -77,6 +77,17 @@ export interface SpanPart { spans: SpanRecord[]; more: boolean }
 /** A trace as stored: its distinct spans, and their text in bytes (each span's newest version, as SpanPage.maxBytes counts). */
 export interface TraceSize { spans: number; bytes: number }
 
+/**
+ * Spans and enrichment records, each encoded as it is added, so that the caller need not hold them all as objects
+ * until the insert (ClickHouseStorage.recordBatch, used by storage/spool-files.ts). finish() stores them as
+ * insertSpans and then insertEnrichment would. add() throws for a record that cannot be stored; nothing of the batch
+ * is stored then.
+ */
+export interface RecordBatch {
+  add(record: SpanRecord | EnrichmentRecord): void;
+  finish(): Promise<void>;
+}
+
 export interface Storage {
   readonly kind: 'clickhouse' | 'duckdb';
   /** Connect and run migrations (idempotent, versioned). */
@@ -87,6 +98,7 @@ export interface Storage {
 
   /** Insert a batch. Idempotent on (workspaceId, traceId, spanId): the record with the highest ingestedAtMs wins. */
   insertSpans(rows: SpanRecord[]): Promise<void>;
+
   /** The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. */
   getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
   /**

@@ -2,7 +2,7 @@
 // every character that needs escaping, in fields and in array elements, and bodies of several chunks.
 import { expect } from 'chai';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
-import { insertTsv, tsvChunks, tsvLine } from '../../storage/clickhouse-tsv.ts';
+import { insertTsv, tsvChunks, tsvLine, TsvWriter } from '../../storage/clickhouse-tsv.ts';
 import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
 import { chdbConnection } from './harness.ts';
 
@@ -35,6 +35,19 @@ describe('TabSeparated rows (clickhouse-tsv)', function () {
     for (const c of chunks) expect(c.length).to.be.at.most(6 * 1024 * 1024 + 3);
     const text = Buffer.concat(chunks).toString('utf8');
     expect(text.split('\n').slice(0, -1).map((l) => l.length)).to.deep.equal(rows.map((r) => r.s.length));
+  });
+
+  it('a writer sets a byte of a line written earlier and leaves lines out of the body, in any chunk', function () {
+    const w = new TsvWriter();
+    const at: number[] = [];
+    const bytes: number[] = [];
+    for (let i = 0; i < 2500; i++) { at.push(w.line(`1\t${i}`.padEnd(999, 'é') + '\n')); bytes.push(w.lastBytes); }
+    for (const i of [0, 1200, 2499]) w.patch(at[i]!, '2');
+    const lines = Buffer.concat(w.body([[at[1]!, bytes[1]!], [at[1500]!, bytes[1500]!]])).toString('utf8').split('\n').slice(0, -1);
+    expect(w.body().length).to.be.at.least(3); // the lines cross chunks
+    expect(lines.length).to.equal(2498);
+    expect(lines.filter((l) => l.startsWith('2\t')).map((l) => l.split('\t')[1]!.replace(/é+$/, ''))).to.deep.equal(['0', '1200', '2499']);
+    expect(lines.some((l) => /^1\t1(500)?é/.test(l))).to.equal(false);
   });
 
   for (const [name, connect] of [
