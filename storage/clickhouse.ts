@@ -12,7 +12,6 @@ import { refuseNewerSchema, StorageConfigError } from './startup.ts';
 import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, spanVersionsOf, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { auditRow, checkpointRow, ClickHouseEnrichment, verificationRow } from './clickhouse-enrichment.ts';
 import { normAudit, normCheckpoint, normVerification } from './enrichment.ts';
-import { ownershipOf } from '../collector/proxy/ownership.ts';
 import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
@@ -120,7 +119,7 @@ function toInsertRow(r: SpanRecord): SpanInsertRow {
 }
 
 /** A span in a record batch: where its line is in the body, and what finish() needs. */
-interface SpanEntry { at: number; bytes: number; ws: string; facts: UsageFacts; version: number; index: { workspace_id: string; trace_id: string; start_date: string } }
+interface SpanEntry { at: number; bytes: number; ws: string; facts: UsageFacts | null; version: number; index: { workspace_id: string; trace_id: string; start_date: string } }
 
 function usageFacts(r: SpanInsertRow): UsageFacts {
   return {
@@ -368,10 +367,12 @@ export class ClickHouseStorage implements Storage {
     const body = new TsvWriter();
     const dropped: Array<[number, number]> = [];
     let columns: string[] | null = null;
-    const owned: SpanRecord[] = [];
+    const owned = new Map<string, ReturnType<typeof proxyResponseRows>[number]>();
     const chained = { audit_log: new TsvWriter(), verification: new TsvWriter(), verification_checkpoints: new TsvWriter() };
     const other: EnrichmentRecord[] = [];
+    let finished = false;
     const add = (r: SpanRecord | EnrichmentRecord): void => {
+      if (finished) throw new Error('record batch already finished');
       if (isEnrichment(r)) {
         // A replay repeats a chained record exactly; reads collapse copies (FINAL), as they do across batches.
         if (r.recordType === 'audit') chained.audit_log.row(auditRow(normAudit(r)));
@@ -380,23 +381,27 @@ export class ClickHouseStorage implements Storage {
         else other.push(r);
         return;
       }
+      // Every version counts for the provider response it names, as in insertSpans before (the row, not the span).
+      const own = () => { for (const o of proxyResponseRows([r])) owned.set(`${o.workspace_id}\n${o.upstream}\n${o.response_id}`, o); };
       const key = JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
       const prev = spans.get(key);
-      if (prev && r.ingestedAtMs < prev.version) return;
+      if (prev && !(r.ingestedAtMs >= prev.version)) { own(); return; } // as latestPerSpan: the later one wins a tie
       const row = toInsertRow(r);
       // Always explicit: a column left out would get its DEFAULT (and 18.16's JSONEachRow gave it 0 instead).
       // The rollup flag first, one digit: finish() sets it in place.
       const at = body.line(`1\t${tsvLine((columns ??= Object.keys(row)), row as unknown as Record<string, unknown>)}`);
       if (prev) dropped.push([prev.at, prev.bytes]);
-      spans.set(key, { at, bytes: body.lastBytes, ws: row.workspace_id, facts: usageFacts(row), version: r.ingestedAtMs, index: { workspace_id: row.workspace_id, trace_id: row.trace_id, start_date: row.start_date } });
-      if (ownershipOf(r)) owned.push(r);
+      spans.set(key, { at, bytes: body.lastBytes, ws: row.workspace_id, facts: this.exactRollups ? usageFacts(row) : null, version: r.ingestedAtMs, index: { workspace_id: row.workspace_id, trace_id: row.trace_id, start_date: row.start_date } });
+      own();
     };
     const finish = async (): Promise<void> => {
+      if (finished) throw new Error('record batch already finished');
+      finished = true;
       if (spans.size > 0) {
         const entries = [...spans.values()];
         const corrections: UsageCorrection[] = [];
         if (this.exactRollups) for (const [ws, at] of byWorkspace(entries, (e) => e.ws)) {
-          const facts = at.map((i) => entries[i]!.facts);
+          const facts = at.map((i) => entries[i]!.facts!);
           const plan = planSpanRollup(ws, facts, await storedSpans(this.client, this.db, ws, facts));
           at.forEach((i, n) => { if (plan.flags[n] !== 1) body.patch(entries[i]!.at, String(plan.flags[n])); });
           corrections.push(...plan.corrections);
@@ -405,8 +410,7 @@ export class ClickHouseStorage implements Storage {
         // Index first: a span is then never stored without being findable. A failed call is
         // retried whole by the writer, and replays collapse in both tables.
         await this.insertRows('trace_index', [...index.values()]);
-        const ownedRows = proxyResponseRows(owned);
-        if (ownedRows.length) await this.insertRows('proxy_responses', ownedRows);
+        if (owned.size) await this.insertRows('proxy_responses', [...owned.values()]);
         await insertBody(this.client, this.t('spans'), ['rollup', ...columns!], body.body(dropped));
         // After the spans: a crash in between leaves the old version counted (never a double correction).
         await this.insertRows('usage_corrections', corrections);

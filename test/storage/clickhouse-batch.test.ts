@@ -89,6 +89,17 @@ for (const [name, factory] of CLICKHOUSES) {
       expect(await s.countSpans('ws-bad')).to.equal(0);
     });
 
+    it('is finished once: adding to it or finishing it again throws', async function () {
+      const batch = s.recordBatch();
+      batch.add(span('ws-once', 't', 'a'));
+      await batch.finish();
+      expect(() => batch.add(span('ws-once', 't', 'b'))).to.throw('already finished');
+      let err: unknown;
+      await batch.finish().catch((e: unknown) => { err = e; });
+      expect(String(err)).to.include('already finished');
+      expect(await s.countSpans('ws-once')).to.equal(1);
+    });
+
     it('spool segments go in through batches, in inserts of at most maxRows records', async function () {
       const dir = mkdtempSync(join(tmpdir(), 'tracegate-batch-'));
       try {
