@@ -132,8 +132,8 @@ interface UsageCorrectionRow {
   total_tokens: string; cost_usd: number;
 }
 
-// Rows of the chained tables: no rollup and no dedupe within a batch (a replay is identical), so a batch of spooled
-// records (ClickHouseStorage.recordBatch) encodes them as they come.
+// Rows of the chained tables. They have no rollup, and a copy of one (a replay, identical) is harmless as reads
+// collapse copies, so a batch of spooled records (ClickHouseStorage.recordBatch) encodes them as they come.
 export const auditRow = (r: AuditRecord) => ({
   workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, at_ms: r.atMs, actor: r.actor, action: r.action,
   route: r.route, outcome: r.outcome, accepted: r.accepted, rejected: r.rejected, details: r.details,
