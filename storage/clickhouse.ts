@@ -359,8 +359,8 @@ export class ClickHouseStorage implements Storage {
    * body at once, outside V8's heap. Holding a second of records as objects until the inserts returned had the
    * storage thread's young-generation collections copy them and promote them (~18 MB a second at 4,000 traces/s).
    * Kept per span until finish(): where its line is (its rollup flag is set there), its rollup facts and its
-   * trace-index entry. An older version of a span in the same batch is left out of the body (the table keeps the
-   * newest, the later one on a tie). Findings, policies and alerts (rare) are kept as they are for insertEnrichment.
+   * trace-index entry. A version that a newer one in the same batch supersedes is left out of the body (the table
+   * keeps the newest, the later one on a tie). Findings, policies and alerts (rare) are kept for insertEnrichment.
    */
   recordBatch(): RecordBatch {
     const spans = new Map<string, SpanEntry>();
