@@ -63,14 +63,15 @@ export class TsvWriter {
   private used = 0;
   /** Set by the first row(): every later row must have the same columns. */
   columns: string[] | null = null;
-  lines = 0;
+  /** The byte length of the last line written. */
+  lastBytes = 0;
 
   /** A row's line, its columns those of the first row; a row that cannot be written throws (naming its column). */
   row(row: Readonly<Record<string, unknown>>): void {
     this.line(tsvLine((this.columns ??= Object.keys(row)), row));
   }
 
-  /** A whole line, newline included; returns where it starts (see patch), and `lastBytes` is its length in bytes. */
+  /** A whole line, newline included; returns where it starts (see patch). */
   line(line: string): number {
     const most = line.length * 3; // UTF-8 bytes of a UTF-16 unit, at most
     if (this.used + most > this.chunk.length) {
@@ -81,13 +82,10 @@ export class TsvWriter {
     const at = this.chunks.length * POSITION_CHUNK + this.used;
     this.lastBytes = this.chunk.write(line, this.used);
     this.used += this.lastBytes;
-    this.lines++;
     return at;
   }
 
-  lastBytes = 0;
-
-  /** Overwrite one ASCII byte at a position line() returned plus `offset`. */
+  /** Overwrite the ASCII byte at a position line() returned (the line's first). */
   patch(at: number, char: string): void {
     const i = Math.floor(at / POSITION_CHUNK);
     (i === this.chunks.length ? this.chunk : this.chunks[i]!)[at % POSITION_CHUNK] = char.charCodeAt(0);

@@ -16,7 +16,7 @@ import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
   bySpanKey, checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
-  proxyResponseRows, tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type SpanFilter, type TraceAgg,
+  proxyResponseRow, tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type ProxyResponseRow, type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
 export interface ClickHouseOptions {
@@ -367,7 +367,7 @@ export class ClickHouseStorage implements Storage {
     const body = new TsvWriter();
     const dropped: Array<[number, number]> = [];
     let columns: string[] | null = null;
-    const owned = new Map<string, ReturnType<typeof proxyResponseRows>[number]>();
+    const owned = new Map<string, ProxyResponseRow>();
     const chained = { audit_log: new TsvWriter(), verification: new TsvWriter(), verification_checkpoints: new TsvWriter() };
     const other: EnrichmentRecord[] = [];
     let finished = false;
@@ -381,18 +381,18 @@ export class ClickHouseStorage implements Storage {
         else other.push(r);
         return;
       }
-      // Every version counts for the provider response it names, as in insertSpans before (the row, not the span).
-      const own = () => { for (const o of proxyResponseRows([r])) owned.set(`${o.workspace_id}\n${o.upstream}\n${o.response_id}`, o); };
+      // Every version counts for the provider response it names, as proxyResponseRows does (the row, not the span).
+      const proxied = proxyResponseRow(r);
       const key = JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
       const prev = spans.get(key);
-      if (prev && !(r.ingestedAtMs >= prev.version)) { own(); return; } // as latestPerSpan: the later one wins a tie
+      if (proxied) owned.set(proxied.key, proxied.row);
+      if (prev && !(r.ingestedAtMs >= prev.version)) return; // as latestPerSpan: the later one wins a tie
       const row = toInsertRow(r);
       // Always explicit: a column left out would get its DEFAULT (and 18.16's JSONEachRow gave it 0 instead).
       // The rollup flag first, one digit: finish() sets it in place.
       const at = body.line(`1\t${tsvLine((columns ??= Object.keys(row)), row as unknown as Record<string, unknown>)}`);
       if (prev) dropped.push([prev.at, prev.bytes]);
       spans.set(key, { at, bytes: body.lastBytes, ws: row.workspace_id, facts: this.exactRollups ? usageFacts(row) : null, version: r.ingestedAtMs, index: { workspace_id: row.workspace_id, trace_id: row.trace_id, start_date: row.start_date } });
-      own();
     };
     const finish = async (): Promise<void> => {
       if (finished) throw new Error('record batch already finished');

@@ -29,14 +29,22 @@ export function checkNs(ns: string, field: string): string {
   return BigInt(ns).toString(); // canonical: no leading zeros
 }
 
-/** The proxy_responses rows of a batch: each response id a proxy span in it proves (collector/proxy/ownership.ts). */
-export function proxyResponseRows(spans: readonly SpanRecord[]): Array<{ workspace_id: string; response_id: string; upstream: string; trace_id: string }> {
-  const rows = new Map<string, { workspace_id: string; response_id: string; upstream: string; trace_id: string }>();
+export interface ProxyResponseRow { workspace_id: string; response_id: string; upstream: string; trace_id: string }
+
+/** The proxy_responses row of a span that proves a response id (collector/proxy/ownership.ts), with its key; else null. */
+export function proxyResponseRow(span: SpanRecord): { key: string; row: ProxyResponseRow } | null {
+  const o = ownershipOf(span);
+  if (!o) return null;
+  const stored = { workspaceId: wellFormed(o.workspaceId), responseId: o.responseId, upstream: wellFormed(o.upstream) };
+  return { key: ownershipKey(stored), row: { workspace_id: stored.workspaceId, response_id: stored.responseId, upstream: stored.upstream, trace_id: wellFormed(o.traceId) } };
+}
+
+/** The proxy_responses rows of a batch: one per response id, the later span's. */
+export function proxyResponseRows(spans: readonly SpanRecord[]): ProxyResponseRow[] {
+  const rows = new Map<string, ProxyResponseRow>();
   for (const span of spans) {
-    const o = ownershipOf(span);
-    if (!o) continue;
-    const stored = { workspaceId: wellFormed(o.workspaceId), responseId: o.responseId, upstream: wellFormed(o.upstream) };
-    rows.set(ownershipKey(stored), { workspace_id: stored.workspaceId, response_id: stored.responseId, upstream: stored.upstream, trace_id: wellFormed(o.traceId) });
+    const r = proxyResponseRow(span);
+    if (r) rows.set(r.key, r.row);
   }
   return [...rows.values()];
 }

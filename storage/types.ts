@@ -99,7 +99,6 @@ export interface Storage {
 
   /** Insert a batch. Idempotent on (workspaceId, traceId, spanId): the record with the highest ingestedAtMs wins. */
   insertSpans(rows: SpanRecord[]): Promise<void>;
-
   /** The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. */
   getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
   /**
