@@ -385,14 +385,15 @@ export class ClickHouseStorage implements Storage {
       const proxied = proxyResponseRow(r);
       const key = JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
       const prev = spans.get(key);
-      if (proxied) owned.set(proxied.key, proxied.row);
-      if (prev && !(r.ingestedAtMs >= prev.version)) return; // as latestPerSpan: the later one wins a tie
+      const own = () => { if (proxied) owned.set(proxied.key, proxied.row); };
+      if (prev && !(r.ingestedAtMs >= prev.version)) return own(); // as latestPerSpan: the later one wins a tie
       const row = toInsertRow(r);
       // Always explicit: a column left out would get its DEFAULT (and 18.16's JSONEachRow gave it 0 instead).
       // The rollup flag first, one digit: finish() sets it in place.
       const at = body.line(`1\t${tsvLine((columns ??= Object.keys(row)), row as unknown as Record<string, unknown>)}`);
       if (prev) dropped.push([prev.at, prev.bytes]);
       spans.set(key, { at, bytes: body.lastBytes, ws: row.workspace_id, facts: this.exactRollups ? usageFacts(row) : null, version: r.ingestedAtMs, index: { workspace_id: row.workspace_id, trace_id: row.trace_id, start_date: row.start_date } });
+      own(); // last: a span that fails to encode leaves the batch as it was
     };
     const finish = async (): Promise<void> => {
       if (finished) throw new Error('record batch already finished');

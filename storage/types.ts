@@ -81,7 +81,7 @@ export interface TraceSize { spans: number; bytes: number }
  * Spans and enrichment records, each encoded as it is added, so that the caller need not hold them all as objects
  * until the insert (ClickHouseStorage.recordBatch, used by storage/spool-files.ts). finish() stores them as
  * insertSpans and then insertEnrichment would, and only once. add() throws for a span, audit, verification or
- * checkpoint record that cannot be stored (nothing of the batch is stored then); findings, policies and alerts are
+ * checkpoint record that cannot be stored, and leaves the batch as it was; findings, policies and alerts are
  * checked in finish(), after the spans are stored, as insertEnrichment does after insertSpans.
  */
 export interface RecordBatch {

@@ -82,11 +82,12 @@ for (const [name, factory] of CLICKHOUSES) {
       expect([got.findings, got.policies]).to.deep.equal([['pii.email'], ['flag']]);
     });
 
-    it('a record that cannot be stored fails add(), and nothing of its batch is stored', async function () {
+    it('a record that cannot be stored fails add() and leaves the batch as it was', async function () {
       const batch = s.recordBatch();
       batch.add(span('ws-bad', 't', 'a'));
       expect(() => batch.add(span('ws-bad', 't', 'b', { startTimeNs: '-5' }))).to.throw(RangeError);
-      expect(await s.countSpans('ws-bad')).to.equal(0);
+      await batch.finish(); // no half-written line: the insert parses
+      expect((await s.getTrace('ws-bad', 't')).map((x) => x.spanId)).to.deep.equal(['a']);
     });
 
     it('is finished once: adding to it or finishing it again throws', async function () {
