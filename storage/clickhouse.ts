@@ -16,7 +16,7 @@ import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
   bySpanKey, checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
-  proxyResponseRow, tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type ProxyResponseRow, type SpanFilter, type TraceAgg,
+  proxyResponseRow, spanVersionKey, tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type ProxyResponseRow, type SpanFilter, type TraceAgg,
 } from './codec.ts';
 
 export interface ClickHouseOptions {
@@ -383,7 +383,7 @@ export class ClickHouseStorage implements Storage {
       }
       // Every version counts for the provider response it names, as proxyResponseRows does (the row, not the span).
       const proxied = proxyResponseRow(r);
-      const key = JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
+      const key = spanVersionKey(r);
       const prev = spans.get(key);
       const own = () => { if (proxied) owned.set(proxied.key, proxied.row); };
       if (prev && !(r.ingestedAtMs >= prev.version)) return own(); // as latestPerSpan: the later one wins a tie

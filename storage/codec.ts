@@ -126,6 +126,11 @@ function setOwn(obj: Attributes, key: string, value: AttrValue): void {
   else obj[key] = value;
 }
 
+/** What makes two records versions of one span (a batch keeps one per key: see latestPerSpan). */
+export function spanVersionKey(r: Pick<SpanRecord, 'workspaceId' | 'traceId' | 'spanId'>): string {
+  return JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
+}
+
 /**
  * Collapse duplicates within one batch, keeping the highest ingestedAtMs (the later one on a
  * tie), so the batch itself obeys the same rule as replays across batches.
@@ -134,7 +139,7 @@ export function latestPerSpan(rows: readonly SpanRecord[]): SpanRecord[] {
   if (rows.length < 2) return [...rows];
   const byKey = new Map<string, SpanRecord>();
   for (const r of rows) {
-    const key = JSON.stringify([r.workspaceId, r.traceId, r.spanId]);
+    const key = spanVersionKey(r);
     const prev = byKey.get(key);
     if (!prev || r.ingestedAtMs >= prev.ingestedAtMs) byKey.set(key, r);
   }
