@@ -1,5 +1,6 @@
 // `make bench`: every case prints its figures next to a baseline measured in the same run.
-// BENCH_SECONDS (default 20) shortens runs for a quick look; BENCH_ONLY=native,otlp,proxy picks cases.
+// BENCH_SECONDS (default 20) shortens runs for a quick look; BENCH_ONLY=native,otlp,proxy picks cases (and
+// BENCH_ONLY=lookup the ClickHouse stored-version lookup, not run by default).
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,6 +89,10 @@ try {
   if (only.has('proxy')) {
     const { runProxyBench } = await import('./proxy.ts');
     await runProxyBench(seconds);
+  }
+  if (only.has('lookup')) { // not in the default set: it writes millions of spans first
+    const { runLookupBench } = await import('./lookup.ts');
+    await runLookupBench();
   }
 } finally {
   await ch.dispose();

@@ -197,6 +197,32 @@ async function chunked<T>(keys: readonly SpanKey[], read: (traceIds: string[], s
   return out;
 }
 
+/**
+ * As chunked, for reads of `spans`: first which of a chunk's traces have stored spans, and on which days
+ * (trace_index), then `read` for those traces only, with those days and their span ids. Random trace ids spread
+ * over every granule of a day's spans: naming a batch's new traces too read the whole day as soon as one of them
+ * continued a stored trace (2 M spans stored: 200 ms a batch, growing with the day).
+ */
+async function chunkedStored<T>(
+  client: ClickHouseClient, db: string, ws: string, keys: readonly SpanKey[],
+  read: (days: string[], traceIds: string[], spanIds: string[]) => Promise<T[]>,
+): Promise<T[]> {
+  const tracesOf = new Map<string, string[]>(); // span id → the traces asking for it (nearly always one)
+  for (const k of keys) {
+    const t = tracesOf.get(k.spanId);
+    if (!t) tracesOf.set(k.spanId, [k.traceId]); else if (!t.includes(k.traceId)) t.push(k.traceId);
+  }
+  return chunked(keys, async (traceIds, spanIds) => {
+    const stored = await rows<{ trace_id: string; d: string }>(client,
+      `SELECT DISTINCT trace_id, toString(start_date) AS d FROM ${db}.trace_index WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)}`);
+    if (stored.length === 0) return [];
+    const ids = new Set(stored.map((r) => r.trace_id));
+    // The chunk's own span ids (a large trace's are split over chunks), of the stored traces only.
+    const theirs = spanIds.filter((s) => tracesOf.get(s)!.some((t) => ids.has(t)));
+    return read([...new Set(stored.map((r) => r.d))], [...ids], theirs);
+  });
+}
+
 async function rows<T>(client: ClickHouseClient, query: string): Promise<T[]> {
   return (await client.query({ query, format: 'JSONEachRow', clickhouse_settings: LOOKUP_SETTINGS })).json<T>();
 }
@@ -207,14 +233,13 @@ async function rows<T>(client: ClickHouseClient, query: string): Promise<T[]> {
  */
 export async function storedSpans(client: ClickHouseClient, db: string, workspaceId: string, keys: readonly SpanKey[]): Promise<Map<string, UsageFacts>> {
   const ws = str(workspaceId);
-  const found = await chunked(keys, (traceIds, spanIds) => rows<StoredSpanRow>(client, `
+  const found = await chunkedStored(client, db, ws, keys, (days, traceIds, spanIds) => rows<StoredSpanRow>(client, `
     SELECT trace_id, span_id, toString(start_ns) AS s_start, kind, model, action_name, environment, source, status,
       toString(prompt_tokens) AS s_prompt, toString(completion_tokens) AS s_completion,
       toString(total_tokens) AS s_total, toString(cost_usd_bits) AS s_cost, toString(duration_ms_bits) AS s_duration,
       toString(ingested_at_ms) AS s_ingested
     FROM ${db}.spans
-    WHERE workspace_id = ${ws}
-      AND start_date IN (SELECT start_date FROM ${db}.trace_index WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)})
+    WHERE workspace_id = ${ws} AND start_date IN ${strList(days)}
       AND trace_id IN ${strList(traceIds)} AND span_id IN ${strList(spanIds)}
     ORDER BY ingested_at_ms DESC
     LIMIT 1 BY trace_id, span_id`));
@@ -238,11 +263,10 @@ export async function storedSpans(client: ClickHouseClient, db: string, workspac
  */
 export async function spanVersionsOf(client: ClickHouseClient, db: string, workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]> {
   const ws = str(workspaceId);
-  const found = await chunked(keys, (traceIds, spanIds) => rows<{ trace_id: string; span_id: string; v: string }>(client, `
+  const found = await chunkedStored(client, db, ws, keys, (days, traceIds, spanIds) => rows<{ trace_id: string; span_id: string; v: string }>(client, `
     SELECT trace_id, span_id, toString(max(ingested_at_ms)) AS v
     FROM ${db}.spans
-    WHERE workspace_id = ${ws}
-      AND start_date IN (SELECT start_date FROM ${db}.trace_index WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)})
+    WHERE workspace_id = ${ws} AND start_date IN ${strList(days)}
       AND trace_id IN ${strList(traceIds)} AND span_id IN ${strList(spanIds)}
     GROUP BY trace_id, span_id`));
   const asked = new Set(keys.map((k) => spanKey(k.traceId, k.spanId)));

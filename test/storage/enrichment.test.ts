@@ -12,7 +12,7 @@ import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
 import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { keyChunks, lookupChunks, spanKey, storedFindings, storedSpans } from '../../storage/clickhouse-rollup.ts';
+import { keyChunks, lookupChunks, spanKey, spanVersionsOf, storedFindings, storedSpans } from '../../storage/clickhouse-rollup.ts';
 import { clickhouseUrl } from '../support/shared.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
 import { BACKENDS, CLICKHOUSES, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
@@ -670,6 +670,22 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
     } finally {
       await s2.close();
     }
+  });
+
+  it('the lookup finds the stored spans of a trace on two days among new traces, over two queries, and no span of the same id elsewhere', async function () {
+    const ws = 'ws-lookup-days';
+    const store = h.storage as unknown as Store;
+    const day = 86_400_000;
+    await h.storage.insertSpans([llmSpan(ws, 'd1', T0, { traceId: 'two-days' }), llmSpan(ws, 'd2', T0 + 3 * day, { traceId: 'two-days' })]);
+    // 6,000 new traces (two lookup queries), each asking for a span id the stored trace has
+    const keys = [
+      ...Array.from({ length: 6_000 }, (_, i) => ({ traceId: `new-${i}`, spanId: i % 2 ? 'd1' : 'd2' })),
+      { traceId: 'two-days', spanId: 'd1' }, { traceId: 'two-days', spanId: 'd2' }, { traceId: 'two-days', spanId: 'd3' },
+    ];
+    expect([...(await storedSpans(store.client, store.db, ws, keys)).values()].map((f) => [f.traceId, f.spanId]).sort())
+      .to.deep.equal([['two-days', 'd1'], ['two-days', 'd2']]);
+    expect((await spanVersionsOf(store.client, store.db, ws, keys)).map((v) => [v.traceId, v.spanId, v.ingestedAtMs]).sort())
+      .to.deep.equal([['two-days', 'd1', T0 + 5], ['two-days', 'd2', T0 + 3 * day + 5]]);
   });
 
   it('a replayed batch larger than one lookup query (5,000 trace ids) is counted once', async function () {
