@@ -113,11 +113,11 @@ export function planFindingRollup(workspaceId: string, rows: readonly FindingFac
 // ---- reading the stored versions ----
 
 // Trace ids per lookup query. Each query has a fixed cost (parsing, building the IN set, reading
-// trace_index), so few large queries beat many small ones: on 18.16 with 2 M indexed traces,
+// trace_days), so few large queries beat many small ones: on 18.16 with 2 M indexed traces,
 // 500 ids took 70–130 ms and 5,000 ids 180–250 ms. A chunk is also bounded by the size of its
-// escaped literals (a requestId may be 256 characters of backslashes, twice as long escaped): the
-// spans query holds the list twice, and a query over max_query_size fails as a syntax error that
-// a retry would repeat forever.
+// escaped literals (a requestId may be 256 characters of backslashes, twice as long escaped; trace ids
+// are counted twice, as a bound): a query over max_query_size fails as a syntax error that a retry
+// would repeat forever.
 const LOOKUP_CHUNK = 5000;
 const LOOKUP_LIST_BYTES = 1 << 20;
 /** Queries carrying a lookupChunks list: it may pass the default 256 KiB max_query_size. */
@@ -153,7 +153,7 @@ export type { SpanKey };
 
 /**
  * Unique keys in chunks, each as the trace ids and span ids it names: at most LOOKUP_CHUNK traces and
- * LOOKUP_LIST_BYTES of escaped literals (the trace list counted twice: the queries hold it twice). Taken trace by
+ * LOOKUP_LIST_BYTES of escaped literals (the trace list counted twice, as a bound). Taken trace by
  * trace, so a chunk names few span ids of other traces than their own (those extra rows are ignored).
  */
 export function keyChunks(keys: readonly SpanKey[]): Array<{ traceIds: string[]; spanIds: string[] }> {
@@ -199,7 +199,7 @@ async function chunked<T>(keys: readonly SpanKey[], read: (traceIds: string[], s
 
 /**
  * As chunked, for reads of `spans`: first which of a chunk's traces have stored spans, and on which days
- * (trace_index), then `read` for those traces only, with those days and their span ids. Random trace ids spread
+ * (trace_days), then `read` for those traces only, with those days and their span ids. Random trace ids spread
  * over every granule of a day's spans: naming a batch's new traces too read the whole day as soon as one of them
  * continued a stored trace (2 M spans stored: 200 ms a batch, growing with the day).
  */
@@ -214,7 +214,7 @@ async function chunkedStored<T>(
   }
   return chunked(keys, async (traceIds, spanIds) => {
     const stored = await rows<{ trace_id: string; d: string }>(client,
-      `SELECT DISTINCT trace_id, toString(start_date) AS d FROM ${db}.trace_index WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)}`);
+      `SELECT DISTINCT trace_id, toString(start_date) AS d FROM ${db}.trace_days WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)}`);
     if (stored.length === 0) return [];
     const ids = new Set(stored.map((r) => r.trace_id));
     // The chunk's own span ids (a large trace's are split over chunks), of the stored traces only.
@@ -259,7 +259,7 @@ export async function storedSpans(client: ClickHouseClient, db: string, workspac
 
 /**
  * The stored version (newest ingested_at_ms) of these spans (one workspace), one query per chunk: the trace ids
- * name the days to read through trace_index, as for storedSpans, and only the key columns are read.
+ * name the days to read through trace_days, as for storedSpans, and only the key columns are read.
  */
 export async function spanVersionsOf(client: ClickHouseClient, db: string, workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]> {
   const ws = str(workspaceId);

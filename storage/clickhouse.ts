@@ -183,12 +183,28 @@ async function distribute(client: ClickHouseClient, db: string, local: string, c
     }
     await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.${name} (${want.join(', ')}) ENGINE = ${engine}` });
   }
+  // A table a migration dropped (trace_index, v10): its Distributed table would only take inserts that fail.
+  const kept = new Set(tables.map((t) => t.name));
+  for (const { name } of await query<{ name: string }>(`SELECT name FROM system.tables WHERE database = ${str(db)} AND engine = 'Distributed'`)) {
+    if (!kept.has(name)) await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
+  }
 }
 
 /** Run one migration statement; an ADD COLUMN whose column exists, or a DROP COLUMN whose column is gone, is done already. */
 export async function runStatement(client: ClickHouseClient, st: ClickHouseStatement): Promise<void> {
   if (typeof st === 'string') {
     await client.command({ query: st });
+    return;
+  }
+  if ('fromDroppedTable' in st) {
+    try {
+      await client.command({ query: st.fromDroppedTable });
+    } catch (e) {
+      // Code 60 (18.16: "Table … doesn't exist"; current servers: "Unknown table expression identifier").
+      const message = (e as Error).message ?? '';
+      const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec(message)?.[1];
+      if (code !== '60' && !/doesn't exist|Unknown table|UNKNOWN_TABLE/i.test(message)) throw e;
+    }
     return;
   }
   if ('dropColumn' in st) {
@@ -268,7 +284,7 @@ export class ClickHouseStorage implements Storage {
       log: { level: ClickHouseLogLevel.OFF },
       // Sharded: an insert returns once every shard has its rows (durable there, readable at once), and a
       // subquery over a Distributed table runs on each shard against its local table: the subqueries only join
-      // tables sharded on the same key (spans and trace_index), so each shard's answer is complete for its traces.
+      // tables sharded on the same key (spans and trace_days), so each shard's answer is complete for its traces.
       ...(this.opts.cluster ? { clickhouse_settings: { insert_distributed_sync: 1, distributed_product_mode: 'local' } } : {}),
       ...(connection ? { connection } : {}),
     });
@@ -410,7 +426,7 @@ export class ClickHouseStorage implements Storage {
         const index = new Map(entries.map((e) => [JSON.stringify(e.index), e.index]));
         // Index first: a span is then never stored without being findable. A failed call is
         // retried whole by the writer, and replays collapse in both tables.
-        await this.insertRows('trace_index', [...index.values()]);
+        await this.insertRows('trace_days', [...index.values()]);
         if (owned.size) await this.insertRows('proxy_responses', [...owned.values()]);
         await insertBody(this.client, this.t('spans'), ['rollup', ...columns!], body.body(dropped));
         // After the spans: a crash in between leaves the old version counted (never a double correction).
@@ -461,7 +477,7 @@ export class ClickHouseStorage implements Storage {
     return found.sort(bySpanKey);
   }
 
-  /** The condition selecting one trace's span rows on the days it has spans (trace_index), or null for no such trace. */
+  /** The condition selecting one trace's span rows on the days it has spans (trace_days), or null for no such trace. */
   private async oneTrace(workspaceId: string, traceId: string): Promise<string | null> {
     const ws = str(wellFormed(workspaceId));
     const trace = str(wellFormed(traceId));
@@ -507,10 +523,10 @@ export class ClickHouseStorage implements Storage {
     return out;
   }
 
-  /** The days the spans of these traces start on (trace_index), so a lookup by trace id reads those partitions only. */
+  /** The days the spans of these traces start on (trace_days), so a lookup by trace id reads those partitions only. */
   private async traceDays(ws: string, ids: string): Promise<string[]> {
     const rows = await this.rows<{ d: string }>(
-      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
+      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_days')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
     );
     return rows.map((r) => r.d);
   }
@@ -558,7 +574,7 @@ export class ClickHouseStorage implements Storage {
     // keys, and a distributed GROUP BY merges each trace's rows from every shard.
     const rows = await this.rows<{ trace_id: string }>(`
       SELECT trace_id FROM (
-        SELECT trace_id, 1 AS stored FROM ${this.t('trace_index')} WHERE workspace_id = ${ws} ${from}
+        SELECT trace_id, 1 AS stored FROM ${this.t('trace_days')} WHERE workspace_id = ${ws} ${from}
         UNION ALL
         SELECT trace_id, 0 AS stored FROM ${this.t('verification')} WHERE workspace_id = ${ws} ${from})
       GROUP BY trace_id HAVING min(stored) = 1

@@ -80,6 +80,15 @@ const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> =
     expect(await sql(c.nodes[0]!.url, `SELECT engine FROM system.tables WHERE database = '${db}' AND name = 'alerts' FORMAT TSV`)).to.equal('Distributed');
   });
 
+  it('a table a migration dropped on the shards loses its Distributed table at the next start (v10: trace_index)', async () => {
+    const db = uniqueDatabase();
+    await initOnce(db);
+    // trace_index as a v9 start left it: a Distributed table over the shards' table, which v10 dropped
+    for (const n of c.nodes) await sql(n.url, `CREATE TABLE ${db}.trace_index (workspace_id String, trace_id String, start_date Date) ENGINE = Distributed('${c.name}', '${db}_local', 'trace_index', cityHash64(workspace_id, trace_id))`);
+    await initOnce(db);
+    for (const n of c.nodes) expect(await sql(n.url, `SELECT name FROM system.tables WHERE database IN ('${db}', '${db}_local') AND name LIKE 'trace_%' FORMAT TSV`)).to.equal('trace_days\ntrace_days');
+  });
+
   it('refuses to start, naming the problem: an unknown cluster, a node left out, single-server tables', async () => {
     await refuses(open(uniqueDatabase(), undefined, 'no_such_cluster'), /cluster "no_such_cluster" is not in the server's remote_servers/);
     await refuses(open(uniqueDatabase(), [c.nodes[0]!.url]), /a shard has no \w+_local tables; list every node in TRACEGATE_CLICKHOUSE_NODES/);

@@ -653,6 +653,30 @@ for (const [chName, chFactory] of CLICKHOUSES) describe(`enrichment schema: ${ch
     }
   });
 
+  it('v10 carries the trace index over (trace_index → trace_days): a trace stored before it is found, read and looked up', async function () {
+    const s2 = await migratedByHand('v9', async (client, db) => {
+      for (const m of CLICKHOUSE_MIGRATIONS.filter((x) => x.version <= 9)) {
+        for (const st of m.statements(db)) await runStatement(client, st);
+        await applied(client, db, m.version);
+      }
+      // what a v9 collector wrote for one span: its row and its index entry
+      await client.command({ query: `INSERT INTO ${db}.spans (workspace_id, trace_id, span_id, start_date, start_ns, kind, model, events_json, rollup, ingested_at_ms) VALUES ('ws-v9', 't-old', 's-old', toDate('2025-11-22'), 1763787000123000000, 'llm', 'gpt-4o', '[]', 1, 7)` });
+      await client.command({ query: `INSERT INTO ${db}.trace_index VALUES ('ws-v9', 't-old', toDate('2025-11-22'))` });
+    });
+    try {
+      const [old] = await s2.getTrace('ws-v9', 't-old');
+      expect([old?.spanId, old?.model, old?.ingestedAtMs]).to.deep.equal(['s-old', 'gpt-4o', 7]);
+      expect(await s2.spanVersions('ws-v9', [{ traceId: 't-old', spanId: 's-old' }, { traceId: 't-new', spanId: 's-old' }]))
+        .to.deep.equal([{ traceId: 't-old', spanId: 's-old', ingestedAtMs: 7 }]);
+      // trace_index is gone (on a cluster: from the shards' databases, and no Distributed table was made for it)
+      const { db, client } = s2 as unknown as Store;
+      const tables = await (await client.query({ query: `SELECT name FROM system.tables WHERE database IN ('${db}', '${db}_local') AND name LIKE 'trace_%'`, format: 'JSONEachRow' })).json<{ name: string }>();
+      expect(tables.map((t) => t.name)).to.deep.equal((s2 as unknown as Store).opts.cluster ? ['trace_days', 'trace_days'] : ['trace_days']);
+    } finally {
+      await s2.close();
+    }
+  });
+
   it('v8 carries the settings written before it over (settings → settings_versions)', async function () {
     const s2 = await migratedByHand('v7', async (client, db) => {
       for (const m of CLICKHOUSE_MIGRATIONS.filter((x) => x.version <= 7)) {
