@@ -36,6 +36,8 @@ describe('ClickHouse restarted under a store', function () {
       for (const st of m.statements(db)) await runStatement(sql, st);
       await sql.command({ query: `INSERT INTO ${db}.schema_migrations VALUES (${m.version}, now())` });
     }
+    // This version's writer stands in for a v6 collector: it indexes traces in v10's table.
+    await runStatement(sql, CLICKHOUSE_MIGRATIONS.find((m) => m.version === 10)!.statements(db)[0]!);
     const store = () => new ClickHouseStorage({ url: ch.url, database: db, username: 'default', password: '' });
     const old = store(); // the tables exist: a collector at v6 writing (no init, which would migrate)
     await old.insertSpans([call('w', '1', 'a', 0.25), call('w', '2', 'a', 0.5), call('w', '3', 'b', 1)]);
