@@ -14,7 +14,7 @@
 // another group or changes duration leaves its old duration in the old group's quantiles; and
 // two writers inserting the same key at the same moment both count it.
 import type { ClickHouseClient } from '@clickhouse/client';
-import { str, strList } from './clickhouse-sql.ts';
+import { str, strList, strSet } from './clickhouse-sql.ts';
 import { USAGE_KINDS } from '../collector/record.ts';
 import type { SpanKey, SpanVersion } from './types.ts';
 
@@ -214,11 +214,12 @@ async function chunkedStored<T>(
   }
   return chunked(keys, async (traceIds, spanIds) => {
     const stored = await rows<{ trace_id: string; d: string }>(client,
-      `SELECT DISTINCT trace_id, toString(start_date) AS d FROM ${db}.trace_days WHERE workspace_id = ${ws} AND trace_id IN ${strList(traceIds)}`);
+      `SELECT DISTINCT trace_id, toString(start_date) AS d FROM ${db}.trace_days WHERE workspace_id = ${ws} AND trace_id IN ${strSet(traceIds)}`);
     if (stored.length === 0) return [];
     const ids = new Set(stored.map((r) => r.trace_id));
     // The chunk's own span ids (a large trace's are split over chunks), of the stored traces only.
     const theirs = spanIds.filter((s) => tracesOf.get(s)!.some((t) => ids.has(t)));
+    if (theirs.length === 0) return []; // the chunk names a trace whose span ids all went to the next one
     return read([...new Set(stored.map((r) => r.d))], [...ids], theirs);
   });
 }

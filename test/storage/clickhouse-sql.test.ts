@@ -2,7 +2,7 @@
 // parameters), so check them against the real server: every string must come back unchanged.
 import { expect } from 'chai';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { ident, str, strList, u64 } from '../../storage/clickhouse-sql.ts';
+import { ident, str, strList, strSet, u64 } from '../../storage/clickhouse-sql.ts';
 import { clickhouseUrl } from '../support/shared.ts';
 
 describe('clickhouse-sql literals', function () {
@@ -32,6 +32,15 @@ describe('clickhouse-sql literals', function () {
     expect(() => u64('1 OR 1=1')).to.throw(RangeError);
     expect(() => u64('-1')).to.throw(RangeError);
     expect(() => strList([])).to.throw(RangeError);
+  });
+
+  it('builds IN sets as one array literal: hostile strings match themselves only', async function () {
+    const hostile = ["'", "\\", "x'; DROP TABLE t; --", '\u0000', 'é 世界 😀', "a'b"];
+    expect(await echo(`'b' IN ${strSet(['a', "b'", 'b'])}`)).to.equal(1);
+    expect(await echo(`'c' IN ${strSet(['a', "b'", 'b'])}`)).to.equal(0);
+    for (const h of hostile) expect(await echo(`${str(h)} IN ${strSet(hostile)}`), JSON.stringify(h)).to.equal(1);
+    expect(await echo(`'a' IN ${strSet(hostile)}`)).to.equal(0);
+    expect(() => strSet([])).to.throw(RangeError);
   });
 
   it('accepts only plain identifiers', function () {
