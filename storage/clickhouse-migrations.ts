@@ -68,7 +68,7 @@ function usageView(db: string, name: string, latency: string, where: string, cos
  */
 export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   spans: 'cityHash64(workspace_id, trace_id)',
-  trace_index: 'cityHash64(workspace_id, trace_id)',
+  trace_index: 'cityHash64(workspace_id, trace_id)', // dropped by v10; listed so its stale Distributed table goes too
   trace_days: 'cityHash64(workspace_id, trace_id)',
   proxy_responses: 'cityHash64(workspace_id, response_id)',
   findings: 'cityHash64(workspace_id, trace_id)',

@@ -183,14 +183,17 @@ async function distribute(client: ClickHouseClient, db: string, local: string, c
     }
     await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.${name} (${want.join(', ')}) ENGINE = ${engine}` });
   }
-  // A table a migration dropped (trace_index, v10): its Distributed table would only take inserts that fail.
+  // One of ours that a migration dropped (trace_index, v10): its Distributed table would only take inserts that fail.
   const kept = new Set(tables.map((t) => t.name));
   for (const { name } of await query<{ name: string }>(`SELECT name FROM system.tables WHERE database = ${str(db)} AND engine = 'Distributed'`)) {
-    if (!kept.has(name)) await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
+    if (!kept.has(name) && Object.hasOwn(SHARDING_KEYS, name)) await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
   }
 }
 
-/** Run one migration statement; an ADD COLUMN whose column exists, or a DROP COLUMN whose column is gone, is done already. */
+/**
+ * Run one migration statement; an ADD COLUMN whose column exists, a DROP COLUMN whose column is gone, or a read of
+ * a table the migration drops (fromDroppedTable) that is gone, is done already.
+ */
 export async function runStatement(client: ClickHouseClient, st: ClickHouseStatement): Promise<void> {
   if (typeof st === 'string') {
     await client.command({ query: st });
