@@ -207,10 +207,10 @@ async function chunkedStored<T>(
   client: ClickHouseClient, db: string, ws: string, keys: readonly SpanKey[],
   read: (days: string[], traceIds: string[], spanIds: string[]) => Promise<T[]>,
 ): Promise<T[]> {
-  const tracesOf = new Map<string, string[]>(); // span id → the traces asking for it (nearly always one)
+  const spansOf = new Map<string, string[]>();
   for (const k of keys) {
-    const t = tracesOf.get(k.spanId);
-    if (!t) tracesOf.set(k.spanId, [k.traceId]); else if (!t.includes(k.traceId)) t.push(k.traceId);
+    const s = spansOf.get(k.traceId);
+    if (s) s.push(k.spanId); else spansOf.set(k.traceId, [k.spanId]);
   }
   return chunked(keys, async (traceIds, spanIds) => {
     const stored = await rows<{ trace_id: string; d: string }>(client,
@@ -218,9 +218,11 @@ async function chunkedStored<T>(
     if (stored.length === 0) return [];
     const ids = new Set(stored.map((r) => r.trace_id));
     // The chunk's own span ids (a large trace's are split over chunks), of the stored traces only.
-    const theirs = spanIds.filter((s) => tracesOf.get(s)!.some((t) => ids.has(t)));
-    if (theirs.length === 0) return []; // the chunk names a trace whose span ids all went to the next one
-    return read([...new Set(stored.map((r) => r.d))], [...ids], theirs);
+    const inChunk = new Set(spanIds);
+    const theirs = new Set<string>();
+    for (const t of ids) for (const s of spansOf.get(t) ?? []) if (inChunk.has(s)) theirs.add(s);
+    if (theirs.size === 0) return []; // the chunk names a trace whose span ids all went to the next one
+    return read([...new Set(stored.map((r) => r.d))], [...ids], [...theirs]);
   });
 }
 
