@@ -213,8 +213,7 @@ async function chunkedStored<T>(
     if (s) s.push(k.spanId); else spansOf.set(k.traceId, [k.spanId]);
   }
   return chunked(keys, async (traceIds, spanIds) => {
-    const stored = await rows<{ trace_id: string; d: string }>(client,
-      `SELECT DISTINCT trace_id, toString(start_date) AS d FROM ${db}.trace_days WHERE workspace_id = ${ws} AND trace_id IN ${strSet(traceIds)}`);
+    const stored = await traceDaysOf(client, db, ws, traceIds);
     if (stored.length === 0) return [];
     const ids = new Set(stored.map((r) => r.trace_id));
     // The chunk's own span ids (a large trace's are split over chunks), of the stored traces only.
@@ -224,6 +223,14 @@ async function chunkedStored<T>(
     if (theirs.size === 0) return []; // the chunk names a trace whose span ids all went to the next one
     return read([...new Set(stored.map((r) => r.d))], [...ids], [...theirs]);
   });
+}
+
+/**
+ * Which of these traces (one lookupChunks chunk) have stored spans, and the days those start on (trace_days): a
+ * read by trace id then names only those partitions. `ws` is the workspace's SQL literal.
+ */
+export function traceDaysOf(client: ClickHouseClient, db: string, ws: string, traceIds: readonly string[]): Promise<Array<{ trace_id: string; d: string }>> {
+  return rows(client, `SELECT DISTINCT trace_id, toString(start_date) AS d FROM ${db}.trace_days WHERE workspace_id = ${ws} AND trace_id IN ${strSet(traceIds)}`);
 }
 
 async function rows<T>(client: ClickHouseClient, query: string): Promise<T[]> {

@@ -9,7 +9,7 @@ import type {
 } from './types.ts';
 import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
-import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, spanVersionsOf, storedSpans, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
+import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, spanVersionsOf, storedSpans, traceDaysOf, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
 import { auditRow, checkpointRow, ClickHouseEnrichment, verificationRow } from './clickhouse-enrichment.ts';
 import { normAudit, normCheckpoint, normVerification } from './enrichment.ts';
 import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
@@ -199,35 +199,24 @@ export async function runStatement(client: ClickHouseClient, st: ClickHouseState
     await client.command({ query: st });
     return;
   }
-  if ('fromDroppedTable' in st) {
-    try {
-      await client.command({ query: st.fromDroppedTable });
-    } catch (e) {
-      // Code 60 (18.16: "Table … doesn't exist"; current servers: "Unknown table expression identifier").
-      const message = (e as Error).message ?? '';
-      const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec(message)?.[1];
-      if (code !== '60' && !/doesn't exist|Unknown table|UNKNOWN_TABLE/i.test(message)) throw e;
-    }
-    return;
-  }
-  if ('dropColumn' in st) {
-    try {
-      await client.command({ query: st.dropColumn });
-    } catch (e) {
-      // 18.16: code 44 "Cannot find column … to drop"; current servers: 10/16 "There is no column …".
-      if (!/Cannot find column|There is no column|NO_SUCH_COLUMN|NOT_FOUND_COLUMN/i.test((e as Error).message ?? '')) throw e;
-    }
-    return;
-  }
+  // Each kind below is done already when it fails this way (another collector migrated first).
+  // Code 60 (18.16: "Table … doesn't exist"; current servers: "Unknown table expression identifier").
+  if ('fromDroppedTable' in st) return runUnless(client, st.fromDroppedTable, (code, message) => code === '60' || /doesn't exist|Unknown table|UNKNOWN_TABLE/i.test(message));
+  // 18.16: code 44 "Cannot find column … to drop"; current servers: 10/16 "There is no column …".
+  if ('dropColumn' in st) return runUnless(client, st.dropColumn, (_, message) => /Cannot find column|There is no column|NO_SUCH_COLUMN|NOT_FOUND_COLUMN/i.test(message));
+  // 18.16 says code 44 in the message only; current servers answer 15 (DUPLICATE_COLUMN) as a parsed code. 44 is
+  // also ILLEGAL_COLUMN, so the message must say so too.
+  return runUnless(client, st.addColumn, (code, message) => (code === '44' || code === '15') && /already exists/i.test(message));
+}
+
+/** Run `query`; an error that `done` recognises (by code, parsed or in 18.16's message, and message) is swallowed. */
+async function runUnless(client: ClickHouseClient, query: string, done: (code: string | undefined, message: string) => boolean): Promise<void> {
   try {
-    await client.command({ query: st.addColumn });
+    await client.command({ query });
   } catch (e) {
-    // The column exists already (another collector migrated first): 18.16 says code 44 in the message only;
-    // current servers answer 15 (DUPLICATE_COLUMN) as a parsed code. 44 is also ILLEGAL_COLUMN, so the
-    // message must say so too.
     const message = (e as Error).message ?? '';
     const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec(message)?.[1];
-    if ((code !== '44' && code !== '15') || !/already exists/i.test(message)) throw e;
+    if (!done(code, message)) throw e;
   }
 }
 
@@ -484,7 +473,7 @@ export class ClickHouseStorage implements Storage {
   private async oneTrace(workspaceId: string, traceId: string): Promise<string | null> {
     const ws = str(wellFormed(workspaceId));
     const trace = str(wellFormed(traceId));
-    const dates = await this.traceDays(ws, `(${trace})`);
+    const dates = await this.traceDays(ws, [wellFormed(traceId)]);
     return dates.length ? `workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id = ${trace}` : null;
   }
 
@@ -506,7 +495,7 @@ export class ClickHouseStorage implements Storage {
     const ws = str(wellFormed(workspaceId));
     for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
       const ids = strList(chunk);
-      const dates = await this.traceDays(ws, ids);
+      const dates = await this.traceDays(ws, chunk);
       if (dates.length === 0) continue;
       const rows = await this.rows<SpanReadRow>(
         // FINAL collapses replays within a sort key; LIMIT 1 BY also collapses a replay whose start
@@ -527,11 +516,8 @@ export class ClickHouseStorage implements Storage {
   }
 
   /** The days the spans of these traces start on (trace_days), so a lookup by trace id reads those partitions only. */
-  private async traceDays(ws: string, ids: string): Promise<string[]> {
-    const rows = await this.rows<{ d: string }>(
-      `SELECT DISTINCT toString(start_date) AS d FROM ${this.t('trace_days')} WHERE workspace_id = ${ws} AND trace_id IN ${ids}`, LOOKUP_SETTINGS,
-    );
-    return rows.map((r) => r.d);
+  private async traceDays(ws: string, traceIds: readonly string[]): Promise<string[]> {
+    return [...new Set((await traceDaysOf(this.client, this.db, ws, traceIds)).map((r) => r.d))];
   }
 
   async traceSizes(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceSize>> {
@@ -539,7 +525,7 @@ export class ClickHouseStorage implements Storage {
     const ws = str(wellFormed(workspaceId));
     for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
       const ids = strList(chunk);
-      const dates = await this.traceDays(ws, ids);
+      const dates = await this.traceDays(ws, chunk);
       if (dates.length === 0) continue;
       // Per span first: a replay whose start moved to another day is another row until merged, and only the newest
       // version's text counts. The sizes read the text columns once more than the read itself will: a bounded read
