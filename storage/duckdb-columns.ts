@@ -44,7 +44,15 @@ export class ColumnRows {
   /** Replace the contents of `table`'s staging table with everything collected, in chunks of CHUNK_ROWS rows. */
   async fillStaging(c: DuckDBConnection, table: string): Promise<void> {
     await clearStaging(c, table);
-    const appender: Appender = await c.createAppender(stagingOf(table), null, 'temp');
+    this.appendTo(await c.createAppender(stagingOf(table), null, 'temp'));
+  }
+
+  /** Everything collected straight into `table` (no key to check: see the append-only tables in duckdb-enrichment.ts). */
+  async appendInto(c: DuckDBConnection, table: string): Promise<void> {
+    this.appendTo(await c.createAppender(table));
+  }
+
+  private appendTo(appender: Appender): void {
     try {
       for (let lo = 0; lo < this.rows; lo += CHUNK_ROWS) {
         const n = Math.min(CHUNK_ROWS, this.rows - lo);

@@ -1,4 +1,4 @@
-// DuckDB side of the enrichment tables and analytics (schema: duckdb-migrations.ts v3).
+// DuckDB side of the enrichment tables and analytics (schema: duckdb-migrations.ts v3, v6).
 // Analytics are plain SQL over spans/findings, defined to match ClickHouse's rollups exactly
 // (see enrichment.ts for the shared definitions).
 import { listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
@@ -26,10 +26,12 @@ export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>, write?: boolea
 const RESERVOIR = 8192;
 
 
-function upsertSql(table: EnrichmentTable): string {
+type KeyedTable = 'findings' | 'policy_records' | 'alerts';
+
+/** Versioned records: the newest version wins, the later write on a tie. */
+function upsertSql(table: KeyedTable): string {
   const t = ENRICHMENT_TABLES[table];
   const head = `INSERT INTO ${table} SELECT * FROM ${stagingOf(table)} ON CONFLICT (${t.key.join(', ')})`;
-  if (t.version === null) return `${head} DO NOTHING`;
   const keys: readonly string[] = t.key;
   const set = t.columns.filter((c) => !keys.includes(c)).map((c) => `${c} = excluded.${c}`).join(', ');
   return `${head} DO UPDATE SET ${set} WHERE excluded.${t.version} >= ${table}.${t.version}`;
@@ -166,39 +168,95 @@ const APPEND = {
   },
 } as const;
 
+function rowsFor(cols: ColumnRows, table: EnrichmentTable, rows: readonly unknown[]): ColumnRows {
+  const append = APPEND[table] as (a: Appender, r: unknown) => void;
+  for (const r of rows) { append(cols, r); cols.endRow(); }
+  return cols;
+}
+
+type ChainedTable = 'audit_log' | 'verification' | 'verification_checkpoints';
+type ChainedRecord = Pick<AuditRecord, 'workspaceId' | 'chainId' | 'seq'>;
+const topKey = (table: ChainedTable, r: ChainedRecord) => `${table}\u0000${r.workspaceId}\u0000${r.chainId}`;
+
+function raiseTop(tops: Map<string, number>, table: ChainedTable, r: ChainedRecord): void {
+  const k = topKey(table, r);
+  if (r.seq > (tops.get(k) ?? -1)) tops.set(k, r.seq);
+}
+
+/**
+ * The records of `rows` not stored yet. A chain's records are written in seq order (by the one writer of its
+ * run), so one above the chain's highest stored seq is new: that top is read once per chain and then kept up
+ * by the writes (topsOf), and only a record at or below it (a replay of a spooled segment, or an earlier record
+ * arriving late) is looked up. Exact whatever the order, as the primary key before v6 was.
+ */
+async function newOnly<R extends ChainedRecord>(c: DuckDBConnection, tops: Map<string, number>, table: ChainedTable, rows: readonly R[]): Promise<R[]> {
+  const unknown = [...new Set(rows.filter((r) => !tops.has(topKey(table, r))).map((r) => r.chainId))];
+  if (unknown.length) {
+    for (const r of rows) if (!tops.has(topKey(table, r))) tops.set(topKey(table, r), -1);
+    const found = await all<{ workspace_id: string; chain_id: string; top: bigint }>(c, `SELECT workspace_id, chain_id, max(seq) AS top
+      FROM ${table} WHERE chain_id IN (SELECT unnest($chains)) GROUP BY workspace_id, chain_id`, { chains: listValue(unknown) });
+    for (const f of found) raiseTop(tops, table, { workspaceId: f.workspace_id, chainId: f.chain_id, seq: Number(f.top) });
+  }
+  const below = rows.filter((r) => r.seq <= tops.get(topKey(table, r))!);
+  if (below.length === 0) return [...rows];
+  const stored = new Set((await all<{ workspace_id: string; chain_id: string; seq: bigint }>(c, `SELECT workspace_id, chain_id, seq FROM ${table}
+    WHERE chain_id IN (SELECT unnest($chains)) AND seq IN (SELECT unnest($seqs))`,
+  { chains: listValue([...new Set(below.map((r) => r.chainId))]), seqs: listValue([...new Set(below.map((r) => BigInt(r.seq)))]) }))
+    .map((h) => `${h.workspace_id}\u0000${h.chain_id}\u0000${h.seq}`));
+  return rows.filter((r) => !stored.has(`${r.workspaceId}\u0000${r.chainId}\u0000${r.seq}`));
+}
+
 export class DuckDbEnrichment {
   private readonly serial: Serial;
+  /** Per connection: a reopened database starts with none. */
+  private readonly tops = new WeakMap<DuckDBConnection, Map<string, number>>();
 
   constructor(serial: Serial) {
     this.serial = serial;
   }
 
-  /** One upsert per table, all tables in one transaction: the call is atomic. */
+  /**
+   * One statement per table, all tables in one transaction: the call is atomic. Keyed tables are upserted; the
+   * append-only ones (audit, verification, checkpoints) are appended, less the records already stored (newOnly).
+   */
   async insertEnrichment(input: EnrichmentRecord[]): Promise<void> {
     if (input.length === 0) return;
     const b = partitionEnrichment(input); // also collapses in-batch duplicates: ON CONFLICT cannot touch a row twice
-    const work: Array<[EnrichmentTable, readonly unknown[]]> = [
-      ['findings', b.findings], ['policy_records', b.policies], ['audit_log', b.audits], ['alerts', b.alerts],
-      ['verification', b.verifications], ['verification_checkpoints', b.checkpoints],
-    ];
+    const keyed: Array<[KeyedTable, readonly unknown[]]> = [['findings', b.findings], ['policy_records', b.policies], ['alerts', b.alerts]];
+    const chained: Array<[ChainedTable, readonly ChainedRecord[]]> = [['audit_log', b.audits], ['verification', b.verifications], ['verification_checkpoints', b.checkpoints]];
     await this.serial(async (c) => {
+      const tops = this.topsOf(c);
+      const appended: Array<[ChainedTable, readonly ChainedRecord[]]> = [];
       await c.run('BEGIN TRANSACTION');
       try {
-        for (const [table, rows] of work) {
+        for (const [table, rows] of keyed) {
           if (rows.length === 0) continue;
-          const cols = await ColumnRows.forTable(c, table);
-          const append = APPEND[table] as (a: Appender, r: unknown) => void;
-          for (const r of rows) { append(cols, r); cols.endRow(); }
+          const cols = rowsFor(await ColumnRows.forTable(c, table), table, rows);
           await cols.fillStaging(c, table);
           await c.run(upsertSql(table));
+        }
+        for (const [table, all] of chained) {
+          const rows = all.length ? await newOnly(c, tops, table, all) : all;
+          if (rows.length === 0) continue;
+          await rowsFor(await ColumnRows.forTable(c, table), table, rows).appendInto(c, table);
+          appended.push([table, rows]);
         }
         await c.run('COMMIT');
       } catch (err) {
         await c.run('ROLLBACK').catch(() => undefined);
+        tops.clear(); // whatever the outcome, the next call asks the table again
         throw err;
       }
-      for (const [table, rows] of work) if (rows.length) await clearStaging(c, table); // their memory back now
+      for (const [table, rows] of appended) for (const r of rows) raiseTop(tops, table, r);
+      for (const [table, rows] of keyed) if (rows.length) await clearStaging(c, table); // their memory back now
     }, true);
+  }
+
+  /** The highest seq stored per (table, workspace, chain), as this connection has seen it (see newOnly). */
+  private topsOf(c: DuckDBConnection): Map<string, number> {
+    let m = this.tops.get(c);
+    if (!m) this.tops.set(c, (m = new Map()));
+    return m;
   }
 
   async listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {

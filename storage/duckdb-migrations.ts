@@ -197,11 +197,63 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
       )`,
     ],
   },
+  {
+    version: 6,
+    description: 'append-only chained tables (audit_log, verification, verification_checkpoints) without a key index',
+    // Their PRIMARY KEY only dropped replays, and made every insert probe and grow an ART index that DuckDB holds in
+    // memory for every record ever stored (an upsert through a staging table: 18-21 µs a verification row, against
+    // 12 appended). Replays are now skipped by chain position before the append (duckdb-enrichment.ts, newOnly).
+    // DuckDB cannot drop a constraint: each table is made again without it and its rows copied, in this migration's
+    // transaction.
+    statements: [
+      ...withoutKey('audit_log', `workspace_id VARCHAR NOT NULL,
+        chain_id VARCHAR NOT NULL,
+        seq BIGINT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        actor VARCHAR NOT NULL,
+        action VARCHAR NOT NULL,
+        route VARCHAR NOT NULL,
+        outcome VARCHAR NOT NULL,
+        accepted BIGINT NOT NULL,
+        rejected BIGINT NOT NULL,
+        details VARCHAR NOT NULL,
+        prev_hash VARCHAR NOT NULL,
+        hash VARCHAR NOT NULL`),
+      ...withoutKey('verification', `workspace_id VARCHAR NOT NULL,
+        chain_id VARCHAR NOT NULL,
+        seq BIGINT NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        span_ids VARCHAR[] NOT NULL,
+        span_versions UBIGINT[] NOT NULL,
+        content_hash VARCHAR NOT NULL,
+        prev_hash VARCHAR NOT NULL,
+        hash VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL`),
+      ...withoutKey('verification_checkpoints', `workspace_id VARCHAR NOT NULL,
+        chain_id VARCHAR NOT NULL,
+        seq BIGINT NOT NULL,
+        head_hash VARCHAR NOT NULL,
+        key_id VARCHAR NOT NULL,
+        signature VARCHAR NOT NULL,
+        at_ms BIGINT NOT NULL`),
+    ],
+  },
 ];
+
+/** `table` made again with `columns` (its own, in its order) and no key; its rows copied over. */
+function withoutKey(table: string, columns: string): string[] {
+  return [
+    `CREATE TABLE ${table}_v6 (${columns})`,
+    `INSERT INTO ${table}_v6 SELECT * FROM ${table}`,
+    `DROP TABLE ${table}`,
+    `ALTER TABLE ${table}_v6 RENAME TO ${table}`,
+  ];
+}
 
 /**
  * Enrichment tables: column order (the appender writes values in exactly this order), key
  * columns, and the version column deciding a conflicting write (null: append-only, first stays).
+ * The append-only tables key a record by its chain position (workspace, chain, seq); since v6 no index holds it.
  */
 export const ENRICHMENT_TABLES = {
   findings: {
