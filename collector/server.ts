@@ -1,5 +1,5 @@
 // Wires config → storage → pipeline → app, listens, and shuts down gracefully on SIGTERM/SIGINT.
-import { chmodSync, mkdirSync, statSync, writeFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, renameSync, statSync, writeFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { DataDirInUse, lockDataDir } from './data-dir-lock.ts';
 import { join } from 'node:path';
@@ -139,7 +139,9 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const adminAddr = adminServer?.address();
   const adminPort = typeof adminAddr === 'object' && adminAddr ? adminAddr.port : port;
   const serverFile = join(config.DATA_DIR, 'server.json');
-  writeFileSync(serverFile, JSON.stringify({ pid: process.pid, port, adminPort, adminToken }), { mode: 0o600 });
+  // Renamed into place: a reader (the CLI, looking for a running server) never sees it half written.
+  writeFileSync(`${serverFile}.tmp`, JSON.stringify({ pid: process.pid, port, adminPort, adminToken }), { mode: 0o600 });
+  renameSync(`${serverFile}.tmp`, serverFile);
   log.info({ port, storage: storage.kind, dataDir: config.DATA_DIR }, 'tracegate listening');
 
   let closing: Promise<void> | null = null;
