@@ -40,6 +40,8 @@ export interface Batch {
   durable?: Array<() => void>;
   /** Run instead when they never are: a processor takes back what it did for records that were lost. */
   lost?: Array<() => void>;
+  /** JSON already written for some records (the verification processor's canonical form of each span), which their spool frame reuses. */
+  json?: Map<object, string>;
 }
 
 export type Processor = (batch: Batch, ctx: IngestContext | null) => Batch | Promise<Batch>;

@@ -63,8 +63,8 @@ const HEADER = 12;
 const SUFFIX = '.seg';
 
 /** One frame. The JSON is written straight into the frame (no intermediate buffer). */
-export function encodeFrame(records: StoredRecord[]): Buffer {
-  const json = framePayload(records); // well-formed (lone surrogates escaped or replaced), so the UTF-8 length is exact
+export function encodeFrame(records: StoredRecord[], known?: readonly string[]): Buffer {
+  const json = framePayload(records, known); // well-formed (lone surrogates escaped or replaced), so the UTF-8 length is exact
   const length = Buffer.byteLength(json);
   const frame = Buffer.allocUnsafe(HEADER + length);
   frame.write(json, HEADER);
@@ -91,8 +91,8 @@ export class FrameArena {
   /** Bytes queued for the next write. */
   get size(): number { return this.used; }
 
-  /** Encodes a frame of `records` after those queued. */
-  add(records: StoredRecord[]): void {
+  /** Encodes a frame of `records` (`json`: their JSON, when already serialized) after those queued. */
+  add(records: StoredRecord[], json?: readonly string[]): void {
     const start = this.used;
     this.ensure(start + HEADER, start);
     let off = start + HEADER;
@@ -103,7 +103,7 @@ export class FrameArena {
     put('[');
     for (let i = 0; i < records.length; i++) {
       if (i) put(',');
-      put(knownJson.get(records[i]!) ?? JSON.stringify(records[i]));
+      put(json?.[i] ?? JSON.stringify(records[i]));
     }
     put(']');
     const frame = this.bufs[this.cur];
@@ -150,25 +150,21 @@ export class FrameArena {
 const SHRINK_ABOVE = 16 * 1024 * 1024;
 
 /**
- * JSON already written for a record: the verification processor's canonical form, i.e. JSON of the same data
- * with every object's keys sorted (so attributes reach storage, and the read API, in key order: OpenTelemetry
- * gives attribute order no meaning). The frame reuses it instead of serializing the record a second time (an
- * OTLP GenAI span: about 25 µs).
+ * The JSON of each record, for its frame: `known` holds what was already written for some of them (the verification
+ * processor's canonical form of each span: JSON of the same data with every object's keys sorted, so attributes
+ * reach storage, and the read API, in key order, which OpenTelemetry gives no meaning), reused rather than
+ * serializing the record a second time (an OTLP GenAI span: about 25 µs). Throws for what is not JSON data.
+ * Handed along with the records, not kept on them: a WeakMap from record to JSON cost ~3.5 µs a record, most of it
+ * in the garbage collector.
  */
-const knownJson = new WeakMap<object, string>();
-export function rememberJson(record: object, json: string): void { knownJson.set(record, json); }
-
-/** Serializes now the records whose JSON is not known yet (throws for what is not JSON data, as encoding would). */
-export function serializeRecords(records: readonly object[]): void {
-  for (const r of records) if (!knownJson.has(r)) knownJson.set(r, JSON.stringify(r));
+export function serializeRecords(records: readonly object[], known?: ReadonlyMap<object, string>): string[] {
+  return records.map((r) => known?.get(r) ?? JSON.stringify(r));
 }
 
-function framePayload(records: StoredRecord[]): string {
-  let known = false;
-  for (const r of records) if (knownJson.has(r)) { known = true; break; }
-  if (!known) return JSON.stringify(records);
+function framePayload(records: StoredRecord[], json?: readonly string[]): string {
+  if (!json) return JSON.stringify(records);
   let out = '[';
-  for (let i = 0; i < records.length; i++) out += (i ? ',' : '') + (knownJson.get(records[i]!) ?? JSON.stringify(records[i]));
+  for (let i = 0; i < records.length; i++) out += (i ? ',' : '') + (json[i] ?? JSON.stringify(records[i]));
   return out + ']';
 }
 

@@ -39,7 +39,8 @@ type ChainMarks = { audit: AuditMark; verification: VerificationMark | null };
 const SYNC_WRITE_BYTES = 64 * 1024;
 
 /** A group's records (each list one frame, encoded when queued) and main-thread frames. */
-type Queued = { written: StoredRecord[][]; frames: Buffer[]; rows: number; appends: number; settle: (failure: string | null) => void };
+type Written = { records: StoredRecord[]; json?: string[] };
+type Queued = { written: Written[]; frames: Buffer[]; rows: number; appends: number; settle: (failure: string | null) => void };
 
 /** A batch's durable or lost callbacks: one failing does not keep the others from running (nor fail the answer). */
 function runAll(fns: ReadonlyArray<() => void> | undefined): void {
@@ -85,7 +86,7 @@ export class ProcessorHost {
   async process(items: HostItem[], frames: FrameItem[] = []): Promise<{ answer: Promise<GroupAnswer> }> {
     const generation = this.generation;
     const results: ItemResult[] = [];
-    const written: StoredRecord[][] = [];
+    const written: Written[] = [];
     const onDurable: Array<() => void> = [];
     const onLost: Array<() => void> = [];
     let rows = 0;
@@ -100,8 +101,8 @@ export class ProcessorHost {
         for (const p of this.processors) batch = await p(batch, item.ctx);
         const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
         // Serialized here, so a record that is not JSON fails its item alone (the frame is encoded when queued).
-        serializeRecords(records);
-        if (records.length) { written.push(records); rows += records.length; appends++; }
+        const json = serializeRecords(records, batch.json);
+        if (records.length) { written.push({ records, json }); rows += records.length; appends++; }
         if (batch.durable) onDurable.push(...batch.durable);
         if (batch.lost) onLost.push(...batch.lost);
         results.push({ accepted: batch.spans.length, rows: records.length });
@@ -140,7 +141,7 @@ export class ProcessorHost {
     const outcomes = this.takeAlertOutcomes(); // after signing, which may throw: taken only for the write below
     const records: StoredRecord[] = [...signed, ...outcomes];
     if (records.length === 0) return 0;
-    const failure = await this.enqueue({ written: [records], frames: [], rows: records.length, appends: 1 });
+    const failure = await this.enqueue({ written: [{ records }], frames: [], rows: records.length, appends: 1 });
     if (failure) {
       this.putBackAlertOutcomes(outcomes); // for the next batch or checkpoint
       throw new Error(failure);
@@ -194,7 +195,7 @@ export class ProcessorHost {
     if (q.written.length === 0 && q.frames.length === 0) return Promise.resolve(null);
     const mark = this.arena.size;
     try {
-      for (const records of q.written) this.arena.add(records);
+      for (const w of q.written) this.arena.add(w.records, w.json);
       for (const frame of q.frames) this.arena.addFrame(frame);
     } catch (err) {
       // Not JSON (a processor's bug): the chains moved past records that will not be written. As after a failed write.
@@ -236,7 +237,7 @@ export class ProcessorHost {
       }
       if (this.chains) {
         for (const q of group) {
-          for (const records of q.written) {
+          for (const { records } of q.written) {
             this.chains.heads.durable(headsOf(records, 'verification'));
             this.chains.auditHeads.durable(headsOf(records, 'audit'));
           }

@@ -8,7 +8,6 @@ import type { CheckpointRecord, VerificationRecord } from '../collector/enrichme
 import type { Processor } from '../collector/pipeline-types.ts';
 import type { SpanRecord } from '../collector/record.ts';
 import { canonicalJson, GENESIS, sha256 } from './canonical.ts';
-import { rememberJson } from '../collector/spool.ts';
 import { signText, verifyText, type PublicKeyInfo, type SigningKey } from './signing.ts';
 
 const CLOCK_SKEW_MS = 5_000;
@@ -21,14 +20,14 @@ export function contentHash(spans: SpanRecord[]): string {
 }
 
 /**
- * contentHash, handing each span's canonical JSON to the spool frame (rememberJson) so it is serialized once.
+ * contentHash, putting each span's canonical JSON in `keep` for the spool frame, so it is serialized once.
  * JCS writes an array as its elements' JCS joined by commas, so the hash is contentHash's (a test checks).
  * Not when it holds U+FFFD, which may stand for a lone surrogate: attribute JSON keeps those as sent.
  */
-export function contentHashKeepingJson(spans: SpanRecord[]): string {
+export function contentHashKeepingJson(spans: SpanRecord[], keep: Map<object, string>): string {
   const parts = [...spans].sort(bySpanId).map((s) => {
     const json = canonicalJson(s);
-    if (!json.includes('\ufffd')) rememberJson(s, json);
+    if (!json.includes('\ufffd')) keep.set(s, json);
     return json;
   });
   return sha256(`[${parts.join(',')}]`);
@@ -134,8 +133,8 @@ export class VerificationChain {
     return this.checkpoint({ workspaceId, chainId: this.chainId, seq: h.seq, headHash: h.hash }, now);
   }
 
-  /** Verification records for the spans of one batch, grouped by trace. */
-  records(spans: SpanRecord[], now: number): VerificationRecord[] {
+  /** Verification records for the spans of one batch, grouped by trace; each span's canonical JSON goes in `keep`. */
+  records(spans: SpanRecord[], now: number, keep: Map<object, string> = new Map()): VerificationRecord[] {
     const byTrace = new Map<string, SpanRecord[]>();
     for (const s of spans) {
       const k = `${s.workspaceId}\u0000${s.traceId}`;
@@ -150,7 +149,7 @@ export class VerificationChain {
       const rec = {
         recordType: 'verification' as const, workspaceId, traceId,
         spanIds: group.map((s) => s.spanId), spanVersions: group.map((s) => s.ingestedAtMs),
-        contentHash: contentHashKeepingJson(group), chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash, createdAtMs: now,
+        contentHash: contentHashKeepingJson(group, keep), chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash, createdAtMs: now,
       };
       const hash = linkHash(head.hash, rec);
       head.seq = rec.seq;
@@ -190,7 +189,8 @@ export function verificationProcessor(chain: VerificationChain): Processor {
   return (batch) => {
     if (batch.spans.length === 0) return batch;
     const now = Date.now();
-    for (const r of chain.records(batch.spans, now)) batch.extra.push(r);
+    batch.json ??= new Map();
+    for (const r of chain.records(batch.spans, now, batch.json)) batch.extra.push(r);
     for (const c of chain.checkpoints(now)) batch.extra.push(c);
     return batch;
   };

@@ -9,7 +9,7 @@ import { CLEAN_POLICY_ATTRIBUTE, type AlertRecord, type CheckpointRecord, type E
 import { storedPolicy } from '../../collector/stored-versions.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import { VerificationChain, checkChain, checkContent, contentHash, contentHashKeepingJson, headsOf, verificationProcessor } from '../../processors/verification.ts';
-import { decodeFrames, encodeFrame } from '../../collector/spool.ts';
+import { decodeFrames, encodeFrame, serializeRecords } from '../../collector/spool.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
@@ -271,8 +271,11 @@ describe('verification chain', () => {
   it('the spool frame reuses each span\'s canonical JSON: same hash as contentHash, the same data decoded', () => {
     const odd = { ...span('t', 'b'), prompt: 'lone \ud800 surrogate', attributes: { '10': 'integer-like key', z: { b: 1, a: [1, 'x'] }, big: 1e21, neg: -0 } };
     const spans = [span('t', 'c', { attributes: { z: 1, a: 2 } }), odd, { ...span('t', 'a'), response: 'é😀\u2028', attributes: { y: { q: 1, p: 2 } } }];
-    expect(contentHashKeepingJson(spans)).to.equal(contentHash(spans));
-    const frame = encodeFrame([...spans, { recordType: 'policy', note: 'not remembered' } as never]);
+    const keep = new Map<object, string>();
+    expect(contentHashKeepingJson(spans, keep)).to.equal(contentHash(spans));
+    expect(keep.size).to.equal(2); // not the span with the lone surrogate
+    const records = [...spans, { recordType: 'policy', note: 'not remembered' } as never];
+    const frame = encodeFrame(records, serializeRecords(records, keep));
     const decoded = decodeFrames(frame).records;
     expect(decoded).to.deep.equal(JSON.parse(JSON.stringify([...spans, { recordType: 'policy', note: 'not remembered' }])));
     // Written from the canonical form (sorted keys) where it holds the same data ...
@@ -760,6 +763,21 @@ async function hostFixture(dir: string, processors: (c: { audit: AuditChain; ver
   };
   return { host, spool, audit, auditHeads, records };
 }
+
+describe('processor host: the spool frame', () => {
+  it('holds each span as the verification processor serialized it (keys sorted), and the record hashing it', async () => {
+    await inTempDir(async (dir) => {
+      const { host, records } = await hostFixture(dir, ({ verification }) => [verificationProcessor(verification!)], true);
+      const unsorted = span('t1', 'a', { attributes: { z: 1, a: { y: 2, b: 3 } } });
+      const ctx = { workspaceId: 'ws', keyId: 'k1', route: 'test' };
+      expect((await (await host.process([{ spans: [unsorted], ctx }])).answer).items[0]).to.deep.equal({ accepted: 1, rows: 3 });
+      const [stored, record] = await records() as [SpanRecord, VerificationRecord];
+      expect(Object.keys(stored.attributes)).to.deep.equal(['a', 'z']);
+      expect(Object.keys(stored.attributes.a as object)).to.deep.equal(['b', 'y']);
+      expect(record.contentHash).to.equal(contentHash([stored]));
+    });
+  });
+});
 
 describe('processor host: processing goes on while a spool write is in flight', () => {
   it('groups processed meanwhile share the next write; when a write fails they fail with it, and the chain continues from its durable head', async () => {

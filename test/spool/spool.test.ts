@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { appendFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { closeSync, constants, openSync, readSync } from 'node:fs';
-import { FrameArena, Spool, decodeFrames, encodeFrame, loadSegment, rememberJson, type Segment } from '../../collector/spool.ts';
+import { FrameArena, Spool, decodeFrames, encodeFrame, loadSegment, serializeRecords, type Segment } from '../../collector/spool.ts';
 import { TestLogger, removeDir, span, tempDir } from './helpers.ts';
 
 describe('spool', () => {
@@ -33,10 +33,9 @@ describe('spool', () => {
     const arena = new FrameArena(64);
     const big = (i: number) => ({ ...span(i), prompt: `é✓ ${'x'.repeat(300)} ${i}` }); // multi-byte text, each frame past 64 bytes
     const known = span(7);
-    rememberJson(known, JSON.stringify(known));
     arena.add([big(1), big(2)]);
     arena.addFrame(encodeFrame([big(3)]));
-    arena.add([known]);
+    arena.add([known], serializeRecords([known]));
     const first = arena.take();
     expect(first.equals(Buffer.concat([encodeFrame([big(1), big(2)]), encodeFrame([big(3)]), encodeFrame([known])]))).to.equal(true);
     const copy = Buffer.from(first);
