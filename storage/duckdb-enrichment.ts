@@ -235,8 +235,8 @@ export class DuckDbEnrichment {
           await cols.fillStaging(c, table);
           await c.run(upsertSql(table));
         }
-        for (const [table, all] of chained) {
-          const rows = all.length ? await newOnly(c, tops, table, all) : all;
+        for (const [table, given] of chained) {
+          const rows = given.length ? await newOnly(c, tops, table, given) : given;
           if (rows.length === 0) continue;
           await rowsFor(await ColumnRows.forTable(c, table), table, rows).appendInto(c, table);
           appended.push([table, rows]);
