@@ -63,8 +63,8 @@ const HEADER = 12;
 const SUFFIX = '.seg';
 
 /** One frame. The JSON is written straight into the frame (no intermediate buffer). */
-export function encodeFrame(records: StoredRecord[], known?: readonly string[]): Buffer {
-  const json = framePayload(records, known); // well-formed (lone surrogates escaped or replaced), so the UTF-8 length is exact
+export function encodeFrame(records: StoredRecord[]): Buffer {
+  const json = JSON.stringify(records); // well-formed (lone surrogates escaped or replaced), so the UTF-8 length is exact
   const length = Buffer.byteLength(json);
   const frame = Buffer.allocUnsafe(HEADER + length);
   frame.write(json, HEADER);
@@ -159,13 +159,6 @@ const SHRINK_ABOVE = 16 * 1024 * 1024;
  */
 export function serializeRecords(records: readonly object[], known?: ReadonlyMap<object, string>): string[] {
   return records.map((r) => known?.get(r) ?? JSON.stringify(r));
-}
-
-function framePayload(records: StoredRecord[], json?: readonly string[]): string {
-  if (!json) return JSON.stringify(records);
-  let out = '[';
-  for (let i = 0; i < records.length; i++) out += (i ? ',' : '') + (json[i] ?? JSON.stringify(records[i]));
-  return out + ']';
 }
 
 export interface DecodedSegment {

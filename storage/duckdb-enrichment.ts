@@ -190,11 +190,14 @@ function raiseTop(tops: Map<string, number>, table: ChainedTable, r: ChainedReco
  * arriving late) is looked up. Exact whatever the order, as the primary key before v6 was.
  */
 async function newOnly<R extends ChainedRecord>(c: DuckDBConnection, tops: Map<string, number>, table: ChainedTable, rows: readonly R[]): Promise<R[]> {
-  const unknown = [...new Set(rows.filter((r) => !tops.has(topKey(table, r))).map((r) => r.chainId))];
-  if (unknown.length) {
-    for (const r of rows) if (!tops.has(topKey(table, r))) tops.set(topKey(table, r), -1);
+  const unknown = new Set<string>(); // chain ids with a (workspace, chain) not seen yet
+  for (const r of rows) {
+    const k = topKey(table, r);
+    if (!tops.has(k)) { tops.set(k, -1); unknown.add(r.chainId); }
+  }
+  if (unknown.size) {
     const found = await all<{ workspace_id: string; chain_id: string; top: bigint }>(c, `SELECT workspace_id, chain_id, max(seq) AS top
-      FROM ${table} WHERE chain_id IN (SELECT unnest($chains)) GROUP BY workspace_id, chain_id`, { chains: listValue(unknown) });
+      FROM ${table} WHERE chain_id IN (SELECT unnest($chains)) GROUP BY workspace_id, chain_id`, { chains: listValue([...unknown]) });
     for (const f of found) raiseTop(tops, table, { workspaceId: f.workspace_id, chainId: f.chain_id, seq: Number(f.top) });
   }
   const below = rows.filter((r) => r.seq <= tops.get(topKey(table, r))!);

@@ -9,7 +9,7 @@ import { CLEAN_POLICY_ATTRIBUTE, type AlertRecord, type CheckpointRecord, type E
 import { storedPolicy } from '../../collector/stored-versions.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import { VerificationChain, checkChain, checkContent, contentHash, contentHashKeepingJson, headsOf, verificationProcessor } from '../../processors/verification.ts';
-import { decodeFrames, encodeFrame, serializeRecords } from '../../collector/spool.ts';
+import { decodeFrames, FrameArena, serializeRecords } from '../../collector/spool.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
@@ -275,7 +275,9 @@ describe('verification chain', () => {
     expect(contentHashKeepingJson(spans, keep)).to.equal(contentHash(spans));
     expect(keep.size).to.equal(2); // not the span with the lone surrogate
     const records = [...spans, { recordType: 'policy', note: 'not remembered' } as never];
-    const frame = encodeFrame(records, serializeRecords(records, keep));
+    const arena = new FrameArena();
+    arena.add(records, serializeRecords(records, keep));
+    const frame = arena.take();
     const decoded = decodeFrames(frame).records;
     expect(decoded).to.deep.equal(JSON.parse(JSON.stringify([...spans, { recordType: 'policy', note: 'not remembered' }])));
     // Written from the canonical form (sorted keys) where it holds the same data ...
