@@ -1,6 +1,7 @@
 // `make bench`: every case prints its figures next to a baseline measured in the same run.
 // BENCH_SECONDS (default 20) shortens runs for a quick look; BENCH_ONLY=native,otlp,proxy picks cases (and
-// BENCH_ONLY=lookup the ClickHouse stored-version lookup, not run by default).
+// BENCH_ONLY=lookup the ClickHouse stored-version lookup, not run by default); BENCH_ENRICHMENT_ROUNDS (default 4)
+// sets the rounds of native enrichment on/off.
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,12 +12,14 @@ import { combine, printFloorBudget, printNative, runNativeCeiling, runNativeFloo
 const seconds = Number(process.env.BENCH_SECONDS ?? 20);
 const only = new Set((process.env.BENCH_ONLY ?? 'native,otlp,proxy').split(','));
 
-function printEnrichment(pairs: Array<[string, CaseResult, CaseResult]>): void {
+function printEnrichment(pairs: Array<[string, CaseResult[], CaseResult[]]>): void {
   console.log('\n== enrichment cost: native ingestion with governance, alerts, audit and verification on vs off ==');
-  console.log('storage'.padEnd(24), 'on traces/s'.padStart(12), 'off traces/s'.padStart(13), 'on/off'.padStart(8), '  target ≥ 0.85');
-  for (const [name, on, off] of pairs) {
+  console.log('storage'.padEnd(24), 'on traces/s'.padStart(12), 'off traces/s'.padStart(13), 'on/off'.padStart(8), '  target ≥ 0.85', '  on/off per round');
+  for (const [name, onRuns, offRuns] of pairs) {
+    const on = combine(onRuns), off = combine(offRuns);
     const a = on.ok / on.duration, b = off.ok / off.duration;
-    console.log(name.padEnd(24), fmt(a).padStart(12), fmt(b).padStart(13), fmt(a / b, 2).padStart(8), a / b >= 0.85 ? '  OK' : '  BELOW');
+    const rounds = onRuns.map((r, i) => fmt((r.ok / r.duration) / (offRuns[i]!.ok / offRuns[i]!.duration), 2)).join(' ');
+    console.log(name.padEnd(24), fmt(a).padStart(12), fmt(b).padStart(13), fmt(a / b, 2).padStart(8), a / b >= 0.85 ? '  OK   ' : '  BELOW', `        ${rounds}`);
   }
 }
 
@@ -52,32 +55,38 @@ const ch = await startClickHouse();
 try {
   if (only.has('native')) {
     // Cases compared with each other run in turn, in rounds (the ceiling at both ends), so the VM's speed drifting
-    // over minutes weighs on all of them alike; each case's figures are over its rounds together.
+    // over minutes weighs on all of them alike; each case's figures are over its rounds together. Enrichment on and
+    // off get more rounds, in alternating order (on first, then off first): single runs spread by ±15 % here, about
+    // as much as the difference they are to show.
     const rounds = 2;
+    const enrichmentRounds = Math.max(rounds, Number(process.env.BENCH_ENRICHMENT_ROUNDS ?? 4));
     const part = Math.max(2, Math.round(seconds / rounds));
     const chEnv = (db: string) => ({ TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_CLICKHOUSE_DATABASE: db });
     const server = (name: string, env: (n: number) => Record<string, string>) => (n: number) => runNativeServer(name, env(n), part);
-    const cases: Array<(round: number) => Promise<CaseResult>> = [
-      server('tracegate, embedded (DuckDB)', () => ({})),
-      server('tracegate, embedded, enrichment off', () => ({ TRACEGATE_ENRICHMENT: 'false' })),
-      server('tracegate, ClickHouse 18.16', (n) => chEnv(`bench_native_on_${n}`)),
-      server('tracegate, ClickHouse, enrichment off', (n) => ({ ...chEnv(`bench_native_off_${n}`), TRACEGATE_ENRICHMENT: 'false' })),
-      // The floor (bench/native-floor.ts): what durable acknowledgements, and storing in ClickHouse, cost at least.
-      () => runNativeFloor(part),
-      () => runNativeFloor(part, ch.url),
-    ];
+    const pairs = [
+      [server('tracegate, embedded (DuckDB)', () => ({})), server('tracegate, embedded, enrichment off', () => ({ TRACEGATE_ENRICHMENT: 'false' }))],
+      [server('tracegate, ClickHouse 18.16', (n) => chEnv(`bench_native_on_${n}`)), server('tracegate, ClickHouse, enrichment off', (n) => ({ ...chEnv(`bench_native_off_${n}`), TRACEGATE_ENRICHMENT: 'false' }))],
+    ] as const;
+    // The floor (bench/native-floor.ts): what durable acknowledgements, and storing in ClickHouse, cost at least.
+    const floors = [() => runNativeFloor(part), () => runNativeFloor(part, ch.url)];
     const ceilings = [await runNativeCeiling(part)];
-    const runs = cases.map((): CaseResult[] => []);
-    for (let n = 0; n < rounds; n++) {
-      for (const [i, run] of cases.entries()) runs[i]!.push(await run(n));
+    const pairRuns = pairs.map((): [CaseResult[], CaseResult[]] => [[], []]);
+    const floorRuns = floors.map((): CaseResult[] => []);
+    for (let n = 0; n < enrichmentRounds; n++) {
+      for (const [i, [on, off]] of pairs.entries()) {
+        if (n % 2 === 0) { pairRuns[i]![0].push(await on(n)); pairRuns[i]![1].push(await off(n)); }
+        else { pairRuns[i]![1].push(await off(n)); pairRuns[i]![0].push(await on(n)); }
+      }
+      if (n < rounds) for (const [i, run] of floors.entries()) floorRuns[i]!.push(await run());
     }
     ceilings.push(await runNativeCeiling(part));
-    const [duckOn, duckOff, chOn, chOff, floor, floorCh] = runs.map(combine) as [CaseResult, CaseResult, CaseResult, CaseResult, CaseResult, CaseResult];
+    const [[duckOn, duckOff], [chOn, chOff]] = pairRuns.map(([a, b]) => [combine(a), combine(b)]) as [[CaseResult, CaseResult], [CaseResult, CaseResult]];
+    const [floor, floorCh] = floorRuns.map(combine) as [CaseResult, CaseResult];
     const duckNoFsync = await runNativeServer('embedded, enrichment off, NO fsync', { TRACEGATE_ENRICHMENT: 'false', TRACEGATE_SPOOL_FSYNC: 'false' }, part);
     const ceiling = { ...combine(ceilings), name: 'ceiling: bare Koa, parse JSON + reply' };
     printNative([duckOn, chOn, duckOff, chOff, duckNoFsync, floor, floorCh], ceiling);
     printFloorBudget(floorCh, ceiling, chOn);
-    printEnrichment([['embedded (DuckDB)', duckOn, duckOff], ['ClickHouse 18.16', chOn, chOff]]);
+    printEnrichment([['embedded (DuckDB)', ...pairRuns[0]!], ['ClickHouse 18.16', ...pairRuns[1]!]]);
   }
   if (only.has('otlp')) {
     const { buildOtlpTemplate, runOtlpBench } = await import('./otlp.ts');
