@@ -6,8 +6,8 @@ import type {
   AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
 } from '../collector/enrichment-records.ts';
 import type { AlertQuery, AuditQuery, ChainPos, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
-import { str, strList, u64 } from './clickhouse-sql.ts';
-import { byWorkspace, dayOfMs, lookupChunks, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
+import { str, strList, strSet, u64 } from './clickhouse-sql.ts';
+import { byWorkspace, dayOfMs, lookupChunks, LOOKUP_SETTINGS, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
 import { insertTsv } from './clickhouse-tsv.ts';
 import {
@@ -165,8 +165,8 @@ export class ClickHouseEnrichment {
     return `${this.db}.${table}`;
   }
 
-  private async rows<T>(query: string): Promise<T[]> {
-    const rs = await this.client.query({ query, format: 'JSONEachRow' });
+  private async rows<T>(query: string, settings?: typeof LOOKUP_SETTINGS): Promise<T[]> {
+    const rs = await this.client.query({ query, format: 'JSONEachRow', ...settings ? { clickhouse_settings: settings } : {} });
     return rs.json<T>();
   }
 
@@ -328,20 +328,23 @@ export class ClickHouseEnrichment {
   }
 
   async getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
-    const rows = await this.rows<VerificationRow>(`
-      SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
-      WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id = ${str(wellFormed(traceId))}
-      ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`);
-    return rows.map(fromVerification);
+    return (await this.verificationOfTraces(workspaceId, [traceId])).get(wellFormed(traceId)) ?? [];
   }
 
+  /**
+   * Found through verification_traces (v11), by the primary key of both tables: the cost follows the ids asked for,
+   * not the workspace's records. On a cluster each shard answers from its own index and records (the view fills
+   * the index where the record lands).
+   */
   async verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
     const out = new Map<string, VerificationRecord[]>();
+    const ws = str(wellFormed(workspaceId));
     for (const ids of lookupChunks(traceIds.map(wellFormed))) {
       const rows = await this.rows<VerificationRow>(`
         SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
-        WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id IN ${strList(ids)}
-        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`);
+        WHERE workspace_id = ${ws} AND (chain_id, seq) IN (
+          SELECT chain_id, seq FROM ${this.t('verification_traces')} WHERE workspace_id = ${ws} AND trace_id IN ${strSet(ids)})
+        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`, LOOKUP_SETTINGS);
       for (const r of rows.map(fromVerification)) (out.get(r.traceId) ?? out.set(r.traceId, []).get(r.traceId)!).push(r);
     }
     return out;
