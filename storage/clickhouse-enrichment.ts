@@ -42,6 +42,10 @@ function timeConditions(col: string, f: ListBase): string[] {
   return c;
 }
 
+/** The first window of time a newest-first listing reads, and how much each next one reaches further back. */
+const FIRST_WINDOW_MS = 60_000;
+const WINDOW_GROWTH = 16;
+
 const and = (conds: readonly string[]) => (conds.length ? conds.join(' AND ') : '1 = 1');
 
 // ---- read rows (UInt64 arrive as strings) ----
@@ -269,23 +273,49 @@ export class ClickHouseEnrichment {
     return rows.map(fromPolicy).sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
   }
 
+  /**
+   * Newest first, in two steps. The page's keys come from the narrow key columns, read in windows of time reaching
+   * back from the cursor (or the newest match) that grow 16-fold until one holds the page: only the window that
+   * fills it is sorted, not every record of the workspace. Then its rows, by primary key.
+   */
   async listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
     const f = normalizeAuditQuery(q);
-    const c = [`workspace_id = ${str(wellFormed(workspaceId))}`, ...timeConditions('at_ms', f)];
+    const ws = str(wellFormed(workspaceId));
+    const c = [`workspace_id = ${ws}`, ...timeConditions('at_ms', f)];
     if (f.action !== undefined) c.push(`action = ${str(f.action)}`);
     if (f.actor !== undefined) c.push(`actor = ${str(f.actor)}`);
     if (f.outcome !== undefined) c.push(`outcome = ${str(f.outcome)}`);
     if (f.cursor) c.push(before(['at_ms', 'chain_id', 'seq'], f.cursor));
-    // Append-only: a key has one content, so the time filters can go before the dedup. The LIMIT stays outside
-    // the subquery: on a Distributed table 18.16 applies LIMIT before LIMIT BY on each shard.
+    const order = 'ORDER BY at_ms DESC, chain_id DESC, seq DESC';
+    // The windows reach back from the cursor, or from the newest record that matches (one pass over at_ms).
+    let top: number;
+    if (f.cursor) top = Number(f.cursor.s);
+    else {
+      const [newest] = await this.rows<{ top: string; n: string }>(`SELECT max(at_ms) AS top, count() AS n FROM ${this.t('audit_log')} WHERE ${and(c)}`);
+      if (!newest || newest.n === '0') return { items: [], nextCursor: null };
+      top = Number(newest.top);
+    }
+    let keys: Array<{ chain_id: string; seq: string }> = [];
+    for (let span = FIRST_WINDOW_MS; ; span *= WINDOW_GROWTH) {
+      const from = top - span;
+      const open = from <= (f.fromMs ?? 0);
+      // Append-only: a key has one content, so the filters can go before the dedup. The LIMIT stays outside the
+      // subquery: on a Distributed table 18.16 applies LIMIT before LIMIT BY on each shard.
+      keys = await this.rows(`
+        SELECT chain_id, seq FROM (
+          SELECT at_ms, chain_id, seq FROM ${this.t('audit_log')}
+          WHERE ${and(open ? c : [...c, `at_ms >= ${n64(from)}`])}
+          ${order} LIMIT 1 BY chain_id, seq)
+        ${order} LIMIT ${f.limit + 1}`);
+      if (open || keys.length > f.limit) break;
+    }
+    if (keys.length === 0) return { items: [], nextCursor: null };
     const rows = await this.rows<AuditRow>(`
       SELECT * FROM (
         SELECT ${AUDIT_COLUMNS} FROM ${this.t('audit_log')} FINAL
-        WHERE ${and(c)}
-        ORDER BY at_ms DESC, chain_id DESC, seq DESC
-        LIMIT 1 BY chain_id, seq)
-      ORDER BY at_ms DESC, chain_id DESC, seq DESC
-      LIMIT ${f.limit + 1}`);
+        WHERE workspace_id = ${ws} AND (chain_id, seq) IN (${keys.map((k) => `(${str(k.chain_id)}, ${u64(k.seq)})`).join(', ')})
+        ${order} LIMIT 1 BY chain_id, seq)
+      ${order}`);
     return toKeyPage(rows.map(fromAudit), f.limit, auditCursor);
   }
 

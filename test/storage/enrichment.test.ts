@@ -376,6 +376,24 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
           .to.deep.equal(newest(all.filter((r) => r.actor === 'k_1')));
         await rejects400(s.listAudit(ws, { limit: 2, cursor: 'x' }));
       });
+
+      it('lists newest first across records of seconds, hours, months and decades ago, and of the future', async function () {
+        // ClickHouse reads a listing in windows of time growing back from the cursor or now: a page must not stop
+        // at a window's edge, nor miss what lies after now.
+        const w = 'ws-audit-windows';
+        const now = Date.now();
+        const ages = [-600_000, 5_000, 30_000, 59_999, 60_001, 300_000, 3 * 3_600_000, 2 * 86_400_000, 40 * 86_400_000, 400 * 86_400_000];
+        const recs = ages.map((age, i) => audit(w, { chainId: 'chain-w', seq: i + 1, atMs: now - age, prevHash: `w-${i}`, hash: `w-${i + 1}` }));
+        recs.push(audit(w, { chainId: 'chain-old', seq: 1, atMs: 1, hash: 'old-1' }));
+        await s.insertEnrichment(recs);
+        for (const limit of [1, 2, 3, 100]) {
+          expect(await allPages((cursor) => s.listAudit(w, { limit, ...(cursor ? { cursor } : {}) }), limit)).to.deep.equal(newest(recs), `limit ${limit}`);
+        }
+        const span = { fromMs: now - 3 * 86_400_000, toMs: now - 10_000 };
+        expect(await allPages((cursor) => s.listAudit(w, { limit: 2, ...span, ...(cursor ? { cursor } : {}) }), 2))
+          .to.deep.equal(newest(recs.filter((r) => r.atMs >= span.fromMs && r.atMs < span.toMs)));
+        expect((await s.listAudit(w, { limit: 1, fromMs: now + 1 })).items.map((r) => r.seq)).to.deep.equal([1]);
+      });
     });
 
     describe('listAlerts', function () {
