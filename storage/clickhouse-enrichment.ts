@@ -42,6 +42,11 @@ function timeConditions(col: string, f: ListBase): string[] {
   return c;
 }
 
+const bytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b)); // String order in ClickHouse
+/** Findings newest first, then by key descending (listFindings's order). */
+const newestFinding = (a: FindingRecord, b: FindingRecord) => b.createdAtMs - a.createdAtMs || bytes(b.traceId, a.traceId)
+  || bytes(b.spanId, a.spanId) || bytes(b.field, a.field) || bytes(b.rule, a.rule) || b.start - a.start;
+
 /** The first window of time a newest-first listing reads, and how much each next one reaches further back. */
 const FIRST_WINDOW_MS = 60_000;
 const WINDOW_GROWTH = 16;
@@ -236,26 +241,50 @@ export class ClickHouseEnrichment {
     await this.insert('findings_daily_corrections', corrections);
   }
 
+  /** Newest first, as listAudit: keys from windows of time, then their rows by primary key. */
   async listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
     const f = normalizeFindingQuery(q);
-    const inner = [`workspace_id = ${str(wellFormed(workspaceId))}`];
+    const ws = str(wellFormed(workspaceId));
+    const inner = [`workspace_id = ${ws}`];
     if (f.traceId !== undefined) inner.push(`trace_id = ${str(f.traceId)}`);
     if (f.category !== undefined) inner.push(`category = ${str(f.category)}`);
     if (f.detector !== undefined) inner.push(`detector = ${str(f.detector)}`);
-    const order = ['created_at_ms', 'trace_id', 'span_id', 'field', 'rule', 'start_offset'];
+    const key = 'trace_id, span_id, field, rule, start_offset';
+    const order = `ORDER BY ${['created_at_ms', ...key.split(', ')].map((c) => `${c} DESC`).join(', ')}`;
     const outer = timeConditions('created_at_ms', f);
-    if (f.cursor) outer.push(before(order, f.cursor));
-    // Dedup first (newest version per key), then filter on the version's time: a key re-written
-    // with a later time must not show its older version.
-    const rows = await this.rows<FindingRow>(`
-      SELECT ${FINDING_COLUMNS} FROM (
-        SELECT ${FINDING_COLUMNS} FROM ${this.t('findings')} FINAL
-        WHERE ${and(inner)}
-        ORDER BY created_at_ms DESC LIMIT 1 BY trace_id, span_id, field, rule, start_offset)
-      WHERE ${and(outer)}
-      ORDER BY ${order.map((c) => `${c} DESC`).join(', ')}
-      LIMIT ${f.limit + 1}`);
-    return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
+    if (f.cursor) outer.push(before(['created_at_ms', ...key.split(', ')], f.cursor));
+    let top: number;
+    if (f.cursor) top = Number(f.cursor.s);
+    else {
+      const [newest] = await this.rows<{ top: string; n: string }>(`SELECT max(created_at_ms) AS top, count() AS n FROM ${this.t('findings')} WHERE ${and([...inner, ...outer])}`);
+      if (!newest || newest.n === '0') return { items: [], nextCursor: null };
+      top = Number(newest.top);
+    }
+    type Key = { trace_id: string; span_id: string; field: string; rule: string; start_offset: string };
+    let keys: Key[] = [];
+    for (let span = FIRST_WINDOW_MS; ; span *= WINDOW_GROWTH) {
+      const from = top - span;
+      const open = from <= (f.fromMs ?? 0);
+      // Dedup first (newest version per key), then filter on the version's time: a key re-written with a later time
+      // must not show its older version. A window's lower bound may go before the dedup: a key whose newest version
+      // is older than the window has none in it.
+      keys = await this.rows<Key>(`
+        SELECT ${key} FROM (
+          SELECT created_at_ms, ${key} FROM ${this.t('findings')}
+          WHERE ${and(open ? inner : [...inner, `created_at_ms >= ${n64(from)}`])}
+          ORDER BY created_at_ms DESC LIMIT 1 BY ${key})
+        WHERE ${and(outer)}
+        ${order} LIMIT ${f.limit + 1}`);
+      if (open || keys.length > f.limit) break;
+    }
+    if (keys.length === 0) return { items: [], nextCursor: null };
+    // The page's traces by primary key (their other findings are left out here: a tuple IN list would not use it).
+    const want = new Set(keys.map((k) => JSON.stringify([k.trace_id, k.span_id, k.field, k.rule, String(k.start_offset)])));
+    const rows = (await this.rows<FindingRow>(`
+      SELECT ${FINDING_COLUMNS} FROM ${this.t('findings')} FINAL
+      WHERE workspace_id = ${ws} AND trace_id IN ${strSet([...new Set(keys.map((k) => k.trace_id))])}`, LOOKUP_SETTINGS))
+      .filter((r) => want.has(JSON.stringify([r.trace_id, r.span_id, r.field, r.rule, String(r.start_offset)])));
+    return toKeyPage(rows.map(fromFinding).sort(newestFinding), f.limit, findingCursor);
   }
 
   /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */

@@ -329,6 +329,24 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
         expect((await s.listFindings(ws, { limit: 24 })).nextCursor).to.equal(null);
       });
 
+      it('lists newest first across records of seconds, days and decades ago; a re-written key shows its newest version only', async function () {
+        // ClickHouse reads a listing in windows of time growing back from the cursor or the newest match.
+        const w = 'ws-find-windows';
+        const now = Date.now();
+        const ages = [5_000, 59_000, 61_000, 3_600_000, 3 * 86_400_000, 400 * 86_400_000];
+        const recs = ages.map((age, i) => finding(w, { traceId: `t${i}`, createdAtMs: now - age }));
+        const rewritten = finding(w, { traceId: 'tr', createdAtMs: now - 500 * 86_400_000 });
+        await s.insertEnrichment([...recs, rewritten]);
+        await s.insertEnrichment([{ ...rewritten, createdAtMs: now - 10_000, preview: 'newer' }]);
+        const expected = sorted([...recs, { ...rewritten, createdAtMs: now - 10_000, preview: 'newer' }]);
+        for (const limit of [1, 2, 100]) {
+          expect(await allPages((cursor) => s.listFindings(w, { limit, ...(cursor ? { cursor } : {}) }), limit)).to.deep.equal(expected, `limit ${limit}`);
+        }
+        // before the re-write's time: neither version (the key's newest is after toMs)
+        expect(await allPages((cursor) => s.listFindings(w, { limit: 2, toMs: now - 86_400_000, ...(cursor ? { cursor } : {}) }), 2))
+          .to.deep.equal(sorted(recs.filter((r) => r.createdAtMs < now - 86_400_000)));
+      });
+
       it('rejects a malformed cursor with a 400', async function () {
         const auditShaped = Buffer.from(JSON.stringify({ s: '1', t: '["c",1]' })).toString('base64url');
         for (const cursor of ['garbage', auditShaped, Buffer.from('{"s":"1","t":"[1,2,3,4,5]"}').toString('base64url')]) {
