@@ -179,6 +179,26 @@ export class ClickHouseEnrichment {
     return rs.json<T>();
   }
 
+  /** The newest time among the rows matching `conds` (null: none): where a listing's windows start. */
+  private async newest(table: string, column: string, conds: readonly string[]): Promise<number | null> {
+    const [r] = await this.rows<{ top: string; n: string }>(`SELECT max(${column}) AS top, count() AS n FROM ${this.t(table)} WHERE ${and(conds)}`);
+    return r && r.n !== '0' ? Number(r.top) : null;
+  }
+
+  /**
+   * A newest-first page's keys: `read(since)` in windows of time reaching back from `top` that grow 16-fold until
+   * one holds more than `limit` rows, or reaches `fromMs` (then `since` is null: no bound). Only the window that
+   * fills the page is sorted, not every record of the workspace.
+   */
+  private async windows<K>(top: number, fromMs: number | undefined, limit: number, read: (since: string | null) => string): Promise<K[]> {
+    for (let span = FIRST_WINDOW_MS; ; span *= WINDOW_GROWTH) {
+      const from = top - span;
+      const open = from <= (fromMs ?? 0);
+      const keys = await this.rows<K>(read(open ? null : n64(from)));
+      if (open || keys.length > limit) return keys;
+    }
+  }
+
   private async insert(table: string, values: readonly object[]): Promise<void> {
     await insertTsv(this.client, this.t(table), values);
   }
@@ -253,32 +273,21 @@ export class ClickHouseEnrichment {
     const order = `ORDER BY ${['created_at_ms', ...key.split(', ')].map((c) => `${c} DESC`).join(', ')}`;
     const outer = timeConditions('created_at_ms', f);
     if (f.cursor) outer.push(before(['created_at_ms', ...key.split(', ')], f.cursor));
-    let top: number;
-    if (f.cursor) top = Number(f.cursor.s);
-    else {
-      const [newest] = await this.rows<{ top: string; n: string }>(`SELECT max(created_at_ms) AS top, count() AS n FROM ${this.t('findings')} WHERE ${and([...inner, ...outer])}`);
-      if (!newest || newest.n === '0') return { items: [], nextCursor: null };
-      top = Number(newest.top);
-    }
+    const top = f.cursor ? Number(f.cursor.s) : await this.newest('findings', 'created_at_ms', [...inner, ...outer]);
+    if (top === null) return { items: [], nextCursor: null };
     type Key = { trace_id: string; span_id: string; field: string; rule: string; start_offset: string };
-    let keys: Key[] = [];
-    for (let span = FIRST_WINDOW_MS; ; span *= WINDOW_GROWTH) {
-      const from = top - span;
-      const open = from <= (f.fromMs ?? 0);
-      // Dedup first (newest version per key), then filter on the version's time: a key re-written with a later time
-      // must not show its older version. A window's lower bound may go before the dedup: a key whose newest version
-      // is older than the window has none in it.
-      keys = await this.rows<Key>(`
-        SELECT ${key} FROM (
-          SELECT created_at_ms, ${key} FROM ${this.t('findings')}
-          WHERE ${and(open ? inner : [...inner, `created_at_ms >= ${n64(from)}`])}
-          ORDER BY created_at_ms DESC LIMIT 1 BY ${key})
-        WHERE ${and(outer)}
-        ${order} LIMIT ${f.limit + 1}`);
-      if (open || keys.length > f.limit) break;
-    }
+    // Dedup first (newest version per key), then filter on the version's time: a key re-written with a later time
+    // must not show its older version. A window's lower bound may go before the dedup: a key whose newest version is
+    // older than the window has none in it.
+    const keys = await this.windows<Key>(top, f.fromMs, f.limit, (since) => `
+      SELECT ${key} FROM (
+        SELECT created_at_ms, ${key} FROM ${this.t('findings')}
+        WHERE ${and(since ? [...inner, `created_at_ms >= ${since}`] : inner)}
+        ORDER BY created_at_ms DESC LIMIT 1 BY ${key})
+      WHERE ${and(outer)}
+      ${order} LIMIT ${f.limit + 1}`);
     if (keys.length === 0) return { items: [], nextCursor: null };
-    // The page's traces by primary key (their other findings are left out here: a tuple IN list would not use it).
+    // The rows of the page's traces, by primary key and FINAL (each key's newest version); their other findings are dropped.
     const want = new Set(keys.map((k) => JSON.stringify([k.trace_id, k.span_id, k.field, k.rule, String(k.start_offset)])));
     const rows = (await this.rows<FindingRow>(`
       SELECT ${FINDING_COLUMNS} FROM ${this.t('findings')} FINAL
@@ -303,9 +312,8 @@ export class ClickHouseEnrichment {
   }
 
   /**
-   * Newest first, in two steps. The page's keys come from the narrow key columns, read in windows of time reaching
-   * back from the cursor (or the newest match) that grow 16-fold until one holds the page: only the window that
-   * fills it is sorted, not every record of the workspace. Then its rows, by primary key.
+   * Newest first, in two steps: the page's keys from the narrow key columns, in windows of time reaching back from
+   * the cursor or the newest match (see windows), then its rows by primary key.
    */
   async listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
     const f = normalizeAuditQuery(q);
@@ -316,28 +324,16 @@ export class ClickHouseEnrichment {
     if (f.outcome !== undefined) c.push(`outcome = ${str(f.outcome)}`);
     if (f.cursor) c.push(before(['at_ms', 'chain_id', 'seq'], f.cursor));
     const order = 'ORDER BY at_ms DESC, chain_id DESC, seq DESC';
-    // The windows reach back from the cursor, or from the newest record that matches (one pass over at_ms).
-    let top: number;
-    if (f.cursor) top = Number(f.cursor.s);
-    else {
-      const [newest] = await this.rows<{ top: string; n: string }>(`SELECT max(at_ms) AS top, count() AS n FROM ${this.t('audit_log')} WHERE ${and(c)}`);
-      if (!newest || newest.n === '0') return { items: [], nextCursor: null };
-      top = Number(newest.top);
-    }
-    let keys: Array<{ chain_id: string; seq: string }> = [];
-    for (let span = FIRST_WINDOW_MS; ; span *= WINDOW_GROWTH) {
-      const from = top - span;
-      const open = from <= (f.fromMs ?? 0);
-      // Append-only: a key has one content, so the filters can go before the dedup. The LIMIT stays outside the
-      // subquery: on a Distributed table 18.16 applies LIMIT before LIMIT BY on each shard.
-      keys = await this.rows(`
-        SELECT chain_id, seq FROM (
-          SELECT at_ms, chain_id, seq FROM ${this.t('audit_log')}
-          WHERE ${and(open ? c : [...c, `at_ms >= ${n64(from)}`])}
-          ${order} LIMIT 1 BY chain_id, seq)
-        ${order} LIMIT ${f.limit + 1}`);
-      if (open || keys.length > f.limit) break;
-    }
+    const top = f.cursor ? Number(f.cursor.s) : await this.newest('audit_log', 'at_ms', c);
+    if (top === null) return { items: [], nextCursor: null };
+    // Append-only: a key has one content, so the filters can go before the dedup. The LIMIT stays outside the
+    // subquery: on a Distributed table 18.16 applies LIMIT before LIMIT BY on each shard.
+    const keys = await this.windows<{ chain_id: string; seq: string }>(top, f.fromMs, f.limit, (since) => `
+      SELECT chain_id, seq FROM (
+        SELECT at_ms, chain_id, seq FROM ${this.t('audit_log')}
+        WHERE ${and(since ? [...c, `at_ms >= ${since}`] : c)}
+        ${order} LIMIT 1 BY chain_id, seq)
+      ${order} LIMIT ${f.limit + 1}`);
     if (keys.length === 0) return { items: [], nextCursor: null };
     const rows = await this.rows<AuditRow>(`
       SELECT * FROM (
