@@ -42,11 +42,6 @@ function timeConditions(col: string, f: ListBase): string[] {
   return c;
 }
 
-const bytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b)); // String order in ClickHouse
-/** Findings newest first, then by key descending (listFindings's order). */
-const newestFinding = (a: FindingRecord, b: FindingRecord) => b.createdAtMs - a.createdAtMs || bytes(b.traceId, a.traceId)
-  || bytes(b.spanId, a.spanId) || bytes(b.field, a.field) || bytes(b.rule, a.rule) || b.start - a.start;
-
 /** The first window of time a newest-first listing reads, and how much each next one reaches further back. */
 const FIRST_WINDOW_MS = 60_000;
 const WINDOW_GROWTH = 16;
@@ -288,12 +283,13 @@ export class ClickHouseEnrichment {
       ${order} LIMIT ${f.limit + 1}`);
     if (keys.length === 0) return { items: [], nextCursor: null };
     // The rows of the page's traces, by primary key and FINAL (each key's newest version); their other findings are dropped.
-    const want = new Set(keys.map((k) => JSON.stringify([k.trace_id, k.span_id, k.field, k.rule, String(k.start_offset)])));
+    const want = new Set(keys.map((k) => JSON.stringify([k.trace_id, k.span_id, k.field, k.rule, k.start_offset])));
     const rows = (await this.rows<FindingRow>(`
       SELECT ${FINDING_COLUMNS} FROM ${this.t('findings')} FINAL
-      WHERE workspace_id = ${ws} AND trace_id IN ${strSet([...new Set(keys.map((k) => k.trace_id))])}`, LOOKUP_SETTINGS))
-      .filter((r) => want.has(JSON.stringify([r.trace_id, r.span_id, r.field, r.rule, String(r.start_offset)])));
-    return toKeyPage(rows.map(fromFinding).sort(newestFinding), f.limit, findingCursor);
+      WHERE workspace_id = ${ws} AND trace_id IN ${strSet([...new Set(keys.map((k) => k.trace_id))])}
+      ${order}`, LOOKUP_SETTINGS))
+      .filter((r) => want.has(JSON.stringify([r.trace_id, r.span_id, r.field, r.rule, r.start_offset])));
+    return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
   }
 
   /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
