@@ -147,6 +147,7 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
   if (needsFile || (cmd === 'provider' && sub === 'set')) need(values.workspace, '--workspace NAME');
   const doc = file === undefined ? undefined : readDoc(file);
   const alerts = cmd === 'alerts' ? alertsPatch(file!, doc) : undefined;
+  if (needsFile) await checkFile(file!, cmd === 'alerts' ? alerts! : { policy: doc as never });
   const provider = cmd === 'provider' ? providerPatch(values) : undefined;
   const { openOps } = await import('./ops.ts');
   const ops = await openOps(config, { mayCreate: cmd === 'keys' && sub === 'create' });
@@ -255,6 +256,26 @@ function alertsPatch(file: string, doc: unknown): SettingsPatch {
   }
   if (!Object.keys(patch).length) throw new Error(`${name}: gives none of ${Object.keys(ALERT_FIELDS).join(', ')}; nothing changed`);
   return patch as SettingsPatch;
+}
+
+/** The settings part an `alerts set` or `policy set` file becomes, by the file's own key (policy: the document itself). */
+const FILE_KEYS: Record<string, string | null> = { alertRules: 'rules', alertWebhookUrl: 'webhookUrl', alertWebhookSecret: 'webhookSecret', policy: null };
+
+/**
+ * A settings file checked before storage is opened, its problems named by the file's own keys (`rules.0.kind`, not
+ * the stored document's `alertRules.0.kind`), the same with or without a running server.
+ */
+async function checkFile(file: string, patch: SettingsPatch): Promise<void> {
+  const { settingsPatchSchema } = await import('../collector/settings.ts');
+  const r = settingsPatchSchema.safeParse(patch);
+  if (r.success) return;
+  const problems = r.error.issues.map((i) => {
+    const [top, ...rest] = i.path.map(String);
+    const key = top === undefined ? null : FILE_KEYS[top] === undefined ? top : FILE_KEYS[top];
+    const path = key === null ? rest : [key, ...rest];
+    return path.length ? `${path.join('.')}: ${i.message}` : i.message;
+  });
+  throw new Error(`${file === '-' ? 'stdin' : file}: ${problems.join('; ')}; nothing changed`);
 }
 
 async function refused(args: string[], config: Config): Promise<number> {

@@ -33,7 +33,7 @@ export type SettingsDoc = z.infer<typeof settingsSchema>;
  */
 // zod runs a refinement even after z.url() failed: an unparsable URL is z.url()'s to report.
 const noUserInfo = (u: string) => { if (!URL.canParse(u)) return true; const x = new URL(u); return x.username === '' && x.password === ''; };
-const NO_USERINFO = 'must not carry credentials (user:password@): they would be printed with the URL and fetch refuses them; sign webhooks with alertWebhookSecret';
+const NO_USERINFO = 'must not carry credentials (user:password@): they would be printed with the URL and fetch refuses them; sign webhooks with the webhook secret instead';
 
 export const settingsPatchSchema = settingsSchema.partial().extend({
   alertWebhookUrl: settingsSchema.shape.alertWebhookUrl.unwrap().refine(noUserInfo, NO_USERINFO).nullable().optional(),

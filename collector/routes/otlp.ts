@@ -92,20 +92,21 @@ export function otlpRoutes(r: RouteContext): void {
   doc(LOG_PATHS, 'OTLP/HTTP logs (ExportLogsServiceRequest), as for traces: each log record with a span context (GenAI events: gen_ai.user.message, gen_ai.choice, gen_ai.client.inference.operation.details, …) is stored as an event span under that span; others are rejected in partialSuccess',
     'ExportLogsServiceResponse, in the request\'s encoding; partialSuccess reports rejected log records', exportLogsResponse, 'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse');
 
-  const handler = (signal: 'traces' | 'logs') => async (ctx: Context) => {
+  // `path`: the audit record names the path called (as for a rejected request), not the shared handler.
+  const handler = (signal: 'traces' | 'logs', path: string) => async (ctx: Context) => {
     const enc = bodyKind(ctx, ['protobuf', 'json']);
     const body = await readBody(ctx, r.config.MAX_BODY_BYTES);
     const caller = ctx.state.caller as Caller;
     const req = signal === 'logs' ? decodeOtlpLogsRequest(body, enc, limits) : decodeOtlpRequest(body, enc, limits);
     const now = Date.now();
     const records = mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES });
-    await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST /v1/${signal}`, rejected: req.rejectedSpans });
+    await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST ${path}`, rejected: req.rejectedSpans });
     r.metrics.ingested.inc({ source: 'otlp' }, records.length);
     ctx.status = 200;
     ctx.set('Content-Type', replyType(ctx, enc));
     ctx.body = encodeExportResponse(req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null, enc, signal);
   };
-  for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler('traces'));
+  for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler('traces', path));
   // Logs have their own budget: an application's log exporter must not use up its trace exporter's.
-  for (const path of LOG_PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp-logs'), handler('logs'));
+  for (const path of LOG_PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp-logs'), handler('logs', path));
 }

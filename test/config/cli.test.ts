@@ -27,6 +27,9 @@ async function offline(): Promise<Target> {
   return { dir, run: (args) => cli(null, args, env), close: async () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** The stderr of a run that failed (exit 1). */
+const invalidStderr = (out: Out): string => { expect(out.code, out.stderr).to.equal(1); return out.stderr; };
+
 const MODES: Array<[string, () => Promise<Target>]> = [['server running', online], ['offline', offline]];
 
 describe('cli: alerts set', function () {
@@ -48,13 +51,19 @@ describe('cli: alerts set', function () {
         expect(stored).to.include({ version: 1, alertWebhookUrl: 'https://hooks.example/alerts', alertWebhookSecret: '(set)' });
         expect(stored.alertRules).to.have.length(1);
 
-        for (const text of ['[1]', '"oops"', 'null', '{"rule": []}', '{}']) {
+        const invalid = ['{"rules": [{"id": "a", "kind": "nope"}]}', '{"rules": [{"id": "a", "kind": "cost", "extra": 1}]}', '{"webhookSecret": "short"}'];
+        for (const text of ['[1]', '"oops"', 'null', '{"rule": []}', '{}', ...invalid]) {
           writeFileSync(file, text);
           const out = await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]);
           expect(out.code, text).to.equal(1);
           expect(out.stderr, text).to.include(file).and.include('nothing changed').and.not.include('Cannot read properties');
+          // Named by the file's keys, not the stored document's (alertRules, alertWebhookSecret).
+          expect(out.stderr, text).to.not.match(/alertRules|alertWebhook/);
           expect(out.stdout, text).to.equal('');
         }
+        expect(invalidStderr(await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]))).to.match(/: webhookSecret: Too small/);
+        writeFileSync(file, invalid[0]!);
+        expect(invalidStderr(await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]))).to.match(/: rules\.0\.kind: Invalid option/);
         expect(await show()).to.deep.equal(stored);
 
         // Only the rules: the webhook and its secret stay.
@@ -100,7 +109,7 @@ describe('cli: invalid settings', function () {
           const out = await t.run([...args, '--workspace', 'bad-co']);
           expect(out.code, args.join(' ')).to.equal(1);
           expect(out.stderr.trim().split('\n'), out.stderr).to.have.length(1);
-          results[mode]!.push(out.stderr.trim());
+          results[mode]!.push(out.stderr.trim().replaceAll(t.dir, '<dir>'));
         }
         expect(JSON.parse((await t.run(['settings', 'show', '--workspace', 'bad-co'])).stdout)).to.deep.equal({ version: 0 });
       } finally {
@@ -110,11 +119,12 @@ describe('cli: invalid settings', function () {
     expect(results['offline']).to.deep.equal(results['server running']);
     const [policy, alerts, provider, alertCreds, providerCreds, notUrl] = results['offline']!;
     expect(notUrl).to.match(/^tracegate: provider\.baseUrl: Invalid URL/);
-    expect(alertCreds).to.match(/^tracegate: alertWebhookUrl: must not carry credentials/);
+    // A file's problems are named by the file's own keys, and checked before anything is opened.
+    expect(alertCreds).to.match(/^tracegate: <dir>\/alerts-creds\.json: webhookUrl: must not carry credentials.*; nothing changed$/);
     expect(providerCreds).to.match(/^tracegate: provider\.baseUrl: must not carry credentials/);
     expect(`${alertCreds}${providerCreds}`).to.not.match(/hookpass|u:p@/);
-    expect(policy).to.match(/^tracegate: policy\.defaultAction: Invalid option/);
-    expect(alerts).to.match(/^tracegate: alertWebhookSecret: Too small/);
+    expect(policy).to.match(/^tracegate: <dir>\/policy\.json: defaultAction: Invalid option.*; nothing changed$/);
+    expect(alerts).to.match(/^tracegate: <dir>\/alerts\.json: webhookSecret: Too small.*; nothing changed$/);
     expect(provider).to.match(/^tracegate: provider\.baseUrl: /);
   });
 });

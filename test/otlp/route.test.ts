@@ -381,6 +381,16 @@ for (const backend of BACKENDS) {
         await expectAgentTrace(ids);
       });
 
+      it('the audit record of each request names the path it was sent to (both paths share one handler)', async () => {
+        const k = await s.key(); // a workspace of its own: its audit holds these requests only
+        const h = { authorization: `Bearer ${k.key}`, 'content-type': JSON_CT };
+        for (const path of PATHS) expect((await send(path, jsonRequest([plainSpan(hex(16), 'audited')]), h)).status, path).to.equal(200);
+        await flushed(s);
+        const audit = await get(`${s.url}/api/audit?action=ingest`, { authorization: `Bearer ${k.key}` });
+        expect(audit.status).to.equal(200);
+        expect(audit.json.items.map((r: { route: string }) => r.route).sort()).to.deep.equal(['POST /api/integrations/otlp/v1/traces', 'POST /v1/traces']);
+      });
+
       it('JSON: 200, Content-Type application/json, body {}', async () => {
         const { spans, ids } = sdkSpans();
         const res = await send('/v1/traces', Buffer.from(JsonTraceSerializer.serializeRequest(spans)!), { ...auth, 'content-type': JSON_CT });
