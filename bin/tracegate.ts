@@ -271,7 +271,7 @@ async function checkFile(file: string, patch: SettingsPatch): Promise<void> {
   if (r.success) return;
   const problems = r.error.issues.map((i) => {
     const [top, ...rest] = i.path.map(String);
-    const key = top === undefined ? null : FILE_KEYS[top] === undefined ? top : FILE_KEYS[top];
+    const key = top === undefined ? null : Object.hasOwn(FILE_KEYS, top) ? FILE_KEYS[top] as string | null : top;
     const path = key === null ? rest : [key, ...rest];
     return path.length ? `${path.join('.')}: ${i.message}` : i.message;
   });
