@@ -342,10 +342,9 @@ export class DuckDbEnrichment {
   async verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
     const out = new Map<string, VerificationRecord[]>();
     if (traceIds.length === 0) return out;
-    const params: Params = { ws: wellFormed(workspaceId) };
-    traceIds.forEach((t, i) => { params[`t${i}`] = wellFormed(t); });
+    // One list parameter, not one per id: with 5,000 ids and 1 M records, 250–290 ms against ~440 (.scratch/duck-in-list.ts).
     const rows = await this.serial((c) => all(c, `SELECT * FROM verification WHERE workspace_id = $ws
-      AND trace_id IN (${traceIds.map((_, i) => `$t${i}`).join(', ')}) ORDER BY chain_id, seq`, params));
+      AND trace_id IN (SELECT unnest($ids)) ORDER BY chain_id, seq`, { ws: wellFormed(workspaceId), ids: listValue(traceIds.map(wellFormed)) }));
     for (const r of rows.map(fromVerification)) (out.get(r.traceId) ?? out.set(r.traceId, []).get(r.traceId)!).push(r);
     return out;
   }
