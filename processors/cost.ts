@@ -134,20 +134,26 @@ export function priceUsd(model: string, provider: string, usage: TokenUsage): nu
   if (cacheRead + cacheWrite > input) input += cacheRead + cacheWrite;
   if (e.kind === 'flat') {
     const cost = (input - cacheRead - cacheWrite) * e.input + cacheRead * e.cacheRead + cacheWrite * e.cacheWrite + output * e.output;
-    return cost > 0 ? Math.min(cost, MAX_COST_USD) : 0;
+    return cost > 0 ? tidy(Math.min(cost, MAX_COST_USD)) : 0;
   }
   try {
     const u: Record<string, number> = { input_tokens: input, output_tokens: output };
     if (cacheRead) u.cache_read_tokens = cacheRead;
     if (cacheWrite) u.cache_write_tokens = cacheWrite;
     const r = calcPrice(u, e.modelId, { provider: e.provider });
-    return r && r.total_price > 0 ? Math.min(r.total_price, MAX_COST_USD) : 0;
+    return r && r.total_price > 0 ? tidy(Math.min(r.total_price, MAX_COST_USD)) : 0;
   } catch {
     return 0;
   }
 }
 
 const tokenCount = (v: number | undefined): number => Math.min(Math.round(num(v)), MAX_TOKENS);
+
+/**
+ * A price to 15 significant digits: summing per-token prices leaves binary noise in the last digits
+ * (12 × 2.5e-6 + 7 × 1e-5 is 0.00010000000000000002), which every reader of the span would see.
+ */
+const tidy = (usd: number): number => Number(usd.toPrecision(15));
 
 /** For tests: forget memoized lookups. */
 export function clearPriceMemo(): void {

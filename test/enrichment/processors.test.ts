@@ -721,6 +721,12 @@ describe('cost processor', () => {
     expect(out.spans[2]!.costUsd).to.equal(0.5);
     expect(out.spans[3]!.costUsd).to.equal(0);
   });
+  it('a price is exact to 15 significant digits, without the binary noise of summing per-token prices', async () => {
+    const { priceUsd } = await import('../../processors/cost.ts');
+    // gpt-4o: $2.50/M in, $10/M out; 12 × 2.5e-6 + 7 × 1e-5 sums to 0.00010000000000000002 in floating point.
+    expect(priceUsd('gpt-4o', 'openai', { input: 12, output: 7 })).to.equal(0.0001);
+    expect(priceUsd('gpt-4o-mini', 'openai', { input: 41, output: 38 })).to.equal(0.00002895);
+  });
   it('prices nothing on the local routes (agent_lab, coach) and finds embedding models without a provider', async () => {
     const { costProcessor } = await import('../../processors/index.ts');
     const coach = { ...span('t', 'e', { kind: 'llm', model: 'deepseek-r1', promptTokens: 1_000_000, completionTokens: 1_000_000 }), source: 'coach' as const };
