@@ -87,7 +87,7 @@ export function proxyRoutes(r: RouteContext): void {
     request: { contentTypes: ['application/json'], schema: z.looseObject({ model: z.string().min(1), input: z.unknown().optional(), stream: z.boolean().optional() }) },
     responses: {
       200: { description: 'The provider\'s answer passed through (application/json, or text/event-stream when stream is true); X-Trace-Id names the stored trace' },
-      400: { description: 'Not a JSON object with a non-empty string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header), a previous_response_id the proxy did not give this workspace (code previous_response_not_found, as the provider answers an unknown one; checked when the request goes out with the provider key tracegate holds), a prompt_cache_options.comparison_response_id the proxy did not give this workspace (code response_not_found, the same check), or, with the server\'s provider key that workspaces share, a conversation, an item, container or skill reference, a file, vector store, container or MCP tunnel stored at the provider (code stored_object_not_allowed, param the path of the first one)', schema: providerError },
+      400: { description: 'Not a JSON object with a non-empty string model, a key repeated in one object (the body is forwarded as sent, so it must read one way only), an X-Tracegate-Environment / X-Tracegate-Action header over 256 characters (code invalid_header), a previous_response_id the proxy did not give this workspace (code previous_response_not_found, as the provider answers an unknown one; checked when the request goes out with the provider key tracegate holds), a prompt_cache_options.comparison_response_id the proxy did not give this workspace (code response_not_found, the same check), either of them given as anything but a string or null (code invalid_type), or, with the server\'s provider key that workspaces share, a conversation, an item, container or skill reference, a file, vector store, container or MCP tunnel stored at the provider (code stored_object_not_allowed, param the path of the first one)', schema: providerError },
       401: { description: 'Missing or invalid workspace API key', schema: providerError },
       403: { description: 'Blocked by the workspace policy: the provider is not called; the attempt is stored with status blocked', schema: providerError },
       413: { description: 'The body is over TRACEGATE_MAX_BODY_BYTES after decompression (payload_too_large), or holds more than TRACEGATE_MAX_JSON_VALUES JSON values (too_many_values)', schema: providerError },
@@ -163,7 +163,10 @@ export function proxyRoutes(r: RouteContext): void {
     // A stored response the request names goes out with the key tracegate holds only when the proxy gave it to this
     // workspace; otherwise the provider's own answer for an unknown id (the SDK raises the same BadRequestError).
     const requireOwned = async (id: unknown, code: string, what: string, param: string) => {
-      if (typeof id !== 'string' || callerKey || await ownsResponse(ctx, id, provider.baseUrl)) return;
+      if (id === undefined || id === null || callerKey) return;
+      // Not a string (a list, an object): unchecked, an upstream reading it leniently could reach another's response.
+      if (typeof id !== 'string') throw new HttpError(400, 'invalid_type', `${param} must be a string`, { type: 'invalid_request_error', param });
+      if (await ownsResponse(ctx, id, provider.baseUrl)) return;
       throw new HttpError(400, code, `${what} with id '${RESPONSE_ID.test(id) ? id : '…'}' not found.`, { type: 'invalid_request_error', param });
     };
     await requireOwned(fields.get('previous_response_id'), 'previous_response_not_found', 'Previous response', 'previous_response_id');

@@ -773,6 +773,13 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
       expect(res.status, key).to.equal(400);
       expect(res.json.error, key).to.include({ code: 'previous_response_not_found', param: 'previous_response_id' });
     }
+    // Not a string: refused, not forwarded unchecked (an upstream could read a list or an object leniently).
+    for (const [body, param] of [[{ previous_response_id: [created.id] }, 'previous_response_id'], [{ previous_response_id: { id: created.id } }, 'previous_response_id'],
+      [{ prompt_cache_options: { comparison_response_id: [created.id] } }, 'prompt_cache_options.comparison_response_id']] as const) {
+      const res = await post(`${s.url}/api/proxy/provider/responses`, JSON.stringify({ model: 'gpt-4o-mini', input: 'and then?', ...body }), { ...other.auth, 'content-type': 'application/json' });
+      expect(res.status, JSON.stringify(body)).to.equal(400);
+      expect(res.json.error, JSON.stringify(body)).to.include({ code: 'invalid_type', param });
+    }
     expect(fake.requests.length, 'the provider was never called for the other workspace').to.equal(before);
     // The refused delete and cancel are audited as denied.
     await flushed(s);
