@@ -7,12 +7,26 @@ import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../slow-storage.ts';
 
 const WRITE_FAILURE_HOLD_MS = 10_000;
 
+/**
+ * What /readyz (no authentication) says of a failure: its kind, not its text. A storage error can quote the data it
+ * choked on (ClickHouse's "Cannot parse input … before: <row>") and a file error names DATA_DIR; the text is logged.
+ */
+export function failureKind(message: string | null): string | null {
+  if (message === null) return null;
+  const system = /\b(E[A-Z][A-Z0-9_]{2,})\b/.exec(message); // ECONNREFUSED, ENOSPC, EIO, ETIMEDOUT…
+  if (system) return system[1]!;
+  const clickhouse = /\bCode: (\d{1,4})\b/.exec(message);
+  if (clickhouse) return `clickhouse_${clickhouse[1]}`;
+  return /timed? ?out|timeout/i.test(message) ? 'timeout' : 'error';
+}
+
 export function opsRoutes(r: RouteContext): void {
   const readiness = z.object({
     status: z.enum(['ready', 'not_ready']), storage: z.enum(['ok', 'unreachable']),
     spool: z.object({
       ok: z.boolean(), bytes: z.number(), pendingRows: z.number(),
-      lastWriteError: z.string().nullable().describe('The last failed spool write, until one succeeds (not ready within 10 s of it)'), lastFlushError: z.string().nullable(),
+      lastWriteError: z.string().nullable().describe('The last failed spool write, until one succeeds (not ready within 10 s of it): its kind (a system error code such as ENOSPC); the message is logged'),
+      lastFlushError: z.string().nullable().describe('The last failed flush to storage, until one succeeds: its kind (ECONNREFUSED, clickhouse_<code>, timeout, error); the message is logged'),
     }),
   });
   r.docs.push(
@@ -43,7 +57,7 @@ export function opsRoutes(r: RouteContext): void {
     ctx.status = storage && spoolOk ? 200 : 503;
     ctx.body = {
       status: ctx.status === 200 ? 'ready' : 'not_ready', storage: storage ? 'ok' : 'unreachable',
-      spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastWriteError: failure?.message ?? null, lastFlushError: stats.lastFlushError },
+      spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastWriteError: failureKind(failure?.message ?? null), lastFlushError: failureKind(stats.lastFlushError) },
     };
   });
   r.router.get('/metrics', async (ctx) => {

@@ -138,6 +138,35 @@ describe('ops routes', () => {
     expect(ready.json).to.include({ status: 'ready', storage: 'ok' });
   });
 
+  it('a failed flush shows in /readyz (no authentication) as its kind, never its text, which can quote stored data', async () => {
+    const storage = s.running.storage as unknown as Record<string, unknown>;
+    const patched = ['insertSpans', 'insertSpoolFiles'];
+    for (const m of patched) {
+      storage[m] = async () => { throw new Error('Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: my-private-prompt-text'); };
+    }
+    try {
+      expect((await post(`${s.url}/api/traces`, { prompt: 'my-private-prompt-text', response: 'r' }, auth)).status).to.equal(200);
+      await s.running.pipeline.flush().catch(() => {});
+      const res = await get(`${s.url}/readyz`);
+      expect(res.json.spool.lastFlushError).to.equal('clickhouse_27');
+      expect(res.text).to.not.include('my-private');
+    } finally {
+      for (const m of patched) delete storage[m]; // the prototype's methods again
+    }
+    await s.running.pipeline.flush();
+    expect((await get(`${s.url}/readyz`)).json.spool.lastFlushError).to.equal(null);
+  });
+
+  it('failureKind: a system error code, a ClickHouse code, a timeout, or just "error"', async () => {
+    const { failureKind } = await import('../../collector/routes/ops.ts');
+    expect(failureKind(null)).to.equal(null);
+    expect(failureKind('connect ECONNREFUSED 127.0.0.1:8123')).to.equal('ECONNREFUSED');
+    expect(failureKind("ENOSPC: no space left on device, write '/srv/data/spool/0001.seg'")).to.equal('ENOSPC');
+    expect(failureKind('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded')).to.equal('clickhouse_241');
+    expect(failureKind('storage call timed out after 30000 ms')).to.equal('timeout');
+    expect(failureKind('Invalid Input Error: "secret text" is not valid UTF-8')).to.equal('error');
+  });
+
   it('is not ready while spool writes fail (disk full, I/O error), and ready again once one succeeds', async () => {
     const spoolDir = join(s.dataDir, 'spool');
     await s.running.pipeline.flush(); // seals the active segment: the next append needs a new file
@@ -147,7 +176,7 @@ describe('ops routes', () => {
     const down = await get(`${s.url}/readyz`);
     expect(down.status).to.equal(503);
     expect(down.json.spool).to.include({ ok: false });
-    expect(down.json.spool.lastWriteError).to.match(/ENOENT/);
+    expect(down.json.spool.lastWriteError).to.equal('ENOENT'); // its kind: the message (naming DATA_DIR) is logged
     mkdirSync(spoolDir);
     expect((await post(`${s.url}/api/traces`, { prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
     const up = await get(`${s.url}/readyz`);
