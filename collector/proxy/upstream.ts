@@ -1,4 +1,5 @@
 // The upstream side of the proxy: keep-alive pools per origin, the header allowlists, transport errors.
+import { hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
 import type { Config } from '../../config/index.ts';
@@ -62,7 +63,12 @@ const FORWARD = ['accept', 'user-agent', 'openai-beta', 'idempotency-key'];
 // with the workspace's configured key, a caller must not pick another org or project of its owner.
 const CALLER_KEY_ONLY = ['openai-organization', 'openai-project'];
 
-export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | undefined, callerKey = false): Record<string, string> {
+/**
+ * `workspaceId`: with a key tracegate holds (shared by workspaces, or given to two of them), an Idempotency-Key goes
+ * out as a hash of the workspace and the caller's key: a provider replaying answers by key then never answers one
+ * workspace with another's, while a caller's retries still share one key.
+ */
+export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | undefined, callerKey: boolean, workspaceId: string): Record<string, string> {
   const h: Record<string, string> = {
     'content-type': 'application/json',
     // Identity bytes: the stream is forwarded and parsed as is.
@@ -72,6 +78,8 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | 
     const v = incoming[name];
     if (typeof v === 'string' && v) h[name] = v;
   }
+  const key = h['idempotency-key'];
+  if (key !== undefined && !callerKey) h['idempotency-key'] = `tg-${hash('sha256', `${workspaceId}\u0000${key}`, 'hex')}`;
   if (apiKey) h.authorization = `Bearer ${apiKey}`;
   return h;
 }

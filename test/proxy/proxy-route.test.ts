@@ -741,6 +741,23 @@ describe('proxy route: /api/proxy/provider/responses (duckdb)', function () {
     expect((await send(same, cases[0]![0])).json.error).to.include({ code: 'stored_object_not_allowed' });
   });
 
+  it('an Idempotency-Key goes out per workspace with a key tracegate holds, and as sent with the caller\'s own key', async () => {
+    const a = await workspace();
+    const b = await workspace();
+    const own = await workspace({ provider: { baseUrl: fake.url, allowCallerKey: true } });
+    const sent = async (ws: Ws, extra: Record<string, string> = {}) => {
+      const res = await post(`${s.url}/api/proxy/provider/responses`, JSON.stringify({ model: 'gpt-4o-mini', input: 'once' }),
+        { ...ws.auth, 'content-type': 'application/json', 'idempotency-key': 'retry-7f3a', ...extra });
+      expect(res.status, res.text).to.equal(200);
+      return fake.requests.at(-1)!.headers['idempotency-key'];
+    };
+    const [a1, a2, b1] = [await sent(a), await sent(a), await sent(b)];
+    expect(a1).to.match(/^tg-[0-9a-f]{64}$/);
+    expect(a2, 'a retry from the same workspace keeps its key').to.equal(a1);
+    expect(b1, 'another workspace sending the same key').to.not.equal(a1);
+    expect(await sent(own, { 'x-provider-api-key': 'sk-callers-own' }), 'the caller\'s own account').to.equal('retry-7f3a');
+  });
+
   it('with the provider key tracegate holds, reaches a stored response only for the workspace the proxy gave its id to', async () => {
     // Both workspaces use the server's provider key: at the provider, each could reach the other's responses.
     const owner = await workspace();
