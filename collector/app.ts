@@ -23,7 +23,7 @@ import type { PipelineStats as FullPipelineStats } from './pipeline.ts';
 import { adminRoutes } from './routes/admin.ts';
 
 /** What the routes read of the pipeline's stats (tests pass small doubles). */
-export type PipelineStats = Pick<FullPipelineStats, 'spoolBytes' | 'pendingRows' | 'storageHealthy' | 'lastFlushError' | 'spoolSyncs' | 'spoolAppends' | 'spoolWriteFailure'>;
+export type PipelineStats = Pick<FullPipelineStats, 'spoolBytes' | 'pendingRows' | 'storageHealthy' | 'lastFlushError' | 'lastFlushErrorCode' | 'spoolSyncs' | 'spoolAppends' | 'spoolWriteFailure'>;
 
 export interface AppDeps {
   config: Config;

@@ -57,6 +57,7 @@ export interface PipelineStats {
   lastFlushRows: number;
   lastFlushMs: number;
   lastFlushError: string | null;
+  lastFlushErrorCode: string | null;
   storageHealthy: boolean;
   flushedTotal: number;
   spoolSyncs: number;
@@ -85,6 +86,8 @@ export class Pipeline implements Ingestor {
   private closed: Promise<void> | null = null;
   private healthy = true;
   private lastError: string | null = null;
+  /** The last flush error's code, when it had one (a system error's, or ClickHouse's number): see /readyz. */
+  private lastErrorCode: string | null = null;
   private lastRows = 0;
   private lastMs = 0;
   private flushed = 0;
@@ -252,6 +255,7 @@ export class Pipeline implements Ingestor {
       lastFlushRows: this.lastRows,
       lastFlushMs: this.lastMs,
       lastFlushError: this.lastError,
+      lastFlushErrorCode: this.lastErrorCode,
       storageHealthy: this.healthy,
       flushedTotal: this.flushed,
       spoolSyncs: state.counters.syncs,
@@ -313,9 +317,12 @@ export class Pipeline implements Ingestor {
         this.retryAt = 0;
         this.healthy = true;
         this.lastError = null;
+        this.lastErrorCode = null;
       } catch (err) {
         this.healthy = false;
         this.lastError = err instanceof Error ? err.message : String(err);
+        const code = (err as { code?: unknown } | null)?.code;
+        this.lastErrorCode = typeof code === 'string' || typeof code === 'number' ? String(code) : null;
         const delay = this.backoff();
         this.opts.logger.warn({ err, retryInMs: delay, pendingRows: this.stats().pendingRows }, 'pipeline: flush to storage failed; rows stay spooled');
         throw err;

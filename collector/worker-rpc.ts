@@ -117,7 +117,9 @@ export function serveRpc<M extends { id: number }>(handle: (m: M) => Promise<{ v
 
 function wireError(err: unknown): WireError {
   const e = err instanceof Error ? err : new Error(String(err));
-  const http = e instanceof HttpError ? { status: e.status, code: e.code, details: e.details } : {};
+  // A system error's code (ECONNREFUSED) or ClickHouse's ('27') says what failed without quoting any data.
+  const code = (e as { code?: unknown }).code;
+  const http = e instanceof HttpError ? { status: e.status, code: e.code, details: e.details } : typeof code === 'string' ? { code } : {};
   return { name: e.name, message: e.message, ...http };
 }
 
@@ -127,5 +129,6 @@ const BUILTIN_ERRORS: Record<string, ErrorConstructor> = { RangeError, TypeError
 function reviveError(e: WireError): Error {
   if (e.status) return new HttpError(e.status, e.code ?? 'error', e.message, e.details);
   const Ctor = BUILTIN_ERRORS[e.name];
-  return Ctor ? new Ctor(e.message) : Object.assign(new Error(e.message), { name: e.name });
+  const err = Ctor ? new Ctor(e.message) : Object.assign(new Error(e.message), { name: e.name });
+  return e.code === undefined ? err : Object.assign(err, { code: e.code });
 }

@@ -11,12 +11,15 @@ const WRITE_FAILURE_HOLD_MS = 10_000;
  * What /readyz (no authentication) says of a failure: its kind, not its text. A storage error can quote the data it
  * choked on (ClickHouse's "Cannot parse input … before: <row>") and a file error names DATA_DIR; the text is logged.
  */
-export function failureKind(message: string | null): string | null {
+export function failureKind(message: string | null, code: string | null = null): string | null {
   if (message === null) return null;
-  const system = /\b(E[A-Z][A-Z0-9_]{2,})\b/.exec(message); // ECONNREFUSED, ENOSPC, EIO, ETIMEDOUT…
-  if (system) return system[1]!;
-  const clickhouse = /\bCode: (\d{1,4})\b/.exec(message);
+  if (code !== null && /^\d{1,4}$/.test(code)) return `clickhouse_${code}`;
+  if (code !== null && /^E[A-Z0-9_]{2,31}$/.test(code)) return code; // a system error's code, given by the error itself
+  const clickhouse = /^Code: (\d{1,4})\b/.exec(message);
   if (clickhouse) return `clickhouse_${clickhouse[1]}`;
+  // Named system errors only: any capitalised word could be a word of the data.
+  const system = /\b(E(?:CONNREFUSED|CONNRESET|CONNABORTED|TIMEDOUT|NOTFOUND|AI_AGAIN|HOSTUNREACH|NETUNREACH|PIPE|NOSPC|DQUOT|IO|NOENT|ACCES|PERM|ROFS|MFILE|NFILE|NOMEM|FBIG|BUSY|AGAIN|EXIST|ISDIR|NOTDIR|BADF|INVAL|ADDRINUSE))\b/.exec(message);
+  if (system) return system[1]!;
   return /timed? ?out|timeout/i.test(message) ? 'timeout' : 'error';
 }
 
@@ -57,7 +60,7 @@ export function opsRoutes(r: RouteContext): void {
     ctx.status = storage && spoolOk ? 200 : 503;
     ctx.body = {
       status: ctx.status === 200 ? 'ready' : 'not_ready', storage: storage ? 'ok' : 'unreachable',
-      spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastWriteError: failureKind(failure?.message ?? null), lastFlushError: failureKind(stats.lastFlushError) },
+      spool: { ok: spoolOk, bytes: stats.spoolBytes, pendingRows: stats.pendingRows, lastWriteError: failureKind(failure?.message ?? null), lastFlushError: failureKind(stats.lastFlushError, stats.lastFlushErrorCode) },
     };
   });
   r.router.get('/metrics', async (ctx) => {

@@ -27,6 +27,16 @@ describe('WorkerRpc', () => {
     expect(await rpc.call({ op: 'echo', value: 3 })).to.equal(3);
   });
 
+  it('an error keeps its code across the thread (a system error\'s, or ClickHouse\'s number), which /readyz reports', async () => {
+    for (const code of ['ECONNREFUSED', '241']) {
+      const err = await rpc.call({ op: 'fail', value: { code } }).then(() => null, (e: unknown) => e as Error & { code?: string });
+      expect(err).to.be.instanceOf(Error);
+      expect([err!.message, err!.code]).to.deep.equal(['connect ECONNREFUSED 127.0.0.1:8123', code]);
+    }
+    const plain = await rpc.call({ op: 'fail', value: {} }).then(() => null, (e: unknown) => e as Error & { code?: string });
+    expect(plain!.code).to.equal(undefined);
+  });
+
   it('caps the worker thread\'s young generation when asked (TRACEGATE_WORKER_YOUNG_GEN_MB)', async () => {
     const capped = new WorkerRpc(new URL('./echo-worker.ts', import.meta.url), null, 'echo', 32);
     try {

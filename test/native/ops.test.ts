@@ -155,16 +155,34 @@ describe('ops routes', () => {
     }
     await s.running.pipeline.flush();
     expect((await get(`${s.url}/readyz`)).json.spool.lastFlushError).to.equal(null);
+    // @clickhouse/client gives the server's code on the error, its message without "Code:".
+    for (const m of patched) storage[m] = async () => { throw Object.assign(new Error('Memory limit exceeded inserting "my-private-prompt-text"'), { code: '241' }); };
+    try {
+      expect((await post(`${s.url}/api/traces`, { prompt: 'my-private-prompt-text', response: 'r' }, auth)).status).to.equal(200);
+      await s.running.pipeline.flush().catch(() => {});
+      const res = await get(`${s.url}/readyz`);
+      expect(res.json.spool.lastFlushError).to.equal('clickhouse_241');
+      expect(res.text).to.not.include('my-private');
+    } finally {
+      for (const m of patched) delete storage[m];
+    }
+    await s.running.pipeline.flush();
   });
 
   it('failureKind: a system error code, a ClickHouse code, a timeout, or just "error"', async () => {
     const { failureKind } = await import('../../collector/routes/ops.ts');
     expect(failureKind(null)).to.equal(null);
+    expect(failureKind('Memory limit (for query) exceeded', '241')).to.equal('clickhouse_241');
+    expect(failureKind('connect failed', 'ECONNREFUSED')).to.equal('ECONNREFUSED');
+    expect(failureKind('connect failed', 'not a code')).to.equal('error');
     expect(failureKind('connect ECONNREFUSED 127.0.0.1:8123')).to.equal('ECONNREFUSED');
     expect(failureKind("ENOSPC: no space left on device, write '/srv/data/spool/0001.seg'")).to.equal('ENOSPC');
     expect(failureKind('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded')).to.equal('clickhouse_241');
     expect(failureKind('storage call timed out after 30000 ms')).to.equal('timeout');
     expect(failureKind('Invalid Input Error: "secret text" is not valid UTF-8')).to.equal('error');
+    // A word of the data is never the kind, even one that looks like an error code.
+    expect(failureKind('Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: ENOENT ENTERPRISE')).to.equal('clickhouse_27');
+    expect(failureKind('Conversion failed for "ENTERPRISE-PLAN"')).to.equal('error');
   });
 
   it('is not ready while spool writes fail (disk full, I/O error), and ready again once one succeeds', async () => {
