@@ -139,34 +139,28 @@ describe('ops routes', () => {
   });
 
   it('a failed flush shows in /readyz (no authentication) as its kind, never its text, which can quote stored data', async () => {
-    const storage = s.running.storage as unknown as Record<string, unknown>;
-    const patched = ['insertSpans', 'insertSpoolFiles'];
-    for (const m of patched) {
-      storage[m] = async () => { throw new Error('Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: my-private-prompt-text'); };
-    }
-    try {
-      expect((await post(`${s.url}/api/traces`, { prompt: 'my-private-prompt-text', response: 'r' }, auth)).status).to.equal(200);
-      await s.running.pipeline.flush().catch(() => {});
-      const res = await get(`${s.url}/readyz`);
-      expect(res.json.spool.lastFlushError).to.equal('clickhouse_27');
-      expect(res.text).to.not.include('my-private');
-    } finally {
-      for (const m of patched) delete storage[m]; // the prototype's methods again
-    }
-    await s.running.pipeline.flush();
+    /** What /readyz says while every flush fails with `err`; storage works again afterwards. */
+    const readyzWhileFlushFails = async (err: Error) => {
+      const storage = s.running.storage as unknown as Record<string, unknown>;
+      const patched = ['insertSpans', 'insertSpoolFiles'];
+      for (const m of patched) storage[m] = async () => { throw err; };
+      try {
+        expect((await post(`${s.url}/api/traces`, { prompt: 'my-private-prompt-text', response: 'r' }, auth)).status).to.equal(200);
+        await s.running.pipeline.flush().catch(() => {});
+        return await get(`${s.url}/readyz`);
+      } finally {
+        for (const m of patched) delete storage[m]; // the prototype's methods again
+        await s.running.pipeline.flush();
+      }
+    };
+    const quoted = await readyzWhileFlushFails(new Error('Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: my-private-prompt-text'));
+    expect(quoted.json.spool.lastFlushError).to.equal('clickhouse_27');
+    expect(quoted.text).to.not.include('my-private');
     expect((await get(`${s.url}/readyz`)).json.spool.lastFlushError).to.equal(null);
     // @clickhouse/client gives the server's code on the error, its message without "Code:".
-    for (const m of patched) storage[m] = async () => { throw Object.assign(new Error('Memory limit exceeded inserting "my-private-prompt-text"'), { code: '241' }); };
-    try {
-      expect((await post(`${s.url}/api/traces`, { prompt: 'my-private-prompt-text', response: 'r' }, auth)).status).to.equal(200);
-      await s.running.pipeline.flush().catch(() => {});
-      const res = await get(`${s.url}/readyz`);
-      expect(res.json.spool.lastFlushError).to.equal('clickhouse_241');
-      expect(res.text).to.not.include('my-private');
-    } finally {
-      for (const m of patched) delete storage[m];
-    }
-    await s.running.pipeline.flush();
+    const coded = await readyzWhileFlushFails(Object.assign(new Error('Memory limit exceeded inserting "my-private-prompt-text"'), { code: '241' }));
+    expect(coded.json.spool.lastFlushError).to.equal('clickhouse_241');
+    expect(coded.text).to.not.include('my-private');
   });
 
   it('failureKind: a system error code, a ClickHouse code, a timeout, or just "error"', async () => {
