@@ -258,8 +258,8 @@ function alertsPatch(file: string, doc: unknown): SettingsPatch {
   return patch as SettingsPatch;
 }
 
-/** The settings part an `alerts set` or `policy set` file becomes, by the file's own key (policy: the document itself). */
-const FILE_KEYS: Record<string, string | null> = { alertRules: 'rules', alertWebhookUrl: 'webhookUrl', alertWebhookSecret: 'webhookSecret', policy: null };
+/** A settings part by the key of the file it came from (ALERT_FIELDS reversed; a policy file is the part itself). */
+const FILE_KEYS = new Map<string, string | null>([...Object.entries(ALERT_FIELDS).map(([file, part]) => [part, file] as const), ['policy', null]]);
 
 /**
  * A settings file checked before storage is opened, its problems named by the file's own keys (`rules.0.kind`, not
@@ -267,15 +267,15 @@ const FILE_KEYS: Record<string, string | null> = { alertRules: 'rules', alertWeb
  */
 async function checkFile(file: string, patch: SettingsPatch): Promise<void> {
   const { settingsPatchSchema } = await import('../collector/settings.ts');
+  const { formatIssues } = await import('../collector/admin.ts');
   const r = settingsPatchSchema.safeParse(patch);
   if (r.success) return;
-  const problems = r.error.issues.map((i) => {
+  const issues = r.error.issues.map((i) => {
     const [top, ...rest] = i.path.map(String);
-    const key = top === undefined ? null : Object.hasOwn(FILE_KEYS, top) ? FILE_KEYS[top] as string | null : top;
-    const path = key === null ? rest : [key, ...rest];
-    return path.length ? `${path.join('.')}: ${i.message}` : i.message;
+    const key = top === undefined ? null : FILE_KEYS.has(top) ? FILE_KEYS.get(top) as string | null : top;
+    return { path: key === null ? rest : [key, ...rest], message: i.message };
   });
-  throw new Error(`${file === '-' ? 'stdin' : file}: ${problems.join('; ')}; nothing changed`);
+  throw new Error(`${file === '-' ? 'stdin' : file}: ${formatIssues(issues)}; nothing changed`);
 }
 
 async function refused(args: string[], config: Config): Promise<number> {

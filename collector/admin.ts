@@ -88,7 +88,7 @@ export function showSettings(doc: SettingsDoc, version: number) {
 
 /** Validation problems on one line, as the admin route and the CLI report them: `path: message; path: message`. */
 export function formatIssues(issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): string {
-  return issues.map((i) => `${i.path.map(String).join('.')}: ${i.message}`).join('; ');
+  return issues.map((i) => (i.path.length ? `${i.path.map(String).join('.')}: ${i.message}` : i.message)).join('; ');
 }
 
 /** A settings patch as the admin route takes it: 400 invalid_settings naming every problem (formatIssues). */

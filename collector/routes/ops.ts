@@ -15,6 +15,7 @@ export function failureKind(message: string | null, code: string | null = null):
   if (message === null) return null;
   if (code !== null && /^\d{1,4}$/.test(code)) return `clickhouse_${code}`;
   if (code !== null && /^E[A-Z0-9_]{2,31}$/.test(code)) return code; // a system error's code, given by the error itself
+  // ClickHouse 18.16's errors lack the `(TYPE)` marker @clickhouse/client parses: their code stays in the message.
   const clickhouse = /^Code: (\d{1,4})\b/.exec(message);
   if (clickhouse) return `clickhouse_${clickhouse[1]}`;
   // Named system errors only: any capitalised word could be a word of the data.

@@ -219,7 +219,7 @@ export function proxyRoutes(r: RouteContext): void {
     try {
       up = await upstreams.pool(target.origin).request({
         method: 'POST', path: target.path, body: pre.forward, signal: abort.signal,
-        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey, callerKey !== '', (ctx.state.caller as Caller).workspaceId),
+        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey, callerKey !== '', caller.workspaceId),
         headersTimeout: t.PROXY_HEADERS_TIMEOUT_MS, bodyTimeout: t.PROXY_BODY_TIMEOUT_MS,
       });
     } catch (err) {
@@ -347,7 +347,7 @@ export function proxyRoutes(r: RouteContext): void {
     try {
       up = await upstreams.pool(target.origin).request({
         method, path: target.path, signal: abort.signal, ...(method === 'POST' ? { body: '{}' } : {}),
-        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey, callerKey !== '', (ctx.state.caller as Caller).workspaceId),
+        headers: upstreamHeaders(ctx.req.headers, callerKey || provider.apiKey, callerKey !== '', caller.workspaceId),
         headersTimeout: r.config.PROXY_HEADERS_TIMEOUT_MS, bodyTimeout: r.config.PROXY_BODY_TIMEOUT_MS,
       });
     } catch (err) {
