@@ -3,18 +3,18 @@ SHELL := /bin/bash
 NODE_BIN := $(shell ./scripts/node-bin.sh)
 export PATH := $(if $(NODE_BIN),$(NODE_BIN):,)$(PATH)
 
-.PHONY: run key test typecheck bench deps run-deps servers clean
+.PHONY: run key test typecheck lint format bench deps run-deps servers clean
 
+# npm ci installs exactly the lockfile and never rewrites it, so a fresh clone stays clean.
 node_modules/.deps-stamp: package.json package-lock.json
-	@# npm ci rejects this lockfile (npm 11 omits other platforms' optional DuckDB bindings); install honours the lock.
-	npm install --no-audit --no-fund --loglevel=error
+	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # `make run` and `make key` need the runtime dependencies only, not the test tools (chDB alone is ~540 MB);
 # a current full install (`make test`) already holds them.
 node_modules/.run-deps-stamp: package.json package-lock.json
 	@if [ node_modules/.deps-stamp -nt package.json ] && [ node_modules/.deps-stamp -nt package-lock.json ]; then :; \
-	else npm install --omit=dev --no-audit --no-fund --loglevel=error; fi
+	else npm ci --omit=dev --no-audit --no-fund --loglevel=error; fi
 	@touch $@
 
 deps: node_modules/.deps-stamp
@@ -34,7 +34,14 @@ key: run-deps
 typecheck: deps
 	npx tsc --noEmit -p .
 
-test: deps servers typecheck
+# Formatting and lint rules (biome.jsonc): `make format` applies both.
+lint: deps
+	npx biome ci .
+
+format: deps
+	npx biome check --write .
+
+test: deps servers typecheck lint
 	npx mocha
 
 bench: deps servers
