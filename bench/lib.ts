@@ -11,11 +11,25 @@ export function peakRssMb(pid: number): number {
   return m ? Math.round(Number(m[1]) / 1024) : NaN;
 }
 
-export async function startChild(script: string, args: string[], env: Record<string, string>, readyUrl: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+export async function startChild(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  readyUrl: string,
+): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [script, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   for (let i = 0; i < 600; i++) {
     if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}`);
-    if (await fetch(readyUrl).then((r) => r.ok, () => false)) return child;
+    if (
+      await fetch(readyUrl).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return child;
     await sleep(50);
   }
   throw new Error(`${script} did not become ready`);
@@ -24,7 +38,10 @@ export async function startChild(script: string, args: string[], env: Record<str
 /** A bench server script forked with `env`, once its first message says it listens. */
 export async function startForked(script: string, env: Record<string, string>): Promise<ChildProcess> {
   const child = fork(script, [], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  await new Promise<void>((resolve, reject) => { child.once('message', () => resolve()); child.once('exit', (c) => reject(new Error(`${script} exited ${c}`))); });
+  await new Promise<void>((resolve, reject) => {
+    child.once('message', () => resolve());
+    child.once('exit', (c) => reject(new Error(`${script} exited ${c}`)));
+  });
   return child;
 }
 
@@ -52,7 +69,11 @@ function statCpuSeconds(path: string): { comm: string; seconds: number; faults: 
   const st = readFileSync(path, 'utf8');
   const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
   // ticks of 10 ms; minor page faults (on this kind of VM each costs µs: fresh memory is not free)
-  return { comm: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), seconds: (Number(f[11]) + Number(f[12])) / 100, faults: Number(f[7]) };
+  return {
+    comm: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')),
+    seconds: (Number(f[11]) + Number(f[12])) / 100,
+    faults: Number(f[7]),
+  };
 }
 
 /** CPU seconds used so far by a process, its ended threads included. */
@@ -64,12 +85,18 @@ export function processCpuSeconds(pid: number): number {
 export function threadCpuSeconds(pid: number, what: 'seconds' | 'faults' = 'seconds'): Record<string, number> {
   const out: Record<string, number> = {};
   let tids: string[] = [];
-  try { tids = readdirSync(`/proc/${pid}/task`); } catch { return out; }
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
   for (const tid of tids) {
     try {
       const st = statCpuSeconds(`/proc/${pid}/task/${tid}/stat`);
       out[st.comm] = (out[st.comm] ?? 0) + st[what];
-    } catch { /* the thread ended */ }
+    } catch {
+      /* the thread ended */
+    }
   }
   return out;
 }
@@ -78,10 +105,21 @@ export function threadCpuSeconds(pid: number, what: 'seconds' | 'faults' = 'seco
  * Where the CPU went during a case, in CPU seconds: the server's threads, the load generator (this process), and
  * everything else the machine ran (ClickHouse, the kernel's own work), from /proc/stat's busy time.
  */
-export interface CpuSplit { server: Record<string, number>; faults: Record<string, number>; loadGenerator: number; others: number; seconds: number }
+export interface CpuSplit {
+  server: Record<string, number>;
+  faults: Record<string, number>;
+  loadGenerator: number;
+  others: number;
+  seconds: number;
+}
 
 const machineBusySeconds = () => {
-  const [user, nice, system, , , irq, softirq] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 8).map(Number);
+  const [user, nice, system, , , irq, softirq] = readFileSync('/proc/stat', 'utf8')
+    .split('\n')[0]!
+    .trim()
+    .split(/\s+/)
+    .slice(1, 8)
+    .map(Number);
   return (user! + nice! + system! + irq! + softirq!) / 100;
 };
 
@@ -96,7 +134,8 @@ export function cpuMeter(serverPid?: number): () => CpuSplit {
     const server: Record<string, number> = {};
     for (const [k, v] of Object.entries(s1)) if (v - (s0[k] ?? 0) > 0) server[k] = v - (s0[k] ?? 0);
     const faults: Record<string, number> = {};
-    for (const [k, v] of Object.entries(serverPid ? threadCpuSeconds(serverPid, 'faults') : {})) if (v - (f0[k] ?? 0) > 0) faults[k] = v - (f0[k] ?? 0);
+    for (const [k, v] of Object.entries(serverPid ? threadCpuSeconds(serverPid, 'faults') : {}))
+      if (v - (f0[k] ?? 0) > 0) faults[k] = v - (f0[k] ?? 0);
     const l = process.cpuUsage(l0);
     const loadGenerator = (l.user + l.system) / 1e6;
     const serverTotal = Object.values(server).reduce((a, b) => a + b, 0);
@@ -109,20 +148,39 @@ export function cpuMeter(serverPid?: number): () => CpuSplit {
 export function describeCpu(cpu: CpuSplit | undefined, units: number, unit: string): string {
   if (!cpu || units <= 0) return '';
   const per = (s: number) => fmt((s * 1e6) / units);
-  const parts = Object.entries(cpu.server).sort((a, b) => b[1] - a[1]).filter(([, v]) => (v * 1e6) / units >= 1);
+  const parts = Object.entries(cpu.server)
+    .sort((a, b) => b[1] - a[1])
+    .filter(([, v]) => (v * 1e6) / units >= 1);
   const total = Object.values(cpu.server).reduce((a, b) => a + b, 0);
   const busy = total + cpu.loadGenerator + cpu.others;
-  return `CPU µs per ${unit}: server ${per(total)} (${parts.map(([k, v]) => `${k} ${per(v)}`).join(', ')}); load generator ${per(cpu.loadGenerator)}; ` +
-    `other processes ${per(cpu.others)}; machine ${fmt((100 * busy) / (2 * cpu.seconds))}% busy of 2 cores` + describeFaults(cpu.faults, units, unit);
+  return (
+    `CPU µs per ${unit}: server ${per(total)} (${parts.map(([k, v]) => `${k} ${per(v)}`).join(', ')}); load generator ${per(cpu.loadGenerator)}; ` +
+    `other processes ${per(cpu.others)}; machine ${fmt((100 * busy) / (2 * cpu.seconds))}% busy of 2 cores` +
+    describeFaults(cpu.faults, units, unit)
+  );
 }
 
 /** "; page faults per span: MainThread 1.2, …" (threads with at least 0.1). */
 function describeFaults(faults: Record<string, number>, units: number, unit: string): string {
-  const parts = Object.entries(faults).sort((a, b) => b[1] - a[1]).filter(([, v]) => v / units >= 0.1);
-  return parts.length ? `; page faults per ${unit}: ${parts.map(([k, v]) => `${k} ${fmt(v / units, 1)}`).join(', ')}` : '';
+  const parts = Object.entries(faults)
+    .sort((a, b) => b[1] - a[1])
+    .filter(([, v]) => v / units >= 0.1);
+  return parts.length
+    ? `; page faults per ${unit}: ${parts.map(([k, v]) => `${k} ${fmt(v / units, 1)}`).join(', ')}`
+    : '';
 }
 
-export interface LoadResult { rps: number; p50: number; p99: number; ok: number; non2xx: number; errors: number; duration: number; stealPct: number; cpu?: CpuSplit }
+export interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  ok: number;
+  non2xx: number;
+  errors: number;
+  duration: number;
+  stealPct: number;
+  cpu?: CpuSplit;
+}
 
 /**
  * Seconds of the same load each native and OTLP server case gets before it is measured (BENCH_WARMUP_SECONDS, default 5): a fresh process
@@ -131,26 +189,51 @@ export interface LoadResult { rps: number; p50: number; p99: number; ok: number;
  * the warm-up are acknowledged and stored like the others (the stored/acknowledged checks count them).
  */
 export const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 5);
-if (!(WARMUP_SECONDS >= 0)) throw new Error(`BENCH_WARMUP_SECONDS must be a number of seconds ≥ 0, not ${process.env.BENCH_WARMUP_SECONDS}`);
+if (!(WARMUP_SECONDS >= 0))
+  throw new Error(`BENCH_WARMUP_SECONDS must be a number of seconds ≥ 0, not ${process.env.BENCH_WARMUP_SECONDS}`);
 
 /** Says so when a warm-up had failures (they are not in the measured figures, but they mean something is wrong). */
 export function reportWarmup(r: { non2xx: number; errors: number; timeouts: number }, what: string): void {
-  if (r.non2xx || r.errors || r.timeouts) console.log(`  warm-up of ${what}: non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}`);
+  if (r.non2xx || r.errors || r.timeouts)
+    console.log(`  warm-up of ${what}: non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}`);
 }
 
-export async function load(opts: { url: string; body: string | Buffer; headers: Record<string, string>; connections: number; seconds: number; idReplacement?: boolean; serverPid?: number }): Promise<LoadResult> {
-  const options = { url: opts.url, method: 'POST' as const, body: opts.body, headers: opts.headers, connections: opts.connections, idReplacement: opts.idReplacement ?? false };
+export async function load(opts: {
+  url: string;
+  body: string | Buffer;
+  headers: Record<string, string>;
+  connections: number;
+  seconds: number;
+  idReplacement?: boolean;
+  serverPid?: number;
+}): Promise<LoadResult> {
+  const options = {
+    url: opts.url,
+    method: 'POST' as const,
+    body: opts.body,
+    headers: opts.headers,
+    connections: opts.connections,
+    idReplacement: opts.idReplacement ?? false,
+  };
   if (WARMUP_SECONDS > 0) reportWarmup(await autocannon({ ...options, duration: WARMUP_SECONDS }), opts.url);
   const steal = stealMeter();
   const cpu = cpuMeter(opts.serverPid);
   const r = await autocannon({ ...options, duration: opts.seconds });
   return {
-    rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99,
-    ok: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration, stealPct: steal(), cpu: cpu(),
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    ok: r['2xx'],
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+    duration: r.duration,
+    stealPct: steal(),
+    cpu: cpu(),
   };
 }
 
-export const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+export const fmt = (n: number, d = 0) =>
+  n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 
 /** tracegate_records_ingested_total{source} once it has not moved for `quietMs`: answers still in flight when the load stops land first. */
 export async function settledCounter(url: string, source: string, quietMs: number): Promise<number> {
@@ -164,6 +247,9 @@ export async function settledCounter(url: string, source: string, quietMs: numbe
   for (;;) {
     await sleep(250);
     const now = await read();
-    if (now !== last) { last = now; since = performance.now(); } else if (performance.now() - since >= quietMs) return now;
+    if (now !== last) {
+      last = now;
+      since = performance.now();
+    } else if (performance.now() - since >= quietMs) return now;
   }
 }

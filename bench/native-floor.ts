@@ -30,7 +30,8 @@ async function serve(): Promise<void> {
   const commit = async () => {
     syncing = true;
     while (pending.length) {
-      const bufs = pending, done = waiters;
+      const bufs = pending,
+        done = waiters;
       pending = [];
       waiters = [];
       await fh.writev(bufs);
@@ -39,13 +40,16 @@ async function serve(): Promise<void> {
     }
     syncing = false;
   };
-  const durable = (b: Buffer) => new Promise<void>((resolve) => {
-    pending.push(b, NL);
-    waiters.push(resolve);
-    if (!syncing) committed = commit();
-  });
+  const durable = (b: Buffer) =>
+    new Promise<void>((resolve) => {
+      pending.push(b, NL);
+      waiters.push(resolve);
+      if (!syncing) committed = commit();
+    });
 
-  const store = process.env.STORE ? new Worker(new URL(import.meta.url), { workerData: { path, url: process.env.STORE } }) : undefined;
+  const store = process.env.STORE
+    ? new Worker(new URL(import.meta.url), { workerData: { path, url: process.env.STORE } })
+    : undefined;
   const stored = store ? new Promise<number>((resolve) => store.once('message', resolve)) : Promise.resolve(0);
 
   const app = new Koa();
@@ -58,26 +62,40 @@ async function serve(): Promise<void> {
   });
   const server = app.listen(Number(process.env.PORT), '127.0.0.1', () => process.send?.('ready'));
   // SIGTERM: the worker writes what is left; the parent hears how many bodies were acknowledged and rows written.
-  process.on('SIGTERM', () => server.close(() => void (async () => {
-    // A client gone mid-request (the load generator stopping) lets the server close while a commit still runs,
-    // and a body read before the close may still ask for one.
-    while (syncing || pending.length) await (syncing ? committed : (committed = commit()));
-    store?.postMessage('stop');
-    const n = await stored;
-    process.send?.({ stored: n, acked });
-    await fh.close();
-    rmSync(dir, { recursive: true, force: true });
-    process.exit(0);
-  })()));
+  process.on('SIGTERM', () =>
+    server.close(
+      () =>
+        void (async () => {
+          // A client gone mid-request (the load generator stopping) lets the server close while a commit still runs,
+          // and a body read before the close may still ask for one.
+          while (syncing || pending.length) await (syncing ? committed : (committed = commit()));
+          store?.postMessage('stop');
+          const n = await stored;
+          process.send?.({ stored: n, acked });
+          await fh.close();
+          rmSync(dir, { recursive: true, force: true });
+          process.exit(0);
+        })(),
+    ),
+  );
 }
 
 /** Once a second: the lines appended since the last pass, mapped and inserted; on 'stop', a last pass. */
 async function storeLoop(path: string, url: string): Promise<void> {
-  const storage = new ClickHouseStorage({ url, database: `bench_native_floor_${process.pid}`, username: 'default', password: '', exactRollups: true });
+  const storage = new ClickHouseStorage({
+    url,
+    database: `bench_native_floor_${process.pid}`,
+    username: 'default',
+    password: '',
+    exactRollups: true,
+  });
   await storage.init();
   const fh = await open(path, 'r');
-  let offset = 0, stopping = false;
-  parentPort!.on('message', () => { stopping = true; });
+  let offset = 0,
+    stopping = false;
+  parentPort!.on('message', () => {
+    stopping = true;
+  });
   const pass = async () => {
     const { size } = await fh.stat();
     if (size <= offset) return;
@@ -85,7 +103,11 @@ async function storeLoop(path: string, url: string): Promise<void> {
     await fh.read(buf, 0, buf.length, offset);
     const end = buf.lastIndexOf(10) + 1; // whole lines only
     const now = Date.now();
-    const spans = buf.subarray(0, end).toString('utf8').split('\n').filter(Boolean)
+    const spans = buf
+      .subarray(0, end)
+      .toString('utf8')
+      .split('\n')
+      .filter(Boolean)
       .map((line) => mapNative({ status: 'completed', ...JSON.parse(line) } as NativeTrace, 'floor', now));
     if (spans.length) await storage.insertSpans(spans);
     offset += end;

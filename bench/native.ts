@@ -5,23 +5,66 @@ import { join } from 'node:path';
 import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
-import { describeCpu, fmt, freePort, load, peakRssMb, settledCounter, startChild, startCeiling, startForked, terminate, type LoadResult } from './lib.ts';
+import {
+  describeCpu,
+  fmt,
+  freePort,
+  load,
+  peakRssMb,
+  settledCounter,
+  startChild,
+  startCeiling,
+  startForked,
+  terminate,
+  type LoadResult,
+} from './lib.ts';
 
 export const NATIVE_BODY = JSON.stringify({
   requestId: 'bench-[<id>]',
-  actionName: 'support_reply', environment: 'production', model: 'gpt-4o-mini', provider: 'openai',
-  prompt: 'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options for a replacement or refund?',
-  response: 'Sorry about the damaged mug! You can choose a free replacement (ships in 2 days) or a full refund to your original payment method. Reply with your choice.',
-  metrics: { promptTokens: 41, completionTokens: 38, totalTokens: 79, latencyMs: 812, estimatedCostUsd: 0.0000289, finishReason: 'stop' },
-  parameters: { trainingPreferred: false }, metadata: { userId: 'u-1029', channel: 'email' },
+  actionName: 'support_reply',
+  environment: 'production',
+  model: 'gpt-4o-mini',
+  provider: 'openai',
+  prompt:
+    'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options for a replacement or refund?',
+  response:
+    'Sorry about the damaged mug! You can choose a free replacement (ships in 2 days) or a full refund to your original payment method. Reply with your choice.',
+  metrics: {
+    promptTokens: 41,
+    completionTokens: 38,
+    totalTokens: 79,
+    latencyMs: 812,
+    estimatedCostUsd: 0.0000289,
+    finishReason: 'stop',
+  },
+  parameters: { trainingPreferred: false },
+  metadata: { userId: 'u-1029', channel: 'email' },
 });
 
-export interface CaseResult extends LoadResult { name: string; rssMb: number; stored?: number; acked?: number }
+export interface CaseResult extends LoadResult {
+  name: string;
+  rssMb: number;
+  stored?: number;
+  acked?: number;
+}
 
-export async function runNativeServer(name: string, env: Record<string, string>, seconds: number, connections = 50): Promise<CaseResult> {
+export async function runNativeServer(
+  name: string,
+  env: Record<string, string>,
+  seconds: number,
+  connections = 50,
+): Promise<CaseResult> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-'));
-  const fullEnv = { TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn', TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_SHUTDOWN_FLUSH_MS: '240000', ...env };
+  const fullEnv = {
+    TRACEGATE_DATA_DIR: dataDir,
+    TRACEGATE_PORT: String(port),
+    TRACEGATE_HOST: '127.0.0.1',
+    TRACEGATE_LOG_LEVEL: 'warn',
+    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
+    TRACEGATE_SHUTDOWN_FLUSH_MS: '240000',
+    ...env,
+  };
   const config = loadConfig(fullEnv);
   const storage = createStorage(config);
   await storage.init();
@@ -29,7 +72,15 @@ export async function runNativeServer(name: string, env: Record<string, string>,
   await storage.close();
   const child = await startChild('bin/tracegate.ts', ['serve'], fullEnv, `http://127.0.0.1:${port}/healthz`);
   try {
-    const r = await load({ url: `http://127.0.0.1:${port}/api/traces`, body: NATIVE_BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` }, connections, seconds, idReplacement: true, serverPid: child.pid! });
+    const r = await load({
+      url: `http://127.0.0.1:${port}/api/traces`,
+      body: NATIVE_BODY,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` },
+      connections,
+      seconds,
+      idReplacement: true,
+      serverPid: child.pid!,
+    });
     const rssMb = peakRssMb(child.pid!);
     // autocannon's 2xx count misses answers still in flight when it stops: the server's counter, once settled.
     const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, 'native', Math.max(1000, 2 * r.p99));
@@ -49,7 +100,15 @@ export async function runNativeCeiling(seconds: number, connections = 50): Promi
   const port = await freePort();
   const child = await startCeiling(port);
   try {
-    const r = await load({ url: `http://127.0.0.1:${port}/`, body: NATIVE_BODY, headers: { 'content-type': 'application/json' }, connections, seconds, idReplacement: true, serverPid: child.pid! });
+    const r = await load({
+      url: `http://127.0.0.1:${port}/`,
+      body: NATIVE_BODY,
+      headers: { 'content-type': 'application/json' },
+      connections,
+      seconds,
+      idReplacement: true,
+      serverPid: child.pid!,
+    });
     return { name: 'ceiling: bare Koa, parse JSON + reply', ...r, rssMb: peakRssMb(child.pid!) };
   } finally {
     await terminate(child);
@@ -65,16 +124,27 @@ export async function runNativeFloor(seconds: number, clickhouseUrl?: string, co
   const child = await startForked('bench/native-floor.ts', { PORT: String(port), STORE: clickhouseUrl ?? '' });
   // Sent once it has stopped (SIGTERM, below).
   const counts = new Promise<{ stored: number; acked: number } | undefined>((resolve) => {
-    child.on('message', (m: unknown) => { if (typeof m === 'object' && m && 'acked' in m) resolve(m as { stored: number; acked: number }); });
+    child.on('message', (m: unknown) => {
+      if (typeof m === 'object' && m && 'acked' in m) resolve(m as { stored: number; acked: number });
+    });
     child.once('exit', () => resolve(undefined));
   });
   const name = clickhouseUrl ? 'floor: ceiling + fdatasync + ClickHouse' : 'floor: ceiling + fdatasync';
   try {
-    const r = await load({ url: `http://127.0.0.1:${port}/`, body: NATIVE_BODY, headers: { 'content-type': 'application/json' }, connections, seconds, idReplacement: true, serverPid: child.pid! });
+    const r = await load({
+      url: `http://127.0.0.1:${port}/`,
+      body: NATIVE_BODY,
+      headers: { 'content-type': 'application/json' },
+      connections,
+      seconds,
+      idReplacement: true,
+      serverPid: child.pid!,
+    });
     const rssMb = peakRssMb(child.pid!);
     await terminate(child, 60_000); // the floor's worker writes what is left
     const n = await counts;
-    if (clickhouseUrl && !n) throw new Error('the native floor stopped without reporting its counts (its ClickHouse writer failed?)');
+    if (clickhouseUrl && !n)
+      throw new Error('the native floor stopped without reporting its counts (its ClickHouse writer failed?)');
     // Counted by the floor itself, the warm-up's bodies included (autocannon misses answers in flight when it stops).
     return { name, ...r, rssMb, ...(clickhouseUrl && n ? { stored: n.stored, acked: n.acked } : {}) };
   } finally {
@@ -97,23 +167,56 @@ export function combine(runs: CaseResult[]): CaseResult {
   const stored = runs.every((r) => r.stored !== undefined) ? sum((r) => r.stored!) : undefined;
   const acked = runs.every((r) => r.acked !== undefined) ? sum((r) => r.acked!) : undefined;
   return {
-    name: runs[0]!.name, ok, duration, rps: ok / duration,
-    p50: sum((r) => r.p50 * r.ok) / Math.max(1, ok), p99: Math.max(...runs.map((r) => r.p99)),
-    non2xx: sum((r) => r.non2xx), errors: sum((r) => r.errors), stealPct: sum((r) => r.stealPct * r.duration) / duration,
+    name: runs[0]!.name,
+    ok,
+    duration,
+    rps: ok / duration,
+    p50: sum((r) => r.p50 * r.ok) / Math.max(1, ok),
+    p99: Math.max(...runs.map((r) => r.p99)),
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors),
+    stealPct: sum((r) => r.stealPct * r.duration) / duration,
     rssMb: Math.max(...runs.map((r) => r.rssMb)),
-    cpu: { server, faults, loadGenerator: sum((r) => r.cpu?.loadGenerator ?? 0), others: sum((r) => r.cpu?.others ?? 0), seconds: sum((r) => r.cpu?.seconds ?? 0) },
-    ...(stored !== undefined ? { stored } : {}), ...(acked !== undefined ? { acked } : {}),
+    cpu: {
+      server,
+      faults,
+      loadGenerator: sum((r) => r.cpu?.loadGenerator ?? 0),
+      others: sum((r) => r.cpu?.others ?? 0),
+      seconds: sum((r) => r.cpu?.seconds ?? 0),
+    },
+    ...(stored !== undefined ? { stored } : {}),
+    ...(acked !== undefined ? { acked } : {}),
   };
 }
 
 export function printNative(rows: CaseResult[], ceiling: CaseResult): void {
   const ceilRate = ceiling.ok / ceiling.duration;
   console.log('\n== native ingestion: POST /api/traces, ~%d-byte payload ==', Buffer.byteLength(NATIVE_BODY));
-  console.log('case'.padEnd(44), 'traces/s'.padStart(10), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'RSS MB'.padStart(8), 'ratio'.padStart(7), 'steal %'.padStart(8), '  stored/acked');
+  console.log(
+    'case'.padEnd(44),
+    'traces/s'.padStart(10),
+    'p50 ms'.padStart(8),
+    'p99 ms'.padStart(8),
+    'RSS MB'.padStart(8),
+    'ratio'.padStart(7),
+    'steal %'.padStart(8),
+    '  stored/acked',
+  );
   for (const r of [ceiling, ...rows]) {
     const rate = r.ok / r.duration;
     const check = r.stored === undefined ? '' : `${r.stored}/${r.acked} ${r.stored === r.acked ? 'OK' : 'MISMATCH'}`;
-    console.log(r.name.padEnd(44), fmt(rate).padStart(10), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8), String(r.rssMb).padStart(8), fmt(rate / ceilRate, 2).padStart(7), fmt(r.stealPct, 0).padStart(8), ' ', check, r.non2xx || r.errors ? `(non-2xx ${r.non2xx}, errors ${r.errors})` : '');
+    console.log(
+      r.name.padEnd(44),
+      fmt(rate).padStart(10),
+      fmt(r.p50, 1).padStart(8),
+      fmt(r.p99, 1).padStart(8),
+      String(r.rssMb).padStart(8),
+      fmt(rate / ceilRate, 2).padStart(7),
+      fmt(r.stealPct, 0).padStart(8),
+      ' ',
+      check,
+      r.non2xx || r.errors ? `(non-2xx ${r.non2xx}, errors ${r.errors})` : '',
+    );
   }
   // Where the two cores went: the target ratio needs the whole per-trace cost close to the ceiling's.
   for (const r of [ceiling, ...rows]) console.log(`  ${r.name}: ${describeCpu(r.cpu, r.ok, 'trace')}`);
@@ -133,9 +236,11 @@ export function printFloorBudget(floor: CaseResult, ceiling: CaseResult, ours: C
   };
   if (!floor.cpu || !ours.cpu) return;
   const target = TARGET_RATIO * (ceiling.ok / ceiling.duration);
-  const busy = perTrace(floor) * (floor.ok / floor.duration) / 1e6; // cores the floor case kept busy
+  const busy = (perTrace(floor) * (floor.ok / floor.duration)) / 1e6; // cores the floor case kept busy
   const budget = (busy * 1e6) / target;
-  console.log(`  at the target ratio ${TARGET_RATIO} (${fmt(target)} traces/s), the machine as busy as in the floor case (${fmt(busy, 2)} cores) gives `
-    + `${fmt(budget)} µs of CPU per trace; the floor with ClickHouse spends ${fmt(perTrace(floor))}, leaving ${fmt(budget - perTrace(floor))} µs `
-    + `for everything else (auth, rate limit, validation, spool framing, metrics, enrichment); ${ours.name} spends ${fmt(perTrace(ours))}`);
+  console.log(
+    `  at the target ratio ${TARGET_RATIO} (${fmt(target)} traces/s), the machine as busy as in the floor case (${fmt(busy, 2)} cores) gives ` +
+      `${fmt(budget)} µs of CPU per trace; the floor with ClickHouse spends ${fmt(perTrace(floor))}, leaving ${fmt(budget - perTrace(floor))} µs ` +
+      `for everything else (auth, rate limit, validation, spool framing, metrics, enrichment); ${ours.name} spends ${fmt(perTrace(ours))}`,
+  );
 }

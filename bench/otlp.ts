@@ -26,7 +26,20 @@ import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/admin.ts';
 import { decodeOtlpRequest, mapOtlp, otlpLimits } from '../collector/otlp/index.ts';
-import { cpuMeter, describeCpu, fmt, freePort, peakRssMb, settledCounter, sleep, startChild, stealMeter, terminate, reportWarmup, WARMUP_SECONDS, type CpuSplit } from './lib.ts';
+import {
+  cpuMeter,
+  describeCpu,
+  fmt,
+  freePort,
+  peakRssMb,
+  settledCounter,
+  startChild,
+  stealMeter,
+  terminate,
+  reportWarmup,
+  WARMUP_SECONDS,
+  type CpuSplit,
+} from './lib.ts';
 
 export const SPANS_PER_REQUEST = 512;
 const TRACES_PER_REQUEST = 32; // 16 chat spans per trace: one root call, 15 follow-up calls under it
@@ -54,7 +67,13 @@ export interface OtlpTemplate {
 export function buildOtlpTemplate(): OtlpTemplate {
   const mem = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({
-    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': 'support-api', 'service.version': '2.4.1', 'deployment.environment.name': 'production' })),
+    resource: defaultResource().merge(
+      resourceFromAttributes({
+        'service.name': 'support-api',
+        'service.version': '2.4.1',
+        'deployment.environment.name': 'production',
+      }),
+    ),
     spanProcessors: [new SimpleSpanProcessor(mem)],
   });
   const tracer = provider.getTracer('bench-genai', '1.0.0');
@@ -67,18 +86,33 @@ export function buildOtlpTemplate(): OtlpTemplate {
     const prompt = PROMPTS[v]!.replace('{n}', String(48_000 + i));
     const answer = ANSWERS[v]!.replace('{n}', String(48_000 + i));
     const model = i % 4 === 0 ? 'gpt-4o' : 'gpt-4o-mini';
-    const span = tracer.startSpan(`chat ${model}`, {
-      kind: SpanKind.CLIENT, startTime: start,
-      attributes: {
-        'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': model, 'gen_ai.response.model': `${model}-2024-08-06`,
-        'gen_ai.request.temperature': 0.3, 'gen_ai.request.max_tokens': 512, 'gen_ai.response.id': `chatcmpl-${i}`,
-        'gen_ai.usage.input_tokens': 180 + (i % 50), 'gen_ai.usage.output_tokens': 60 + (i % 40), 'gen_ai.response.finish_reasons': ['stop'],
-        'gen_ai.conversation.id': `conv-${i >> 4}`,
-        'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: prompt }] }]),
-        'gen_ai.output.messages': JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: answer }], finish_reason: 'stop' }]),
-        'server.address': 'api.openai.com', 'server.port': 443,
+    const span = tracer.startSpan(
+      `chat ${model}`,
+      {
+        kind: SpanKind.CLIENT,
+        startTime: start,
+        attributes: {
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.provider.name': 'openai',
+          'gen_ai.request.model': model,
+          'gen_ai.response.model': `${model}-2024-08-06`,
+          'gen_ai.request.temperature': 0.3,
+          'gen_ai.request.max_tokens': 512,
+          'gen_ai.response.id': `chatcmpl-${i}`,
+          'gen_ai.usage.input_tokens': 180 + (i % 50),
+          'gen_ai.usage.output_tokens': 60 + (i % 40),
+          'gen_ai.response.finish_reasons': ['stop'],
+          'gen_ai.conversation.id': `conv-${i >> 4}`,
+          'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: prompt }] }]),
+          'gen_ai.output.messages': JSON.stringify([
+            { role: 'assistant', parts: [{ type: 'text', content: answer }], finish_reason: 'stop' },
+          ]),
+          'server.address': 'api.openai.com',
+          'server.port': 443,
+        },
       },
-    }, parentCtx);
+      parentCtx,
+    );
     return span;
   };
   for (let t = 0; t < TRACES_PER_REQUEST; t++) {
@@ -97,7 +131,8 @@ export function buildOtlpTemplate(): OtlpTemplate {
     const needle = Buffer.from(id, 'hex');
     for (let at = body.indexOf(needle); at !== -1; at = body.indexOf(needle, at + 16)) traceIdOffsets.push(at);
   }
-  if (traceIdOffsets.length !== SPANS_PER_REQUEST) throw new Error(`found ${traceIdOffsets.length} trace ids in the body`);
+  if (traceIdOffsets.length !== SPANS_PER_REQUEST)
+    throw new Error(`found ${traceIdOffsets.length} trace ids in the body`);
   return { body, traceIdOffsets, spans: SPANS_PER_REQUEST };
 }
 
@@ -109,7 +144,11 @@ export function stampRequest(t: OtlpTemplate, seq: number): Buffer {
 
 // ---------------------------------------------------------------------------
 
-export interface Ceiling { decodeSpansPerSec: number; decodeMapSpansPerSec: number; msPerRequest: number }
+export interface Ceiling {
+  decodeSpansPerSec: number;
+  decodeMapSpansPerSec: number;
+  msPerRequest: number;
+}
 
 /** The project's protobuf decoder (and decoder + mapper) on the same request, in-process. */
 export function measureCeiling(t: OtlpTemplate, seconds = 4): Ceiling {
@@ -153,13 +192,23 @@ export interface OtlpCaseResult {
   cpu: CpuSplit;
 }
 
-export async function runOtlpServer(name: string, env: Record<string, string>, seconds: number, t: OtlpTemplate): Promise<OtlpCaseResult> {
+export async function runOtlpServer(
+  name: string,
+  env: Record<string, string>,
+  seconds: number,
+  t: OtlpTemplate,
+): Promise<OtlpCaseResult> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-otlp-'));
   const fullEnv: Record<string, string> = {
-    TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn',
+    TRACEGATE_DATA_DIR: dataDir,
+    TRACEGATE_PORT: String(port),
+    TRACEGATE_HOST: '127.0.0.1',
+    TRACEGATE_LOG_LEVEL: 'warn',
     // The final flush may take as long as it needs: the stored count is checked right after exit.
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_SHUTDOWN_FLUSH_MS: '240000', ...env,
+    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
+    TRACEGATE_SHUTDOWN_FLUSH_MS: '240000',
+    ...env,
   };
   const config = loadConfig(fullEnv);
   const setup = createStorage(config);
@@ -167,12 +216,16 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
   const k = await createKey(setup, `bench-otlp-${randomBytes(4).toString('hex')}`);
   await setup.close();
   const profileDir = process.env.BENCH_OTLP_PROFILE;
-  const childEnv = profileDir ? { ...fullEnv, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${profileDir}`.trim() } : fullEnv;
+  const childEnv = profileDir
+    ? { ...fullEnv, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${profileDir}`.trim() }
+    : fullEnv;
   const child = await startChild('bin/tracegate.ts', ['serve'], childEnv, `http://127.0.0.1:${port}/healthz`);
   try {
     let seq = Math.floor(Math.random() * 0x7fffffff); // distinct from any earlier run against the same database
     const options = {
-      url: `http://127.0.0.1:${port}/v1/traces`, method: 'POST' as const, connections: CONNECTIONS,
+      url: `http://127.0.0.1:${port}/v1/traces`,
+      method: 'POST' as const,
+      connections: CONNECTIONS,
       headers: { 'content-type': 'application/x-protobuf', authorization: `Bearer ${k.key}` },
       body: t.body, // sets Content-Length; every request replaces it via setupRequest
       requests: [{ setupRequest: (req: object) => ({ ...req, body: stampRequest(t, seq++) }) }],
@@ -195,9 +248,20 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
     const stored = await check.countSpans(k.workspaceId);
     await check.close();
     return {
-      name, requestsOk: r['2xx'], non2xx: r.non2xx, errors: r.errors + r.timeouts, duration: r.duration,
-      spansPerSec: (r['2xx'] * SPANS_PER_REQUEST) / r.duration, p50: r.latency.p50, p99: r.latency.p99,
-      rssMb, drainMs, stored, expected: acked, stealPct, cpu,
+      name,
+      requestsOk: r['2xx'],
+      non2xx: r.non2xx,
+      errors: r.errors + r.timeouts,
+      duration: r.duration,
+      spansPerSec: (r['2xx'] * SPANS_PER_REQUEST) / r.duration,
+      p50: r.latency.p50,
+      p99: r.latency.p99,
+      rssMb,
+      drainMs,
+      stored,
+      expected: acked,
+      stealPct,
+      cpu,
     };
   } finally {
     await terminate(child);
@@ -206,20 +270,56 @@ export async function runOtlpServer(name: string, env: Record<string, string>, s
 }
 
 export function printOtlp(rows: OtlpCaseResult[], ceiling: Ceiling, t: OtlpTemplate): void {
-  console.log('\n== OTLP ingestion: POST /v1/traces, protobuf, %d GenAI chat spans (%s KB) per request, %d connections ==',
-    SPANS_PER_REQUEST, fmt(t.body.length / 1024, 1), CONNECTIONS);
-  console.log('ceiling: decodeOtlpRequest in-process %s spans/s (%s ms/request); decode + mapOtlp %s spans/s',
-    fmt(ceiling.decodeSpansPerSec), fmt(ceiling.msPerRequest, 2), fmt(ceiling.decodeMapSpansPerSec));
-  console.log('case'.padEnd(40), 'spans/s'.padStart(9), 'req/s'.padStart(7), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'RSS MB'.padStart(7), 'ratio'.padStart(6), 'drain s'.padStart(8), 'steal %'.padStart(8), '  stored/expected');
+  console.log(
+    '\n== OTLP ingestion: POST /v1/traces, protobuf, %d GenAI chat spans (%s KB) per request, %d connections ==',
+    SPANS_PER_REQUEST,
+    fmt(t.body.length / 1024, 1),
+    CONNECTIONS,
+  );
+  console.log(
+    'ceiling: decodeOtlpRequest in-process %s spans/s (%s ms/request); decode + mapOtlp %s spans/s',
+    fmt(ceiling.decodeSpansPerSec),
+    fmt(ceiling.msPerRequest, 2),
+    fmt(ceiling.decodeMapSpansPerSec),
+  );
+  console.log(
+    'case'.padEnd(40),
+    'spans/s'.padStart(9),
+    'req/s'.padStart(7),
+    'p50 ms'.padStart(8),
+    'p99 ms'.padStart(8),
+    'RSS MB'.padStart(7),
+    'ratio'.padStart(6),
+    'drain s'.padStart(8),
+    'steal %'.padStart(8),
+    '  stored/expected',
+  );
   for (const r of rows) {
     const ok = r.stored === r.expected ? 'OK' : 'MISMATCH';
     const bad = r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, errors ${r.errors})` : '';
-    console.log(r.name.padEnd(40), fmt(r.spansPerSec).padStart(9), fmt(r.requestsOk / r.duration, 1).padStart(7), fmt(r.p50, 1).padStart(8), fmt(r.p99, 1).padStart(8),
-      String(r.rssMb).padStart(7), fmt(r.spansPerSec / ceiling.decodeSpansPerSec, 2).padStart(6), fmt(r.drainMs / 1000, 1).padStart(8), fmt(r.stealPct, 0).padStart(8), ` ${r.stored}/${r.expected} ${ok}${bad}`);
+    console.log(
+      r.name.padEnd(40),
+      fmt(r.spansPerSec).padStart(9),
+      fmt(r.requestsOk / r.duration, 1).padStart(7),
+      fmt(r.p50, 1).padStart(8),
+      fmt(r.p99, 1).padStart(8),
+      String(r.rssMb).padStart(7),
+      fmt(r.spansPerSec / ceiling.decodeSpansPerSec, 2).padStart(6),
+      fmt(r.drainMs / 1000, 1).padStart(8),
+      fmt(r.stealPct, 0).padStart(8),
+      ` ${r.stored}/${r.expected} ${ok}${bad}`,
+    );
   }
-  for (const r of rows) console.log(`  ${r.name}: ${describeCpu(r.cpu, r.requestsOk * SPANS_PER_REQUEST, 'span')} (load window only, drain not included)`);
-  console.log('spans/s = spans acknowledged with 200 per second (a 200 means fsynced to the spool); ratio = spans/s ÷ decoder ceiling;');
-  console.log('drain = SIGTERM → exit (final flush to storage); expected = spans the server acknowledged (its own counter, incl. requests in flight when the load stopped).');
+  for (const r of rows)
+    console.log(
+      `  ${r.name}: ${describeCpu(r.cpu, r.requestsOk * SPANS_PER_REQUEST, 'span')} (load window only, drain not included)`,
+    );
+  console.log(
+    'spans/s = spans acknowledged with 200 per second (a 200 means fsynced to the spool); ratio = spans/s ÷ decoder ceiling;',
+  );
+  console.log(
+    'drain = SIGTERM → exit (final flush to storage); expected = spans the server acknowledged (its own counter, incl. requests in flight when the load stopped).',
+  );
 }
 
 export async function runOtlpBench(seconds: number, clickhouseUrl: string): Promise<void> {

@@ -17,9 +17,12 @@ import { fmt, freePort, peakRssMb, processCpuSeconds, startChild, stealMeter, te
 const DELAY_MS = 20;
 const CONNECTIONS = 100;
 const BODY = JSON.stringify({
-  model: 'gpt-4o-mini', instructions: 'You are a helpful support agent. Answer in two sentences.',
-  input: 'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options?',
-  temperature: 0.2, metadata: { channel: 'email', ticket: 'T-48213' },
+  model: 'gpt-4o-mini',
+  instructions: 'You are a helpful support agent. Answer in two sentences.',
+  input:
+    'Customer asks: my order #48213 arrived damaged, the box was crushed and the mug inside is broken. What are my options?',
+  temperature: 0.2,
+  metadata: { channel: 'email', ticket: 'T-48213' },
 });
 
 function pct(sorted: number[], p: number): number {
@@ -27,18 +30,51 @@ function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-interface Latencies { rps: number; p50: number; p99: number; max: number; ok: number; bad: number; cpuUs?: number }
+interface Latencies {
+  rps: number;
+  p50: number;
+  p99: number;
+  max: number;
+  ok: number;
+  bad: number;
+  cpuUs?: number;
+}
 
-async function hammer(url: string, headers: Record<string, string>, seconds: number, overallRate?: number): Promise<Latencies> {
+async function hammer(
+  url: string,
+  headers: Record<string, string>,
+  seconds: number,
+  overallRate?: number,
+): Promise<Latencies> {
   const times: number[] = [];
   let bad = 0;
   const r = await new Promise<autocannon.Result>((resolve, reject) => {
-    const inst = autocannon({ url, method: 'POST', body: BODY, headers, connections: CONNECTIONS, duration: seconds, ...(overallRate ? { overallRate } : {}) },
-      (err, res) => (err ? reject(err) : resolve(res)));
-    inst.on('response', (_c, status, _b, ms) => { if (status === 200) times.push(ms); else bad++; });
+    const inst = autocannon(
+      {
+        url,
+        method: 'POST',
+        body: BODY,
+        headers,
+        connections: CONNECTIONS,
+        duration: seconds,
+        ...(overallRate ? { overallRate } : {}),
+      },
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
+    inst.on('response', (_c, status, _b, ms) => {
+      if (status === 200) times.push(ms);
+      else bad++;
+    });
   });
   times.sort((a, b) => a - b);
-  return { rps: r.requests.average, p50: pct(times, 50), p99: pct(times, 99), max: times.at(-1) ?? NaN, ok: times.length, bad: bad + r.errors + r.timeouts };
+  return {
+    rps: r.requests.average,
+    p50: pct(times, 50),
+    p99: pct(times, 99),
+    max: times.at(-1) ?? NaN,
+    ok: times.length,
+    bad: bad + r.errors + r.timeouts,
+  };
 }
 
 /** Open loop: one request every 1000/rate ms (drift-corrected), over a pool of CONNECTIONS keep-alive sockets. */
@@ -55,19 +91,37 @@ async function paced(url: string, headers: Record<string, string>, seconds: numb
     const wait = due - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     const t0 = performance.now();
-    inflight.push(pool.request({ method: 'POST', path: u.pathname, body: BODY, headers }).then(async (res) => {
-      await res.body.text();
-      if (res.statusCode === 200) times.push(performance.now() - t0); else bad++;
-    }, () => { bad++; }));
+    inflight.push(
+      pool.request({ method: 'POST', path: u.pathname, body: BODY, headers }).then(
+        async (res) => {
+          await res.body.text();
+          if (res.statusCode === 200) times.push(performance.now() - t0);
+          else bad++;
+        },
+        () => {
+          bad++;
+        },
+      ),
+    );
   }
   await Promise.all(inflight);
   await pool.close();
   times.sort((a, b) => a - b);
-  return { rps: times.length / ((performance.now() - start) / 1000), p50: pct(times, 50), p99: pct(times, 99), max: times.at(-1) ?? NaN, ok: times.length, bad };
+  return {
+    rps: times.length / ((performance.now() - start) / 1000),
+    p50: pct(times, 50),
+    p99: pct(times, 99),
+    max: times.at(-1) ?? NaN,
+    ok: times.length,
+    bad,
+  };
 }
 
 async function startFakeChild(): Promise<{ child: ChildProcess; url: string }> {
-  const child = fork('bench/fake-upstream.ts', [], { env: { ...process.env, DELAY_MS: String(DELAY_MS) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = fork('bench/fake-upstream.ts', [], {
+    env: { ...process.env, DELAY_MS: String(DELAY_MS) },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { url: string }).url));
     child.once('exit', (c) => reject(new Error(`fake upstream exited ${c}`)));
@@ -77,7 +131,10 @@ async function startFakeChild(): Promise<{ child: ChildProcess; url: string }> {
 
 /** The floor proxy (bench/proxy-floor.ts) in front of the fake: fsync false leaves its append in the page cache. */
 async function startFloor(providerUrl: string, fsync: boolean): Promise<{ child: ChildProcess; url: string }> {
-  const child = fork('bench/proxy-floor.ts', [], { env: { ...process.env, UPSTREAM: providerUrl, FSYNC: fsync ? '1' : '0' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = fork('bench/proxy-floor.ts', [], {
+    env: { ...process.env, UPSTREAM: providerUrl, FSYNC: fsync ? '1' : '0' },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { url: string }).url));
     child.once('exit', (c) => reject(new Error(`floor proxy exited ${c}`)));
@@ -85,12 +142,19 @@ async function startFloor(providerUrl: string, fsync: boolean): Promise<{ child:
   return { child, url };
 }
 
-async function startProxy(providerUrl: string): Promise<{ child: ChildProcess; url: string; key: string; close(): Promise<void> }> {
+async function startProxy(
+  providerUrl: string,
+): Promise<{ child: ChildProcess; url: string; key: string; close(): Promise<void> }> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-proxy-'));
   const env = {
-    TRACEGATE_DATA_DIR: dataDir, TRACEGATE_PORT: String(port), TRACEGATE_HOST: '127.0.0.1', TRACEGATE_LOG_LEVEL: 'warn',
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000', TRACEGATE_PROVIDER_BASE_URL: providerUrl, TRACEGATE_PROVIDER_API_KEY: 'sk-bench',
+    TRACEGATE_DATA_DIR: dataDir,
+    TRACEGATE_PORT: String(port),
+    TRACEGATE_HOST: '127.0.0.1',
+    TRACEGATE_LOG_LEVEL: 'warn',
+    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
+    TRACEGATE_PROVIDER_BASE_URL: providerUrl,
+    TRACEGATE_PROVIDER_API_KEY: 'sk-bench',
   };
   const storage = createStorage(loadConfig(env));
   await storage.init();
@@ -98,15 +162,31 @@ async function startProxy(providerUrl: string): Promise<{ child: ChildProcess; u
   await storage.close();
   const child = await startChild('bin/tracegate.ts', ['serve'], env, `http://127.0.0.1:${port}/healthz`);
   return {
-    child, url: `http://127.0.0.1:${port}`, key: k.key,
-    close: async () => { await terminate(child, 60_000); rmSync(dataDir, { recursive: true, force: true }); },
+    child,
+    url: `http://127.0.0.1:${port}`,
+    key: k.key,
+    close: async () => {
+      await terminate(child, 60_000);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
   };
 }
 
-interface StreamStats { ttfbHeaders: number[]; ttfbEvent: number[]; gaps: number[]; events: number; streams: number }
+interface StreamStats {
+  ttfbHeaders: number[];
+  ttfbEvent: number[];
+  gaps: number[];
+  events: number;
+  streams: number;
+}
 
 /** Concurrent streams for `seconds`: per stream, time to headers and to the first event; per event, arrival − send. */
-async function streamLoad(url: string, headers: Record<string, string>, seconds: number, concurrency: number): Promise<StreamStats> {
+async function streamLoad(
+  url: string,
+  headers: Record<string, string>,
+  seconds: number,
+  concurrency: number,
+): Promise<StreamStats> {
   const u = new URL(url);
   const pool = new Pool(u.origin, { connections: concurrency });
   const st: StreamStats = { ttfbHeaders: [], ttfbEvent: [], gaps: [], events: 0, streams: 0 };
@@ -115,14 +195,22 @@ async function streamLoad(url: string, headers: Record<string, string>, seconds:
   const worker = async () => {
     while (performance.now() < until) {
       const t0 = performance.now();
-      const res = await pool.request({ method: 'POST', path: u.pathname, body, headers: { 'content-type': 'application/json', ...headers } });
+      const res = await pool.request({
+        method: 'POST',
+        path: u.pathname,
+        body,
+        headers: { 'content-type': 'application/json', ...headers },
+      });
       st.ttfbHeaders.push(performance.now() - t0);
       if (res.statusCode !== 200) throw new Error(`stream answered ${res.statusCode}: ${await res.body.text()}`);
       let buf = '';
       let first = true;
       for await (const chunk of res.body) {
         const now = performance.now();
-        if (first) { st.ttfbEvent.push(now - t0); first = false; }
+        if (first) {
+          st.ttfbEvent.push(now - t0);
+          first = false;
+        }
         buf += chunk.toString();
         let i: number;
         while ((i = buf.indexOf('\n\n')) >= 0) {
@@ -131,7 +219,10 @@ async function streamLoad(url: string, headers: Record<string, string>, seconds:
           const data = block.split('\n').find((l) => l.startsWith('data: '));
           if (!data) continue;
           const t = (JSON.parse(data.slice(6)) as { t?: number }).t;
-          if (typeof t === 'number') { st.gaps.push(now - t); st.events++; }
+          if (typeof t === 'number') {
+            st.gaps.push(now - t);
+            st.events++;
+          }
         }
       }
       st.streams++;
@@ -149,7 +240,9 @@ export async function runProxyBench(seconds: number): Promise<void> {
   const auth = { authorization: `Bearer ${proxy.key}` };
   const json = { 'content-type': 'application/json' };
   try {
-    console.log(`\n== proxy: POST /api/proxy/provider/responses, fake provider answering after ${DELAY_MS} ms, ${CONNECTIONS} connections ==`);
+    console.log(
+      `\n== proxy: POST /api/proxy/provider/responses, fake provider answering after ${DELAY_MS} ms, ${CONNECTIONS} connections ==`,
+    );
     // Warm up pools, JIT and the spool before measuring.
     await hammer(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, 2);
     const rows: Array<[string, Latencies]> = [];
@@ -178,26 +271,59 @@ export async function runProxyBench(seconds: number): Promise<void> {
         const durable = await paced(`${floors[1]!.url}/responses`, json, seconds, rate);
         const via = await paced(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, seconds, rate);
         paced3.push({ rate, direct, bare, durable, via });
-        rows.push([`direct to the fake, ${rate} req/s`, direct], [`floor proxy, no fsync, ${rate} req/s`, bare],
-          [`floor proxy, O_DSYNC append, ${rate} req/s`, durable], [`through tracegate, ${rate} req/s`, via]);
+        rows.push(
+          [`direct to the fake, ${rate} req/s`, direct],
+          [`floor proxy, no fsync, ${rate} req/s`, bare],
+          [`floor proxy, O_DSYNC append, ${rate} req/s`, durable],
+          [`through tracegate, ${rate} req/s`, via],
+        );
       }
     } finally {
       for (const f of floors) await terminate(f.child);
     }
-    console.log('case'.padEnd(40), 'req/s'.padStart(8), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'max ms'.padStart(8), '  non-2xx/errors');
-    for (const [name, r] of rows) console.log(name.padEnd(40), fmt(r.rps).padStart(8), fmt(r.p50, 2).padStart(8), fmt(r.p99, 2).padStart(8), fmt(r.max, 1).padStart(8), ' ', r.bad);
+    console.log(
+      'case'.padEnd(40),
+      'req/s'.padStart(8),
+      'p50 ms'.padStart(8),
+      'p99 ms'.padStart(8),
+      'max ms'.padStart(8),
+      '  non-2xx/errors',
+    );
+    for (const [name, r] of rows)
+      console.log(
+        name.padEnd(40),
+        fmt(r.rps).padStart(8),
+        fmt(r.p50, 2).padStart(8),
+        fmt(r.p99, 2).padStart(8),
+        fmt(r.max, 1).padStart(8),
+        ' ',
+        r.bad,
+      );
     const added = (p: Latencies, d: Latencies) => `p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms`;
-    console.log(`added by the proxy (closed loop): tracegate ${added(closed, direct)}  (target ≤ 1 / ≤ 3); floor ${added(floorClosed!, direct)}`);
+    console.log(
+      `added by the proxy (closed loop): tracegate ${added(closed, direct)}  (target ≤ 1 / ≤ 3); floor ${added(floorClosed!, direct)}`,
+    );
     for (const x of paced3) {
-      console.log(`added at ${x.rate} req/s: tracegate ${added(x.via, x.direct)}  (target ≤ 1 / ≤ 3); floor ${added(x.durable, x.direct)} (no fsync: ${added(x.bare, x.direct)})`);
+      console.log(
+        `added at ${x.rate} req/s: tracegate ${added(x.via, x.direct)}  (target ≤ 1 / ≤ 3); floor ${added(x.durable, x.direct)} (no fsync: ${added(x.bare, x.direct)})`,
+      );
     }
     // Unloaded: one request at a time (the pure per-request overhead, including the durable spool append).
     {
       const d = await paced(`${fake.url}/responses`, json, Math.min(seconds, 5), 20);
-      const p = await paced(`${proxy.url}/api/proxy/provider/responses`, { ...json, ...auth }, Math.min(seconds, 5), 20);
-      console.log(`unloaded (20 req/s, no overlap): direct p50 ${fmt(d.p50, 2)} / p99 ${fmt(d.p99, 2)} ms, via proxy p50 ${fmt(p.p50, 2)} / p99 ${fmt(p.p99, 2)} ms; added p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms`);
+      const p = await paced(
+        `${proxy.url}/api/proxy/provider/responses`,
+        { ...json, ...auth },
+        Math.min(seconds, 5),
+        20,
+      );
+      console.log(
+        `unloaded (20 req/s, no overlap): direct p50 ${fmt(d.p50, 2)} / p99 ${fmt(d.p99, 2)} ms, via proxy p50 ${fmt(p.p50, 2)} / p99 ${fmt(p.p99, 2)} ms; added p50 ${fmt(p.p50 - d.p50, 2)} ms, p99 ${fmt(p.p99 - d.p99, 2)} ms`,
+      );
     }
-    console.log(`CPU per request (closed loop): proxy ${fmt(closed.cpuUs, 0)} µs incl. spool and storage writer; the bare-node fake ${fmt(direct.cpuUs, 0)} µs; proxy peak RSS ${peakRssMb(proxy.child.pid!)} MB`);
+    console.log(
+      `CPU per request (closed loop): proxy ${fmt(closed.cpuUs, 0)} µs incl. spool and storage writer; the bare-node fake ${fmt(direct.cpuUs, 0)} µs; proxy peak RSS ${peakRssMb(proxy.child.pid!)} MB`,
+    );
     console.log(`CPU steal by other guests during these cases: ${fmt(steal(), 0)}%`);
   } finally {
     await proxy.close();
@@ -211,21 +337,59 @@ export async function runProxyBench(seconds: number): Promise<void> {
   try {
     const concurrency = 20;
     console.log(`\n== proxy: SSE passthrough, ${concurrency} concurrent streams, an event every ${DELAY_MS} ms ==`);
-    await streamLoad(`${sproxy.url}/api/proxy/provider/responses`, { authorization: `Bearer ${sproxy.key}` }, 2, concurrency);
+    await streamLoad(
+      `${sproxy.url}/api/proxy/provider/responses`,
+      { authorization: `Bearer ${sproxy.key}` },
+      2,
+      concurrency,
+    );
     const steal = stealMeter();
     const direct = await streamLoad(`${stamped.url}/responses`, {}, seconds, concurrency);
     const floor = await streamLoad(`${sfloor.url}/responses`, {}, seconds, concurrency);
-    const via = await streamLoad(`${sproxy.url}/api/proxy/provider/responses`, { authorization: `Bearer ${sproxy.key}` }, seconds, concurrency);
-    console.log('case'.padEnd(22), 'streams'.padStart(8), 'events'.padStart(8), 'headers p50'.padStart(12), 'first ev p50'.padStart(13), 'first ev p99'.padStart(13), '  per-event delay p50 / p99 / max ms');
-    for (const [name, s] of [['direct to the fake', direct], ['floor proxy', floor], ['through tracegate', via]] as const) {
-      console.log(name.padEnd(22), String(s.streams).padStart(8), String(s.events).padStart(8), fmt(pct(s.ttfbHeaders, 50), 2).padStart(12),
-        fmt(pct(s.ttfbEvent, 50), 2).padStart(13), fmt(pct(s.ttfbEvent, 99), 2).padStart(13), ' ', [50, 99].map((p) => fmt(pct(s.gaps, p), 3)).join(' / '), '/', fmt(s.gaps.at(-1)!, 3));
+    const via = await streamLoad(
+      `${sproxy.url}/api/proxy/provider/responses`,
+      { authorization: `Bearer ${sproxy.key}` },
+      seconds,
+      concurrency,
+    );
+    console.log(
+      'case'.padEnd(22),
+      'streams'.padStart(8),
+      'events'.padStart(8),
+      'headers p50'.padStart(12),
+      'first ev p50'.padStart(13),
+      'first ev p99'.padStart(13),
+      '  per-event delay p50 / p99 / max ms',
+    );
+    for (const [name, s] of [
+      ['direct to the fake', direct],
+      ['floor proxy', floor],
+      ['through tracegate', via],
+    ] as const) {
+      console.log(
+        name.padEnd(22),
+        String(s.streams).padStart(8),
+        String(s.events).padStart(8),
+        fmt(pct(s.ttfbHeaders, 50), 2).padStart(12),
+        fmt(pct(s.ttfbEvent, 50), 2).padStart(13),
+        fmt(pct(s.ttfbEvent, 99), 2).padStart(13),
+        ' ',
+        [50, 99].map((p) => fmt(pct(s.gaps, p), 3)).join(' / '),
+        '/',
+        fmt(s.gaps.at(-1)!, 3),
+      );
     }
     const added = (s: StreamStats, p: number) => fmt(pct(s.gaps, p) - pct(direct.gaps, p), 3);
     const over1 = (s: StreamStats) => `${s.gaps.filter((g) => g > 1).length}/${s.gaps.length}`;
-    console.log(`forwarding delay added per event: tracegate p50 ${added(via, 50)} ms, p99 ${added(via, 99)} ms; floor p50 ${added(floor, 50)} ms, p99 ${added(floor, 99)} ms`);
-    console.log(`events over 1 ms end to end (target: none): tracegate ${over1(via)}, floor ${over1(floor)}, direct to the fake ${over1(direct)}`);
-    console.log(`time to first event added: p50 ${fmt(pct(via.ttfbEvent, 50) - pct(direct.ttfbEvent, 50), 2)} ms; CPU steal by other guests: ${fmt(steal(), 0)}%`);
+    console.log(
+      `forwarding delay added per event: tracegate p50 ${added(via, 50)} ms, p99 ${added(via, 99)} ms; floor p50 ${added(floor, 50)} ms, p99 ${added(floor, 99)} ms`,
+    );
+    console.log(
+      `events over 1 ms end to end (target: none): tracegate ${over1(via)}, floor ${over1(floor)}, direct to the fake ${over1(direct)}`,
+    );
+    console.log(
+      `time to first event added: p50 ${fmt(pct(via.ttfbEvent, 50) - pct(direct.ttfbEvent, 50), 2)} ms; CPU steal by other guests: ${fmt(steal(), 0)}%`,
+    );
   } finally {
     await terminate(sfloor.child);
     await sproxy.close();

@@ -30,7 +30,10 @@ const TAIL_MS = 2000;
 /** The rate issue 3 asks for. */
 export const TARGET_SPANS_PER_SEC = 50_000;
 
-export interface FloorResult { name: string; usPerSpan: number }
+export interface FloorResult {
+  name: string;
+  usPerSpan: number;
+}
 
 /** BATCHES batches of BATCH distinct spans of the OTLP case, mapped and priced as the collector stores them. */
 function spanBatches(t: OtlpTemplate): SpanRecord[][] {
@@ -40,7 +43,10 @@ function spanBatches(t: OtlpTemplate): SpanRecord[][] {
     const out: SpanRecord[] = [];
     while (out.length < BATCH) {
       const req = decodeOtlpRequest(stampRequest(t, seq++), 'protobuf', limits);
-      const batch = costProcessor({ spans: mapOtlp(req, 'floor', Date.now(), { maxStringBytes: limits.maxStringBytes }), extra: [] }, null) as { spans: SpanRecord[] };
+      const batch = costProcessor(
+        { spans: mapOtlp(req, 'floor', Date.now(), { maxStringBytes: limits.maxStringBytes }), extra: [] },
+        null,
+      ) as { spans: SpanRecord[] };
       out.push(...batch.spans);
     }
     return out.slice(0, BATCH);
@@ -48,7 +54,11 @@ function spanBatches(t: OtlpTemplate): SpanRecord[][] {
 }
 
 /** Each batch handed to `write`, one a second; the CPU meter's reading `tailMs` after the last. */
-async function paced<T>(batches: T[], write: (b: T) => Promise<void>, tailMs: number): Promise<ReturnType<ReturnType<typeof cpuMeter>>> {
+async function paced<T>(
+  batches: T[],
+  write: (b: T) => Promise<void>,
+  tailMs: number,
+): Promise<ReturnType<ReturnType<typeof cpuMeter>>> {
   const meter = cpuMeter();
   for (const b of batches) {
     const start = performance.now();
@@ -66,7 +76,9 @@ async function clickhouseFloor(url: string, batches: SpanRecord[][]): Promise<Fl
   const client = createClient({ url });
   try {
     await storage.init();
-    await client.command({ query: `CREATE TABLE ${db}.floor_plain AS ${db}.spans ENGINE = MergeTree() PARTITION BY tuple() ORDER BY tuple()` });
+    await client.command({
+      query: `CREATE TABLE ${db}.floor_plain AS ${db}.spans ENGINE = MergeTree() PARTITION BY tuple() ORDER BY tuple()`,
+    });
     const rows = batches.map((b) => spanInsertRows(b));
     // ClickHouse runs in its own process: its CPU is the machine's minus this process's.
     const plain = await paced(rows, (r) => insertTsv(client, `${db}.floor_plain`, r), TAIL_MS);
@@ -74,7 +86,7 @@ async function clickhouseFloor(url: string, batches: SpanRecord[][]): Promise<Fl
     const n = BATCH * BATCHES;
     return [
       { name: 'ClickHouse 18.16: MergeTree, no sorting key (ClickHouse CPU)', usPerSpan: (plain.others * 1e6) / n },
-      { name: 'ClickHouse 18.16: tracegate\'s schema (ClickHouse CPU)', usPerSpan: (ours.others * 1e6) / n },
+      { name: "ClickHouse 18.16: tracegate's schema (ClickHouse CPU)", usPerSpan: (ours.others * 1e6) / n },
     ];
   } finally {
     await client.command({ query: `DROP DATABASE IF EXISTS ${db}` }).catch(() => {});
@@ -96,17 +108,24 @@ async function duckdbFloor(batches: SpanRecord[][]): Promise<FloorResult[]> {
     const c = await instance.connect();
     try {
       await c.run('CREATE TABLE floor_plain AS SELECT * FROM spans LIMIT 0'); // fillStaging makes its staging table
-      const plain = await paced(batches, async (b) => {
-        const cols = await ColumnRows.forTable(c, 'floor_plain');
-        appendSpans(cols, spansToAppend(b));
-        await cols.fillStaging(c, 'floor_plain');
-        await c.run(`INSERT INTO floor_plain SELECT * FROM ${stagingOf('floor_plain')}`);
-      }, 0);
+      const plain = await paced(
+        batches,
+        async (b) => {
+          const cols = await ColumnRows.forTable(c, 'floor_plain');
+          appendSpans(cols, spansToAppend(b));
+          await cols.fillStaging(c, 'floor_plain');
+          await c.run(`INSERT INTO floor_plain SELECT * FROM ${stagingOf('floor_plain')}`);
+        },
+        0,
+      );
       const n = BATCH * BATCHES;
       return [
         // cpuMeter counts this process's CPU as the load generator's: here it is DuckDB's and its appender's.
-        { name: 'DuckDB: table with no key (appender + DuckDB, all threads)', usPerSpan: (plain.loadGenerator * 1e6) / n },
-        { name: 'DuckDB: tracegate\'s schema (insertSpans, all threads)', usPerSpan: (ours.loadGenerator * 1e6) / n },
+        {
+          name: 'DuckDB: table with no key (appender + DuckDB, all threads)',
+          usPerSpan: (plain.loadGenerator * 1e6) / n,
+        },
+        { name: "DuckDB: tracegate's schema (insertSpans, all threads)", usPerSpan: (ours.loadGenerator * 1e6) / n },
       ];
     } finally {
       c.closeSync();
@@ -119,14 +138,25 @@ async function duckdbFloor(batches: SpanRecord[][]): Promise<FloorResult[]> {
 
 export async function measureStorageFloor(t: OtlpTemplate, clickhouseUrl: string): Promise<FloorResult[]> {
   const batches = spanBatches(t);
-  return [...await clickhouseFloor(clickhouseUrl, batches), ...await duckdbFloor(batches)];
+  return [...(await clickhouseFloor(clickhouseUrl, batches)), ...(await duckdbFloor(batches))];
 }
 
 export function printStorageFloor(rows: FloorResult[]): void {
-  console.log('\n== storage floor: the OTLP case\'s spans, %d a second for %d s, written by each engine the cheapest way it takes them ==', BATCH, BATCHES);
+  console.log(
+    "\n== storage floor: the OTLP case's spans, %d a second for %d s, written by each engine the cheapest way it takes them ==",
+    BATCH,
+    BATCHES,
+  );
   console.log('engine'.padEnd(62), 'µs/span'.padStart(8), `cores at ${fmt(TARGET_SPANS_PER_SEC)} spans/s`.padStart(28));
-  for (const r of rows) console.log(r.name.padEnd(62), fmt(r.usPerSpan, 1).padStart(8), fmt((r.usPerSpan * TARGET_SPANS_PER_SEC) / 1e6, 2).padStart(28));
-  console.log('the machine has 2 cores, which also run the load generator, the HTTP receiver, decoding and the spool\'s fsync');
+  for (const r of rows)
+    console.log(
+      r.name.padEnd(62),
+      fmt(r.usPerSpan, 1).padStart(8),
+      fmt((r.usPerSpan * TARGET_SPANS_PER_SEC) / 1e6, 2).padStart(28),
+    );
+  console.log(
+    "the machine has 2 cores, which also run the load generator, the HTTP receiver, decoding and the spool's fsync",
+  );
 }
 
 if (import.meta.main) {

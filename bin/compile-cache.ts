@@ -63,18 +63,32 @@ export function fillCompileCache(dir: string): { filled: boolean; error: string 
     const stamp = join(dir, STAMP);
     const now = fingerprint();
     let before = '';
-    try { before = readFileSync(stamp, 'utf8'); } catch { /* not filled yet */ }
+    try {
+      before = readFileSync(stamp, 'utf8');
+    } catch {
+      /* not filled yet */
+    }
     if (before === now) return { filled: false, error: null };
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const graph = pathToFileURL(join(ROOT, 'bin/compile-graph.ts')).href;
     // node's own options too (they may change how modules resolve or compile), but never a debugger's port.
     const execArgv = process.execArgv.filter((a) => !/^--inspect/.test(a));
     const r = spawnSync(process.execPath, [...execArgv, '--input-type=module', '-e', FILL_SCRIPT(graph)], {
-      env: { ...process.env, NODE_COMPILE_CACHE: dir }, stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000, maxBuffer: 64 << 20,
+      env: { ...process.env, NODE_COMPILE_CACHE: dir },
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: 120_000,
+      maxBuffer: 64 << 20,
     });
     if (r.status !== 0) {
-      const said = String(r.stderr ?? '').trim().split('\n').filter((l) => !l.startsWith('[compile cache]')).at(0);
-      return { filled: true, error: `compiling the module graph failed (${r.error?.message ?? `exit ${r.status ?? r.signal}`}${said ? `: ${said}` : ''})` };
+      const said = String(r.stderr ?? '')
+        .trim()
+        .split('\n')
+        .filter((l) => !l.startsWith('[compile cache]'))
+        .at(0);
+      return {
+        filled: true,
+        error: `compiling the module graph failed (${r.error?.message ?? `exit ${r.status ?? r.signal}`}${said ? `: ${said}` : ''})`,
+      };
     }
     writeFileSync(stamp, now);
     return { filled: true, error: null };

@@ -7,7 +7,16 @@ import type { Config } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
 import { DataDirInUse, lockDataDir } from '../collector/data-dir-lock.ts';
 import type { Storage } from '../storage/types.ts';
-import { createKey, listKeys, parseSettingsPatch, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../collector/admin.ts';
+import {
+  createKey,
+  listKeys,
+  parseSettingsPatch,
+  revokeKey,
+  showSettings,
+  updateSettings,
+  workspaceId,
+  type AuditSink,
+} from '../collector/admin.ts';
 import { SettingsStore, type SettingsPatch } from '../collector/settings.ts';
 import { AuditChain } from '../processors/audit.ts';
 import { LastKnown, lastKnownFile } from '../collector/last-known.ts';
@@ -31,7 +40,12 @@ export interface Ops {
 }
 
 /** Written by a running server: its loopback admin port (the main port unless it listens on another address only). */
-interface ServerFile { pid: number; port: number; adminPort?: number; adminToken: string }
+interface ServerFile {
+  pid: number;
+  port: number;
+  adminPort?: number;
+  adminToken: string;
+}
 
 /**
  * The server holding DATA_DIR's lock, when server.json names that same process. A server.json left by a killed
@@ -50,37 +64,60 @@ function runningServer(config: Config): ServerFile | null {
 
 class RemoteOps implements Ops {
   private readonly s: ServerFile;
-  constructor(s: ServerFile) { this.s = s; }
+  constructor(s: ServerFile) {
+    this.s = s;
+  }
   /** `patient`: no time limit on the answer (verifying a large workspace takes minutes, past fetch's 300 s). */
   private async call<T>(method: string, path: string, body?: unknown, patient = false): Promise<T> {
     const port = this.s.adminPort ?? this.s.port;
     let res: Awaited<ReturnType<typeof fetch>>;
     try {
       res = await fetch(`http://127.0.0.1:${port}${path}`, {
-        method, headers: { authorization: `Bearer ${this.s.adminToken}`, 'content-type': 'application/json' },
+        method,
+        headers: { authorization: `Bearer ${this.s.adminToken}`, 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
         ...(patient ? { dispatcher: new Agent({ headersTimeout: 0, bodyTimeout: 0 }) } : {}),
       });
     } catch (err) {
       // Most often a server stopping (it closes its port before it lets go of DATA_DIR).
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      throw new Error(`the tracegate server on this DATA_DIR (pid ${this.s.pid}, port ${port}) did not answer` +
-        ` (${cause?.code ?? cause?.message ?? (err as Error).message}); if it is stopping, run the command again once it has stopped`);
+      throw new Error(
+        `the tracegate server on this DATA_DIR (pid ${this.s.pid}, port ${port}) did not answer` +
+          ` (${cause?.code ?? cause?.message ?? (err as Error).message}); if it is stopping, run the command again once it has stopped`,
+      );
     }
     const json = (await res.json()) as { error?: { message: string } };
     if (!res.ok) throw new Error(json.error?.message ?? `server answered ${res.status}`);
     return json as T;
   }
   private q = (ws: string) => `?workspace=${encodeURIComponent(ws)}`;
-  createKey(workspace: string) { return this.call<Created>('POST', '/admin/keys', { workspace }); }
-  async listKeys(workspace?: string) { return (await this.call<{ keys: KeyList }>('GET', `/admin/keys${workspace ? this.q(workspace) : ''}`)).keys; }
-  async revokeKey(keyId: string) {
-    try { await this.call('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`); return true; } catch (e) { if (/no such key/.test((e as Error).message)) return false; throw e; }
+  createKey(workspace: string) {
+    return this.call<Created>('POST', '/admin/keys', { workspace });
   }
-  settings(ws: string) { return this.call<Shown>('GET', `/admin/settings${this.q(ws)}`); }
-  updateSettings(ws: string, patch: SettingsPatch) { return this.call<Shown>('PATCH', `/admin/settings${this.q(ws)}`, patch); }
-  verify(ws: string) { return this.call<VerifyResult>('GET', `/admin/verify${this.q(ws)}`, undefined, true); }
-  async verifiableWorkspaces() { return (await this.call<{ workspaces: string[] }>('GET', '/admin/workspaces')).workspaces; }
+  async listKeys(workspace?: string) {
+    return (await this.call<{ keys: KeyList }>('GET', `/admin/keys${workspace ? this.q(workspace) : ''}`)).keys;
+  }
+  async revokeKey(keyId: string) {
+    try {
+      await this.call('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`);
+      return true;
+    } catch (e) {
+      if (/no such key/.test((e as Error).message)) return false;
+      throw e;
+    }
+  }
+  settings(ws: string) {
+    return this.call<Shown>('GET', `/admin/settings${this.q(ws)}`);
+  }
+  updateSettings(ws: string, patch: SettingsPatch) {
+    return this.call<Shown>('PATCH', `/admin/settings${this.q(ws)}`, patch);
+  }
+  verify(ws: string) {
+    return this.call<VerifyResult>('GET', `/admin/verify${this.q(ws)}`, undefined, true);
+  }
+  async verifiableWorkspaces() {
+    return (await this.call<{ workspaces: string[] }>('GET', '/admin/workspaces')).workspaces;
+  }
   async close() {}
 }
 
@@ -104,8 +141,12 @@ class LocalOps implements Ops {
       await storage.insertEnrichment([chain.append(e)]);
     };
   }
-  createKey(workspace: string) { return createKey(this.storage, workspace, this.audit); }
-  listKeys(workspace?: string) { return listKeys(this.storage, workspace); }
+  createKey(workspace: string) {
+    return createKey(this.storage, workspace, this.audit);
+  }
+  listKeys(workspace?: string) {
+    return listKeys(this.storage, workspace);
+  }
   async revokeKey(keyId: string) {
     const at = await revokeKey(this.storage, keyId, this.audit);
     if (at === null) return false;
@@ -113,15 +154,28 @@ class LocalOps implements Ops {
     await new LastKnown(lastKnownFile(this.config.DATA_DIR)).revokeKey(keyId, at);
     return true;
   }
-  async settings(ws: string) { const s = await this.store.forWorkspace(await workspaceId(this.storage, ws)); return showSettings(s.doc, s.version); }
+  async settings(ws: string) {
+    const s = await this.store.forWorkspace(await workspaceId(this.storage, ws));
+    return showSettings(s.doc, s.version);
+  }
   async updateSettings(ws: string, patch: SettingsPatch) {
     const id = await workspaceId(this.storage, ws);
     // As the admin route gets it: through JSON (undefined fields left out), validated with the same message.
     return updateSettings(this.store, id, parseSettingsPatch(JSON.parse(JSON.stringify(patch))), this.audit);
   }
-  async verify(ws: string) { return verifyWorkspace(this.storage, await workspaceId(this.storage, ws), await verificationKeys(this.storage, join(this.config.DATA_DIR, 'keys'))); }
-  verifiableWorkspaces() { return this.storage.verificationWorkspaces(); }
-  close() { return this.storage.close(); }
+  async verify(ws: string) {
+    return verifyWorkspace(
+      this.storage,
+      await workspaceId(this.storage, ws),
+      await verificationKeys(this.storage, join(this.config.DATA_DIR, 'keys')),
+    );
+  }
+  verifiableWorkspaces() {
+    return this.storage.verificationWorkspaces();
+  }
+  close() {
+    return this.storage.close();
+  }
 }
 
 /**
@@ -132,7 +186,9 @@ class LocalOps implements Ops {
 export async function openOps(config: Config, opts: { mayCreate: boolean }): Promise<Ops> {
   if (!existsSync(config.DATA_DIR)) {
     if (!opts.mayCreate && !config.CLICKHOUSE_URL) {
-      throw new Error(`DATA_DIR ${config.DATA_DIR} does not exist: no tracegate data there (TRACEGATE_DATA_DIR names the server's data directory)`);
+      throw new Error(
+        `DATA_DIR ${config.DATA_DIR} does not exist: no tracegate data there (TRACEGATE_DATA_DIR names the server's data directory)`,
+      );
     }
     mkdirSync(config.DATA_DIR, { recursive: true });
   }
@@ -144,8 +200,10 @@ export async function openOps(config: Config, opts: { mayCreate: boolean }): Pro
     if (!(err instanceof DataDirInUse)) throw err;
     const server = runningServer(config);
     if (server) return new RemoteOps(server);
-    throw new Error(`DATA_DIR ${config.DATA_DIR} is held by process ${err.owner}, which does not answer as a running tracegate server` +
-      ' (a server starting or stopping, or `tracegate refused requeue`): try again in a moment');
+    throw new Error(
+      `DATA_DIR ${config.DATA_DIR} is held by process ${err.owner}, which does not answer as a running tracegate server` +
+        ' (a server starting or stopping, or `tracegate refused requeue`): try again in a moment',
+    );
   }
   const storage = createStorage(config);
   await storage.init();

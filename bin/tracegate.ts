@@ -96,8 +96,10 @@ function parseCommandArgs<T extends ArgsConfig>(cmd: string, args: string[], con
     const option = /Option '(-[^' ]+)/.exec(e.message)?.[1] ?? /option '(-[^']+)'/i.exec(e.message)?.[1];
     let message = e.message.split(/\.(?:\s|$)|\n/)[0]!;
     if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) message = `unknown option ${option}`;
-    else if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /missing|ambiguous/.test(e.message)) message = `${option} needs a value`;
-    else if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /does not take/.test(e.message)) message = `${option} takes no value`;
+    else if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /missing|ambiguous/.test(e.message))
+      message = `${option} needs a value`;
+    else if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /does not take/.test(e.message))
+      message = `${option} takes no value`;
     throw new UsageError(message, cmd);
   }
 }
@@ -117,30 +119,58 @@ const readDoc = (file: string): unknown => {
 };
 
 function printVerify(name: string, r: VerifyResult): void {
-  console.log(`${r.ok ? 'OK  ' : 'FAIL'} ${name}: ${r.recordsChecked} records over ${r.tracesChecked} traces, ${r.checkpointsChecked} signed checkpoints` +
-    `${r.superseded ? `, ${r.superseded} superseded by later deliveries` : ''}${r.unsignedTail ? `, ${r.unsignedTail} awaiting their checkpoint` : ''}`);
-  for (const p of r.problems) console.log(`  ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''}${p.traceId ? ` trace ${p.traceId}` : ''}: ${p.message}`);
-  for (const p of r.audit) console.log(`  audit ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''} ${p.message}`);
-  if (r.problemsOmitted) console.log(`  … and ${r.problemsOmitted} more problems (the first ${r.problems.length + r.audit.length} are listed)`);
+  console.log(
+    `${r.ok ? 'OK  ' : 'FAIL'} ${name}: ${r.recordsChecked} records over ${r.tracesChecked} traces, ${r.checkpointsChecked} signed checkpoints` +
+      `${r.superseded ? `, ${r.superseded} superseded by later deliveries` : ''}${r.unsignedTail ? `, ${r.unsignedTail} awaiting their checkpoint` : ''}`,
+  );
+  for (const p of r.problems)
+    console.log(
+      `  ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''}${p.traceId ? ` trace ${p.traceId}` : ''}: ${p.message}`,
+    );
+  for (const p of r.audit)
+    console.log(`  audit ${p.kind}:${p.chainId ? ` chain ${p.chainId} seq ${p.seq}` : ''} ${p.message}`);
+  if (r.problemsOmitted)
+    console.log(
+      `  … and ${r.problemsOmitted} more problems (the first ${r.problems.length + r.audit.length} are listed)`,
+    );
 }
 
 async function manage(cmd: string, args: string[], config: Config): Promise<number> {
   const { values, positionals } = parseCommandArgs(cmd, args, {
-    allowPositionals: true, allowNegative: true,
+    allowPositionals: true,
+    allowNegative: true,
     options: {
-      workspace: { type: 'string' }, json: { type: 'boolean' }, file: { type: 'string' }, help: { type: 'boolean', short: 'h' },
-      'base-url': { type: 'string' }, 'api-key-env': { type: 'string' }, 'allow-caller-key': { type: 'boolean' },
-      'default-base-url': { type: 'boolean' }, 'clear-api-key': { type: 'boolean' },
+      workspace: { type: 'string' },
+      json: { type: 'boolean' },
+      file: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+      'base-url': { type: 'string' },
+      'api-key-env': { type: 'string' },
+      'allow-caller-key': { type: 'boolean' },
+      'default-base-url': { type: 'boolean' },
+      'clear-api-key': { type: 'boolean' },
     },
   });
   const sub = positionals[0];
-  if (values.help) { console.log(HELP[cmd]); return 0; }
-  const subs: Record<string, string[]> = { keys: ['create', 'list', 'revoke'], policy: ['show', 'set'], provider: ['set'], alerts: ['set'], settings: ['show'] };
+  if (values.help) {
+    console.log(HELP[cmd]);
+    return 0;
+  }
+  const subs: Record<string, string[]> = {
+    keys: ['create', 'list', 'revoke'],
+    policy: ['show', 'set'],
+    provider: ['set'],
+    alerts: ['set'],
+    settings: ['show'],
+  };
   if (cmd === 'verify') maxPositionals(cmd, positionals, 0);
   else if (!sub) throw new UsageError(`${cmd} needs a subcommand: ${subs[cmd]!.join(' | ')}`, cmd);
   else if (!subs[cmd]!.includes(sub)) throw new UsageError(`unknown command: ${cmd} ${sub}`, cmd);
   else maxPositionals(cmd, positionals, cmd === 'keys' && sub === 'revoke' ? 2 : 1);
-  const need = (v: string | undefined, what: string) => { if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`, cmd); return v; };
+  const need = (v: string | undefined, what: string) => {
+    if (!v) throw new UsageError(`${cmd} ${sub ?? ''} needs ${what}`, cmd);
+    return v;
+  };
   // What the command reads from a file or stdin is read and checked before storage is opened.
   const needsFile = (cmd === 'policy' || cmd === 'alerts') && sub === 'set';
   const file = needsFile ? need(values.file, '--file F') : undefined;
@@ -155,24 +185,37 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     if (cmd === 'keys' && sub === 'create') {
       const c = await ops.createKey(need(values.workspace, '--workspace NAME'));
       if (values.json) console.log(JSON.stringify({ workspaceId: c.workspaceId, keyId: c.keyId, key: c.key }));
-      else console.log(`workspace ${c.workspace} (${c.workspaceId})\nkey id    ${c.keyId}\nkey       ${c.key}\n\nStore the key now: it is not shown again.`);
+      else
+        console.log(
+          `workspace ${c.workspace} (${c.workspaceId})\nkey id    ${c.keyId}\nkey       ${c.key}\n\nStore the key now: it is not shown again.`,
+        );
       return 0;
     }
     if (cmd === 'keys' && sub === 'list') {
       const list = await ops.listKeys(values.workspace);
       if (values.json) console.log(JSON.stringify(list));
-      else for (const k of list) console.log(`${k.keyId}  ${k.workspaceId}  created ${new Date(k.createdAtMs).toISOString()}  ${k.revokedAtMs ? `revoked ${new Date(k.revokedAtMs).toISOString()}` : 'active'}`);
+      else
+        for (const k of list)
+          console.log(
+            `${k.keyId}  ${k.workspaceId}  created ${new Date(k.createdAtMs).toISOString()}  ${k.revokedAtMs ? `revoked ${new Date(k.revokedAtMs).toISOString()}` : 'active'}`,
+          );
       return 0;
     }
     if (cmd === 'keys' && sub === 'revoke') {
       const id = need(positionals[1], 'KEY_ID');
-      if (!(await ops.revokeKey(id))) { console.error(`no key ${id}`); return 1; }
+      if (!(await ops.revokeKey(id))) {
+        console.error(`no key ${id}`);
+        return 1;
+      }
       console.log(`revoked ${id}`);
       return 0;
     }
     if ((cmd === 'policy' || cmd === 'settings') && sub === 'show') {
       const s = await ops.settings(need(values.workspace, '--workspace NAME'));
-      if (cmd === 'settings') { console.log(JSON.stringify(s, null, 2)); return 0; }
+      if (cmd === 'settings') {
+        console.log(JSON.stringify(s, null, 2));
+        return 0;
+      }
       // The policy in force, as GET /api/policy has it: the default one when the workspace has none of its own.
       // Only the JSON on stdout, so it can be edited and given back to `policy set`.
       let policy = s.policy;
@@ -196,15 +239,19 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
     }
     if (cmd === 'alerts' && sub === 'set') {
       const s = await ops.updateSettings(need(values.workspace, '--workspace NAME'), alerts!);
-      console.log(`alert rules set (settings version ${s.version}): ${(s.alertRules ?? []).length} rules` +
-        `, webhook ${s.alertWebhookUrl ? `set${s.alertWebhookSecret ? ' (signed)' : ' (unsigned)'}` : 'none'}`);
+      console.log(
+        `alert rules set (settings version ${s.version}): ${(s.alertRules ?? []).length} rules` +
+          `, webhook ${s.alertWebhookUrl ? `set${s.alertWebhookSecret ? ' (signed)' : ' (unsigned)'}` : 'none'}`,
+      );
       return 0;
     }
     if (cmd === 'verify') {
       // Without --workspace: every workspace with anything to check, and _system (the audit chain of rejected
       // requests) even when it has no records yet.
       const { SYSTEM_WORKSPACE } = await import('../processors/audit.ts');
-      const targets = values.workspace ? [values.workspace] : [...new Set([...await ops.verifiableWorkspaces(), SYSTEM_WORKSPACE])];
+      const targets = values.workspace
+        ? [values.workspace]
+        : [...new Set([...(await ops.verifiableWorkspaces()), SYSTEM_WORKSPACE])];
       let ok = true;
       const results: Record<string, VerifyResult> = {};
       for (const ws of targets) {
@@ -223,11 +270,19 @@ async function manage(cmd: string, args: string[], config: Config): Promise<numb
   }
 }
 
-type ProviderOptions = { 'base-url'?: string; 'default-base-url'?: boolean; 'api-key-env'?: string; 'clear-api-key'?: boolean; 'allow-caller-key'?: boolean };
+type ProviderOptions = {
+  'base-url'?: string;
+  'default-base-url'?: boolean;
+  'api-key-env'?: string;
+  'clear-api-key'?: boolean;
+  'allow-caller-key'?: boolean;
+};
 /** provider set's options as a settings part: only what is given changes (the stored key stays unless replaced or cleared). */
 function providerPatch(values: ProviderOptions): NonNullable<SettingsPatch['provider']> {
-  if (values['base-url'] && values['default-base-url']) throw new UsageError('--base-url and --default-base-url exclude each other', 'provider');
-  if (values['api-key-env'] && values['clear-api-key']) throw new UsageError('--api-key-env and --clear-api-key exclude each other', 'provider');
+  if (values['base-url'] && values['default-base-url'])
+    throw new UsageError('--base-url and --default-base-url exclude each other', 'provider');
+  if (values['api-key-env'] && values['clear-api-key'])
+    throw new UsageError('--api-key-env and --clear-api-key exclude each other', 'provider');
   const provider: NonNullable<SettingsPatch['provider']> = {};
   if (values['base-url']) provider.baseUrl = values['base-url'];
   if (values['default-base-url']) provider.baseUrl = null;
@@ -243,23 +298,36 @@ function providerPatch(values: ProviderOptions): NonNullable<SettingsPatch['prov
 }
 
 /** The alerts file's fields as settings parts. Only the fields the file gives change: the others stay as stored. */
-const ALERT_FIELDS = { rules: 'alertRules', webhookUrl: 'alertWebhookUrl', webhookSecret: 'alertWebhookSecret' } as const;
+const ALERT_FIELDS = {
+  rules: 'alertRules',
+  webhookUrl: 'alertWebhookUrl',
+  webhookSecret: 'alertWebhookSecret',
+} as const;
 function alertsPatch(file: string, doc: unknown): SettingsPatch {
   const name = file === '-' ? 'stdin' : file;
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new Error(`${name}: expected a JSON object {"rules":[…],"webhookUrl":"…","webhookSecret":"…"}, not ${doc === null ? 'null' : Array.isArray(doc) ? 'an array' : `a ${typeof doc}`}; nothing changed`);
+    throw new Error(
+      `${name}: expected a JSON object {"rules":[…],"webhookUrl":"…","webhookSecret":"…"}, not ${doc === null ? 'null' : Array.isArray(doc) ? 'an array' : `a ${typeof doc}`}; nothing changed`,
+    );
   }
   const patch: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(doc)) {
-    if (!Object.hasOwn(ALERT_FIELDS, k)) throw new Error(`${name}: unknown field "${k}" (the fields are ${Object.keys(ALERT_FIELDS).join(', ')}); nothing changed`);
+    if (!Object.hasOwn(ALERT_FIELDS, k))
+      throw new Error(
+        `${name}: unknown field "${k}" (the fields are ${Object.keys(ALERT_FIELDS).join(', ')}); nothing changed`,
+      );
     patch[ALERT_FIELDS[k as keyof typeof ALERT_FIELDS]] = v;
   }
-  if (!Object.keys(patch).length) throw new Error(`${name}: gives none of ${Object.keys(ALERT_FIELDS).join(', ')}; nothing changed`);
+  if (!Object.keys(patch).length)
+    throw new Error(`${name}: gives none of ${Object.keys(ALERT_FIELDS).join(', ')}; nothing changed`);
   return patch as SettingsPatch;
 }
 
 /** A settings part by the key of the file it came from (ALERT_FIELDS reversed; a policy file is the part itself). */
-const FILE_KEYS = new Map<string, string | null>([...Object.entries(ALERT_FIELDS).map(([file, part]) => [part, file] as const), ['policy', null]]);
+const FILE_KEYS = new Map<string, string | null>([
+  ...Object.entries(ALERT_FIELDS).map(([file, part]) => [part, file] as const),
+  ['policy', null],
+]);
 
 /**
  * A settings file checked before storage is opened, its problems named by the file's own keys (`rules.0.kind`, not
@@ -272,14 +340,17 @@ async function checkFile(file: string, patch: SettingsPatch): Promise<void> {
   if (r.success) return;
   const issues = r.error.issues.map((i) => {
     const [top, ...rest] = i.path.map(String);
-    const key = top === undefined ? null : FILE_KEYS.has(top) ? FILE_KEYS.get(top) as string | null : top;
+    const key = top === undefined ? null : FILE_KEYS.has(top) ? (FILE_KEYS.get(top) as string | null) : top;
     return { path: key === null ? rest : [key, ...rest], message: i.message };
   });
   throw new Error(`${file === '-' ? 'stdin' : file}: ${formatIssues(issues)}; nothing changed`);
 }
 
 async function refused(args: string[], config: Config): Promise<number> {
-  const { values, positionals } = parseCommandArgs('refused', args, { allowPositionals: true, options: { json: { type: 'boolean' } } });
+  const { values, positionals } = parseCommandArgs('refused', args, {
+    allowPositionals: true,
+    options: { json: { type: 'boolean' } },
+  });
   const [sub, ...files] = positionals;
   if (!sub) throw new UsageError('refused needs a subcommand: list | requeue', 'refused');
   if (sub !== 'list' && sub !== 'requeue') throw new UsageError(`unknown command: refused ${sub}`, 'refused');
@@ -299,7 +370,10 @@ async function refused(args: string[], config: Config): Promise<number> {
       mkdirSync(config.DATA_DIR, { recursive: true });
       unlock = await lockDataDir(config.DATA_DIR);
     } catch (err) {
-      if (err instanceof DataDirInUse) { console.error(`${err.message}\nStop the collector first: requeue writes to its spool.`); return 1; }
+      if (err instanceof DataDirInUse) {
+        console.error(`${err.message}\nStop the collector first: requeue writes to its spool.`);
+        return 1;
+      }
       throw err;
     }
     try {
@@ -326,17 +400,32 @@ async function main(argv: string[]): Promise<number> {
 
 async function run(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
-  if (!cmd) { console.error(HELP.main); return 2; }
-  if (cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(HELP.main); return 0; }
+  if (!cmd) {
+    console.error(HELP.main);
+    return 2;
+  }
+  if (cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    console.log(HELP.main);
+    return 0;
+  }
   if (cmd === 'main' || !Object.hasOwn(HELP, cmd)) throw new UsageError(`unknown command: ${cmd}`);
-  if (rest.includes('--help') || rest.includes('-h')) { console.log(HELP[cmd]); return 0; }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(HELP[cmd]);
+    return 0;
+  }
   if (cmd === 'serve') parseCommandArgs(cmd, rest, { options: {} }); // takes no arguments
   const config = loadConfig();
   if (cmd === 'serve') {
     restartWith(serveFlags(config), serveEnv(config));
     const { startServer } = await import('../collector/server.ts');
     const running = await startServer(config);
-    const stop = (sig: string) => { running.log.info({ signal: sig }, 'signal received'); running.close().then(() => process.exit(0), () => process.exit(1)); };
+    const stop = (sig: string) => {
+      running.log.info({ signal: sig }, 'signal received');
+      running.close().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
     return -1; // keep running
@@ -364,13 +453,19 @@ async function run(argv: string[]): Promise<number> {
  *   678 MB on DuckDB at 4 % fewer (three interleaved runs each). A trade for an operator short of memory, not a
  *   default. Node refuses it in NODE_OPTIONS.
  */
-function serveFlags(config: { SINGLE_THREADED_GC: string; SEMI_SPACE_MB: number; HEAP_GROWING_PERCENT: number }): string[] {
+function serveFlags(config: {
+  SINGLE_THREADED_GC: string;
+  SEMI_SPACE_MB: number;
+  HEAP_GROWING_PERCENT: number;
+}): string[] {
   const given = `${process.env.NODE_OPTIONS ?? ''} ${process.execArgv.join(' ')}`;
   const s = config.SINGLE_THREADED_GC;
   const flags: string[] = [];
   if (s === 'auto' ? availableParallelism() <= 2 : s === 'true' || s === '1') flags.push('--single-threaded-gc');
-  if (config.SEMI_SPACE_MB > 0 && !/--max[-_]semi[-_]space[-_]size/.test(given)) flags.push(`--max-semi-space-size=${config.SEMI_SPACE_MB}`);
-  if (config.HEAP_GROWING_PERCENT > 0 && !/--heap[-_]growing[-_]percent/.test(given)) flags.push(`--heap-growing-percent=${config.HEAP_GROWING_PERCENT}`);
+  if (config.SEMI_SPACE_MB > 0 && !/--max[-_]semi[-_]space[-_]size/.test(given))
+    flags.push(`--max-semi-space-size=${config.SEMI_SPACE_MB}`);
+  if (config.HEAP_GROWING_PERCENT > 0 && !/--heap[-_]growing[-_]percent/.test(given))
+    flags.push(`--heap-growing-percent=${config.HEAP_GROWING_PERCENT}`);
   return flags;
 }
 
@@ -383,7 +478,10 @@ const RESTARTED = 'TRACEGATE_SERVE_RESTARTED';
  */
 function serveEnv(config: Config): { env: NodeJS.ProcessEnv; replace: boolean } {
   // Replaced by `serve` a moment ago: the process before it filled the cache, or said why it could not.
-  if (process.env[RESTARTED]) { delete process.env[RESTARTED]; return { env: {}, replace: false }; }
+  if (process.env[RESTARTED]) {
+    delete process.env[RESTARTED];
+    return { env: {}, replace: false };
+  }
   const dir = compileCacheDir(config.DATA_DIR);
   if (!dir || !process.execve) return { env: {}, replace: false }; // used only through the restart
   const { filled, error } = fillCompileCache(dir);
@@ -399,20 +497,32 @@ function restartWith(flags: string[], { env, replace }: { env: NodeJS.ProcessEnv
   const changed = Object.entries(env).some(([k, v]) => process.env[k] !== v);
   if ((!missing.length && !changed && !replace) || !process.execve) return; // execve: POSIX only
   // A failed execve aborts the process (it does not throw): go on without the flags when node cannot be run again.
-  try { accessSync(process.execPath, constants.X_OK); } catch { return; }
-  process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...env, [RESTARTED]: '1' });
+  try {
+    accessSync(process.execPath, constants.X_OK);
+  } catch {
+    return;
+  }
+  process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)], {
+    ...process.env,
+    ...env,
+    [RESTARTED]: '1',
+  });
 }
 
 /** process.exit drops what a pipe has not taken yet (the end of a long `verify` report): exit once stdout and stderr are written. */
 function exitWhenWritten(code: number): void {
   let pending = 2;
-  const done = () => { if (--pending === 0) process.exit(code); };
+  const done = () => {
+    if (--pending === 0) process.exit(code);
+  };
   process.stdout.write('', done);
   process.stderr.write('', done);
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { if (code >= 0) exitWhenWritten(code); },
+  (code) => {
+    if (code >= 0) exitWhenWritten(code);
+  },
   (err) => {
     console.error(err instanceof ConfigError ? err.message : `tracegate: ${(err as Error).message ?? err}`);
     exitWhenWritten(1);

@@ -14,18 +14,36 @@ export type AuditSink = (e: AuditEvent) => Promise<void>;
 const noAudit: AuditSink = async () => {};
 
 const event = (workspaceId: string, action: string, details: object): AuditEvent => ({
-  workspaceId, atMs: Date.now(), actor: 'cli', action, route: 'admin', outcome: 'ok', accepted: 0, rejected: 0, details: JSON.stringify(details),
+  workspaceId,
+  atMs: Date.now(),
+  actor: 'cli',
+  action,
+  route: 'admin',
+  outcome: 'ok',
+  accepted: 0,
+  rejected: 0,
+  details: JSON.stringify(details),
 });
 
 /** The form of workspace ids. A name of this form could stand for another workspace (commands take a name or an id). */
 export const WORKSPACE_ID_RE = /^ws_[0-9a-f]{16}$/;
 
 export async function ensureWorkspace(storage: Storage, name: string): Promise<Workspace> {
-  if (!WORKSPACE_NAME_RE.test(name)) throw new HttpError(400, 'invalid_request', `invalid workspace name "${name}": letters, digits, . _ - (max 64), starting with a letter or digit`);
+  if (!WORKSPACE_NAME_RE.test(name))
+    throw new HttpError(
+      400,
+      'invalid_request',
+      `invalid workspace name "${name}": letters, digits, . _ - (max 64), starting with a letter or digit`,
+    );
   // `keys create --workspace <id>`: a key for that workspace (or for one named so before ids were reserved).
   const existing = await findWorkspace(storage, name);
   if (existing) return existing;
-  if (WORKSPACE_ID_RE.test(name)) throw new HttpError(400, 'invalid_request', `invalid workspace name "${name}": names of the form ws_<16 hex digits> are workspace ids`);
+  if (WORKSPACE_ID_RE.test(name))
+    throw new HttpError(
+      400,
+      'invalid_request',
+      `invalid workspace name "${name}": names of the form ws_<16 hex digits> are workspace ids`,
+    );
   // The id follows from the name: two collectors creating the same new workspace at once make one workspace.
   const ws: Workspace = { id: workspaceIdFor(name), name, createdAtMs: Date.now() };
   await storage.createWorkspace(ws);
@@ -47,7 +65,8 @@ export async function workspaceId(storage: Storage, nameOrId: string): Promise<s
 
 /** An id is looked up as an id first: a name in the id form (allowed before ids were reserved) cannot shadow it. */
 async function findWorkspace(storage: Storage, nameOrId: string): Promise<Workspace | null> {
-  if (WORKSPACE_ID_RE.test(nameOrId)) return (await storage.getWorkspace(nameOrId)) ?? (await storage.getWorkspaceByName(nameOrId));
+  if (WORKSPACE_ID_RE.test(nameOrId))
+    return (await storage.getWorkspace(nameOrId)) ?? (await storage.getWorkspaceByName(nameOrId));
   return storage.getWorkspaceByName(nameOrId);
 }
 
@@ -94,18 +113,25 @@ export function formatIssues(issues: ReadonlyArray<{ path: ReadonlyArray<Propert
 /** A settings patch as the admin route takes it: 400 invalid_settings naming every problem (formatIssues). */
 export function parseSettingsPatch(input: unknown): SettingsPatch {
   const patch = settingsPatchSchema.safeParse(input);
-  if (!patch.success) throw new HttpError(400, 'invalid_settings', formatIssues(patch.error.issues), patch.error.issues);
+  if (!patch.success)
+    throw new HttpError(400, 'invalid_settings', formatIssues(patch.error.issues), patch.error.issues);
   return patch.data;
 }
 
 /** The object without its undefined fields (JSON leaves them out; a spread would store them as removals). */
-const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+const defined = <T extends object>(o: T): T =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 
 /**
  * Apply a settings patch (settingsPatchSchema: parts replace, provider fields merge) and audit what changed. A part
  * the patch does not give (absent or undefined) stays as stored, as it does for a patch that came as JSON.
  */
-export async function updateSettings(settings: SettingsStore, wsId: string, given: SettingsPatch, audit: AuditSink = noAudit) {
+export async function updateSettings(
+  settings: SettingsStore,
+  wsId: string,
+  given: SettingsPatch,
+  audit: AuditSink = noAudit,
+) {
   const patch = defined(given);
   const next = await settings.update(wsId, (doc) => {
     const { provider, ...given } = patch;
@@ -116,8 +142,17 @@ export async function updateSettings(settings: SettingsStore, wsId: string, give
     if (!provider) return { ...base, ...parts };
     // The stored key must not follow the base URL to another host unless the change says so.
     const origin = (url: string | null | undefined) => new URL(url ?? settings.defaultProviderBaseUrl).origin;
-    if (provider.baseUrl !== undefined && provider.apiKey === undefined && doc.provider?.apiKey && origin(provider.baseUrl) !== origin(doc.provider.baseUrl)) {
-      throw new HttpError(400, 'provider_key_required', 'the provider base URL moves to another host: give the key to use there, or clear the stored one (provider set --api-key-env VAR | --clear-api-key)');
+    if (
+      provider.baseUrl !== undefined &&
+      provider.apiKey === undefined &&
+      doc.provider?.apiKey &&
+      origin(provider.baseUrl) !== origin(doc.provider.baseUrl)
+    ) {
+      throw new HttpError(
+        400,
+        'provider_key_required',
+        'the provider base URL moves to another host: give the key to use there, or clear the stored one (provider set --api-key-env VAR | --clear-api-key)',
+      );
     }
     const merged: Record<string, unknown> = { allowCallerKey: false, ...doc.provider, ...defined(provider) };
     for (const k of Object.keys(merged)) if (merged[k] === null) delete merged[k];

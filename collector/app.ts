@@ -12,7 +12,7 @@ import { BackpressureError, HttpError, isMarkedStorageOutage, StorageUnavailable
 import { BodyBudget, bodyBudget } from './body.ts';
 import { READ_LIVENESS_AFTER_MS, ReadGate } from './read-gate.ts';
 import { encodeStatus } from './otlp/index.ts';
-import { KeyVerifier, parseKey, type Caller } from './keys.ts';
+import { type KeyVerifier, parseKey, type Caller } from './keys.ts';
 import type { RateLimits } from './rate-limit.ts';
 import type { SettingsStore } from './settings.ts';
 import type { Enrichment } from '../processors/index.ts';
@@ -23,12 +23,26 @@ import type { PipelineStats as FullPipelineStats } from './pipeline.ts';
 import { adminRoutes } from './routes/admin.ts';
 
 /** What the routes read of the pipeline's stats (tests pass small doubles). */
-export type PipelineStats = Pick<FullPipelineStats, 'spoolBytes' | 'pendingRows' | 'storageHealthy' | 'lastFlushError' | 'lastFlushErrorCode' | 'spoolSyncs' | 'spoolAppends' | 'spoolWriteFailure'>;
+export type PipelineStats = Pick<
+  FullPipelineStats,
+  | 'spoolBytes'
+  | 'pendingRows'
+  | 'storageHealthy'
+  | 'lastFlushError'
+  | 'lastFlushErrorCode'
+  | 'spoolSyncs'
+  | 'spoolAppends'
+  | 'spoolWriteFailure'
+>;
 
 export interface AppDeps {
   config: Config;
   storage: Storage;
-  pipeline: Ingestor & { stats(): PipelineStats; record(extra: EnrichmentRecord[]): Promise<void>; flush(): Promise<void> };
+  pipeline: Ingestor & {
+    stats(): PipelineStats;
+    record(extra: EnrichmentRecord[]): Promise<void>;
+    flush(): Promise<void>;
+  };
   keys: KeyVerifier;
   limits: RateLimits;
   settings: SettingsStore;
@@ -82,8 +96,14 @@ export function createApp(deps: AppDeps): Koa {
   router.use(bodyBudget(budget));
   const docs: RouteDoc[] = [];
 
-  const tooManyFailures = (retryAfterSeconds: number) => new HttpError(429, 'rate_limited', `too many failed authentications from this address; retry in ${retryAfterSeconds}s`,
-    { retryAfterSeconds }, { 'Retry-After': String(retryAfterSeconds), 'X-RateLimit-Remaining': '0' });
+  const tooManyFailures = (retryAfterSeconds: number) =>
+    new HttpError(
+      429,
+      'rate_limited',
+      `too many failed authentications from this address; retry in ${retryAfterSeconds}s`,
+      { retryAfterSeconds },
+      { 'Retry-After': String(retryAfterSeconds), 'X-RateLimit-Remaining': '0' },
+    );
   const requireKey = async (ctx: Context, next: Next) => {
     const key = bearer(ctx);
     const unseen = key !== null && !deps.keys.known(key);
@@ -102,17 +122,24 @@ export function createApp(deps: AppDeps): Koa {
     }
     if (!caller) {
       ctx.state.log.info({ event: 'auth_rejected', route: routeOf(ctx) }, 'authentication rejected');
-      const keyId = key ? parseKey(key)?.keyId ?? '' : '';
+      const keyId = key ? (parseKey(key)?.keyId ?? '') : '';
       const owner = key ? deps.keys.rejection(key) : null;
       const limit = await deps.limits.authFailure(ctx.ip);
       if (limit.throttled) {
         // One audit record when an address goes over its limit, not one per attempt; and one per real key id
         // attempted while throttled, in that key's workspace.
-        if (limit.tripped || (owner && await deps.limits.firstThrottledAttempt(ctx.ip, keyId))) auditRejected(ctx, key, keyId, owner, 'too_many_failures');
+        if (limit.tripped || (owner && (await deps.limits.firstThrottledAttempt(ctx.ip, keyId))))
+          auditRejected(ctx, key, keyId, owner, 'too_many_failures');
         throw tooManyFailures(limit.retryAfterSeconds);
       }
       auditRejected(ctx, key, keyId, owner);
-      throw new HttpError(401, 'unauthorized', key ? 'invalid or revoked API key' : 'missing API key: send Authorization: Bearer <key>', null, { 'WWW-Authenticate': 'Bearer' });
+      throw new HttpError(
+        401,
+        'unauthorized',
+        key ? 'invalid or revoked API key' : 'missing API key: send Authorization: Bearer <key>',
+        null,
+        { 'WWW-Authenticate': 'Bearer' },
+      );
     }
     ctx.state.caller = caller satisfies Caller;
     await next();
@@ -131,14 +158,36 @@ export function createApp(deps: AppDeps): Koa {
     const now = Date.now();
     if (now - lastDropLog < 10_000) return;
     lastDropLog = now;
-    deps.log.warn({ reason, err }, 'audit records of refused requests are not being written (tracegate_audit_records_dropped_total counts them)');
+    deps.log.warn(
+      { reason, err },
+      'audit records of refused requests are not being written (tracegate_audit_records_dropped_total counts them)',
+    );
   };
-  const spoolAudit = (rec: Parameters<typeof deps.pipeline.record>[0][number]) => { deps.pipeline.record([rec]).catch((err: unknown) => auditDropped('spool_error', err)); };
-  const auditRejected = (c: Context, key: string | null, keyId: string, owner: ReturnType<KeyVerifier['rejection']>, throttled?: 'too_many_failures') => {
+  const spoolAudit = (rec: Parameters<typeof deps.pipeline.record>[0][number]) => {
+    deps.pipeline.record([rec]).catch((err: unknown) => auditDropped('spool_error', err));
+  };
+  const auditRejected = (
+    c: Context,
+    key: string | null,
+    keyId: string,
+    owner: ReturnType<KeyVerifier['rejection']>,
+    throttled?: 'too_many_failures',
+  ) => {
     if (spoolFull()) return auditDropped('spool_full');
     const rec = deps.enrichment.audit.append({
-      workspaceId: owner?.workspaceId ?? SYSTEM_WORKSPACE, atMs: Date.now(), actor: keyId || 'anonymous', action: 'auth.rejected', route: routeOf(c),
-      outcome: 'denied', accepted: 0, rejected: 0, details: JSON.stringify({ reason: owner?.reason ?? (key ? 'unknown_key' : 'missing_key'), ip: c.ip, ...(throttled ? { throttled } : {}) }),
+      workspaceId: owner?.workspaceId ?? SYSTEM_WORKSPACE,
+      atMs: Date.now(),
+      actor: keyId || 'anonymous',
+      action: 'auth.rejected',
+      route: routeOf(c),
+      outcome: 'denied',
+      accepted: 0,
+      rejected: 0,
+      details: JSON.stringify({
+        reason: owner?.reason ?? (key ? 'unknown_key' : 'missing_key'),
+        ip: c.ip,
+        ...(throttled ? { throttled } : {}),
+      }),
     });
     spoolAudit(rec);
   };
@@ -149,21 +198,38 @@ export function createApp(deps: AppDeps): Koa {
       await next();
     } catch (err) {
       if (err instanceof HttpError && err.status >= 400 && err.status < 500 && err.status !== 429) {
-        if (spoolFull()) { auditDropped('spool_full'); throw err; }
+        if (spoolFull()) {
+          auditDropped('spool_full');
+          throw err;
+        }
         const caller = c.state.caller as Caller;
         const rec = deps.enrichment.audit.append({
-          workspaceId: caller.workspaceId, atMs: Date.now(), actor: caller.keyId, action: 'ingest', route: `${c.method} ${routeOf(c)}`,
-          outcome: 'rejected', accepted: 0, rejected: err.rejectedItems ?? 1, details: JSON.stringify({ status: err.status, code: err.code, limiter: route }),
+          workspaceId: caller.workspaceId,
+          atMs: Date.now(),
+          actor: caller.keyId,
+          action: 'ingest',
+          route: `${c.method} ${routeOf(c)}`,
+          outcome: 'rejected',
+          accepted: 0,
+          rejected: err.rejectedItems ?? 1,
+          details: JSON.stringify({ status: err.status, code: err.code, limiter: route }),
         });
         spoolAudit(rec);
       }
       throw err;
     }
   };
-  const reads = new ReadGate(() => deps.storage.ping(), { livenessAfterMs: deps.storage.kind === 'clickhouse' ? READ_LIVENESS_AFTER_MS : undefined });
+  const reads = new ReadGate(() => deps.storage.ping(), {
+    livenessAfterMs: deps.storage.kind === 'clickhouse' ? READ_LIVENESS_AFTER_MS : undefined,
+  });
   const ctx: RouteContext = {
-    ...deps, router, docs, requireKey,
-    onClose: (fn) => { deps.closers?.push(fn); },
+    ...deps,
+    router,
+    docs,
+    requireKey,
+    onClose: (fn) => {
+      deps.closers?.push(fn);
+    },
     ingestGuard: (route) => [requireKey, deps.limits.middleware(route), auditRejectedRequest(route)],
     readGuard: (route) => [requireKey, deps.limits.middleware(route)],
     read: (work) => reads.run(work),
@@ -191,7 +257,9 @@ export function createApp(deps: AppDeps): Koa {
     try {
       // Node's own check is off (collector/server.ts) so that this answer has the JSON shape too.
       if (c.req.httpVersion === '1.1' && c.req.headers.host === undefined) {
-        throw new HttpError(400, 'malformed_request', 'an HTTP/1.1 request needs a Host header', null, { Connection: 'close' });
+        throw new HttpError(400, 'malformed_request', 'an HTTP/1.1 request needs a Host header', null, {
+          Connection: 'close',
+        });
       }
       await next();
       // Serialized here rather than by Koa after every middleware has returned: an answer too large for one string
@@ -211,7 +279,10 @@ export function createApp(deps: AppDeps): Koa {
     } finally {
       const route = (c as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
       deps.metrics.requests.inc({ method: c.method, route, status: String(c.status) });
-      c.state.log.debug({ method: c.method, route, status: c.status, ms: +(performance.now() - started).toFixed(2) }, 'request');
+      c.state.log.debug(
+        { method: c.method, route, status: c.status, ms: +(performance.now() - started).toFixed(2) },
+        'request',
+      );
     }
   });
   app.use(router.routes());
@@ -220,7 +291,9 @@ export function createApp(deps: AppDeps): Koa {
   // decides after next(), and this handler has thrown the 404 by then; in throw mode it also sets no Allow.)
   const families = errorFamilies(docs);
   app.use(async (c) => {
-    const matched = ((c as unknown as { matched?: Array<{ path: unknown; methods: string[] }> }).matched ?? []).filter((l) => l.methods.length > 0);
+    const matched = ((c as unknown as { matched?: Array<{ path: unknown; methods: string[] }> }).matched ?? []).filter(
+      (l) => l.methods.length > 0,
+    );
     if (matched.length === 0) throw new HttpError(404, 'not_found', `no route for ${c.method} ${c.path}`);
     const allow = [...new Set(matched.flatMap((l) => l.methods))];
     if (!allow.includes('OPTIONS')) allow.push('OPTIONS');

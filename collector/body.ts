@@ -17,12 +17,16 @@ export function bodyKind(ctx: Context, allowed: BodyKind[]): BodyKind {
   if (allowed.includes('json') && (type === 'application/json' || type.endsWith('+json'))) {
     // JSON is UTF-8 (RFC 8259 §8.1): a body declared in another charset would be misread, not decoded.
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(header)?.[1]?.toLowerCase();
-    if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii') { // ASCII is UTF-8
-      throw new HttpError(415, 'unsupported_charset', `JSON must be UTF-8 (Content-Type charset ${charset})`, { charset });
+    if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii') {
+      // ASCII is UTF-8
+      throw new HttpError(415, 'unsupported_charset', `JSON must be UTF-8 (Content-Type charset ${charset})`, {
+        charset,
+      });
     }
     return 'json';
   }
-  if (allowed.includes('protobuf') && (type === 'application/x-protobuf' || type === 'application/protobuf')) return 'protobuf';
+  if (allowed.includes('protobuf') && (type === 'application/x-protobuf' || type === 'application/protobuf'))
+    return 'protobuf';
   const want = allowed.map((k) => (k === 'json' ? 'application/json' : 'application/x-protobuf')).join(' or ');
   throw new HttpError(415, 'unsupported_media_type', `Content-Type must be ${want}`, { contentType: type || null });
 }
@@ -39,13 +43,18 @@ export class BodyBudget {
   /** A body that sends nothing for this long is given up (408), so a stalled upload does not hold its share. */
   readonly idleMs: number;
   inUse = 0;
-  constructor(maxBytes: number, idleMs = 15_000) { this.maxBytes = maxBytes; this.idleMs = idleMs; }
+  constructor(maxBytes: number, idleMs = 15_000) {
+    this.maxBytes = maxBytes;
+    this.idleMs = idleMs;
+  }
   take(n: number): boolean {
     if (this.inUse + n > this.maxBytes) return false;
     this.inUse += n;
     return true;
   }
-  release(n: number): void { this.inUse -= n; }
+  release(n: number): void {
+    this.inUse -= n;
+  }
 }
 
 /** The budget of requests whose app registered none (bodyBudget below): the default of the setting. */
@@ -70,30 +79,50 @@ export function bodyBudget(budget: BodyBudget) {
 export function releaseBody(ctx: Context): void {
   const held = ctx.state.heldBodyBytes as number | undefined;
   const budget = ctx.state.bodyBudget as BodyBudget | undefined;
-  if (held && budget) { ctx.state.heldBodyBytes = 0; budget.release(held); }
+  if (held && budget) {
+    ctx.state.heldBodyBytes = 0;
+    budget.release(held);
+  }
 }
 
 function budgetExhausted(budget: BodyBudget): HttpError {
-  return new HttpError(503, 'server_busy', 'too many request bodies are being received or processed at once; retry shortly',
-    { inflightLimitBytes: budget.maxBytes }, { 'Retry-After': '1' });
+  return new HttpError(
+    503,
+    'server_busy',
+    'too many request bodies are being received or processed at once; retry shortly',
+    { inflightLimitBytes: budget.maxBytes },
+    { 'Retry-After': '1' },
+  );
 }
 
 export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   const encoding = (ctx.get('content-encoding') || 'identity').trim().toLowerCase();
   if (!['identity', 'gzip', 'deflate', 'x-gzip'].includes(encoding)) {
-    throw new HttpError(415, 'unsupported_encoding', `Content-Encoding ${encoding} is not supported (gzip, deflate or none)`);
+    throw new HttpError(
+      415,
+      'unsupported_encoding',
+      `Content-Encoding ${encoding} is not supported (gzip, deflate or none)`,
+    );
   }
   // A client gone while auth and lookups ran: an inflater piped from the dead request would wait forever.
-  if (ctx.req.destroyed && !ctx.req.readableEnded) throw new HttpError(400, 'request_aborted', 'client aborted the request');
+  if (ctx.req.destroyed && !ctx.req.readableEnded)
+    throw new HttpError(400, 'request_aborted', 'client aborted the request');
   const own = ctx.state.bodyBudget as BodyBudget | undefined;
   const budget = own ?? fallbackBudget;
   // inflation ignores Content-Length for compressed bodies; the limit applies to the inflated bytes.
   const declared = encoding === 'identity' ? ctx.get('content-length') : '';
   const length = /^[0-9]+$/.test(declared) ? Number(declared) : null;
   // Refused before reading a byte: the connection closes after the answer, or Node would read (and drop) the rest.
-  const unread = (err: HttpError) => { if (!ctx.req.complete) err.headers['Connection'] = 'close'; return err; };
+  const unread = (err: HttpError) => {
+    if (!ctx.req.complete) err.headers['Connection'] = 'close';
+    return err;
+  };
   if (length !== null && length > limit) {
-    throw unread(new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, { limitBytes: limit }));
+    throw unread(
+      new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, {
+        limitBytes: limit,
+      }),
+    );
   }
   // A declared length that cannot fit now is refused before reading a byte.
   if (length !== null && budget.inUse + length > budget.maxBytes) throw unread(budgetExhausted(budget));
@@ -118,13 +147,27 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
  * compressed body was inflating would otherwise leave the inflater waiting forever). A failed read gives back every
  * byte it took; a body read whole leaves its bytes taken, for the caller to give back.
  */
-function readStream(req: IncomingMessage, stream: Readable, limit: number, length: number | null, budget: BodyBudget): Promise<Buffer> {
+function readStream(
+  req: IncomingMessage,
+  stream: Readable,
+  limit: number,
+  length: number | null,
+  budget: BodyBudget,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
     let settled = false;
-    const idle = () => settle(new HttpError(408, 'request_timeout', `no request body bytes arrived for ${budget.idleMs / 1000} s; the request was given up`,
-      { idleTimeoutMs: budget.idleMs }, { Connection: 'close' }));
+    const idle = () =>
+      settle(
+        new HttpError(
+          408,
+          'request_timeout',
+          `no request body bytes arrived for ${budget.idleMs / 1000} s; the request was given up`,
+          { idleTimeoutMs: budget.idleMs },
+          { Connection: 'close' },
+        ),
+      );
     const timer = setTimeout(idle, budget.idleMs);
     const settle = (err: HttpError | null) => {
       if (settled) return;
@@ -141,7 +184,10 @@ function readStream(req: IncomingMessage, stream: Readable, limit: number, lengt
         // The rest of the body is never read: the connection cannot carry another request (a client reusing it
         // would have its next request reset), so the answer says it closes.
         if (!req.complete) err.headers['Connection'] = 'close';
-        if (stream !== req) { req.unpipe(stream as unknown as NodeJS.WritableStream); stream.destroy(); } // frees the inflater now, not at GC
+        if (stream !== req) {
+          req.unpipe(stream as unknown as NodeJS.WritableStream);
+          stream.destroy();
+        } // frees the inflater now, not at GC
         stream.unpipe();
         stream.pause();
         reject(err);
@@ -151,7 +197,11 @@ function readStream(req: IncomingMessage, stream: Readable, limit: number, lengt
     };
     const onData = (chunk: Buffer) => {
       if (received + chunk.length > limit) {
-        return settle(new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, { limitBytes: limit }));
+        return settle(
+          new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes (after decompression)`, {
+            limitBytes: limit,
+          }),
+        );
       }
       if (length !== null && received + chunk.length > length) return settle(mismatch());
       if (!budget.take(chunk.length)) return settle(budgetExhausted(budget));
@@ -159,16 +209,24 @@ function readStream(req: IncomingMessage, stream: Readable, limit: number, lengt
       chunks.push(chunk);
       timer.refresh();
     };
-    const mismatch = () => new HttpError(400, 'invalid_body', 'could not read request body: request size did not match content length');
+    const mismatch = () =>
+      new HttpError(400, 'invalid_body', 'could not read request body: request size did not match content length');
     const onEnd = () => settle(length !== null && received !== length ? mismatch() : null);
-    const onError = (err: Error & { code?: string }) => settle(err.code === 'ECONNRESET' || err.code === 'ECONNABORTED'
-      ? aborted() : new HttpError(400, 'invalid_body', `could not read request body: ${err.message ?? 'unknown error'}`));
+    const onError = (err: Error & { code?: string }) =>
+      settle(
+        err.code === 'ECONNRESET' || err.code === 'ECONNABORTED'
+          ? aborted()
+          : new HttpError(400, 'invalid_body', `could not read request body: ${err.message ?? 'unknown error'}`),
+      );
     // A stream closing before 'end' reached us is an abort (a no-op once settled); so is the request closing
     // before all of it went into the inflater.
     const aborted = () => new HttpError(400, 'request_aborted', 'client aborted the request');
     const onClose = () => settle(aborted());
-    const onReqClose = () => { if (!req.readableEnded) settle(aborted()); };
-    if (!stream.readable) return settle(new HttpError(400, 'invalid_body', 'could not read request body: stream is not readable'));
+    const onReqClose = () => {
+      if (!req.readableEnded) settle(aborted());
+    };
+    if (!stream.readable)
+      return settle(new HttpError(400, 'invalid_body', 'could not read request body: stream is not readable'));
     stream.on('data', onData);
     stream.on('end', onEnd);
     stream.on('error', onError);
@@ -187,11 +245,18 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 export function parseJson(buf: Buffer, maxDepth: number, maxValues = DEFAULT_MAX_JSON_VALUES): unknown {
   const pre = jsonPrescan(buf, maxDepth, Infinity, maxValues);
   if (pre === 'deep') {
-    throw new HttpError(400, 'too_deep', `request body nests arrays/objects deeper than ${maxDepth} levels`, { limit: maxDepth });
+    throw new HttpError(400, 'too_deep', `request body nests arrays/objects deeper than ${maxDepth} levels`, {
+      limit: maxDepth,
+    });
   }
   if (pre === 'many') {
     // 413 like the byte and batch-item limits: well-formed, only too big; the remedy is to send less or split it.
-    throw new HttpError(413, 'too_many_values', `request body has more than ${maxValues} JSON values (objects, arrays, members and elements); send less or split it`, { limit: maxValues });
+    throw new HttpError(
+      413,
+      'too_many_values',
+      `request body has more than ${maxValues} JSON values (objects, arrays, members and elements); send less or split it`,
+      { limit: maxValues },
+    );
   }
   let text: string;
   try {
@@ -204,7 +269,8 @@ export function parseJson(buf: Buffer, maxDepth: number, maxValues = DEFAULT_MAX
   try {
     if (!suspicious) return JSON.parse(text);
     return JSON.parse(text, (key, value) => {
-      if (key === '__proto__') { // the one key an object spread or assignment could turn into a prototype
+      if (key === '__proto__') {
+        // the one key an object spread or assignment could turn into a prototype
         throw new HttpError(400, 'forbidden_key', `key "${key}" is not allowed`, { key });
       }
       return value;

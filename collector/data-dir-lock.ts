@@ -23,7 +23,10 @@ export class DataDirInUse extends Error {
 const held = new Map<string, { server: Server | null; count: number }>(); // this process's locks (tests restart in-process)
 
 function inUse(dataDir: string, owner: string): DataDirInUse {
-  return new DataDirInUse(`DATA_DIR ${dataDir} is in use by another tracegate process (pid ${owner}); stop it or use another TRACEGATE_DATA_DIR`, owner);
+  return new DataDirInUse(
+    `DATA_DIR ${dataDir} is in use by another tracegate process (pid ${owner}); stop it or use another TRACEGATE_DATA_DIR`,
+    owner,
+  );
 }
 
 function readOwner(path: string): string {
@@ -59,7 +62,12 @@ export async function lockDataDir(dataDir: string): Promise<() => void> {
 
 function once(fn: () => void): () => void {
   let done = false;
-  return () => { if (!done) { done = true; fn(); } };
+  return () => {
+    if (!done) {
+      done = true;
+      fn();
+    }
+  };
 }
 
 function release(real: string, path: string): void {
@@ -68,7 +76,9 @@ function release(real: string, path: string): void {
   held.delete(real);
   try {
     if (readFileSync(path, 'utf8') === String(process.pid)) unlinkSync(path);
-  } catch { /* already gone */ }
+  } catch {
+    /* already gone */
+  }
   h.server?.close();
 }
 
@@ -109,10 +119,18 @@ function lockFile(dataDir: string, path: string): void {
       const owner = readOwner(path);
       // An unreadable lock counts as held: never delete what we cannot identify.
       if (!/^\d+$/.test(owner) || alive(Number(owner))) throw inUse(dataDir, owner);
-      try { unlinkSync(path); } catch { /* someone else took it over first */ }
+      try {
+        unlinkSync(path);
+      } catch {
+        /* someone else took it over first */
+      }
     }
     throw new DataDirInUse(`could not take ${path}: another process keeps creating it`, 'unknown');
   } finally {
-    try { unlinkSync(tmp); } catch { /* gone */ }
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* gone */
+    }
   }
 }

@@ -9,16 +9,16 @@ export interface FindingRecord {
   workspaceId: string;
   traceId: string;
   spanId: string;
-  detector: string;      // pii | secret | injection
-  rule: string;          // stable rule id, e.g. pii.email
-  category: string;      // email, payment_card, api_key, prompt_injection, …
+  detector: string; // pii | secret | injection
+  rule: string; // stable rule id, e.g. pii.email
+  category: string; // email, payment_card, api_key, prompt_injection, …
   severity: Severity;
-  field: string;         // prompt | response | attribute:<name>
-  start: number;         // UTF-16 offsets in the scanned text (before redaction)
+  field: string; // prompt | response | attribute:<name>
+  start: number; // UTF-16 offsets in the scanned text (before redaction)
   end: number;
   preview: string;
-  score: number;         // injection score in [0,1]; 1 for deterministic detectors
-  action: string;        // flag | redact | block — what the policy did about it
+  score: number; // injection score in [0,1]; 1 for deterministic detectors
+  action: string; // flag | redact | block — what the policy did about it
   createdAtMs: number;
 }
 
@@ -38,24 +38,24 @@ export interface PolicyRecord {
   spanId: string;
   policyVersion: number;
   decision: 'allow' | 'flag' | 'redact' | 'block';
-  reasons: string;       // JSON array of { code, message, category?, rule? }
+  reasons: string; // JSON array of { code, message, category?, rule? }
   createdAtMs: number;
 }
 
 /** Append-only, hash-chained per workspace: hash = sha256(prevHash + canonical JSON of the rest). */
 export interface AuditRecord {
   recordType: 'audit';
-  workspaceId: string;   // '_system' for events with no workspace (e.g. unknown key)
-  chainId: string;       // one chain per workspace per server process start (see README)
-  seq: number;           // 1, 2, 3 … within the chain
+  workspaceId: string; // '_system' for events with no workspace (e.g. unknown key)
+  chainId: string; // one chain per workspace per server process start (see README)
+  seq: number; // 1, 2, 3 … within the chain
   atMs: number;
-  actor: string;         // key id, 'cli', 'system'
-  action: string;        // ingest, auth.rejected, key.create, key.revoke, policy.update, settings.update, …
+  actor: string; // key id, 'cli', 'system'
+  action: string; // ingest, auth.rejected, key.create, key.revoke, policy.update, settings.update, …
   route: string;
-  outcome: string;       // ok, partial, rejected, error, denied
+  outcome: string; // ok, partial, rejected, error, denied
   accepted: number;
   rejected: number;
-  details: string;       // JSON object
+  details: string; // JSON object
   prevHash: string;
   hash: string;
 }
@@ -65,15 +65,15 @@ export interface AlertRecord {
   workspaceId: string;
   alertId: string;
   ruleId: string;
-  kind: string;          // latency | cost | error_rate | finding | guardrail
+  kind: string; // latency | cost | error_rate | finding | guardrail
   severity: Severity;
   message: string;
-  traceId: string;       // the trace that tipped it, when there is one
+  traceId: string; // the trace that tipped it, when there is one
   value: number;
   threshold: number;
   windowStartMs: number;
   atMs: number;
-  delivered: string;     // '' (no webhook), 'queued' (handed to the notifier), then 'sent' or 'failed' (a later version of the record)
+  delivered: string; // '' (no webhook), 'queued' (handed to the notifier), then 'sent' or 'failed' (a later version of the record)
 }
 
 /** Integrity of one trace's spans as stored in one batch, in a per-workspace hash chain. */
@@ -82,12 +82,12 @@ export interface VerificationRecord {
   workspaceId: string;
   traceId: string;
   spanIds: string[];
-  spanVersions: number[];    // ingestedAtMs of each covered span: a later replay supersedes, not tampers
-  contentHash: string;       // sha256 of RFC 8785 canonical JSON of the covered spans
+  spanVersions: number[]; // ingestedAtMs of each covered span: a later replay supersedes, not tampers
+  contentHash: string; // sha256 of RFC 8785 canonical JSON of the covered spans
   chainId: string;
   seq: number;
   prevHash: string;
-  hash: string;              // sha256(prevHash + contentHash + seq + traceId)
+  hash: string; // sha256(prevHash + contentHash + seq + traceId)
   createdAtMs: number;
 }
 
@@ -99,9 +99,15 @@ export interface CheckpointRecord {
   seq: number;
   headHash: string;
   keyId: string;
-  signature: string;         // base64
+  signature: string; // base64
   atMs: number;
 }
 
-export type EnrichmentRecord = FindingRecord | PolicyRecord | AuditRecord | AlertRecord | VerificationRecord | CheckpointRecord;
+export type EnrichmentRecord =
+  | FindingRecord
+  | PolicyRecord
+  | AuditRecord
+  | AlertRecord
+  | VerificationRecord
+  | CheckpointRecord;
 export type EnrichmentType = EnrichmentRecord['recordType'];

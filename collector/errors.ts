@@ -29,9 +29,11 @@ export class SpoolWriteError extends Error {
   override readonly name = 'SpoolWriteError';
 }
 
-export const badRequest = (message: string, details?: unknown) => new HttpError(400, 'invalid_request', message, details);
+export const badRequest = (message: string, details?: unknown) =>
+  new HttpError(400, 'invalid_request', message, details);
 /** A bad query parameter, named as the route's own query validation names it. */
-export const badQuery = (field: string, message: string) => new HttpError(400, 'invalid_query', `${field}: ${message}`, [{ field, message }]);
+export const badQuery = (field: string, message: string) =>
+  new HttpError(400, 'invalid_query', `${field}: ${message}`, [{ field, message }]);
 
 /**
  * Storage is down, hung or too slow to answer a read: 503 + Retry-After, with the code ingestion uses for the same
@@ -47,7 +49,20 @@ export class StorageUnavailableError extends HttpError {
 export const STORAGE_OUTAGE = Symbol.for('tracegate.storageOutage');
 
 /** Network failures on the way to storage, by errno code. */
-const OUTAGE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT']);
+const OUTAGE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 /**
  * The same as they read once they crossed the storage thread (only name and message do): `connect ECONNREFUSED
  * host:port`, `read ECONNRESET`, `socket hang up`, the ClickHouse client's `Timeout error.` (a call that "timed
@@ -55,7 +70,8 @@ const OUTAGE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETI
  * DuckDB's invalidated database (its FATAL errors, e.g. a checkpoint on a full disk, and storage/duckdb.ts's
  * `DuckDB database unavailable (reopening …)` until it has reopened it).
  */
-const OUTAGE_MESSAGE = /\b(?:ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EHOSTDOWN|ENOTFOUND|EAI_AGAIN)\b|^socket hang up$|^Timeout error\.$|\btimed out\b|^storage worker exited \(code -?\d+\)$|^storage is closed$|^FATAL Error: |^DuckDB database unavailable \(reopening\b/;
+const OUTAGE_MESSAGE =
+  /\b(?:ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EHOSTDOWN|ENOTFOUND|EAI_AGAIN)\b|^socket hang up$|^Timeout error\.$|\btimed out\b|^storage worker exited \(code -?\d+\)$|^storage is closed$|^FATAL Error: |^DuckDB database unavailable \(reopening\b/;
 
 /**
  * Whether `err`, thrown by a storage call, means storage cannot be reached (refused, reset, timed out, its worker
@@ -70,8 +86,11 @@ export function isStorageOutage(err: unknown): boolean {
   if (typeof code === 'string' && OUTAGE_CODES.has(code)) return true;
   // ClickHouse itself reporting a server it cannot reach (a cluster's shard down): 209 SOCKET_TIMEOUT,
   // 210 NETWORK_ERROR, 279 ALL_CONNECTION_TRIES_FAILED.
-  if (err.name === 'ClickHouseError') return /^Code: (209|210|279)\b|\b(ALL_CONNECTION_TRIES_FAILED|NETWORK_ERROR|SOCKET_TIMEOUT)\b/.test(err.message)
-    || ['209', '210', '279'].includes(String((err as { code?: unknown }).code));
+  if (err.name === 'ClickHouseError')
+    return (
+      /^Code: (209|210|279)\b|\b(ALL_CONNECTION_TRIES_FAILED|NETWORK_ERROR|SOCKET_TIMEOUT)\b/.test(err.message) ||
+      ['209', '210', '279'].includes(String((err as { code?: unknown }).code))
+    );
   if (err.name !== 'Error') return false; // TypeError, RangeError, SyntaxError…: a bug, not an outage
   return OUTAGE_MESSAGE.test(err.message);
 }
@@ -93,11 +112,15 @@ export function isStorageOutOfMemory(err: unknown): boolean {
  * are not storage's and stay 500s.
  */
 export function isMarkedStorageOutage(err: unknown): boolean {
-  return err instanceof StorageNotReadyError || (err instanceof Error && (err as { [STORAGE_OUTAGE]?: boolean })[STORAGE_OUTAGE] === true);
+  return (
+    err instanceof StorageNotReadyError ||
+    (err instanceof Error && (err as { [STORAGE_OUTAGE]?: boolean })[STORAGE_OUTAGE] === true)
+  );
 }
 
 /** Marks `err` as a storage outage when it is one (see isStorageOutage); returns it. */
 export function markStorageOutage<E>(err: E): E {
-  if (err instanceof Error && isStorageOutage(err)) Object.defineProperty(err, STORAGE_OUTAGE, { value: true, enumerable: false });
+  if (err instanceof Error && isStorageOutage(err))
+    Object.defineProperty(err, STORAGE_OUTAGE, { value: true, enumerable: false });
   return err;
 }

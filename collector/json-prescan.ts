@@ -9,7 +9,10 @@ function stringEnd(b: Buffer, i: number): number {
     if (j < 0) return -1;
     let k = j - 1;
     let bs = 0;
-    while (b[k] === 0x5c) { bs++; k--; }
+    while (b[k] === 0x5c) {
+      bs++;
+      k--;
+    }
     if ((bs & 1) === 0) return j;
     j++;
   }
@@ -26,7 +29,12 @@ function stringEnd(b: Buffer, i: number): number {
  * member (key and value) counts once, a scalar once, an object or array once plus its elements, and an empty
  * container twice. JSON.parse and what follows it cost per value; this bounds them whatever the byte size.
  */
-export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity, maxValues = Infinity): 'ok' | 'deep' | 'wide' | 'many' {
+export function jsonPrescan(
+  b: Buffer,
+  maxNesting: number,
+  maxObjects = Infinity,
+  maxValues = Infinity,
+): 'ok' | 'deep' | 'wide' | 'many' {
   let depth = 0;
   let objects = 0;
   let values = 1;
@@ -57,13 +65,15 @@ export function jsonPrescan(b: Buffer, maxNesting: number, maxObjects = Infinity
 export const foldKey = (k: string): string => k.toUpperCase().toLowerCase();
 
 /** A JSON object (not an array, not null). */
-export const isJsonObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isJsonObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * An object's fields by folded key, as an upstream matching keys without regard to case reads them (Go's
  * encoding/json does). One value per key when the object passed duplicateKey with foldCase.
  */
-export const foldedFields = (o: Record<string, unknown>): Map<string, unknown> => new Map(Object.entries(o).map(([k, v]) => [foldKey(k), v]));
+export const foldedFields = (o: Record<string, unknown>): Map<string, unknown> =>
+  new Map(Object.entries(o).map(([k, v]) => [foldKey(k), v]));
 
 /**
  * The first object key that occurs twice in the same object of a (valid) JSON text, or null. JSON.parse keeps
@@ -85,7 +95,9 @@ export function duplicateKey(b: Buffer, foldCase = false, exactUnder: ReadonlySe
       const top = objects[objects.length - 1];
       if (top?.keys && expectKey) {
         // Compared unescaped: "input" and "\u0069nput" are the same key.
-        const key = b.subarray(i + 1, j).includes(0x5c) ? JSON.parse(b.toString('utf8', i, j + 1)) as string : b.toString('utf8', i + 1, j);
+        const key = b.subarray(i + 1, j).includes(0x5c)
+          ? (JSON.parse(b.toString('utf8', i, j + 1)) as string)
+          : b.toString('utf8', i + 1, j);
         const seen = foldCase && !top.exact ? foldKey(key) : key;
         if (top.keys.has(seen)) return key;
         top.keys.add(seen);
@@ -95,7 +107,8 @@ export function duplicateKey(b: Buffer, foldCase = false, exactUnder: ReadonlySe
       i = j;
     } else if (c === 0x7b || c === 0x5b) {
       const parent = objects[objects.length - 1];
-      const exact = (parent?.exact ?? false) || (parent?.keys != null && lastKey !== null && exactUnder.has(foldKey(lastKey)));
+      const exact =
+        (parent?.exact ?? false) || (parent?.keys != null && lastKey !== null && exactUnder.has(foldKey(lastKey)));
       objects.push({ keys: c === 0x7b ? new Set() : null, exact });
       expectKey = c === 0x7b;
     } else if (c === 0x5d || c === 0x7d) {

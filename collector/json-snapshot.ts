@@ -27,13 +27,22 @@ export class JsonSnapshot {
   changed(): void {
     this.dirty = true;
     if (this.timer || this.writing) return; // the write under way schedules the next one
-    this.timer = setTimeout(() => { this.timer = null; void this.write(); }, Math.max(0, this.lastWrite + this.everyMs - Date.now()));
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        void this.write();
+      },
+      Math.max(0, this.lastWrite + this.everyMs - Date.now()),
+    );
     this.timer.unref();
   }
 
   /** Write now if anything changed (at shutdown), after the write under way. */
   async flush(): Promise<void> {
-    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
     await this.writing;
     await this.write(false);
   }
@@ -48,10 +57,22 @@ export class JsonSnapshot {
       const text = JSON.stringify(this.value());
       await mkdir(dirname(this.path), { recursive: true, mode: 0o700 });
       const fh = await open(`${this.path}.tmp`, 'w', 0o600);
-      try { await fh.writeFile(text); await fh.sync(); } finally { await fh.close(); }
+      try {
+        await fh.writeFile(text);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
       await rename(`${this.path}.tmp`, this.path);
-    })().catch(() => { this.dirty = true; failed = true; }) // a state file: the next change or flush tries again
-      .finally(() => { this.writing = null; if (next && this.dirty && !failed) this.changed(); });
+    })()
+      .catch(() => {
+        this.dirty = true;
+        failed = true;
+      }) // a state file: the next change or flush tries again
+      .finally(() => {
+        this.writing = null;
+        if (next && this.dirty && !failed) this.changed();
+      });
     return this.writing;
   }
 }

@@ -25,7 +25,10 @@ export function keyMatches(key: string, record: ApiKeyRecord): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export interface Caller { workspaceId: string; keyId: string }
+export interface Caller {
+  workspaceId: string;
+  keyId: string;
+}
 
 /**
  * Looks keys up by id with a short cache so a busy ingest path does not query storage per request.
@@ -72,14 +75,21 @@ export class KeyVerifier {
       if (record !== undefined) {
         // Held a little longer, so the requests that follow do not each wait out the deadline again (unless the
         // key was revoked here meanwhile: then the next request looks it up afresh).
-        if (this.lookups.current(parsed.keyId, gen)) this.cache.set(parsed.keyId, { record, until: Date.now() + STALE_GRACE_MS });
+        if (this.lookups.current(parsed.keyId, gen))
+          this.cache.set(parsed.keyId, { record, until: Date.now() + STALE_GRACE_MS });
         return this.check(key, record);
       }
-      throw Object.assign(new BackpressureError('cannot verify the API key while storage is unreachable; retry later', 5), { cause: err });
+      throw Object.assign(
+        new BackpressureError('cannot verify the API key while storage is unreachable; retry later', 5),
+        { cause: err },
+      );
     };
     let got: { value: ApiKeyRecord | null } | null;
     try {
-      got = await within(this.lookups.run(parsed.keyId, (g) => this.lookup(parsed.keyId, g)), this.deadlineMs);
+      got = await within(
+        this.lookups.run(parsed.keyId, (g) => this.lookup(parsed.keyId, g)),
+        this.deadlineMs,
+      );
     } catch (err) {
       return fallback(err);
     }

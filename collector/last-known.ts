@@ -9,7 +9,10 @@ import { join } from 'node:path';
 import { JsonSnapshot } from './json-snapshot.ts';
 import type { ApiKeyRecord } from '../storage/types.ts';
 
-interface Snapshot { keys: Record<string, ApiKeyRecord>; settings: Record<string, { doc: string; version: number } | null> }
+interface Snapshot {
+  keys: Record<string, ApiKeyRecord>;
+  settings: Record<string, { doc: string; version: number } | null>;
+}
 
 /** Where a collector keeps its copy, in its data directory. */
 export const lastKnownFile = (dataDir: string) => join(dataDir, 'cache', 'last-known.json');
@@ -23,12 +26,16 @@ export class LastKnown {
     try {
       const v = JSON.parse(readFileSync(path, 'utf8')) as Partial<Snapshot>;
       data = { keys: v.keys ?? {}, settings: v.settings ?? {} };
-    } catch { /* first start, or unreadable: nothing known */ }
+    } catch {
+      /* first start, or unreadable: nothing known */
+    }
     this.data = data;
     this.file = new JsonSnapshot(path, () => this.data);
   }
 
-  key(keyId: string): ApiKeyRecord | undefined { return Object.hasOwn(this.data.keys, keyId) ? this.data.keys[keyId] : undefined; }
+  key(keyId: string): ApiKeyRecord | undefined {
+    return Object.hasOwn(this.data.keys, keyId) ? this.data.keys[keyId] : undefined;
+  }
   settings(workspaceId: string): { doc: string; version: number } | null | undefined {
     return Object.hasOwn(this.data.settings, workspaceId) ? this.data.settings[workspaceId] : undefined;
   }
@@ -59,5 +66,7 @@ export class LastKnown {
   }
 
   /** Write now (at shutdown). */
-  flush(): Promise<void> { return this.file.flush(); }
+  flush(): Promise<void> {
+    return this.file.flush();
+  }
 }

@@ -13,15 +13,23 @@ export class LocalHost implements IngestHost {
   private waiting: Waiting[] = [];
 
   constructor(opts: { dir: string; fsync: boolean; logger?: SpoolLogger; processors?: Processor[] }) {
-    this.host = new ProcessorHost({ spool: new Spool({ dir: opts.dir, fsync: opts.fsync, logger: opts.logger }), processors: opts.processors ?? [] });
+    this.host = new ProcessorHost({
+      spool: new Spool({ dir: opts.dir, fsync: opts.fsync, logger: opts.logger }),
+      processors: opts.processors ?? [],
+    });
   }
 
-  get state(): SpoolState { return this.host.state(); }
-  async open(): Promise<Segment[]> { return this.host.open(); }
+  get state(): SpoolState {
+    return this.host.state();
+  }
+  async open(): Promise<Segment[]> {
+    return this.host.open();
+  }
 
   process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ accepted: number; rows: number }> {
     return new Promise((resolve, reject) => {
-      if (this.waiting.push({ item: { spans, ctx }, resolve, reject }) === 1) setImmediate(() => void this.processWaiting());
+      if (this.waiting.push({ item: { spans, ctx }, resolve, reject }) === 1)
+        setImmediate(() => void this.processWaiting());
     });
   }
 
@@ -30,8 +38,12 @@ export class LocalHost implements IngestHost {
     if (out.frames[0]) throw new SpoolWriteError(out.frames[0]);
   }
 
-  async seal(): Promise<Segment[]> { return this.host.seal(); }
-  async close(): Promise<void> { await this.host.close(); }
+  async seal(): Promise<Segment[]> {
+    return this.host.seal();
+  }
+  async close(): Promise<void> {
+    await this.host.close();
+  }
 
   private async processWaiting(): Promise<void> {
     const batch = this.waiting;

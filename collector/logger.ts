@@ -5,7 +5,10 @@ export function createLogger(level: string): Logger {
   return pino({
     level,
     base: { service: 'tracegate' },
-    redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'key', 'apiKey'], censor: '[redacted]' },
+    redact: {
+      paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'key', 'apiKey'],
+      censor: '[redacted]',
+    },
   });
 }
 export type { Logger };

@@ -3,7 +3,7 @@ import { z } from 'zod';
 
 export interface RouteDoc {
   method: 'get' | 'post' | 'put' | 'delete';
-  path: string;           // OpenAPI style: /api/traces/{traceId}
+  path: string; // OpenAPI style: /api/traces/{traceId}
   summary: string;
   tag: string;
   auth?: 'apiKey' | 'none';
@@ -25,18 +25,29 @@ export const errorSchema = z.object({
 
 /** The provider's error shape, as the proxy routes answer every error of their own, so SDKs read message, type, param and code. */
 export const providerErrorSchema = z.object({
-  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable(), tracegate: z.unknown().optional() }),
+  error: z.object({
+    message: z.string(),
+    type: z.string(),
+    param: z.string().nullable(),
+    code: z.string().nullable(),
+    tracegate: z.unknown().optional(),
+  }),
 });
 
 /** google.rpc.Status, as OTLP/HTTP servers answer errors (JSON form; protobuf carries the same fields). */
-const rpcStatusSchema = z.object({ code: z.number().int(), message: z.string(), details: z.array(z.unknown()).optional() });
+const rpcStatusSchema = z.object({
+  code: z.number().int(),
+  message: z.string(),
+  details: z.array(z.unknown()).optional(),
+});
 
 /** The component each error family's standard errors refer to. */
 const ERROR_NAME = { 'rpc-status': 'Status', provider: 'ProviderError' } as const;
 
 /** Requests are documented as the route accepts them (before defaults), responses as it answers them. */
 type Io = 'input' | 'output';
-const toSchema = (s: z.ZodType, io: Io = 'input') => z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any' });
+const toSchema = (s: z.ZodType, io: Io = 'input') =>
+  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any' });
 
 type Json = Record<string, unknown>;
 
@@ -52,7 +63,10 @@ function embedder(components: Record<string, unknown>) {
     if (!v || typeof v !== 'object') return v;
     const out: Json = {};
     for (const [k, x] of Object.entries(v)) {
-      out[k] = k === '$ref' && typeof x === 'string' && x.startsWith('#/$defs/') ? `#/components/schemas/${names.get(x.slice(8)) ?? x.slice(8)}` : rewrite(x, names);
+      out[k] =
+        k === '$ref' && typeof x === 'string' && x.startsWith('#/$defs/')
+          ? `#/components/schemas/${names.get(x.slice(8)) ?? x.slice(8)}`
+          : rewrite(x, names);
     }
     return out;
   };
@@ -64,7 +78,8 @@ function embedder(components: Record<string, unknown>) {
     for (const [name, def] of Object.entries($defs)) {
       const target = names.get(name)!;
       const hoisted = rewrite(def, names);
-      if (target in components && JSON.stringify(components[target]) !== JSON.stringify(hoisted)) throw new Error(`OpenAPI: two different schemas named ${target}`);
+      if (target in components && JSON.stringify(components[target]) !== JSON.stringify(hoisted))
+        throw new Error(`OpenAPI: two different schemas named ${target}`);
       components[target] = hoisted;
     }
     return rewrite(schema, names) as Json;
@@ -74,7 +89,9 @@ function embedder(components: Record<string, unknown>) {
 export function buildOpenApi(routes: RouteDoc[], version: string): object {
   const paths: Record<string, Record<string, unknown>> = {};
   const schemas: Record<string, unknown> = {
-    Error: toSchema(errorSchema, 'output'), ProviderError: toSchema(providerErrorSchema, 'output'), Status: toSchema(rpcStatusSchema, 'output'),
+    Error: toSchema(errorSchema, 'output'),
+    ProviderError: toSchema(providerErrorSchema, 'output'),
+    Status: toSchema(rpcStatusSchema, 'output'),
   };
   const embed = embedder(schemas);
   for (const r of routes) {
@@ -82,20 +99,29 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
     if (r.auth === 'apiKey') op.security = [{ bearerAuth: [] }];
     if (r.auth === 'none') op.security = [];
     const params: unknown[] = [];
-    for (const m of r.path.matchAll(/\{(\w+)\}/g)) params.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });
+    for (const m of r.path.matchAll(/\{(\w+)\}/g))
+      params.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });
     if (r.query) {
       for (const [name, s] of Object.entries(r.query.shape)) {
-        params.push({ name, in: 'query', required: !(s as z.ZodType).safeParse(undefined).success, schema: embed(s as z.ZodType) });
+        params.push({
+          name,
+          in: 'query',
+          required: !(s as z.ZodType).safeParse(undefined).success,
+          schema: embed(s as z.ZodType),
+        });
       }
     }
     if (params.length) op.parameters = params;
     if (r.request) {
       const content: Record<string, unknown> = {};
-      for (const ct of r.request.contentTypes) content[ct] = r.request.schema && ct.includes('json') ? { schema: embed(r.request.schema) } : {};
+      for (const ct of r.request.contentTypes)
+        content[ct] = r.request.schema && ct.includes('json') ? { schema: embed(r.request.schema) } : {};
       op.requestBody = { required: true, content };
     }
     const responses: Record<string, unknown> = {};
-    const binary = (message: string) => ({ 'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: message } } });
+    const binary = (message: string) => ({
+      'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: message } },
+    });
     for (const [status, resp] of Object.entries(r.responses)) {
       const content = {
         ...(resp.schema ? { [resp.contentType ?? 'application/json']: { schema: embed(resp.schema, 'output') } } : {}),
@@ -126,7 +152,13 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
 
 function standardErrors(r: RouteDoc): Record<string, string> {
   const e: Record<string, string> = {};
-  if (r.request) Object.assign(e, { 400: 'Invalid request', 408: 'The body stalled (nothing sent for TRACEGATE_BODY_IDLE_TIMEOUT_MS)', 413: 'Body too large (after decompression)', 415: 'Unsupported content type or encoding' });
+  if (r.request)
+    Object.assign(e, {
+      400: 'Invalid request',
+      408: 'The body stalled (nothing sent for TRACEGATE_BODY_IDLE_TIMEOUT_MS)',
+      413: 'Body too large (after decompression)',
+      415: 'Unsupported content type or encoding',
+    });
   else if (r.query || r.path.includes('{')) e[400] = 'Invalid query or path parameter (details name each one)';
   if (r.auth === 'apiKey') {
     e[401] = 'Missing or invalid credentials';

@@ -24,7 +24,10 @@ type SpoolFileWriter = (paths: string[], maxRows: number, isolate?: boolean) => 
 export type { Processor };
 
 export interface PipelineOptions {
-  config: Pick<Config, 'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC' | 'ISOLATE_AFTER_FAILURES'>;
+  config: Pick<
+    Config,
+    'DATA_DIR' | 'FLUSH_INTERVAL_MS' | 'FLUSH_MAX_ROWS' | 'SPOOL_MAX_BYTES' | 'SPOOL_FSYNC' | 'ISOLATE_AFTER_FAILURES'
+  >;
   /** Only the write path is used: tests can pass a small double. With insertSpoolFiles (WorkerStorage)
    * the writer hands over segment files instead of reading their rows here. */
   storage: Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'> & { insertSpoolFiles?: SpoolFileWriter };
@@ -100,7 +103,14 @@ export class Pipeline implements Ingestor {
   constructor(opts: PipelineOptions) {
     this.opts = opts;
     this.batchBytes = opts.maxBatchBytes ?? DEFAULT_BATCH_BYTES;
-    this.host = opts.host ?? new LocalHost({ dir: join(opts.config.DATA_DIR, 'spool'), fsync: opts.config.SPOOL_FSYNC, logger: opts.logger, processors: opts.processors });
+    this.host =
+      opts.host ??
+      new LocalHost({
+        dir: join(opts.config.DATA_DIR, 'spool'),
+        fsync: opts.config.SPOOL_FSYNC,
+        logger: opts.logger,
+        processors: opts.processors,
+      });
   }
 
   /** Take over the spool and start the writer. Leftover segments replay in the background. */
@@ -109,7 +119,11 @@ export class Pipeline implements Ingestor {
     const recovered = this.sealed.length > 0;
     if (recovered) this.healthy = false; // until the replay reaches storage
     const loop = () => {
-      this.timer = setTimeout(() => { if (this.closing) return; this.kick(); loop(); }, this.opts.config.FLUSH_INTERVAL_MS);
+      this.timer = setTimeout(() => {
+        if (this.closing) return;
+        this.kick();
+        loop();
+      }, this.opts.config.FLUSH_INTERVAL_MS);
       this.timer.unref();
     };
     loop();
@@ -123,7 +137,9 @@ export class Pipeline implements Ingestor {
   /** flush() waits for appends under way. */
   private tracked<T>(p: Promise<T>): Promise<T> {
     this.ingesting.add(p);
-    const done = () => { this.ingesting.delete(p); };
+    const done = () => {
+      this.ingesting.delete(p);
+    };
     p.then(done, done);
     return p;
   }
@@ -148,7 +164,8 @@ export class Pipeline implements Ingestor {
     const state = this.host.state;
     if (state.activeRows >= this.opts.config.FLUSH_MAX_ROWS) this.kick();
     // Big records: rotate early so the writer reads a bounded amount at a time; the timer still paces inserts.
-    else if (state.activeBytes >= this.batchBytes / 4) void this.seal().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: seal failed'));
+    else if (state.activeBytes >= this.batchBytes / 4)
+      void this.seal().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: seal failed'));
     return { accepted: out.accepted };
   }
 
@@ -156,7 +173,8 @@ export class Pipeline implements Ingestor {
   async record(extra: EnrichmentRecord[]): Promise<void> {
     if (extra.length === 0) return;
     if (this.closing) throw new BackpressureError('the collector is shutting down; retry later', 1);
-    if (this.spoolBytes() >= this.opts.config.SPOOL_MAX_BYTES) throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
+    if (this.spoolBytes() >= this.opts.config.SPOOL_MAX_BYTES)
+      throw new BackpressureError('storage is behind and the spool is full; retry later', 5);
     await this.tracked(this.handOver(extra));
   }
 
@@ -171,7 +189,12 @@ export class Pipeline implements Ingestor {
       if (this.handing) return;
       this.handing = true;
       // setImmediate: records made in the same event-loop turn go out as one frame.
-      setImmediate(() => void this.handOverWaiting().catch((err: unknown) => this.opts.logger.error({ err }, 'pipeline: spool handover failed')));
+      setImmediate(
+        () =>
+          void this.handOverWaiting().catch((err: unknown) =>
+            this.opts.logger.error({ err }, 'pipeline: spool handover failed'),
+          ),
+      );
     });
   }
 
@@ -188,7 +211,12 @@ export class Pipeline implements Ingestor {
           await this.host.append(encodeFrame(records), records.length);
         } catch (err) {
           this.opts.chain?.failed(records);
-          for (const h of ok) h.reject(err instanceof SpoolWriteError ? Object.assign(new BackpressureError('could not write to the spool; retry later', 1), { cause: err }) : err);
+          for (const h of ok)
+            h.reject(
+              err instanceof SpoolWriteError
+                ? Object.assign(new BackpressureError('could not write to the spool; retry later', 1), { cause: err })
+                : err,
+            );
           continue;
         }
         this.opts.onDurable?.(records);
@@ -224,17 +252,29 @@ export class Pipeline implements Ingestor {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     let timeout: NodeJS.Timeout | undefined;
-    const limit = new Promise<'timeout'>((r) => { timeout = setTimeout(() => r('timeout'), this.opts.closeTimeoutMs ?? 10_000); });
+    const limit = new Promise<'timeout'>((r) => {
+      timeout = setTimeout(() => r('timeout'), this.opts.closeTimeoutMs ?? 10_000);
+    });
     // Never rejects: a flush that fails after the timeout must not become an unhandled rejection.
-    const done = this.flush().then(() => null, (err: unknown) => err);
+    const done = this.flush().then(
+      () => null,
+      (err: unknown) => err,
+    );
     const res = await Promise.race([done, limit]);
     clearTimeout(timeout);
     if (res !== null) {
       const why = res === 'timeout' ? 'timed out' : 'failed';
-      this.opts.logger.warn({ err: res === 'timeout' ? undefined : res, pendingRows: this.stats().pendingRows }, `pipeline: final flush ${why}; rows stay spooled for the next start`);
+      this.opts.logger.warn(
+        { err: res === 'timeout' ? undefined : res, pendingRows: this.stats().pendingRows },
+        `pipeline: final flush ${why}; rows stay spooled for the next start`,
+      );
     }
     // An unflushed segment stays on disk; the next start replays it.
-    await this.host.close().catch((err: unknown) => this.opts.logger.warn({ err }, 'pipeline: closing the spool failed; the next start replays what it holds'));
+    await this.host
+      .close()
+      .catch((err: unknown) =>
+        this.opts.logger.warn({ err }, 'pipeline: closing the spool failed; the next start replays what it holds'),
+      );
   }
 
   /** Bytes spooled and not yet in storage: sealed segments plus the active one. */
@@ -265,7 +305,9 @@ export class Pipeline implements Ingestor {
   }
 
   /** Sealed segments not yet in storage, oldest first. */
-  sealedSegments(): readonly Segment[] { return this.sealed; }
+  sealedSegments(): readonly Segment[] {
+    return this.sealed;
+  }
 
   /** Timer / size trigger: seal, then flush unless one is running or we are backing off. */
   private kick(): void {
@@ -303,7 +345,9 @@ export class Pipeline implements Ingestor {
 
   /** Delete a sealed segment once storage has its rows. */
   private async remove(seg: Segment): Promise<void> {
-    await unlink(seg.path).catch((e: NodeJS.ErrnoException) => { if (e.code !== 'ENOENT') throw e; });
+    await unlink(seg.path).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
     const i = this.sealed.indexOf(seg);
     if (i >= 0) this.sealed.splice(i, 1);
   }
@@ -324,7 +368,10 @@ export class Pipeline implements Ingestor {
         const code = (err as { code?: unknown } | null)?.code;
         this.lastErrorCode = typeof code === 'string' || typeof code === 'number' ? String(code) : null;
         const delay = this.backoff();
-        this.opts.logger.warn({ err, retryInMs: delay, pendingRows: this.stats().pendingRows }, 'pipeline: flush to storage failed; rows stay spooled');
+        this.opts.logger.warn(
+          { err, retryInMs: delay, pendingRows: this.stats().pendingRows },
+          'pipeline: flush to storage failed; rows stay spooled',
+        );
         throw err;
       } finally {
         this.flushing = null;
@@ -352,8 +399,15 @@ export class Pipeline implements Ingestor {
   /** Refused records go to DATA_DIR/refused (durably, before their segments are removed): set aside, never lost. */
   private async setAside(group: readonly Segment[], refused: RefusedRecord[]): Promise<void> {
     if (!refused.length) return;
-    const file = await writeRefused(join(this.opts.config.DATA_DIR, 'refused'), basename(group[0]!.path).replace(/\.seg$/, ''), refused);
-    this.opts.logger.error({ rows: refused.length, file, firstError: refused[0]!.error }, 'pipeline: storage refused records; set aside in DATA_DIR/refused');
+    const file = await writeRefused(
+      join(this.opts.config.DATA_DIR, 'refused'),
+      basename(group[0]!.path).replace(/\.seg$/, ''),
+      refused,
+    );
+    this.opts.logger.error(
+      { rows: refused.length, file, firstError: refused[0]!.error },
+      'pipeline: storage refused records; set aside in DATA_DIR/refused',
+    );
     this.opts.onRefused?.(refused.length);
   }
 
@@ -363,7 +417,10 @@ export class Pipeline implements Ingestor {
     for (;;) {
       const segs = this.sealed;
       if (!segs.length) return;
-      if (this.opts.storage.insertSpoolFiles) { await this.writeFiles(segs); continue; }
+      if (this.opts.storage.insertSpoolFiles) {
+        await this.writeFiles(segs);
+        continue;
+      }
       const group: Segment[] = [];
       let rows: StoredRecord[] = [];
       let bytes = 0;
@@ -378,7 +435,7 @@ export class Pipeline implements Ingestor {
       for (let i = 0; i < rows.length; i += maxRows) {
         const chunk = rows.length <= maxRows ? rows : rows.slice(i, i + maxRows);
         const t0 = performance.now();
-        if (this.isolating) refused.push(...await insertIsolating(this.opts.storage, chunk));
+        if (this.isolating) refused.push(...(await insertIsolating(this.opts.storage, chunk)));
         else await insertRecords(this.opts.storage, chunk);
         this.noteFlush(chunk.length, performance.now() - t0);
       }
@@ -396,8 +453,13 @@ export class Pipeline implements Ingestor {
       group.push(seg);
       bytes += seg.bytes;
     }
-    const res = await this.opts.storage.insertSpoolFiles!(group.map((s) => s.path), this.opts.config.FLUSH_MAX_ROWS, this.isolating);
-    for (const t of res.badTails) this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail or damage');
+    const res = await this.opts.storage.insertSpoolFiles!(
+      group.map((s) => s.path),
+      this.opts.config.FLUSH_MAX_ROWS,
+      this.isolating,
+    );
+    for (const t of res.badTails)
+      this.opts.logger.warn({ segment: t.path, error: t.error }, 'spool: segment has a bad tail or damage');
     await this.setAside(group, res.refused);
     for (const c of res.chunks) this.noteFlush(c.rows, c.ms);
     for (const seg of group) await this.remove(seg);

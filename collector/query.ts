@@ -22,7 +22,12 @@ function isoNs(s: string): bigint {
  * offset (fraction digits kept to the nanosecond), or a date (midnight UTC).
  */
 export const time = z.union([
-  z.string().regex(/^\d{1,16}$/).transform(Number).pipe(z.number().max(MAX_DATE_MS)).transform((ms) => BigInt(ms) * NS_PER_MS),
+  z
+    .string()
+    .regex(/^\d{1,16}$/)
+    .transform(Number)
+    .pipe(z.number().max(MAX_DATE_MS))
+    .transform((ms) => BigInt(ms) * NS_PER_MS),
   z.iso.datetime({ offset: true }).transform(isoNs),
   z.iso.date().transform((s) => BigInt(Date.parse(`${s}T00:00:00Z`)) * NS_PER_MS),
 ]);
@@ -39,14 +44,23 @@ export function msCeil(ns: bigint | undefined): number | undefined {
 
 /** A count in a query (limit, spanLimit): decimal digits only, as the time bounds ("0x3", "3e0", " 3" are not). */
 export const whole = (min: number, max: number) =>
-  z.string().regex(/^\d{1,16}$/, 'must be a whole number in decimal digits').transform(Number).pipe(z.number().int().min(min).max(max));
+  z
+    .string()
+    .regex(/^\d{1,16}$/, 'must be a whole number in decimal digits')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
 
 /** Validates ctx.query; 400 naming the first bad parameter, every problem in details. */
 export function parseQuery<T extends z.ZodType>(schema: T, ctx: Context): z.output<T> {
   const r = schema.safeParse(ctx.query);
   if (!r.success) {
     const i = r.error.issues[0]!;
-    throw new HttpError(400, 'invalid_query', `${i.path.join('.')}: ${i.message}`, r.error.issues.map((x) => ({ field: x.path.join('.'), message: x.message })));
+    throw new HttpError(
+      400,
+      'invalid_query',
+      `${i.path.join('.')}: ${i.message}`,
+      r.error.issues.map((x) => ({ field: x.path.join('.'), message: x.message })),
+    );
   }
   return r.data;
 }

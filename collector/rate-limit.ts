@@ -25,7 +25,11 @@ const REDIS_REPORT_MS = 60_000;
 const THROTTLED_LOOKUPS = 10;
 
 /** What a failed authentication costs its client IP: `throttled` once over the limit; `tripped` on the first throttled one of a window. */
-export interface AuthFailureResult { throttled: boolean; tripped: boolean; retryAfterSeconds: number }
+export interface AuthFailureResult {
+  throttled: boolean;
+  tripped: boolean;
+  retryAfterSeconds: number;
+}
 
 /** A Redis command slower than this falls back to the in-memory limiter (a hung server never answers). */
 const REDIS_COMMAND_TIMEOUT_MS = 200;
@@ -48,7 +52,10 @@ class Insurance extends RateLimiterMemory {
   }
 }
 
-interface RouteLimiter { shared: RateLimiterAbstract; memory: Insurance }
+interface RouteLimiter {
+  shared: RateLimiterAbstract;
+  memory: Insurance;
+}
 
 export class RateLimits {
   private readonly limiters = new Map<string, RouteLimiter>();
@@ -60,7 +67,12 @@ export class RateLimits {
     this.opts = opts;
     this.authFailures = opts.authFailures ?? { points: 30, durationSeconds: 60 };
     this.redis = opts.redisUrl
-      ? new Redis(opts.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false, commandTimeout: REDIS_COMMAND_TIMEOUT_MS })
+      ? new Redis(opts.redisUrl, {
+          enableOfflineQueue: false,
+          maxRetriesPerRequest: 1,
+          lazyConnect: false,
+          commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+        })
       : null;
     // ioredis reconnects by itself; without a listener an outage would be an unhandled 'error' event.
     this.redis?.on('error', (err: unknown) => this.trouble(err));
@@ -85,13 +97,26 @@ export class RateLimits {
    * Consume a point of `route` for `key`. Through Redis when configured; its in-memory insurance limiter answers
    * when a command fails or times out, and, for REDIS_SKIP_MS after that, every request.
    */
-  private consume(route: string, key: string, points = this.opts.points, duration = this.opts.durationSeconds): Promise<RateLimiterRes> {
+  private consume(
+    route: string,
+    key: string,
+    points = this.opts.points,
+    duration = this.opts.durationSeconds,
+  ): Promise<RateLimiterRes> {
     let l = this.limiters.get(route);
     if (!l) {
       const base = { points, duration, keyPrefix: `tg:rl:${route}` };
       const memory = new Insurance(base);
-      memory.onFallback = () => { this.redisSkipUntil = Date.now() + REDIS_SKIP_MS; this.trouble(new Error('a Redis command failed or timed out; the in-memory limiter answered')); };
-      l = { memory, shared: this.redis ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory }) : memory };
+      memory.onFallback = () => {
+        this.redisSkipUntil = Date.now() + REDIS_SKIP_MS;
+        this.trouble(new Error('a Redis command failed or timed out; the in-memory limiter answered'));
+      };
+      l = {
+        memory,
+        shared: this.redis
+          ? new RateLimiterRedis({ ...base, storeClient: this.redis, insuranceLimiter: memory })
+          : memory,
+      };
       this.limiters.set(route, l);
     }
     if (this.memoryOnly(l)) return l.memory.consumeHere(key);
@@ -114,8 +139,13 @@ export class RateLimits {
       } catch (err) {
         if (err instanceof RateLimiterRes) {
           const retry = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
-          throw new HttpError(429, 'rate_limited', `rate limit of ${this.opts.points} requests per ${this.opts.durationSeconds}s exceeded for this route`,
-            { retryAfterSeconds: retry }, { 'Retry-After': String(retry), 'X-RateLimit-Remaining': '0' });
+          throw new HttpError(
+            429,
+            'rate_limited',
+            `rate limit of ${this.opts.points} requests per ${this.opts.durationSeconds}s exceeded for this route`,
+            { retryAfterSeconds: retry },
+            { 'Retry-After': String(retry), 'X-RateLimit-Remaining': '0' },
+          );
         }
         throw err;
       }
@@ -135,7 +165,11 @@ export class RateLimits {
       return { throttled: false, tripped: false, retryAfterSeconds: 0 };
     } catch (err) {
       if (!(err instanceof RateLimiterRes)) return { throttled: false, tripped: false, retryAfterSeconds: 0 };
-      return { throttled: true, tripped: err.consumedPoints === points + 1, retryAfterSeconds: Math.max(1, Math.ceil(err.msBeforeNext / 1000)) };
+      return {
+        throttled: true,
+        tripped: err.consumedPoints === points + 1,
+        retryAfterSeconds: Math.max(1, Math.ceil(err.msBeforeNext / 1000)),
+      };
     }
   }
 

@@ -60,7 +60,10 @@ export class ReadGate {
   private suspect = false;
 
   /** `livenessAfterMs`: when to ask a slow read's storage whether it answers at all (default: never). */
-  constructor(ping: () => Promise<boolean>, opts: { deadlineMs?: number; livenessAfterMs?: number; pingDeadlineMs?: number } = {}) {
+  constructor(
+    ping: () => Promise<boolean>,
+    opts: { deadlineMs?: number; livenessAfterMs?: number; pingDeadlineMs?: number } = {},
+  ) {
     this.ping = ping;
     this.deadlineMs = opts.deadlineMs ?? READ_DEADLINE_MS;
     this.livenessAfterMs = Math.min(opts.livenessAfterMs ?? Infinity, this.deadlineMs);
@@ -68,9 +71,13 @@ export class ReadGate {
   }
 
   /** Reads given up on that storage is still running. */
-  get pending(): number { return this.abandoned; }
+  get pending(): number {
+    return this.abandoned;
+  }
   /** Reads storage is running (given up on or not). */
-  get running(): number { return this.inFlight; }
+  get running(): number {
+    return this.inFlight;
+  }
 
   async run<T>(read: () => Promise<T>): Promise<T> {
     if (this.abandoned >= MAX_ABANDONED_READS) throw unavailable('storage is not answering reads; retry later');
@@ -83,20 +90,24 @@ export class ReadGate {
       throw this.failed(err);
     }
     this.inFlight++;
-    const settled = () => { this.inFlight--; };
+    const settled = () => {
+      this.inFlight--;
+    };
     p.then(settled, settled);
     let got: { value: T } | null;
     try {
       got = await within(p, this.livenessAfterMs);
       if (!got && this.livenessAfterMs < this.deadlineMs) {
         // Too many reads running for a fair ping: those wait out the deadline.
-        if (this.inFlight <= LIVENESS_MAX_IN_FLIGHT && !(await this.alive())) return this.abandon(p, 'storage is not answering; retry later');
+        if (this.inFlight <= LIVENESS_MAX_IN_FLIGHT && !(await this.alive()))
+          return this.abandon(p, 'storage is not answering; retry later');
         got = await within(p, Math.max(0, this.deadlineMs - (performance.now() - started)));
       }
     } catch (err) {
       throw this.failed(err);
     }
-    if (!got) return this.abandon(p, `storage did not answer within ${+(this.deadlineMs / 1000).toFixed(3)} s; retry later`);
+    if (!got)
+      return this.abandon(p, `storage did not answer within ${+(this.deadlineMs / 1000).toFixed(3)} s; retry later`);
     this.suspect = false;
     return got.value;
   }
@@ -115,14 +126,18 @@ export class ReadGate {
         this.pingSince = null;
       }
     });
-    const ok = await within(ping, this.pingDeadlineMs).then((got) => got?.value === true, () => false);
+    const ok = await within(ping, this.pingDeadlineMs).then(
+      (got) => got?.value === true,
+      () => false,
+    );
     if (ok) this.suspect = false;
     return ok;
   }
 
   private failed(err: unknown): unknown {
     // Storage answers, but not this read for now: 503 without suspecting it (the next reads go ahead as usual).
-    if (isStorageOutOfMemory(err)) return Object.assign(unavailable('storage has not enough memory for this read now; retry later'), { cause: err });
+    if (isStorageOutOfMemory(err))
+      return Object.assign(unavailable('storage has not enough memory for this read now; retry later'), { cause: err });
     if (!isStorageOutage(err)) return err;
     this.suspect = true;
     return Object.assign(unavailable('storage is unreachable; retry later'), { cause: err });
@@ -131,7 +146,14 @@ export class ReadGate {
   private abandon(p: Promise<unknown>, message: string): never {
     this.suspect = true;
     this.abandoned++;
-    p.then(() => { this.abandoned--; }, () => { this.abandoned--; }); // also never an unhandled rejection
+    p.then(
+      () => {
+        this.abandoned--;
+      },
+      () => {
+        this.abandoned--;
+      },
+    ); // also never an unhandled rejection
     throw unavailable(message);
   }
 }

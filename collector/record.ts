@@ -11,7 +11,17 @@ export type SpanKind = (typeof SPAN_KINDS)[number];
  */
 export const USAGE_KINDS: ReadonlySet<string> = new Set<SpanKind>(['llm', 'embedding']);
 
-export const SOURCES = ['native', 'otlp', 'agents', 'guardrails', 'tool_call', 'proxy', 'agent_lab', 'coach', 'sdk'] as const;
+export const SOURCES = [
+  'native',
+  'otlp',
+  'agents',
+  'guardrails',
+  'tool_call',
+  'proxy',
+  'agent_lab',
+  'coach',
+  'sdk',
+] as const;
 export type Source = (typeof SOURCES)[number];
 
 /** An attribute value as a client sent it (OTLP AnyValue, or JSON). */
@@ -65,11 +75,36 @@ export interface SpanRecord {
  */
 export function emptySpan(workspaceId: string, source: Source): SpanRecord {
   return {
-    actionName: '', attributes: {}, completionTokens: 0, costUsd: 0, durationMs: 0, endTimeNs: '0', environment: '',
-    events: [], finishReason: '', ingestedAtMs: 0, kind: 'other', model: '', name: '', parentSpanId: '',
-    prompt: '', promptTokens: 0, provider: '', requestId: '', resourceAttributes: {}, response: '', source,
-    spanId: '', startTimeNs: '0', status: 'completed', statusMessage: '', totalTokens: 0, traceId: '',
-    trainable: false, trainingPreferred: false, workspaceId,
+    actionName: '',
+    attributes: {},
+    completionTokens: 0,
+    costUsd: 0,
+    durationMs: 0,
+    endTimeNs: '0',
+    environment: '',
+    events: [],
+    finishReason: '',
+    ingestedAtMs: 0,
+    kind: 'other',
+    model: '',
+    name: '',
+    parentSpanId: '',
+    prompt: '',
+    promptTokens: 0,
+    provider: '',
+    requestId: '',
+    resourceAttributes: {},
+    response: '',
+    source,
+    spanId: '',
+    startTimeNs: '0',
+    status: 'completed',
+    statusMessage: '',
+    totalTokens: 0,
+    traceId: '',
+    trainable: false,
+    trainingPreferred: false,
+    workspaceId,
   };
 }
 

@@ -23,7 +23,10 @@ export async function writeRefused(dir: string, segment: string, refused: Refuse
   const atMs = Date.now();
   const digest = hash('sha256', JSON.stringify(refused.map((r) => r.record)), 'hex').slice(0, 16);
   const file = join(dir, `${segment}-${digest}.ndjson`);
-  await writeWhole(file, refused.map((r) => JSON.stringify({ atMs, error: r.error, record: r.record })).join('\n') + '\n');
+  await writeWhole(
+    file,
+    refused.map((r) => JSON.stringify({ atMs, error: r.error, record: r.record })).join('\n') + '\n',
+  );
   return file;
 }
 
@@ -40,9 +43,16 @@ async function writeWhole(file: string, data: string | Buffer): Promise<void> {
   await syncDir(dirname(file));
 }
 
-export interface RefusedFile { name: string; records: number; firstError: string }
+export interface RefusedFile {
+  name: string;
+  records: number;
+  firstError: string;
+}
 
-interface RefusedLine { line: number; row: { atMs?: unknown; error?: unknown; record?: unknown } }
+interface RefusedLine {
+  line: number;
+  row: { atMs?: unknown; error?: unknown; record?: unknown };
+}
 
 /**
  * A refused file's lines, read one at a time (a file may hold more than one string can: 600 MB failed read whole),
@@ -62,7 +72,8 @@ async function* readRefused(path: string): AsyncGenerator<RefusedLine> {
       } catch (err) {
         throw new Error(`${path}:${line}: not valid JSON (${(err as Error).message})`);
       }
-      if (!isObject(row)) throw new Error(`${path}:${line}: expected an object {"atMs","error","record"}, not ${kindOf(row)}`);
+      if (!isObject(row))
+        throw new Error(`${path}:${line}: expected an object {"atMs","error","record"}, not ${kindOf(row)}`);
       yield { line, row };
     }
   } finally {
@@ -94,59 +105,147 @@ type Fields<T> = Record<Exclude<keyof T, 'recordType'>, FieldKind>;
 
 /** Every field of a span (collector/record.ts), as the storage codecs read it. */
 const SPAN_FIELDS = {
-  workspaceId: 'string', traceId: 'string', spanId: 'string', parentSpanId: 'string', name: 'string', kind: 'string',
-  source: 'string', startTimeNs: 'ns', endTimeNs: 'ns', durationMs: 'number', status: 'string', statusMessage: 'string',
-  model: 'string', provider: 'string', prompt: 'string', response: 'string', promptTokens: 'number',
-  completionTokens: 'number', totalTokens: 'number', costUsd: 'number', finishReason: 'string', actionName: 'string',
-  environment: 'string', requestId: 'string', trainingPreferred: 'boolean', trainable: 'boolean',
-  attributes: 'attributes', resourceAttributes: 'attributes', events: 'events', ingestedAtMs: 'number',
+  workspaceId: 'string',
+  traceId: 'string',
+  spanId: 'string',
+  parentSpanId: 'string',
+  name: 'string',
+  kind: 'string',
+  source: 'string',
+  startTimeNs: 'ns',
+  endTimeNs: 'ns',
+  durationMs: 'number',
+  status: 'string',
+  statusMessage: 'string',
+  model: 'string',
+  provider: 'string',
+  prompt: 'string',
+  response: 'string',
+  promptTokens: 'number',
+  completionTokens: 'number',
+  totalTokens: 'number',
+  costUsd: 'number',
+  finishReason: 'string',
+  actionName: 'string',
+  environment: 'string',
+  requestId: 'string',
+  trainingPreferred: 'boolean',
+  trainable: 'boolean',
+  attributes: 'attributes',
+  resourceAttributes: 'attributes',
+  events: 'events',
+  ingestedAtMs: 'number',
 } as const satisfies Fields<SpanRecord>;
 
 /** Every field of each enrichment record type (collector/enrichment-records.ts). */
 const ENRICHMENT_FIELDS: { [T in EnrichmentType]: Fields<Extract<EnrichmentRecord, { recordType: T }>> } = {
   finding: {
-    workspaceId: 'string', traceId: 'string', spanId: 'string', detector: 'string', rule: 'string', category: 'string',
-    severity: 'string', field: 'string', start: 'number', end: 'number', preview: 'string', score: 'number',
-    action: 'string', createdAtMs: 'number',
+    workspaceId: 'string',
+    traceId: 'string',
+    spanId: 'string',
+    detector: 'string',
+    rule: 'string',
+    category: 'string',
+    severity: 'string',
+    field: 'string',
+    start: 'number',
+    end: 'number',
+    preview: 'string',
+    score: 'number',
+    action: 'string',
+    createdAtMs: 'number',
   },
   policy: {
-    workspaceId: 'string', traceId: 'string', spanId: 'string', policyVersion: 'number', decision: 'string',
-    reasons: 'string', createdAtMs: 'number',
+    workspaceId: 'string',
+    traceId: 'string',
+    spanId: 'string',
+    policyVersion: 'number',
+    decision: 'string',
+    reasons: 'string',
+    createdAtMs: 'number',
   },
   audit: {
-    workspaceId: 'string', chainId: 'string', seq: 'number', atMs: 'number', actor: 'string', action: 'string',
-    route: 'string', outcome: 'string', accepted: 'number', rejected: 'number', details: 'string', prevHash: 'string',
+    workspaceId: 'string',
+    chainId: 'string',
+    seq: 'number',
+    atMs: 'number',
+    actor: 'string',
+    action: 'string',
+    route: 'string',
+    outcome: 'string',
+    accepted: 'number',
+    rejected: 'number',
+    details: 'string',
+    prevHash: 'string',
     hash: 'string',
   },
   alert: {
-    workspaceId: 'string', alertId: 'string', ruleId: 'string', kind: 'string', severity: 'string', message: 'string',
-    traceId: 'string', value: 'number', threshold: 'number', windowStartMs: 'number', atMs: 'number', delivered: 'string',
+    workspaceId: 'string',
+    alertId: 'string',
+    ruleId: 'string',
+    kind: 'string',
+    severity: 'string',
+    message: 'string',
+    traceId: 'string',
+    value: 'number',
+    threshold: 'number',
+    windowStartMs: 'number',
+    atMs: 'number',
+    delivered: 'string',
   },
   verification: {
-    workspaceId: 'string', traceId: 'string', spanIds: 'strings', spanVersions: 'numbers', contentHash: 'string',
-    chainId: 'string', seq: 'number', prevHash: 'string', hash: 'string', createdAtMs: 'number',
+    workspaceId: 'string',
+    traceId: 'string',
+    spanIds: 'strings',
+    spanVersions: 'numbers',
+    contentHash: 'string',
+    chainId: 'string',
+    seq: 'number',
+    prevHash: 'string',
+    hash: 'string',
+    createdAtMs: 'number',
   },
   checkpoint: {
-    workspaceId: 'string', chainId: 'string', seq: 'number', headHash: 'string', keyId: 'string', signature: 'string',
+    workspaceId: 'string',
+    chainId: 'string',
+    seq: 'number',
+    headHash: 'string',
+    keyId: 'string',
+    signature: 'string',
     atMs: 'number',
   },
 };
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const kindOf = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `${typeof v} ${JSON.stringify(v)}`.slice(0, 60));
+const kindOf = (v: unknown) =>
+  v === null
+    ? 'null'
+    : Array.isArray(v)
+      ? 'an array'
+      : typeof v === 'object'
+        ? 'an object'
+        : `${typeof v} ${JSON.stringify(v)}`.slice(0, 60);
 
 function fieldProblem(name: string, v: unknown, kind: FieldKind): string | null {
   switch (kind) {
-    case 'string': case 'number': case 'boolean':
+    case 'string':
+    case 'number':
+    case 'boolean':
       return typeof v === kind ? null : `${name} is ${kindOf(v)}, not a ${kind}`;
     case 'ns':
       if (typeof v !== 'string') return `${name} is ${kindOf(v)}, not a decimal nanosecond string`;
-      try { checkNs(v, name); return null; } catch (err) { return (err as Error).message; } // the storage codec's own check
+      try {
+        checkNs(v, name);
+        return null;
+      } catch (err) {
+        return (err as Error).message;
+      } // the storage codec's own check
     case 'attributes':
       return isObject(v) ? null : `${name} is ${kindOf(v)}, not an object`;
     case 'events':
       return Array.isArray(v) && v.every(isObject) ? null : `${name} is not an array of objects`;
-    case 'strings': case 'numbers': {
+    case 'strings':
+    case 'numbers': {
       const t = kind === 'strings' ? 'string' : 'number';
       return Array.isArray(v) && v.every((x) => typeof x === t) ? null : `${name} is not an array of ${t}s`;
     }
@@ -158,8 +257,10 @@ export function storedRecordProblem(record: unknown): string | null {
   if (!isObject(record)) return `the record is ${kindOf(record)}, not a span or an enrichment record`;
   let fields: Record<string, FieldKind>;
   if (record.recordType === undefined) fields = SPAN_FIELDS;
-  else if (typeof record.recordType === 'string' && Object.hasOwn(ENRICHMENT_FIELDS, record.recordType)) fields = ENRICHMENT_FIELDS[record.recordType as EnrichmentType];
-  else return `unknown recordType ${JSON.stringify(record.recordType)} (${Object.keys(ENRICHMENT_FIELDS).join(', ')}, or none for a span)`;
+  else if (typeof record.recordType === 'string' && Object.hasOwn(ENRICHMENT_FIELDS, record.recordType))
+    fields = ENRICHMENT_FIELDS[record.recordType as EnrichmentType];
+  else
+    return `unknown recordType ${JSON.stringify(record.recordType)} (${Object.keys(ENRICHMENT_FIELDS).join(', ')}, or none for a span)`;
   const missing = Object.keys(fields).filter((name) => record[name] === undefined);
   const problems = missing.length ? [`missing ${missing.join(', ')}`] : [];
   for (const [name, kind] of Object.entries(fields)) {
@@ -167,9 +268,15 @@ export function storedRecordProblem(record: unknown): string | null {
     if (p) problems.push(p);
   }
   if (!problems.length && record.recordType !== undefined) {
-    try { partitionEnrichment([record as unknown as EnrichmentRecord]); } catch (err) { problems.push((err as Error).message); } // storage's normalization
+    try {
+      partitionEnrichment([record as unknown as EnrichmentRecord]);
+    } catch (err) {
+      problems.push((err as Error).message);
+    } // storage's normalization
   }
-  return problems.length ? `${record.recordType === undefined ? 'span' : `${String(record.recordType)} record`}: ${problems.join('; ')}` : null;
+  return problems.length
+    ? `${record.recordType === undefined ? 'span' : `${String(record.recordType)} record`}: ${problems.join('; ')}`
+    : null;
 }
 
 /** Requeued records go to spool segments of about this size: the spool's replay reads a segment whole. */
@@ -185,7 +292,11 @@ const REQUEUE_SEGMENT_BYTES = 64 * 1024 * 1024;
  * wrong) would fail every flush of the next start. Then nothing is moved, and the error names each file, line and
  * problem.
  */
-export async function requeueRefused(dataDir: string, names?: string[], segmentBytes = REQUEUE_SEGMENT_BYTES): Promise<{ files: number; records: number }> {
+export async function requeueRefused(
+  dataDir: string,
+  names?: string[],
+  segmentBytes = REQUEUE_SEGMENT_BYTES,
+): Promise<{ files: number; records: number }> {
   const dir = join(dataDir, 'refused');
   const spoolDir = join(dataDir, 'spool');
   const all = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.ndjson')).sort();
@@ -203,7 +314,9 @@ export async function requeueRefused(dataDir: string, names?: string[], segmentB
   }
   if (invalid) {
     const list = shown.join('\n') + (invalid > 20 ? `\n… and ${invalid - 20} more` : '');
-    throw new Error(`nothing requeued: ${invalid} record${invalid === 1 ? ' is' : 's are'} not valid (fix or remove ${invalid === 1 ? 'it' : 'them'}, then run requeue again)\n${list}`);
+    throw new Error(
+      `nothing requeued: ${invalid} record${invalid === 1 ? ' is' : 's are'} not valid (fix or remove ${invalid === 1 ? 'it' : 'them'}, then run requeue again)\n${list}`,
+    );
   }
   await mkdir(spoolDir, { recursive: true });
   let records = 0;
@@ -247,5 +360,9 @@ async function nextSegment(spoolDir: string): Promise<string> {
 /** A directory's new entries, durable (a renamed or new file survives a power loss). */
 async function syncDir(dir: string): Promise<void> {
   const fh = await open(dir, 'r');
-  try { await fh.sync(); } finally { await fh.close(); }
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
 }

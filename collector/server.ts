@@ -96,41 +96,89 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   // (rejected auth, admin changes), whose records it hands to that thread to spool.
   const store = storeIdentity(config);
   const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main', store);
-  const enrichment = createEnrichment({ dataDir: config.DATA_DIR, enabled: false, settings, log, previousAuditHeads: auditHeads.current() });
+  const enrichment = createEnrichment({
+    dataDir: config.DATA_DIR,
+    enabled: false,
+    settings,
+    log,
+    previousAuditHeads: auditHeads.current(),
+  });
   if (config.ENRICHMENT) loadSigningKey(enrichment.keysDir); // created now, so its public key is published before the first trace
   const stopPublishing = config.ENRICHMENT ? publishKeys(storage, enrichment.keysDir, log) : () => {};
   const processors = new ProcessorWorker({
-    dataDir: config.DATA_DIR, enabled: config.ENRICHMENT, fsync: config.SPOOL_FSYNC, logLevel: config.LOG_LEVEL, maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN,
-    signEachTrace: config.SIGN_EACH_TRACE, store, settings, youngGenMb: config.WORKER_YOUNG_GEN_MB,
+    dataDir: config.DATA_DIR,
+    enabled: config.ENRICHMENT,
+    fsync: config.SPOOL_FSYNC,
+    logLevel: config.LOG_LEVEL,
+    maxFindingsPerSpan: config.MAX_FINDINGS_PER_SPAN,
+    signEachTrace: config.SIGN_EACH_TRACE,
+    store,
+    settings,
+    youngGenMb: config.WORKER_YOUNG_GEN_MB,
   });
   const pipeline = new Pipeline({
-    config, storage, logger: log, closeTimeoutMs: config.SHUTDOWN_FLUSH_MS, host: processors,
+    config,
+    storage,
+    logger: log,
+    closeTimeoutMs: config.SHUTDOWN_FLUSH_MS,
+    host: processors,
     onDurable: (records) => auditHeads.durable(headsOf(records, 'audit')),
     chain: mainAuditChain(enrichment.audit, auditHeads),
-    onFlush: (rows, ms) => { metrics.flushRows.observe(rows); metrics.flushSeconds.observe(ms / 1000); },
+    onFlush: (rows, ms) => {
+      metrics.flushRows.observe(rows);
+      metrics.flushSeconds.observe(ms / 1000);
+    },
     onRefused: (rows) => metrics.refused.inc(rows),
   });
   await pipeline.start();
   // Batches sign their chains' heads at most once a second; this signs what an idle collector's last batches left
   // unsigned, a second later rather than at the next batch or the shutdown (or never, after a crash).
   let signing: Promise<void> | null = null;
-  const signer = config.ENRICHMENT ? setInterval(() => {
-    signing ??= processors.checkpoints(false).then(() => {})
-      .catch((err: unknown) => log.warn({ err }, 'checkpoint of idle chains not spooled; the next batch or tick signs them'))
-      .finally(() => { signing = null; });
-  }, 1000) : null;
+  const signer = config.ENRICHMENT
+    ? setInterval(() => {
+        signing ??= processors
+          .checkpoints(false)
+          .then(() => {})
+          .catch((err: unknown) =>
+            log.warn({ err }, 'checkpoint of idle chains not spooled; the next batch or tick signs them'),
+          )
+          .finally(() => {
+            signing = null;
+          });
+      }, 1000)
+    : null;
   signer?.unref();
-  const limits = new RateLimits({ points: config.RATE_LIMIT_POINTS, durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS, redisUrl: config.REDIS_URL,
-    onRedisTrouble: (failures, err) => log.warn({ err, failures }, 'rate limiting: Redis is failing; limits are per instance until it answers again'),
-    authFailures: { points: config.AUTH_FAILURE_LIMIT, durationSeconds: config.AUTH_FAILURE_WINDOW_SECONDS } });
+  const limits = new RateLimits({
+    points: config.RATE_LIMIT_POINTS,
+    durationSeconds: config.RATE_LIMIT_WINDOW_SECONDS,
+    redisUrl: config.REDIS_URL,
+    onRedisTrouble: (failures, err) =>
+      log.warn({ err, failures }, 'rate limiting: Redis is failing; limits are per instance until it answers again'),
+    authFailures: { points: config.AUTH_FAILURE_LIMIT, durationSeconds: config.AUTH_FAILURE_WINDOW_SECONDS },
+  });
   const adminToken = randomBytes(24).toString('base64url');
   const closers: Array<() => Promise<void>> = [];
-  const app = createApp({ config, storage, pipeline, keys: new KeyVerifier(storage, 30_000, lastKnown), limits, settings, enrichment, log, metrics, adminToken, closers });
+  const app = createApp({
+    config,
+    storage,
+    pipeline,
+    keys: new KeyVerifier(storage, 30_000, lastKnown),
+    limits,
+    settings,
+    enrichment,
+    log,
+    metrics,
+    adminToken,
+    closers,
+  });
 
   // A request with no Host header is answered by the app (400 in the JSON shape), not by Node with an empty body.
   const server = createServer({ requireHostHeader: false }, app.callback()).listen(config.PORT, config.HOST);
   answerClientErrors(server);
-  await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', (err) => reject(listenError(err, config))); });
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', (err) => reject(listenError(err, config)));
+  });
   server.keepAliveTimeout = 65_000; // longer than typical client/LB idle timeouts
   server.headersTimeout = 66_000;
   const addr = server.address();
@@ -140,35 +188,48 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const adminPort = typeof adminAddr === 'object' && adminAddr ? adminAddr.port : port;
   const serverFile = join(config.DATA_DIR, 'server.json');
   // Renamed into place: a reader (the CLI, looking for a running server) never sees it half written.
-  writeFileSync(`${serverFile}.tmp`, JSON.stringify({ pid: process.pid, port, adminPort, adminToken }), { mode: 0o600 });
+  writeFileSync(`${serverFile}.tmp`, JSON.stringify({ pid: process.pid, port, adminPort, adminToken }), {
+    mode: 0o600,
+  });
   renameSync(`${serverFile}.tmp`, serverFile);
   log.info({ port, storage: storage.kind, dataDir: config.DATA_DIR }, 'tracegate listening');
 
   let closing: Promise<void> | null = null;
-  const close = () => (closing ??= (async () => {
-    log.info('shutting down: draining requests and flushing the spool');
-    if (signer) clearInterval(signer);
-    await signing;
-    adminServer?.close();
-    await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); setTimeout(() => { server.closeAllConnections(); resolve(); }, 5000).unref(); });
-    // Alert webhooks under way get a few seconds; the rest are logged as abandoned. Then the chains' last records
-    // are signed, so nothing acknowledged is left outside a checkpoint, and the delivery outcomes go with them.
-    await processors.settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000)).catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
-    // Handlers still running past closeAllConnections get 503 from here on, so the final checkpoints sign everything.
-    await pipeline.stopIngesting();
-    if (config.ENRICHMENT) await processors.checkpoints().catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
-    stopInit();
-    stopPublishing();
-    await pipeline.close(); // closes the processor thread too, once the spool is flushed
-    await auditHeads.flush();
-    await lastKnown.flush();
-    await limits.close();
-    await Promise.all(closers.map((c) => c().catch(() => {})));
-    await storage.close();
-    rmSync(serverFile, { force: true });
-    unlock();
-    log.info('stopped');
-  })());
+  const close = () =>
+    (closing ??= (async () => {
+      log.info('shutting down: draining requests and flushing the spool');
+      if (signer) clearInterval(signer);
+      await signing;
+      adminServer?.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        setTimeout(() => {
+          server.closeAllConnections();
+          resolve();
+        }, 5000).unref();
+      });
+      // Alert webhooks under way get a few seconds; the rest are logged as abandoned. Then the chains' last records
+      // are signed, so nothing acknowledged is left outside a checkpoint, and the delivery outcomes go with them.
+      await processors
+        .settleDeliveries(Math.min(config.SHUTDOWN_FLUSH_MS, 3000))
+        .catch((err: unknown) => log.warn({ err }, 'alert deliveries not settled'));
+      // Handlers still running past closeAllConnections get 503 from here on, so the final checkpoints sign everything.
+      await pipeline.stopIngesting();
+      if (config.ENRICHMENT)
+        await processors.checkpoints().catch((err: unknown) => log.warn({ err }, 'final checkpoint not spooled'));
+      stopInit();
+      stopPublishing();
+      await pipeline.close(); // closes the processor thread too, once the spool is flushed
+      await auditHeads.flush();
+      await lastKnown.flush();
+      await limits.close();
+      await Promise.all(closers.map((c) => c().catch(() => {})));
+      await storage.close();
+      rmSync(serverFile, { force: true });
+      unlock();
+      log.info('stopped');
+    })());
   return { server, port, storage, pipeline, enrichment, settings, log, close };
 }
 
@@ -179,15 +240,25 @@ const REACHED_ON_LOOPBACK = new Set(['0.0.0.0', '::', '127.0.0.1']);
  * The CLI talks to the admin routes over 127.0.0.1, and they answer loopback callers only. A server bound to one
  * other address (TRACEGATE_HOST=10.0.0.5, ::1, localhost) gets a second listener there, for /admin/ only.
  */
-async function loopbackAdmin(host: string, handler: ReturnType<ReturnType<typeof createApp>['callback']>): Promise<Server | null> {
+async function loopbackAdmin(
+  host: string,
+  handler: ReturnType<ReturnType<typeof createApp>['callback']>,
+): Promise<Server | null> {
   if (REACHED_ON_LOOPBACK.has(host)) return null;
   const admin = createServer({ requireHostHeader: false }, (req, res) => {
     if (req.url?.startsWith('/admin/')) return void handler(req, res);
-    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'not_found', message: 'this listener serves the admin routes only', details: null } }));
+    res.writeHead(404, { 'content-type': 'application/json' }).end(
+      JSON.stringify({
+        error: { code: 'not_found', message: 'this listener serves the admin routes only', details: null },
+      }),
+    );
   });
   answerClientErrors(admin);
   admin.listen(0, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => { admin.once('listening', resolve); admin.once('error', reject); });
+  await new Promise<void>((resolve, reject) => {
+    admin.once('listening', resolve);
+    admin.once('error', reject);
+  });
   return admin;
 }
 

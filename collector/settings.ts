@@ -32,17 +32,28 @@ export type SettingsDoc = z.infer<typeof settingsSchema>;
  * field (the server's default applies again) or the alert webhook's URL or secret.
  */
 // zod runs a refinement even after z.url() failed: an unparsable URL is z.url()'s to report.
-const noUserInfo = (u: string) => { if (!URL.canParse(u)) return true; const x = new URL(u); return x.username === '' && x.password === ''; };
-const NO_USERINFO = 'must not carry credentials (user:password@): they would be printed with the URL and fetch refuses them; sign webhooks with the webhook secret instead';
+const noUserInfo = (u: string) => {
+  if (!URL.canParse(u)) return true;
+  const x = new URL(u);
+  return x.username === '' && x.password === '';
+};
+const NO_USERINFO =
+  'must not carry credentials (user:password@): they would be printed with the URL and fetch refuses them; sign webhooks with the webhook secret instead';
 
 export const settingsPatchSchema = settingsSchema.partial().extend({
   alertWebhookUrl: settingsSchema.shape.alertWebhookUrl.unwrap().refine(noUserInfo, NO_USERINFO).nullable().optional(),
   alertWebhookSecret: settingsSchema.shape.alertWebhookSecret.unwrap().nullable().optional(),
-  provider: z.strictObject({
-    baseUrl: providerSettingsSchema.shape.baseUrl.unwrap().refine(noUserInfo, 'must not carry credentials (user:password@); set the provider key with --api-key-env').nullable().optional(),
-    apiKey: providerSettingsSchema.shape.apiKey.unwrap().nullable().optional(),
-    allowCallerKey: z.boolean().optional(),
-  }).optional(),
+  provider: z
+    .strictObject({
+      baseUrl: providerSettingsSchema.shape.baseUrl
+        .unwrap()
+        .refine(noUserInfo, 'must not carry credentials (user:password@); set the provider key with --api-key-env')
+        .nullable()
+        .optional(),
+      apiKey: providerSettingsSchema.shape.apiKey.unwrap().nullable().optional(),
+      allowCallerKey: z.boolean().optional(),
+    })
+    .optional(),
 });
 export type SettingsPatch = z.infer<typeof settingsPatchSchema>;
 
@@ -65,7 +76,14 @@ export class SettingsStore {
   private readonly lookups = new SingleFlight<ResolvedSettings>();
   /** Per workspace, the tail of the changes under way here (update() runs them in turn). */
   private readonly updating = new Map<string, Promise<void>>();
-  constructor(storage: Storage, config: Config, ttlMs = 5_000, onWarning?: (o: object, m: string) => void, lastKnown?: LastKnown, deadlineMs = LOOKUP_DEADLINE_MS) {
+  constructor(
+    storage: Storage,
+    config: Config,
+    ttlMs = 5_000,
+    onWarning?: (o: object, m: string) => void,
+    lastKnown?: LastKnown,
+    deadlineMs = LOOKUP_DEADLINE_MS,
+  ) {
     this.storage = storage;
     this.config = config;
     this.ttlMs = ttlMs;
@@ -85,17 +103,25 @@ export class SettingsStore {
       let value = hit?.value;
       if (!value) {
         const known = this.lastKnown?.settings(workspaceId);
-        if (known === undefined) throw Object.assign(new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5), { cause: err });
+        if (known === undefined)
+          throw Object.assign(
+            new BackpressureError('workspace settings are unavailable while storage is unreachable; retry later', 5),
+            { cause: err },
+          );
         value = this.resolve(known ? this.parseStored(known.doc, workspaceId) : {}, known?.version ?? 0);
       }
       // Held a little longer, so the lookups that follow (the same request asks more than once) do not wait again;
       // unless the settings changed here meanwhile (update() cached the new version).
-      if (this.lookups.current(workspaceId, gen)) this.cache.set(workspaceId, { value, until: Date.now() + STALE_GRACE_MS });
+      if (this.lookups.current(workspaceId, gen))
+        this.cache.set(workspaceId, { value, until: Date.now() + STALE_GRACE_MS });
       return value;
     };
     let got: { value: ResolvedSettings } | null;
     try {
-      got = await within(this.lookups.run(workspaceId, (g) => this.lookup(workspaceId, g)), this.deadlineMs);
+      got = await within(
+        this.lookups.run(workspaceId, (g) => this.lookup(workspaceId, g)),
+        this.deadlineMs,
+      );
     } catch (err) {
       return fallback(err);
     }
@@ -113,17 +139,25 @@ export class SettingsStore {
   }
 
   /** The proxy upstream a workspace without its own base URL uses. */
-  get defaultProviderBaseUrl(): string { return this.config.PROVIDER_BASE_URL; }
+  get defaultProviderBaseUrl(): string {
+    return this.config.PROVIDER_BASE_URL;
+  }
 
   private resolve(doc: SettingsDoc, version: number): ResolvedSettings {
     const baseUrl = doc.provider?.baseUrl ?? this.config.PROVIDER_BASE_URL;
     // The server's key goes only to the server's provider host, never to one a workspace chose.
-    const serverKey = new URL(baseUrl).origin === new URL(this.config.PROVIDER_BASE_URL).origin ? this.config.PROVIDER_API_KEY : undefined;
+    const serverKey =
+      new URL(baseUrl).origin === new URL(this.config.PROVIDER_BASE_URL).origin
+        ? this.config.PROVIDER_API_KEY
+        : undefined;
     return {
-      doc, version,
+      doc,
+      version,
       policy: doc.policy ?? DEFAULT_POLICY,
       provider: {
-        baseUrl, apiKey: doc.provider?.apiKey ?? serverKey, allowCallerKey: doc.provider?.allowCallerKey ?? false,
+        baseUrl,
+        apiKey: doc.provider?.apiKey ?? serverKey,
+        allowCallerKey: doc.provider?.allowCallerKey ?? false,
         // A workspace given the server's own key shares its account all the same.
         sharedKey: serverKey !== undefined && (doc.provider?.apiKey ?? serverKey) === serverKey,
       },
@@ -141,7 +175,10 @@ export class SettingsStore {
     if (actions && typeof actions === 'object') {
       const unknown = Object.keys(actions).filter((k) => !POLICY_ACTION_KEYS.includes(k));
       if (unknown.length) {
-        this.onWarning?.({ workspaceId, ignoredActionKeys: unknown }, 'settings: stored policy has action keys that match no rule, category or detector; ignored');
+        this.onWarning?.(
+          { workspaceId, ignoredActionKeys: unknown },
+          'settings: stored policy has action keys that match no rule, category or detector; ignored',
+        );
         for (const k of unknown) delete actions[k];
       }
     }
@@ -164,9 +201,14 @@ export class SettingsStore {
    */
   update(workspaceId: string, change: (doc: SettingsDoc) => SettingsDoc): Promise<ResolvedSettings> {
     const run = (this.updating.get(workspaceId) ?? Promise.resolve()).then(() => this.updateNow(workspaceId, change));
-    const tail = run.then(() => {}, () => {});
+    const tail = run.then(
+      () => {},
+      () => {},
+    );
     this.updating.set(workspaceId, tail);
-    void tail.then(() => { if (this.updating.get(workspaceId) === tail) this.updating.delete(workspaceId); });
+    void tail.then(() => {
+      if (this.updating.get(workspaceId) === tail) this.updating.delete(workspaceId);
+    });
     return run;
   }
 
@@ -176,7 +218,11 @@ export class SettingsStore {
     const version = (current?.version ?? 0) + 1;
     if (!(await this.storage.putSettings(workspaceId, JSON.stringify(doc), version, Date.now()))) {
       this.forget(workspaceId);
-      throw new HttpError(409, 'conflict', `the settings of this workspace were changed through another collector at the same moment (version ${version}); nothing of this change was kept: read them again and retry`);
+      throw new HttpError(
+        409,
+        'conflict',
+        `the settings of this workspace were changed through another collector at the same moment (version ${version}); nothing of this change was kept: read them again and retry`,
+      );
     }
     // What was written, not read back: the audit record must name this version even if another change follows.
     const value = this.resolve(doc, version);

@@ -13,7 +13,9 @@ export const STALE_GRACE_MS = 5_000;
 /** The value if `p` settles within `ms`; null when it does not (a rejection within `ms` is thrown). */
 export function within<T>(p: Promise<T>, ms: number): Promise<{ value: T } | null> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<null>((resolve) => { timer = setTimeout(() => resolve(null), ms); });
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), ms);
+  });
   return Promise.race([p.then((value) => ({ value })), late]).finally(() => clearTimeout(timer));
 }
 
@@ -29,7 +31,9 @@ export class SingleFlight<T> {
   run(id: string, lookup: (gen: number) => Promise<T>): Promise<T> {
     let p = this.inflight.get(id);
     if (!p) {
-      const mine: Promise<T> = lookup(this.generation(id)).finally(() => { if (this.inflight.get(id) === mine) this.inflight.delete(id); });
+      const mine: Promise<T> = lookup(this.generation(id)).finally(() => {
+        if (this.inflight.get(id) === mine) this.inflight.delete(id);
+      });
       mine.catch(() => {}); // callers past their deadline no longer listen: never an unhandled rejection
       this.inflight.set(id, mine);
       p = mine;
@@ -37,8 +41,12 @@ export class SingleFlight<T> {
     return p;
   }
 
-  generation(id: string): number { return this.generations.get(id) ?? 0; }
-  current(id: string, gen: number): boolean { return this.generation(id) === gen; }
+  generation(id: string): number {
+    return this.generations.get(id) ?? 0;
+  }
+  current(id: string, gen: number): boolean {
+    return this.generation(id) === gen;
+  }
 
   /** A change to the id: lookups already running no longer count, the next caller starts a fresh one. */
   changed(id: string): void {
@@ -47,4 +55,3 @@ export class SingleFlight<T> {
     if (this.generations.size > 10_000) this.generations.clear(); // a cleared id restarts at 0: only in-flight ones could mistake it
   }
 }
-

@@ -11,7 +11,21 @@
 // The spool lives on the processor thread (processors/host.ts), which appends the frames of the requests it processed
 // while the previous write was in flight as one write (group commit) and answers them once it returned. The file is
 // opened O_DSYNC, so a write returns once its bytes are on disk: one system call, one thread-pool round trip.
-import { closeSync, constants, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, write, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fsyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  write,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -39,9 +53,9 @@ export interface Segment {
 }
 
 export interface SpoolCounters {
-  appends: number;     // frames acknowledged (one per request, or per group of records)
-  writes: number;      // appends to a segment file (one per group commit)
-  syncs: number;       // of those, durable ones (O_DSYNC: one per group when fsync is on)
+  appends: number; // frames acknowledged (one per request, or per group of records)
+  writes: number; // appends to a segment file (one per group commit)
+  syncs: number; // of those, durable ones (O_DSYNC: one per group when fsync is on)
   bytesWritten: number;
 }
 
@@ -89,7 +103,9 @@ export class FrameArena {
   }
 
   /** Bytes queued for the next write. */
-  get size(): number { return this.used; }
+  get size(): number {
+    return this.used;
+  }
 
   /** Encodes a frame of `records` (`json`: their JSON, when already serialized) after those queued. */
   add(records: StoredRecord[], json?: readonly string[]): void {
@@ -109,7 +125,10 @@ export class FrameArena {
     const frame = this.bufs[this.cur];
     frame.writeUInt32LE(off - start - HEADER, start);
     frame.writeUInt32LE(records.length, start + 4);
-    frame.writeUInt32LE(crc32(frame.subarray(start + HEADER, off), crc32(frame.subarray(start + 4, start + 8))), start + 8);
+    frame.writeUInt32LE(
+      crc32(frame.subarray(start + HEADER, off), crc32(frame.subarray(start + 4, start + 8))),
+      start + 8,
+    );
     this.used = off;
   }
 
@@ -130,12 +149,15 @@ export class FrameArena {
     this.used = 0;
     // A buffer grown for a burst is let go once it is mostly idle (the peak stays allocated otherwise).
     const next = this.bufs[this.cur];
-    if (next.length > SHRINK_ABOVE && out.length < next.length / 8) this.bufs[this.cur] = Buffer.allocUnsafe(Math.max(out.length * 2, 256 * 1024));
+    if (next.length > SHRINK_ABOVE && out.length < next.length / 8)
+      this.bufs[this.cur] = Buffer.allocUnsafe(Math.max(out.length * 2, 256 * 1024));
     return out;
   }
 
   /** Drops the frames queued after the first `size` bytes (all by default: their write will not happen). */
-  truncate(size = 0): void { this.used = Math.min(this.used, size); }
+  truncate(size = 0): void {
+    this.used = Math.min(this.used, size);
+  }
 
   /** Room up to `end`: a larger buffer when needed, the first `keep` bytes (written so far) copied into it. */
   private ensure(end: number, keep: number): void {
@@ -179,7 +201,10 @@ function frameAt(buf: Buffer, off: number): boolean {
   if (buf.length - off < HEADER) return false;
   const len = buf.readUInt32LE(off);
   if (buf.length - off - HEADER < len) return false;
-  return crc32(buf.subarray(off + HEADER, off + HEADER + len), crc32(buf.subarray(off + 4, off + 8))) === buf.readUInt32LE(off + 8);
+  return (
+    crc32(buf.subarray(off + HEADER, off + HEADER + len), crc32(buf.subarray(off + 4, off + 8))) ===
+    buf.readUInt32LE(off + 8)
+  );
 }
 
 /** 12 zero bytes in a row within [from, to): more than a frame header's small numbers hold, and payloads are JSON. */
@@ -214,14 +239,26 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
   let rows = 0;
   let error: string | null = null;
   while (off < buf.length) {
-    if (buf.length - off < HEADER) { error = `truncated frame header at ${off}`; break; }
+    if (buf.length - off < HEADER) {
+      error = `truncated frame header at ${off}`;
+      break;
+    }
     if (!frameAt(buf, off)) {
       const next = resync(buf, off);
       // A run of zeros is a hole, not damage: blocks of an unacknowledged write that never landed while later ones did
       // (a crash mid-write, or a spool written by a version whose groups overlapped), so nothing from here on was
       // acknowledged. JSON frames hold no such run.
-      if (next >= 0 && zeroRun(buf, off, next)) { error = `unwritten bytes at ${off}`; break; }
-      if (next < 0) { error = buf.length - off - HEADER < buf.readUInt32LE(off) ? `truncated frame at ${off}` : `checksum mismatch at ${off}`; break; }
+      if (next >= 0 && zeroRun(buf, off, next)) {
+        error = `unwritten bytes at ${off}`;
+        break;
+      }
+      if (next < 0) {
+        error =
+          buf.length - off - HEADER < buf.readUInt32LE(off)
+            ? `truncated frame at ${off}`
+            : `checksum mismatch at ${off}`;
+        break;
+      }
       damaged.push({ at: off, bytes: next - off });
       off = next;
       continue;
@@ -236,7 +273,13 @@ export function decodeFrames(buf: Buffer, parse = true): DecodedSegment {
   return { records, rows, validBytes: off, error, damaged, frames };
 }
 
-interface Active { seq: number; path: string; fd: number; bytes: number; rows: number }
+interface Active {
+  seq: number;
+  path: string;
+  fd: number;
+  bytes: number;
+  rows: number;
+}
 
 export class Spool {
   readonly dir: string;
@@ -270,7 +313,10 @@ export class Spool {
       if (seg) recovered.push(seg);
     }
     if (recovered.length) {
-      this.log?.info({ segments: recovered.length, rows: recovered.reduce((n, s) => n + s.rows, 0) }, 'spool: recovered segments to replay');
+      this.log?.info(
+        { segments: recovered.length, rows: recovered.reduce((n, s) => n + s.rows, 0) },
+        'spool: recovered segments to replay',
+      );
     }
     return recovered;
   }
@@ -282,7 +328,8 @@ export class Spool {
    */
   adopt(paths: readonly string[]): Segment[] {
     mkdirSync(this.dir, { recursive: true });
-    for (const n of readdirSync(this.dir)) if (/^\d+\.seg$/.test(n)) this.nextSeq = Math.max(this.nextSeq, Number(n.slice(0, -SUFFIX.length)) + 1);
+    for (const n of readdirSync(this.dir))
+      if (/^\d+\.seg$/.test(n)) this.nextSeq = Math.max(this.nextSeq, Number(n.slice(0, -SUFFIX.length)) + 1);
     const out: Segment[] = [];
     for (const path of paths) {
       if (!path.startsWith(this.dir) || !/^\d+\.seg$/.test(path.slice(this.dir.length + 1))) continue;
@@ -296,16 +343,31 @@ export class Spool {
   private recover(name: string): Segment | null {
     const path = join(this.dir, name);
     let buf: Buffer;
-    try { buf = readFileSync(path); } catch (e) { if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null; throw e; }
+    try {
+      buf = readFileSync(path);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
     const dec = decodeFrames(buf, false);
     if (dec.damaged.length) this.setAsideDamaged(name, buf, dec);
     else if (dec.error) {
       // A torn tail: the write never completed, so it was never acknowledged.
-      this.log?.warn({ segment: name, error: dec.error, keptBytes: dec.validBytes }, 'spool: ignoring torn tail of segment');
+      this.log?.warn(
+        { segment: name, error: dec.error, keptBytes: dec.validBytes },
+        'spool: ignoring torn tail of segment',
+      );
       const fd = openSync(path, 'r+');
-      try { ftruncateSync(fd, dec.validBytes); } finally { closeSync(fd); }
+      try {
+        ftruncateSync(fd, dec.validBytes);
+      } finally {
+        closeSync(fd);
+      }
     }
-    if (dec.rows === 0) { unlinkSync(path); return null; }
+    if (dec.rows === 0) {
+      unlinkSync(path);
+      return null;
+    }
     const bytes = dec.frames.reduce((n, f) => n + f.bytes, 0); // = validBytes unless damage was cut out
     return { seq: Number(name.slice(0, -SUFFIX.length)), path, bytes, rows: dec.rows };
   }
@@ -325,8 +387,17 @@ export class Spool {
     writeDurably(tmp, good, this.fsync);
     renameSync(tmp, join(this.dir, name));
     if (this.fsync) syncDirNow(this.dir);
-    this.log?.error({ segment: name, damagedBytes: dec.damaged.reduce((n, d) => n + d.bytes, 0), damagedAt: dec.damaged.map((d) => d.at), keptRows: dec.rows, copy, tail: dec.error },
-      'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost (a copy of the segment is kept); the readable ones are replayed');
+    this.log?.error(
+      {
+        segment: name,
+        damagedBytes: dec.damaged.reduce((n, d) => n + d.bytes, 0),
+        damagedAt: dec.damaged.map((d) => d.at),
+        keptRows: dec.rows,
+        copy,
+        tail: dec.error,
+      },
+      'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost (a copy of the segment is kept); the readable ones are replayed',
+    );
   }
 
   /**
@@ -343,8 +414,10 @@ export class Spool {
       if (this.broken) this.sealActive();
       const seg = this.active ?? this.createSegment();
       this.counters.writes++;
-      for (let off = 0; off < buf.length;) {
-        off += sync ? writeSync(seg.fd, buf, off, buf.length - off, seg.bytes + off) : await writeAt(seg.fd, buf, off, seg.bytes + off);
+      for (let off = 0; off < buf.length; ) {
+        off += sync
+          ? writeSync(seg.fd, buf, off, buf.length - off, seg.bytes + off)
+          : await writeAt(seg.fd, buf, off, seg.bytes + off);
       }
       if (this.fsync) this.counters.syncs++;
       seg.bytes += buf.length;
@@ -369,13 +442,23 @@ export class Spool {
     return out;
   }
 
-  get activeBytes(): number { return this.active?.bytes ?? 0; }
-  get activeRows(): number { return this.active?.rows ?? 0; }
+  get activeBytes(): number {
+    return this.active?.bytes ?? 0;
+  }
+  get activeRows(): number {
+    return this.active?.rows ?? 0;
+  }
 
   state(): SpoolState {
     const unsealed = this.sealedSince.map((x) => x.path);
     if (this.active) unsealed.push(this.active.path);
-    return { unsealed, activeBytes: this.activeBytes, activeRows: this.activeRows, counters: { ...this.counters }, lastWriteFailure: this.lastWriteFailure };
+    return {
+      unsealed,
+      activeBytes: this.activeBytes,
+      activeRows: this.activeRows,
+      counters: { ...this.counters },
+      lastWriteFailure: this.lastWriteFailure,
+    };
   }
 
   /** Seal the active segment and take no more appends. Sealed files stay for the writer / next start. */
@@ -389,13 +472,21 @@ export class Spool {
     const seq = this.nextSeq++;
     const path = join(this.dir, `${String(seq).padStart(12, '0')}${SUFFIX}`);
     // O_DSYNC: each write returns once its data (and the size that makes it readable) is on disk, as fdatasync would.
-    const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (this.fsync ? constants.O_DSYNC : 0), 0o600);
+    const fd = openSync(
+      path,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (this.fsync ? constants.O_DSYNC : 0),
+      0o600,
+    );
     try {
       // The new directory entry must be durable too, or a power loss could drop the whole file.
       if (this.fsync) syncDirNow(this.dir);
     } catch (e) {
       closeSync(fd);
-      try { unlinkSync(path); } catch { /* gone with the directory */ }
+      try {
+        unlinkSync(path);
+      } catch {
+        /* gone with the directory */
+      }
       throw e;
     }
     this.active = { seq, path, fd, bytes: 0, rows: 0 };
@@ -408,16 +499,33 @@ export class Spool {
     if (!a) return;
     this.active = null;
     // Cut off anything a failed write may have left past the last good frame.
-    try { ftruncateSync(a.fd, a.bytes); } catch { /* the file is gone or the disk is failing: the next open cuts the tail */ }
-    try { closeSync(a.fd); } catch (e) { this.log?.warn({ err: e }, 'spool: closing segment failed'); }
-    if (a.rows === 0) { try { unlinkSync(a.path); } catch { /* never created, or gone */ } return; }
+    try {
+      ftruncateSync(a.fd, a.bytes);
+    } catch {
+      /* the file is gone or the disk is failing: the next open cuts the tail */
+    }
+    try {
+      closeSync(a.fd);
+    } catch (e) {
+      this.log?.warn({ err: e }, 'spool: closing segment failed');
+    }
+    if (a.rows === 0) {
+      try {
+        unlinkSync(a.path);
+      } catch {
+        /* never created, or gone */
+      }
+      return;
+    }
     this.sealedSince.push({ seq: a.seq, path: a.path, bytes: a.bytes, rows: a.rows });
   }
 }
 
 /** One write(2) at `position`, through the thread pool (the fd is O_DSYNC: it returns once the bytes are on disk). */
 function writeAt(fd: number, buf: Buffer, offset: number, position: number): Promise<number> {
-  return new Promise((resolve, reject) => write(fd, buf, offset, buf.length - offset, position, (err, n) => (err ? reject(err) : resolve(n))));
+  return new Promise((resolve, reject) =>
+    write(fd, buf, offset, buf.length - offset, position, (err, n) => (err ? reject(err) : resolve(n))),
+  );
 }
 
 /** The rows of a sealed segment, read from its file (what is unreadable is logged as lost). */
@@ -425,7 +533,11 @@ export async function loadSegment(seg: Segment, log?: SpoolLogger): Promise<Stor
   const dec = decodeFrames(await readFile(seg.path));
   if (dec.error) log?.warn({ segment: seg.path, error: dec.error }, 'spool: segment has a bad tail');
   // Damaged after open() checked it: what is unreadable is lost; say so.
-  if (dec.damaged.length) log?.error({ segment: seg.path, damagedAt: dec.damaged.map((d) => d.at) }, 'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost');
+  if (dec.damaged.length)
+    log?.error(
+      { segment: seg.path, damagedAt: dec.damaged.map((d) => d.at) },
+      'spool: segment damaged on disk; acknowledged records in the unreadable bytes are lost',
+    );
   return dec.records;
 }
 
@@ -441,5 +553,9 @@ function writeDurably(path: string, buf: Buffer, fsync: boolean): void {
 
 function syncDirNow(dir: string): void {
   const fd = openSync(dir, 'r');
-  try { fsyncSync(fd); } finally { closeSync(fd); }
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }

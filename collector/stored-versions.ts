@@ -12,7 +12,10 @@ const keyOf = (s: { traceId: string; spanId: string }) => `${s.traceId}\u0000${s
  * The records of the stored versions of `spans` (each span's newest ingestedAtMs). A record whose span is not among
  * them is kept (not stored yet, or refused): nothing says it is outdated.
  */
-export function ofStoredVersion<T extends { traceId: string; spanId: string; createdAtMs: number }>(records: readonly T[], spans: readonly SpanVersion[]): T[] {
+export function ofStoredVersion<T extends { traceId: string; spanId: string; createdAtMs: number }>(
+  records: readonly T[],
+  spans: readonly SpanVersion[],
+): T[] {
   const version = new Map(spans.map((s) => [keyOf(s), s.ingestedAtMs]));
   return records.filter((r) => r.createdAtMs >= (version.get(keyOf(r)) ?? 0));
 }
@@ -30,7 +33,16 @@ export function storedPolicy(records: readonly PolicyRecord[], spans: readonly S
   const out = ofStoredVersion(records, spans).filter((r) => !cleanKeys.has(keyOf(r)));
   for (const s of clean) {
     const version = s.attributes[CLEAN_POLICY_ATTRIBUTE] as number;
-    out.push({ recordType: 'policy', workspaceId: s.workspaceId, traceId: s.traceId, spanId: s.spanId, policyVersion: version, decision: 'allow', reasons: '[]', createdAtMs: s.ingestedAtMs });
+    out.push({
+      recordType: 'policy',
+      workspaceId: s.workspaceId,
+      traceId: s.traceId,
+      spanId: s.spanId,
+      policyVersion: version,
+      decision: 'allow',
+      reasons: '[]',
+      createdAtMs: s.ingestedAtMs,
+    });
   }
   return out.sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
 }
@@ -43,13 +55,19 @@ export const MAX_FINDING_READS = 4;
  * after it are read while findings were dropped and the answer is not full. The cursor is the last finding answered
  * (or the last one read, when the reads run out), so the next page neither repeats nor skips one.
  */
-export async function listStoredFindings(storage: Pick<Storage, 'listFindings' | 'spanVersions'>, workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
+export async function listStoredFindings(
+  storage: Pick<Storage, 'listFindings' | 'spanVersions'>,
+  workspaceId: string,
+  q: FindingQuery,
+): Promise<Page<FindingRecord>> {
   const items: FindingRecord[] = [];
   let cursor = q.cursor;
   for (let read = 0; read < MAX_FINDING_READS; read++) {
     const page = await storage.listFindings(workspaceId, { ...q, cursor });
     const spans = new Map(page.items.map((f) => [keyOf(f), { traceId: f.traceId, spanId: f.spanId }]));
-    const kept = spans.size ? ofStoredVersion(page.items, await storage.spanVersions(workspaceId, [...spans.values()])) : [];
+    const kept = spans.size
+      ? ofStoredVersion(page.items, await storage.spanVersions(workspaceId, [...spans.values()]))
+      : [];
     for (let i = 0; i < kept.length; i++) {
       items.push(kept[i]!);
       if (items.length < q.limit) continue;

@@ -3,14 +3,27 @@ import { USAGE_KINDS, type SpanRecord } from './record.ts';
 import { roundSum } from '../storage/codec.ts';
 import { LOG_INDEX_ATTR, LOG_SIGNAL_ATTR } from './otlp/logs.ts';
 
-export interface TreeNode { spanId: string; name: string; kind: string; children: TreeNode[] }
+export interface TreeNode {
+  spanId: string;
+  name: string;
+  kind: string;
+  children: TreeNode[];
+}
 
 const EVENT_ORDER: Record<string, number> = {
-  'gen_ai.system.message': 0, 'gen_ai.user.message': 1, 'gen_ai.assistant.message': 2, 'gen_ai.tool.message': 3, 'gen_ai.choice': 4,
+  'gen_ai.system.message': 0,
+  'gen_ai.user.message': 1,
+  'gen_ai.assistant.message': 2,
+  'gen_ai.tool.message': 3,
+  'gen_ai.choice': 4,
 };
 const isLogEvent = (s: SpanRecord) => s.attributes[LOG_SIGNAL_ATTR] === 'logs';
 /** Nanosecond times (decimal strings, beyond 2^53) compared. */
-const byNs = (x: string, y: string) => { const a = BigInt(x), b = BigInt(y); return a < b ? -1 : a > b ? 1 : 0; };
+const byNs = (x: string, y: string) => {
+  const a = BigInt(x),
+    b = BigInt(y);
+  return a < b ? -1 : a > b ? 1 : 0;
+};
 const startOrder = (a: SpanRecord, b: SpanRecord) => byNs(a.startTimeNs, b.startTimeNs);
 
 /**
@@ -20,7 +33,12 @@ const startOrder = (a: SpanRecord, b: SpanRecord) => byNs(a.startTimeNs, b.start
  */
 export function viewSpans(stored: SpanRecord[]): SpanRecord[] {
   const d = depths(stored);
-  const spans = [...stored].sort((a, b) => startOrder(a, b) || d.get(a.spanId)! - d.get(b.spanId)! || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
+  const spans = [...stored].sort(
+    (a, b) =>
+      startOrder(a, b) ||
+      d.get(a.spanId)! - d.get(b.spanId)! ||
+      (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0),
+  );
   const events = new Map<string, SpanRecord[]>();
   for (const s of spans) {
     if (!isLogEvent(s) || (!s.prompt && !s.response)) continue;
@@ -30,19 +48,33 @@ export function viewSpans(stored: SpanRecord[]): SpanRecord[] {
   }
   if (events.size === 0) return spans;
   const rank = (s: SpanRecord) => EVENT_ORDER[s.name] ?? 5;
-  const index = (s: SpanRecord) => { const i = s.attributes[LOG_INDEX_ATTR]; return typeof i === 'number' ? i : 0; };
+  const index = (s: SpanRecord) => {
+    const i = s.attributes[LOG_INDEX_ATTR];
+    return typeof i === 'number' ? i : 0;
+  };
   // The events' text, unless the span's own says more: it may hold part of it (a Responses call's instructions).
-  const pick = (own: string, events: string) => (events !== '' && (own === '' || (events !== own && events.includes(own))) ? events : own);
+  const pick = (own: string, events: string) =>
+    events !== '' && (own === '' || (events !== own && events.includes(own))) ? events : own;
   return spans.map((s) => {
     const list = isLogEvent(s) ? undefined : events.get(s.spanId);
     if (!list) return s;
     // Same instant: the order the instrumentation sent them in (one request), else the conversation's roles.
     list.sort((a, b) => startOrder(a, b) || index(a) - index(b) || rank(a) - rank(b) || (a.spanId < b.spanId ? -1 : 1));
-    const join = (f: (x: SpanRecord) => string) => list.map(f).filter((t) => t !== '').join('\n');
+    const join = (f: (x: SpanRecord) => string) =>
+      list
+        .map(f)
+        .filter((t) => t !== '')
+        .join('\n');
     return {
       ...s,
-      prompt: pick(s.prompt, join((x) => x.prompt)),
-      response: pick(s.response, join((x) => x.response)),
+      prompt: pick(
+        s.prompt,
+        join((x) => x.prompt),
+      ),
+      response: pick(
+        s.response,
+        join((x) => x.response),
+      ),
       finishReason: s.finishReason || (list.find((x) => x.finishReason)?.finishReason ?? ''),
     };
   });
@@ -65,7 +97,16 @@ export function spanTree(spans: SpanRecord[]): TreeNode[] {
   }
   // Parents that form a cycle (A under B under A) reach no root: cut each cycle at its earliest span.
   const seen = new Set<TreeNode>();
-  const mark = (n: TreeNode) => { const stack = [n]; while (stack.length) { const x = stack.pop()!; if (!seen.has(x)) { seen.add(x); for (const c of x.children) stack.push(c); } } };
+  const mark = (n: TreeNode) => {
+    const stack = [n];
+    while (stack.length) {
+      const x = stack.pop()!;
+      if (!seen.has(x)) {
+        seen.add(x);
+        for (const c of x.children) stack.push(c);
+      }
+    }
+  };
   roots.forEach(mark);
   for (const s of spans) {
     const node = nodes.get(s.spanId)!;
@@ -96,7 +137,8 @@ function depths(spans: SpanRecord[]): Map<string, number> {
 
 /** The order the list query picks "first" spans in: no parent first, then earliest start, then lowest span id. */
 function listOrder(a: SpanRecord, b: SpanRecord): number {
-  const pa = a.parentSpanId !== '' ? 1 : 0, pb = b.parentSpanId !== '' ? 1 : 0;
+  const pa = a.parentSpanId !== '' ? 1 : 0,
+    pb = b.parentSpanId !== '' ? 1 : 0;
   if (pa !== pb) return pa - pb;
   const t = startOrder(a, b);
   if (t !== 0) return t;
@@ -111,30 +153,39 @@ function listOrder(a: SpanRecord, b: SpanRecord): number {
  */
 function usageRollup(spans: SpanRecord[]) {
   const calls = spans.filter((s) => USAGE_KINDS.has(s.kind));
-  const pick = (f: (s: SpanRecord) => number) => (calls.length ? calls.reduce((t, s) => t + f(s), 0) : spans.reduce((m, s) => Math.max(m, f(s)), 0));
+  const pick = (f: (s: SpanRecord) => number) =>
+    calls.length ? calls.reduce((t, s) => t + f(s), 0) : spans.reduce((m, s) => Math.max(m, f(s)), 0);
   return {
-    promptTokens: pick((s) => s.promptTokens), completionTokens: pick((s) => s.completionTokens),
-    totalTokens: pick((s) => s.totalTokens), costUsd: pick((s) => s.costUsd),
+    promptTokens: pick((s) => s.promptTokens),
+    completionTokens: pick((s) => s.completionTokens),
+    totalTokens: pick((s) => s.totalTokens),
+    costUsd: pick((s) => s.costUsd),
   };
 }
 
 export function summarize(spans: SpanRecord[]) {
   if (spans.length === 0) return null;
   const d = depths(spans);
-  const byStart = [...spans].sort((a, b) => (d.get(a.spanId)! - d.get(b.spanId)!) || startOrder(a, b));
+  const byStart = [...spans].sort((a, b) => d.get(a.spanId)! - d.get(b.spanId)! || startOrder(a, b));
   // The root the list shows too: no parent first, then earliest start (an orphan never outranks a real root).
   const root = [...spans].sort(listOrder)[0]!;
-  const llm = byStart.find((s) => s.kind === 'llm' && (s.prompt || s.response)) ?? byStart.find((s) => s.kind === 'llm');
+  const llm =
+    byStart.find((s) => s.kind === 'llm' && (s.prompt || s.response)) ?? byStart.find((s) => s.kind === 'llm');
   // A tool loop's first model call answers with tool calls only (no text): the answer the trace gave is the last
   // model call's text, or the root's (an agent span carrying the final output).
-  const lastAnswer = () => [...spans].filter((s) => s.kind === 'llm' && s.response).sort((a, b) => byNs(a.endTimeNs, b.endTimeNs)).at(-1)?.response;
+  const lastAnswer = () =>
+    [...spans]
+      .filter((s) => s.kind === 'llm' && s.response)
+      .sort((a, b) => byNs(a.endTimeNs, b.endTimeNs))
+      .at(-1)?.response;
   // The model shown is the list's: of the first LLM span in list order (the root's when there is none).
   const firstLlm = spans.filter((s) => s.kind === 'llm').sort(listOrder)[0];
   let start = BigInt(spans[0]!.startTimeNs);
   let end = BigInt(spans[0]!.endTimeNs);
   let errors = 0;
   for (const s of spans) {
-    const a = BigInt(s.startTimeNs), b = BigInt(s.endTimeNs);
+    const a = BigInt(s.startTimeNs),
+      b = BigInt(s.endTimeNs);
     if (a < start) start = a;
     if (b > end) end = b;
     if (s.status === 'error') errors++;
@@ -152,7 +203,9 @@ export function summarize(spans: SpanRecord[]) {
     provider: firstLlm?.provider ?? root.provider,
     prompt: llm?.prompt || root.prompt,
     response: llm?.response || root.response || lastAnswer() || '',
-    promptTokens, completionTokens, totalTokens,
+    promptTokens,
+    completionTokens,
+    totalTokens,
     costUsd: roundSum(costUsd),
     // The root's, as the list shows (a child's action would make the two disagree).
     actionName: root.actionName,

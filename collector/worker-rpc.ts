@@ -3,7 +3,13 @@
 import { parentPort, Worker, type Transferable } from 'node:worker_threads';
 import { HttpError } from './errors.ts';
 
-export interface WireError { name: string; message: string; status?: number; code?: string; details?: unknown }
+export interface WireError {
+  name: string;
+  message: string;
+  status?: number;
+  code?: string;
+  details?: unknown;
+}
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: WireError };
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 /** Reply id of "a message could not be read": the worker cannot tell which call it was. */
@@ -32,14 +38,18 @@ export class WorkerRpc {
   }
 
   /** False before the first call and after the worker died (the next call starts a fresh one). */
-  get running(): boolean { return this.worker !== null; }
+  get running(): boolean {
+    return this.worker !== null;
+  }
 
   /** Counts the threads started: a caller keeping state in the thread knows a new one has none of it. */
   spawned = 0;
   private exiting: Promise<void> = Promise.resolve();
 
   /** Resolves once the last thread that failed has exited (its replacement may then take over what it held). */
-  stopped(): Promise<void> { return this.exiting; }
+  stopped(): Promise<void> {
+    return this.exiting;
+  }
 
   call<T>(message: object, transfer: readonly Transferable[] = []): Promise<T> {
     const w = (this.worker ??= this.spawn());
@@ -69,7 +79,11 @@ export class WorkerRpc {
   private spawn(): Worker {
     this.spawned++;
     // The OS thread name (top -H, /proc/<pid>/task/*/comm; 15 characters at most) tells the threads apart.
-    const w = new Worker(this.url, { name: `tg-${this.name}`, workerData: this.workerData, ...(this.youngGenMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenMb } } : {}) });
+    const w = new Worker(this.url, {
+      name: `tg-${this.name}`,
+      workerData: this.workerData,
+      ...(this.youngGenMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenMb } } : {}),
+    });
     w.on('message', (m: Reply) => {
       if (m.id === UNREADABLE) return fail(reviveError((m as { error: WireError }).error));
       const p = this.pending.get(m.id);
@@ -82,7 +96,10 @@ export class WorkerRpc {
       if (this.worker !== w) return;
       this.worker = null;
       this.failPending(err);
-      this.exiting = w.terminate().then(() => {}, () => {});
+      this.exiting = w.terminate().then(
+        () => {},
+        () => {},
+      );
     };
     // A message that cannot be deserialized names no call. Fail every call in flight rather than leave one
     // hanging, and replace the worker: it may still be running them (its chains would then have gaps).
@@ -97,29 +114,40 @@ export class WorkerRpc {
  * The worker side: answer each message with handle's result. `inOrder` runs one message at a time,
  * in arrival order. handle may return transferables to move with the answer.
  */
-export function serveRpc<M extends { id: number }>(handle: (m: M) => Promise<{ value: unknown; transfer?: Transferable[] }>, inOrder = false): void {
+export function serveRpc<M extends { id: number }>(
+  handle: (m: M) => Promise<{ value: unknown; transfer?: Transferable[] }>,
+  inOrder = false,
+): void {
   const port = parentPort!;
   let queue: Promise<void> = Promise.resolve();
   port.on('message', (m: M) => {
     const fail = (err: unknown) => port.postMessage({ id: m.id, ok: false, error: wireError(err) } satisfies Reply);
-    const run = () => handle(m).then(({ value, transfer }) => {
-      try {
-        port.postMessage({ id: m.id, ok: true, value } satisfies Reply, transfer ?? []);
-      } catch (err) {
-        fail(err); // an answer that cannot be serialized still answers the call
-      }
-    }, fail);
+    const run = () =>
+      handle(m).then(({ value, transfer }) => {
+        try {
+          port.postMessage({ id: m.id, ok: true, value } satisfies Reply, transfer ?? []);
+        } catch (err) {
+          fail(err); // an answer that cannot be serialized still answers the call
+        }
+      }, fail);
     if (inOrder) queue = queue.then(run);
     else void run();
   });
-  port.on('messageerror', (err) => port.postMessage({ id: UNREADABLE, ok: false, error: wireError(err) } satisfies Reply));
+  port.on('messageerror', (err) =>
+    port.postMessage({ id: UNREADABLE, ok: false, error: wireError(err) } satisfies Reply),
+  );
 }
 
 function wireError(err: unknown): WireError {
   const e = err instanceof Error ? err : new Error(String(err));
   // A system error's code (ECONNREFUSED) or ClickHouse's ('27') says what failed without quoting any data.
   const code = (e as { code?: unknown }).code;
-  const http = e instanceof HttpError ? { status: e.status, code: e.code, details: e.details } : typeof code === 'string' ? { code } : {};
+  const http =
+    e instanceof HttpError
+      ? { status: e.status, code: e.code, details: e.details }
+      : typeof code === 'string'
+        ? { code }
+        : {};
   return { name: e.name, message: e.message, ...http };
 }
 

@@ -2,7 +2,9 @@
 import { z } from 'zod';
 import { MAX_COST_USD, MAX_TOKENS } from '../collector/record.ts';
 
-export interface NativeLimits { maxStringBytes: number }
+export interface NativeLimits {
+  maxStringBytes: number;
+}
 
 const shortText = z.string().max(256);
 const count = z.number().int().min(0).max(MAX_TOKENS);
@@ -10,31 +12,55 @@ const count = z.number().int().min(0).max(MAX_TOKENS);
 export function nativeTraceSchema(limits: NativeLimits) {
   // The limit is in UTF-8 bytes (an emoji is 4): `max` documents it in characters for the schema, the refinement checks bytes.
   const max = limits.maxStringBytes;
-  const longText = z.string().max(max).refine((v) => v.length * 3 <= max || Buffer.byteLength(v) <= max, { message: `longer than ${max} bytes (UTF-8)` });
+  const longText = z
+    .string()
+    .max(max)
+    .refine((v) => v.length * 3 <= max || Buffer.byteLength(v) <= max, { message: `longer than ${max} bytes (UTF-8)` });
   return z.looseObject({
-    requestId: z.string().min(1).max(256).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional()
+    requestId: z
+      .string()
+      .min(1)
+      .max(256)
+      .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces')
+      .optional()
       .describe('Client request id; becomes the traceId'),
     actionName: shortText.optional().describe('Groups runs; used to group the training export'),
     environment: shortText.optional().describe('Deployment environment label'),
     status: z.string().min(1).max(64).default('completed').describe('Trace status; `completed` is the usual value'),
     model: shortText.optional().describe('Model id'),
     provider: shortText.optional().describe('Model provider, e.g. openai; helps price lookup'),
-    prompt: longText.optional().describe(`Input text, at most ${max} bytes of UTF-8 (maxLength counts characters: JSON Schema cannot count bytes)`),
-    response: longText.optional().describe(`Output text, at most ${max} bytes of UTF-8 (maxLength counts characters: JSON Schema cannot count bytes)`),
-    metrics: z.looseObject({
-      promptTokens: count.optional(),
-      completionTokens: count.optional(),
-      totalTokens: count.optional(),
-      latencyMs: z.number().min(0).max(86_400_000 * 7).optional(),
-      estimatedCostUsd: z.number().min(0).max(MAX_COST_USD).optional(),
-      finishReason: z.string().max(64).optional(),
-    }).optional(),
-    parameters: z.looseObject({
-      trainingPreferred: z.boolean().optional(),
-      coachSessionId: z.string().max(256).optional(),
-      // Free-form (spec); native, sdk, agent_lab and coach set the record's source, any other value stays an attribute.
-      source: z.string().max(256).optional(),
-    }).optional(),
+    prompt: longText
+      .optional()
+      .describe(
+        `Input text, at most ${max} bytes of UTF-8 (maxLength counts characters: JSON Schema cannot count bytes)`,
+      ),
+    response: longText
+      .optional()
+      .describe(
+        `Output text, at most ${max} bytes of UTF-8 (maxLength counts characters: JSON Schema cannot count bytes)`,
+      ),
+    metrics: z
+      .looseObject({
+        promptTokens: count.optional(),
+        completionTokens: count.optional(),
+        totalTokens: count.optional(),
+        latencyMs: z
+          .number()
+          .min(0)
+          .max(86_400_000 * 7)
+          .optional(),
+        estimatedCostUsd: z.number().min(0).max(MAX_COST_USD).optional(),
+        finishReason: z.string().max(64).optional(),
+      })
+      .optional(),
+    parameters: z
+      .looseObject({
+        trainingPreferred: z.boolean().optional(),
+        coachSessionId: z.string().max(256).optional(),
+        // Free-form (spec); native, sdk, agent_lab and coach set the record's source, any other value stays an attribute.
+        source: z.string().max(256).optional(),
+      })
+      .optional(),
     metadata: freeFormMap.optional().describe('Free-form key/value map'),
   });
 }
@@ -45,7 +71,8 @@ export function nativeTraceSchema(limits: NativeLimits) {
  * nativeTraceValidator.
  */
 export function nativeTraceDocSchema(limits: NativeLimits) {
-  const orNull = (shape: z.ZodRawShape) => Object.fromEntries(Object.entries(shape).map(([k, s]) => [k, z.nullable(s)]));
+  const orNull = (shape: z.ZodRawShape) =>
+    Object.fromEntries(Object.entries(shape).map(([k, s]) => [k, z.nullable(s)]));
   const { metrics, parameters, ...top } = nativeTraceSchema(limits).shape;
   return z.looseObject({
     ...orNull(top),
@@ -59,15 +86,22 @@ export function nativeTraceDocSchema(limits: NativeLimits) {
  * z.record(z.string().max(256), z.unknown()) and documented the same, without zod's per-entry parse and copy
  * (about 5 µs an entry, all on the event loop: a second for a 250,000-key map).
  */
-const freeFormMap = z.custom<Record<string, unknown>>(() => true)
+const freeFormMap = z
+  .custom<Record<string, unknown>>(() => true)
   .superRefine((v, ctx) => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) {
       const received = v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v;
-      ctx.addIssue({ code: 'invalid_type', expected: 'record', input: v, message: `Invalid input: expected record, received ${received}` });
+      ctx.addIssue({
+        code: 'invalid_type',
+        expected: 'record',
+        input: v,
+        message: `Invalid input: expected record, received ${received}`,
+      });
       return;
     }
     for (const k in v) {
-      if (k.length > 256 && [...k].length > 256) { // characters (code points), as z.string().max() counts
+      if (k.length > 256 && [...k].length > 256) {
+        // characters (code points), as z.string().max() counts
         ctx.addIssue({ code: 'custom', path: [k], message: 'key longer than 256 characters' });
         return;
       }
@@ -135,7 +169,11 @@ let fieldNames: { top: Set<string>; metrics: Set<string>; parameters: Set<string
 function known() {
   if (!fieldNames) {
     const shape = nativeTraceSchema({ maxStringBytes: 1 }).shape;
-    fieldNames = { top: new Set(Object.keys(shape)), metrics: new Set(Object.keys(shape.metrics.unwrap().shape)), parameters: new Set(Object.keys(shape.parameters.unwrap().shape)) };
+    fieldNames = {
+      top: new Set(Object.keys(shape)),
+      metrics: new Set(Object.keys(shape.metrics.unwrap().shape)),
+      parameters: new Set(Object.keys(shape.parameters.unwrap().shape)),
+    };
   }
   return fieldNames;
 }

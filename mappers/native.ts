@@ -1,12 +1,39 @@
 // Native payload → one span record (a native trace is a single-span trace).
 import { hash, randomUUID } from 'node:crypto';
-import { emptySpan, isTrainable, msToNs, type Attributes, type AttrValue, type SpanRecord, type Source } from '../collector/record.ts';
+import {
+  emptySpan,
+  isTrainable,
+  msToNs,
+  type Attributes,
+  type AttrValue,
+  type SpanRecord,
+  type Source,
+} from '../collector/record.ts';
 import type { NativeTrace } from './native-schema.ts';
 
-const KNOWN = new Set(['requestId', 'actionName', 'environment', 'status', 'model', 'provider', 'prompt', 'response', 'metrics', 'parameters', 'metadata']);
+const KNOWN = new Set([
+  'requestId',
+  'actionName',
+  'environment',
+  'status',
+  'model',
+  'provider',
+  'prompt',
+  'response',
+  'metrics',
+  'parameters',
+  'metadata',
+]);
 /** parameters.source values that name the record's source (the spec's local sources among them). */
 const NATIVE_SOURCES: ReadonlySet<string> = new Set(['native', 'sdk', 'agent_lab', 'coach']);
-const KNOWN_METRICS = new Set(['promptTokens', 'completionTokens', 'totalTokens', 'latencyMs', 'estimatedCostUsd', 'finishReason']);
+const KNOWN_METRICS = new Set([
+  'promptTokens',
+  'completionTokens',
+  'totalTokens',
+  'latencyMs',
+  'estimatedCostUsd',
+  'finishReason',
+]);
 
 /** Deterministic span id so a replayed requestId lands on the same (traceId, spanId) and collapses. */
 export function nativeSpanId(traceId: string): string {
@@ -15,7 +42,8 @@ export function nativeSpanId(traceId: string): string {
 
 export function mapNative(t: NativeTrace, workspaceId: string, nowMs: number): SpanRecord {
   const params = t.parameters ?? {};
-  const source: Source = params.source !== undefined && NATIVE_SOURCES.has(params.source) ? params.source as Source : 'native';
+  const source: Source =
+    params.source !== undefined && NATIVE_SOURCES.has(params.source) ? (params.source as Source) : 'native';
   const r = emptySpan(workspaceId, source);
   const metrics = t.metrics ?? {};
   r.traceId = t.requestId ?? randomUUID();
@@ -48,7 +76,8 @@ export function mapNative(t: NativeTrace, workspaceId: string, nowMs: number): S
   if (t.parameters) attrs['parameters'] = t.parameters as AttrValue;
   if (t.metadata) attrs['metadata'] = t.metadata as AttrValue;
   for (const [k, v] of Object.entries(metrics)) if (!KNOWN_METRICS.has(k)) attrs[`metrics.${k}`] = v as AttrValue;
-  for (const [k, v] of Object.entries(t)) if (!KNOWN.has(k)) attrs[k.startsWith('tracegate.') ? `client.${k}` : k] = v as AttrValue;
+  for (const [k, v] of Object.entries(t))
+    if (!KNOWN.has(k)) attrs[k.startsWith('tracegate.') ? `client.${k}` : k] = v as AttrValue;
   if (metrics.estimatedCostUsd !== undefined) {
     r.costUsd = metrics.estimatedCostUsd;
     attrs['tracegate.cost_source'] = 'client';

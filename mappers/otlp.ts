@@ -98,8 +98,28 @@
  * (they stay in the attributes), and a failure while extracting LLM fields keeps what was
  * extracted so far — it never drops the span.
  */
-import { emptySpan, isTrainable, MAX_COST_USD, MAX_TOKENS, nsDiffMs, USAGE_KINDS, type Attributes, type AttrValue, type SpanEvent, type SpanKind, type SpanRecord } from '../collector/record.ts';
-import { cutMarked, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, type OtlpLimits } from '../collector/otlp/decode.ts';
+import {
+  emptySpan,
+  isTrainable,
+  MAX_COST_USD,
+  MAX_TOKENS,
+  nsDiffMs,
+  USAGE_KINDS,
+  type Attributes,
+  type AttrValue,
+  type SpanEvent,
+  type SpanKind,
+  type SpanRecord,
+} from '../collector/record.ts';
+import {
+  cutMarked,
+  type NormalizedRequest,
+  type NormalizedResourceSpans,
+  type NormalizedScope,
+  type NormalizedScopeSpans,
+  type NormalizedSpan,
+  type OtlpLimits,
+} from '../collector/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { LOG_BODY, LOG_SIGNAL_ATTR } from '../collector/otlp/logs.ts';
 
@@ -107,20 +127,25 @@ export type OtlpMapLimits = Pick<OtlpLimits, 'maxStringBytes'>;
 
 const SPAN_KIND_NAMES = ['unspecified', 'internal', 'server', 'client', 'producer', 'consumer'];
 
-export function mapOtlp(req: NormalizedRequest, workspaceId: string, ingestedAtMs: number, limits: OtlpMapLimits): SpanRecord[] {
+export function mapOtlp(
+  req: NormalizedRequest,
+  workspaceId: string,
+  ingestedAtMs: number,
+  limits: OtlpMapLimits,
+): SpanRecord[] {
   const out: SpanRecord[] = [];
   for (const rs of req.resourceSpans) {
     const res = rs.resource.attributes;
     const env = str(res['deployment.environment.name']) || str(res['deployment.environment']);
     for (const ss of rs.scopeSpans) {
       const envelope = envelopeAttributes(rs, ss);
-      for (const span of ss.spans) out.push(mapSpan(span, res, ss.scope, env, workspaceId, ingestedAtMs, limits, envelope));
+      for (const span of ss.spans)
+        out.push(mapSpan(span, res, ss.scope, env, workspaceId, ingestedAtMs, limits, envelope));
     }
   }
   markWrappers(out);
   return out;
 }
-
 
 /**
  * A model span whose usage its model spans below (in the same request) already carry repeats it: the AI SDK's
@@ -161,13 +186,23 @@ function markWrappers(out: SpanRecord[]): void {
 function envelopeAttributes(rs: NormalizedResourceSpans, ss: NormalizedScopeSpans): Attributes {
   const e: Attributes = {};
   if (rs.schemaUrl) e['otel.resource.schema_url'] = rs.schemaUrl;
-  if (rs.resource.droppedAttributesCount > 0) e['otel.resource.dropped_attributes_count'] = rs.resource.droppedAttributesCount;
+  if (rs.resource.droppedAttributesCount > 0)
+    e['otel.resource.dropped_attributes_count'] = rs.resource.droppedAttributesCount;
   if (ss.schemaUrl) e['otel.scope.schema_url'] = ss.schemaUrl;
   if (ss.scope.droppedAttributesCount > 0) e['otel.scope.dropped_attributes_count'] = ss.scope.droppedAttributesCount;
   return e;
 }
 
-function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, env: string, workspaceId: string, ingestedAtMs: number, limits: OtlpMapLimits, envelope: Attributes = {}): SpanRecord {
+function mapSpan(
+  span: NormalizedSpan,
+  res: Attributes,
+  scope: NormalizedScope,
+  env: string,
+  workspaceId: string,
+  ingestedAtMs: number,
+  limits: OtlpMapLimits,
+  envelope: Attributes = {},
+): SpanRecord {
   const r = emptySpan(workspaceId, 'otlp');
   const a = span.attributes;
   r.traceId = span.traceId;
@@ -211,7 +246,14 @@ function mapSpan(span: NormalizedSpan, res: Attributes, scope: NormalizedScope, 
   const events: SpanEvent[] = new Array(span.events.length);
   for (let i = 0; i < span.events.length; i++) {
     const e = span.events[i]!;
-    events[i] = { name: e.name, timeNs: e.timeNs, attributes: e.droppedAttributesCount > 0 ? { ...e.attributes, 'otel.dropped_attributes_count': e.droppedAttributesCount } : e.attributes };
+    events[i] = {
+      name: e.name,
+      timeNs: e.timeNs,
+      attributes:
+        e.droppedAttributesCount > 0
+          ? { ...e.attributes, 'otel.dropped_attributes_count': e.droppedAttributesCount }
+          : e.attributes,
+    };
   }
   r.events = events;
 
@@ -239,7 +281,15 @@ function logEventFields(r: SpanRecord, span: NormalizedSpan, body: AttrValue | u
   delete eventAttrs[LOG_BODY];
   if (body !== undefined) eventAttrs.body = body;
   try {
-    extractLlm(r, { ...span, attributes: {}, events: [{ name: span.name, timeNs: span.startTimeNs, attributes: eventAttrs, droppedAttributesCount: 0 }] }, limits);
+    extractLlm(
+      r,
+      {
+        ...span,
+        attributes: {},
+        events: [{ name: span.name, timeNs: span.startTimeNs, attributes: eventAttrs, droppedAttributesCount: 0 }],
+      },
+      limits,
+    );
   } catch {
     // as for spans: keep what was extracted
   }
@@ -349,9 +399,35 @@ function valueText(v: unknown): string {
 // ---------------------------------------------------------------------------
 // Message rendering (GenAI parts, OpenAI/Vercel content arrays, OpenInference contents)
 
-const MEDIA_PARTS = new Set(['blob', 'file', 'uri', 'image', 'image_url', 'input_image', 'audio', 'input_audio', 'video', 'document']);
-const SKIP_PARTS = new Set(['tool_call', 'tool-call', 'function_call', 'tool_use', 'server_tool_call', 'reasoning', 'thinking', 'redacted_thinking']);
-const RESULT_PARTS = new Set(['tool_call_response', 'tool-result', 'tool_result', 'function_call_output', 'server_tool_call_response']);
+const MEDIA_PARTS = new Set([
+  'blob',
+  'file',
+  'uri',
+  'image',
+  'image_url',
+  'input_image',
+  'audio',
+  'input_audio',
+  'video',
+  'document',
+]);
+const SKIP_PARTS = new Set([
+  'tool_call',
+  'tool-call',
+  'function_call',
+  'tool_use',
+  'server_tool_call',
+  'reasoning',
+  'thinking',
+  'redacted_thinking',
+]);
+const RESULT_PARTS = new Set([
+  'tool_call_response',
+  'tool-result',
+  'tool_result',
+  'function_call_output',
+  'server_tool_call_response',
+]);
 
 /** A part's text; `output`: in a model's output message, where a tool result is not the model's text. */
 function partText(p: unknown, output = false): string {
@@ -372,11 +448,12 @@ function partText(p: unknown, output = false): string {
 
 /** A tool result; the AI SDK (5+) wraps it as {type: 'text' | 'json' | 'error-text' | 'error-json', value}. */
 function toolOutputText(v: unknown): string {
-  if (isObj(v) && typeof v.type === 'string' && has(v, 'value') && /^(?:error-)?(?:text|json)$/.test(v.type)) return valueText(v.value);
+  if (isObj(v) && typeof v.type === 'string' && has(v, 'value') && /^(?:error-)?(?:text|json)$/.test(v.type))
+    return valueText(v.value);
   return valueText(v);
 }
 
-const has = (o: Obj, k: string) => Object.prototype.hasOwnProperty.call(o, k);
+const has = (o: Obj, k: string) => Object.hasOwn(o, k);
 
 function contentText(c: unknown, output = false): string {
   if (c === undefined || c === null) return '';
@@ -405,14 +482,19 @@ function partsText(parts: unknown[], output = false): string {
   return out;
 }
 
-interface Msg { role: string; text: string; finish: string }
+interface Msg {
+  role: string;
+  text: string;
+  finish: string;
+}
 
 function toMsg(m: unknown, defaultRole: string, output = false): Msg {
   if (typeof m === 'string') return { role: defaultRole, text: m, finish: '' };
   if (!isObj(m)) return { role: defaultRole, text: valueText(m), finish: '' };
   let finish = typeof m.finish_reason === 'string' ? m.finish_reason : '';
   let src: Obj = m;
-  if (isObj(m.message)) src = m.message; // OpenInference {message:{…}}, gen_ai.choice {message:{…}}
+  if (isObj(m.message))
+    src = m.message; // OpenInference {message:{…}}, gen_ai.choice {message:{…}}
   else if (typeof m.message === 'string') {
     const p = parseJson(m.message);
     if (isObj(p)) src = p;
@@ -421,7 +503,13 @@ function toMsg(m: unknown, defaultRole: string, output = false): Msg {
   let role = typeof src.role === 'string' && src.role ? src.role : defaultRole;
   // A message holding only tool results is the tool's answer, whatever role the instrumentation gave it (the
   // OpenTelemetry openai instrumentation sends a Responses function_call_output as a user message).
-  if (role === 'user' && Array.isArray(src.parts) && src.parts.length > 0 && src.parts.every((p) => isObj(p) && RESULT_PARTS.has(String(p.type)))) role = 'tool';
+  if (
+    role === 'user' &&
+    Array.isArray(src.parts) &&
+    src.parts.length > 0 &&
+    src.parts.every((p) => isObj(p) && RESULT_PARTS.has(String(p.type)))
+  )
+    role = 'tool';
   let text = '';
   if (Array.isArray(src.parts)) text = partsText(src.parts, output);
   if (text === '' && src.content !== undefined) text = contentText(src.content, output);
@@ -470,7 +558,12 @@ function responseText(msgs: Msg[]): string {
 function jsonMessagesText(v: AttrValue | undefined, output: boolean): string {
   if (typeof v !== 'string' || v.charCodeAt(0) !== 0x5b) return '';
   const list = parseJson(v);
-  if (!Array.isArray(list) || list.length === 0 || !list.every((m) => isObj(m) && (typeof m.role === 'string' || m.type === 'message'))) return '';
+  if (
+    !Array.isArray(list) ||
+    list.length === 0 ||
+    !list.every((m) => isObj(m) && (typeof m.role === 'string' || m.type === 'message'))
+  )
+    return '';
   const msgs = list.map((m) => toMsg(m, output ? 'assistant' : 'user', output));
   return output ? responseText(msgs) : promptText(msgs);
 }
@@ -488,7 +581,13 @@ function instructionsText(v: AttrValue | undefined): string {
 // ---------------------------------------------------------------------------
 // Flattened message lists: llm.input_messages.N.message.*, gen_ai.prompt.N.*
 
-interface FlatMsg { idx: number; role: string; content: string; parts: Map<number, string> | null; finish: string }
+interface FlatMsg {
+  idx: number;
+  role: string;
+  content: string;
+  parts: Map<number, string> | null;
+  finish: string;
+}
 
 function flatEntry(list: FlatMsg[], idx: number): FlatMsg {
   for (const m of list) if (m.idx === idx) return m;
@@ -526,7 +625,8 @@ function addOpenInference(list: FlatMsg[], key: string, from: number, v: AttrVal
     const parts = (m.parts ??= new Map());
     if (cx[1] === 'message_content.text') parts.set(cx[0], str(v));
     // An image (or other media) part has a type and no text: shown as a marker, as in structured messages.
-    else if (cx[1] === 'message_content.type' && MEDIA_PARTS.has(str(v)) && !parts.has(cx[0])) parts.set(cx[0], `[${str(v)}]`);
+    else if (cx[1] === 'message_content.type' && MEDIA_PARTS.has(str(v)) && !parts.has(cx[0]))
+      parts.set(cx[0], `[${str(v)}]`);
   }
 }
 
@@ -546,7 +646,10 @@ function flatMsgs(list: FlatMsg[]): Msg[] {
     let text = m.content !== '' && !(m.content === 'null' && m.role === 'assistant') ? contentText(m.content) : '';
     if (text === '' && m.parts) {
       const ks = [...m.parts.keys()].sort((x, y) => x - y);
-      text = ks.map((k) => m.parts!.get(k)!).filter((t) => t !== '').join('\n');
+      text = ks
+        .map((k) => m.parts!.get(k)!)
+        .filter((t) => t !== '')
+        .join('\n');
     }
     return { role: m.role, text, finish: m.finish };
   });
@@ -555,28 +658,97 @@ function flatMsgs(list: FlatMsg[]): Msg[] {
 // ---------------------------------------------------------------------------
 // Precedence lists
 
-const MODEL_KEYS = ['gen_ai.response.model', 'ai.response.model', 'llm.response.model_name', 'llm.model_name', 'embedding.model_name', 'gen_ai.request.model', 'llm.request.model_name', 'ai.model.id'];
+const MODEL_KEYS = [
+  'gen_ai.response.model',
+  'ai.response.model',
+  'llm.response.model_name',
+  'llm.model_name',
+  'embedding.model_name',
+  'gen_ai.request.model',
+  'llm.request.model_name',
+  'ai.model.id',
+];
 const PROVIDER_KEYS = ['gen_ai.system', 'llm.provider', 'llm.system'];
-const INPUT_KEYS = ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', 'ai.usage.inputTokens', 'ai.usage.promptTokens', 'ai.usage.tokens'];
-const OUTPUT_KEYS = ['gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion', 'ai.usage.outputTokens', 'ai.usage.completionTokens'];
-const TOTAL_KEYS = ['gen_ai.usage.total_tokens', 'llm.usage.total_tokens', 'llm.token_count.total', 'ai.usage.totalTokens'];
-const CACHE_READ_KEYS = ['gen_ai.usage.cache_read.input_tokens', 'gen_ai.usage.cache_read_input_tokens', 'llm.token_count.prompt_details.cache_read', 'ai.usage.inputTokenDetails.cacheReadTokens', 'ai.usage.cachedInputTokens'];
-const CACHE_WRITE_KEYS = ['gen_ai.usage.cache_creation.input_tokens', 'gen_ai.usage.cache_write.input_tokens', 'gen_ai.usage.cache_creation_input_tokens', 'llm.token_count.prompt_details.cache_write', 'ai.usage.inputTokenDetails.cacheWriteTokens'];
+const INPUT_KEYS = [
+  'gen_ai.usage.input_tokens',
+  'gen_ai.usage.prompt_tokens',
+  'llm.token_count.prompt',
+  'ai.usage.inputTokens',
+  'ai.usage.promptTokens',
+  'ai.usage.tokens',
+];
+const OUTPUT_KEYS = [
+  'gen_ai.usage.output_tokens',
+  'gen_ai.usage.completion_tokens',
+  'llm.token_count.completion',
+  'ai.usage.outputTokens',
+  'ai.usage.completionTokens',
+];
+const TOTAL_KEYS = [
+  'gen_ai.usage.total_tokens',
+  'llm.usage.total_tokens',
+  'llm.token_count.total',
+  'ai.usage.totalTokens',
+];
+const CACHE_READ_KEYS = [
+  'gen_ai.usage.cache_read.input_tokens',
+  'gen_ai.usage.cache_read_input_tokens',
+  'llm.token_count.prompt_details.cache_read',
+  'ai.usage.inputTokenDetails.cacheReadTokens',
+  'ai.usage.cachedInputTokens',
+];
+const CACHE_WRITE_KEYS = [
+  'gen_ai.usage.cache_creation.input_tokens',
+  'gen_ai.usage.cache_write.input_tokens',
+  'gen_ai.usage.cache_creation_input_tokens',
+  'llm.token_count.prompt_details.cache_write',
+  'ai.usage.inputTokenDetails.cacheWriteTokens',
+];
 const TOOL_NAME_KEYS = ['gen_ai.tool.name', 'tool.name', 'ai.toolCall.name', 'traceloop.entity.name'];
-const ACTION_KEYS = ['gen_ai.agent.name', 'gen_ai.workflow.name', 'traceloop.workflow.name', 'ai.telemetry.functionId', 'agent.name'];
+const ACTION_KEYS = [
+  'gen_ai.agent.name',
+  'gen_ai.workflow.name',
+  'traceloop.workflow.name',
+  'ai.telemetry.functionId',
+  'agent.name',
+];
 const REQUEST_ID_KEYS = ['gen_ai.response.id', 'ai.response.id'];
 
 const OPERATION_KIND: Record<string, SpanKind> = {
-  chat: 'llm', text_completion: 'llm', generate_content: 'llm', completion: 'llm', generate: 'llm',
-  embeddings: 'embedding', embedding: 'embedding', execute_tool: 'tool', invoke_agent: 'agent', create_agent: 'agent',
-  invoke_workflow: 'chain', plan: 'chain', agent_step: 'chain', retrieval: 'retrieval', rerank: 'retrieval',
+  chat: 'llm',
+  text_completion: 'llm',
+  generate_content: 'llm',
+  completion: 'llm',
+  generate: 'llm',
+  embeddings: 'embedding',
+  embedding: 'embedding',
+  execute_tool: 'tool',
+  invoke_agent: 'agent',
+  create_agent: 'agent',
+  invoke_workflow: 'chain',
+  plan: 'chain',
+  agent_step: 'chain',
+  retrieval: 'retrieval',
+  rerank: 'retrieval',
 };
 const OPENINFERENCE_KIND: Record<string, SpanKind> = {
-  LLM: 'llm', EMBEDDING: 'embedding', CHAIN: 'chain', RETRIEVER: 'retrieval', RERANKER: 'retrieval', TOOL: 'tool',
-  AGENT: 'agent', GUARDRAIL: 'guardrail', EVALUATOR: 'guardrail',
+  LLM: 'llm',
+  EMBEDDING: 'embedding',
+  CHAIN: 'chain',
+  RETRIEVER: 'retrieval',
+  RERANKER: 'retrieval',
+  TOOL: 'tool',
+  AGENT: 'agent',
+  GUARDRAIL: 'guardrail',
+  EVALUATOR: 'guardrail',
 };
 const TRACELOOP_KIND: Record<string, SpanKind> = { workflow: 'chain', task: 'chain', agent: 'agent', tool: 'tool' };
-const LLM_REQUEST_TYPE_KIND: Record<string, SpanKind> = { chat: 'llm', completion: 'llm', embedding: 'embedding', rerank: 'retrieval' };
+const LLM_REQUEST_TYPE_KIND: Record<string, SpanKind> = {
+  chat: 'llm',
+  completion: 'llm',
+  embedding: 'embedding',
+  rerank: 'retrieval',
+};
 
 const own = Object.prototype.hasOwnProperty;
 const lookup = (t: Record<string, SpanKind>, k: string): SpanKind | undefined => (own.call(t, k) ? t[k] : undefined);
@@ -591,7 +763,10 @@ function vercelKind(op: string): SpanKind | undefined {
 
 const OP_DETAILS_EVENT = 'gen_ai.client.inference.operation.details';
 const EVENT_ROLE: Record<string, string> = {
-  'gen_ai.system.message': 'system', 'gen_ai.user.message': 'user', 'gen_ai.assistant.message': 'assistant', 'gen_ai.tool.message': 'tool',
+  'gen_ai.system.message': 'system',
+  'gen_ai.user.message': 'user',
+  'gen_ai.assistant.message': 'assistant',
+  'gen_ai.tool.message': 'tool',
 };
 
 /** The body of a legacy GenAI event, carried as span-event attributes (flat, or as a JSON body). */
@@ -685,9 +860,19 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   const inMsgs = messagesOf(A['gen_ai.input.messages'], 'user');
   const outMsgs = messagesOf(A['gen_ai.output.messages'], 'assistant', true);
   const sysText = instructionsText(A['gen_ai.system_instructions']);
-  const hasMessages = inMsgs !== null || outMsgs !== null || sysText !== '' || evIn !== null || evOut !== null ||
-    oiIn !== null || oiOut !== null || olIn !== null || olOut !== null ||
-    A['ai.prompt.messages'] !== undefined || A['ai.prompt'] !== undefined || A['ai.response.text'] !== undefined;
+  const hasMessages =
+    inMsgs !== null ||
+    outMsgs !== null ||
+    sysText !== '' ||
+    evIn !== null ||
+    evOut !== null ||
+    oiIn !== null ||
+    oiOut !== null ||
+    olIn !== null ||
+    olOut !== null ||
+    A['ai.prompt.messages'] !== undefined ||
+    A['ai.prompt'] !== undefined ||
+    A['ai.response.text'] !== undefined;
 
   // Model and provider
   const model = firstStr(A, MODEL_KEYS);
@@ -707,7 +892,8 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   kind ??= lookup(TRACELOOP_KIND, str(A['traceloop.span.kind']));
   kind ??= lookup(LLM_REQUEST_TYPE_KIND, str(A['llm.request.type']));
   kind ??= vercelKind(str(A['ai.operationId']) || span.name);
-  if (kind === undefined && (A['gen_ai.tool.name'] !== undefined || A['gen_ai.tool.call.id'] !== undefined)) kind = 'tool';
+  if (kind === undefined && (A['gen_ai.tool.name'] !== undefined || A['gen_ai.tool.call.id'] !== undefined))
+    kind = 'tool';
   if (kind === undefined && (model !== '' || hasMessages)) kind = 'llm';
   if (kind === undefined && A['gen_ai.agent.name'] !== undefined) kind = 'agent';
   r.kind = kind ?? 'other';
@@ -748,12 +934,26 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   let prompt = inMsgs !== null ? promptText(inMsgs) : '';
   if (prompt === '' && evIn !== null) prompt = promptText(evIn);
   if (prompt === '' && oiIn !== null) prompt = promptText(flatMsgs(oiIn));
-  if (prompt === '' && Array.isArray(A['llm.input_messages'])) prompt = promptText(messagesOf(A['llm.input_messages'], 'user')!);
+  if (prompt === '' && Array.isArray(A['llm.input_messages']))
+    prompt = promptText(messagesOf(A['llm.input_messages'], 'user')!);
   if (prompt === '' && olIn !== null) prompt = promptText(flatMsgs(olIn));
   if (prompt === '') prompt = vercelPrompt(A) || vercelEmbedInput(A);
-  if (prompt === '' && embedded !== null) prompt = embedded.sort((x, y) => x[0] - y[0]).map((e) => e[1]).filter((t) => t !== '').join('\n');
-  if (prompt === '') prompt = jsonMessagesText(A['input.value'], false) || valueText(A['input.value']) || valueText(A['traceloop.entity.input']);
-  if (prompt === '') prompt = valueText(A['gen_ai.tool.call.arguments']) || valueText(A['ai.toolCall.args']) || valueText(A['ai.toolCall.input']);
+  if (prompt === '' && embedded !== null)
+    prompt = embedded
+      .sort((x, y) => x[0] - y[0])
+      .map((e) => e[1])
+      .filter((t) => t !== '')
+      .join('\n');
+  if (prompt === '')
+    prompt =
+      jsonMessagesText(A['input.value'], false) ||
+      valueText(A['input.value']) ||
+      valueText(A['traceloop.entity.input']);
+  if (prompt === '')
+    prompt =
+      valueText(A['gen_ai.tool.call.arguments']) ||
+      valueText(A['ai.toolCall.args']) ||
+      valueText(A['ai.toolCall.input']);
   if (sysText !== '') prompt = prompt === '' ? `system: ${sysText}` : `system: ${sysText}\n${prompt}`;
 
   // Response (+ finish reasons seen in output messages)
@@ -765,7 +965,8 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   }
   if (response === '' && evOut !== null) response = responseText(evOut);
   if (response === '' && oiOut !== null) response = responseText(flatMsgs(oiOut));
-  if (response === '' && Array.isArray(A['llm.output_messages'])) response = responseText(messagesOf(A['llm.output_messages'], 'assistant', true)!);
+  if (response === '' && Array.isArray(A['llm.output_messages']))
+    response = responseText(messagesOf(A['llm.output_messages'], 'assistant', true)!);
   let olOutMsgs: Msg[] | null = null;
   if (olOut !== null) {
     olOutMsgs = flatMsgs(olOut);
@@ -773,10 +974,19 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
   }
   // Output messages that hold only tool calls leave the response empty (the calls stay in the attributes):
   // the raw fallbacks below would show the provider's whole JSON answer instead.
-  const structuredOut = outMsgs !== null || evOut !== null || oiOut !== null || olOut !== null || Array.isArray(A['llm.output_messages']);
+  const structuredOut =
+    outMsgs !== null || evOut !== null || oiOut !== null || olOut !== null || Array.isArray(A['llm.output_messages']);
   if (response === '') response = valueText(A['ai.response.text']) || valueText(A['ai.response.object']);
-  if (response === '' && !structuredOut) response = jsonMessagesText(A['output.value'], true) || valueText(A['output.value']) || valueText(A['traceloop.entity.output']);
-  if (response === '') response = valueText(A['gen_ai.tool.call.result']) || valueText(A['ai.toolCall.result']) || valueText(A['ai.toolCall.output']);
+  if (response === '' && !structuredOut)
+    response =
+      jsonMessagesText(A['output.value'], true) ||
+      valueText(A['output.value']) ||
+      valueText(A['traceloop.entity.output']);
+  if (response === '')
+    response =
+      valueText(A['gen_ai.tool.call.result']) ||
+      valueText(A['ai.toolCall.result']) ||
+      valueText(A['ai.toolCall.output']);
 
   r.prompt = cutMarked(prompt, limits.maxStringBytes, r.attributes, 'tracegate.prompt');
   r.response = cutMarked(response, limits.maxStringBytes, r.attributes, 'tracegate.response');
@@ -822,7 +1032,17 @@ function vercelPrompt(A: Attributes): string {
   if (!isObj(o)) return typeof p === 'string' ? p : valueText(p);
   const msgs: Msg[] = [];
   // `system` is a string, or (AI SDK 6+) a system message or a list of them.
-  const system = typeof o.system === 'string' ? o.system : o.system !== undefined && o.system !== null ? (Array.isArray(o.system) ? o.system.map((m) => toMsg(m, 'system').text).filter((t) => t !== '').join('\n') : toMsg(o.system, 'system').text) : '';
+  const system =
+    typeof o.system === 'string'
+      ? o.system
+      : o.system !== undefined && o.system !== null
+        ? Array.isArray(o.system)
+          ? o.system
+              .map((m) => toMsg(m, 'system').text)
+              .filter((t) => t !== '')
+              .join('\n')
+          : toMsg(o.system, 'system').text
+        : '';
   if (system) msgs.push({ role: 'system', text: system, finish: '' });
   if (o.prompt !== undefined && o.prompt !== null) msgs.push({ role: 'user', text: contentText(o.prompt), finish: '' });
   if (Array.isArray(o.messages)) for (const m of o.messages) msgs.push(toMsg(m, 'user'));
@@ -834,7 +1054,11 @@ function vercelEmbedInput(A: Attributes): string {
   const one = A['ai.value'];
   if (one !== undefined && one !== null) return embedValueText(one);
   const many = A['ai.values'];
-  if (Array.isArray(many)) return many.map(embedValueText).filter((t) => t !== '').join('\n');
+  if (Array.isArray(many))
+    return many
+      .map(embedValueText)
+      .filter((t) => t !== '')
+      .join('\n');
   return '';
 }
 

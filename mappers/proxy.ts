@@ -1,5 +1,13 @@
 // Responses API request/response (JSON or SSE) → one span record. Pure: no I/O, no clock.
-import { emptySpan, isTrainable, MAX_TOKENS, msToNs, type Attributes, type AttrValue, type SpanRecord } from '../collector/record.ts';
+import {
+  emptySpan,
+  isTrainable,
+  MAX_TOKENS,
+  msToNs,
+  type Attributes,
+  type AttrValue,
+  type SpanRecord,
+} from '../collector/record.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
 import { foldedFields, foldKey, isJsonObject } from '../collector/json-prescan.ts';
@@ -8,19 +16,25 @@ import { cutMarked } from '../collector/otlp/normalized.ts';
 type Json = Record<string, unknown>;
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 /** A usage count as stored: whole, non-negative, at most MAX_TOKENS (what is priced is what is stored). */
-const tokens = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(Math.max(0, Math.round(v)), MAX_TOKENS) : 0);
+const tokens = (v: unknown): number =>
+  typeof v === 'number' && Number.isFinite(v) ? Math.min(Math.max(0, Math.round(v)), MAX_TOKENS) : 0;
 
 // ---- request text
 
 /** One text field of a request, with its JSON path so redaction can rewrite exactly that field. */
-export interface TextPart { path: Array<string | number>; role: string; text: string }
+export interface TextPart {
+  path: Array<string | number>;
+  role: string;
+  text: string;
+}
 
 const TEXT_PART_TYPES = new Set(['input_text', 'output_text', 'text']);
 
 /** The text a model will read: instructions, then input (a string, or the text parts of an item array). */
 export function requestTextParts(body: Json): TextPart[] {
   const parts: TextPart[] = [];
-  if (typeof body.instructions === 'string' && body.instructions) parts.push({ path: ['instructions'], role: 'system', text: body.instructions });
+  if (typeof body.instructions === 'string' && body.instructions)
+    parts.push({ path: ['instructions'], role: 'system', text: body.instructions });
   const input = body.input;
   if (typeof input === 'string') {
     if (input) parts.push({ path: ['input'], role: 'user', text: input });
@@ -34,16 +48,23 @@ export function requestTextParts(body: Json): TextPart[] {
       if (item.content) parts.push({ path: ['input', i, 'content'], role, text: item.content });
     } else if (Array.isArray(item.content)) {
       item.content.forEach((c, j) => {
-        if (isJsonObject(c) && typeof c.text === 'string' && c.text && (c.type === undefined || TEXT_PART_TYPES.has(str(c.type)))) {
+        if (
+          isJsonObject(c) &&
+          typeof c.text === 'string' &&
+          c.text &&
+          (c.type === undefined || TEXT_PART_TYPES.has(str(c.type)))
+        ) {
           parts.push({ path: ['input', i, 'content', j, 'text'], role, text: c.text });
         }
       });
     } else if (item.type === 'function_call_output') {
       // Tool results reach the model too (and are a classic injection carrier): a string or content parts.
-      if (typeof item.output === 'string' && item.output) parts.push({ path: ['input', i, 'output'], role: 'tool', text: item.output });
+      if (typeof item.output === 'string' && item.output)
+        parts.push({ path: ['input', i, 'output'], role: 'tool', text: item.output });
       else if (Array.isArray(item.output)) {
         item.output.forEach((c, j) => {
-          if (isJsonObject(c) && typeof c.text === 'string' && c.text) parts.push({ path: ['input', i, 'output', j, 'text'], role: 'tool', text: c.text });
+          if (isJsonObject(c) && typeof c.text === 'string' && c.text)
+            parts.push({ path: ['input', i, 'output', j, 'text'], role: 'tool', text: c.text });
         });
       }
     }
@@ -58,12 +79,31 @@ export function requestTextParts(body: Json): TextPart[] {
  * (an id, a type, encrypted reasoning), where only the secret detector runs: digits in an id are not a phone
  * number, but a key pasted into one still reaches the provider. `key`: the text is the last path segment
  * itself, an object key (caller-named keys, such as metadata's or a JSON schema's, reach the provider too). */
-export interface RequestString { path: Array<string | number>; text: string; trusted: boolean; opaque?: true; key?: true }
+export interface RequestString {
+  path: Array<string | number>;
+  text: string;
+  trusted: boolean;
+  opaque?: true;
+  key?: true;
+}
 
 /** Keys whose string values are identifiers or enums, never text a model reads: only the secret detector runs on
  * them outside free-form maps (metadata, prompt variables, JSON schemas). What is under them is scanned in full. */
-const OPAQUE_KEYS = new Set(['model', 'type', 'role', 'id', 'call_id', 'status', 'previous_response_id', 'service_tier',
-  'truncation', 'encrypted_content', 'file_id', 'detail', 'effort']);
+const OPAQUE_KEYS = new Set([
+  'model',
+  'type',
+  'role',
+  'id',
+  'call_id',
+  'status',
+  'previous_response_id',
+  'service_tier',
+  'truncation',
+  'encrypted_content',
+  'file_id',
+  'detail',
+  'effort',
+]);
 /** Maps whose keys are the caller's own: every string under them is scanned. Matched case-folded (foldKey): a
  * provider that reads field names case-insensitively reads 'Variables' as variables. */
 export const FREE_FORM = new Set(['metadata', 'variables', 'parameters', 'schema', 'properties']);
@@ -88,20 +128,36 @@ export function requestStrings(body: Json): RequestString[] {
       const key = path[path.length - 1];
       if (!v) return;
       if (typeof key === 'string' && INLINE_DATA_KEYS.has(key) && INLINE_DATA.test(v)) return;
-      out.push({ path, text: v, trusted, ...!free && typeof key === 'string' && OPAQUE_KEYS.has(key) ? { opaque: true as const } : {} });
+      out.push({
+        path,
+        text: v,
+        trusted,
+        ...(!free && typeof key === 'string' && OPAQUE_KEYS.has(key) ? { opaque: true as const } : {}),
+      });
       return;
     }
-    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, [...path, i], trusted, free)); return; }
+    if (Array.isArray(v)) {
+      v.forEach((x, i) => {
+        walk(x, [...path, i], trusted, free);
+      });
+      return;
+    }
     if (!isJsonObject(v)) return;
     const devRole = v.role === 'system' || v.role === 'developer';
     for (const k of Object.keys(v)) {
       // A key is as trusted as the object holding it (a key in user content is user content).
       // Plain keys in user content only when they could be words run together ('ignore_previous_instructions').
-      if (!PLAIN_KEY.test(k) || (!trusted && k.length >= 12 && k.includes('_'))) out.push({ path: [...path, k], text: k, trusted, key: true });
+      if (!PLAIN_KEY.test(k) || (!trusted && k.length >= 12 && k.includes('_')))
+        out.push({ path: [...path, k], text: k, trusted, key: true });
       // At the top, only input and prompt (its variables) are the user's (compared case-insensitively: a provider
       // may read 'INPUT' as input); below, a system or developer message is trusted.
       const lower = foldKey(k);
-      walk(v[k], [...path, k], path.length === 0 ? lower !== 'input' && lower !== 'prompt' : trusted || devRole, free || FREE_FORM.has(lower));
+      walk(
+        v[k],
+        [...path, k],
+        path.length === 0 ? lower !== 'input' && lower !== 'prompt' : trusted || devRole,
+        free || FREE_FORM.has(lower),
+      );
     }
   };
   walk(body, [], true, false);
@@ -118,7 +174,11 @@ export function renderPrompt(parts: readonly TextPart[]): string {
  * everything else is kept as sent. */
 export function withTexts(body: Json, parts: ReadonlyArray<Pick<TextPart, 'path' | 'text'> & { key?: true }>): Json {
   const out = structuredClone(body);
-  const at = (path: ReadonlyArray<string | number>) => { let node: any = out; for (const seg of path) node = node[seg]; return node; };
+  const at = (path: ReadonlyArray<string | number>) => {
+    let node = out as Record<string | number, unknown>;
+    for (const seg of path) node = node[seg] as Record<string | number, unknown>;
+    return node;
+  };
   // Values first, then keys deepest first: a value's path and a deeper key's path name the keys as sent.
   const values = parts.filter((p) => !p.key);
   const keys = parts.filter((p) => p.key).sort((a, b) => b.path.length - a.path.length);
@@ -133,8 +193,10 @@ export function withTexts(body: Json, parts: ReadonlyArray<Pick<TextPart, 'path'
   }
   for (const { path, renames } of byParent.values()) {
     const renamed = renameKeys(at(path) as Json, renames);
-    if (path.length === 0) { for (const k of Object.keys(out)) delete out[k]; Object.assign(out, renamed); }
-    else at(path.slice(0, -1))[path[path.length - 1]!] = renamed;
+    if (path.length === 0) {
+      for (const k of Object.keys(out)) delete out[k];
+      Object.assign(out, renamed);
+    } else at(path.slice(0, -1))[path[path.length - 1]!] = renamed;
   }
   return out;
 }
@@ -177,7 +239,14 @@ export class ResponsesStreamAssembler {
   private buf = '';
   private eventName = '';
   private data: string[] = [];
-  private readonly s: StreamSummary = { events: 0, text: '', response: null, terminal: false, error: null, firstDeltaAtMs: null };
+  private readonly s: StreamSummary = {
+    events: 0,
+    text: '',
+    response: null,
+    terminal: false,
+    error: null,
+    firstDeltaAtMs: null,
+  };
 
   push(chunk: Uint8Array, atMs = 0): void {
     this.buf += this.decoder.decode(chunk, { stream: true });
@@ -201,7 +270,10 @@ export class ResponsesStreamAssembler {
     const lines = this.buf.slice(0, cut).split(/\r\n|\r|\n/);
     this.buf = lines.pop()! + this.buf.slice(cut);
     for (const line of lines) this.line(line, atMs);
-    if (final && this.buf) { this.line(this.buf, atMs); this.buf = ''; }
+    if (final && this.buf) {
+      this.line(this.buf, atMs);
+      this.buf = '';
+    }
   }
 
   private line(line: string, atMs: number): void {
@@ -275,10 +347,28 @@ export interface ProxyExchange {
   partial?: StreamSummary | null;
 }
 
-const STATUS: Record<string, string> = { completed: 'completed', incomplete: 'incomplete', failed: 'error', cancelled: 'cancelled' };
+const STATUS: Record<string, string> = {
+  completed: 'completed',
+  incomplete: 'incomplete',
+  failed: 'error',
+  cancelled: 'cancelled',
+};
 
-const REQUEST_ATTRS = ['temperature', 'top_p', 'max_output_tokens', 'previous_response_id', 'tool_choice', 'parallel_tool_calls',
-  'store', 'service_tier', 'truncation', 'background', 'user', 'safety_identifier', 'prompt_cache_key'];
+const REQUEST_ATTRS = [
+  'temperature',
+  'top_p',
+  'max_output_tokens',
+  'previous_response_id',
+  'tool_choice',
+  'parallel_tool_calls',
+  'store',
+  'service_tier',
+  'truncation',
+  'background',
+  'user',
+  'safety_identifier',
+  'prompt_cache_key',
+];
 
 export interface ProxyMapLimits {
   /** The stored prompt and response are cut to this many UTF-8 bytes (TRACEGATE_MAX_STRING_BYTES) and marked. */
@@ -304,7 +394,11 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
   const requestModel = str(x.request.model);
   r.model = requestModel;
 
-  const a: Attributes = { 'gen_ai.operation.name': 'responses', 'gen_ai.request.model': requestModel, 'proxy.stream': x.stream };
+  const a: Attributes = {
+    'gen_ai.operation.name': 'responses',
+    'gen_ai.request.model': requestModel,
+    'proxy.stream': x.stream,
+  };
   // In any letter case, as the route reads previous_response_id (the route refused case-folded duplicates).
   const given = foldedFields(x.request);
   for (const k of REQUEST_ATTRS) {
@@ -314,7 +408,8 @@ export function mapProxy(x: ProxyExchange, limits: ProxyMapLimits = { maxStringB
   const metadata = given.get('metadata');
   if (isJsonObject(metadata)) a['metadata'] = metadata as AttrValue;
   const tools = given.get('tools');
-  if (Array.isArray(tools)) a['gen_ai.request.tools'] = tools.map((t) => (isJsonObject(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
+  if (Array.isArray(tools))
+    a['gen_ai.request.tools'] = tools.map((t) => (isJsonObject(t) ? str(t.name) || str(t.type) : '')).filter(Boolean);
 
   const o = x.outcome;
   if (o.kind === 'blocked') {
@@ -369,15 +464,24 @@ function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, strea
   r.response = responseOutputText(resp) || streamedText;
   if (!resp) return;
   if (str(resp.id)) a['gen_ai.response.id'] = str(resp.id);
-  if (str(resp.model)) { r.model = str(resp.model); a['gen_ai.response.model'] = r.model; }
+  if (str(resp.model)) {
+    r.model = str(resp.model);
+    a['gen_ai.response.model'] = r.model;
+  }
   const status = str(resp.status);
   r.status = (Object.hasOwn(STATUS, status) ? STATUS[status] : undefined) ?? (status || r.status);
   const output = Array.isArray(resp.output) ? resp.output.filter(isJsonObject) : [];
   const calls = output.filter((i) => i.type === 'function_call');
-  if (calls.length) a['gen_ai.response.tool_calls'] = calls.map((c) => ({ name: str(c.name), call_id: str(c.call_id) }));
-  const refusal = output.flatMap((i) => (Array.isArray(i.content) ? i.content : [])).find((c) => isJsonObject(c) && c.type === 'refusal');
+  if (calls.length)
+    a['gen_ai.response.tool_calls'] = calls.map((c) => ({ name: str(c.name), call_id: str(c.call_id) }));
+  const refusal = output
+    .flatMap((i) => (Array.isArray(i.content) ? i.content : []))
+    .find((c) => isJsonObject(c) && c.type === 'refusal');
   if (isJsonObject(refusal)) a['gen_ai.response.refusal'] = str(refusal.refusal);
-  if (status === 'incomplete') r.finishReason = isJsonObject(resp.incomplete_details) ? str(resp.incomplete_details.reason) || 'incomplete' : 'incomplete';
+  if (status === 'incomplete')
+    r.finishReason = isJsonObject(resp.incomplete_details)
+      ? str(resp.incomplete_details.reason) || 'incomplete'
+      : 'incomplete';
   else if (status === 'failed') {
     const e = isJsonObject(resp.error) ? resp.error : {};
     r.finishReason = str(e.code) || 'error';
@@ -398,7 +502,12 @@ function fillFromResponse(r: SpanRecord, a: Attributes, resp: Json | null, strea
   if (cacheWrite) a['gen_ai.usage.cache_creation.input_tokens'] = cacheWrite;
   a['gen_ai.usage.reasoning.output_tokens'] = reasoning;
   // input_tokens include the cached ones, which is what priceUsd expects; it charges those at the cache rate.
-  r.costUsd = priceUsd(r.model, r.provider, { input: r.promptTokens, output: r.completionTokens, cacheRead: cached, cacheWrite });
+  r.costUsd = priceUsd(r.model, r.provider, {
+    input: r.promptTokens,
+    output: r.completionTokens,
+    cacheRead: cached,
+    cacheWrite,
+  });
   a['tracegate.cost_source'] = r.costUsd > 0 ? 'price_table' : 'unpriced';
 }
 

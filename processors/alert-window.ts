@@ -1,7 +1,12 @@
 // One alert rule's sliding window: samples ordered by their time (the span's arrival), each remembering the span
 // it came from, so a redelivered span (an exporter retry) is not counted twice.
 
-export interface Sample { at: number; value: number; error: boolean; span: string }
+export interface Sample {
+  at: number;
+  value: number;
+  error: boolean;
+  span: string;
+}
 
 /** The identity storage gives a span: a redelivery has the same one. */
 export function spanKey(s: { workspaceId: string; traceId: string; spanId: string }): string {
@@ -18,10 +23,16 @@ export class RuleWindow {
   /** Fires taken back while a later one stood: the fire each had followed (see takeBack). */
   private readonly takenBack = new Map<number, number>();
 
-  constructor(maxSamples = 10_000) { this.maxSamples = maxSamples; }
+  constructor(maxSamples = 10_000) {
+    this.maxSamples = maxSamples;
+  }
 
-  get size(): number { return this.samples.length; }
-  get values(): readonly Sample[] { return this.samples; }
+  get size(): number {
+    return this.samples.length;
+  }
+  get values(): readonly Sample[] {
+    return this.samples;
+  }
 
   /** Adds a sample; false when its span is already counted or it is too old to be held. */
   add(s: Sample): boolean {
@@ -51,7 +62,10 @@ export class RuleWindow {
       return false;
     }
     let t = before;
-    for (let next = this.takenBack.get(t); next !== undefined; next = this.takenBack.get(t)) { this.takenBack.delete(t); t = next; }
+    for (let next = this.takenBack.get(t); next !== undefined; next = this.takenBack.get(t)) {
+      this.takenBack.delete(t);
+      t = next;
+    }
     this.lastFiredAt = t;
     return true;
   }

@@ -27,13 +27,21 @@ export const alertRuleSchema = z.strictObject({
 });
 export type AlertRule = z.infer<typeof alertRuleSchema>;
 
-export interface AlertSettings { rules: AlertRule[]; webhookUrl?: string; webhookSecret?: string }
-export interface AlertSource { alertsFor(workspaceId: string): Promise<AlertSettings> }
-
+export interface AlertSettings {
+  rules: AlertRule[];
+  webhookUrl?: string;
+  webhookSecret?: string;
+}
+export interface AlertSource {
+  alertsFor(workspaceId: string): Promise<AlertSettings>;
+}
 
 export function isTripwire(s: SpanRecord): boolean {
   const a = s.attributes;
-  return s.kind === 'guardrail' && (a['guardrail.tripwire_triggered'] === true || a['tripwire_triggered'] === true || s.status === 'tripwire');
+  return (
+    s.kind === 'guardrail' &&
+    (a['guardrail.tripwire_triggered'] === true || a['tripwire_triggered'] === true || s.status === 'tripwire')
+  );
 }
 
 /** The signature header value for an outbound delivery: v1=<hex HMAC-SHA256 of `${timestamp}.${body}`>. */
@@ -85,7 +93,8 @@ export class AlertEvaluator {
       if (!(now - at < MAX_COOLDOWN_MS)) return;
       (out[ws] ??= {})[key] = at;
     };
-    for (const [ws, keys] of Object.entries(this.previous)) for (const [key, at] of Object.entries(keys)) keep(ws, key, at);
+    for (const [ws, keys] of Object.entries(this.previous))
+      for (const [key, at] of Object.entries(keys)) keep(ws, key, at);
     for (const [ws, windows] of this.state) for (const [key, w] of windows) keep(ws, key, w.lastFiredAt);
     return out;
   }
@@ -95,11 +104,21 @@ export class AlertEvaluator {
    * records be lost before they are stored: its samples leave the windows (so its redelivery counts again) and its
    * fires are taken back (their cooldown no longer holds the rule).
    */
-  evaluate(workspaceId: string, rules: AlertRule[], spans: SpanRecord[], findings: FindingRecord[], now: number, undo?: Array<() => void>): AlertRecord[] {
+  evaluate(
+    workspaceId: string,
+    rules: AlertRule[],
+    spans: SpanRecord[],
+    findings: FindingRecord[],
+    now: number,
+    undo?: Array<() => void>,
+  ): AlertRecord[] {
     const before = this.state.get(workspaceId);
     const previous = this.previous[workspaceId];
     delete this.previous[workspaceId];
-    if (rules.length === 0) { this.state.delete(workspaceId); return []; }
+    if (rules.length === 0) {
+      this.state.delete(workspaceId);
+      return [];
+    }
     const windows = new Map<string, RuleWindow>();
     this.state.set(workspaceId, windows);
     const out: AlertRecord[] = [];
@@ -122,8 +141,19 @@ export class AlertEvaluator {
         fired.push({ window: st, before: st.lastFiredAt });
         st.lastFiredAt = now;
         out.push({
-          recordType: 'alert', workspaceId, alertId: randomUUID(), ruleId: rule.id, kind: rule.kind, severity: rule.severity,
-          message, traceId, value, threshold: rule.threshold, windowStartMs: since, atMs: now, delivered: '',
+          recordType: 'alert',
+          workspaceId,
+          alertId: randomUUID(),
+          ruleId: rule.id,
+          kind: rule.kind,
+          severity: rule.severity,
+          message,
+          traceId,
+          value,
+          threshold: rule.threshold,
+          windowStartMs: since,
+          atMs: now,
+          delivered: '',
         });
       };
       // Adds the span's sample (at its arrival) unless it was already counted: a redelivery.
@@ -135,11 +165,20 @@ export class AlertEvaluator {
         if (ok) mine.spans.push(span);
         return ok;
       };
-      const matching = spans.filter((s) => s.workspaceId === workspaceId && (!rule.model || s.model === rule.model) && (!rule.actionName || s.actionName === rule.actionName));
+      const matching = spans.filter(
+        (s) =>
+          s.workspaceId === workspaceId &&
+          (!rule.model || s.model === rule.model) &&
+          (!rule.actionName || s.actionName === rule.actionName),
+      );
       if (rule.kind === 'finding') {
         const hits = findingsOn(matching, findings, rule.severity, counted);
-        const top = hits.reduce<FindingRecord | undefined>((a, f) => (!a || RANK[f.severity] > RANK[a.severity] ? f : a), undefined);
-        if (top) fire(hits.length, top.traceId, `${top.severity} ${top.category} finding (${top.rule}) in ${top.field}`);
+        const top = hits.reduce<FindingRecord | undefined>(
+          (a, f) => (!a || RANK[f.severity] > RANK[a.severity] ? f : a),
+          undefined,
+        );
+        if (top)
+          fire(hits.length, top.traceId, `${top.severity} ${top.category} finding (${top.rule}) in ${top.field}`);
         continue;
       }
       if (rule.kind === 'guardrail') {
@@ -148,20 +187,42 @@ export class AlertEvaluator {
         continue;
       }
       const windowMs = rule.windowSeconds * 1000;
-      const calls = matching.filter((s) => USAGE_KINDS.has(s.kind) && !isBackfill(s, now, windowMs) && counted(s, rule.kind === 'cost' ? s.costUsd : s.durationMs));
+      const calls = matching.filter(
+        (s) =>
+          USAGE_KINDS.has(s.kind) &&
+          !isBackfill(s, now, windowMs) &&
+          counted(s, rule.kind === 'cost' ? s.costUsd : s.durationMs),
+      );
       if (calls.length === 0 || st.size < rule.minRequests) continue;
       const last = calls[calls.length - 1]!.traceId;
-      const scope = [rule.model && `model ${rule.model}`, rule.actionName && `action ${rule.actionName}`].filter(Boolean).join(', ') || 'all traffic';
+      const scope =
+        [rule.model && `model ${rule.model}`, rule.actionName && `action ${rule.actionName}`]
+          .filter(Boolean)
+          .join(', ') || 'all traffic';
       const samples = st.values;
       if (rule.kind === 'latency') {
-        const v = interpolatedQuantile(samples.map((x) => x.value).sort((a, b) => a - b), 0.95);
-        if (v > rule.threshold) fire(v, last, `p95 latency ${v.toFixed(1)} ms over ${rule.windowSeconds}s exceeds ${rule.threshold} ms (${scope})`);
+        const v = interpolatedQuantile(
+          samples.map((x) => x.value).sort((a, b) => a - b),
+          0.95,
+        );
+        if (v > rule.threshold)
+          fire(
+            v,
+            last,
+            `p95 latency ${v.toFixed(1)} ms over ${rule.windowSeconds}s exceeds ${rule.threshold} ms (${scope})`,
+          );
       } else if (rule.kind === 'cost') {
         const v = samples.reduce((a, x) => a + x.value, 0);
-        if (v > rule.threshold) fire(v, last, `cost $${v.toFixed(6)} over ${rule.windowSeconds}s exceeds $${rule.threshold} (${scope})`);
+        if (v > rule.threshold)
+          fire(v, last, `cost $${v.toFixed(6)} over ${rule.windowSeconds}s exceeds $${rule.threshold} (${scope})`);
       } else {
         const v = samples.filter((x) => x.error).length / samples.length;
-        if (v > rule.threshold) fire(v, last, `error rate ${(v * 100).toFixed(1)}% over ${rule.windowSeconds}s exceeds ${(rule.threshold * 100).toFixed(1)}% (${scope})`);
+        if (v > rule.threshold)
+          fire(
+            v,
+            last,
+            `error rate ${(v * 100).toFixed(1)}% over ${rule.windowSeconds}s exceeds ${(rule.threshold * 100).toFixed(1)}% (${scope})`,
+          );
       }
     }
     if (out.length) this.onFire();
@@ -178,13 +239,19 @@ export class AlertEvaluator {
 }
 
 /** The findings at or above `severity` on the given spans, for the spans `counted` accepts (not counted before). */
-function findingsOn(spans: SpanRecord[], findings: FindingRecord[], severity: Severity, counted: (s: SpanRecord, value: number) => boolean): FindingRecord[] {
+function findingsOn(
+  spans: SpanRecord[],
+  findings: FindingRecord[],
+  severity: Severity,
+  counted: (s: SpanRecord, value: number) => boolean,
+): FindingRecord[] {
   const bySpan = new Map<string, FindingRecord[]>();
   for (const f of findings) {
     if (RANK[f.severity] < RANK[severity]) continue;
     const k = spanKey(f);
     const list = bySpan.get(k);
-    if (list) list.push(f); else bySpan.set(k, [f]);
+    if (list) list.push(f);
+    else bySpan.set(k, [f]);
   }
   const hits: FindingRecord[] = [];
   if (bySpan.size === 0) return hits;
@@ -213,19 +280,36 @@ export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000];
  * 429 or 5xx is retried (after WEBHOOK_RETRY_DELAYS_MS, each attempt re-signed with its own timestamp); another 4xx
  * is final. Failures are logged; the alert itself is stored either way.
  */
-export function webhookNotifier(log: { warn(o: object, m: string): void }, timeoutMs = 5000, retryDelaysMs: readonly number[] = WEBHOOK_RETRY_DELAYS_MS): Notifier {
+export function webhookNotifier(
+  log: { warn(o: object, m: string): void },
+  timeoutMs = 5000,
+  retryDelaysMs: readonly number[] = WEBHOOK_RETRY_DELAYS_MS,
+): Notifier {
   // Deliveries not finished, by alert id: an attempt in flight, or a retry waiting on its timer.
   const pending = new Map<string, { inFlight: boolean; timer: NodeJS.Timeout | null }>();
   let closed = false;
   let idle: (() => void) | null = null;
-  const settled = () => { if (![...pending.values()].some((p) => p.inFlight)) idle?.(); };
-  const abandoned = (ids: string[]) => log.warn({ alertIds: ids, count: ids.length }, 'alert webhook deliveries abandoned at shutdown (the alerts are stored)');
+  const settled = () => {
+    if (![...pending.values()].some((p) => p.inFlight)) idle?.();
+  };
+  const abandoned = (ids: string[]) =>
+    log.warn(
+      { alertIds: ids, count: ids.length },
+      'alert webhook deliveries abandoned at shutdown (the alerts are stored)',
+    );
   return {
     async settle(maxMs) {
       closed = true; // no retry from here on: an attempt answering now is the last one
       if ([...pending.values()].some((p) => p.inFlight)) {
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([new Promise<void>((r) => { idle = r; }), new Promise<void>((r) => { timer = setTimeout(r, maxMs); })]);
+        await Promise.race([
+          new Promise<void>((r) => {
+            idle = r;
+          }),
+          new Promise<void>((r) => {
+            timer = setTimeout(r, maxMs);
+          }),
+        ]);
         clearTimeout(timer);
         idle = null;
       }
@@ -252,13 +336,20 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
         state.inFlight = true;
         const ts = String(Math.floor(Date.now() / 1000));
         // The delivery id lets a receiver drop a repeat (a timed-out attempt it did process).
-        const headers: Record<string, string> = { 'content-type': 'application/json', 'x-service-delivery-timestamp': ts, 'x-service-delivery-id': alert.alertId };
+        const headers: Record<string, string> = {
+          'content-type': 'application/json',
+          'x-service-delivery-timestamp': ts,
+          'x-service-delivery-id': alert.alertId,
+        };
         if (secret) headers['x-service-signature'] = signDelivery(secret, ts, body);
         const retry = (why: object, retryAfterSeconds = 0) => {
           state.inFlight = false;
           if (closed) return settled(); // left pending: settle reports it as abandoned
           if (n < retryDelaysMs.length) {
-            state.timer = setTimeout(() => attempt(n + 1), Math.max(retryDelaysMs[n]!, Math.min(retryAfterSeconds, 60) * 1000));
+            state.timer = setTimeout(
+              () => attempt(n + 1),
+              Math.max(retryDelaysMs[n]!, Math.min(retryAfterSeconds, 60) * 1000),
+            );
             state.timer.unref();
             return;
           }
@@ -269,7 +360,8 @@ export function webhookNotifier(log: { warn(o: object, m: string): void }, timeo
         fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
           .then((r) => {
             void r.body?.cancel().catch(() => {});
-            if (r.status === 429 || r.status >= 500) return retry({ status: r.status }, Number(r.headers.get('retry-after')) || 0);
+            if (r.status === 429 || r.status >= 500)
+              return retry({ status: r.status }, Number(r.headers.get('retry-after')) || 0);
             if (!r.ok) log.warn({ status: r.status, alertId: alert.alertId }, 'alert webhook answered non-2xx');
             finish(r.ok ? 'sent' : 'failed');
           })
@@ -296,7 +388,12 @@ export function putBackOutcomes(outcomes: AlertRecord[], carried: readonly Alert
  * final checkpoints). A batch or checkpoint write carrying outcomes that cannot be spooled puts them back for the
  * next one; only a failed final write at shutdown leaves the record 'queued' (the outcome is in the logs).
  */
-export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, notifier: Notifier, outcomes: AlertRecord[] = []): Processor {
+export function alertProcessor(
+  source: AlertSource,
+  evaluator: AlertEvaluator,
+  notifier: Notifier,
+  outcomes: AlertRecord[] = [],
+): Processor {
   return async (batch) => {
     if (outcomes.length) {
       const carried = outcomes.splice(0);
@@ -314,9 +411,11 @@ export function alertProcessor(source: AlertSource, evaluator: AlertEvaluator, n
         if (webhookUrl) {
           alert.delivered = 'queued';
           // Sent once the alert is stored: a receiver never hears of an alert the collector then lost.
-          (batch.durable ??= []).push(() => notifier.notify(webhookUrl, webhookSecret, alert, (delivered) => {
-            if (outcomes.push({ ...alert, delivered }) > MAX_OUTCOMES) outcomes.shift();
-          }));
+          (batch.durable ??= []).push(() =>
+            notifier.notify(webhookUrl, webhookSecret, alert, (delivered) => {
+              if (outcomes.push({ ...alert, delivered }) > MAX_OUTCOMES) outcomes.shift();
+            }),
+          );
         }
         batch.extra.push(alert);
       }

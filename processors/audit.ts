@@ -17,7 +17,10 @@ export function auditHash(r: Omit<AuditRecord, 'hash'>): string {
 
 const newChainId = () => `c_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
 
-export interface AuditMark { chainId: string; heads: Array<[string, { seq: number; hash: string } | undefined]> }
+export interface AuditMark {
+  chainId: string;
+  heads: Array<[string, { seq: number; hash: string } | undefined]>;
+}
 
 export class AuditChain {
   private readonly heads = new Map<string, { seq: number; hash: string }>();
@@ -69,11 +72,15 @@ export class AuditChain {
  * old run still waiting are refused (they may link to the lost ones).
  */
 export function mainAuditChain(chain: AuditChain, durable: { current(): Readonly<Record<string, { hash: string }>> }) {
-  const oldRun = (records: ReadonlyArray<object>) => records.some((r) => (r as Partial<AuditRecord>).recordType === 'audit' && (r as AuditRecord).chainId !== chain.chainId);
+  const oldRun = (records: ReadonlyArray<object>) =>
+    records.some(
+      (r) => (r as Partial<AuditRecord>).recordType === 'audit' && (r as AuditRecord).chainId !== chain.chainId,
+    );
   return {
     current: (records: ReadonlyArray<object>) => !oldRun(records),
     failed: (records: ReadonlyArray<object>) => {
-      if (!oldRun(records) && records.some((r) => (r as Partial<AuditRecord>).recordType === 'audit')) chain.rewind(durable.current());
+      if (!oldRun(records) && records.some((r) => (r as Partial<AuditRecord>).recordType === 'audit'))
+        chain.rewind(durable.current());
     },
   };
 }
@@ -83,17 +90,29 @@ export function auditProcessor(chain: AuditChain): Processor {
   return (batch, ctx) => {
     if (!ctx) return batch;
     const rejected = ctx.rejected ?? 0;
-    batch.extra.push(chain.append({
-      workspaceId: ctx.workspaceId, atMs: Date.now(), actor: ctx.keyId, action: 'ingest', route: ctx.route,
-      outcome: rejected === 0 ? 'ok' : batch.spans.length ? 'partial' : 'rejected',
-      accepted: batch.spans.length, rejected,
-      details: JSON.stringify({ traces: new Set(batch.spans.map((s) => s.traceId)).size }),
-    }));
+    batch.extra.push(
+      chain.append({
+        workspaceId: ctx.workspaceId,
+        atMs: Date.now(),
+        actor: ctx.keyId,
+        action: 'ingest',
+        route: ctx.route,
+        outcome: rejected === 0 ? 'ok' : batch.spans.length ? 'partial' : 'rejected',
+        accepted: batch.spans.length,
+        rejected,
+        details: JSON.stringify({ traces: new Set(batch.spans.map((s) => s.traceId)).size }),
+      }),
+    );
     return batch;
   };
 }
 
-export interface ChainProblem { chainId: string; seq: number; kind: 'gap' | 'prev_hash_mismatch' | 'hash_mismatch' | 'missing_record'; message: string }
+export interface ChainProblem {
+  chainId: string;
+  seq: number;
+  kind: 'gap' | 'prev_hash_mismatch' | 'hash_mismatch' | 'missing_record';
+  message: string;
+}
 
 /** Re-checks audit chains: sequence continuity, links and each record's own hash (all in memory; see AuditCheck). */
 export function verifyAuditChain(records: AuditRecord[]): ChainProblem[] {
@@ -113,18 +132,39 @@ export class AuditCheck {
   /** key.create / key.revoke per key id, settings versions: what checkAuditCoverage looks for. */
   readonly seen = new Set<string>();
 
-  continued(): string[] { return this.continuing.map((r) => r.prevHash); }
+  continued(): string[] {
+    return this.continuing.map((r) => r.prevHash);
+  }
 
   records(records: AuditRecord[]): void {
     for (const r of records) {
       const prev = this.prev;
       const first = !prev || prev.chainId !== r.chainId;
       const expectSeq = first ? 1 : prev!.seq + 1;
-      if (r.seq !== expectSeq) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: `expected seq ${expectSeq}, found ${r.seq}` });
-      else if (first && r.prevHash !== GENESIS) this.continuing.push(r); // that record must still be there: see finish
-      else if (r.prevHash !== (first ? GENESIS : prev!.hash)) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'prev_hash_mismatch', message: 'prevHash does not match the previous record' });
+      if (r.seq !== expectSeq)
+        this.problems.push({
+          chainId: r.chainId,
+          seq: r.seq,
+          kind: 'gap',
+          message: `expected seq ${expectSeq}, found ${r.seq}`,
+        });
+      else if (first && r.prevHash !== GENESIS)
+        this.continuing.push(r); // that record must still be there: see finish
+      else if (r.prevHash !== (first ? GENESIS : prev!.hash))
+        this.problems.push({
+          chainId: r.chainId,
+          seq: r.seq,
+          kind: 'prev_hash_mismatch',
+          message: 'prevHash does not match the previous record',
+        });
       const { hash, ...rest } = r;
-      if (auditHash(rest) !== hash) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'hash_mismatch', message: 'record content does not match its hash' });
+      if (auditHash(rest) !== hash)
+        this.problems.push({
+          chainId: r.chainId,
+          seq: r.seq,
+          kind: 'hash_mismatch',
+          message: 'record content does not match its hash',
+        });
       noteCoverage(r, this.seen);
       this.prev = r;
     }
@@ -132,7 +172,13 @@ export class AuditCheck {
 
   finish(stored: ReadonlySet<string>): ChainProblem[] {
     for (const r of this.continuing) {
-      if (!stored.has(r.prevHash)) this.problems.push({ chainId: r.chainId, seq: r.seq, kind: 'gap', message: 'the earlier run this chain continues is missing (its records were deleted)' });
+      if (!stored.has(r.prevHash))
+        this.problems.push({
+          chainId: r.chainId,
+          seq: r.seq,
+          kind: 'gap',
+          message: 'the earlier run this chain continues is missing (its records were deleted)',
+        });
     }
     this.continuing.length = 0;
     return this.problems;
@@ -140,16 +186,29 @@ export class AuditCheck {
 }
 
 function noteCoverage(r: AuditRecord, seen: Set<string>): void {
-  if (r.action !== 'key.create' && r.action !== 'key.revoke' && r.action !== 'policy.update' && r.action !== 'settings.update') return;
+  if (
+    r.action !== 'key.create' &&
+    r.action !== 'key.revoke' &&
+    r.action !== 'policy.update' &&
+    r.action !== 'settings.update'
+  )
+    return;
   let d: { keyId?: unknown; version?: unknown };
-  try { d = JSON.parse(r.details) as typeof d; } catch { return; }
+  try {
+    d = JSON.parse(r.details) as typeof d;
+  } catch {
+    return;
+  }
   if (r.action === 'key.create' || r.action === 'key.revoke') seen.add(`${r.action}:${String(d.keyId)}`);
   else seen.add(`settings:${String(d.version)}`);
 }
 
 /** What the audit log must hold for the workspace's current state: the change that made the settings version,
  * and each key's creation and revocation. */
-export interface AuditedState { settingsVersion: number; keys: Array<{ keyId: string; revoked: boolean }> }
+export interface AuditedState {
+  settingsVersion: number;
+  keys: Array<{ keyId: string; revoked: boolean }>;
+}
 
 /**
  * Deleting the newest records of a chain breaks no link, so the chains alone cannot show it. The state those
@@ -165,10 +224,12 @@ export function checkAuditCoverage(records: AuditRecord[] | ReadonlySet<string>,
   } else seen = records as ReadonlySet<string>;
   const problems: ChainProblem[] = [];
   const missing = (message: string) => problems.push({ chainId: '', seq: 0, kind: 'missing_record', message });
-  if (state.settingsVersion > 0 && !seen.has(`settings:${state.settingsVersion}`)) missing(`settings version ${state.settingsVersion} has no audit record of the change that made it`);
+  if (state.settingsVersion > 0 && !seen.has(`settings:${state.settingsVersion}`))
+    missing(`settings version ${state.settingsVersion} has no audit record of the change that made it`);
   for (const k of state.keys) {
     if (!seen.has(`key.create:${k.keyId}`)) missing(`key ${k.keyId} has no key.create audit record`);
-    if (k.revoked && !seen.has(`key.revoke:${k.keyId}`)) missing(`key ${k.keyId} is revoked but has no key.revoke audit record`);
+    if (k.revoked && !seen.has(`key.revoke:${k.keyId}`))
+      missing(`key ${k.keyId} is revoked but has no key.revoke audit record`);
   }
   return problems;
 }

@@ -53,7 +53,8 @@ function ordered(v: unknown, depth: number): unknown {
   if (v === null) return null;
   if (depth >= MAX_DEPTH) throw NOT_PLAIN;
   if (Array.isArray(v)) {
-    if (Object.getPrototypeOf(v) !== ARRAY_PROTO || typeof (v as { toJSON?: unknown }).toJSON === 'function') throw NOT_PLAIN;
+    if (Object.getPrototypeOf(v) !== ARRAY_PROTO || typeof (v as { toJSON?: unknown }).toJSON === 'function')
+      throw NOT_PLAIN;
     let copy: unknown[] | null = null;
     for (let i = 0; i < v.length; i++) {
       const x = v[i] as unknown;
@@ -64,7 +65,8 @@ function ordered(v: unknown, depth: number): unknown {
     return copy ?? v;
   }
   const proto = Object.getPrototypeOf(v) as unknown;
-  if ((proto !== OBJECT_PROTO && proto !== null) || typeof (v as { toJSON?: unknown }).toJSON === 'function') throw NOT_PLAIN;
+  if ((proto !== OBJECT_PROTO && proto !== null) || typeof (v as { toJSON?: unknown }).toJSON === 'function')
+    throw NOT_PLAIN;
   const o = v as Record<string, unknown>;
   const keys = Object.keys(o);
   let sorted = true;
@@ -89,7 +91,8 @@ function ordered(v: unknown, depth: number): unknown {
     for (let i = 0; i < keys.length; i++) {
       const k = keys[i]!;
       if (values![i] === o[k]) continue;
-      if (k === '__proto__') Object.defineProperty(out, k, { value: values![i], enumerable: true, writable: true, configurable: true });
+      if (k === '__proto__')
+        Object.defineProperty(out, k, { value: values![i], enumerable: true, writable: true, configurable: true });
       else out[k] = values![i];
     }
     return out;
@@ -104,23 +107,33 @@ function ordered(v: unknown, depth: number): unknown {
 /** JCS for plain data (strings, finite or non-finite numbers, booleans, null, arrays, plain objects); throws NOT_PLAIN otherwise. */
 function plain(v: unknown, depth: number): string | undefined {
   switch (typeof v) {
-    case 'string': return JSON.stringify(v.isWellFormed() ? v : v.toWellFormed());
-    case 'number': return Number.isFinite(v) ? JSON.stringify(v) : 'null';
-    case 'boolean': return v ? 'true' : 'false';
-    case 'undefined': case 'function': case 'symbol': return undefined;
-    case 'object': break;
-    default: throw NOT_PLAIN; // bigint: the library path raises JSON.stringify's error
+    case 'string':
+      return JSON.stringify(v.isWellFormed() ? v : v.toWellFormed());
+    case 'number':
+      return Number.isFinite(v) ? JSON.stringify(v) : 'null';
+    case 'boolean':
+      return v ? 'true' : 'false';
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return undefined;
+    case 'object':
+      break;
+    default:
+      throw NOT_PLAIN; // bigint: the library path raises JSON.stringify's error
   }
   if (v === null) return 'null';
   if (depth >= MAX_DEPTH) throw NOT_PLAIN;
   if (Array.isArray(v)) {
-    if (Object.getPrototypeOf(v) !== ARRAY_PROTO || typeof (v as { toJSON?: unknown }).toJSON === 'function') throw NOT_PLAIN;
+    if (Object.getPrototypeOf(v) !== ARRAY_PROTO || typeof (v as { toJSON?: unknown }).toJSON === 'function')
+      throw NOT_PLAIN;
     let s = '[';
     for (let i = 0; i < v.length; i++) s += (i ? ',' : '') + (plain(v[i], depth + 1) ?? 'null');
     return s + ']';
   }
   const proto = Object.getPrototypeOf(v) as unknown;
-  if ((proto !== OBJECT_PROTO && proto !== null) || typeof (v as { toJSON?: unknown }).toJSON === 'function') throw NOT_PLAIN;
+  if ((proto !== OBJECT_PROTO && proto !== null) || typeof (v as { toJSON?: unknown }).toJSON === 'function')
+    throw NOT_PLAIN;
   const o = v as Record<string, unknown>;
   // Default sort compares UTF-16 code units: the order JCS requires.
   const keys = Object.keys(o).sort();
@@ -147,7 +160,8 @@ function needsEscape(k: string): boolean {
 
 function asStored(v: unknown): unknown {
   // A toJSON value (a Date) is what JSON would write, as on the paths that do not need this walk.
-  if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function') return asStored((v as { toJSON(): unknown }).toJSON());
+  if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function')
+    return asStored((v as { toJSON(): unknown }).toJSON());
   if (typeof v === 'string') return v.toWellFormed();
   if (typeof v === 'number') return Number.isFinite(v) ? v : null;
   if (Array.isArray(v)) return v.map(asStored);

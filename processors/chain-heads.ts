@@ -15,7 +15,13 @@ const fileOf = (role: ChainRole) => `${role}-heads.json`;
  * database name) are ignored rather than linked to records that store never had. Null when the spool does not
  * fsync: then "durable" is not, and a power loss could leave heads naming lost records, so nothing is linked.
  */
-export function storeIdentity(c: { CLICKHOUSE_URL?: string | undefined; CLICKHOUSE_DATABASE: string; CLICKHOUSE_CLUSTER?: string | undefined; DATA_DIR: string; SPOOL_FSYNC: boolean }): string | null {
+export function storeIdentity(c: {
+  CLICKHOUSE_URL?: string | undefined;
+  CLICKHOUSE_DATABASE: string;
+  CLICKHOUSE_CLUSTER?: string | undefined;
+  DATA_DIR: string;
+  SPOOL_FSYNC: boolean;
+}): string | null {
   if (!c.SPOOL_FSYNC) return null;
   if (!c.CLICKHOUSE_URL) return `duckdb:${join(c.DATA_DIR, 'tracegate.duckdb')}`;
   // A cluster is the same store whichever node the collector talks to.
@@ -28,7 +34,9 @@ export function readChainHeads(keysDir: string, role: ChainRole, store: string |
   if (store === null) return {};
   try {
     const v = JSON.parse(readFileSync(join(keysDir, fileOf(role)), 'utf8')) as { store?: unknown; heads?: unknown };
-    return v.store === store && v.heads && typeof v.heads === 'object' && !Array.isArray(v.heads) ? (v.heads as Record<string, ChainHead>) : {};
+    return v.store === store && v.heads && typeof v.heads === 'object' && !Array.isArray(v.heads)
+      ? (v.heads as Record<string, ChainHead>)
+      : {};
   } catch {
     return {}; // first run, or an unreadable file: chains start at the genesis hash
   }
@@ -45,17 +53,24 @@ export class ChainHeadStore {
   }
 
   /** The heads as last made durable (what a new chain of this role continues from). */
-  current(): Record<string, ChainHead> { return { ...this.heads }; }
+  current(): Record<string, ChainHead> {
+    return { ...this.heads };
+  }
 
   /** Heads of records that are now durable; written at most once a second. */
   durable(heads: Record<string, ChainHead> | undefined): void {
     if (!heads || this.store === null) return;
     for (const [ws, h] of Object.entries(heads)) {
       const cur = this.heads[ws];
-      if (!cur || cur.chainId !== h.chainId || h.seq > cur.seq) { this.heads[ws] = h; this.file.changed(); }
+      if (!cur || cur.chainId !== h.chainId || h.seq > cur.seq) {
+        this.heads[ws] = h;
+        this.file.changed();
+      }
     }
   }
 
   /** Write now (at shutdown). */
-  flush(): Promise<void> { return this.file.flush(); }
+  flush(): Promise<void> {
+    return this.file.flush();
+  }
 }

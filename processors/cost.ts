@@ -31,8 +31,23 @@ export interface TokenUsage {
 }
 
 export const LOCAL_PROVIDERS: ReadonlySet<string> = new Set([
-  'ollama', 'lmstudio', 'lm_studio', 'lm-studio', 'local', 'llamacpp', 'llama.cpp', 'llama_cpp', 'llama-cpp',
-  'vllm', 'localai', 'gpt4all', 'mlx', 'jan', 'koboldcpp', 'text-generation-webui', 'oobabooga',
+  'ollama',
+  'lmstudio',
+  'lm_studio',
+  'lm-studio',
+  'local',
+  'llamacpp',
+  'llama.cpp',
+  'llama_cpp',
+  'llama-cpp',
+  'vllm',
+  'localai',
+  'gpt4all',
+  'mlx',
+  'jan',
+  'koboldcpp',
+  'text-generation-webui',
+  'oobabooga',
 ]);
 
 const SNAPSHOT_SUFFIX = /[-@](?:20\d\d-[01]\d-[0-3]\d|20\d\d[01]\d[0-3]\d)$/;
@@ -53,7 +68,8 @@ const MEMO_MAX = 4096;
 const MEMO_TTL_MS = 60 * 60 * 1000;
 const FLAT_KEYS = new Set(['input_mtok', 'output_mtok', 'cache_read_mtok', 'cache_write_mtok']);
 // Price keys that only apply when a usage field we never pass is present.
-const USAGE_ONLY_KEYS = /^(?:cache_write_1h_mtok|.*_(?:audio|image|video)_.*|.*_(?:kcount|kpages|hours|mchars|gpixels))$/;
+const USAGE_ONLY_KEYS =
+  /^(?:cache_write_1h_mtok|.*_(?:audio|image|video)_.*|.*_(?:kcount|kpages|hours|mchars|gpixels))$/;
 
 function num(v: number | undefined): number {
   return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0;
@@ -69,7 +85,8 @@ function resolve(model: string, provider: string, now: number): Entry {
     // The catalog finds a provider from the model name only for chat families; embedding models
     // (text-embedding-3-small, mistral-embed, voyage-3) are found in their provider's own list. Only when no
     // provider was named: a model served by a named unknown host (tgi, a self-hosted gateway) is not guessed.
-    for (let i = 0; !r && !provider && i < FALLBACK_PROVIDERS.length; i++) r = calcPrice(probe, model, { providerId: FALLBACK_PROVIDERS[i]! });
+    for (let i = 0; !r && !provider && i < FALLBACK_PROVIDERS.length; i++)
+      r = calcPrice(probe, model, { providerId: FALLBACK_PROVIDERS[i]! });
   } catch {
     r = null;
   }
@@ -93,7 +110,9 @@ function resolve(model: string, provider: string, now: number): Entry {
   if (flat) {
     const input = num(mp.input_mtok as number | undefined) / 1e6;
     return {
-      kind: 'flat', at: now, input,
+      kind: 'flat',
+      at: now,
+      input,
       output: num(mp.output_mtok as number | undefined) / 1e6,
       cacheRead: mp.cache_read_mtok === undefined ? input : num(mp.cache_read_mtok as number) / 1e6,
       cacheWrite: mp.cache_write_mtok === undefined ? input : num(mp.cache_write_mtok as number) / 1e6,
@@ -111,7 +130,11 @@ export function priceUsd(model: string, provider: string, usage: TokenUsage): nu
   // Expire the whole memo hourly; the clock is read only every 1024 calls.
   if ((++calls & 1023) === 0) {
     const now = Date.now();
-    if (now - memoCheckedAt > MEMO_TTL_MS) { memoByProvider.clear(); memoSize = 0; memoCheckedAt = now; }
+    if (now - memoCheckedAt > MEMO_TTL_MS) {
+      memoByProvider.clear();
+      memoSize = 0;
+      memoCheckedAt = now;
+    }
   }
   let byModel = memoByProvider.get(provider);
   if (byModel === undefined) {
@@ -120,7 +143,11 @@ export function priceUsd(model: string, provider: string, usage: TokenUsage): nu
   }
   let e = byModel.get(model);
   if (e === undefined) {
-    if (memoSize >= MEMO_MAX) { memoByProvider.clear(); memoSize = 0; memoByProvider.set(provider, byModel = new Map()); }
+    if (memoSize >= MEMO_MAX) {
+      memoByProvider.clear();
+      memoSize = 0;
+      memoByProvider.set(provider, (byModel = new Map()));
+    }
     e = resolve(model, provider.toLowerCase(), Date.now());
     byModel.set(model, e);
     memoSize++;
@@ -133,7 +160,11 @@ export function priceUsd(model: string, provider: string, usage: TokenUsage): nu
   const output = tokenCount(usage.output);
   if (cacheRead + cacheWrite > input) input += cacheRead + cacheWrite;
   if (e.kind === 'flat') {
-    const cost = (input - cacheRead - cacheWrite) * e.input + cacheRead * e.cacheRead + cacheWrite * e.cacheWrite + output * e.output;
+    const cost =
+      (input - cacheRead - cacheWrite) * e.input +
+      cacheRead * e.cacheRead +
+      cacheWrite * e.cacheWrite +
+      output * e.output;
     return cost > 0 ? tidy(Math.min(cost, MAX_COST_USD)) : 0;
   }
   try {

@@ -6,7 +6,14 @@ import type { Processor } from '../collector/pipeline-types.ts';
 import type { Attributes, SpanRecord } from '../collector/record.ts';
 import type { PreflightResult } from '../collector/pipeline-types.ts';
 import { newScanCache } from './governance/scan.ts';
-import { actionFor, applyGovernance, evaluatePolicy, SEVERITY_RANK, type GovernanceResult, type Policy } from './governance/index.ts';
+import {
+  actionFor,
+  applyGovernance,
+  evaluatePolicy,
+  SEVERITY_RANK,
+  type GovernanceResult,
+  type Policy,
+} from './governance/index.ts';
 import { DECISION_RANK } from './governance/policy.ts';
 import { withheldPreview } from './governance/injection.ts';
 import { ownershipOf, OWNERSHIP_ATTRIBUTES } from '../collector/proxy/ownership.ts';
@@ -24,7 +31,9 @@ export function findingField(field: string): string {
   return head + tag;
 }
 
-export interface PolicySource { policyFor(workspaceId: string): Promise<Policy> }
+export interface PolicySource {
+  policyFor(workspaceId: string): Promise<Policy>;
+}
 
 /**
  * A text full of e-mail addresses yields a finding per address (fuzzing: 150,000 for one 2 MB trace, 45 s to
@@ -33,7 +42,9 @@ export interface PolicySource { policyFor(workspaceId: string): Promise<Policy> 
  */
 function strongest<F extends { severity: keyof typeof SEVERITY_RANK; start: number }>(findings: F[], max: number): F[] {
   if (findings.length <= max) return findings;
-  return [...findings].sort((a, b) => SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity] || a.start - b.start).slice(0, max);
+  return [...findings]
+    .sort((a, b) => SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity] || a.start - b.start)
+    .slice(0, max);
 }
 
 /**
@@ -41,16 +52,32 @@ function strongest<F extends { severity: keyof typeof SEVERITY_RANK; start: numb
  * stored prompt holds only masks. The preflight's findings stand for the request fields; this scan adds what
  * the rest of the span holds (the response above all); the decision is the stronger of the two.
  */
-function withPreflight(own: GovernanceResult, pre: PreflightResult, policy: Policy, span: SpanRecord): GovernanceResult {
-  const covered = (field: string) => pre.coveredFields.some((c) => field === c || (c.endsWith('.') ? field.startsWith(c) : field.startsWith(`${c}.`) || field.startsWith(`${c}[`)));
+function withPreflight(
+  own: GovernanceResult,
+  pre: PreflightResult,
+  policy: Policy,
+  span: SpanRecord,
+): GovernanceResult {
+  const covered = (field: string) =>
+    pre.coveredFields.some(
+      (c) =>
+        field === c || (c.endsWith('.') ? field.startsWith(c) : field.startsWith(`${c}.`) || field.startsWith(`${c}[`)),
+    );
   // A finding in a request-derived field is the preflight's to report only when the preflight has it too.
   const seenByPreflight = new Set(pre.findings.map((f) => `${f.rule}\u0000${f.preview}`));
   const rest = own.findings.filter((f) => !(covered(f.field) && seenByPreflight.has(`${f.rule}\u0000${f.preview}`)));
-  const restDecision = evaluatePolicy(policy, { model: span.model, environment: span.environment, prompt: '', response: span.response, findings: rest });
+  const restDecision = evaluatePolicy(policy, {
+    model: span.model,
+    environment: span.environment,
+    prompt: '',
+    response: span.response,
+    findings: rest,
+  });
   const reasons = [...pre.reasons];
   const seen = new Set(reasons.map((r) => `${r.code}\u0000${r.message}`));
   for (const r of restDecision.reasons) if (!seen.has(`${r.code}\u0000${r.message}`)) reasons.push(r);
-  const decision = DECISION_RANK[restDecision.decision] > DECISION_RANK[pre.decision] ? restDecision.decision : pre.decision;
+  const decision =
+    DECISION_RANK[restDecision.decision] > DECISION_RANK[pre.decision] ? restDecision.decision : pre.decision;
   return { record: own.record, findings: [...pre.findings, ...rest], decision: { decision, reasons } };
 }
 
@@ -62,8 +89,17 @@ function withheld(span: SpanRecord, err: unknown): GovernanceResult {
   const message = `the governance scan failed on this span (${err instanceof Error ? err.name : 'error'}); its text is withheld`;
   return {
     record: {
-      ...span, prompt: '', response: '', statusMessage: '', name: span.name.length <= 64 && /^[\w .:/-]*$/.test(span.name) ? span.name : 'withheld',
-      requestId: '', actionName: '', environment: '', trainable: false, events: [], resourceAttributes: {},
+      ...span,
+      prompt: '',
+      response: '',
+      statusMessage: '',
+      name: span.name.length <= 64 && /^[\w .:/-]*$/.test(span.name) ? span.name : 'withheld',
+      requestId: '',
+      actionName: '',
+      environment: '',
+      trainable: false,
+      events: [],
+      resourceAttributes: {},
       attributes: { 'tracegate.withheld': 'governance_error' },
     },
     findings: [],
@@ -81,11 +117,18 @@ function setAside(span: SpanRecord): [SpanRecord, Attributes | null] {
   if (!ownershipOf(span)) return [span, null];
   const attributes = { ...span.attributes };
   const kept: Attributes = {};
-  for (const k of OWNERSHIP_ATTRIBUTES) { kept[k] = attributes[k]!; delete attributes[k]; }
+  for (const k of OWNERSHIP_ATTRIBUTES) {
+    kept[k] = attributes[k]!;
+    delete attributes[k];
+  }
   return [{ ...span, attributes }, kept];
 }
 
-export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan = 100, log?: { error(o: object, m: string): void }): Processor {
+export function governanceProcessor(
+  policies: PolicySource,
+  maxFindingsPerSpan = 100,
+  log?: { error(o: object, m: string): void },
+): Processor {
   return async (batch, ctx) => {
     const cache = new Map<string, Policy>();
     const scanCache = newScanCache();
@@ -99,7 +142,10 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
       try {
         own = applyGovernance(span, policy, undefined, scanCache);
       } catch (err) {
-        log?.error({ err, traceId: span.traceId, spanId: span.spanId }, 'governance: scan failed on a span; stored with its text withheld');
+        log?.error(
+          { err, traceId: span.traceId, spanId: span.spanId },
+          'governance: scan failed on a span; stored with its text withheld',
+        );
         own = withheld(span, err);
       }
       if (kept) own = { ...own, record: { ...own.record, attributes: { ...own.record.attributes, ...kept } } };
@@ -112,11 +158,24 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
       for (const f of strongest(findings, maxFindingsPerSpan)) {
         const action = actionFor(policy, f) ?? 'none';
         // PII and secret previews are masked already; an injection preview quotes the phrase.
-        const preview = f.detector === 'injection' && (action === 'redact' || action === 'block') ? withheldPreview(f) : f.preview;
+        const preview =
+          f.detector === 'injection' && (action === 'redact' || action === 'block') ? withheldPreview(f) : f.preview;
         batch.extra.push({
-          recordType: 'finding', workspaceId: span.workspaceId, traceId: span.traceId, spanId: span.spanId,
-          detector: f.detector, rule: f.rule, category: f.category, severity: f.severity, field: findingField(f.field),
-          start: f.start, end: f.end, preview, score: f.score ?? 1, action, createdAtMs: now,
+          recordType: 'finding',
+          workspaceId: span.workspaceId,
+          traceId: span.traceId,
+          spanId: span.spanId,
+          detector: f.detector,
+          rule: f.rule,
+          category: f.category,
+          severity: f.severity,
+          field: findingField(f.field),
+          start: f.start,
+          end: f.end,
+          preview,
+          score: f.score ?? 1,
+          action,
+          createdAtMs: now,
         } satisfies FindingRecord);
       }
       if (findings.length === 0 && decision.decision === 'allow' && decision.reasons.length === 0) {
@@ -125,11 +184,21 @@ export function governanceProcessor(policies: PolicySource, maxFindingsPerSpan =
         continue;
       }
       batch.extra.push({
-        recordType: 'policy', workspaceId: span.workspaceId, traceId: span.traceId, spanId: span.spanId,
-        policyVersion: policy.version, decision: decision.decision, reasons: JSON.stringify(decision.reasons), createdAtMs: now,
+        recordType: 'policy',
+        workspaceId: span.workspaceId,
+        traceId: span.traceId,
+        spanId: span.spanId,
+        policyVersion: policy.version,
+        decision: decision.decision,
+        reasons: JSON.stringify(decision.reasons),
+        createdAtMs: now,
       } satisfies PolicyRecord);
       if (decision.decision !== 'allow') {
-        const attrs = { ...record.attributes, 'governance.decision': decision.decision, 'governance.categories': [...new Set(findings.map((f) => f.category))] };
+        const attrs = {
+          ...record.attributes,
+          'governance.decision': decision.decision,
+          'governance.categories': [...new Set(findings.map((f) => f.category))],
+        };
         spans[i] = { ...record, attributes: attrs };
       }
     }

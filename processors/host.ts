@@ -21,9 +21,15 @@ export interface HostItem {
 /** One item's answer: its rows are durable; or why not (`spool`: the append failed, a retryable condition). */
 export type ItemResult = { accepted: number; rows: number } | { error: string; spool?: true };
 /** A main-thread group of records already encoded there (its own audit chain): appended as it is. */
-export interface FrameItem { frame: Buffer; rows: number }
+export interface FrameItem {
+  frame: Buffer;
+  rows: number;
+}
 /** What a processed group gets once its write returned: its items' answers, and for each frame null or why it failed. */
-export interface GroupAnswer { items: ItemResult[]; frames: Array<string | null> }
+export interface GroupAnswer {
+  items: ItemResult[];
+  frames: Array<string | null>;
+}
 
 export interface HostChains {
   verification: VerificationChain | null;
@@ -40,12 +46,22 @@ const SYNC_WRITE_BYTES = 64 * 1024;
 
 /** A group's records (each list one frame, encoded when queued) and main-thread frames. */
 type Written = { records: StoredRecord[]; json?: string[] };
-type Queued = { written: Written[]; frames: Buffer[]; rows: number; appends: number; settle: (failure: string | null) => void };
+type Queued = {
+  written: Written[];
+  frames: Buffer[];
+  rows: number;
+  appends: number;
+  settle: (failure: string | null) => void;
+};
 
 /** A batch's durable or lost callbacks: one failing does not keep the others from running (nor fail the answer). */
 function runAll(fns: ReadonlyArray<() => void> | undefined): void {
   for (const f of fns ?? []) {
-    try { f(); } catch { /* its own failure: the notifier and the evaluator do not throw */ }
+    try {
+      f();
+    } catch {
+      /* its own failure: the notifier and the evaluator do not throw */
+    }
   }
 }
 
@@ -62,7 +78,13 @@ export class ProcessorHost {
   /** Bumped when a write fails: a group whose processing began before that is refused (it may link to lost records). */
   private generation = 0;
 
-  constructor(opts: { spool: Spool; processors: Processor[]; chains?: HostChains; takeAlertOutcomes?: () => AlertRecord[]; putBackAlertOutcomes?: (carried: readonly AlertRecord[]) => void }) {
+  constructor(opts: {
+    spool: Spool;
+    processors: Processor[];
+    chains?: HostChains;
+    takeAlertOutcomes?: () => AlertRecord[];
+    putBackAlertOutcomes?: (carried: readonly AlertRecord[]) => void;
+  }) {
     this.spool = opts.spool;
     this.processors = opts.processors;
     this.chains = opts.chains ?? null;
@@ -102,7 +124,11 @@ export class ProcessorHost {
         const records: StoredRecord[] = batch.extra.length ? [...batch.spans, ...batch.extra] : batch.spans;
         // Serialized here, so a record that is not JSON fails its item alone (the frame is encoded when queued).
         const json = serializeRecords(records, batch.json);
-        if (records.length) { written.push({ records, json }); rows += records.length; appends++; }
+        if (records.length) {
+          written.push({ records, json });
+          rows += records.length;
+          appends++;
+        }
         if (batch.durable) onDurable.push(...batch.durable);
         if (batch.lost) onLost.push(...batch.lost);
         results.push({ accepted: batch.spans.length, rows: records.length });
@@ -112,9 +138,13 @@ export class ProcessorHost {
         results.push({ error: err instanceof Error ? err.message : String(err) });
       }
     }
-    for (const f of frames) { rows += f.rows; appends++; }
+    for (const f of frames) {
+      rows += f.rows;
+      appends++;
+    }
     let durable: Promise<string | null>;
-    if (generation === this.generation) durable = this.enqueue({ written, frames: frames.map((f) => f.frame), rows, appends });
+    if (generation === this.generation)
+      durable = this.enqueue({ written, frames: frames.map((f) => f.frame), rows, appends });
     else {
       // A write failed while this group was being processed: the chains went back, then moved on with the rest of
       // it, which is never written. Back to the durable heads again.
@@ -124,7 +154,10 @@ export class ProcessorHost {
     const answer = durable.then((failure): GroupAnswer => {
       if (failure !== null) {
         runAll(onLost);
-        return { items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })), frames: frames.map(() => failure) };
+        return {
+          items: results.map((r) => ('error' in r ? r : { error: failure, spool: true })),
+          frames: frames.map(() => failure),
+        };
       }
       runAll(onDurable);
       return { items: results, frames: frames.map(() => null) };
@@ -155,7 +188,9 @@ export class ProcessorHost {
     return this.spool.seal();
   }
 
-  state(): SpoolState { return this.spool.state(); }
+  state(): SpoolState {
+    return this.spool.state();
+  }
 
   /** Finish the queued writes, seal the spool and write the chains' durable heads (at shutdown). */
   async close(): Promise<Segment[]> {
@@ -170,7 +205,10 @@ export class ProcessorHost {
     if (!this.chains) return null;
     const workspaces = item.spans.map((s) => s.workspaceId);
     if (item.ctx) workspaces.push(item.ctx.workspaceId);
-    return { audit: this.chains.audit.mark(workspaces), verification: this.chains.verification?.mark(workspaces) ?? null };
+    return {
+      audit: this.chains.audit.mark(workspaces),
+      verification: this.chains.verification?.mark(workspaces) ?? null,
+    };
   }
 
   private restoreChains(mark: ChainMarks): void {
@@ -206,7 +244,9 @@ export class ProcessorHost {
     }
     return new Promise((settle) => {
       this.queue.push({ ...q, settle });
-      this.writing ??= this.writeQueued().finally(() => { this.writing = null; });
+      this.writing ??= this.writeQueued().finally(() => {
+        this.writing = null;
+      });
     });
   }
 
@@ -218,7 +258,10 @@ export class ProcessorHost {
       const buf = this.arena.take(); // the group's frames, left as they are until the next take()
       let rows = 0;
       let appends = 0;
-      for (const q of group) { rows += q.rows; appends += q.appends; }
+      for (const q of group) {
+        rows += q.rows;
+        appends += q.appends;
+      }
       try {
         // A small write is made on this thread: its answers save two hops through the thread pool (most of the
         // proxy's added latency at moderate load), and processing a few requests more meanwhile gains little.

@@ -7,7 +7,14 @@ import type { AlertRecord } from '../collector/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { tokens } from '../storage/codec.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
-import { AlertEvaluator, alertProcessor, putBackOutcomes, webhookNotifier, type AlertFires, type AlertSource } from './alerts.ts';
+import {
+  AlertEvaluator,
+  alertProcessor,
+  putBackOutcomes,
+  webhookNotifier,
+  type AlertFires,
+  type AlertSource,
+} from './alerts.ts';
 import { AuditChain, auditProcessor } from './audit.ts';
 import { VerificationChain, verificationProcessor, type ChainHead } from './verification.ts';
 import { loadSigningKey } from './signing.ts';
@@ -28,7 +35,11 @@ export const costProcessor: Processor = (batch) => {
     if (!USAGE_KINDS.has(r.kind)) continue;
     // Mappers set the marker when the client sent a cost (0 included) or the mapper priced the span itself.
     if (r.attributes['tracegate.cost_source'] !== undefined || !r.model || r.costUsd > 0) continue;
-    if (LOCAL_SOURCES.has(r.source)) { r.costUsd = 0; r.attributes['tracegate.cost_source'] = 'local'; continue; }
+    if (LOCAL_SOURCES.has(r.source)) {
+      r.costUsd = 0;
+      r.attributes['tracegate.cost_source'] = 'local';
+      continue;
+    }
     if (r.promptTokens === 0 && r.completionTokens === 0) continue;
     const cost = priceUsd(r.model, r.provider, { input: r.promptTokens, output: r.completionTokens });
     r.costUsd = cost;
@@ -71,8 +82,24 @@ export function createEnrichment(opts: {
 }): Enrichment {
   const keysDir = join(opts.dataDir, 'keys');
   const audit = new AuditChain(undefined, opts.previousAuditHeads);
-  if (!opts.enabled) return { processors: [costProcessor, auditProcessor(audit)], settleDeliveries: async () => [], takeAlertOutcomes: () => [], putBackAlertOutcomes: () => {}, alertFires: () => ({}), audit, verification: null, keysDir };
-  const verification = new VerificationChain(loadSigningKey(keysDir), 1000, undefined, opts.signEachTrace ?? false, opts.previousHeads);
+  if (!opts.enabled)
+    return {
+      processors: [costProcessor, auditProcessor(audit)],
+      settleDeliveries: async () => [],
+      takeAlertOutcomes: () => [],
+      putBackAlertOutcomes: () => {},
+      alertFires: () => ({}),
+      audit,
+      verification: null,
+      keysDir,
+    };
+  const verification = new VerificationChain(
+    loadSigningKey(keysDir),
+    1000,
+    undefined,
+    opts.signEachTrace ?? false,
+    opts.previousHeads,
+  );
   const notifier = webhookNotifier(opts.log);
   const outcomes: AlertRecord[] = [];
   const evaluator = new AlertEvaluator(opts.previousAlertFires, opts.onAlertFired);
@@ -88,6 +115,8 @@ export function createEnrichment(opts: {
     takeAlertOutcomes: () => outcomes.splice(0),
     putBackAlertOutcomes: (carried) => putBackOutcomes(outcomes, carried),
     alertFires: () => evaluator.fires(),
-    audit, verification, keysDir,
+    audit,
+    verification,
+    keysDir,
   };
 }

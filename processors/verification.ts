@@ -41,15 +41,31 @@ export function checkpointText(c: Pick<CheckpointRecord, 'workspaceId' | 'chainI
   return `tracegate-checkpoint-v1|${c.workspaceId}|${c.chainId}|${c.seq}|${c.headHash}`;
 }
 
-interface Head { seq: number; hash: string; signedSeq: number; signedAt: number }
+interface Head {
+  seq: number;
+  hash: string;
+  signedSeq: number;
+  signedAt: number;
+}
 
-export interface VerificationMark { chainId: string; heads: Array<[string, Head | undefined]>; pending: number }
+export interface VerificationMark {
+  chainId: string;
+  heads: Array<[string, Head | undefined]>;
+  pending: number;
+}
 
 /** The newest record of a chain: what the next run links to. */
-export interface ChainHead { chainId: string; seq: number; hash: string }
+export interface ChainHead {
+  chainId: string;
+  seq: number;
+  hash: string;
+}
 
 /** The newest record per workspace among `records` of one chained type (verification, or audit). */
-export function headsOf(records: ReadonlyArray<object>, type: 'verification' | 'audit' = 'verification'): Record<string, ChainHead> {
+export function headsOf(
+  records: ReadonlyArray<object>,
+  type: 'verification' | 'audit' = 'verification',
+): Record<string, ChainHead> {
   const out: Record<string, ChainHead> = {};
   for (const r of records) {
     if ((r as { recordType?: string }).recordType !== type) continue;
@@ -74,7 +90,13 @@ export class VerificationChain {
   private previous: Readonly<Record<string, ChainHead>>;
   /** Chain ids of this process's runs (see rewind). */
   private readonly runs = new Set<string>();
-  constructor(key: SigningKey, checkpointEveryMs = 1000, chainId = newChainId(), signEach = false, previous: Readonly<Record<string, ChainHead>> = {}) {
+  constructor(
+    key: SigningKey,
+    checkpointEveryMs = 1000,
+    chainId = newChainId(),
+    signEach = false,
+    previous: Readonly<Record<string, ChainHead>> = {},
+  ) {
     this.key = key;
     this.checkpointEveryMs = checkpointEveryMs;
     this.chainId = chainId;
@@ -92,8 +114,11 @@ export class VerificationChain {
     this.heads.clear();
     this.previous = durable;
     this.chainId = newChainId();
-    this.pending = Object.entries(durable).filter(([, h]) => this.runs.has(h.chainId))
-      .map(([workspaceId, h]) => this.checkpoint({ workspaceId, chainId: h.chainId, seq: h.seq, headHash: h.hash }, now));
+    this.pending = Object.entries(durable)
+      .filter(([, h]) => this.runs.has(h.chainId))
+      .map(([workspaceId, h]) =>
+        this.checkpoint({ workspaceId, chainId: h.chainId, seq: h.seq, headHash: h.hash }, now),
+      );
     this.runs.add(this.chainId);
   }
 
@@ -123,8 +148,17 @@ export class VerificationChain {
     this.pending.length = Math.min(this.pending.length, mark.pending);
   }
 
-  private checkpoint(base: Pick<CheckpointRecord, 'workspaceId' | 'chainId' | 'seq' | 'headHash'>, now: number): CheckpointRecord {
-    return { recordType: 'checkpoint', ...base, keyId: this.key.keyId, signature: signText(this.key, checkpointText(base)), atMs: now };
+  private checkpoint(
+    base: Pick<CheckpointRecord, 'workspaceId' | 'chainId' | 'seq' | 'headHash'>,
+    now: number,
+  ): CheckpointRecord {
+    return {
+      recordType: 'checkpoint',
+      ...base,
+      keyId: this.key.keyId,
+      signature: signText(this.key, checkpointText(base)),
+      atMs: now,
+    };
   }
 
   private sign(workspaceId: string, h: Head, now: number): CheckpointRecord {
@@ -147,9 +181,16 @@ export class VerificationChain {
       const { workspaceId, traceId } = group[0]!;
       const head = this.head(workspaceId);
       const rec = {
-        recordType: 'verification' as const, workspaceId, traceId,
-        spanIds: group.map((s) => s.spanId), spanVersions: group.map((s) => s.ingestedAtMs),
-        contentHash: contentHashKeepingJson(group, keep), chainId: this.chainId, seq: head.seq + 1, prevHash: head.hash, createdAtMs: now,
+        recordType: 'verification' as const,
+        workspaceId,
+        traceId,
+        spanIds: group.map((s) => s.spanId),
+        spanVersions: group.map((s) => s.ingestedAtMs),
+        contentHash: contentHashKeepingJson(group, keep),
+        chainId: this.chainId,
+        seq: head.seq + 1,
+        prevHash: head.hash,
+        createdAtMs: now,
       };
       const hash = linkHash(head.hash, rec);
       head.seq = rec.seq;
@@ -199,7 +240,18 @@ export function verificationProcessor(chain: VerificationChain): Processor {
 // ---- re-checking ----
 
 export interface VerifyProblem {
-  kind: 'content_hash_mismatch' | 'span_missing' | 'unverified_span' | 'chain_gap' | 'prev_hash_mismatch' | 'link_hash_mismatch' | 'bad_signature' | 'unknown_key' | 'checkpoint_mismatch' | 'unsigned_chain' | 'checkpoint_missing';
+  kind:
+    | 'content_hash_mismatch'
+    | 'span_missing'
+    | 'unverified_span'
+    | 'chain_gap'
+    | 'prev_hash_mismatch'
+    | 'link_hash_mismatch'
+    | 'bad_signature'
+    | 'unknown_key'
+    | 'checkpoint_mismatch'
+    | 'unsigned_chain'
+    | 'checkpoint_missing';
   chainId: string;
   seq: number;
   traceId?: string;
@@ -211,8 +263,8 @@ export interface VerifyReport {
   recordsChecked: number;
   tracesChecked: number;
   checkpointsChecked: number;
-  superseded: number;        // records whose spans were later replaced by a newer delivery (not tampering)
-  unsignedTail: number;      // records after the last checkpoint of their chain (signed about a second later, with a batch or by the idle signer, and at shutdown)
+  superseded: number; // records whose spans were later replaced by a newer delivery (not tampering)
+  unsignedTail: number; // records after the last checkpoint of their chain (signed about a second later, with a batch or by the idle signer, and at shutdown)
   problems: VerifyProblem[];
   /** Problems found past the listed ones (a workspace report lists at most MAX_LISTED_PROBLEMS, chain, content and audit together). */
   problemsOmitted?: number;
@@ -223,7 +275,12 @@ export interface VerifyReport {
  * trace: a stored span newer than a record is fine only when another record vouches for that newer version
  * (a later delivery), otherwise someone wrote it behind the collector's back.
  */
-export function checkContent(records: VerificationRecord[], stored: SpanRecord[], settledBeforeMs = Infinity, nowMs = Infinity): { problems: VerifyProblem[]; superseded: number } {
+export function checkContent(
+  records: VerificationRecord[],
+  stored: SpanRecord[],
+  settledBeforeMs = Infinity,
+  nowMs = Infinity,
+): { problems: VerifyProblem[]; superseded: number } {
   const check = new ContentCheck(records, settledBeforeMs, nowMs);
   check.records(records, new Map(stored.map((s) => [s.spanId, s])));
   check.stored(stored);
@@ -270,34 +327,67 @@ export class ContentCheck {
   }
 
   private rewritten(r: VerificationRecord, id: string, s: SpanVersion): VerifyProblem {
-    return { kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record that matches it)` };
+    return {
+      kind: 'content_hash_mismatch',
+      chainId: r.chainId,
+      seq: r.seq,
+      traceId: r.traceId,
+      message: `span ${id} of trace ${r.traceId} was rewritten outside the collector (version ${s.ingestedAtMs} has no verification record that matches it)`,
+    };
   }
 
   /** Some records, in chain order, with (at least) the stored spans they name. */
   records(records: VerificationRecord[], byId: ReadonlyMap<string, SpanRecord>): void {
     for (const r of records) {
-      if (r.spanIds.length === 0) { this.problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `the record of trace ${r.traceId} names no span (its span list was emptied)` }); continue; }
+      if (r.spanIds.length === 0) {
+        this.problems.push({
+          kind: 'content_hash_mismatch',
+          chainId: r.chainId,
+          seq: r.seq,
+          traceId: r.traceId,
+          message: `the record of trace ${r.traceId} names no span (its span list was emptied)`,
+        });
+        continue;
+      }
       const spans: SpanRecord[] = [];
       const later: SpanVersion[] = [];
       let problem: VerifyProblem | null = null;
       r.spanIds.forEach((id, i) => {
         const s = byId.get(id);
-        if (!s) problem ??= { kind: 'span_missing', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${id} is no longer stored` };
+        if (!s)
+          problem ??= {
+            kind: 'span_missing',
+            chainId: r.chainId,
+            seq: r.seq,
+            traceId: r.traceId,
+            message: `span ${id} is no longer stored`,
+          };
         else if (s.ingestedAtMs === r.spanVersions[i]) spans.push(s);
-        else if (s.ingestedAtMs > r.spanVersions[i]!) later.push({ spanId: s.spanId, traceId: s.traceId, ingestedAtMs: s.ingestedAtMs });
+        else if (s.ingestedAtMs > r.spanVersions[i]!)
+          later.push({ spanId: s.spanId, traceId: s.traceId, ingestedAtMs: s.ingestedAtMs });
         else problem ??= this.rewritten(r, id, s);
       });
       if (problem) this.problems.push(problem);
       else if (later.length) this.newer.push({ r, later });
       else if (contentHash(spans) !== r.contentHash) this.tied.push(r);
-      else r.spanIds.forEach((id, i) => this.matched.add(`${id}@${r.spanVersions[i]}`));
+      else
+        r.spanIds.forEach((id, i) => {
+          this.matched.add(`${id}@${r.spanVersions[i]}`);
+        });
     }
   }
 
   /** Stored spans of the trace (all of them, over one or more calls): a span no record names was written behind the collector's back (or with verification off). */
   stored(spans: readonly SpanVersion[]): void {
     for (const s of spans) {
-      if (!this.named.has(s.spanId) && !this.settling(s)) this.unverified.push({ kind: 'unverified_span', chainId: '', seq: 0, traceId: s.traceId, message: `span ${s.spanId} of trace ${s.traceId} has no verification record` });
+      if (!this.named.has(s.spanId) && !this.settling(s))
+        this.unverified.push({
+          kind: 'unverified_span',
+          chainId: '',
+          seq: 0,
+          traceId: s.traceId,
+          message: `span ${s.spanId} of trace ${s.traceId} has no verification record`,
+        });
     }
   }
 
@@ -306,7 +396,14 @@ export class ContentCheck {
     const problems = [...this.problems];
     for (const r of this.tied) {
       if (r.spanIds.every((id, i) => this.matched.has(`${id}@${r.spanVersions[i]}`))) superseded++;
-      else problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `stored content of trace ${r.traceId} does not match its hash` });
+      else
+        problems.push({
+          kind: 'content_hash_mismatch',
+          chainId: r.chainId,
+          seq: r.seq,
+          traceId: r.traceId,
+          message: `stored content of trace ${r.traceId} does not match its hash`,
+        });
     }
     // What records superseded in part still list (a span re-delivered alone, its siblings not): no hash covers those.
     const listedOnly = new Set(this.newer.flatMap(({ r }) => r.spanIds.map((id, i) => `${id}@${r.spanVersions[i]}`)));
@@ -314,7 +411,13 @@ export class ContentCheck {
       const unvouched = later.find((s) => !this.matched.has(`${s.spanId}@${s.ingestedAtMs}`) && !this.settling(s));
       if (!unvouched) superseded++;
       else if (listedOnly.has(`${unvouched.spanId}@${unvouched.ingestedAtMs}`)) {
-        problems.push({ kind: 'content_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: `span ${unvouched.spanId} of trace ${r.traceId} cannot be checked: the only record of its stored version (${unvouched.ingestedAtMs}) was superseded in part by a later delivery of its sibling spans, and no hash covers it alone` });
+        problems.push({
+          kind: 'content_hash_mismatch',
+          chainId: r.chainId,
+          seq: r.seq,
+          traceId: r.traceId,
+          message: `span ${unvouched.spanId} of trace ${r.traceId} cannot be checked: the only record of its stored version (${unvouched.ingestedAtMs}) was superseded in part by a later delivery of its sibling spans, and no hash covers it alone`,
+        });
       } else problems.push(this.rewritten(r, unvouched.spanId, unvouched));
     }
     problems.push(...this.unverified);
@@ -323,7 +426,13 @@ export class ContentCheck {
 }
 
 /** Chain continuity, link hashes and checkpoint signatures, all in memory (tests; verifyWorkspace streams ChainCheck). Records must be in (chainId, seq) order. */
-export function checkChain(records: VerificationRecord[], checkpoints: CheckpointRecord[], keys: PublicKeyInfo[], allHashes?: ReadonlySet<string>, settledBeforeMs = -Infinity): { problems: VerifyProblem[]; unsignedTail: number } {
+export function checkChain(
+  records: VerificationRecord[],
+  checkpoints: CheckpointRecord[],
+  keys: PublicKeyInfo[],
+  allHashes?: ReadonlySet<string>,
+  settledBeforeMs = -Infinity,
+): { problems: VerifyProblem[]; unsignedTail: number } {
   const check = new ChainCheck(keys, settledBeforeMs);
   check.records(records, checkpoints);
   return check.finish(allHashes ?? new Set(records.map((r) => r.hash)));
@@ -331,13 +440,15 @@ export function checkChain(records: VerificationRecord[], checkpoints: Checkpoin
 
 /** What a chain check keeps per chain (not its records). */
 interface ChainFacts {
-  lastSeq: number; newest: number;
+  lastSeq: number;
+  newest: number;
   /** Seq of its newest checkpoint whose signature verifies (0: none). */
   lastSigned: number;
   /** Its record 1's creation time, when stored. */
   firstAt: number | null;
   /** After its newest valid checkpoint so far: the first record, and the oldest one. */
-  tailFirst: VerificationRecord | null; tailOldest: VerificationRecord | null;
+  tailFirst: VerificationRecord | null;
+  tailOldest: VerificationRecord | null;
 }
 
 /**
@@ -374,11 +485,17 @@ export class ChainCheck {
   }
 
   /** The earlier runs' heads that chains seen so far continue (finish needs to know which are still stored). */
-  continued(): string[] { return this.continuing.map((r) => r.prevHash); }
+  continued(): string[] {
+    return this.continuing.map((r) => r.prevHash);
+  }
 
   private facts(chainId: string): ChainFacts {
     let f = this.chains.get(chainId);
-    if (!f) this.chains.set(chainId, (f = { lastSeq: 0, newest: -Infinity, lastSigned: 0, firstAt: null, tailFirst: null, tailOldest: null }));
+    if (!f)
+      this.chains.set(
+        chainId,
+        (f = { lastSeq: 0, newest: -Infinity, lastSigned: 0, firstAt: null, tailFirst: null, tailOldest: null }),
+      );
     return f;
   }
 
@@ -386,9 +503,31 @@ export class ChainCheck {
   private checkpoint(c: CheckpointRecord, at: VerificationRecord | null): void {
     this.checkpointsChecked++;
     const key = this.keyById.get(c.keyId);
-    if (!key) { this.problems.push({ kind: 'unknown_key', chainId: c.chainId, seq: c.seq, message: `checkpoint signed by unknown key ${c.keyId}` }); return; }
-    if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature)) { this.problems.push({ kind: 'bad_signature', chainId: c.chainId, seq: c.seq, message: 'checkpoint signature does not verify' }); return; }
-    if (!at || at.hash !== c.headHash) this.problems.push({ kind: 'checkpoint_mismatch', chainId: c.chainId, seq: c.seq, message: 'signed head does not match the stored chain' });
+    if (!key) {
+      this.problems.push({
+        kind: 'unknown_key',
+        chainId: c.chainId,
+        seq: c.seq,
+        message: `checkpoint signed by unknown key ${c.keyId}`,
+      });
+      return;
+    }
+    if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature)) {
+      this.problems.push({
+        kind: 'bad_signature',
+        chainId: c.chainId,
+        seq: c.seq,
+        message: 'checkpoint signature does not verify',
+      });
+      return;
+    }
+    if (!at || at.hash !== c.headHash)
+      this.problems.push({
+        kind: 'checkpoint_mismatch',
+        chainId: c.chainId,
+        seq: c.seq,
+        message: 'signed head does not match the stored chain',
+      });
     const f = this.facts(c.chainId);
     f.lastSigned = Math.max(f.lastSigned, c.seq);
     f.tailFirst = null;
@@ -411,10 +550,31 @@ export class ChainCheck {
       const prev = this.prev;
       const first = !prev || prev.chainId !== r.chainId;
       const expectSeq = first ? 1 : prev!.seq + 1;
-      if (r.seq !== expectSeq) this.problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: `expected seq ${expectSeq}, found ${r.seq}: records are missing` });
-      else if (first && r.prevHash !== GENESIS) this.continuing.push(r); // that record must still be there: see finish
-      else if (r.prevHash !== (first ? GENESIS : prev!.hash)) this.problems.push({ kind: 'prev_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
-      if (linkHash(r.prevHash, r) !== r.hash) this.problems.push({ kind: 'link_hash_mismatch', chainId: r.chainId, seq: r.seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
+      if (r.seq !== expectSeq)
+        this.problems.push({
+          kind: 'chain_gap',
+          chainId: r.chainId,
+          seq: r.seq,
+          message: `expected seq ${expectSeq}, found ${r.seq}: records are missing`,
+        });
+      else if (first && r.prevHash !== GENESIS)
+        this.continuing.push(r); // that record must still be there: see finish
+      else if (r.prevHash !== (first ? GENESIS : prev!.hash))
+        this.problems.push({
+          kind: 'prev_hash_mismatch',
+          chainId: r.chainId,
+          seq: r.seq,
+          traceId: r.traceId,
+          message: 'prevHash does not match the previous record',
+        });
+      if (linkHash(r.prevHash, r) !== r.hash)
+        this.problems.push({
+          kind: 'link_hash_mismatch',
+          chainId: r.chainId,
+          seq: r.seq,
+          traceId: r.traceId,
+          message: 'record fields do not match its chain hash',
+        });
       const f = this.facts(r.chainId);
       f.lastSeq = r.seq;
       f.newest = Math.max(f.newest, r.createdAtMs);
@@ -438,7 +598,13 @@ export class ChainCheck {
   finish(stored: ReadonlySet<string>): { problems: VerifyProblem[]; unsignedTail: number } {
     this.trailing([]);
     for (const r of this.continuing) {
-      if (!stored.has(r.prevHash)) this.problems.push({ kind: 'chain_gap', chainId: r.chainId, seq: r.seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
+      if (!stored.has(r.prevHash))
+        this.problems.push({
+          kind: 'chain_gap',
+          chainId: r.chainId,
+          seq: r.seq,
+          message: 'the earlier run this chain continues is missing (its records were deleted)',
+        });
     }
     this.continuing.length = 0;
     let unsignedTail = 0;
@@ -447,14 +613,28 @@ export class ChainCheck {
       unsignedTail += Math.max(0, f.lastSeq - f.lastSigned);
       // Every chain signs its first record when it is made: a settled chain with no valid signature at all was rebuilt.
       if (f.lastSigned === 0) {
-        if (f.firstAt !== null && f.firstAt < this.settledBeforeMs) this.problems.push({ kind: 'unsigned_chain', chainId, seq: 1, message: 'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)' });
+        if (f.firstAt !== null && f.firstAt < this.settledBeforeMs)
+          this.problems.push({
+            kind: 'unsigned_chain',
+            chainId,
+            seq: 1,
+            message:
+              'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)',
+          });
         continue;
       }
       // While a chain grows, its head is signed with the next batch once the last signature is a second old: a record
       // that records made well after it follow, with no checkpoint at or after it, lost its checkpoints (deleted, so
       // that the records after the first one could be rewritten). A crashed run's unsigned tail is within a second.
       const late = [f.tailFirst, f.tailOldest].find((r) => r && r.createdAtMs < f.newest - UNSIGNED_GRACE_MS);
-      if (late) this.problems.push({ kind: 'checkpoint_missing', chainId, seq: late.seq, traceId: late.traceId, message: `no checkpoint covers record ${late.seq} although the chain went on for ${Math.round((f.newest - late.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
+      if (late)
+        this.problems.push({
+          kind: 'checkpoint_missing',
+          chainId,
+          seq: late.seq,
+          traceId: late.traceId,
+          message: `no checkpoint covers record ${late.seq} although the chain went on for ${Math.round((f.newest - late.createdAtMs) / 1000)} s after it (its checkpoints were deleted)`,
+        });
     }
     return { problems: this.problems, unsignedTail };
   }
@@ -466,8 +646,15 @@ export const UNSIGNED_GRACE_MS = 10_000;
 /** A checkpoint's signature: signed by a known key over its own fields, or the problem. */
 export function signatureProblem(c: CheckpointRecord, keys: PublicKeyInfo[]): VerifyProblem | null {
   const key = keys.find((k) => k.keyId === c.keyId);
-  if (!key) return { kind: 'unknown_key', chainId: c.chainId, seq: c.seq, message: `checkpoint signed by unknown key ${c.keyId}` };
-  if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature)) return { kind: 'bad_signature', chainId: c.chainId, seq: c.seq, message: 'checkpoint signature does not verify' };
+  if (!key)
+    return {
+      kind: 'unknown_key',
+      chainId: c.chainId,
+      seq: c.seq,
+      message: `checkpoint signed by unknown key ${c.keyId}`,
+    };
+  if (!verifyText(key.publicKeyPem, checkpointText(c), c.signature))
+    return { kind: 'bad_signature', chainId: c.chainId, seq: c.seq, message: 'checkpoint signature does not verify' };
   return null;
 }
 
@@ -478,7 +665,13 @@ export function signatureProblem(c: CheckpointRecord, keys: PublicKeyInfo[]): Ve
  * the record stored there. The check of one trace's records: the stretch from the record before them to the first
  * checkpoint after them, whose signature reaches them through the links.
  */
-export function checkChainSegment(segment: VerificationRecord[], from: number, to: number, checkpoint: CheckpointRecord | null, earlierRunExists: boolean): VerifyProblem[] {
+export function checkChainSegment(
+  segment: VerificationRecord[],
+  from: number,
+  to: number,
+  checkpoint: CheckpointRecord | null,
+  earlierRunExists: boolean,
+): VerifyProblem[] {
   const problems: VerifyProblem[] = [];
   const bySeq = new Map(segment.map((r) => [r.seq, r]));
   const chainId = segment[0]?.chainId ?? checkpoint?.chainId ?? '';
@@ -492,15 +685,52 @@ export function checkChainSegment(segment: VerificationRecord[], from: number, t
       continue;
     }
     if (missingFrom) {
-      problems.push({ kind: 'chain_gap', chainId, seq: missingFrom, message: `records ${missingFrom}${seq - 1 > missingFrom ? `–${seq - 1}` : ''} are missing: they were deleted` });
+      problems.push({
+        kind: 'chain_gap',
+        chainId,
+        seq: missingFrom,
+        message: `records ${missingFrom}${seq - 1 > missingFrom ? `–${seq - 1}` : ''} are missing: they were deleted`,
+      });
       missingFrom = 0;
     }
-    if (seq === 1 && r.prevHash !== GENESIS && !earlierRunExists) problems.push({ kind: 'chain_gap', chainId, seq, message: 'the earlier run this chain continues is missing (its records were deleted)' });
-    else if (prev && r.prevHash !== prev.hash) problems.push({ kind: 'prev_hash_mismatch', chainId, seq, traceId: r.traceId, message: 'prevHash does not match the previous record' });
-    if (linkHash(r.prevHash, r) !== r.hash) problems.push({ kind: 'link_hash_mismatch', chainId, seq, traceId: r.traceId, message: 'record fields do not match its chain hash' });
+    if (seq === 1 && r.prevHash !== GENESIS && !earlierRunExists)
+      problems.push({
+        kind: 'chain_gap',
+        chainId,
+        seq,
+        message: 'the earlier run this chain continues is missing (its records were deleted)',
+      });
+    else if (prev && r.prevHash !== prev.hash)
+      problems.push({
+        kind: 'prev_hash_mismatch',
+        chainId,
+        seq,
+        traceId: r.traceId,
+        message: 'prevHash does not match the previous record',
+      });
+    if (linkHash(r.prevHash, r) !== r.hash)
+      problems.push({
+        kind: 'link_hash_mismatch',
+        chainId,
+        seq,
+        traceId: r.traceId,
+        message: 'record fields do not match its chain hash',
+      });
     prev = r;
   }
-  if (missingFrom) problems.push({ kind: 'chain_gap', chainId, seq: missingFrom, message: `records ${missingFrom}${to > missingFrom ? `–${to}` : ''} are missing: they were deleted` });
-  if (checkpoint && bySeq.get(checkpoint.seq)?.hash !== checkpoint.headHash) problems.push({ kind: 'checkpoint_mismatch', chainId, seq: checkpoint.seq, message: 'signed head does not match the stored chain' });
+  if (missingFrom)
+    problems.push({
+      kind: 'chain_gap',
+      chainId,
+      seq: missingFrom,
+      message: `records ${missingFrom}${to > missingFrom ? `–${to}` : ''} are missing: they were deleted`,
+    });
+  if (checkpoint && bySeq.get(checkpoint.seq)?.hash !== checkpoint.headHash)
+    problems.push({
+      kind: 'checkpoint_mismatch',
+      chainId,
+      seq: checkpoint.seq,
+      message: 'signed head does not match the stored chain',
+    });
   return problems;
 }

@@ -5,7 +5,17 @@ import type { SpanRecord } from '../collector/record.ts';
 import { AuditCheck, checkAuditCoverage, type ChainProblem } from './audit.ts';
 import type { PublicKeyInfo } from './signing.ts';
 import { GENESIS } from './canonical.ts';
-import { ChainCheck, chainOrder, checkChainSegment, checkContent, ContentCheck, signatureProblem, UNSIGNED_GRACE_MS, type VerifyProblem, type VerifyReport } from './verification.ts';
+import {
+  ChainCheck,
+  chainOrder,
+  checkChainSegment,
+  checkContent,
+  ContentCheck,
+  signatureProblem,
+  UNSIGNED_GRACE_MS,
+  type VerifyProblem,
+  type VerifyReport,
+} from './verification.ts';
 
 /** Spans received this recently are not judged unverified: on a live collector their records may still be in flight. */
 export const SETTLE_MS = 30_000;
@@ -26,11 +36,18 @@ export const SPANS_PER_READ = 5_000;
 export const BYTES_PER_READ = 64 * 1024 * 1024;
 
 /** How much one storage call reads: spans (and bytes of their text) and chain records. */
-export interface ReadLimits { spans: number; bytes: number; chainPage: number }
+export interface ReadLimits {
+  spans: number;
+  bytes: number;
+  chainPage: number;
+}
 /** The defaults, with the positive limits given (another value would make every weight NaN and no chunk split). */
 function limitsOf(l: Partial<ReadLimits>): ReadLimits {
   const out: ReadLimits = { spans: SPANS_PER_READ, bytes: BYTES_PER_READ, chainPage: CHAIN_PAGE };
-  for (const k of ['spans', 'bytes', 'chainPage'] as const) { const v = l[k]; if (v !== undefined && v > 0) out[k] = v; }
+  for (const k of ['spans', 'bytes', 'chainPage'] as const) {
+    const v = l[k];
+    if (v !== undefined && v > 0) out[k] = v;
+  }
   return out;
 }
 
@@ -45,7 +62,11 @@ function runs<T>(items: readonly T[], weight: (t: T) => number, maxItems: number
   let cur: T[] = [];
   let w = 0;
   for (const t of items) {
-    if (cur.length && (cur.length === maxItems || w + weight(t) > maxWeight)) { out.push(cur); cur = []; w = 0; }
+    if (cur.length && (cur.length === maxItems || w + weight(t) > maxWeight)) {
+      out.push(cur);
+      cur = [];
+      w = 0;
+    }
     cur.push(t);
     w += weight(t);
   }
@@ -54,9 +75,19 @@ function runs<T>(items: readonly T[], weight: (t: T) => number, maxItems: number
 }
 
 /** Every stored span of a trace, a part at a time (ids and versions are all `each` needs to keep). */
-async function inParts(storage: Storage, workspaceId: string, traceId: string, lim: ReadLimits, each: (part: SpanRecord[]) => void): Promise<void> {
-  for (let after: SpanPage['after']; ;) {
-    const { spans, more } = await storage.getTracePart(workspaceId, traceId, { limit: lim.spans, maxBytes: lim.bytes, ...(after ? { after } : {}) });
+async function inParts(
+  storage: Storage,
+  workspaceId: string,
+  traceId: string,
+  lim: ReadLimits,
+  each: (part: SpanRecord[]) => void,
+): Promise<void> {
+  for (let after: SpanPage['after']; ; ) {
+    const { spans, more } = await storage.getTracePart(workspaceId, traceId, {
+      limit: lim.spans,
+      maxBytes: lim.bytes,
+      ...(after ? { after } : {}),
+    });
     each(spans);
     if (!more || spans.length === 0) return;
     after = { startNs: spans.at(-1)!.startTimeNs, spanId: spans.at(-1)!.spanId };
@@ -67,12 +98,25 @@ async function inParts(storage: Storage, workspaceId: string, traceId: string, l
  * A large trace's content, a part at a time: its records in groups with the spans they name (a group's sizes first,
  * then runs of its records whose spans fit the byte budget), then its stored spans.
  */
-async function checkInParts(storage: Storage, workspaceId: string, traceId: string, records: VerificationRecord[], settledBeforeMs: number, now: () => number, lim: ReadLimits) {
+async function checkInParts(
+  storage: Storage,
+  workspaceId: string,
+  traceId: string,
+  records: VerificationRecord[],
+  settledBeforeMs: number,
+  now: () => number,
+  lim: ReadLimits,
+) {
   const check = new ContentCheck(records, settledBeforeMs, now);
   const idsOf = (rs: VerificationRecord[]) => [...new Set(rs.flatMap((r) => r.spanIds))];
   for (const group of runs(records, (r) => r.spanIds.length, Infinity, lim.spans)) {
     const sizes = await storage.spanSizes(workspaceId, traceId, idsOf(group));
-    for (const run of runs(group, (r) => r.spanIds.reduce((n, id) => n + (sizes.get(id) ?? 0), 0), Infinity, lim.bytes)) {
+    for (const run of runs(
+      group,
+      (r) => r.spanIds.reduce((n, id) => n + (sizes.get(id) ?? 0), 0),
+      Infinity,
+      lim.bytes,
+    )) {
       const spans = await storage.getSpans(workspaceId, traceId, idsOf(run));
       check.records(run, new Map(spans.map((s) => [s.spanId, s])));
     }
@@ -95,8 +139,11 @@ export const CHAIN_PAGE = 5_000;
 export const MAX_LISTED_PROBLEMS = 1_000;
 
 /** A chain table, a page at a time in (chainId, seq) order. */
-async function* chainPages<T extends ChainPos>(read: (after: ChainPos | null, limit: number) => Promise<T[]>, limit: number): AsyncGenerator<T[]> {
-  for (let after: ChainPos | null = null; ;) {
+async function* chainPages<T extends ChainPos>(
+  read: (after: ChainPos | null, limit: number) => Promise<T[]>,
+  limit: number,
+): AsyncGenerator<T[]> {
+  for (let after: ChainPos | null = null; ; ) {
     const page = await read(after, limit);
     if (page.length) yield page;
     if (page.length < limit) return;
@@ -104,13 +151,14 @@ async function* chainPages<T extends ChainPos>(read: (after: ChainPos | null, li
   }
 }
 
-
 /** Problems of a report: the first MAX_LISTED_PROBLEMS listed, the rest counted. */
 class ProblemList<P> {
   readonly listed: P[] = [];
   omitted = 0;
   add(ps: readonly P[]): void {
-    for (const p of ps) if (this.listed.length < MAX_LISTED_PROBLEMS) this.listed.push(p); else this.omitted++;
+    for (const p of ps)
+      if (this.listed.length < MAX_LISTED_PROBLEMS) this.listed.push(p);
+      else this.omitted++;
   }
 }
 
@@ -118,13 +166,25 @@ class ProblemList<P> {
  * Content of the traces whose first record (in chain order) is in `page`: each trace with every record it has (a
  * trace re-delivered later has records further on), read in chunks that fit a read (ReadLimits); a larger trace a part at a time.
  */
-async function checkPageContent(storage: Storage, workspaceId: string, page: VerificationRecord[], settledBeforeMs: number, upTo: () => number, lim: ReadLimits, out: ProblemList<VerifyProblem>) {
+async function checkPageContent(
+  storage: Storage,
+  workspaceId: string,
+  page: VerificationRecord[],
+  settledBeforeMs: number,
+  upTo: () => number,
+  lim: ReadLimits,
+  out: ProblemList<VerifyProblem>,
+) {
   const ids = [...new Set(page.map((r) => r.traceId))];
   const all = await storage.verificationOfTraces(workspaceId, ids);
   // A trace whose first record lies before this page was checked with that page.
-  const mine = ids.filter((t) => { const first = all.get(t)?.[0]; return first !== undefined && chainOrder(first, page[0]!) >= 0; });
+  const mine = ids.filter((t) => {
+    const first = all.get(t)?.[0];
+    return first !== undefined && chainOrder(first, page[0]!) >= 0;
+  });
   const stored = await storage.traceSizes(workspaceId, mine);
-  const weight = (t: string) => share(lim, Math.max(namedSpans(all.get(t)!), stored.get(t)?.spans ?? 0), stored.get(t)?.bytes ?? 0);
+  const weight = (t: string) =>
+    share(lim, Math.max(namedSpans(all.get(t)!), stored.get(t)?.spans ?? 0), stored.get(t)?.bytes ?? 0);
   let superseded = 0;
   for (const chunk of runs(mine, weight, READ_BATCH, 1)) {
     if (weight(chunk[0]!) === Infinity) {
@@ -145,22 +205,46 @@ async function checkPageContent(storage: Storage, workspaceId: string, page: Ver
 }
 
 /** Traces stored with no verification record at all (inserted straight into storage, or stored with verification off). */
-async function unnamedTraces(storage: Storage, workspaceId: string, settledBeforeMs: number, upTo: () => number, lim: ReadLimits, out: ProblemList<VerifyProblem>) {
+async function unnamedTraces(
+  storage: Storage,
+  workspaceId: string,
+  settledBeforeMs: number,
+  upTo: () => number,
+  lim: ReadLimits,
+  out: ProblemList<VerifyProblem>,
+) {
   let unverified = 0;
-  for (let after: string | null = null; ;) {
+  for (let after: string | null = null; ; ) {
     const page = await storage.unverifiedTraces(workspaceId, after, READ_BATCH * 2);
     const weight = (t: TraceSize) => share(lim, t.spans, t.bytes);
     for (const chunk of runs(page, weight, READ_BATCH, 1)) {
-      const spans = weight(chunk[0]!) === Infinity ? null : await storage.getTraces(workspaceId, chunk.map((t) => t.traceId));
+      const spans =
+        weight(chunk[0]!) === Infinity
+          ? null
+          : await storage.getTraces(
+              workspaceId,
+              chunk.map((t) => t.traceId),
+            );
       const until = upTo() + 5_000;
       for (const t of chunk) {
         const recent = (sp: SpanRecord) => sp.ingestedAtMs >= settledBeforeMs && sp.ingestedAtMs <= until;
         let allRecent = true;
         if (spans) allRecent = (spans.get(t.traceId) ?? []).every(recent);
-        else await inParts(storage, workspaceId, t.traceId, lim, (part) => { allRecent &&= part.every(recent); });
+        else
+          await inParts(storage, workspaceId, t.traceId, lim, (part) => {
+            allRecent &&= part.every(recent);
+          });
         if (allRecent) continue;
         unverified++;
-        out.add([{ kind: 'unverified_span', chainId: '', seq: 0, traceId: t.traceId, message: `trace ${t.traceId} (${t.spans} span${t.spans === 1 ? '' : 's'}) has no verification record` }]);
+        out.add([
+          {
+            kind: 'unverified_span',
+            chainId: '',
+            seq: 0,
+            traceId: t.traceId,
+            message: `trace ${t.traceId} (${t.spans} span${t.spans === 1 ? '' : 's'}) has no verification record`,
+          },
+        ]);
       }
     }
     if (page.length < READ_BATCH * 2) return unverified;
@@ -173,7 +257,13 @@ async function unnamedTraces(storage: Storage, workspaceId: string, settledBefor
  * CHAIN_PAGE records and a read's spans (SPANS_PER_READ, BYTES_PER_READ) whatever the workspace holds (200k traces
  * read whole took 390 MB of heap). `limits` makes reads smaller (tests).
  */
-export async function verifyWorkspace(storage: Storage, workspaceId: string, keys: PublicKeyInfo[], now = Date.now(), limits: Partial<ReadLimits> = {}): Promise<VerifyReport & { audit: ChainProblem[] }> {
+export async function verifyWorkspace(
+  storage: Storage,
+  workspaceId: string,
+  keys: PublicKeyInfo[],
+  now = Date.now(),
+  limits: Partial<ReadLimits> = {},
+): Promise<VerifyReport & { audit: ChainProblem[] }> {
   const lim = limitsOf(limits);
   const page = lim.chainPage;
   const settledBeforeMs = now - SETTLE_MS;
@@ -192,7 +282,8 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
     const given = ahead;
     while (more && (given.length === 0 || chainOrder(given.at(-1)!, end) <= 0)) {
       const next = await checkpoints.next();
-      if (next.done) more = false; else given.push(...next.value);
+      if (next.done) more = false;
+      else given.push(...next.value);
     }
     const cut = given.findIndex((c) => chainOrder(c, end) > 0);
     ahead = cut < 0 ? [] : given.splice(cut);
@@ -209,7 +300,8 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
   const chainResult = chain.finish(stored);
 
   const audit = new AuditCheck();
-  for await (const records of chainPages((after, limit) => storage.auditPage(workspaceId, after, limit), page)) audit.records(records);
+  for await (const records of chainPages((after, limit) => storage.auditPage(workspaceId, after, limit), page))
+    audit.records(records);
   const auditStored = new Set<string>();
   for (const h of audit.continued()) if (await storage.hasAuditHash(workspaceId, h)) auditStored.add(h);
   const settings = await storage.getSettings(workspaceId);
@@ -223,9 +315,15 @@ export async function verifyWorkspace(storage: Storage, workspaceId: string, key
   problems.add(content.listed);
   const omitted = problems.omitted + content.omitted + auditProblems.omitted;
   return {
-    ok: problems.listed.length === 0 && auditProblems.listed.length === 0, recordsChecked: chain.recordsChecked, tracesChecked: traces + unverified,
-    checkpointsChecked: chain.checkpointsChecked, superseded, unsignedTail: chainResult.unsignedTail, problems: problems.listed, audit: auditProblems.listed,
-    ...omitted ? { problemsOmitted: omitted } : {},
+    ok: problems.listed.length === 0 && auditProblems.listed.length === 0,
+    recordsChecked: chain.recordsChecked,
+    tracesChecked: traces + unverified,
+    checkpointsChecked: chain.checkpointsChecked,
+    superseded,
+    unsignedTail: chainResult.unsignedTail,
+    problems: problems.listed,
+    audit: auditProblems.listed,
+    ...(omitted ? { problemsOmitted: omitted } : {}),
   };
 }
 
@@ -240,7 +338,13 @@ const STRETCH_GAP = 10_000;
  * stretch is this trace's problem (it cuts the trace off from the signature), but the record before the
  * stretch is another trace's own business. `tracegate verify` checks whole chains.
  */
-async function traceChain(storage: Storage, workspaceId: string, mine: VerificationRecord[], keys: PublicKeyInfo[], settledBeforeMs: number) {
+async function traceChain(
+  storage: Storage,
+  workspaceId: string,
+  mine: VerificationRecord[],
+  keys: PublicKeyInfo[],
+  settledBeforeMs: number,
+) {
   const problems = new Map<string, VerifyProblem>();
   const add = (p: VerifyProblem) => problems.set(`${p.kind}|${p.chainId}|${p.seq}`, p);
   let unsignedTail = 0;
@@ -252,7 +356,8 @@ async function traceChain(storage: Storage, workspaceId: string, mine: Verificat
     const stretches: VerificationRecord[][] = [];
     for (const r of recs) {
       const cur = stretches.at(-1);
-      if (cur && r.seq - cur.at(-1)!.seq <= STRETCH_GAP) cur.push(r); else stretches.push([r]);
+      if (cur && r.seq - cur.at(-1)!.seq <= STRETCH_GAP) cur.push(r);
+      else stretches.push([r]);
     }
     let chainFacts = false;
     for (const group of stretches) {
@@ -264,45 +369,84 @@ async function traceChain(storage: Storage, workspaceId: string, mine: Verificat
         if (!state.lastCheckpoint) {
           // Every chain signs its first record when it is made: a settled chain with no signature at all was rebuilt.
           const [head] = await storage.verificationRange(workspaceId, chainId, 1, 1);
-          if (head && head.createdAtMs < settledBeforeMs) add({ kind: 'unsigned_chain', chainId, seq: 1, message: 'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)' });
+          if (head && head.createdAtMs < settledBeforeMs)
+            add({
+              kind: 'unsigned_chain',
+              chainId,
+              seq: 1,
+              message:
+                'no record of this chain carries a signature (its checkpoints were deleted, or the chain was rebuilt)',
+            });
         }
       }
       // The signature first: a forged checkpoint must not set how far the stretch reaches.
       let cp = state.next;
       if (cp) {
-        const bad = signatureProblem(cp, keys) ?? (state.last && cp.seq > state.last.seq
-          ? { kind: 'checkpoint_mismatch' as const, chainId, seq: cp.seq, message: 'the signed head is past the newest record of the chain' } : null);
-        if (bad) { add(bad); cp = null; } else checkpointsChecked++;
+        const bad =
+          signatureProblem(cp, keys) ??
+          (state.last && cp.seq > state.last.seq
+            ? {
+                kind: 'checkpoint_mismatch' as const,
+                chainId,
+                seq: cp.seq,
+                message: 'the signed head is past the newest record of the chain',
+              }
+            : null);
+        if (bad) {
+          add(bad);
+          cp = null;
+        } else checkpointsChecked++;
       }
       const from = Math.max(1, group[0]!.seq - 1);
       const to = cp ? cp.seq : last.seq;
       const segment = await storage.verificationRange(workspaceId, chainId, from, to);
       const head = segment.find((x) => x.seq === 1);
-      const earlier = head && head.prevHash !== GENESIS ? await storage.hasVerificationHash(workspaceId, head.prevHash) : true;
+      const earlier =
+        head && head.prevHash !== GENESIS ? await storage.hasVerificationHash(workspaceId, head.prevHash) : true;
       const before = from < group[0]!.seq ? from : 0; // the record before the trace's: its own fields are its trace's
-      for (const p of checkChainSegment(segment, from, to, cp, earlier)) if (!(p.kind === 'link_hash_mismatch' && p.seq === before)) add(p);
+      for (const p of checkChainSegment(segment, from, to, cp, earlier))
+        if (!(p.kind === 'link_hash_mismatch' && p.seq === before)) add(p);
       // No checkpoint covers them although the chain went on well after (one with signatures): they were deleted.
       if (!cp && state.lastCheckpoint && state.last && last.createdAtMs < state.last.createdAtMs - UNSIGNED_GRACE_MS) {
-        add({ kind: 'checkpoint_missing', chainId, seq: last.seq, traceId: last.traceId, message: `no checkpoint covers record ${last.seq} although the chain went on for ${Math.round((state.last.createdAtMs - last.createdAtMs) / 1000)} s after it (its checkpoints were deleted)` });
+        add({
+          kind: 'checkpoint_missing',
+          chainId,
+          seq: last.seq,
+          traceId: last.traceId,
+          message: `no checkpoint covers record ${last.seq} although the chain went on for ${Math.round((state.last.createdAtMs - last.createdAtMs) / 1000)} s after it (its checkpoints were deleted)`,
+        });
       }
     }
   }
   return { problems: [...problems.values()], unsignedTail, checkpointsChecked };
 }
 
-export async function verifyTrace(storage: Storage, workspaceId: string, traceId: string, keys: PublicKeyInfo[], limits: Partial<Pick<ReadLimits, 'spans' | 'bytes'>> = {}): Promise<VerifyReport & { records: VerificationRecord[] }> {
+export async function verifyTrace(
+  storage: Storage,
+  workspaceId: string,
+  traceId: string,
+  keys: PublicKeyInfo[],
+  limits: Partial<Pick<ReadLimits, 'spans' | 'bytes'>> = {},
+): Promise<VerifyReport & { records: VerificationRecord[] }> {
   const lim = limitsOf(limits);
   const mine = await storage.getVerification(workspaceId, traceId);
   const now = Date.now();
   const chain = await traceChain(storage, workspaceId, mine, keys, now - SETTLE_MS);
   // Read whole when it is small (one query); a large trace a part at a time.
   const first = await storage.getTracePart(workspaceId, traceId, { limit: lim.spans, maxBytes: lim.bytes });
-  const content = !first.more && namedSpans(mine) <= lim.spans
-    ? checkContent(mine, first.spans, now - SETTLE_MS, now)
-    : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), lim);
+  const content =
+    !first.more && namedSpans(mine) <= lim.spans
+      ? checkContent(mine, first.spans, now - SETTLE_MS, now)
+      : await checkInParts(storage, workspaceId, traceId, mine, now - SETTLE_MS, () => Math.max(now, Date.now()), lim);
   const problems = [...content.problems, ...chain.problems];
   return {
-    ok: problems.length === 0, recordsChecked: mine.length, tracesChecked: 1, checkpointsChecked: chain.checkpointsChecked,
-    superseded: content.superseded, unsignedTail: chain.unsignedTail, problems, records: mine,
+    ok: problems.length === 0,
+    recordsChecked: mine.length,
+    tracesChecked: 1,
+    checkpointsChecked: chain.checkpointsChecked,
+    superseded: content.superseded,
+    unsignedTail: chain.unsignedTail,
+    problems,
+    records: mine,
   };
 }

@@ -11,10 +11,20 @@ import type { Policy } from './governance/policy.ts';
 import type { HostData, HostItem, HostReply, HostRequest, ItemResult, WorkspaceSettings } from './worker-host.ts';
 
 type NoId<T> = T extends unknown ? Omit<T, 'id'> : never;
-type Options = Omit<HostData, 'store'> & { store?: string | null; settings: PolicySource & AlertSource; youngGenMb?: number };
+type Options = Omit<HostData, 'store'> & {
+  store?: string | null;
+  settings: PolicySource & AlertSource;
+  youngGenMb?: number;
+};
 type Waiting = { item: HostItem; resolve: (r: { accepted: number; rows: number }) => void; reject: (e: Error) => void };
 
-const EMPTY_STATE: SpoolState = { unsealed: [], activeBytes: 0, activeRows: 0, counters: { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 }, lastWriteFailure: null };
+const EMPTY_STATE: SpoolState = {
+  unsealed: [],
+  activeBytes: 0,
+  activeRows: 0,
+  counters: { appends: 0, writes: 0, syncs: 0, bytesWritten: 0 },
+  lastWriteFailure: null,
+};
 
 export class ProcessorWorker implements IngestHost {
   private readonly settings: PolicySource & AlertSource;
@@ -32,7 +42,10 @@ export class ProcessorWorker implements IngestHost {
   /** The spool as of the current thread's last answer. */
   private last: SpoolState = EMPTY_STATE;
   /** What threads that died had counted, and a write failure one reported (until its replacement writes). */
-  private before: { counters: SpoolState['counters']; failure: SpoolState['lastWriteFailure'] } = { counters: { ...EMPTY_STATE.counters }, failure: null };
+  private before: { counters: SpoolState['counters']; failure: SpoolState['lastWriteFailure'] } = {
+    counters: { ...EMPTY_STATE.counters },
+    failure: null,
+  };
   /** The thread the spool was opened on (WorkerRpc spawn count); 0 before open(). */
   private openedOn = 0;
   private reopening: Promise<void> | null = null;
@@ -44,7 +57,15 @@ export class ProcessorWorker implements IngestHost {
   constructor(opts: Options) {
     this.settings = opts.settings;
     const { dataDir, enabled, fsync, logLevel, maxFindingsPerSpan, signEachTrace } = opts;
-    const data: HostData = { dataDir, enabled, fsync, logLevel, maxFindingsPerSpan, signEachTrace, store: opts.store ?? null };
+    const data: HostData = {
+      dataDir,
+      enabled,
+      fsync,
+      logLevel,
+      maxFindingsPerSpan,
+      signEachTrace,
+      store: opts.store ?? null,
+    };
     // A thread that dies fails its calls (nothing in them was acknowledged); the next call starts a fresh one, which
     // continues the chains from their durable heads and the spool in a new segment.
     this.rpc = new WorkerRpc(new URL('./worker-host.ts', import.meta.url), data, 'processor', opts.youngGenMb ?? 0);
@@ -56,7 +77,12 @@ export class ProcessorWorker implements IngestHost {
     const c = this.before.counters;
     return {
       ...s,
-      counters: { appends: c.appends + s.counters.appends, writes: c.writes + s.counters.writes, syncs: c.syncs + s.counters.syncs, bytesWritten: c.bytesWritten + s.counters.bytesWritten },
+      counters: {
+        appends: c.appends + s.counters.appends,
+        writes: c.writes + s.counters.writes,
+        syncs: c.syncs + s.counters.syncs,
+        bytesWritten: c.bytesWritten + s.counters.bytesWritten,
+      },
       lastWriteFailure: s.lastWriteFailure ?? (s.counters.writes === 0 ? this.before.failure : null),
     };
   }
@@ -86,13 +112,13 @@ export class ProcessorWorker implements IngestHost {
 
   /** Append a frame of records encoded on this thread (its own audit chain); resolves once it is durable. */
   async append(frame: Buffer, rows: number): Promise<void> {
-    const r = await this.call({ type: 'append', frame, rows }) as { error: string | null };
+    const r = (await this.call({ type: 'append', frame, rows })) as { error: string | null };
     if (r.error) throw new SpoolWriteError(r.error);
   }
 
   /** Signed checkpoints of every chain head with unsigned records (`force`, at shutdown), or of those last signed a second ago or more, appended. */
   async checkpoints(force = true): Promise<number> {
-    return (await this.call({ type: 'checkpoints', force }) as { rows: number }).rows;
+    return ((await this.call({ type: 'checkpoints', force })) as { rows: number }).rows;
   }
 
   /** Seal the active segment: every segment sealed since the last call (and any taken over from a thread that died). */
@@ -124,13 +150,16 @@ export class ProcessorWorker implements IngestHost {
   private async call(m: NoId<HostRequest>): Promise<HostReply> {
     if (this.closed) throw new SpoolWriteError('the spool is closed: the collector is shutting down');
     // A thread that died left a segment it was appending to (acknowledged records): its replacement takes it over first.
-    while (this.openedOn && (!this.rpc.running || this.rpc.spawned !== this.openedOn)) await (this.reopening ??= this.reopen());
+    while (this.openedOn && (!this.rpc.running || this.rpc.spawned !== this.openedOn))
+      await (this.reopening ??= this.reopen());
     let reply: HostReply;
     try {
       reply = await this.rpc.call<HostReply>(m);
     } catch (err) {
       // The thread died with the call (or it could not be sent): nothing in it was acknowledged; retryable.
-      throw err instanceof SpoolWriteError ? err : new SpoolWriteError(`the processor thread failed: ${(err as Error).message}`);
+      throw err instanceof SpoolWriteError
+        ? err
+        : new SpoolWriteError(`the processor thread failed: ${(err as Error).message}`);
     }
     this.last = reply.state;
     return reply;
@@ -153,21 +182,33 @@ export class ProcessorWorker implements IngestHost {
     }
   }
 
-  private sealedFrom(r: HostReply): Segment[] { return (r as { sealed: Segment[] }).sealed; }
+  private sealedFrom(r: HostReply): Segment[] {
+    return (r as { sealed: Segment[] }).sealed;
+  }
 
   /** The part of `s` the thread does not hold yet (all of it for a thread that is not running or was replaced). */
   private changedSettings(s: WorkspaceSettings): WorkspaceSettings {
     if (!this.rpc.running || this.held.thread !== this.rpc.spawned) {
       // The next call starts a new thread (spawned + 1 once it runs): it holds what this message carries.
-      this.held = { thread: this.rpc.running ? this.rpc.spawned : this.rpc.spawned + 1, policies: new Map(), alerts: new Map() };
+      this.held = {
+        thread: this.rpc.running ? this.rpc.spawned : this.rpc.spawned + 1,
+        policies: new Map(),
+        alerts: new Map(),
+      };
     }
     const out: WorkspaceSettings = { policies: {}, alerts: {} };
     for (const [ws, p] of Object.entries(s.policies)) {
-      if (this.held.policies.get(ws) !== p) { out.policies[ws] = p; this.held.policies.set(ws, p); }
+      if (this.held.policies.get(ws) !== p) {
+        out.policies[ws] = p;
+        this.held.policies.set(ws, p);
+      }
     }
     for (const [ws, a] of Object.entries(s.alerts)) {
       const h = this.held.alerts.get(ws);
-      if (!h || h.rules !== a.rules || h.webhookUrl !== a.webhookUrl || h.webhookSecret !== a.webhookSecret) { out.alerts[ws] = a; this.held.alerts.set(ws, a); }
+      if (!h || h.rules !== a.rules || h.webhookUrl !== a.webhookUrl || h.webhookSecret !== a.webhookSecret) {
+        out.alerts[ws] = a;
+        this.held.alerts.set(ws, a);
+      }
     }
     return out;
   }

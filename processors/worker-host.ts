@@ -15,8 +15,19 @@ import { alertFiresFile, readAlertFires } from './alert-fires.ts';
 import { ProcessorHost, type FrameItem, type GroupAnswer, type HostItem, type ItemResult } from './host.ts';
 
 export type { HostItem, ItemResult };
-export interface WorkspaceSettings { policies: Record<string, Policy>; alerts: Record<string, AlertSettings> }
-export interface HostData { dataDir: string; enabled: boolean; fsync: boolean; logLevel: string; maxFindingsPerSpan?: number; signEachTrace?: boolean; store: string | null }
+export interface WorkspaceSettings {
+  policies: Record<string, Policy>;
+  alerts: Record<string, AlertSettings>;
+}
+export interface HostData {
+  dataDir: string;
+  enabled: boolean;
+  fsync: boolean;
+  logLevel: string;
+  maxFindingsPerSpan?: number;
+  signEachTrace?: boolean;
+  store: string | null;
+}
 export type HostRequest =
   | { id: number; type: 'open'; adopt?: string[] }
   | { id: number; type: 'process'; items: HostItem[]; settings: WorkspaceSettings }
@@ -46,8 +57,16 @@ const heads = new ChainHeadStore(keysDir, 'verification', store);
 const auditHeads = new ChainHeadStore(keysDir, 'audit-ingest', store);
 const fires = alertFiresFile(dataDir, () => enrichment.alertFires());
 const enrichment = createEnrichment({
-  dataDir, enabled, settings, log, maxFindingsPerSpan, signEachTrace, previousHeads: heads.current(), previousAuditHeads: auditHeads.current(),
-  previousAlertFires: enabled ? readAlertFires(dataDir) : {}, onAlertFired: () => fires.changed(),
+  dataDir,
+  enabled,
+  settings,
+  log,
+  maxFindingsPerSpan,
+  signEachTrace,
+  previousHeads: heads.current(),
+  previousAuditHeads: auditHeads.current(),
+  previousAlertFires: enabled ? readAlertFires(dataDir) : {},
+  onAlertFired: () => fires.changed(),
 });
 const host = new ProcessorHost({
   spool: new Spool({ dir: join(dataDir, 'spool'), fsync, logger: log }),
@@ -89,8 +108,13 @@ async function runGroup(group: Queued[]): Promise<void> {
   for (const { m } of group) {
     if (m.type === 'process') {
       // Each message's items are processed with the settings as of that message, not a later one's of the group.
-      const apply = () => { Object.assign(current.policies, m.settings.policies); Object.assign(current.alerts, m.settings.alerts); };
-      m.items.forEach((item, i) => items.push(i === 0 ? { ...item, before: apply } : item));
+      const apply = () => {
+        Object.assign(current.policies, m.settings.policies);
+        Object.assign(current.alerts, m.settings.alerts);
+      };
+      m.items.forEach((item, i) => {
+        items.push(i === 0 ? { ...item, before: apply } : item);
+      });
       if (m.items.length === 0) apply();
     } else if (m.type === 'append') {
       frames.push({ frame: Buffer.from(m.frame.buffer, m.frame.byteOffset, m.frame.byteLength), rows: m.rows });
@@ -103,47 +127,79 @@ async function runGroup(group: Queued[]): Promise<void> {
     for (const q of group) q.reject(err);
     return;
   }
-  void answer.then((out) => {
-    const state = host.state();
-    let i = 0;
-    let f = 0;
-    for (const { m, resolve } of group) {
-      if (m.type === 'process') {
-        resolve({ value: { state, items: out.items.slice(i, i + m.items.length) } satisfies HostReply });
-        i += m.items.length;
-      } else {
-        resolve({ value: { state, error: out.frames[f++] ?? null } satisfies HostReply });
+  void answer.then(
+    (out) => {
+      const state = host.state();
+      let i = 0;
+      let f = 0;
+      for (const { m, resolve } of group) {
+        if (m.type === 'process') {
+          resolve({ value: { state, items: out.items.slice(i, i + m.items.length) } satisfies HostReply });
+          i += m.items.length;
+        } else {
+          resolve({ value: { state, error: out.frames[f++] ?? null } satisfies HostReply });
+        }
       }
-    }
-  }, (err: unknown) => { for (const q of group) q.reject(err); });
+    },
+    (err: unknown) => {
+      for (const q of group) q.reject(err);
+    },
+  );
 }
 
 async function runOne(m: HostRequest): Promise<HostReply | string[]> {
   switch (m.type) {
-    case 'open': { const sealed = host.open(m.adopt); return { state: host.state(), sealed }; }
-    case 'checkpoints': { const rows = await host.checkpoints(m.force); return { rows, state: host.state() }; }
-    case 'seal': { const sealed = await host.seal(); return { sealed, state: host.state() }; }
-    case 'close': { const sealed = await host.close(); await fires.flush(); return { sealed, state: host.state() }; }
+    case 'open': {
+      const sealed = host.open(m.adopt);
+      return { state: host.state(), sealed };
+    }
+    case 'checkpoints': {
+      const rows = await host.checkpoints(m.force);
+      return { rows, state: host.state() };
+    }
+    case 'seal': {
+      const sealed = await host.seal();
+      return { sealed, state: host.state() };
+    }
+    case 'close': {
+      const sealed = await host.close();
+      await fires.flush();
+      return { sealed, state: host.state() };
+    }
     // Webhooks go out once their alert's write returned: the writes under way first, or their deliveries would be
     // abandoned before they began.
     case 'settle': {
       const until = Date.now() + m.maxMs;
       let timer: NodeJS.Timeout | undefined;
       try {
-        await Promise.race([host.settled(), new Promise<void>((r) => { timer = setTimeout(r, m.maxMs); })]);
+        await Promise.race([
+          host.settled(),
+          new Promise<void>((r) => {
+            timer = setTimeout(r, m.maxMs);
+          }),
+        ]);
       } finally {
         clearTimeout(timer);
       }
       return enrichment.settleDeliveries(Math.max(0, until - Date.now()));
     }
-    default: throw new Error(`unexpected message ${m.type}`);
+    default:
+      throw new Error(`unexpected message ${m.type}`);
   }
 }
 
-serveRpc<HostRequest>((m) => new Promise((resolve, reject) => {
-  queue.push({ m, resolve, reject });
-  if (draining) return;
-  draining = true;
-  // setImmediate: the messages that arrived in this turn join the first group.
-  setImmediate(() => void drain().finally(() => { draining = false; }));
-}));
+serveRpc<HostRequest>(
+  (m) =>
+    new Promise((resolve, reject) => {
+      queue.push({ m, resolve, reject });
+      if (draining) return;
+      draining = true;
+      // setImmediate: the messages that arrived in this turn join the first group.
+      setImmediate(
+        () =>
+          void drain().finally(() => {
+            draining = false;
+          }),
+      );
+    }),
+);

@@ -3,17 +3,56 @@
 // IEEE bits on insert, UInt64 read back as decimal strings.
 import type { ClickHouseClient } from '@clickhouse/client';
 import type {
-  AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
+  AlertRecord,
+  AuditRecord,
+  CheckpointRecord,
+  EnrichmentRecord,
+  FindingRecord,
+  PolicyRecord,
+  VerificationRecord,
 } from '../collector/enrichment-records.ts';
-import type { AlertQuery, AuditQuery, ChainPos, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import type {
+  AlertQuery,
+  AuditQuery,
+  ChainPos,
+  ChainState,
+  FindingQuery,
+  Page,
+  UsageQuery,
+  UsageRow,
+} from './types.ts';
 import { str, strList, strSet, u64 } from './clickhouse-sql.ts';
-import { byWorkspace, dayOfMs, lookupChunks, LOOKUP_SETTINGS, findingKey, planFindingRollup, storedFindings, type FindingCorrection } from './clickhouse-rollup.ts';
+import {
+  byWorkspace,
+  dayOfMs,
+  lookupChunks,
+  LOOKUP_SETTINGS,
+  findingKey,
+  planFindingRollup,
+  storedFindings,
+  type FindingCorrection,
+} from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
 import { insertTsv } from './clickhouse-tsv.ts';
 import {
-  alertCursor, auditCursor, checkBucket, compareUsage, dayRange, findingCursor, normalizeAlertQuery,
-  normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow, usageGroupColumn,
-  usageRange, USAGE_LEVELS, type KeyCursor, type ListBase, type UsageAgg,
+  alertCursor,
+  auditCursor,
+  checkBucket,
+  compareUsage,
+  dayRange,
+  findingCursor,
+  normalizeAlertQuery,
+  normalizeAuditQuery,
+  normalizeFindingQuery,
+  partitionEnrichment,
+  toKeyPage,
+  toUsageRow,
+  usageGroupColumn,
+  usageRange,
+  USAGE_LEVELS,
+  type KeyCursor,
+  type ListBase,
+  type UsageAgg,
 } from './enrichment.ts';
 
 const f64 = new Float64Array(1);
@@ -51,106 +90,247 @@ const and = (conds: readonly string[]) => (conds.length ? conds.join(' AND ') : 
 // ---- read rows (UInt64 arrive as strings) ----
 
 interface FindingRow {
-  workspace_id: string; trace_id: string; span_id: string; field: string; rule: string;
-  start_offset: string; end_offset: string; detector: string; category: string; severity: string;
-  preview: string; score: number; action: string; created_at_ms: string;
+  workspace_id: string;
+  trace_id: string;
+  span_id: string;
+  field: string;
+  rule: string;
+  start_offset: string;
+  end_offset: string;
+  detector: string;
+  category: string;
+  severity: string;
+  preview: string;
+  score: number;
+  action: string;
+  created_at_ms: string;
 }
 const FINDING_COLUMNS = `workspace_id, trace_id, span_id, field, rule, start_offset, end_offset, detector, category,
   severity, preview, score, action, created_at_ms`;
 function fromFinding(r: FindingRow): FindingRecord {
   return {
-    recordType: 'finding', workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id,
-    detector: r.detector, rule: r.rule, category: r.category, severity: r.severity as FindingRecord['severity'],
-    field: r.field, start: Number(r.start_offset), end: Number(r.end_offset), preview: r.preview, score: r.score,
-    action: r.action, createdAtMs: Number(r.created_at_ms),
+    recordType: 'finding',
+    workspaceId: r.workspace_id,
+    traceId: r.trace_id,
+    spanId: r.span_id,
+    detector: r.detector,
+    rule: r.rule,
+    category: r.category,
+    severity: r.severity as FindingRecord['severity'],
+    field: r.field,
+    start: Number(r.start_offset),
+    end: Number(r.end_offset),
+    preview: r.preview,
+    score: r.score,
+    action: r.action,
+    createdAtMs: Number(r.created_at_ms),
   };
 }
 
 interface PolicyRow {
-  workspace_id: string; trace_id: string; span_id: string; policy_version: string; decision: string; reasons: string; created_at_ms: string;
+  workspace_id: string;
+  trace_id: string;
+  span_id: string;
+  policy_version: string;
+  decision: string;
+  reasons: string;
+  created_at_ms: string;
 }
 function fromPolicy(r: PolicyRow): PolicyRecord {
   return {
-    recordType: 'policy', workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id,
-    policyVersion: Number(r.policy_version), decision: r.decision as PolicyRecord['decision'], reasons: r.reasons,
+    recordType: 'policy',
+    workspaceId: r.workspace_id,
+    traceId: r.trace_id,
+    spanId: r.span_id,
+    policyVersion: Number(r.policy_version),
+    decision: r.decision as PolicyRecord['decision'],
+    reasons: r.reasons,
     createdAtMs: Number(r.created_at_ms),
   };
 }
 
 interface AuditRow {
-  workspace_id: string; chain_id: string; seq: string; at_ms: string; actor: string; action: string; route: string;
-  outcome: string; accepted: string; rejected: string; details: string; prev_hash: string; hash: string;
+  workspace_id: string;
+  chain_id: string;
+  seq: string;
+  at_ms: string;
+  actor: string;
+  action: string;
+  route: string;
+  outcome: string;
+  accepted: string;
+  rejected: string;
+  details: string;
+  prev_hash: string;
+  hash: string;
 }
-const AUDIT_COLUMNS = 'workspace_id, chain_id, seq, at_ms, actor, action, route, outcome, accepted, rejected, details, prev_hash, hash';
+const AUDIT_COLUMNS =
+  'workspace_id, chain_id, seq, at_ms, actor, action, route, outcome, accepted, rejected, details, prev_hash, hash';
 function fromAudit(r: AuditRow): AuditRecord {
   return {
-    recordType: 'audit', workspaceId: r.workspace_id, chainId: r.chain_id, seq: Number(r.seq), atMs: Number(r.at_ms),
-    actor: r.actor, action: r.action, route: r.route, outcome: r.outcome,
-    accepted: Number(r.accepted), rejected: Number(r.rejected), details: r.details, prevHash: r.prev_hash, hash: r.hash,
+    recordType: 'audit',
+    workspaceId: r.workspace_id,
+    chainId: r.chain_id,
+    seq: Number(r.seq),
+    atMs: Number(r.at_ms),
+    actor: r.actor,
+    action: r.action,
+    route: r.route,
+    outcome: r.outcome,
+    accepted: Number(r.accepted),
+    rejected: Number(r.rejected),
+    details: r.details,
+    prevHash: r.prev_hash,
+    hash: r.hash,
   };
 }
 
 interface AlertRow {
-  workspace_id: string; alert_id: string; rule_id: string; kind: string; severity: string; message: string; trace_id: string;
-  value: number; threshold: number; window_start_ms: string; at_ms: string; delivered: string;
+  workspace_id: string;
+  alert_id: string;
+  rule_id: string;
+  kind: string;
+  severity: string;
+  message: string;
+  trace_id: string;
+  value: number;
+  threshold: number;
+  window_start_ms: string;
+  at_ms: string;
+  delivered: string;
 }
-const ALERT_COLUMNS = 'workspace_id, alert_id, rule_id, kind, severity, message, trace_id, value, threshold, window_start_ms, at_ms, delivered';
+const ALERT_COLUMNS =
+  'workspace_id, alert_id, rule_id, kind, severity, message, trace_id, value, threshold, window_start_ms, at_ms, delivered';
 function fromAlert(r: AlertRow): AlertRecord {
   return {
-    recordType: 'alert', workspaceId: r.workspace_id, alertId: r.alert_id, ruleId: r.rule_id, kind: r.kind,
-    severity: r.severity as AlertRecord['severity'], message: r.message, traceId: r.trace_id,
-    value: r.value, threshold: r.threshold, windowStartMs: Number(r.window_start_ms), atMs: Number(r.at_ms), delivered: r.delivered,
+    recordType: 'alert',
+    workspaceId: r.workspace_id,
+    alertId: r.alert_id,
+    ruleId: r.rule_id,
+    kind: r.kind,
+    severity: r.severity as AlertRecord['severity'],
+    message: r.message,
+    traceId: r.trace_id,
+    value: r.value,
+    threshold: r.threshold,
+    windowStartMs: Number(r.window_start_ms),
+    atMs: Number(r.at_ms),
+    delivered: r.delivered,
   };
 }
 
 interface VerificationRow {
-  workspace_id: string; chain_id: string; seq: string; trace_id: string; span_ids: string[]; span_versions: string[];
-  content_hash: string; prev_hash: string; hash: string; created_at_ms: string;
+  workspace_id: string;
+  chain_id: string;
+  seq: string;
+  trace_id: string;
+  span_ids: string[];
+  span_versions: string[];
+  content_hash: string;
+  prev_hash: string;
+  hash: string;
+  created_at_ms: string;
 }
-const VERIFICATION_COLUMNS = 'workspace_id, chain_id, seq, trace_id, span_ids, span_versions, content_hash, prev_hash, hash, created_at_ms';
+const VERIFICATION_COLUMNS =
+  'workspace_id, chain_id, seq, trace_id, span_ids, span_versions, content_hash, prev_hash, hash, created_at_ms';
 function fromVerification(r: VerificationRow): VerificationRecord {
   return {
-    recordType: 'verification', workspaceId: r.workspace_id, traceId: r.trace_id, spanIds: r.span_ids,
-    spanVersions: r.span_versions.map(Number), contentHash: r.content_hash, chainId: r.chain_id, seq: Number(r.seq),
-    prevHash: r.prev_hash, hash: r.hash, createdAtMs: Number(r.created_at_ms),
+    recordType: 'verification',
+    workspaceId: r.workspace_id,
+    traceId: r.trace_id,
+    spanIds: r.span_ids,
+    spanVersions: r.span_versions.map(Number),
+    contentHash: r.content_hash,
+    chainId: r.chain_id,
+    seq: Number(r.seq),
+    prevHash: r.prev_hash,
+    hash: r.hash,
+    createdAtMs: Number(r.created_at_ms),
   };
 }
 
 interface CheckpointRow {
-  workspace_id: string; chain_id: string; seq: string; head_hash: string; key_id: string; signature: string; at_ms: string;
+  workspace_id: string;
+  chain_id: string;
+  seq: string;
+  head_hash: string;
+  key_id: string;
+  signature: string;
+  at_ms: string;
 }
 function fromCheckpoint(r: CheckpointRow): CheckpointRecord {
   return {
-    recordType: 'checkpoint', workspaceId: r.workspace_id, chainId: r.chain_id, seq: Number(r.seq),
-    headHash: r.head_hash, keyId: r.key_id, signature: r.signature, atMs: Number(r.at_ms),
+    recordType: 'checkpoint',
+    workspaceId: r.workspace_id,
+    chainId: r.chain_id,
+    seq: Number(r.seq),
+    headHash: r.head_hash,
+    keyId: r.key_id,
+    signature: r.signature,
+    atMs: Number(r.at_ms),
   };
 }
 
 interface UsageReadRow {
-  bucket: string; group_key: string; n_requests: string; n_errors: string; prompt_tokens: string; completion_tokens: string;
-  total_tokens: string; cost_usd: number; latency: number[];
+  bucket: string;
+  group_key: string;
+  n_requests: string;
+  n_errors: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  total_tokens: string;
+  cost_usd: number;
+  latency: number[];
 }
 
 interface UsageCorrectionRow {
-  bucket: string; group_key: string; n_requests: string; n_errors: string; prompt_tokens: string; completion_tokens: string;
-  total_tokens: string; cost_usd: number;
+  bucket: string;
+  group_key: string;
+  n_requests: string;
+  n_errors: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  total_tokens: string;
+  cost_usd: number;
 }
 
 // Rows of the chained tables. They have no rollup, and a copy of one (a replay, identical) is harmless as reads
 // collapse copies, so a batch of spooled records (ClickHouseStorage.recordBatch) encodes them as they come.
 export const auditRow = (r: AuditRecord) => ({
-  workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, at_ms: r.atMs, actor: r.actor, action: r.action,
-  route: r.route, outcome: r.outcome, accepted: r.accepted, rejected: r.rejected, details: r.details,
-  prev_hash: r.prevHash, hash: r.hash,
+  workspace_id: r.workspaceId,
+  chain_id: r.chainId,
+  seq: r.seq,
+  at_ms: r.atMs,
+  actor: r.actor,
+  action: r.action,
+  route: r.route,
+  outcome: r.outcome,
+  accepted: r.accepted,
+  rejected: r.rejected,
+  details: r.details,
+  prev_hash: r.prevHash,
+  hash: r.hash,
 });
 export const verificationRow = (r: VerificationRecord) => ({
-  workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, trace_id: r.traceId, span_ids: r.spanIds,
-  span_versions: r.spanVersions, content_hash: r.contentHash, prev_hash: r.prevHash, hash: r.hash,
+  workspace_id: r.workspaceId,
+  chain_id: r.chainId,
+  seq: r.seq,
+  trace_id: r.traceId,
+  span_ids: r.spanIds,
+  span_versions: r.spanVersions,
+  content_hash: r.contentHash,
+  prev_hash: r.prevHash,
+  hash: r.hash,
   created_at_ms: r.createdAtMs,
 });
 export const checkpointRow = (r: CheckpointRecord) => ({
-  workspace_id: r.workspaceId, chain_id: r.chainId, seq: r.seq, head_hash: r.headHash, key_id: r.keyId,
-  signature: r.signature, at_ms: r.atMs,
+  workspace_id: r.workspaceId,
+  chain_id: r.chainId,
+  seq: r.seq,
+  head_hash: r.headHash,
+  key_id: r.keyId,
+  signature: r.signature,
+  at_ms: r.atMs,
 });
 
 export class ClickHouseEnrichment {
@@ -170,13 +350,19 @@ export class ClickHouseEnrichment {
   }
 
   private async rows<T>(query: string, settings?: typeof LOOKUP_SETTINGS): Promise<T[]> {
-    const rs = await this.client.query({ query, format: 'JSONEachRow', ...settings ? { clickhouse_settings: settings } : {} });
+    const rs = await this.client.query({
+      query,
+      format: 'JSONEachRow',
+      ...(settings ? { clickhouse_settings: settings } : {}),
+    });
     return rs.json<T>();
   }
 
   /** The newest time among the rows matching `conds` (null: none): where a listing's windows start. */
   private async newest(table: string, column: string, conds: readonly string[]): Promise<number | null> {
-    const [r] = await this.rows<{ top: string; n: string }>(`SELECT max(${column}) AS top, count() AS n FROM ${this.t(table)} WHERE ${and(conds)}`);
+    const [r] = await this.rows<{ top: string; n: string }>(
+      `SELECT max(${column}) AS top, count() AS n FROM ${this.t(table)} WHERE ${and(conds)}`,
+    );
     return r && r.n !== '0' ? Number(r.top) : null;
   }
 
@@ -185,7 +371,12 @@ export class ClickHouseEnrichment {
    * one holds more than `limit` rows, or reaches `fromMs` (then `since` is null: no bound). Only the window that
    * fills the page is sorted, not every record of the workspace.
    */
-  private async windows<K>(top: number, fromMs: number | undefined, limit: number, read: (since: string | null) => string): Promise<K[]> {
+  private async windows<K>(
+    top: number,
+    fromMs: number | undefined,
+    limit: number,
+    read: (since: string | null) => string,
+  ): Promise<K[]> {
     for (let span = FIRST_WINDOW_MS; ; span *= WINDOW_GROWTH) {
       const from = top - span;
       const open = from <= (fromMs ?? 0);
@@ -208,16 +399,36 @@ export class ClickHouseEnrichment {
     const b = partitionEnrichment(input);
     await Promise.all([
       this.insertFindings(b.findings),
-      this.insert('policy_records', b.policies.map((r) => ({
-        workspace_id: r.workspaceId, trace_id: r.traceId, span_id: r.spanId, policy_version: r.policyVersion,
-        decision: r.decision, reasons: r.reasons, created_at_ms: r.createdAtMs,
-      }))),
+      this.insert(
+        'policy_records',
+        b.policies.map((r) => ({
+          workspace_id: r.workspaceId,
+          trace_id: r.traceId,
+          span_id: r.spanId,
+          policy_version: r.policyVersion,
+          decision: r.decision,
+          reasons: r.reasons,
+          created_at_ms: r.createdAtMs,
+        })),
+      ),
       this.insert('audit_log', b.audits.map(auditRow)),
-      this.insert('alerts', b.alerts.map((r) => ({
-        workspace_id: r.workspaceId, alert_id: r.alertId, rule_id: r.ruleId, kind: r.kind, severity: r.severity,
-        message: r.message, trace_id: r.traceId, value_bits: floatBits(r.value), threshold_bits: floatBits(r.threshold),
-        window_start_ms: r.windowStartMs, at_ms: r.atMs, delivered: r.delivered,
-      }))),
+      this.insert(
+        'alerts',
+        b.alerts.map((r) => ({
+          workspace_id: r.workspaceId,
+          alert_id: r.alertId,
+          rule_id: r.ruleId,
+          kind: r.kind,
+          severity: r.severity,
+          message: r.message,
+          trace_id: r.traceId,
+          value_bits: floatBits(r.value),
+          threshold_bits: floatBits(r.threshold),
+          window_start_ms: r.windowStartMs,
+          at_ms: r.atMs,
+          delivered: r.delivered,
+        })),
+      ),
       this.insert('verification', b.verifications.map(verificationRow)),
       this.insert('verification_checkpoints', b.checkpoints.map(checkpointRow)),
     ]);
@@ -227,31 +438,59 @@ export class ClickHouseEnrichment {
   private async insertFindings(findings: FindingRecord[]): Promise<void> {
     if (findings.length === 0) return;
     const rows = findings.map((r) => ({
-      workspace_id: wellFormed(r.workspaceId), trace_id: wellFormed(r.traceId), span_id: wellFormed(r.spanId), field: wellFormed(r.field),
-      rule: wellFormed(r.rule), start_offset: r.start, end_offset: r.end, detector: r.detector, category: wellFormed(r.category),
-      severity: wellFormed(r.severity), preview: r.preview, score_bits: floatBits(r.score), action: r.action,
-      created_at_ms: r.createdAtMs, rollup: 1,
+      workspace_id: wellFormed(r.workspaceId),
+      trace_id: wellFormed(r.traceId),
+      span_id: wellFormed(r.spanId),
+      field: wellFormed(r.field),
+      rule: wellFormed(r.rule),
+      start_offset: r.start,
+      end_offset: r.end,
+      detector: r.detector,
+      category: wellFormed(r.category),
+      severity: wellFormed(r.severity),
+      preview: r.preview,
+      score_bits: floatBits(r.score),
+      action: r.action,
+      created_at_ms: r.createdAtMs,
+      rollup: 1,
     }));
     const corrections: FindingCorrection[] = [];
-    if (this.exactRollups) for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
-      const facts = new Map(at.map((i) => {
-        const r = rows[i]!;
-        return [i, { traceId: r.trace_id, spanId: r.span_id, field: r.field, rule: r.rule, startOffset: r.start_offset,
-          day: dayOfMs(r.created_at_ms), category: r.category, severity: r.severity, createdAtMs: r.created_at_ms }];
-      }));
-      // Only the newest row per key in the batch can count: one insert must not count a key twice either.
-      const newest = new Map<string, number>();
-      for (const [i, f] of facts) {
-        const j = newest.get(findingKey(f));
-        if (j === undefined || f.createdAtMs >= facts.get(j)!.createdAtMs) newest.set(findingKey(f), i);
-        rows[i]!.rollup = 0;
+    if (this.exactRollups)
+      for (const [ws, at] of byWorkspace(rows, (r) => r.workspace_id)) {
+        const facts = new Map(
+          at.map((i) => {
+            const r = rows[i]!;
+            return [
+              i,
+              {
+                traceId: r.trace_id,
+                spanId: r.span_id,
+                field: r.field,
+                rule: r.rule,
+                startOffset: r.start_offset,
+                day: dayOfMs(r.created_at_ms),
+                category: r.category,
+                severity: r.severity,
+                createdAtMs: r.created_at_ms,
+              },
+            ];
+          }),
+        );
+        // Only the newest row per key in the batch can count: one insert must not count a key twice either.
+        const newest = new Map<string, number>();
+        for (const [i, f] of facts) {
+          const j = newest.get(findingKey(f));
+          if (j === undefined || f.createdAtMs >= facts.get(j)!.createdAtMs) newest.set(findingKey(f), i);
+          rows[i]!.rollup = 0;
+        }
+        const keep = [...newest.values()];
+        const kept = keep.map((i) => facts.get(i)!);
+        const plan = planFindingRollup(ws, kept, await storedFindings(this.client, this.db, ws, kept));
+        keep.forEach((i, n) => {
+          rows[i]!.rollup = plan.flags[n]!;
+        });
+        corrections.push(...plan.corrections);
       }
-      const keep = [...newest.values()];
-      const kept = keep.map((i) => facts.get(i)!);
-      const plan = planFindingRollup(ws, kept, await storedFindings(this.client, this.db, ws, kept));
-      keep.forEach((i, n) => { rows[i]!.rollup = plan.flags[n]!; });
-      corrections.push(...plan.corrections);
-    }
     await this.insert('findings', rows);
     await this.insert('findings_daily_corrections', corrections);
   }
@@ -274,27 +513,37 @@ export class ClickHouseEnrichment {
     // Dedup first (newest version per key), then filter on the version's time: a key re-written with a later time
     // must not show its older version. A window's lower bound may go before the dedup: a key whose newest version is
     // older than the window has none in it.
-    const keys = await this.windows<Key>(top, f.fromMs, f.limit, (since) => `
+    const keys = await this.windows<Key>(
+      top,
+      f.fromMs,
+      f.limit,
+      (since) => `
       SELECT ${key} FROM (
         SELECT created_at_ms, ${key} FROM ${this.t('findings')}
         WHERE ${and(since ? [...inner, `created_at_ms >= ${since}`] : inner)}
         ORDER BY created_at_ms DESC LIMIT 1 BY ${key})
       WHERE ${and(outer)}
-      ${order} LIMIT ${f.limit + 1}`);
+      ${order} LIMIT ${f.limit + 1}`,
+    );
     if (keys.length === 0) return { items: [], nextCursor: null };
     // The rows of the page's traces, by primary key and FINAL (each key's newest version); their other findings are dropped.
     const want = new Set(keys.map((k) => JSON.stringify([k.trace_id, k.span_id, k.field, k.rule, k.start_offset])));
-    const rows = (await this.rows<FindingRow>(`
+    const rows = (
+      await this.rows<FindingRow>(
+        `
       SELECT ${FINDING_COLUMNS} FROM ${this.t('findings')} FINAL
       WHERE workspace_id = ${ws} AND trace_id IN ${strSet([...new Set(keys.map((k) => k.trace_id))])}
-      ${order}`, LOOKUP_SETTINGS))
-      .filter((r) => want.has(JSON.stringify([r.trace_id, r.span_id, r.field, r.rule, r.start_offset])));
+      ${order}`,
+        LOOKUP_SETTINGS,
+      )
+    ).filter((r) => want.has(JSON.stringify([r.trace_id, r.span_id, r.field, r.rule, r.start_offset])));
     return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
   }
 
   /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
   async getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
-    const read = (only: string) => this.rows<PolicyRow>(`
+    const read = (only: string) =>
+      this.rows<PolicyRow>(`
       SELECT * FROM (
         SELECT workspace_id, trace_id, span_id, policy_version, decision, reasons, created_at_ms
         FROM ${this.t('policy_records')} FINAL
@@ -303,8 +552,11 @@ export class ClickHouseEnrichment {
       ORDER BY created_at_ms, span_id`);
     if (!spanIds) return (await read('')).map(fromPolicy);
     const rows: PolicyRow[] = [];
-    for (const ids of lookupChunks(spanIds.map(wellFormed))) for (const r of await read(`AND span_id IN ${strList(ids)}`)) rows.push(r);
-    return rows.map(fromPolicy).sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
+    for (const ids of lookupChunks(spanIds.map(wellFormed)))
+      for (const r of await read(`AND span_id IN ${strList(ids)}`)) rows.push(r);
+    return rows
+      .map(fromPolicy)
+      .sort((a, b) => a.createdAtMs - b.createdAtMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
   }
 
   /**
@@ -324,12 +576,17 @@ export class ClickHouseEnrichment {
     if (top === null) return { items: [], nextCursor: null };
     // Append-only: a key has one content, so the filters can go before the dedup. The LIMIT stays outside the
     // subquery: on a Distributed table 18.16 applies LIMIT before LIMIT BY on each shard.
-    const keys = await this.windows<{ chain_id: string; seq: string }>(top, f.fromMs, f.limit, (since) => `
+    const keys = await this.windows<{ chain_id: string; seq: string }>(
+      top,
+      f.fromMs,
+      f.limit,
+      (since) => `
       SELECT chain_id, seq FROM (
         SELECT at_ms, chain_id, seq FROM ${this.t('audit_log')}
         WHERE ${and(since ? [...c, `at_ms >= ${since}`] : c)}
         ${order} LIMIT 1 BY chain_id, seq)
-      ${order} LIMIT ${f.limit + 1}`);
+      ${order} LIMIT ${f.limit + 1}`,
+    );
     if (keys.length === 0) return { items: [], nextCursor: null };
     const rows = await this.rows<AuditRow>(`
       SELECT * FROM (
@@ -345,13 +602,23 @@ export class ClickHouseEnrichment {
   }
 
   async hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
-    const rows = await this.rows<{ hash: string }>(`SELECT hash FROM ${this.t('audit_log')} WHERE workspace_id = ${str(wellFormed(workspaceId))} AND hash = ${str(wellFormed(hash))} LIMIT 1`);
+    const rows = await this.rows<{ hash: string }>(
+      `SELECT hash FROM ${this.t('audit_log')} WHERE workspace_id = ${str(wellFormed(workspaceId))} AND hash = ${str(wellFormed(hash))} LIMIT 1`,
+    );
     return rows.length > 0;
   }
 
   /** Rows of a chain table in (chain_id, seq) order after `after`: keyset pages on the sort key, each as cheap however deep. */
-  private chainPage<R>(table: 'audit_log' | 'verification' | 'verification_checkpoints', columns: string, workspaceId: string, after: ChainPos | null, limit: number): Promise<R[]> {
-    const cond = after ? `AND (chain_id > ${str(wellFormed(after.chainId))} OR (chain_id = ${str(wellFormed(after.chainId))} AND seq > ${Math.max(0, Math.trunc(after.seq))}))` : '';
+  private chainPage<R>(
+    table: 'audit_log' | 'verification' | 'verification_checkpoints',
+    columns: string,
+    workspaceId: string,
+    after: ChainPos | null,
+    limit: number,
+  ): Promise<R[]> {
+    const cond = after
+      ? `AND (chain_id > ${str(wellFormed(after.chainId))} OR (chain_id = ${str(wellFormed(after.chainId))} AND seq > ${Math.max(0, Math.trunc(after.seq))}))`
+      : '';
     return this.rows<R>(`
       SELECT * FROM (
         SELECT ${columns} FROM ${this.t(table)} FINAL
@@ -387,29 +654,51 @@ export class ClickHouseEnrichment {
    * not the workspace's records. On a cluster each shard answers from its own index and records (the view fills
    * the index where the record lands).
    */
-  async verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
+  async verificationOfTraces(
+    workspaceId: string,
+    traceIds: readonly string[],
+  ): Promise<Map<string, VerificationRecord[]>> {
     const out = new Map<string, VerificationRecord[]>();
     const ws = str(wellFormed(workspaceId));
     for (const ids of lookupChunks(traceIds.map(wellFormed))) {
-      const rows = await this.rows<VerificationRow>(`
+      const rows = await this.rows<VerificationRow>(
+        `
         SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
         WHERE workspace_id = ${ws} AND (chain_id, seq) IN (
           SELECT chain_id, seq FROM ${this.t('verification_traces')} WHERE workspace_id = ${ws} AND trace_id IN ${strSet(ids)})
-        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`, LOOKUP_SETTINGS);
-      for (const r of rows.map(fromVerification)) (out.get(r.traceId) ?? out.set(r.traceId, []).get(r.traceId)!).push(r);
+        ORDER BY chain_id, seq LIMIT 1 BY chain_id, seq`,
+        LOOKUP_SETTINGS,
+      );
+      for (const r of rows.map(fromVerification))
+        (out.get(r.traceId) ?? out.set(r.traceId, []).get(r.traceId)!).push(r);
     }
     return out;
   }
 
   async verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]> {
-    return (await this.chainPage<VerificationRow>('verification', VERIFICATION_COLUMNS, workspaceId, after, limit)).map(fromVerification);
+    return (await this.chainPage<VerificationRow>('verification', VERIFICATION_COLUMNS, workspaceId, after, limit)).map(
+      fromVerification,
+    );
   }
 
   async checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
-    return (await this.chainPage<CheckpointRow>('verification_checkpoints', 'workspace_id, chain_id, seq, head_hash, key_id, signature, at_ms', workspaceId, after, limit)).map(fromCheckpoint);
+    return (
+      await this.chainPage<CheckpointRow>(
+        'verification_checkpoints',
+        'workspace_id, chain_id, seq, head_hash, key_id, signature, at_ms',
+        workspaceId,
+        after,
+        limit,
+      )
+    ).map(fromCheckpoint);
   }
 
-  async verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
+  async verificationRange(
+    workspaceId: string,
+    chainId: string,
+    fromSeq: number,
+    toSeq: number,
+  ): Promise<VerificationRecord[]> {
     const rows = await this.rows<VerificationRow>(`
       SELECT ${VERIFICATION_COLUMNS} FROM ${this.t('verification')} FINAL
       WHERE workspace_id = ${str(wellFormed(workspaceId))} AND chain_id = ${str(wellFormed(chainId))}
@@ -420,30 +709,37 @@ export class ClickHouseEnrichment {
 
   async chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> {
     const where = `workspace_id = ${str(wellFormed(workspaceId))} AND chain_id = ${str(wellFormed(chainId))}`;
-    const checkpoint = (cond: string, order: string) => this.rows<CheckpointRow>(`
+    const checkpoint = (cond: string, order: string) =>
+      this.rows<CheckpointRow>(`
       SELECT workspace_id, chain_id, seq, head_hash, key_id, signature, at_ms FROM ${this.t('verification_checkpoints')} FINAL
       WHERE ${where} ${cond} ORDER BY seq ${order} LIMIT 1`);
     const [[next], [lastCheckpoint], [last]] = await Promise.all([
       checkpoint(`AND seq >= ${Math.max(0, Math.trunc(seq))}`, 'ASC'),
       checkpoint('', 'DESC'),
-      this.rows<{ seq: string; created_at_ms: string }>(`SELECT seq, created_at_ms FROM ${this.t('verification')} WHERE ${where} ORDER BY seq DESC LIMIT 1`),
+      this.rows<{ seq: string; created_at_ms: string }>(
+        `SELECT seq, created_at_ms FROM ${this.t('verification')} WHERE ${where} ORDER BY seq DESC LIMIT 1`,
+      ),
     ]);
     return {
-      next: next ? fromCheckpoint(next) : null, lastCheckpoint: lastCheckpoint ? fromCheckpoint(lastCheckpoint) : null,
+      next: next ? fromCheckpoint(next) : null,
+      lastCheckpoint: lastCheckpoint ? fromCheckpoint(lastCheckpoint) : null,
       last: last ? { seq: Number(last.seq), createdAtMs: Number(last.created_at_ms) } : null,
     };
   }
 
   async hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
     // The column itself, not a constant: 18.16's Distributed tables cannot select a constant under this WHERE.
-    const rows = await this.rows<{ hash: string }>(`SELECT hash FROM ${this.t('verification')} WHERE workspace_id = ${str(wellFormed(workspaceId))} AND hash = ${str(wellFormed(hash))} LIMIT 1`);
+    const rows = await this.rows<{ hash: string }>(
+      `SELECT hash FROM ${this.t('verification')} WHERE workspace_id = ${str(wellFormed(workspaceId))} AND hash = ${str(wellFormed(hash))} LIMIT 1`,
+    );
     return rows.length > 0;
   }
 
   async verificationWorkspaces(): Promise<string[]> {
     const rows = await this.rows<{ workspace_id: string }>(
       `SELECT DISTINCT workspace_id FROM (SELECT id AS workspace_id FROM ${this.t('workspaces')} UNION ALL SELECT workspace_id FROM ${this.t('verification')}
-        UNION ALL SELECT workspace_id FROM ${this.t('spans')} UNION ALL SELECT workspace_id FROM ${this.t('audit_log')}) ORDER BY workspace_id`);
+        UNION ALL SELECT workspace_id FROM ${this.t('spans')} UNION ALL SELECT workspace_id FROM ${this.t('audit_log')}) ORDER BY workspace_id`,
+    );
     return rows.map((r) => r.workspace_id);
   }
 
@@ -488,12 +784,15 @@ export class ClickHouseEnrichment {
     for (const r of rows) {
       const f = fixOf.get(JSON.stringify([r.bucket, r.group_key]));
       const a: UsageAgg = {
-        bucketSec: Number(r.bucket), key: r.group_key,
-        requests: Number(r.n_requests) + Number(f?.n_requests ?? 0), errors: Number(r.n_errors) + Number(f?.n_errors ?? 0),
+        bucketSec: Number(r.bucket),
+        key: r.group_key,
+        requests: Number(r.n_requests) + Number(f?.n_requests ?? 0),
+        errors: Number(r.n_errors) + Number(f?.n_errors ?? 0),
         promptTokens: Number(r.prompt_tokens) + Number(f?.prompt_tokens ?? 0),
         completionTokens: Number(r.completion_tokens) + Number(f?.completion_tokens ?? 0),
         totalTokens: Number(r.total_tokens) + Number(f?.total_tokens ?? 0),
-        costUsd: r.cost_usd + (f?.cost_usd ?? 0), quantiles: r.latency,
+        costUsd: r.cost_usd + (f?.cost_usd ?? 0),
+        quantiles: r.latency,
       };
       if (a.requests > 0) aggs.push(a); // a group whose every span moved elsewhere is gone
     }
@@ -501,7 +800,10 @@ export class ClickHouseEnrichment {
   }
 
   /** Reads only the rollups: findings_daily plus its corrections (see usage()). */
-  async findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+  async findingsDaily(
+    workspaceId: string,
+    q: { fromMs?: number; toMs?: number },
+  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
     const range = dayRange(q);
     const c = [`workspace_id = ${str(wellFormed(workspaceId))}`];
     // Day numbers as Date: toDate(UInt16) would be taken as days, but 18.16 reads other ints as

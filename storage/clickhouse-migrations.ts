@@ -9,7 +9,11 @@
  * or a statement reading a table that the same migration drops after it (skipped when the table is gone: another
  * collector ran it first).
  */
-export type ClickHouseStatement = string | { addColumn: string } | { dropColumn: string } | { fromDroppedTable: string };
+export type ClickHouseStatement =
+  | string
+  | { addColumn: string }
+  | { dropColumn: string }
+  | { fromDroppedTable: string };
 
 export interface ClickHouseMigration {
   version: number;
@@ -40,7 +44,13 @@ const COST = 'reinterpretAsFloat64(reinterpretAsString(cost_usd_bits))';
  * The usage_hourly view (v4, and v5 with the rollup flag): `latency` feeds the quantile state, `where` picks the
  * rows; `cost` is the cost column's state (v4–v6 a sumKahan one, which 18.16 cannot read back after a restart).
  */
-function usageView(db: string, name: string, latency: string, where: string, cost = `sumKahanState(${COST}) AS cost_usd_sum`): string {
+function usageView(
+  db: string,
+  name: string,
+  latency: string,
+  where: string,
+  cost = `sumKahanState(${COST}) AS cost_usd_sum`,
+): string {
   return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${name} TO ${db}.usage_hourly AS
       SELECT
         workspace_id,
@@ -382,7 +392,12 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     // Embedding spans stored before this migration are not in the rollup (as for v4); one of them changed after it
     // is taken out through usage_corrections all the same, leaving its group low by that span (spans seldom change).
     statements: (db) => [
-      usageView(db, 'usage_hourly_embedding_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'embedding' AND rollup >= 1`),
+      usageView(
+        db,
+        'usage_hourly_embedding_mv',
+        `if(rollup = 1, ${DURATION}, nan)`,
+        `kind = 'embedding' AND rollup >= 1`,
+      ),
     ],
   },
   {
@@ -399,8 +414,20 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       { addColumn: `ALTER TABLE ${db}.usage_hourly ADD COLUMN cost_usd_total AggregateFunction(sum, Float64)` },
       `DROP TABLE IF EXISTS ${db}.usage_hourly_once_mv`,
       `DROP TABLE IF EXISTS ${db}.usage_hourly_embedding_mv`,
-      usageView(db, 'usage_hourly_llm_v7_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'llm' AND rollup >= 1`, `sumState(${COST}) AS cost_usd_total`),
-      usageView(db, 'usage_hourly_embedding_v7_mv', `if(rollup = 1, ${DURATION}, nan)`, `kind = 'embedding' AND rollup >= 1`, `sumState(${COST}) AS cost_usd_total`),
+      usageView(
+        db,
+        'usage_hourly_llm_v7_mv',
+        `if(rollup = 1, ${DURATION}, nan)`,
+        `kind = 'llm' AND rollup >= 1`,
+        `sumState(${COST}) AS cost_usd_total`,
+      ),
+      usageView(
+        db,
+        'usage_hourly_embedding_v7_mv',
+        `if(rollup = 1, ${DURATION}, nan)`,
+        `kind = 'embedding' AND rollup >= 1`,
+        `sumState(${COST}) AS cost_usd_total`,
+      ),
       { dropColumn: `ALTER TABLE ${db}.usage_hourly DROP COLUMN cost_usd_sum` },
       // What the rollup's cost must gain so that rollup plus corrections is the stored cost: 0 when run again.
       // Only groups that still have spans (those of a month dropped for retention keep their rollup as it is).
@@ -490,13 +517,15 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       ) ENGINE = ReplacingMergeTree()
       ORDER BY (workspace_id, trace_id, start_date)
       SETTINGS index_granularity = 256`,
-      { fromDroppedTable: `INSERT INTO ${db}.trace_days (workspace_id, trace_id, start_date) SELECT workspace_id, trace_id, start_date FROM ${db}.trace_index` },
+      {
+        fromDroppedTable: `INSERT INTO ${db}.trace_days (workspace_id, trace_id, start_date) SELECT workspace_id, trace_id, start_date FROM ${db}.trace_index`,
+      },
       `DROP TABLE IF EXISTS ${db}.trace_index`,
     ],
   },
   {
     version: 11,
-    description: 'verification_traces: which chain positions hold a trace\'s verification records',
+    description: "verification_traces: which chain positions hold a trace's verification records",
     // verification is sorted by chain position (verify walks the chains); a lookup by trace id read every record of
     // the workspace (4 M records: 4.5–6.4 s for one trace, and again for each page of a workspace verify). The view
     // keeps a narrow index sorted by trace id, written with each insert (also a record written behind the

@@ -14,7 +14,14 @@ const FIELD_SPECIAL = /[\\\t\n\r\0]/;
 const FIELD_SPECIAL_G = /[\\\t\n\r\0]/g;
 const QUOTED_SPECIAL = /[\\'\t\n\r\0]/;
 const QUOTED_SPECIAL_G = /[\\'\t\n\r\0]/g;
-const ESCAPES: Record<string, string> = { '\\': '\\\\', "'": "\\'", '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
+const ESCAPES: Record<string, string> = {
+  '\\': '\\\\',
+  "'": "\\'",
+  '\t': '\\t',
+  '\n': '\\n',
+  '\r': '\\r',
+  '\0': '\\0',
+};
 const escapeChar = (c: string) => ESCAPES[c]!;
 
 /** Bytes per chunk of the body (a row longer than that gets a chunk large enough for it). */
@@ -115,7 +122,10 @@ export class TsvWriter {
 const POSITION_CHUNK = 2 ** 31;
 
 /** The body in chunks; a row that cannot be written throws (naming its column). */
-export function tsvChunks(columns: readonly string[], rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Buffer[] {
+export function tsvChunks(
+  columns: readonly string[],
+  rows: ReadonlyArray<Readonly<Record<string, unknown>>>,
+): Buffer[] {
   const w = new TsvWriter();
   for (const row of rows) w.line(tsvLine(columns, row));
   return w.body();
@@ -127,11 +137,21 @@ export async function insertTsv(client: ClickHouseClient, table: string, rows: R
   const columns = Object.keys(rows[0]!);
   // Every chunk made before the request starts: a row that cannot be written then fails the insert with nothing sent
   // (an error half-way through a streamed body could leave ClickHouse the rows before it).
-  await insertBody(client, table, columns, tsvChunks(columns, rows as ReadonlyArray<Readonly<Record<string, unknown>>>));
+  await insertBody(
+    client,
+    table,
+    columns,
+    tsvChunks(columns, rows as ReadonlyArray<Readonly<Record<string, unknown>>>),
+  );
 }
 
 /** Insert a body made already (TsvWriter), its lines in `columns` order. */
-export async function insertBody(client: ClickHouseClient, table: string, columns: readonly string[], chunks: Buffer[]): Promise<void> {
+export async function insertBody(
+  client: ClickHouseClient,
+  table: string,
+  columns: readonly string[],
+  chunks: Buffer[],
+): Promise<void> {
   if (chunks.length === 0) return;
   await client.insert({
     table,

@@ -1,22 +1,87 @@
 // ClickHouse backend. Works with 18.16 and current releases: plain HTTP, no query parameters
 // (inlined literals via clickhouse-sql.ts), no compression; rows in as TabSeparated (clickhouse-tsv.ts), out as JSONEachRow.
 import { randomUUID } from 'node:crypto';
-import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
+import {
+  ClickHouseLogLevel,
+  createClient,
+  type ClickHouseClient,
+  type ClickHouseClientConfigOptions,
+} from '@clickhouse/client';
 import { isEnrichment, type SpanRecord, type Source, type SpanKind } from '../collector/record.ts';
-import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, RecordBatch, SpanKey, SpanPage, SpanPart, SpanVersion, Storage, TraceSize, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  EnrichmentRecord,
+  AlertRecord,
+  AuditRecord,
+  CheckpointRecord,
+  FindingRecord,
+  PolicyRecord,
+  VerificationRecord,
+} from '../collector/enrichment-records.ts';
+import type {
+  AlertQuery,
+  ApiKeyRecord,
+  AuditQuery,
+  ChainPos,
+  ChainState,
+  FindingQuery,
+  Page,
+  PublishedKey,
+  RecordBatch,
+  SpanKey,
+  SpanPage,
+  SpanPart,
+  SpanVersion,
+  Storage,
+  TraceSize,
+  TraceFilter,
+  TracePage,
+  UsageQuery,
+  UsageRow,
+  Workspace,
 } from './types.ts';
-import { CLICKHOUSE_MIGRATIONS, SHARDING_KEYS, supersededObjects, type ClickHouseStatement } from './clickhouse-migrations.ts';
+import {
+  CLICKHOUSE_MIGRATIONS,
+  SHARDING_KEYS,
+  supersededObjects,
+  type ClickHouseStatement,
+} from './clickhouse-migrations.ts';
 import { refuseNewerSchema, StorageConfigError } from './startup.ts';
-import { byWorkspace, lookupChunks, LOOKUP_SETTINGS, planSpanRollup, spanVersionsOf, storedSpans, traceDaysOf, type UsageCorrection, type UsageFacts } from './clickhouse-rollup.ts';
+import {
+  byWorkspace,
+  lookupChunks,
+  LOOKUP_SETTINGS,
+  planSpanRollup,
+  spanVersionsOf,
+  storedSpans,
+  traceDaysOf,
+  type UsageCorrection,
+  type UsageFacts,
+} from './clickhouse-rollup.ts';
 import { auditRow, checkpointRow, ClickHouseEnrichment, verificationRow } from './clickhouse-enrichment.ts';
 import { normAudit, normCheckpoint, normVerification } from './enrichment.ts';
 import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
 import {
-  bySpanKey, checkNs, count, cutPart, decodeAttrs, encodeAttrs, finite, hasSpanFilter, latestPerSpan, normalizeFilter,
-  proxyResponseRow, spanVersionKey, tokens, toPage, USAGE_KINDS_SQL, utcDate, wellFormed, type ProxyResponseRow, type SpanFilter, type TraceAgg,
+  bySpanKey,
+  checkNs,
+  count,
+  cutPart,
+  decodeAttrs,
+  encodeAttrs,
+  finite,
+  hasSpanFilter,
+  latestPerSpan,
+  normalizeFilter,
+  proxyResponseRow,
+  spanVersionKey,
+  tokens,
+  toPage,
+  USAGE_KINDS_SQL,
+  utcDate,
+  wellFormed,
+  type ProxyResponseRow,
+  type SpanFilter,
+  type TraceAgg,
 } from './codec.ts';
 
 export interface ClickHouseOptions {
@@ -50,30 +115,80 @@ function floatBits(x: number): string {
 
 /** Span row as sent to ClickHouse (clickhouse-tsv.ts): UInt64 as decimal strings. */
 interface SpanInsertRow {
-  workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
-  name: string; kind: string; source: string;
-  start_ns: string; end_ns: string; start_date: string; duration_ms_bits: string;
-  status: string; status_message: string; model: string; provider: string; prompt: string; response: string;
-  prompt_tokens: number; completion_tokens: number; total_tokens: number; cost_usd_bits: string;
-  finish_reason: string; action_name: string; environment: string; request_id: string;
-  training_preferred: number; trainable: number; rollup?: number;
-  attr_keys: string[]; attr_values: string[]; attr_types: string[];
-  res_keys: string[]; res_values: string[]; res_types: string[];
-  events_json: string; ingested_at_ms: number;
+  workspace_id: string;
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string;
+  name: string;
+  kind: string;
+  source: string;
+  start_ns: string;
+  end_ns: string;
+  start_date: string;
+  duration_ms_bits: string;
+  status: string;
+  status_message: string;
+  model: string;
+  provider: string;
+  prompt: string;
+  response: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost_usd_bits: string;
+  finish_reason: string;
+  action_name: string;
+  environment: string;
+  request_id: string;
+  training_preferred: number;
+  trainable: number;
+  rollup?: number;
+  attr_keys: string[];
+  attr_values: string[];
+  attr_types: string[];
+  res_keys: string[];
+  res_values: string[];
+  res_types: string[];
+  events_json: string;
+  ingested_at_ms: number;
 }
 
 /** Span row as read back: 64-bit integers arrive as JSON strings. */
 interface SpanReadRow {
-  workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
-  name: string; kind: string; source: string;
-  start_ns: string; end_ns: string; duration_ms: number;
-  status: string; status_message: string; model: string; provider: string; prompt: string; response: string;
-  prompt_tokens: string; completion_tokens: string; total_tokens: string; cost_usd: number;
-  finish_reason: string; action_name: string; environment: string; request_id: string;
-  training_preferred: number; trainable: number;
-  attr_keys: string[]; attr_values: string[]; attr_types: string[];
-  res_keys: string[]; res_values: string[]; res_types: string[];
-  events_json: string; ingested_at_ms: string;
+  workspace_id: string;
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string;
+  name: string;
+  kind: string;
+  source: string;
+  start_ns: string;
+  end_ns: string;
+  duration_ms: number;
+  status: string;
+  status_message: string;
+  model: string;
+  provider: string;
+  prompt: string;
+  response: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  total_tokens: string;
+  cost_usd: number;
+  finish_reason: string;
+  action_name: string;
+  environment: string;
+  request_id: string;
+  training_preferred: number;
+  trainable: number;
+  attr_keys: string[];
+  attr_values: string[];
+  attr_types: string[];
+  res_keys: string[];
+  res_values: string[];
+  res_types: string[];
+  events_json: string;
+  ingested_at_ms: string;
 }
 
 const SPAN_COLUMNS = `workspace_id, trace_id, span_id, parent_span_id, name, kind, source,
@@ -100,18 +215,39 @@ function toInsertRow(r: SpanRecord): SpanInsertRow {
   const res = encodeAttrs(r.resourceAttributes);
   const w = wellFormed;
   return {
-    workspace_id: w(r.workspaceId), trace_id: w(r.traceId), span_id: w(r.spanId), parent_span_id: w(r.parentSpanId),
-    name: w(r.name), kind: w(r.kind), source: w(r.source),
-    start_ns: start, end_ns: checkNs(r.endTimeNs, 'endTimeNs'), start_date: utcDate(start),
+    workspace_id: w(r.workspaceId),
+    trace_id: w(r.traceId),
+    span_id: w(r.spanId),
+    parent_span_id: w(r.parentSpanId),
+    name: w(r.name),
+    kind: w(r.kind),
+    source: w(r.source),
+    start_ns: start,
+    end_ns: checkNs(r.endTimeNs, 'endTimeNs'),
+    start_date: utcDate(start),
     duration_ms_bits: floatBits(r.durationMs),
-    status: w(r.status), status_message: w(r.statusMessage), model: w(r.model), provider: w(r.provider),
-    prompt: w(r.prompt), response: w(r.response),
-    prompt_tokens: tokens(r.promptTokens), completion_tokens: tokens(r.completionTokens), total_tokens: tokens(r.totalTokens),
+    status: w(r.status),
+    status_message: w(r.statusMessage),
+    model: w(r.model),
+    provider: w(r.provider),
+    prompt: w(r.prompt),
+    response: w(r.response),
+    prompt_tokens: tokens(r.promptTokens),
+    completion_tokens: tokens(r.completionTokens),
+    total_tokens: tokens(r.totalTokens),
     cost_usd_bits: floatBits(r.costUsd),
-    finish_reason: w(r.finishReason), action_name: w(r.actionName), environment: w(r.environment), request_id: w(r.requestId),
-    training_preferred: r.trainingPreferred ? 1 : 0, trainable: r.trainable ? 1 : 0,
-    attr_keys: attrs.keys, attr_values: attrs.values, attr_types: attrs.types,
-    res_keys: res.keys, res_values: res.values, res_types: res.types,
+    finish_reason: w(r.finishReason),
+    action_name: w(r.actionName),
+    environment: w(r.environment),
+    request_id: w(r.requestId),
+    training_preferred: r.trainingPreferred ? 1 : 0,
+    trainable: r.trainable ? 1 : 0,
+    attr_keys: attrs.keys,
+    attr_values: attrs.values,
+    attr_types: attrs.types,
+    res_keys: res.keys,
+    res_values: res.values,
+    res_types: res.types,
     // JSON.stringify escapes lone surrogates, so this text is always valid UTF-8
     events_json: JSON.stringify(r.events),
     ingested_at_ms: count(r.ingestedAtMs),
@@ -119,34 +255,64 @@ function toInsertRow(r: SpanRecord): SpanInsertRow {
 }
 
 /** A span in a record batch: where its line is in the body, and what finish() needs. */
-interface SpanEntry { at: number; bytes: number; ws: string; facts: UsageFacts | null; version: number; index: { workspace_id: string; trace_id: string; start_date: string } }
+interface SpanEntry {
+  at: number;
+  bytes: number;
+  ws: string;
+  facts: UsageFacts | null;
+  version: number;
+  index: { workspace_id: string; trace_id: string; start_date: string };
+}
 
 function usageFacts(r: SpanInsertRow): UsageFacts {
   return {
-    traceId: r.trace_id, spanId: r.span_id, startNs: r.start_ns, kind: r.kind, model: r.model, actionName: r.action_name,
-    environment: r.environment, source: r.source, status: r.status, promptTokens: r.prompt_tokens,
-    completionTokens: r.completion_tokens, totalTokens: r.total_tokens, costBits: r.cost_usd_bits,
-    durationBits: r.duration_ms_bits, ingestedAtMs: r.ingested_at_ms,
+    traceId: r.trace_id,
+    spanId: r.span_id,
+    startNs: r.start_ns,
+    kind: r.kind,
+    model: r.model,
+    actionName: r.action_name,
+    environment: r.environment,
+    source: r.source,
+    status: r.status,
+    promptTokens: r.prompt_tokens,
+    completionTokens: r.completion_tokens,
+    totalTokens: r.total_tokens,
+    costBits: r.cost_usd_bits,
+    durationBits: r.duration_ms_bits,
+    ingestedAtMs: r.ingested_at_ms,
   };
 }
 
 /** Apply the migrations not yet recorded in `db`.schema_migrations. */
 async function migrate(client: ClickHouseClient, db: string): Promise<void> {
   await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
-  await client.command({ query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime)
-    ENGINE = ReplacingMergeTree() ORDER BY version` });
-  const rs = await client.query({ query: `SELECT DISTINCT version FROM ${db}.schema_migrations`, format: 'JSONEachRow' });
+  await client.command({
+    query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, applied_at DateTime)
+    ENGINE = ReplacingMergeTree() ORDER BY version`,
+  });
+  const rs = await client.query({
+    query: `SELECT DISTINCT version FROM ${db}.schema_migrations`,
+    format: 'JSONEachRow',
+  });
   const applied = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
   refuseNewerSchema(applied, CLICKHOUSE_MIGRATIONS, `ClickHouse database ${db}`);
   for (const m of CLICKHOUSE_MIGRATIONS) {
     if (applied.has(m.version)) continue;
     for (const st of m.statements(db)) await runStatement(client, st);
-    await client.command({ query: `INSERT INTO ${db}.schema_migrations (version, applied_at) VALUES (${m.version}, now())` });
+    await client.command({
+      query: `INSERT INTO ${db}.schema_migrations (version, applied_at) VALUES (${m.version}, now())`,
+    });
   }
   for (const st of supersededObjects(db)) await runStatement(client, st);
 }
 
-interface ColumnRow { name: string; type: string; default_kind: string; default_expression: string }
+interface ColumnRow {
+  name: string;
+  type: string;
+  default_kind: string;
+  default_expression: string;
+}
 
 /**
  * `db`.<table> as a Distributed table over `local`.<table> for every table the migrations made. A column a
@@ -156,20 +322,31 @@ interface ColumnRow { name: string; type: string; default_kind: string; default_
  */
 async function distribute(client: ClickHouseClient, db: string, local: string, cluster: string): Promise<void> {
   const query = async <T>(q: string) => (await client.query({ query: q, format: 'JSONEachRow' })).json<T>();
-  const definition = (c: ColumnRow) => `${c.name} ${c.type}${c.default_kind ? ` ${c.default_kind === 'MATERIALIZED' ? 'ALIAS' : c.default_kind} ${c.default_expression}` : ''}`;
+  const definition = (c: ColumnRow) =>
+    `${c.name} ${c.type}${c.default_kind ? ` ${c.default_kind === 'MATERIALIZED' ? 'ALIAS' : c.default_kind} ${c.default_expression}` : ''}`;
   // engine_full as the server prints it, compared without quoting and spacing (releases format it differently)
   const bare = (engine: string) => engine.replace(/[\s'"`]/g, '');
   await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
-  const tables = await query<{ name: string }>(`SELECT name FROM system.tables WHERE database = ${str(local)} AND engine LIKE '%MergeTree' AND name != 'schema_migrations' ORDER BY name`);
+  const tables = await query<{ name: string }>(
+    `SELECT name FROM system.tables WHERE database = ${str(local)} AND engine LIKE '%MergeTree' AND name != 'schema_migrations' ORDER BY name`,
+  );
   for (const { name } of tables) {
     const key = SHARDING_KEYS[name];
-    if (!key) throw new Error(`no sharding key for ClickHouse table ${name} (SHARDING_KEYS in clickhouse-migrations.ts)`);
+    if (!key)
+      throw new Error(`no sharding key for ClickHouse table ${name} (SHARDING_KEYS in clickhouse-migrations.ts)`);
     const engine = `Distributed(${str(cluster)}, ${str(local)}, ${str(name)}, ${key})`;
-    const columns = (t: string, d: string) => query<ColumnRow>(`SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ${str(d)} AND table = ${str(t)}`);
+    const columns = (t: string, d: string) =>
+      query<ColumnRow>(
+        `SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ${str(d)} AND table = ${str(t)}`,
+      );
     const want = (await columns(name, local)).map(definition);
-    const [existing] = await query<{ engine: string; engine_full: string }>(`SELECT engine, engine_full FROM system.tables WHERE database = ${str(db)} AND name = ${str(name)}`);
+    const [existing] = await query<{ engine: string; engine_full: string }>(
+      `SELECT engine, engine_full FROM system.tables WHERE database = ${str(db)} AND name = ${str(name)}`,
+    );
     if (existing && existing.engine !== 'Distributed') {
-      throw new StorageConfigError(`ClickHouse table ${db}.${name} is a ${existing.engine} table: in cluster mode ${db} holds Distributed tables and the data lives in ${local}; choose another TRACEGATE_CLICKHOUSE_DATABASE or move the data`);
+      throw new StorageConfigError(
+        `ClickHouse table ${db}.${name} is a ${existing.engine} table: in cluster mode ${db} holds Distributed tables and the data lives in ${local}; choose another TRACEGATE_CLICKHOUSE_DATABASE or move the data`,
+      );
     }
     if (existing) {
       const have = (await columns(name, db)).map(definition);
@@ -185,8 +362,11 @@ async function distribute(client: ClickHouseClient, db: string, local: string, c
   }
   // One of ours that a migration dropped (trace_index, v10): its Distributed table would only take inserts that fail.
   const kept = new Set(tables.map((t) => t.name));
-  for (const { name } of await query<{ name: string }>(`SELECT name FROM system.tables WHERE database = ${str(db)} AND engine = 'Distributed'`)) {
-    if (!kept.has(name) && Object.hasOwn(SHARDING_KEYS, name)) await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
+  for (const { name } of await query<{ name: string }>(
+    `SELECT name FROM system.tables WHERE database = ${str(db)} AND engine = 'Distributed'`,
+  )) {
+    if (!kept.has(name) && Object.hasOwn(SHARDING_KEYS, name))
+      await client.command({ query: `DROP TABLE IF EXISTS ${db}.${name}` });
   }
 }
 
@@ -201,16 +381,32 @@ export async function runStatement(client: ClickHouseClient, st: ClickHouseState
   }
   // Each kind below is done already when it fails this way (another collector migrated first).
   // Code 60 (18.16: "Table … doesn't exist"; current servers: "Unknown table expression identifier").
-  if ('fromDroppedTable' in st) return runUnless(client, st.fromDroppedTable, (code, message) => code === '60' || /doesn't exist|Unknown table|UNKNOWN_TABLE/i.test(message));
+  if ('fromDroppedTable' in st)
+    return runUnless(
+      client,
+      st.fromDroppedTable,
+      (code, message) => code === '60' || /doesn't exist|Unknown table|UNKNOWN_TABLE/i.test(message),
+    );
   // 18.16: code 44 "Cannot find column … to drop"; current servers: 10/16 "There is no column …".
-  if ('dropColumn' in st) return runUnless(client, st.dropColumn, (_, message) => /Cannot find column|There is no column|NO_SUCH_COLUMN|NOT_FOUND_COLUMN/i.test(message));
+  if ('dropColumn' in st)
+    return runUnless(client, st.dropColumn, (_, message) =>
+      /Cannot find column|There is no column|NO_SUCH_COLUMN|NOT_FOUND_COLUMN/i.test(message),
+    );
   // 18.16 says code 44 in the message only; current servers answer 15 (DUPLICATE_COLUMN) as a parsed code. 44 is
   // also ILLEGAL_COLUMN, so the message must say so too.
-  return runUnless(client, st.addColumn, (code, message) => (code === '44' || code === '15') && /already exists/i.test(message));
+  return runUnless(
+    client,
+    st.addColumn,
+    (code, message) => (code === '44' || code === '15') && /already exists/i.test(message),
+  );
 }
 
 /** Run `query`; an error that `done` recognises (by code, parsed or in 18.16's message, and message) is swallowed. */
-async function runUnless(client: ClickHouseClient, query: string, done: (code: string | undefined, message: string) => boolean): Promise<void> {
+async function runUnless(
+  client: ClickHouseClient,
+  query: string,
+  done: (code: string | undefined, message: string) => boolean,
+): Promise<void> {
   try {
     await client.command({ query });
   } catch (e) {
@@ -222,15 +418,32 @@ async function runUnless(client: ClickHouseClient, query: string, done: (code: s
 
 function fromReadRow(r: SpanReadRow): SpanRecord {
   return {
-    workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id, parentSpanId: r.parent_span_id,
-    name: r.name, kind: r.kind as SpanKind, source: r.source as Source,
-    startTimeNs: r.start_ns, endTimeNs: r.end_ns, durationMs: r.duration_ms,
-    status: r.status, statusMessage: r.status_message, model: r.model, provider: r.provider,
-    prompt: r.prompt, response: r.response,
-    promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
+    workspaceId: r.workspace_id,
+    traceId: r.trace_id,
+    spanId: r.span_id,
+    parentSpanId: r.parent_span_id,
+    name: r.name,
+    kind: r.kind as SpanKind,
+    source: r.source as Source,
+    startTimeNs: r.start_ns,
+    endTimeNs: r.end_ns,
+    durationMs: r.duration_ms,
+    status: r.status,
+    statusMessage: r.status_message,
+    model: r.model,
+    provider: r.provider,
+    prompt: r.prompt,
+    response: r.response,
+    promptTokens: Number(r.prompt_tokens),
+    completionTokens: Number(r.completion_tokens),
+    totalTokens: Number(r.total_tokens),
     costUsd: r.cost_usd,
-    finishReason: r.finish_reason, actionName: r.action_name, environment: r.environment, requestId: r.request_id,
-    trainingPreferred: r.training_preferred === 1, trainable: r.trainable === 1,
+    finishReason: r.finish_reason,
+    actionName: r.action_name,
+    environment: r.environment,
+    requestId: r.request_id,
+    trainingPreferred: r.training_preferred === 1,
+    trainable: r.trainable === 1,
     attributes: decodeAttrs(r.attr_keys, r.attr_values, r.attr_types),
     resourceAttributes: decodeAttrs(r.res_keys, r.res_values, r.res_types),
     events: JSON.parse(r.events_json) as SpanRecord['events'],
@@ -277,7 +490,9 @@ export class ClickHouseStorage implements Storage {
       // Sharded: an insert returns once every shard has its rows (durable there, readable at once), and a
       // subquery over a Distributed table runs on each shard against its local table: the subqueries only join
       // tables sharded on the same key (spans and trace_days), so each shard's answer is complete for its traces.
-      ...(this.opts.cluster ? { clickhouse_settings: { insert_distributed_sync: 1, distributed_product_mode: 'local' } } : {}),
+      ...(this.opts.cluster
+        ? { clickhouse_settings: { insert_distributed_sync: 1, distributed_product_mode: 'local' } }
+        : {}),
       ...(connection ? { connection } : {}),
     });
   }
@@ -291,12 +506,12 @@ export class ClickHouseStorage implements Storage {
   }
 
   private async rows<T>(query: string, settings?: typeof LOOKUP_SETTINGS): Promise<T[]> {
-    const rs = await this.client.query({ query, format: 'JSONEachRow', ...settings ? { clickhouse_settings: settings } : {} });
+    const rs = await this.client.query({
+      query,
+      format: 'JSONEachRow',
+      ...(settings ? { clickhouse_settings: settings } : {}),
+    });
     return rs.json<T>();
-  }
-
-  private async exec(query: string): Promise<void> {
-    await this.client.command({ query });
   }
 
   async init(): Promise<void> {
@@ -309,11 +524,17 @@ export class ClickHouseStorage implements Storage {
     // talk to any node. The data of one trace stays on one shard (see SHARDING_KEYS).
     const name = cluster.name;
     const [shape] = await this.rows<{ shards: string; replicas: string }>(
-      `SELECT uniqExact(shard_num) AS shards, max(replica_num) AS replicas FROM system.clusters WHERE cluster = ${str(name)}`);
+      `SELECT uniqExact(shard_num) AS shards, max(replica_num) AS replicas FROM system.clusters WHERE cluster = ${str(name)}`,
+    );
     const shards = Number(shape?.shards ?? 0);
-    if (shards === 0) throw new StorageConfigError(`ClickHouse cluster "${name}" is not in the server's remote_servers (system.clusters)`);
+    if (shards === 0)
+      throw new StorageConfigError(
+        `ClickHouse cluster "${name}" is not in the server's remote_servers (system.clusters)`,
+      );
     if (Number(shape!.replicas) > 1) {
-      throw new StorageConfigError(`ClickHouse cluster "${name}" has replicas: tracegate's tables are not Replicated ones (18.16 needs ZooKeeper for those); give each shard one node`);
+      throw new StorageConfigError(
+        `ClickHouse cluster "${name}" has replicas: tracegate's tables are not Replicated ones (18.16 needs ZooKeeper for those); give each shard one node`,
+      );
     }
     const local = ident(`${this.db}_local`);
     const nodes = cluster.nodeUrls.map((url) => this.connect(url));
@@ -327,14 +548,20 @@ export class ClickHouseStorage implements Storage {
         // One row per shard that has the version (distributed_group_by_no_merge keeps the shards' rows apart).
         const rs = await this.client.query({
           query: `SELECT count() AS n FROM cluster(${str(name)}, ${str(local)}, 'schema_migrations') WHERE version = ${latest} GROUP BY version`,
-          format: 'JSONEachRow', clickhouse_settings: { distributed_group_by_no_merge: '1' },
+          format: 'JSONEachRow',
+          clickhouse_settings: { distributed_group_by_no_merge: '1' },
         });
         current = (await rs.json()).length;
       } catch (err) {
-        throw new StorageConfigError(`ClickHouse cluster "${name}": a shard has no ${local} tables; list every node in TRACEGATE_CLICKHOUSE_NODES (${(err as Error).message.split('\n')[0]})`, { cause: err });
+        throw new StorageConfigError(
+          `ClickHouse cluster "${name}": a shard has no ${local} tables; list every node in TRACEGATE_CLICKHOUSE_NODES (${(err as Error).message.split('\n')[0]})`,
+          { cause: err },
+        );
       }
       if (current < shards) {
-        throw new StorageConfigError(`ClickHouse cluster "${name}": ${shards - current} of ${shards} shards lack schema version ${latest} in ${local}; list every node in TRACEGATE_CLICKHOUSE_NODES`);
+        throw new StorageConfigError(
+          `ClickHouse cluster "${name}": ${shards - current} of ${shards} shards lack schema version ${latest} in ${local}; list every node in TRACEGATE_CLICKHOUSE_NODES`,
+        );
       }
       for (const node of nodes) await distribute(node, this.db, local, name);
     } finally {
@@ -376,7 +603,11 @@ export class ClickHouseStorage implements Storage {
     const dropped: Array<[number, number]> = [];
     let columns: string[] | null = null;
     const owned = new Map<string, ProxyResponseRow>();
-    const chained = { audit_log: new TsvWriter(), verification: new TsvWriter(), verification_checkpoints: new TsvWriter() };
+    const chained = {
+      audit_log: new TsvWriter(),
+      verification: new TsvWriter(),
+      verification_checkpoints: new TsvWriter(),
+    };
     const other: EnrichmentRecord[] = [];
     let finished = false;
     const add = (r: SpanRecord | EnrichmentRecord): void => {
@@ -393,14 +624,23 @@ export class ClickHouseStorage implements Storage {
       const proxied = proxyResponseRow(r);
       const key = spanVersionKey(r);
       const prev = spans.get(key);
-      const own = () => { if (proxied) owned.set(proxied.key, proxied.row); };
+      const own = () => {
+        if (proxied) owned.set(proxied.key, proxied.row);
+      };
       if (prev && !(r.ingestedAtMs >= prev.version)) return own(); // as latestPerSpan: the later one wins a tie
       const row = toInsertRow(r);
       // Always explicit: a column left out would get its DEFAULT (and 18.16's JSONEachRow gave it 0 instead).
       // The rollup flag first, one digit: finish() sets it in place.
       const at = body.line(`1\t${tsvLine((columns ??= Object.keys(row)), row as unknown as Record<string, unknown>)}`);
       if (prev) dropped.push([prev.at, prev.bytes]);
-      spans.set(key, { at, bytes: body.lastBytes, ws: row.workspace_id, facts: this.exactRollups ? usageFacts(row) : null, version: r.ingestedAtMs, index: { workspace_id: row.workspace_id, trace_id: row.trace_id, start_date: row.start_date } });
+      spans.set(key, {
+        at,
+        bytes: body.lastBytes,
+        ws: row.workspace_id,
+        facts: this.exactRollups ? usageFacts(row) : null,
+        version: r.ingestedAtMs,
+        index: { workspace_id: row.workspace_id, trace_id: row.trace_id, start_date: row.start_date },
+      });
       own(); // last: a span that fails to encode leaves the batch as it was
     };
     const finish = async (): Promise<void> => {
@@ -409,12 +649,15 @@ export class ClickHouseStorage implements Storage {
       if (spans.size > 0) {
         const entries = [...spans.values()];
         const corrections: UsageCorrection[] = [];
-        if (this.exactRollups) for (const [ws, at] of byWorkspace(entries, (e) => e.ws)) {
-          const facts = at.map((i) => entries[i]!.facts!);
-          const plan = planSpanRollup(ws, facts, await storedSpans(this.client, this.db, ws, facts));
-          at.forEach((i, n) => { if (plan.flags[n] !== 1) body.patch(entries[i]!.at, String(plan.flags[n])); });
-          corrections.push(...plan.corrections);
-        }
+        if (this.exactRollups)
+          for (const [ws, at] of byWorkspace(entries, (e) => e.ws)) {
+            const facts = at.map((i) => entries[i]!.facts!);
+            const plan = planSpanRollup(ws, facts, await storedSpans(this.client, this.db, ws, facts));
+            at.forEach((i, n) => {
+              if (plan.flags[n] !== 1) body.patch(entries[i]!.at, String(plan.flags[n]));
+            });
+            corrections.push(...plan.corrections);
+          }
         const index = new Map(entries.map((e) => [JSON.stringify(e.index), e.index]));
         // Index first: a span is then never stored without being findable. A failed call is
         // retried whole by the writer, and replays collapse in both tables.
@@ -426,7 +669,9 @@ export class ClickHouseStorage implements Storage {
       }
       await Promise.all([
         this.enrichment.insertEnrichment(other),
-        ...Object.entries(chained).map(([table, w]) => (w.columns ? insertBody(this.client, this.t(table), w.columns, w.body()) : null)),
+        ...Object.entries(chained).map(([table, w]) =>
+          w.columns ? insertBody(this.client, this.t(table), w.columns, w.body()) : null,
+        ),
       ]);
     };
     return { add, finish };
@@ -447,13 +692,23 @@ export class ClickHouseStorage implements Storage {
       ? `HAVING s > ${u64(page.after.startNs)} OR (s = ${u64(page.after.startNs)} AND span_id > ${str(wellFormed(page.after.spanId))})`
       : '';
     const newest = (col: string) => `argMax(${col}, toUInt64(ingested_at_ms))`;
-    const keys = await this.rows<{ span_id: string; b: string }>(`
+    const keys = await this.rows<{ span_id: string; b: string }>(
+      `
       SELECT span_id, toUInt64(${newest('start_ns')}) AS s, toString(${page.maxBytes === undefined ? '0' : newest(STORED_BYTES)}) AS b FROM ${this.t('spans')}
       WHERE ${where}
       GROUP BY span_id ${after}
-      ORDER BY s, span_id LIMIT ${limit + 1}`, LOOKUP_SETTINGS);
-    const { take, more } = cutPart(keys.map((k) => ({ id: k.span_id, bytes: Number(k.b) })), limit, page.maxBytes);
-    const spans = await this.spansOf(where, take.map((k) => k.id));
+      ORDER BY s, span_id LIMIT ${limit + 1}`,
+      LOOKUP_SETTINGS,
+    );
+    const { take, more } = cutPart(
+      keys.map((k) => ({ id: k.span_id, bytes: Number(k.b) })),
+      limit,
+      page.maxBytes,
+    );
+    const spans = await this.spansOf(
+      where,
+      take.map((k) => k.id),
+    );
     const order = new Map(take.map((k, i) => [k.id, i]));
     return { spans: spans.sort((x, y) => order.get(x.spanId)! - order.get(y.spanId)!), more };
   }
@@ -465,7 +720,12 @@ export class ClickHouseStorage implements Storage {
   }
 
   async spanVersions(workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]> {
-    const found = await spanVersionsOf(this.client, this.db, wellFormed(workspaceId), keys.map((k) => ({ traceId: wellFormed(k.traceId), spanId: wellFormed(k.spanId) })));
+    const found = await spanVersionsOf(
+      this.client,
+      this.db,
+      wellFormed(workspaceId),
+      keys.map((k) => ({ traceId: wellFormed(k.traceId), spanId: wellFormed(k.spanId) })),
+    );
     return found.sort(bySpanKey);
   }
 
@@ -483,7 +743,8 @@ export class ClickHouseStorage implements Storage {
     for (const chunk of lookupChunks(spanIds.map(wellFormed))) {
       const rows = await this.rows<SpanReadRow>(
         `SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL WHERE ${where} AND span_id IN ${strList(chunk)}
-         ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY span_id`, LOOKUP_SETTINGS,
+         ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY span_id`,
+        LOOKUP_SETTINGS,
       );
       for (const row of rows) out.push(fromReadRow(row));
     }
@@ -504,12 +765,14 @@ export class ClickHouseStorage implements Storage {
            SELECT ${SPAN_COLUMNS}, start_ns AS start_sort FROM ${this.t('spans')} FINAL
            WHERE workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id IN ${ids}
            ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id)
-         ORDER BY trace_id, toUInt64(start_sort), span_id`, LOOKUP_SETTINGS,
+         ORDER BY trace_id, toUInt64(start_sort), span_id`,
+        LOOKUP_SETTINGS,
       );
       for (const row of rows) {
         const rec = fromReadRow(row);
         const list = out.get(rec.traceId);
-        if (list) list.push(rec); else out.set(rec.traceId, [rec]);
+        if (list) list.push(rec);
+        else out.set(rec.traceId, [rec]);
       }
     }
     return out;
@@ -535,7 +798,8 @@ export class ClickHouseStorage implements Storage {
            SELECT trace_id, span_id, argMax(${STORED_BYTES}, toUInt64(ingested_at_ms)) AS b FROM ${this.t('spans')}
            WHERE workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id IN ${ids}
            GROUP BY trace_id, span_id)
-         GROUP BY trace_id`, LOOKUP_SETTINGS,
+         GROUP BY trace_id`,
+        LOOKUP_SETTINGS,
       );
       for (const r of rows) out.set(r.trace_id, { spans: Number(r.n), bytes: Number(r.total) });
     }
@@ -549,14 +813,19 @@ export class ClickHouseStorage implements Storage {
     for (const chunk of lookupChunks(spanIds.map(wellFormed))) {
       const rows = await this.rows<{ span_id: string; b: string }>(
         `SELECT span_id, toString(argMax(${STORED_BYTES}, toUInt64(ingested_at_ms))) AS b FROM ${this.t('spans')}
-         WHERE ${where} AND span_id IN ${strList(chunk)} GROUP BY span_id`, LOOKUP_SETTINGS,
+         WHERE ${where} AND span_id IN ${strList(chunk)} GROUP BY span_id`,
+        LOOKUP_SETTINGS,
       );
       for (const r of rows) out.set(r.span_id, Number(r.b));
     }
     return out;
   }
 
-  async unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string } & TraceSize>> {
+  async unverifiedTraces(
+    workspaceId: string,
+    after: string | null,
+    limit: number,
+  ): Promise<Array<{ traceId: string } & TraceSize>> {
     const ws = str(wellFormed(workspaceId));
     const from = after !== null ? `AND trace_id > ${str(wellFormed(after))}` : '';
     // An aggregation over both tables rather than NOT IN (subquery): on a cluster the two are sharded by different
@@ -568,8 +837,14 @@ export class ClickHouseStorage implements Storage {
         SELECT trace_id, 0 AS stored FROM ${this.t('verification')} WHERE workspace_id = ${ws} ${from})
       GROUP BY trace_id HAVING min(stored) = 1
       ORDER BY trace_id LIMIT ${Math.max(1, Math.trunc(limit))}`);
-    const sizes = await this.traceSizes(workspaceId, rows.map((r) => r.trace_id));
-    return rows.flatMap((r) => { const t = sizes.get(r.trace_id); return t ? [{ traceId: r.trace_id, ...t }] : []; });
+    const sizes = await this.traceSizes(
+      workspaceId,
+      rows.map((r) => r.trace_id),
+    );
+    return rows.flatMap((r) => {
+      const t = sizes.get(r.trace_id);
+      return t ? [{ traceId: r.trace_id, ...t }] : [];
+    });
   }
 
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
@@ -584,7 +859,8 @@ export class ClickHouseStorage implements Storage {
     // Root-most span: no parent first, then earliest start, then lowest span id.
     const root = `tuple(parent_span_id != '', start_ns, span_id)`;
     const usage = `kind IN ${USAGE_KINDS_SQL}`;
-    const rows = await this.rows<AggRow>(`
+    const rows = await this.rows<AggRow>(
+      `
       SELECT * FROM (
         SELECT trace_id,
           min(start_ns) AS t_start,
@@ -615,7 +891,9 @@ export class ClickHouseStorage implements Storage {
           ORDER BY ingested_at_ms DESC LIMIT 1 BY trace_id, span_id)
         GROUP BY trace_id
       )
-      ORDER BY t_start DESC, trace_id DESC`, LOOKUP_SETTINGS);
+      ORDER BY t_start DESC, trace_id DESC`,
+      LOOKUP_SETTINGS,
+    );
     return toPage(rows.map(fromAggRow), f.limit);
   }
 
@@ -631,14 +909,24 @@ export class ClickHouseStorage implements Storage {
     const newest = (col: string, as: string) => `, argMax(${col}, ingested_at_ms) AS ${as}`;
     const having = [filtered ? 'max(m) = 1' : '1'];
     if (f.status === 'error') having.push('max(s_err) = 1');
-    else if (f.status !== undefined) having.push('max(s_err) = 0 AND argMin(s_is, tuple(s_root = 0, s_start, span_id)) = 1');
-    if (f.cursor) having.push(`(min(s_start) < ${u64(f.cursor.s)} OR (min(s_start) = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`);
+    else if (f.status !== undefined)
+      having.push('max(s_err) = 0 AND argMin(s_is, tuple(s_root = 0, s_start, span_id)) = 1');
+    if (f.cursor)
+      having.push(
+        `(min(s_start) < ${u64(f.cursor.s)} OR (min(s_start) = ${u64(f.cursor.s)} AND trace_id < ${str(f.cursor.t)}))`,
+      );
     const narrow: string[] = [];
-    if (filtered) narrow.push(`trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND ${spanConditions(f)})`);
+    if (filtered)
+      narrow.push(
+        `trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND ${spanConditions(f)})`,
+      );
     if (f.traceId !== undefined) narrow.push(`trace_id = ${str(f.traceId)}`);
     // The trace status is one of its spans' statuses: only traces with such a span (in any version) can match.
     // Most spans are 'completed': for it, that subquery would narrow nothing and cost more than it saves.
-    if (f.status !== undefined && f.status !== 'completed') narrow.push(`trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND status = ${str(f.status)})`);
+    if (f.status !== undefined && f.status !== 'completed')
+      narrow.push(
+        `trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND status = ${str(f.status)})`,
+      );
     return this.rows(`
       SELECT trace_id, toString(min(d_lo)) AS d0, toString(max(d_hi)) AS d1
       FROM (
@@ -665,14 +953,22 @@ export class ClickHouseStorage implements Storage {
   async hasProxyResponse(workspaceId: string, responseId: string, upstream: string): Promise<boolean> {
     const rows = await this.rows<{ one: number }>(
       `SELECT 1 AS one FROM ${this.t('proxy_responses')} WHERE workspace_id = ${str(wellFormed(workspaceId))}
-       AND response_id = ${str(wellFormed(responseId))} AND upstream = ${str(wellFormed(upstream))} LIMIT 1`);
+       AND response_id = ${str(wellFormed(responseId))} AND upstream = ${str(wellFormed(upstream))} LIMIT 1`,
+    );
     return rows.length > 0;
   }
 
   // ---- workspaces and API keys ----
 
   async createWorkspace(ws: Workspace): Promise<void> {
-    await this.insertRows('workspaces', [{ id: wellFormed(ws.id), name: wellFormed(ws.name), created_at_ms: count(ws.createdAtMs), version: nextVersion() }]);
+    await this.insertRows('workspaces', [
+      {
+        id: wellFormed(ws.id),
+        name: wellFormed(ws.name),
+        created_at_ms: count(ws.createdAtMs),
+        version: nextVersion(),
+      },
+    ]);
   }
 
   async getWorkspaceByName(name: string): Promise<Workspace | null> {
@@ -695,20 +991,37 @@ export class ClickHouseStorage implements Storage {
   }
 
   private async writeKey(key: ApiKeyRecord, version: number): Promise<void> {
-    await this.insertRows('api_keys', [{
-      key_id: wellFormed(key.keyId), workspace_id: wellFormed(key.workspaceId), hash: wellFormed(key.hash),
-      created_at_ms: count(key.createdAtMs), revoked_at_ms: count(key.revokedAtMs), version,
-    }]);
+    await this.insertRows('api_keys', [
+      {
+        key_id: wellFormed(key.keyId),
+        workspace_id: wellFormed(key.workspaceId),
+        hash: wellFormed(key.hash),
+        created_at_ms: count(key.createdAtMs),
+        revoked_at_ms: count(key.revokedAtMs),
+        version,
+      },
+    ]);
   }
 
   private async readKeys(where: string): Promise<Array<ApiKeyRecord & { version: number }>> {
-    const rows = await this.rows<{ key_id: string; workspace_id: string; hash: string; created_at_ms: string; revoked_at_ms: string; version: string }>(
+    const rows = await this.rows<{
+      key_id: string;
+      workspace_id: string;
+      hash: string;
+      created_at_ms: string;
+      revoked_at_ms: string;
+      version: string;
+    }>(
       `SELECT key_id, workspace_id, hash, created_at_ms, revoked_at_ms, version FROM ${this.t('api_keys')} FINAL
        WHERE ${where} ORDER BY created_at_ms, key_id`,
     );
     return rows.map((r) => ({
-      keyId: r.key_id, workspaceId: r.workspace_id, hash: r.hash,
-      createdAtMs: Number(r.created_at_ms), revokedAtMs: Number(r.revoked_at_ms), version: Number(r.version),
+      keyId: r.key_id,
+      workspaceId: r.workspace_id,
+      hash: r.hash,
+      createdAtMs: Number(r.created_at_ms),
+      revokedAtMs: Number(r.revoked_at_ms),
+      version: Number(r.version),
     }));
   }
 
@@ -745,7 +1058,14 @@ export class ClickHouseStorage implements Storage {
    * its withdrawal leaves its write live; the earliest stamped then counts.)
    */
   async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean> {
-    const row = { workspace_id: wellFormed(workspaceId), version: count(version), writer: randomUUID(), doc: wellFormed(doc), updated_at_ms: count(atMs), withdrawn: 0 };
+    const row = {
+      workspace_id: wellFormed(workspaceId),
+      version: count(version),
+      writer: randomUUID(),
+      doc: wellFormed(doc),
+      updated_at_ms: count(atMs),
+      withdrawn: 0,
+    };
     const insert = (r: typeof row) => this.insertRows('settings_versions', [r]);
     await insert(row);
     const live = await this.rows<{ writer: string }>(
@@ -768,7 +1088,14 @@ export class ClickHouseStorage implements Storage {
 
   async publishKeys(keys: PublishedKey[]): Promise<void> {
     if (!keys.length) return;
-    await this.insertRows('verification_keys', keys.map((k) => ({ key_id: wellFormed(k.keyId), public_key_pem: wellFormed(k.publicKeyPem), published_at_ms: count(k.publishedAtMs) })));
+    await this.insertRows(
+      'verification_keys',
+      keys.map((k) => ({
+        key_id: wellFormed(k.keyId),
+        public_key_pem: wellFormed(k.publicKeyPem),
+        published_at_ms: count(k.publishedAtMs),
+      })),
+    );
   }
 
   async publishedKeys(): Promise<PublishedKey[]> {
@@ -776,19 +1103,39 @@ export class ClickHouseStorage implements Storage {
       `SELECT key_id, any(public_key_pem) AS public_key_pem, toString(min(published_at_ms)) AS published_at_ms
        FROM ${this.t('verification_keys')} GROUP BY key_id ORDER BY key_id`,
     );
-    return rows.map((r) => ({ keyId: r.key_id, publicKeyPem: r.public_key_pem, publishedAtMs: Number(r.published_at_ms) }));
+    return rows.map((r) => ({
+      keyId: r.key_id,
+      publicKeyPem: r.public_key_pem,
+      publishedAtMs: Number(r.published_at_ms),
+    }));
   }
 
   // ---- enrichment and analytics (clickhouse-enrichment.ts) ----
 
-  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> { return this.enrichment.insertEnrichment(rows); }
-  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> { return this.enrichment.listFindings(workspaceId, q); }
-  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds); }
-  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> { return this.enrichment.listAudit(workspaceId, q); }
-  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> { return this.enrichment.auditPage(workspaceId, after, limit); }
-  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasAuditHash(workspaceId, hash); }
-  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> { return this.enrichment.listAlerts(workspaceId, q); }
-  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> { return this.enrichment.getVerification(workspaceId, traceId); }
+  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> {
+    return this.enrichment.insertEnrichment(rows);
+  }
+  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
+    return this.enrichment.listFindings(workspaceId, q);
+  }
+  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
+    return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds);
+  }
+  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
+    return this.enrichment.listAudit(workspaceId, q);
+  }
+  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> {
+    return this.enrichment.auditPage(workspaceId, after, limit);
+  }
+  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
+    return this.enrichment.hasAuditHash(workspaceId, hash);
+  }
+  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
+    return this.enrichment.listAlerts(workspaceId, q);
+  }
+  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
+    return this.enrichment.getVerification(workspaceId, traceId);
+  }
   verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
     return this.enrichment.verificationOfTraces(workspaceId, traceIds);
   }
@@ -798,20 +1145,42 @@ export class ClickHouseStorage implements Storage {
   checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
     return this.enrichment.checkpointPage(workspaceId, after, limit);
   }
-  verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
+  verificationRange(
+    workspaceId: string,
+    chainId: string,
+    fromSeq: number,
+    toSeq: number,
+  ): Promise<VerificationRecord[]> {
     return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);
   }
-  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> { return this.enrichment.chainState(workspaceId, chainId, seq); }
-  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasVerificationHash(workspaceId, hash); }
-  verificationWorkspaces(): Promise<string[]> { return this.enrichment.verificationWorkspaces(); }
-  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> { return this.enrichment.usage(workspaceId, q); }
-  findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> {
+    return this.enrichment.chainState(workspaceId, chainId, seq);
+  }
+  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
+    return this.enrichment.hasVerificationHash(workspaceId, hash);
+  }
+  verificationWorkspaces(): Promise<string[]> {
+    return this.enrichment.verificationWorkspaces();
+  }
+  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
+    return this.enrichment.usage(workspaceId, q);
+  }
+  findingsDaily(
+    workspaceId: string,
+    q: { fromMs?: number; toMs?: number },
+  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
     return this.enrichment.findingsDaily(workspaceId, q);
   }
 }
 
 function stripVersion(k: ApiKeyRecord & { version: number }): ApiKeyRecord {
-  return { keyId: k.keyId, workspaceId: k.workspaceId, hash: k.hash, createdAtMs: k.createdAtMs, revokedAtMs: k.revokedAtMs };
+  return {
+    keyId: k.keyId,
+    workspaceId: k.workspaceId,
+    hash: k.hash,
+    createdAtMs: k.createdAtMs,
+    revokedAtMs: k.revokedAtMs,
+  };
 }
 
 /** Span-level filters of listTraces; a trace matches when any one span satisfies all of them. */
@@ -830,19 +1199,45 @@ function spanConditions(f: SpanFilter): string {
 }
 
 interface AggRow {
-  trace_id: string; t_start_s: string; t_end_s: string; n_spans: string; n_usage: string;
-  sum_prompt: string; sum_completion: string; sum_total: string; sum_cost: number;
-  max_prompt: string; max_completion: string; max_total: string; max_cost: number; n_errors: string;
-  root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
+  trace_id: string;
+  t_start_s: string;
+  t_end_s: string;
+  n_spans: string;
+  n_usage: string;
+  sum_prompt: string;
+  sum_completion: string;
+  sum_total: string;
+  sum_cost: number;
+  max_prompt: string;
+  max_completion: string;
+  max_total: string;
+  max_cost: number;
+  n_errors: string;
+  root_name: string;
+  root_model: string;
+  root_source: string;
+  root_action: string;
+  root_env: string;
+  root_status: string;
 }
 
 function fromAggRow(r: AggRow): TraceAgg {
   const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/trace-view.ts
   return {
-    traceId: r.trace_id, startNs: r.t_start_s, endNs: r.t_end_s, spanCount: Number(r.n_spans),
-    promptTokens: Number(calls ? r.sum_prompt : r.max_prompt), completionTokens: Number(calls ? r.sum_completion : r.max_completion),
-    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, errorCount: Number(r.n_errors),
-    name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
-    environment: r.root_env, status: r.root_status,
+    traceId: r.trace_id,
+    startNs: r.t_start_s,
+    endNs: r.t_end_s,
+    spanCount: Number(r.n_spans),
+    promptTokens: Number(calls ? r.sum_prompt : r.max_prompt),
+    completionTokens: Number(calls ? r.sum_completion : r.max_completion),
+    totalTokens: Number(calls ? r.sum_total : r.max_total),
+    costUsd: calls ? r.sum_cost : r.max_cost,
+    errorCount: Number(r.n_errors),
+    name: r.root_name,
+    model: r.root_model,
+    source: r.root_source,
+    actionName: r.root_action,
+    environment: r.root_env,
+    status: r.root_status,
   };
 }

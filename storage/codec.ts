@@ -21,22 +21,39 @@ export function wellFormed(s: string): string {
   return w.isWellFormed() ? s : w.toWellFormed();
 }
 // ES2024 String methods (Node >= 20); the project's TypeScript lib is es2023.
-interface WellFormedString { isWellFormed(): boolean; toWellFormed(): string }
+interface WellFormedString {
+  isWellFormed(): boolean;
+  toWellFormed(): string;
+}
 
 /** A decimal nanosecond string as stored (UInt64); throws on anything else. */
 export function checkNs(ns: string, field: string): string {
-  if (!/^\d{1,20}$/.test(ns) || BigInt(ns) > U64_MAX) throw new RangeError(`${field} is not a decimal uint64: ${JSON.stringify(ns)}`);
+  if (!/^\d{1,20}$/.test(ns) || BigInt(ns) > U64_MAX)
+    throw new RangeError(`${field} is not a decimal uint64: ${JSON.stringify(ns)}`);
   return BigInt(ns).toString(); // canonical: no leading zeros
 }
 
-export interface ProxyResponseRow { workspace_id: string; response_id: string; upstream: string; trace_id: string }
+export interface ProxyResponseRow {
+  workspace_id: string;
+  response_id: string;
+  upstream: string;
+  trace_id: string;
+}
 
 /** The proxy_responses row of a span that proves a response id (collector/proxy/ownership.ts), with its key; else null. */
 export function proxyResponseRow(span: SpanRecord): { key: string; row: ProxyResponseRow } | null {
   const o = ownershipOf(span);
   if (!o) return null;
   const stored = { workspaceId: wellFormed(o.workspaceId), responseId: o.responseId, upstream: wellFormed(o.upstream) };
-  return { key: ownershipKey(stored), row: { workspace_id: stored.workspaceId, response_id: stored.responseId, upstream: stored.upstream, trace_id: wellFormed(o.traceId) } };
+  return {
+    key: ownershipKey(stored),
+    row: {
+      workspace_id: stored.workspaceId,
+      response_id: stored.responseId,
+      upstream: stored.upstream,
+      trace_id: wellFormed(o.traceId),
+    },
+  };
 }
 
 /** The proxy_responses rows of a batch: one per response id, the later span's. */
@@ -78,7 +95,11 @@ export function utcDate(ns: string): string {
 }
 
 export type AttrType = 's' | 'n' | 'b' | 'j';
-export interface EncodedAttrs { keys: string[]; values: string[]; types: AttrType[] }
+export interface EncodedAttrs {
+  keys: string[];
+  values: string[];
+  types: AttrType[];
+}
 
 /**
  * Attributes as parallel arrays of key, string form and type tag, so a typed value comes
@@ -89,10 +110,19 @@ export function encodeAttrs(attrs: Attributes): EncodedAttrs {
   const out: EncodedAttrs = { keys: [], values: [], types: [] };
   for (const [k, v] of Object.entries(attrs)) {
     out.keys.push(wellFormed(k));
-    if (typeof v === 'string') { out.values.push(wellFormed(v)); out.types.push('s'); }
-    else if (typeof v === 'number' && Number.isFinite(v)) { out.values.push(String(v)); out.types.push('n'); }
-    else if (typeof v === 'boolean') { out.values.push(v ? 'true' : 'false'); out.types.push('b'); }
-    else { out.values.push(JSON.stringify(v)); out.types.push('j'); }
+    if (typeof v === 'string') {
+      out.values.push(wellFormed(v));
+      out.types.push('s');
+    } else if (typeof v === 'number' && Number.isFinite(v)) {
+      out.values.push(String(v));
+      out.types.push('n');
+    } else if (typeof v === 'boolean') {
+      out.values.push(v ? 'true' : 'false');
+      out.types.push('b');
+    } else {
+      out.values.push(JSON.stringify(v));
+      out.types.push('j');
+    }
   }
   return out;
 }
@@ -103,10 +133,17 @@ export function decodeAttrs(keys: readonly string[], values: readonly string[], 
     const raw = values[i] ?? '';
     let v: AttrValue;
     switch (types[i]) {
-      case 'n': v = Number(raw); break;
-      case 'b': v = raw === 'true'; break;
-      case 'j': v = JSON.parse(raw) as AttrValue; break;
-      default: v = raw;
+      case 'n':
+        v = Number(raw);
+        break;
+      case 'b':
+        v = raw === 'true';
+        break;
+      case 'j':
+        v = JSON.parse(raw) as AttrValue;
+        break;
+      default:
+        v = raw;
     }
     setOwn(out, keys[i] ?? '', v);
   }
@@ -122,7 +159,8 @@ export function attrsJson(attrs: Attributes): string {
 
 // `obj['__proto__'] = v` would set the prototype instead of an own key.
 function setOwn(obj: Attributes, key: string, value: AttrValue): void {
-  if (key === '__proto__') Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+  if (key === '__proto__')
+    Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
   else obj[key] = value;
 }
 
@@ -148,18 +186,32 @@ export function latestPerSpan(rows: readonly SpanRecord[]): SpanRecord[] {
 
 /** (traceId, spanId) order, as spanVersions answers on every backend. */
 export function bySpanKey(a: { traceId: string; spanId: string }, b: { traceId: string; spanId: string }): number {
-  return a.traceId < b.traceId ? -1 : a.traceId > b.traceId ? 1 : a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
+  return a.traceId < b.traceId
+    ? -1
+    : a.traceId > b.traceId
+      ? 1
+      : a.spanId < b.spanId
+        ? -1
+        : a.spanId > b.spanId
+          ? 1
+          : 0;
 }
 
 /** A trace's order (start time, then span id), as getTrace answers on every backend. */
-export function byStartThenId(a: { startTimeNs: string; spanId: string }, b: { startTimeNs: string; spanId: string }): number {
+export function byStartThenId(
+  a: { startTimeNs: string; spanId: string },
+  b: { startTimeNs: string; spanId: string },
+): number {
   if (a.startTimeNs !== b.startTimeNs) return BigInt(a.startTimeNs) < BigInt(b.startTimeNs) ? -1 : 1;
   return a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0;
 }
 
 // ---- listTraces ----
 
-export interface Cursor { s: string; t: string }
+export interface Cursor {
+  s: string;
+  t: string;
+}
 
 export function encodeCursor(c: Cursor): string {
   return Buffer.from(JSON.stringify({ s: c.s, t: c.t })).toString('base64url');
@@ -170,11 +222,16 @@ function readCursor<T>(cursor: string, field: string, read: (v: Record<string, u
   try {
     const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
     if (v && typeof v === 'object' && !Array.isArray(v)) return read(v as Record<string, unknown>);
-  } catch { /* fall through */ }
+  } catch {
+    /* fall through */
+  }
   throw badQuery(field, 'invalid cursor');
 }
 
-const text = (v: unknown): string => { if (typeof v !== 'string') throw new TypeError('not a string'); return v; };
+const text = (v: unknown): string => {
+  if (typeof v !== 'string') throw new TypeError('not a string');
+  return v;
+};
 
 export function decodeCursor(cursor: string): Cursor {
   return readCursor(cursor, 'cursor', (v) => ({ s: checkNs(text(v.s), 'cursor'), t: text(v.t) }));
@@ -193,7 +250,11 @@ export function decodeSpanCursor(cursor: string): { startNs: string; spanId: str
  * A part's spans out of its candidates (in order, each with its stored size, `limit + 1` of them read): at most
  * `limit`, ending with the one whose size reaches `maxBytes`; `more` when candidates are left.
  */
-export function cutPart<K extends { bytes: number }>(candidates: readonly K[], limit: number, maxBytes = Infinity): { take: K[]; more: boolean } {
+export function cutPart<K extends { bytes: number }>(
+  candidates: readonly K[],
+  limit: number,
+  maxBytes = Infinity,
+): { take: K[]; more: boolean } {
   const take: K[] = [];
   let bytes = 0;
   for (const k of candidates) {
@@ -297,5 +358,8 @@ export function toSummary(a: TraceAgg): TraceSummary {
 export function toPage(rows: readonly TraceAgg[], limit: number): TracePage {
   const items = rows.slice(0, limit).map(toSummary);
   const last = items.at(-1);
-  return { items, nextCursor: rows.length > limit && last ? encodeCursor({ s: last.startTimeNs, t: last.traceId }) : null };
+  return {
+    items,
+    nextCursor: rows.length > limit && last ? encodeCursor({ s: last.startTimeNs, t: last.traceId }) : null,
+  };
 }

@@ -28,15 +28,28 @@ export class ColumnRows {
     col.push(v);
   }
 
-  appendVarchar(v: string): void { this.push(v); }
-  appendBigInt(v: bigint): void { this.push(v); }
-  appendUBigInt(v: bigint): void { this.push(v); }
-  appendDouble(v: number): void { this.push(v); }
-  appendBoolean(v: boolean): void { this.push(v); }
-  appendList(v: readonly DuckDBValue[]): void { this.push(listValue([...v])); }
+  appendVarchar(v: string): void {
+    this.push(v);
+  }
+  appendBigInt(v: bigint): void {
+    this.push(v);
+  }
+  appendUBigInt(v: bigint): void {
+    this.push(v);
+  }
+  appendDouble(v: number): void {
+    this.push(v);
+  }
+  appendBoolean(v: boolean): void {
+    this.push(v);
+  }
+  appendList(v: readonly DuckDBValue[]): void {
+    this.push(listValue([...v]));
+  }
 
   endRow(): void {
-    if (this.column !== this.types.length) throw new Error(`row has ${this.column} values, the table ${this.types.length} columns`);
+    if (this.column !== this.types.length)
+      throw new Error(`row has ${this.column} values, the table ${this.types.length} columns`);
     this.column = 0;
     this.rows++;
   }
@@ -70,7 +83,12 @@ export class ColumnRows {
  * Rows into `table` through its staging table: `append` fills them, `sql` moves them (one statement, atomic on its
  * own), and the staging table is emptied after, so its rows' memory comes back now rather than at the next insert.
  */
-export async function insertStaged(c: DuckDBConnection, table: string, append: (cols: ColumnRows) => void, sql: string): Promise<void> {
+export async function insertStaged(
+  c: DuckDBConnection,
+  table: string,
+  append: (cols: ColumnRows) => void,
+  sql: string,
+): Promise<void> {
   const cols = await ColumnRows.forTable(c, table);
   append(cols);
   await cols.fillStaging(c, table);

@@ -3,16 +3,47 @@
 // (see enrichment.ts for the shared definitions).
 import { listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import type {
-  AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
+  AlertRecord,
+  AuditRecord,
+  CheckpointRecord,
+  EnrichmentRecord,
+  FindingRecord,
+  PolicyRecord,
+  VerificationRecord,
 } from '../collector/enrichment-records.ts';
-import type { AlertQuery, AuditQuery, ChainPos, ChainState, FindingQuery, Page, UsageQuery, UsageRow } from './types.ts';
+import type {
+  AlertQuery,
+  AuditQuery,
+  ChainPos,
+  ChainState,
+  FindingQuery,
+  Page,
+  UsageQuery,
+  UsageRow,
+} from './types.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
 import { USAGE_KINDS_SQL, wellFormed } from './codec.ts';
 import { clearStaging, ColumnRows, stagingOf } from './duckdb-columns.ts';
 import {
-  alertCursor, auditCursor, checkBucket, compareUsage, dayRange, dayString, findingCursor,
-  normalizeAlertQuery, normalizeAuditQuery, normalizeFindingQuery, partitionEnrichment, toKeyPage, toUsageRow,
-  usageGroupColumn, usageRange, USAGE_LEVELS, type KeyCursor, type ListBase, type UsageAgg,
+  alertCursor,
+  auditCursor,
+  checkBucket,
+  compareUsage,
+  dayRange,
+  dayString,
+  findingCursor,
+  normalizeAlertQuery,
+  normalizeAuditQuery,
+  normalizeFindingQuery,
+  partitionEnrichment,
+  toKeyPage,
+  toUsageRow,
+  usageGroupColumn,
+  usageRange,
+  USAGE_LEVELS,
+  type KeyCursor,
+  type ListBase,
+  type UsageAgg,
 } from './enrichment.ts';
 
 type Params = Record<string, DuckDBValue>;
@@ -25,7 +56,6 @@ export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>, write?: boolea
 /** Values ClickHouse's quantiles state holds (a reservoir sampler): usage quantiles are exact up to this many per group. */
 const RESERVOIR = 8192;
 
-
 type KeyedTable = 'findings' | 'policy_records' | 'alerts';
 
 /** Versioned records: the newest version wins, the later write on a tie. */
@@ -33,7 +63,10 @@ function upsertSql(table: KeyedTable): string {
   const t = ENRICHMENT_TABLES[table];
   const head = `INSERT INTO ${table} SELECT * FROM ${stagingOf(table)} ON CONFLICT (${t.key.join(', ')})`;
   const keys: readonly string[] = t.key;
-  const set = t.columns.filter((c) => !keys.includes(c)).map((c) => `${c} = excluded.${c}`).join(', ');
+  const set = t.columns
+    .filter((c) => !keys.includes(c))
+    .map((c) => `${c} = excluded.${c}`)
+    .join(', ');
   return `${head} DO UPDATE SET ${set} WHERE excluded.${t.version} >= ${table}.${t.version}`;
 }
 
@@ -66,8 +99,14 @@ function before(columns: readonly string[], c: KeyCursor, params: Params): strin
 
 function timeConditions(col: string, f: ListBase, params: Params): string[] {
   const c: string[] = [];
-  if (f.fromMs !== undefined) { c.push(`${col} >= $from_ms`); params.from_ms = BigInt(f.fromMs); }
-  if (f.toMs !== undefined) { c.push(`${col} < $to_ms`); params.to_ms = BigInt(f.toMs); }
+  if (f.fromMs !== undefined) {
+    c.push(`${col} >= $from_ms`);
+    params.from_ms = BigInt(f.fromMs);
+  }
+  if (f.toMs !== undefined) {
+    c.push(`${col} < $to_ms`);
+    params.to_ms = BigInt(f.toMs);
+  }
   return c;
 }
 
@@ -81,53 +120,100 @@ function eq(c: string[], params: Params, col: string, value: string | undefined)
 
 function fromFinding(r: Row): FindingRecord {
   return {
-    recordType: 'finding', workspaceId: r.workspace_id as string, traceId: r.trace_id as string, spanId: r.span_id as string,
-    detector: r.detector as string, rule: r.rule as string, category: r.category as string,
-    severity: r.severity as FindingRecord['severity'], field: r.field as string,
-    start: Number(r.start_offset), end: Number(r.end_offset), preview: r.preview as string, score: r.score as number,
-    action: r.action as string, createdAtMs: Number(r.created_at_ms),
+    recordType: 'finding',
+    workspaceId: r.workspace_id as string,
+    traceId: r.trace_id as string,
+    spanId: r.span_id as string,
+    detector: r.detector as string,
+    rule: r.rule as string,
+    category: r.category as string,
+    severity: r.severity as FindingRecord['severity'],
+    field: r.field as string,
+    start: Number(r.start_offset),
+    end: Number(r.end_offset),
+    preview: r.preview as string,
+    score: r.score as number,
+    action: r.action as string,
+    createdAtMs: Number(r.created_at_ms),
   };
 }
 
 function fromPolicy(r: Row): PolicyRecord {
   return {
-    recordType: 'policy', workspaceId: r.workspace_id as string, traceId: r.trace_id as string, spanId: r.span_id as string,
-    policyVersion: Number(r.policy_version), decision: r.decision as PolicyRecord['decision'], reasons: r.reasons as string,
+    recordType: 'policy',
+    workspaceId: r.workspace_id as string,
+    traceId: r.trace_id as string,
+    spanId: r.span_id as string,
+    policyVersion: Number(r.policy_version),
+    decision: r.decision as PolicyRecord['decision'],
+    reasons: r.reasons as string,
     createdAtMs: Number(r.created_at_ms),
   };
 }
 
 function fromAudit(r: Row): AuditRecord {
   return {
-    recordType: 'audit', workspaceId: r.workspace_id as string, chainId: r.chain_id as string, seq: Number(r.seq),
-    atMs: Number(r.at_ms), actor: r.actor as string, action: r.action as string, route: r.route as string,
-    outcome: r.outcome as string, accepted: Number(r.accepted), rejected: Number(r.rejected), details: r.details as string,
-    prevHash: r.prev_hash as string, hash: r.hash as string,
+    recordType: 'audit',
+    workspaceId: r.workspace_id as string,
+    chainId: r.chain_id as string,
+    seq: Number(r.seq),
+    atMs: Number(r.at_ms),
+    actor: r.actor as string,
+    action: r.action as string,
+    route: r.route as string,
+    outcome: r.outcome as string,
+    accepted: Number(r.accepted),
+    rejected: Number(r.rejected),
+    details: r.details as string,
+    prevHash: r.prev_hash as string,
+    hash: r.hash as string,
   };
 }
 
 function fromAlert(r: Row): AlertRecord {
   return {
-    recordType: 'alert', workspaceId: r.workspace_id as string, alertId: r.alert_id as string, ruleId: r.rule_id as string,
-    kind: r.kind as string, severity: r.severity as AlertRecord['severity'], message: r.message as string,
-    traceId: r.trace_id as string, value: r.value as number, threshold: r.threshold as number,
-    windowStartMs: Number(r.window_start_ms), atMs: Number(r.at_ms), delivered: r.delivered as string,
+    recordType: 'alert',
+    workspaceId: r.workspace_id as string,
+    alertId: r.alert_id as string,
+    ruleId: r.rule_id as string,
+    kind: r.kind as string,
+    severity: r.severity as AlertRecord['severity'],
+    message: r.message as string,
+    traceId: r.trace_id as string,
+    value: r.value as number,
+    threshold: r.threshold as number,
+    windowStartMs: Number(r.window_start_ms),
+    atMs: Number(r.at_ms),
+    delivered: r.delivered as string,
   };
 }
 
 function fromVerification(r: Row): VerificationRecord {
   return {
-    recordType: 'verification', workspaceId: r.workspace_id as string, traceId: r.trace_id as string,
-    spanIds: r.span_ids as string[], spanVersions: (r.span_versions as bigint[]).map(Number),
-    contentHash: r.content_hash as string, chainId: r.chain_id as string, seq: Number(r.seq),
-    prevHash: r.prev_hash as string, hash: r.hash as string, createdAtMs: Number(r.created_at_ms),
+    recordType: 'verification',
+    workspaceId: r.workspace_id as string,
+    traceId: r.trace_id as string,
+    spanIds: r.span_ids as string[],
+    spanVersions: (r.span_versions as bigint[]).map(Number),
+    contentHash: r.content_hash as string,
+    chainId: r.chain_id as string,
+    seq: Number(r.seq),
+    prevHash: r.prev_hash as string,
+    hash: r.hash as string,
+    createdAtMs: Number(r.created_at_ms),
   };
 }
 
 function fromCheckpoint(r: Row): CheckpointRecord {
   return {
-    recordType: 'checkpoint', workspaceId: r.workspace_id as string, chainId: r.chain_id as string, seq: Number(r.seq),
-    headHash: r.head_hash as string, keyId: r.key_id as string, signature: r.signature as string, atMs: Number(r.at_ms),
+    recordType: 'checkpoint',
+    workspaceId: r.workspace_id as string,
+    chainId: r.chain_id as string,
+    seq: Number(r.seq),
+    headHash: r.head_hash as string,
+    keyId: r.key_id as string,
+    signature: r.signature as string,
+    atMs: Number(r.at_ms),
   };
 }
 
@@ -137,40 +223,88 @@ const big = (n: number) => BigInt(n);
 
 const APPEND = {
   findings: (a: Appender, r: FindingRecord) => {
-    a.appendVarchar(r.workspaceId); a.appendVarchar(r.traceId); a.appendVarchar(r.spanId); a.appendVarchar(r.field);
-    a.appendVarchar(r.rule); a.appendBigInt(big(r.start)); a.appendBigInt(big(r.end)); a.appendVarchar(r.detector);
-    a.appendVarchar(r.category); a.appendVarchar(r.severity); a.appendVarchar(r.preview); a.appendDouble(r.score);
-    a.appendVarchar(r.action); a.appendBigInt(big(r.createdAtMs));
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.traceId);
+    a.appendVarchar(r.spanId);
+    a.appendVarchar(r.field);
+    a.appendVarchar(r.rule);
+    a.appendBigInt(big(r.start));
+    a.appendBigInt(big(r.end));
+    a.appendVarchar(r.detector);
+    a.appendVarchar(r.category);
+    a.appendVarchar(r.severity);
+    a.appendVarchar(r.preview);
+    a.appendDouble(r.score);
+    a.appendVarchar(r.action);
+    a.appendBigInt(big(r.createdAtMs));
   },
   policy_records: (a: Appender, r: PolicyRecord) => {
-    a.appendVarchar(r.workspaceId); a.appendVarchar(r.traceId); a.appendVarchar(r.spanId); a.appendBigInt(big(r.policyVersion));
-    a.appendVarchar(r.decision); a.appendVarchar(r.reasons); a.appendBigInt(big(r.createdAtMs));
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.traceId);
+    a.appendVarchar(r.spanId);
+    a.appendBigInt(big(r.policyVersion));
+    a.appendVarchar(r.decision);
+    a.appendVarchar(r.reasons);
+    a.appendBigInt(big(r.createdAtMs));
   },
   audit_log: (a: Appender, r: AuditRecord) => {
-    a.appendVarchar(r.workspaceId); a.appendVarchar(r.chainId); a.appendBigInt(big(r.seq)); a.appendBigInt(big(r.atMs));
-    a.appendVarchar(r.actor); a.appendVarchar(r.action); a.appendVarchar(r.route); a.appendVarchar(r.outcome);
-    a.appendBigInt(big(r.accepted)); a.appendBigInt(big(r.rejected)); a.appendVarchar(r.details);
-    a.appendVarchar(r.prevHash); a.appendVarchar(r.hash);
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.chainId);
+    a.appendBigInt(big(r.seq));
+    a.appendBigInt(big(r.atMs));
+    a.appendVarchar(r.actor);
+    a.appendVarchar(r.action);
+    a.appendVarchar(r.route);
+    a.appendVarchar(r.outcome);
+    a.appendBigInt(big(r.accepted));
+    a.appendBigInt(big(r.rejected));
+    a.appendVarchar(r.details);
+    a.appendVarchar(r.prevHash);
+    a.appendVarchar(r.hash);
   },
   alerts: (a: Appender, r: AlertRecord) => {
-    a.appendVarchar(r.workspaceId); a.appendVarchar(r.alertId); a.appendVarchar(r.ruleId); a.appendVarchar(r.kind);
-    a.appendVarchar(r.severity); a.appendVarchar(r.message); a.appendVarchar(r.traceId); a.appendDouble(r.value);
-    a.appendDouble(r.threshold); a.appendBigInt(big(r.windowStartMs)); a.appendBigInt(big(r.atMs)); a.appendVarchar(r.delivered);
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.alertId);
+    a.appendVarchar(r.ruleId);
+    a.appendVarchar(r.kind);
+    a.appendVarchar(r.severity);
+    a.appendVarchar(r.message);
+    a.appendVarchar(r.traceId);
+    a.appendDouble(r.value);
+    a.appendDouble(r.threshold);
+    a.appendBigInt(big(r.windowStartMs));
+    a.appendBigInt(big(r.atMs));
+    a.appendVarchar(r.delivered);
   },
   verification: (a: Appender, r: VerificationRecord) => {
-    a.appendVarchar(r.workspaceId); a.appendVarchar(r.chainId); a.appendBigInt(big(r.seq)); a.appendVarchar(r.traceId);
-    a.appendList(r.spanIds); a.appendList(r.spanVersions.map(big));
-    a.appendVarchar(r.contentHash); a.appendVarchar(r.prevHash); a.appendVarchar(r.hash); a.appendBigInt(big(r.createdAtMs));
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.chainId);
+    a.appendBigInt(big(r.seq));
+    a.appendVarchar(r.traceId);
+    a.appendList(r.spanIds);
+    a.appendList(r.spanVersions.map(big));
+    a.appendVarchar(r.contentHash);
+    a.appendVarchar(r.prevHash);
+    a.appendVarchar(r.hash);
+    a.appendBigInt(big(r.createdAtMs));
   },
   verification_checkpoints: (a: Appender, r: CheckpointRecord) => {
-    a.appendVarchar(r.workspaceId); a.appendVarchar(r.chainId); a.appendBigInt(big(r.seq)); a.appendVarchar(r.headHash);
-    a.appendVarchar(r.keyId); a.appendVarchar(r.signature); a.appendBigInt(big(r.atMs));
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.chainId);
+    a.appendBigInt(big(r.seq));
+    a.appendVarchar(r.headHash);
+    a.appendVarchar(r.keyId);
+    a.appendVarchar(r.signature);
+    a.appendBigInt(big(r.atMs));
   },
 } as const;
 
 function rowsFor(cols: ColumnRows, table: EnrichmentTable, rows: readonly unknown[]): ColumnRows {
   const append = APPEND[table] as (a: Appender, r: unknown) => void;
-  for (const r of rows) { append(cols, r); cols.endRow(); }
+  for (const r of rows) {
+    append(cols, r);
+    cols.endRow();
+  }
   return cols;
 }
 
@@ -189,23 +323,45 @@ function raiseTop(tops: Map<string, number>, table: ChainedTable, r: ChainedReco
  * by the writes (topsOf), and only a record at or below it (a replay of a spooled segment, or an earlier record
  * arriving late) is looked up. Exact whatever the order, as the primary key before v6 was.
  */
-async function newOnly<R extends ChainedRecord>(c: DuckDBConnection, tops: Map<string, number>, table: ChainedTable, rows: readonly R[]): Promise<R[]> {
+async function newOnly<R extends ChainedRecord>(
+  c: DuckDBConnection,
+  tops: Map<string, number>,
+  table: ChainedTable,
+  rows: readonly R[],
+): Promise<R[]> {
   const unknown = new Set<string>(); // chain ids with a (workspace, chain) not seen yet
   for (const r of rows) {
     const k = topKey(table, r);
-    if (!tops.has(k)) { tops.set(k, -1); unknown.add(r.chainId); }
+    if (!tops.has(k)) {
+      tops.set(k, -1);
+      unknown.add(r.chainId);
+    }
   }
   if (unknown.size) {
-    const found = await all<{ workspace_id: string; chain_id: string; top: bigint }>(c, `SELECT workspace_id, chain_id, max(seq) AS top
-      FROM ${table} WHERE chain_id IN (SELECT unnest($chains)) GROUP BY workspace_id, chain_id`, { chains: listValue([...unknown]) });
-    for (const f of found) raiseTop(tops, table, { workspaceId: f.workspace_id, chainId: f.chain_id, seq: Number(f.top) });
+    const found = await all<{ workspace_id: string; chain_id: string; top: bigint }>(
+      c,
+      `SELECT workspace_id, chain_id, max(seq) AS top
+      FROM ${table} WHERE chain_id IN (SELECT unnest($chains)) GROUP BY workspace_id, chain_id`,
+      { chains: listValue([...unknown]) },
+    );
+    for (const f of found)
+      raiseTop(tops, table, { workspaceId: f.workspace_id, chainId: f.chain_id, seq: Number(f.top) });
   }
   const below = rows.filter((r) => r.seq <= tops.get(topKey(table, r))!);
   if (below.length === 0) return [...rows];
-  const stored = new Set((await all<{ workspace_id: string; chain_id: string; seq: bigint }>(c, `SELECT workspace_id, chain_id, seq FROM ${table}
+  const stored = new Set(
+    (
+      await all<{ workspace_id: string; chain_id: string; seq: bigint }>(
+        c,
+        `SELECT workspace_id, chain_id, seq FROM ${table}
     WHERE chain_id IN (SELECT unnest($chains)) AND seq IN (SELECT unnest($seqs))`,
-  { chains: listValue([...new Set(below.map((r) => r.chainId))]), seqs: listValue([...new Set(below.map((r) => BigInt(r.seq)))]) }))
-    .map((h) => `${h.workspace_id}\u0000${h.chain_id}\u0000${h.seq}`));
+        {
+          chains: listValue([...new Set(below.map((r) => r.chainId))]),
+          seqs: listValue([...new Set(below.map((r) => BigInt(r.seq)))]),
+        },
+      )
+    ).map((h) => `${h.workspace_id}\u0000${h.chain_id}\u0000${h.seq}`),
+  );
   return rows.filter((r) => !stored.has(`${r.workspaceId}\u0000${r.chainId}\u0000${r.seq}`));
 }
 
@@ -225,8 +381,16 @@ export class DuckDbEnrichment {
   async insertEnrichment(input: EnrichmentRecord[]): Promise<void> {
     if (input.length === 0) return;
     const b = partitionEnrichment(input); // also collapses in-batch duplicates: ON CONFLICT cannot touch a row twice
-    const keyed: Array<[KeyedTable, readonly unknown[]]> = [['findings', b.findings], ['policy_records', b.policies], ['alerts', b.alerts]];
-    const chained: Array<[ChainedTable, readonly ChainedRecord[]]> = [['audit_log', b.audits], ['verification', b.verifications], ['verification_checkpoints', b.checkpoints]];
+    const keyed: Array<[KeyedTable, readonly unknown[]]> = [
+      ['findings', b.findings],
+      ['policy_records', b.policies],
+      ['alerts', b.alerts],
+    ];
+    const chained: Array<[ChainedTable, readonly ChainedRecord[]]> = [
+      ['audit_log', b.audits],
+      ['verification', b.verifications],
+      ['verification_checkpoints', b.checkpoints],
+    ];
     await this.serial(async (c) => {
       const tops = this.topsOf(c);
       const appended: Array<[ChainedTable, readonly ChainedRecord[]]> = [];
@@ -271,8 +435,14 @@ export class DuckDbEnrichment {
     eq(c, params, 'detector', f.detector);
     const order = ['created_at_ms', 'trace_id', 'span_id', 'field', 'rule', 'start_offset'];
     if (f.cursor) c.push(before(order, f.cursor, params));
-    const rows = await this.serial((conn) => all(conn, `SELECT * FROM findings WHERE ${c.join(' AND ')}
-      ORDER BY ${order.map((o) => `${o} DESC`).join(', ')} LIMIT $lim`, params));
+    const rows = await this.serial((conn) =>
+      all(
+        conn,
+        `SELECT * FROM findings WHERE ${c.join(' AND ')}
+      ORDER BY ${order.map((o) => `${o} DESC`).join(', ')} LIMIT $lim`,
+        params,
+      ),
+    );
     return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
   }
 
@@ -283,8 +453,14 @@ export class DuckDbEnrichment {
     // A list of span ids as one parameter (a part of a large trace names up to TRACEGATE_MAX_TRACE_SPANS), as a
     // semi-join: list_contains compared every row with every id (5x slower at 5,000 ids).
     if (spanIds) params.ids = listValue(spanIds.map(wellFormed));
-    const rows = await this.serial((c) => all(c, `SELECT * FROM policy_records WHERE workspace_id = $ws AND trace_id = $t
-      ${spanIds ? 'AND span_id IN (SELECT unnest($ids))' : ''} ORDER BY created_at_ms, span_id`, params));
+    const rows = await this.serial((c) =>
+      all(
+        c,
+        `SELECT * FROM policy_records WHERE workspace_id = $ws AND trace_id = $t
+      ${spanIds ? 'AND span_id IN (SELECT unnest($ids))' : ''} ORDER BY created_at_ms, span_id`,
+        params,
+      ),
+    );
     return rows.map(fromPolicy);
   }
 
@@ -296,8 +472,14 @@ export class DuckDbEnrichment {
     eq(c, params, 'actor', f.actor);
     eq(c, params, 'outcome', f.outcome);
     if (f.cursor) c.push(before(['at_ms', 'chain_id', 'seq'], f.cursor, params));
-    const rows = await this.serial((conn) => all(conn, `SELECT * FROM audit_log WHERE ${c.join(' AND ')}
-      ORDER BY at_ms DESC, chain_id DESC, seq DESC LIMIT $lim`, params));
+    const rows = await this.serial((conn) =>
+      all(
+        conn,
+        `SELECT * FROM audit_log WHERE ${c.join(' AND ')}
+      ORDER BY at_ms DESC, chain_id DESC, seq DESC LIMIT $lim`,
+        params,
+      ),
+    );
     return toKeyPage(rows.map(fromAudit), f.limit, auditCursor);
   }
 
@@ -306,19 +488,31 @@ export class DuckDbEnrichment {
   }
 
   async hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
-    const rows = await this.serial((c) => all(c, 'SELECT 1 AS x FROM audit_log WHERE workspace_id = $ws AND hash = $h LIMIT 1', { ws: wellFormed(workspaceId), h: wellFormed(hash) }));
+    const rows = await this.serial((c) =>
+      all(c, 'SELECT 1 AS x FROM audit_log WHERE workspace_id = $ws AND hash = $h LIMIT 1', {
+        ws: wellFormed(workspaceId),
+        h: wellFormed(hash),
+      }),
+    );
     return rows.length > 0;
   }
 
   /** Rows of a chain table in (chain_id, seq) order after `after`: keyset pages, so each costs the same however deep. */
-  private chainPage(table: 'audit_log' | 'verification' | 'verification_checkpoints', workspaceId: string, after: ChainPos | null, limit: number) {
+  private chainPage(
+    table: 'audit_log' | 'verification' | 'verification_checkpoints',
+    workspaceId: string,
+    after: ChainPos | null,
+    limit: number,
+  ) {
     const params: Params = { ws: wellFormed(workspaceId), lim: BigInt(Math.max(1, Math.trunc(limit))) };
     let cond = '';
     if (after) {
       Object.assign(params, { ac: wellFormed(after.chainId), as: BigInt(Math.max(0, Math.trunc(after.seq))) });
       cond = 'AND (chain_id > $ac OR (chain_id = $ac AND seq > $as))';
     }
-    return this.serial((c) => all(c, `SELECT * FROM ${table} WHERE workspace_id = $ws ${cond} ORDER BY chain_id, seq LIMIT $lim`, params));
+    return this.serial((c) =>
+      all(c, `SELECT * FROM ${table} WHERE workspace_id = $ws ${cond} ORDER BY chain_id, seq LIMIT $lim`, params),
+    );
   }
 
   async listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
@@ -328,23 +522,44 @@ export class DuckDbEnrichment {
     eq(c, params, 'kind', f.kind);
     eq(c, params, 'rule_id', f.ruleId);
     if (f.cursor) c.push(before(['at_ms', 'alert_id'], f.cursor, params));
-    const rows = await this.serial((conn) => all(conn, `SELECT * FROM alerts WHERE ${c.join(' AND ')}
-      ORDER BY at_ms DESC, alert_id DESC LIMIT $lim`, params));
+    const rows = await this.serial((conn) =>
+      all(
+        conn,
+        `SELECT * FROM alerts WHERE ${c.join(' AND ')}
+      ORDER BY at_ms DESC, alert_id DESC LIMIT $lim`,
+        params,
+      ),
+    );
     return toKeyPage(rows.map(fromAlert), f.limit, alertCursor);
   }
 
   async getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
-    const rows = await this.serial((c) => all(c, `SELECT * FROM verification WHERE workspace_id = $ws AND trace_id = $t
-      ORDER BY chain_id, seq`, { ws: wellFormed(workspaceId), t: wellFormed(traceId) }));
+    const rows = await this.serial((c) =>
+      all(
+        c,
+        `SELECT * FROM verification WHERE workspace_id = $ws AND trace_id = $t
+      ORDER BY chain_id, seq`,
+        { ws: wellFormed(workspaceId), t: wellFormed(traceId) },
+      ),
+    );
     return rows.map(fromVerification);
   }
 
-  async verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
+  async verificationOfTraces(
+    workspaceId: string,
+    traceIds: readonly string[],
+  ): Promise<Map<string, VerificationRecord[]>> {
     const out = new Map<string, VerificationRecord[]>();
     if (traceIds.length === 0) return out;
     // One list parameter, not one per id: with 5,000 ids and 1 M records, 250–290 ms against ~440 (.scratch/duck-in-list.ts).
-    const rows = await this.serial((c) => all(c, `SELECT * FROM verification WHERE workspace_id = $ws
-      AND trace_id IN (SELECT unnest($ids)) ORDER BY chain_id, seq`, { ws: wellFormed(workspaceId), ids: listValue(traceIds.map(wellFormed)) }));
+    const rows = await this.serial((c) =>
+      all(
+        c,
+        `SELECT * FROM verification WHERE workspace_id = $ws
+      AND trace_id IN (SELECT unnest($ids)) ORDER BY chain_id, seq`,
+        { ws: wellFormed(workspaceId), ids: listValue(traceIds.map(wellFormed)) },
+      ),
+    );
     for (const r of rows.map(fromVerification)) (out.get(r.traceId) ?? out.set(r.traceId, []).get(r.traceId)!).push(r);
     return out;
   }
@@ -357,9 +572,24 @@ export class DuckDbEnrichment {
     return (await this.chainPage('verification_checkpoints', workspaceId, after, limit)).map(fromCheckpoint);
   }
 
-  async verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
-    const rows = await this.serial((c) => all(c, 'SELECT * FROM verification WHERE workspace_id = $ws AND chain_id = $c AND seq BETWEEN $a AND $b ORDER BY seq',
-      { ws: wellFormed(workspaceId), c: wellFormed(chainId), a: BigInt(Math.max(0, fromSeq)), b: BigInt(Math.max(0, toSeq)) }));
+  async verificationRange(
+    workspaceId: string,
+    chainId: string,
+    fromSeq: number,
+    toSeq: number,
+  ): Promise<VerificationRecord[]> {
+    const rows = await this.serial((c) =>
+      all(
+        c,
+        'SELECT * FROM verification WHERE workspace_id = $ws AND chain_id = $c AND seq BETWEEN $a AND $b ORDER BY seq',
+        {
+          ws: wellFormed(workspaceId),
+          c: wellFormed(chainId),
+          a: BigInt(Math.max(0, fromSeq)),
+          b: BigInt(Math.max(0, toSeq)),
+        },
+      ),
+    );
     return rows.map(fromVerification);
   }
 
@@ -367,25 +597,47 @@ export class DuckDbEnrichment {
     const params = { ws: wellFormed(workspaceId), c: wellFormed(chainId) };
     const where = 'workspace_id = $ws AND chain_id = $c';
     return this.serial(async (c) => {
-      const [next] = await all(c, `SELECT * FROM verification_checkpoints WHERE ${where} AND seq >= $s ORDER BY seq LIMIT 1`, { ...params, s: BigInt(Math.max(0, seq)) });
-      const [lastCheckpoint] = await all(c, `SELECT * FROM verification_checkpoints WHERE ${where} ORDER BY seq DESC LIMIT 1`, params);
-      const [last] = await all(c, `SELECT seq, created_at_ms FROM verification WHERE ${where} ORDER BY seq DESC LIMIT 1`, params);
+      const [next] = await all(
+        c,
+        `SELECT * FROM verification_checkpoints WHERE ${where} AND seq >= $s ORDER BY seq LIMIT 1`,
+        { ...params, s: BigInt(Math.max(0, seq)) },
+      );
+      const [lastCheckpoint] = await all(
+        c,
+        `SELECT * FROM verification_checkpoints WHERE ${where} ORDER BY seq DESC LIMIT 1`,
+        params,
+      );
+      const [last] = await all(
+        c,
+        `SELECT seq, created_at_ms FROM verification WHERE ${where} ORDER BY seq DESC LIMIT 1`,
+        params,
+      );
       return {
-        next: next ? fromCheckpoint(next) : null, lastCheckpoint: lastCheckpoint ? fromCheckpoint(lastCheckpoint) : null,
+        next: next ? fromCheckpoint(next) : null,
+        lastCheckpoint: lastCheckpoint ? fromCheckpoint(lastCheckpoint) : null,
         last: last ? { seq: Number(last.seq), createdAtMs: Number(last.created_at_ms) } : null,
       };
     });
   }
 
   async hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
-    const rows = await this.serial((c) => all(c, 'SELECT 1 AS x FROM verification WHERE workspace_id = $ws AND hash = $h LIMIT 1', { ws: wellFormed(workspaceId), h: wellFormed(hash) }));
+    const rows = await this.serial((c) =>
+      all(c, 'SELECT 1 AS x FROM verification WHERE workspace_id = $ws AND hash = $h LIMIT 1', {
+        ws: wellFormed(workspaceId),
+        h: wellFormed(hash),
+      }),
+    );
     return rows.length > 0;
   }
 
   async verificationWorkspaces(): Promise<string[]> {
-    const rows = await this.serial((c) => all<{ workspace_id: string }>(c,
-      `SELECT DISTINCT workspace_id FROM (SELECT id AS workspace_id FROM workspaces UNION ALL SELECT workspace_id FROM verification
-        UNION ALL SELECT workspace_id FROM spans UNION ALL SELECT workspace_id FROM audit_log) ORDER BY workspace_id`));
+    const rows = await this.serial((c) =>
+      all<{ workspace_id: string }>(
+        c,
+        `SELECT DISTINCT workspace_id FROM (SELECT id AS workspace_id FROM workspaces UNION ALL SELECT workspace_id FROM verification
+        UNION ALL SELECT workspace_id FROM spans UNION ALL SELECT workspace_id FROM audit_log) ORDER BY workspace_id`,
+      ),
+    );
     return rows.map((r) => r.workspace_id);
   }
 
@@ -403,8 +655,14 @@ export class DuckDbEnrichment {
     const range = usageRange(q);
     const params: Params = { ws: wellFormed(workspaceId) };
     const c: string[] = [];
-    if (range.fromSec !== undefined) { c.push('h >= $from_sec'); params.from_sec = BigInt(range.fromSec); }
-    if (range.toSec !== undefined) { c.push('h < $to_sec'); params.to_sec = BigInt(range.toSec); }
+    if (range.fromSec !== undefined) {
+      c.push('h >= $from_sec');
+      params.from_sec = BigInt(range.fromSec);
+    }
+    if (range.toSec !== undefined) {
+      c.push('h < $to_sec');
+      params.to_sec = BigInt(range.toSec);
+    }
     const spans = `(SELECT ${bucket} AS bucket, k, status, prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms, rid FROM (
         SELECT (start_ns // 3600000000000)::BIGINT * 3600 AS h, ${col} AS k, status,
           prompt_tokens, completion_tokens, total_tokens, cost_usd, duration_ms, rowid AS rid
@@ -412,7 +670,10 @@ export class DuckDbEnrichment {
       ${c.length ? `WHERE ${c.join(' AND ')}` : ''})`;
     // The sample's group sizes come from a window, not a join with the groups: DuckDB built a join's hash table on
     // the spans side when its estimates were off (out of memory at 32 MB with 1M spans).
-    const rows = await this.serial((conn) => all(conn, `
+    const rows = await this.serial((conn) =>
+      all(
+        conn,
+        `
       SELECT g.*, q.quantiles FROM (
         SELECT bucket, k,
           count(*) AS requests,
@@ -426,25 +687,54 @@ export class DuckDbEnrichment {
         SELECT bucket, k, quantile_cont(duration_ms, [${USAGE_LEVELS.join(', ')}]) AS quantiles
         FROM (SELECT bucket, k, duration_ms, rid, count(*) OVER (PARTITION BY bucket, k) AS n FROM ${spans})
         WHERE n <= ${RESERVOIR} OR hash(rid) % n::UBIGINT < ${RESERVOIR}
-        GROUP BY ALL) q ON q.bucket = g.bucket AND q.k = g.k`, params));
+        GROUP BY ALL) q ON q.bucket = g.bucket AND q.k = g.k`,
+        params,
+      ),
+    );
     const aggs: UsageAgg[] = rows.map((r) => ({
-      bucketSec: Number(r.bucket), key: r.k as string, requests: Number(r.requests), errors: Number(r.errors),
-      promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
-      costUsd: r.cost_usd as number, quantiles: (r.quantiles as number[] | null) ?? [],
+      bucketSec: Number(r.bucket),
+      key: r.k as string,
+      requests: Number(r.requests),
+      errors: Number(r.errors),
+      promptTokens: Number(r.prompt_tokens),
+      completionTokens: Number(r.completion_tokens),
+      totalTokens: Number(r.total_tokens),
+      costUsd: r.cost_usd as number,
+      quantiles: (r.quantiles as number[] | null) ?? [],
     }));
     return aggs.sort(compareUsage).map(toUsageRow);
   }
 
-  async findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+  async findingsDaily(
+    workspaceId: string,
+    q: { fromMs?: number; toMs?: number },
+  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
     const range = dayRange(q);
     const params: Params = { ws: wellFormed(workspaceId) };
     const c = ['workspace_id = $ws'];
-    if (range.fromDay !== undefined) { c.push('created_at_ms // 86400000 >= $from_day'); params.from_day = BigInt(range.fromDay); }
-    if (range.toDay !== undefined) { c.push('created_at_ms // 86400000 < $to_day'); params.to_day = BigInt(range.toDay); }
-    const rows = await this.serial((conn) => all(conn, `
+    if (range.fromDay !== undefined) {
+      c.push('created_at_ms // 86400000 >= $from_day');
+      params.from_day = BigInt(range.fromDay);
+    }
+    if (range.toDay !== undefined) {
+      c.push('created_at_ms // 86400000 < $to_day');
+      params.to_day = BigInt(range.toDay);
+    }
+    const rows = await this.serial((conn) =>
+      all(
+        conn,
+        `
       SELECT created_at_ms // 86400000 AS d, category, severity, count(*) AS n
       FROM findings WHERE ${c.join(' AND ')}
-      GROUP BY ALL ORDER BY d, category, severity`, params));
-    return rows.map((r) => ({ day: dayString(Number(r.d)), category: r.category as string, severity: r.severity as string, count: Number(r.n) }));
+      GROUP BY ALL ORDER BY d, category, severity`,
+        params,
+      ),
+    );
+    return rows.map((r) => ({
+      day: dayString(Number(r.d)),
+      category: r.category as string,
+      severity: r.severity as string,
+      count: Number(r.n),
+    }));
   }
 }

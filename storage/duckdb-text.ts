@@ -3,6 +3,9 @@
 // call, so one that keeps the BOM replaces it. Imported for that effect by every module that reads from DuckDB.
 import { createRequire } from 'node:module';
 
-const accessors = createRequire(import.meta.url)('@duckdb/node-api/lib/vectors/dataAccessors.js') as { textDecoder: TextDecoder };
-if (!(accessors.textDecoder instanceof TextDecoder)) throw new Error('@duckdb/node-api changed: dataAccessors.textDecoder is gone (see storage/duckdb-text.ts)');
+const accessors = createRequire(import.meta.url)('@duckdb/node-api/lib/vectors/dataAccessors.js') as {
+  textDecoder: TextDecoder;
+};
+if (!(accessors.textDecoder instanceof TextDecoder))
+  throw new Error('@duckdb/node-api changed: dataAccessors.textDecoder is gone (see storage/duckdb-text.ts)');
 accessors.textDecoder = new TextDecoder('utf-8', { ignoreBOM: true });

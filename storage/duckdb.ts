@@ -4,9 +4,35 @@ import { dirname } from 'node:path';
 import { DuckDBInstance, listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
-import type { EnrichmentRecord, AlertRecord, AuditRecord, CheckpointRecord, FindingRecord, PolicyRecord, VerificationRecord } from '../collector/enrichment-records.ts';
 import type {
-  AlertQuery, ApiKeyRecord, AuditQuery, ChainPos, ChainState, FindingQuery, Page, PublishedKey, SpanKey, SpanPage, SpanPart, SpanVersion, Storage, TraceSize, TraceFilter, TracePage, UsageQuery, UsageRow, Workspace,
+  EnrichmentRecord,
+  AlertRecord,
+  AuditRecord,
+  CheckpointRecord,
+  FindingRecord,
+  PolicyRecord,
+  VerificationRecord,
+} from '../collector/enrichment-records.ts';
+import type {
+  AlertQuery,
+  ApiKeyRecord,
+  AuditQuery,
+  ChainPos,
+  ChainState,
+  FindingQuery,
+  Page,
+  PublishedKey,
+  SpanKey,
+  SpanPage,
+  SpanPart,
+  SpanVersion,
+  Storage,
+  TraceSize,
+  TraceFilter,
+  TracePage,
+  UsageQuery,
+  UsageRow,
+  Workspace,
 } from './types.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
@@ -14,21 +40,59 @@ import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { isStorageOutOfMemory } from '../collector/errors.ts';
 import {
-  attrsJson, bySpanKey, byStartThenId, checkNs, count, cutPart, finite, hasSpanFilter, latestPerSpan, normalizeFilter, proxyResponseRows, tokens, toPage, USAGE_KINDS_SQL, wellFormed,
-  type SpanFilter, type TraceAgg,
+  attrsJson,
+  bySpanKey,
+  byStartThenId,
+  checkNs,
+  count,
+  cutPart,
+  finite,
+  hasSpanFilter,
+  latestPerSpan,
+  normalizeFilter,
+  proxyResponseRows,
+  tokens,
+  toPage,
+  USAGE_KINDS_SQL,
+  wellFormed,
+  type SpanFilter,
+  type TraceAgg,
 } from './codec.ts';
 
 type Params = Record<string, DuckDBValue>;
 type Row = Record<string, unknown>;
 
 interface SpanRow {
-  workspace_id: string; trace_id: string; span_id: string; parent_span_id: string;
-  name: string; kind: string; source: string; start_ns: bigint; end_ns: bigint; duration_ms: number;
-  status: string; status_message: string; model: string; provider: string; prompt: string; response: string;
-  prompt_tokens: bigint; completion_tokens: bigint; total_tokens: bigint; cost_usd: number;
-  finish_reason: string; action_name: string; environment: string; request_id: string;
-  training_preferred: boolean; trainable: boolean;
-  attributes: string; resource_attributes: string; events_json: string; ingested_at_ms: bigint;
+  workspace_id: string;
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string;
+  name: string;
+  kind: string;
+  source: string;
+  start_ns: bigint;
+  end_ns: bigint;
+  duration_ms: number;
+  status: string;
+  status_message: string;
+  model: string;
+  provider: string;
+  prompt: string;
+  response: string;
+  prompt_tokens: bigint;
+  completion_tokens: bigint;
+  total_tokens: bigint;
+  cost_usd: number;
+  finish_reason: string;
+  action_name: string;
+  environment: string;
+  request_id: string;
+  training_preferred: boolean;
+  trainable: boolean;
+  attributes: string;
+  resource_attributes: string;
+  events_json: string;
+  ingested_at_ms: bigint;
 }
 
 /**
@@ -51,7 +115,7 @@ const FETCH_COST = 4_000_000;
 export function rowidRuns(rowids: readonly bigint[], cost = FETCH_COST): bigint[][] {
   const sorted = [...rowids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const runs: bigint[][] = [];
-  for (let i = 0; i < sorted.length;) {
+  for (let i = 0; i < sorted.length; ) {
     let j = i + 1;
     while (j < sorted.length && Number(sorted[j]! - sorted[i]! + 1n) * (j - i + 1) <= cost) j++;
     runs.push(sorted.slice(i, j));
@@ -68,7 +132,9 @@ const KEY_COLUMNS = new Set(['workspace_id', 'trace_id', 'span_id']);
 // Replays collapse: the stored row is replaced only by one at least as new.
 const UPSERT_SPANS = `INSERT INTO spans SELECT * FROM ${stagingOf('spans')}
   ON CONFLICT (workspace_id, trace_id, span_id) DO UPDATE SET
-  ${SPAN_COLUMNS.filter((c) => !KEY_COLUMNS.has(c)).map((c) => `${c} = excluded.${c}`).join(', ')}
+  ${SPAN_COLUMNS.filter((c) => !KEY_COLUMNS.has(c))
+    .map((c) => `${c} = excluded.${c}`)
+    .join(', ')}
   WHERE excluded.ingested_at_ms >= spans.ingested_at_ms`;
 
 /**
@@ -98,7 +164,10 @@ async function createWaitingForLock(path: string, options: Record<string, string
       const msg = err instanceof Error ? err.message : String(err);
       if (!/Could not set lock on file/i.test(msg)) throw err;
       if (Date.now() + pause > until) {
-        throw new Error(`the embedded store ${path} is held by another process (a tracegate CLI command or server) and was not released within ${LOCK_WAIT_MS / 1000} s: ${msg.split('\n')[0]}`, { cause: err });
+        throw new Error(
+          `the embedded store ${path} is held by another process (a tracegate CLI command or server) and was not released within ${LOCK_WAIT_MS / 1000} s: ${msg.split('\n')[0]}`,
+          { cause: err },
+        );
       }
       await new Promise((r) => setTimeout(r, pause));
     }
@@ -150,7 +219,7 @@ export class DuckDbStorage implements Storage {
   /** One statement at a time; `write`: a batch insert, run with writeThreads. */
   private serial<T>(fn: (c: DuckDBConnection) => Promise<T>, write = false): Promise<T> {
     const run = this.queue.then(async () => {
-      const c = this.conn ?? await this.reopen();
+      const c = this.conn ?? (await this.reopen());
       try {
         const want = write && this.writeThreads ? this.writeThreads : this.threads.reads;
         if (want !== this.threads.now) {
@@ -171,15 +240,24 @@ export class DuckDbStorage implements Storage {
     this.openedAt = Date.now();
     await mkdir(dirname(this.path), { recursive: true });
     // DuckDB's default (80% of RAM) suits an analytics box, not a collector sharing the machine.
-    const instance = await createWaitingForLock(this.path, { memory_limit: this.memoryLimit, ...(this.checkpointMb ? { checkpoint_threshold: `${this.checkpointMb}MiB` } : {}) });
+    const instance = await createWaitingForLock(this.path, {
+      memory_limit: this.memoryLimit,
+      ...(this.checkpointMb ? { checkpoint_threshold: `${this.checkpointMb}MiB` } : {}),
+    });
     let conn: DuckDBConnection | null = null;
     try {
       conn = await instance.connect();
-      const [[threads]] = (await conn.runAndReadAll("SELECT current_setting('threads')")).getRows() as [[number | bigint]];
+      const [[threads]] = (await conn.runAndReadAll("SELECT current_setting('threads')")).getRows() as [
+        [number | bigint],
+      ];
       this.threads = { now: Number(threads), reads: Number(threads) };
       this.conn = conn;
     } catch (err) {
-      try { conn?.closeSync(); } catch { /* closing the instance is what matters */ }
+      try {
+        conn?.closeSync();
+      } catch {
+        /* closing the instance is what matters */
+      }
       instance.closeSync();
       throw err;
     }
@@ -196,8 +274,16 @@ export class DuckDbStorage implements Storage {
     if (now - this.openedAt >= REOPEN_RESET_MS) this.reopenDelayMs = REOPEN_MIN_MS;
     this.lost = { reason: err.message, retryAt: now + this.reopenDelayMs };
     this.reopenDelayMs = Math.min(this.reopenDelayMs * 2, REOPEN_MAX_MS);
-    try { this.conn?.closeSync(); } catch { /* already unusable */ }
-    try { this.instance?.closeSync(); } catch { /* already unusable */ }
+    try {
+      this.conn?.closeSync();
+    } catch {
+      /* already unusable */
+    }
+    try {
+      this.instance?.closeSync();
+    } catch {
+      /* already unusable */
+    }
     this.conn = null;
     this.instance = null;
   }
@@ -252,12 +338,21 @@ export class DuckDbStorage implements Storage {
    * the scan: it reads the text of only the rows it keeps (measured: 667 rows scattered over 10,000 of 100 KB, within
    * 256 MB). Sizes (strlen of the text) need the trace's id in `where` as well: without it, that read ran out again.
    */
-  private async inRuns<T extends Row>(c: DuckDBConnection, columns: string, rowids: readonly bigint[], where = 'TRUE', params: Params = {}): Promise<T[]> {
+  private async inRuns<T extends Row>(
+    c: DuckDBConnection,
+    columns: string,
+    rowids: readonly bigint[],
+    where = 'TRUE',
+    params: Params = {},
+  ): Promise<T[]> {
     const out: T[] = [];
     for (const run of rowidRuns(rowids)) {
-      const rows = await this.all<T>(c, `SELECT ${columns} FROM spans
+      const rows = await this.all<T>(
+        c,
+        `SELECT ${columns} FROM spans
         WHERE ${where} AND rowid BETWEEN $lo::BIGINT AND $hi::BIGINT AND list_contains($rowids::BIGINT[], rowid)`,
-      { ...params, lo: run[0]!, hi: run.at(-1)!, rowids: listValue(run) });
+        { ...params, lo: run[0]!, hi: run.at(-1)!, rowids: listValue(run) },
+      );
       for (const r of rows) out.push(r);
     }
     return out;
@@ -283,8 +378,12 @@ export class DuckDbStorage implements Storage {
 
   /** Idempotent: run by init and by every reopen. */
   private async migrate(c: DuckDBConnection): Promise<void> {
-    await c.run('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMP NOT NULL)');
-    const applied = new Set((await this.all<{ version: number }>(c, 'SELECT version FROM schema_migrations')).map((r) => r.version));
+    await c.run(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMP NOT NULL)',
+    );
+    const applied = new Set(
+      (await this.all<{ version: number }>(c, 'SELECT version FROM schema_migrations')).map((r) => r.version),
+    );
     refuseNewerSchema(applied, DUCKDB_MIGRATIONS, `the embedded store ${this.path}`);
     for (const m of DUCKDB_MIGRATIONS) {
       if (applied.has(m.version)) continue;
@@ -320,9 +419,20 @@ export class DuckDbStorage implements Storage {
     await this.serial(async (c) => {
       // Before the spans, as on ClickHouse; a failed batch is retried whole and both writes are idempotent.
       if (owned.length) {
-        await insertStaged(c, 'proxy_responses', (index) => {
-          for (const o of owned) { index.appendVarchar(o.workspace_id); index.appendVarchar(o.response_id); index.appendVarchar(o.upstream); index.appendVarchar(o.trace_id); index.endRow(); }
-        }, `INSERT INTO proxy_responses SELECT * FROM ${stagingOf('proxy_responses')} ON CONFLICT DO NOTHING`);
+        await insertStaged(
+          c,
+          'proxy_responses',
+          (index) => {
+            for (const o of owned) {
+              index.appendVarchar(o.workspace_id);
+              index.appendVarchar(o.response_id);
+              index.appendVarchar(o.upstream);
+              index.appendVarchar(o.trace_id);
+              index.endRow();
+            }
+          },
+          `INSERT INTO proxy_responses SELECT * FROM ${stagingOf('proxy_responses')} ON CONFLICT DO NOTHING`,
+        );
       }
       await insertStaged(c, 'spans', (cols) => appendSpans(cols, rows), UPSERT_SPANS);
     }, true);
@@ -345,15 +455,37 @@ export class DuckDbStorage implements Storage {
     // rowid, of these rows only: beside ORDER BY … LIMIT, DuckDB fetched the text by a rowid join (late materialization)
     // that ran out of memory in the process that wrote the spans (see wholeRows).
     return this.serial(async (c) => {
-      const keys = await this.all<{ span_id: string; r: bigint }>(c, `SELECT span_id, rowid AS r FROM spans
-        WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`, params);
-      const sizes = page.maxBytes === undefined ? null
-        : new Map((await this.inRuns<{ r: bigint; b: bigint }>(c, `rowid AS r, ${STORED_BYTES} AS b`, keys.map((k) => k.r),
-          'workspace_id = $ws AND trace_id = $t', { ws: params.ws!, t: params.t! })).map((x) => [x.r, Number(x.b)]));
-      const { take, more } = cutPart(keys.map((k) => ({ id: k.span_id, bytes: sizes?.get(k.r) ?? 0 })), limit, page.maxBytes);
+      const keys = await this.all<{ span_id: string; r: bigint }>(
+        c,
+        `SELECT span_id, rowid AS r FROM spans
+        WHERE workspace_id = $ws AND trace_id = $t ${after} ORDER BY start_ns, span_id LIMIT $lim`,
+        params,
+      );
+      const sizes =
+        page.maxBytes === undefined
+          ? null
+          : new Map(
+              (
+                await this.inRuns<{ r: bigint; b: bigint }>(
+                  c,
+                  `rowid AS r, ${STORED_BYTES} AS b`,
+                  keys.map((k) => k.r),
+                  'workspace_id = $ws AND trace_id = $t',
+                  { ws: params.ws!, t: params.t! },
+                )
+              ).map((x) => [x.r, Number(x.b)]),
+            );
+      const { take, more } = cutPart(
+        keys.map((k) => ({ id: k.span_id, bytes: sizes?.get(k.r) ?? 0 })),
+        limit,
+        page.maxBytes,
+      );
       if (take.length === 0) return { spans: [], more };
-      const rows = await this.wholeRows(c, 'trace_id = $t AND span_id IN (SELECT unnest($ids))',
-        { ws: params.ws!, t: params.t!, ids: listValue(take.map((k) => k.id)) });
+      const rows = await this.wholeRows(c, 'trace_id = $t AND span_id IN (SELECT unnest($ids))', {
+        ws: params.ws!,
+        t: params.t!,
+        ids: listValue(take.map((k) => k.id)),
+      });
       const order = new Map(take.map((k, i) => [k.id, i]));
       return { spans: rows.map(fromRow).sort((a, b) => order.get(a.spanId)! - order.get(b.spanId)!), more };
     });
@@ -361,19 +493,32 @@ export class DuckDbStorage implements Storage {
 
   async getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]> {
     if (spanIds.length === 0) return [];
-    const rows = await this.serial((c) => this.wholeRows(c, 'trace_id = $t AND span_id IN (SELECT unnest($ids))', // sorted here (see getTraces)
-      { ws: wellFormed(workspaceId), t: wellFormed(traceId), ids: listValue(spanIds.map(wellFormed)) }));
+    const rows = await this.serial((c) =>
+      this.wholeRows(
+        c,
+        'trace_id = $t AND span_id IN (SELECT unnest($ids))', // sorted here (see getTraces)
+        { ws: wellFormed(workspaceId), t: wellFormed(traceId), ids: listValue(spanIds.map(wellFormed)) },
+      ),
+    );
     return rows.map(fromRow).sort(bySpanKey);
   }
 
   async spanVersions(workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]> {
     if (keys.length === 0) return [];
     // The keys as two lists zipped by unnest, joined on the primary key: one row per stored span.
-    const rows = await this.serial((c) => this.all<{ trace_id: string; span_id: string; v: bigint } & Row>(c,
-      `SELECT s.trace_id, s.span_id, s.ingested_at_ms AS v FROM spans s
+    const rows = await this.serial((c) =>
+      this.all<{ trace_id: string; span_id: string; v: bigint } & Row>(
+        c,
+        `SELECT s.trace_id, s.span_id, s.ingested_at_ms AS v FROM spans s
        JOIN (SELECT DISTINCT unnest($t) AS t, unnest($s) AS sp) k ON s.trace_id = k.t AND s.span_id = k.sp
        WHERE s.workspace_id = $ws`,
-      { ws: wellFormed(workspaceId), t: listValue(keys.map((k) => wellFormed(k.traceId))), s: listValue(keys.map((k) => wellFormed(k.spanId))) }));
+        {
+          ws: wellFormed(workspaceId),
+          t: listValue(keys.map((k) => wellFormed(k.traceId))),
+          s: listValue(keys.map((k) => wellFormed(k.spanId))),
+        },
+      ),
+    );
     return rows.map((r) => ({ traceId: r.trace_id, spanId: r.span_id, ingestedAtMs: Number(r.v) })).sort(bySpanKey);
   }
 
@@ -381,12 +526,17 @@ export class DuckDbStorage implements Storage {
     const out = new Map<string, SpanRecord[]>();
     if (traceIds.length === 0) return out;
     // Sorted here: ORDER BY sorts whole rows (67 MB of 100 KB spans ran out of DuckDB's 256 MB).
-    const rows = await this.serial((c) => this.wholeRows(c, 'trace_id IN (SELECT unnest($ids))',
-      { ws: wellFormed(workspaceId), ids: listValue(traceIds.map(wellFormed)) }));
+    const rows = await this.serial((c) =>
+      this.wholeRows(c, 'trace_id IN (SELECT unnest($ids))', {
+        ws: wellFormed(workspaceId),
+        ids: listValue(traceIds.map(wellFormed)),
+      }),
+    );
     for (const row of rows) {
       const rec = fromRow(row);
       const list = out.get(rec.traceId);
-      if (list) list.push(rec); else out.set(rec.traceId, [rec]);
+      if (list) list.push(rec);
+      else out.set(rec.traceId, [rec]);
     }
     for (const list of out.values()) list.sort(byStartThenId);
     return out;
@@ -394,9 +544,14 @@ export class DuckDbStorage implements Storage {
 
   async traceSizes(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceSize>> {
     if (traceIds.length === 0) return new Map();
-    const rows = await this.serial((c) => this.all<{ trace_id: string; n: bigint; b: bigint } & Row>(c, `SELECT trace_id, count(*) AS n, sum(${STORED_BYTES}) AS b FROM spans
+    const rows = await this.serial((c) =>
+      this.all<{ trace_id: string; n: bigint; b: bigint } & Row>(
+        c,
+        `SELECT trace_id, count(*) AS n, sum(${STORED_BYTES}) AS b FROM spans
       WHERE workspace_id = $ws AND trace_id IN (SELECT unnest($ids)) GROUP BY trace_id`,
-      { ws: wellFormed(workspaceId), ids: listValue(traceIds.map(wellFormed)) }));
+        { ws: wellFormed(workspaceId), ids: listValue(traceIds.map(wellFormed)) },
+      ),
+    );
     return new Map(rows.map((r) => [r.trace_id, { spans: Number(r.n), bytes: Number(r.b) }]));
   }
 
@@ -406,23 +561,48 @@ export class DuckDbStorage implements Storage {
     // process that wrote it)
     const rows = await this.serial(async (c) => {
       const key = { ws: wellFormed(workspaceId), t: wellFormed(traceId) };
-      const ids = await this.all<{ rowid: bigint }>(c, rowsOf('trace_id = $t AND span_id IN (SELECT unnest($ids))'), { ...key, ids: listValue(spanIds.map(wellFormed)) });
-      return this.inRuns<{ span_id: string; b: bigint }>(c, `span_id, ${STORED_BYTES} AS b`, ids.map((r) => r.rowid), 'workspace_id = $ws AND trace_id = $t', key);
+      const ids = await this.all<{ rowid: bigint }>(c, rowsOf('trace_id = $t AND span_id IN (SELECT unnest($ids))'), {
+        ...key,
+        ids: listValue(spanIds.map(wellFormed)),
+      });
+      return this.inRuns<{ span_id: string; b: bigint }>(
+        c,
+        `span_id, ${STORED_BYTES} AS b`,
+        ids.map((r) => r.rowid),
+        'workspace_id = $ws AND trace_id = $t',
+        key,
+      );
     });
     return new Map(rows.map((r) => [r.span_id, Number(r.b)]));
   }
 
-  async unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string } & TraceSize>> {
+  async unverifiedTraces(
+    workspaceId: string,
+    after: string | null,
+    limit: number,
+  ): Promise<Array<{ traceId: string } & TraceSize>> {
     const params: Params = { ws: wellFormed(workspaceId), lim: BigInt(Math.max(1, Math.trunc(limit))) };
     if (after !== null) params.after = wellFormed(after);
     // The page's ids from trace_id alone, then the sizes of those: summed in one go, every page read the text of
     // every trace after it.
-    const rows = await this.serial((c) => this.all<{ trace_id: string } & Row>(c, `SELECT DISTINCT trace_id FROM spans
+    const rows = await this.serial((c) =>
+      this.all<{ trace_id: string } & Row>(
+        c,
+        `SELECT DISTINCT trace_id FROM spans
       WHERE workspace_id = $ws ${after !== null ? 'AND trace_id > $after' : ''}
         AND trace_id NOT IN (SELECT trace_id FROM verification WHERE workspace_id = $ws)
-      ORDER BY trace_id LIMIT $lim`, params));
-    const sizes = await this.traceSizes(workspaceId, rows.map((r) => r.trace_id));
-    return rows.flatMap((r) => { const t = sizes.get(r.trace_id); return t ? [{ traceId: r.trace_id, ...t }] : []; });
+      ORDER BY trace_id LIMIT $lim`,
+        params,
+      ),
+    );
+    const sizes = await this.traceSizes(
+      workspaceId,
+      rows.map((r) => r.trace_id),
+    );
+    return rows.flatMap((r) => {
+      const t = sizes.get(r.trace_id);
+      return t ? [{ traceId: r.trace_id, ...t }] : [];
+    });
   }
 
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
@@ -436,14 +616,18 @@ export class DuckDbStorage implements Storage {
       params.tid = f.traceId;
     }
     // The trace status is one of its spans' statuses: only traces with such a span need aggregating.
-    if (f.status !== undefined) match += ' AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND status = $status)';
+    if (f.status !== undefined)
+      match += ' AND trace_id IN (SELECT trace_id FROM spans WHERE workspace_id = $ws AND status = $status)';
     if (f.cursor) Object.assign(params, { cs: f.cursor.s, ct: f.cursor.t });
     if (f.status !== undefined) params.status = f.status;
     // A first pass over a few narrow columns picks the page (each trace's start; for a status filter, its status:
     // 'error' when any span errored, else the root-most span's), and only its traces are rolled up: rolling up
     // a whole workspace of 300k traces took ~0.6 s (1.1 s with a status filter) and could exhaust the memory limit.
     const having: string[] = [];
-    if (f.status !== undefined) having.push(`(CASE WHEN bool_or(status = 'error') THEN 'error' ELSE arg_min(status, (parent_span_id <> '', start_ns, span_id)) END) = $status`);
+    if (f.status !== undefined)
+      having.push(
+        `(CASE WHEN bool_or(status = 'error') THEN 'error' ELSE arg_min(status, (parent_span_id <> '', start_ns, span_id)) END) = $status`,
+      );
     if (f.cursor) having.push('(min(start_ns) < $cs::UBIGINT OR (min(start_ns) = $cs::UBIGINT AND trace_id < $ct))');
     match += ` AND trace_id IN (
       SELECT trace_id FROM spans WHERE workspace_id = $ws ${match}
@@ -455,7 +639,10 @@ export class DuckDbStorage implements Storage {
     // trace, where an ordered first() buffers every span of the group.
     const root = (col: string) => `arg_min(${col}, (parent_span_id <> '', start_ns, span_id))`;
     const usage = `FILTER (WHERE kind IN ${USAGE_KINDS_SQL})`;
-    const rows = await this.serial((c) => this.all<AggRow & Row>(c, `
+    const rows = await this.serial((c) =>
+      this.all<AggRow & Row>(
+        c,
+        `
       SELECT * FROM (
         SELECT trace_id,
           min(start_ns) AS t_start,
@@ -482,28 +669,42 @@ export class DuckDbStorage implements Storage {
         GROUP BY trace_id
       )
       ORDER BY t_start DESC, trace_id DESC
-      LIMIT $lim`, params));
+      LIMIT $lim`,
+        params,
+      ),
+    );
     return toPage(rows.map(fromAggRow), f.limit);
   }
 
   /** DuckDB's own account of its memory (and temp files) by use, in bytes: what the memory limit covers. */
   async memoryByTag(): Promise<Record<string, { memory: number; temp: number }>> {
-    const rows = await this.serial((c) => this.all<{ tag: string; m: bigint; t: bigint }>(c,
-      'SELECT tag, memory_usage_bytes AS m, temporary_storage_bytes AS t FROM duckdb_memory()'));
+    const rows = await this.serial((c) =>
+      this.all<{ tag: string; m: bigint; t: bigint }>(
+        c,
+        'SELECT tag, memory_usage_bytes AS m, temporary_storage_bytes AS t FROM duckdb_memory()',
+      ),
+    );
     return Object.fromEntries(rows.map((r) => [r.tag, { memory: Number(r.m), temp: Number(r.t) }]));
   }
 
   async countSpans(workspaceId: string): Promise<number> {
     // The primary key makes every row a distinct span.
-    const [row] = await this.serial((c) => this.all<{ n: bigint }>(c,
-      'SELECT count(*) AS n FROM spans WHERE workspace_id = $ws', { ws: wellFormed(workspaceId) }));
+    const [row] = await this.serial((c) =>
+      this.all<{ n: bigint }>(c, 'SELECT count(*) AS n FROM spans WHERE workspace_id = $ws', {
+        ws: wellFormed(workspaceId),
+      }),
+    );
     return Number(row?.n ?? 0n);
   }
 
   async hasProxyResponse(workspaceId: string, responseId: string, upstream: string): Promise<boolean> {
-    const rows = await this.serial((c) => this.all(c,
-      'SELECT 1 AS one FROM proxy_responses WHERE workspace_id = $ws AND response_id = $id AND upstream = $up LIMIT 1',
-      { ws: wellFormed(workspaceId), id: wellFormed(responseId), up: wellFormed(upstream) }));
+    const rows = await this.serial((c) =>
+      this.all(
+        c,
+        'SELECT 1 AS one FROM proxy_responses WHERE workspace_id = $ws AND response_id = $id AND upstream = $up LIMIT 1',
+        { ws: wellFormed(workspaceId), id: wellFormed(responseId), up: wellFormed(upstream) },
+      ),
+    );
     return rows.length > 0;
   }
 
@@ -511,8 +712,13 @@ export class DuckDbStorage implements Storage {
 
   async createWorkspace(ws: Workspace): Promise<void> {
     // The id follows from the name (ensureWorkspace): a second create of the same workspace keeps the first.
-    await this.serial((c) => c.run('INSERT INTO workspaces VALUES ($id, $name, $at) ON CONFLICT DO NOTHING',
-      { id: wellFormed(ws.id), name: wellFormed(ws.name), at: BigInt(count(ws.createdAtMs)) }));
+    await this.serial((c) =>
+      c.run('INSERT INTO workspaces VALUES ($id, $name, $at) ON CONFLICT DO NOTHING', {
+        id: wellFormed(ws.id),
+        name: wellFormed(ws.name),
+        at: BigInt(count(ws.createdAtMs)),
+      }),
+    );
   }
 
   async getWorkspaceByName(name: string): Promise<Workspace | null> {
@@ -524,24 +730,42 @@ export class DuckDbStorage implements Storage {
   }
 
   private async oneWorkspace(where: string, v: string): Promise<Workspace | null> {
-    const [row] = await this.serial((c) => this.all<{ id: string; name: string; created_at_ms: bigint }>(c,
-      `SELECT id, name, created_at_ms FROM workspaces WHERE ${where} ORDER BY created_at_ms, id LIMIT 1`, { v }));
+    const [row] = await this.serial((c) =>
+      this.all<{ id: string; name: string; created_at_ms: bigint }>(
+        c,
+        `SELECT id, name, created_at_ms FROM workspaces WHERE ${where} ORDER BY created_at_ms, id LIMIT 1`,
+        { v },
+      ),
+    );
     return row ? { id: row.id, name: row.name, createdAtMs: Number(row.created_at_ms) } : null;
   }
 
   async putApiKey(key: ApiKeyRecord): Promise<void> {
-    await this.serial((c) => c.run('INSERT OR REPLACE INTO api_keys VALUES ($id, $ws, $hash, $created, $revoked)', {
-      id: wellFormed(key.keyId), ws: wellFormed(key.workspaceId), hash: wellFormed(key.hash),
-      created: BigInt(count(key.createdAtMs)), revoked: BigInt(count(key.revokedAtMs)),
-    }));
+    await this.serial((c) =>
+      c.run('INSERT OR REPLACE INTO api_keys VALUES ($id, $ws, $hash, $created, $revoked)', {
+        id: wellFormed(key.keyId),
+        ws: wellFormed(key.workspaceId),
+        hash: wellFormed(key.hash),
+        created: BigInt(count(key.createdAtMs)),
+        revoked: BigInt(count(key.revokedAtMs)),
+      }),
+    );
   }
 
   private async readKeys(where: string, params: Params): Promise<ApiKeyRecord[]> {
-    const rows = await this.serial((c) => this.all<{ key_id: string; workspace_id: string; hash: string; created_at_ms: bigint; revoked_at_ms: bigint }>(c,
-      `SELECT * FROM api_keys WHERE ${where} ORDER BY created_at_ms, key_id`, params));
+    const rows = await this.serial((c) =>
+      this.all<{ key_id: string; workspace_id: string; hash: string; created_at_ms: bigint; revoked_at_ms: bigint }>(
+        c,
+        `SELECT * FROM api_keys WHERE ${where} ORDER BY created_at_ms, key_id`,
+        params,
+      ),
+    );
     return rows.map((r) => ({
-      keyId: r.key_id, workspaceId: r.workspace_id, hash: r.hash,
-      createdAtMs: Number(r.created_at_ms), revokedAtMs: Number(r.revoked_at_ms),
+      keyId: r.key_id,
+      workspaceId: r.workspace_id,
+      hash: r.hash,
+      createdAtMs: Number(r.created_at_ms),
+      revokedAtMs: Number(r.revoked_at_ms),
     }));
   }
 
@@ -551,14 +775,19 @@ export class DuckDbStorage implements Storage {
   }
 
   async listApiKeys(workspaceId?: string): Promise<ApiKeyRecord[]> {
-    return workspaceId === undefined ? this.readKeys('true', {}) : this.readKeys('workspace_id = $ws', { ws: wellFormed(workspaceId) });
+    return workspaceId === undefined
+      ? this.readKeys('true', {})
+      : this.readKeys('workspace_id = $ws', { ws: wellFormed(workspaceId) });
   }
 
   async revokeApiKey(keyId: string, atMs: number): Promise<boolean> {
     return this.serial(async (c) => {
       const id = wellFormed(keyId);
       // Already revoked keys keep their first revocation time.
-      await c.run('UPDATE api_keys SET revoked_at_ms = $at WHERE key_id = $id AND revoked_at_ms = 0', { id, at: BigInt(count(atMs)) });
+      await c.run('UPDATE api_keys SET revoked_at_ms = $at WHERE key_id = $id AND revoked_at_ms = 0', {
+        id,
+        at: BigInt(count(atMs)),
+      });
       return (await this.all(c, 'SELECT 1 FROM api_keys WHERE key_id = $id', { id })).length > 0;
     });
   }
@@ -566,18 +795,30 @@ export class DuckDbStorage implements Storage {
   // ---- workspace settings: every version is a row; the highest one is current ----
 
   async getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null> {
-    const [row] = await this.serial((c) => this.all<{ doc: string; version: bigint }>(c,
-      'SELECT doc, version FROM settings WHERE workspace_id = $ws ORDER BY version DESC LIMIT 1', { ws: wellFormed(workspaceId) }));
+    const [row] = await this.serial((c) =>
+      this.all<{ doc: string; version: bigint }>(
+        c,
+        'SELECT doc, version FROM settings WHERE workspace_id = $ws ORDER BY version DESC LIMIT 1',
+        { ws: wellFormed(workspaceId) },
+      ),
+    );
     return row ? { doc: row.doc, version: Number(row.version) } : null;
   }
 
   async putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean> {
     // A version already written stays: this write then did not count (one process owns the file, so this is
     // two changes racing in it, which SettingsStore serializes anyway).
-    const ws = wellFormed(workspaceId), v = BigInt(count(version)), text = wellFormed(doc), at = BigInt(count(atMs));
+    const ws = wellFormed(workspaceId),
+      v = BigInt(count(version)),
+      text = wellFormed(doc),
+      at = BigInt(count(atMs));
     const [row] = await this.serial(async (c) => {
       await c.run('INSERT INTO settings VALUES ($ws, $v, $doc, $at) ON CONFLICT DO NOTHING', { ws, v, doc: text, at });
-      return this.all<{ doc: string; updated_at_ms: bigint }>(c, 'SELECT doc, updated_at_ms FROM settings WHERE workspace_id = $ws AND version = $v', { ws, v });
+      return this.all<{ doc: string; updated_at_ms: bigint }>(
+        c,
+        'SELECT doc, updated_at_ms FROM settings WHERE workspace_id = $ws AND version = $v',
+        { ws, v },
+      );
     });
     return row?.doc === text && row.updated_at_ms === at;
   }
@@ -587,28 +828,55 @@ export class DuckDbStorage implements Storage {
   async publishKeys(keys: PublishedKey[]): Promise<void> {
     await this.serial(async (c) => {
       for (const k of keys) {
-        await c.run('INSERT INTO verification_keys VALUES ($id, $pem, $at) ON CONFLICT DO NOTHING',
-          { id: wellFormed(k.keyId), pem: wellFormed(k.publicKeyPem), at: BigInt(count(k.publishedAtMs)) });
+        await c.run('INSERT INTO verification_keys VALUES ($id, $pem, $at) ON CONFLICT DO NOTHING', {
+          id: wellFormed(k.keyId),
+          pem: wellFormed(k.publicKeyPem),
+          at: BigInt(count(k.publishedAtMs)),
+        });
       }
     });
   }
 
   async publishedKeys(): Promise<PublishedKey[]> {
-    const rows = await this.serial((c) => this.all<{ key_id: string; public_key_pem: string; published_at_ms: bigint }>(c,
-      'SELECT key_id, public_key_pem, published_at_ms FROM verification_keys ORDER BY key_id'));
-    return rows.map((r) => ({ keyId: r.key_id, publicKeyPem: r.public_key_pem, publishedAtMs: Number(r.published_at_ms) }));
+    const rows = await this.serial((c) =>
+      this.all<{ key_id: string; public_key_pem: string; published_at_ms: bigint }>(
+        c,
+        'SELECT key_id, public_key_pem, published_at_ms FROM verification_keys ORDER BY key_id',
+      ),
+    );
+    return rows.map((r) => ({
+      keyId: r.key_id,
+      publicKeyPem: r.public_key_pem,
+      publishedAtMs: Number(r.published_at_ms),
+    }));
   }
 
   // ---- enrichment and analytics (duckdb-enrichment.ts) ----
 
-  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> { return this.enrichment.insertEnrichment(rows); }
-  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> { return this.enrichment.listFindings(workspaceId, q); }
-  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> { return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds); }
-  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> { return this.enrichment.listAudit(workspaceId, q); }
-  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> { return this.enrichment.auditPage(workspaceId, after, limit); }
-  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasAuditHash(workspaceId, hash); }
-  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> { return this.enrichment.listAlerts(workspaceId, q); }
-  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> { return this.enrichment.getVerification(workspaceId, traceId); }
+  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> {
+    return this.enrichment.insertEnrichment(rows);
+  }
+  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
+    return this.enrichment.listFindings(workspaceId, q);
+  }
+  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
+    return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds);
+  }
+  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
+    return this.enrichment.listAudit(workspaceId, q);
+  }
+  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> {
+    return this.enrichment.auditPage(workspaceId, after, limit);
+  }
+  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
+    return this.enrichment.hasAuditHash(workspaceId, hash);
+  }
+  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
+    return this.enrichment.listAlerts(workspaceId, q);
+  }
+  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
+    return this.enrichment.getVerification(workspaceId, traceId);
+  }
   verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
     return this.enrichment.verificationOfTraces(workspaceId, traceIds);
   }
@@ -618,21 +886,44 @@ export class DuckDbStorage implements Storage {
   checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
     return this.enrichment.checkpointPage(workspaceId, after, limit);
   }
-  verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]> {
+  verificationRange(
+    workspaceId: string,
+    chainId: string,
+    fromSeq: number,
+    toSeq: number,
+  ): Promise<VerificationRecord[]> {
     return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);
   }
-  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> { return this.enrichment.chainState(workspaceId, chainId, seq); }
-  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> { return this.enrichment.hasVerificationHash(workspaceId, hash); }
-  verificationWorkspaces(): Promise<string[]> { return this.enrichment.verificationWorkspaces(); }
-  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> { return this.enrichment.usage(workspaceId, q); }
-  findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
+  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> {
+    return this.enrichment.chainState(workspaceId, chainId, seq);
+  }
+  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
+    return this.enrichment.hasVerificationHash(workspaceId, hash);
+  }
+  verificationWorkspaces(): Promise<string[]> {
+    return this.enrichment.verificationWorkspaces();
+  }
+  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
+    return this.enrichment.usage(workspaceId, q);
+  }
+  findingsDaily(
+    workspaceId: string,
+    q: { fromMs?: number; toMs?: number },
+  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
     return this.enrichment.findingsDaily(workspaceId, q);
   }
 }
 
-type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendUBigInt' | 'appendDouble' | 'appendBoolean' | 'endRow'>;
+type Appender = Pick<
+  ColumnRows,
+  'appendVarchar' | 'appendBigInt' | 'appendUBigInt' | 'appendDouble' | 'appendBoolean' | 'endRow'
+>;
 
-export interface SpanToAppend { r: SpanRecord; start: bigint; end: bigint }
+export interface SpanToAppend {
+  r: SpanRecord;
+  start: bigint;
+  end: bigint;
+}
 
 /**
  * The newest version of each span, its times checked: a bad value throws here, before anything is appended, so it
@@ -640,7 +931,9 @@ export interface SpanToAppend { r: SpanRecord; start: bigint; end: bigint }
  */
 export function spansToAppend(input: SpanRecord[]): SpanToAppend[] {
   return latestPerSpan(input).map((r) => ({
-    r, start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')), end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
+    r,
+    start: BigInt(checkNs(r.startTimeNs, 'startTimeNs')),
+    end: BigInt(checkNs(r.endTimeNs, 'endTimeNs')),
   }));
 }
 
@@ -687,15 +980,32 @@ function appendSpan(a: Appender, r: SpanRecord, startNs: bigint, endNs: bigint):
 
 function fromRow(r: SpanRow): SpanRecord {
   return {
-    workspaceId: r.workspace_id, traceId: r.trace_id, spanId: r.span_id, parentSpanId: r.parent_span_id,
-    name: r.name, kind: r.kind as SpanKind, source: r.source as Source,
-    startTimeNs: r.start_ns.toString(), endTimeNs: r.end_ns.toString(), durationMs: r.duration_ms,
-    status: r.status, statusMessage: r.status_message, model: r.model, provider: r.provider,
-    prompt: r.prompt, response: r.response,
-    promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
+    workspaceId: r.workspace_id,
+    traceId: r.trace_id,
+    spanId: r.span_id,
+    parentSpanId: r.parent_span_id,
+    name: r.name,
+    kind: r.kind as SpanKind,
+    source: r.source as Source,
+    startTimeNs: r.start_ns.toString(),
+    endTimeNs: r.end_ns.toString(),
+    durationMs: r.duration_ms,
+    status: r.status,
+    statusMessage: r.status_message,
+    model: r.model,
+    provider: r.provider,
+    prompt: r.prompt,
+    response: r.response,
+    promptTokens: Number(r.prompt_tokens),
+    completionTokens: Number(r.completion_tokens),
+    totalTokens: Number(r.total_tokens),
     costUsd: r.cost_usd,
-    finishReason: r.finish_reason, actionName: r.action_name, environment: r.environment, requestId: r.request_id,
-    trainingPreferred: r.training_preferred, trainable: r.trainable,
+    finishReason: r.finish_reason,
+    actionName: r.action_name,
+    environment: r.environment,
+    requestId: r.request_id,
+    trainingPreferred: r.training_preferred,
+    trainable: r.trainable,
     attributes: JSON.parse(r.attributes) as Attributes,
     resourceAttributes: JSON.parse(r.resource_attributes) as Attributes,
     events: JSON.parse(r.events_json) as SpanRecord['events'],
@@ -706,7 +1016,10 @@ function fromRow(r: SpanRow): SpanRecord {
 /** Span-level filters of listTraces; a trace matches when any one span satisfies all of them. */
 function spanConditions(f: SpanFilter, params: Params): string {
   const c: string[] = [];
-  const add = (sql: string, name: string, v: string) => { c.push(sql); params[name] = v; };
+  const add = (sql: string, name: string, v: string) => {
+    c.push(sql);
+    params[name] = v;
+  };
   if (f.fromNs !== undefined) add('start_ns >= $from::UBIGINT', 'from', f.fromNs);
   if (f.toNs !== undefined) add('start_ns < $to::UBIGINT', 'to', f.toNs);
   if (f.model !== undefined) add('model = $model', 'model', f.model);
@@ -717,19 +1030,45 @@ function spanConditions(f: SpanFilter, params: Params): string {
 }
 
 interface AggRow {
-  trace_id: string; t_start: bigint; t_end: bigint; n_spans: bigint; n_usage: bigint;
-  sum_prompt: bigint; sum_completion: bigint; sum_total: bigint; sum_cost: number;
-  max_prompt: bigint; max_completion: bigint; max_total: bigint; max_cost: number; n_errors: bigint;
-  root_name: string; root_model: string; root_source: string; root_action: string; root_env: string; root_status: string;
+  trace_id: string;
+  t_start: bigint;
+  t_end: bigint;
+  n_spans: bigint;
+  n_usage: bigint;
+  sum_prompt: bigint;
+  sum_completion: bigint;
+  sum_total: bigint;
+  sum_cost: number;
+  max_prompt: bigint;
+  max_completion: bigint;
+  max_total: bigint;
+  max_cost: number;
+  n_errors: bigint;
+  root_name: string;
+  root_model: string;
+  root_source: string;
+  root_action: string;
+  root_env: string;
+  root_status: string;
 }
 
 function fromAggRow(r: AggRow): TraceAgg {
   const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/trace-view.ts
   return {
-    traceId: r.trace_id, startNs: r.t_start.toString(), endNs: r.t_end.toString(), spanCount: Number(r.n_spans),
-    promptTokens: Number(calls ? r.sum_prompt : r.max_prompt), completionTokens: Number(calls ? r.sum_completion : r.max_completion),
-    totalTokens: Number(calls ? r.sum_total : r.max_total), costUsd: calls ? r.sum_cost : r.max_cost, errorCount: Number(r.n_errors),
-    name: r.root_name, model: r.root_model, source: r.root_source, actionName: r.root_action,
-    environment: r.root_env, status: r.root_status,
+    traceId: r.trace_id,
+    startNs: r.t_start.toString(),
+    endNs: r.t_end.toString(),
+    spanCount: Number(r.n_spans),
+    promptTokens: Number(calls ? r.sum_prompt : r.max_prompt),
+    completionTokens: Number(calls ? r.sum_completion : r.max_completion),
+    totalTokens: Number(calls ? r.sum_total : r.max_total),
+    costUsd: calls ? r.sum_cost : r.max_cost,
+    errorCount: Number(r.n_errors),
+    name: r.root_name,
+    model: r.root_model,
+    source: r.root_source,
+    actionName: r.root_action,
+    environment: r.root_env,
+    status: r.root_status,
   };
 }

@@ -3,7 +3,13 @@
 // natural keys and which duplicate wins, query normalization, keyset cursors and the usage
 // quantile definition. Both backends go through these so they return identical results.
 import type {
-  AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
+  AlertRecord,
+  AuditRecord,
+  CheckpointRecord,
+  EnrichmentRecord,
+  FindingRecord,
+  PolicyRecord,
+  VerificationRecord,
 } from '../collector/enrichment-records.ts';
 import { badQuery } from '../collector/errors.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, UsageQuery, UsageRow } from './types.ts';
@@ -24,50 +30,100 @@ const w = wellFormed;
 
 function normFinding(r: FindingRecord): FindingRecord {
   return {
-    recordType: 'finding', workspaceId: w(r.workspaceId), traceId: w(r.traceId), spanId: w(r.spanId),
-    detector: w(r.detector), rule: w(r.rule), category: w(r.category), severity: w(r.severity) as FindingRecord['severity'],
-    field: w(r.field), start: count(r.start), end: count(r.end), preview: w(r.preview), score: finite(r.score),
-    action: w(r.action), createdAtMs: count(r.createdAtMs),
+    recordType: 'finding',
+    workspaceId: w(r.workspaceId),
+    traceId: w(r.traceId),
+    spanId: w(r.spanId),
+    detector: w(r.detector),
+    rule: w(r.rule),
+    category: w(r.category),
+    severity: w(r.severity) as FindingRecord['severity'],
+    field: w(r.field),
+    start: count(r.start),
+    end: count(r.end),
+    preview: w(r.preview),
+    score: finite(r.score),
+    action: w(r.action),
+    createdAtMs: count(r.createdAtMs),
   };
 }
 
 function normPolicy(r: PolicyRecord): PolicyRecord {
   return {
-    recordType: 'policy', workspaceId: w(r.workspaceId), traceId: w(r.traceId), spanId: w(r.spanId),
-    policyVersion: count(r.policyVersion), decision: w(r.decision) as PolicyRecord['decision'], reasons: w(r.reasons),
+    recordType: 'policy',
+    workspaceId: w(r.workspaceId),
+    traceId: w(r.traceId),
+    spanId: w(r.spanId),
+    policyVersion: count(r.policyVersion),
+    decision: w(r.decision) as PolicyRecord['decision'],
+    reasons: w(r.reasons),
     createdAtMs: count(r.createdAtMs),
   };
 }
 
 export function normAudit(r: AuditRecord): AuditRecord {
   return {
-    recordType: 'audit', workspaceId: w(r.workspaceId), chainId: w(r.chainId), seq: count(r.seq), atMs: count(r.atMs),
-    actor: w(r.actor), action: w(r.action), route: w(r.route), outcome: w(r.outcome),
-    accepted: count(r.accepted), rejected: count(r.rejected), details: w(r.details), prevHash: w(r.prevHash), hash: w(r.hash),
+    recordType: 'audit',
+    workspaceId: w(r.workspaceId),
+    chainId: w(r.chainId),
+    seq: count(r.seq),
+    atMs: count(r.atMs),
+    actor: w(r.actor),
+    action: w(r.action),
+    route: w(r.route),
+    outcome: w(r.outcome),
+    accepted: count(r.accepted),
+    rejected: count(r.rejected),
+    details: w(r.details),
+    prevHash: w(r.prevHash),
+    hash: w(r.hash),
   };
 }
 
 function normAlert(r: AlertRecord): AlertRecord {
   return {
-    recordType: 'alert', workspaceId: w(r.workspaceId), alertId: w(r.alertId), ruleId: w(r.ruleId), kind: w(r.kind),
-    severity: w(r.severity) as AlertRecord['severity'], message: w(r.message), traceId: w(r.traceId),
-    value: finite(r.value), threshold: finite(r.threshold), windowStartMs: count(r.windowStartMs), atMs: count(r.atMs),
+    recordType: 'alert',
+    workspaceId: w(r.workspaceId),
+    alertId: w(r.alertId),
+    ruleId: w(r.ruleId),
+    kind: w(r.kind),
+    severity: w(r.severity) as AlertRecord['severity'],
+    message: w(r.message),
+    traceId: w(r.traceId),
+    value: finite(r.value),
+    threshold: finite(r.threshold),
+    windowStartMs: count(r.windowStartMs),
+    atMs: count(r.atMs),
     delivered: w(r.delivered),
   };
 }
 
 export function normVerification(r: VerificationRecord): VerificationRecord {
   return {
-    recordType: 'verification', workspaceId: w(r.workspaceId), traceId: w(r.traceId),
-    spanIds: r.spanIds.map(w), spanVersions: r.spanVersions.map(count), contentHash: w(r.contentHash),
-    chainId: w(r.chainId), seq: count(r.seq), prevHash: w(r.prevHash), hash: w(r.hash), createdAtMs: count(r.createdAtMs),
+    recordType: 'verification',
+    workspaceId: w(r.workspaceId),
+    traceId: w(r.traceId),
+    spanIds: r.spanIds.map(w),
+    spanVersions: r.spanVersions.map(count),
+    contentHash: w(r.contentHash),
+    chainId: w(r.chainId),
+    seq: count(r.seq),
+    prevHash: w(r.prevHash),
+    hash: w(r.hash),
+    createdAtMs: count(r.createdAtMs),
   };
 }
 
 export function normCheckpoint(r: CheckpointRecord): CheckpointRecord {
   return {
-    recordType: 'checkpoint', workspaceId: w(r.workspaceId), chainId: w(r.chainId), seq: count(r.seq),
-    headHash: w(r.headHash), keyId: w(r.keyId), signature: w(r.signature), atMs: count(r.atMs),
+    recordType: 'checkpoint',
+    workspaceId: w(r.workspaceId),
+    chainId: w(r.chainId),
+    seq: count(r.seq),
+    headHash: w(r.headHash),
+    keyId: w(r.keyId),
+    signature: w(r.signature),
+    atMs: count(r.atMs),
   };
 }
 
@@ -94,20 +150,47 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
   const b: EnrichmentBatch = { findings: [], policies: [], audits: [], alerts: [], verifications: [], checkpoints: [] };
   for (const r of rows) {
     switch (r.recordType) {
-      case 'finding': b.findings.push(normFinding(r)); break;
-      case 'policy': b.policies.push(normPolicy(r)); break;
-      case 'audit': b.audits.push(normAudit(r)); break;
-      case 'alert': b.alerts.push(normAlert(r)); break;
-      case 'verification': b.verifications.push(normVerification(r)); break;
-      case 'checkpoint': b.checkpoints.push(normCheckpoint(r)); break;
-      default: throw new RangeError(`unknown enrichment recordType: ${JSON.stringify((r as { recordType?: unknown }).recordType)}`);
+      case 'finding':
+        b.findings.push(normFinding(r));
+        break;
+      case 'policy':
+        b.policies.push(normPolicy(r));
+        break;
+      case 'audit':
+        b.audits.push(normAudit(r));
+        break;
+      case 'alert':
+        b.alerts.push(normAlert(r));
+        break;
+      case 'verification':
+        b.verifications.push(normVerification(r));
+        break;
+      case 'checkpoint':
+        b.checkpoints.push(normCheckpoint(r));
+        break;
+      default:
+        throw new RangeError(
+          `unknown enrichment recordType: ${JSON.stringify((r as { recordType?: unknown }).recordType)}`,
+        );
     }
   }
   return {
-    findings: latest(b.findings, (r) => key(r.workspaceId, r.traceId, r.spanId, r.field, r.rule, r.start), (r) => r.createdAtMs),
-    policies: latest(b.policies, (r) => key(r.workspaceId, r.traceId, r.spanId), (r) => r.createdAtMs),
+    findings: latest(
+      b.findings,
+      (r) => key(r.workspaceId, r.traceId, r.spanId, r.field, r.rule, r.start),
+      (r) => r.createdAtMs,
+    ),
+    policies: latest(
+      b.policies,
+      (r) => key(r.workspaceId, r.traceId, r.spanId),
+      (r) => r.createdAtMs,
+    ),
     audits: latest(b.audits, (r) => key(r.workspaceId, r.chainId, r.seq), none),
-    alerts: latest(b.alerts, (r) => key(r.workspaceId, r.alertId), (r) => r.atMs),
+    alerts: latest(
+      b.alerts,
+      (r) => key(r.workspaceId, r.alertId),
+      (r) => r.atMs,
+    ),
     verifications: latest(b.verifications, (r) => key(r.workspaceId, r.chainId, r.seq), none),
     checkpoints: latest(b.checkpoints, (r) => key(r.workspaceId, r.chainId, r.seq), none),
   };
@@ -120,7 +203,10 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
  * last item's sort value (`s`, decimal uint64 via codec's cursor) and its tie-break parts as JSON.
  */
 export type TiePart = string | number;
-export interface KeyCursor { s: string; tie: TiePart[] }
+export interface KeyCursor {
+  s: string;
+  tie: TiePart[];
+}
 
 export function encodeKeyCursor(s: number, tie: readonly TiePart[]): string {
   return encodeCursor({ s: String(s), t: JSON.stringify(tie) });
@@ -130,16 +216,32 @@ export function encodeKeyCursor(s: number, tie: readonly TiePart[]): string {
 export function decodeKeyCursor(cursor: string, shape: ReadonlyArray<'s' | 'n'>): KeyCursor {
   const c = decodeCursor(cursor);
   let tie: unknown;
-  try { tie = JSON.parse(c.t); } catch { throw badQuery('cursor', 'invalid cursor'); }
-  const ok = Array.isArray(tie) && tie.length === shape.length && tie.every((v: unknown, i) =>
-    shape[i] === 's' ? typeof v === 'string' : typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
+  try {
+    tie = JSON.parse(c.t);
+  } catch {
+    throw badQuery('cursor', 'invalid cursor');
+  }
+  const ok =
+    Array.isArray(tie) &&
+    tie.length === shape.length &&
+    tie.every((v: unknown, i) =>
+      shape[i] === 's' ? typeof v === 'string' : typeof v === 'number' && Number.isSafeInteger(v) && v >= 0,
+    );
   if (!ok || !/^\d{1,16}$/.test(c.s) || !Number.isSafeInteger(Number(c.s))) throw badQuery('cursor', 'invalid cursor');
   return { s: c.s, tie: tie as TiePart[] };
 }
 
-export interface ListBase { fromMs?: number; toMs?: number; limit: number; cursor?: KeyCursor }
+export interface ListBase {
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: KeyCursor;
+}
 
-function base(q: { fromMs?: number; toMs?: number; limit: number; cursor?: string }, shape: ReadonlyArray<'s' | 'n'>): ListBase {
+function base(
+  q: { fromMs?: number; toMs?: number; limit: number; cursor?: string },
+  shape: ReadonlyArray<'s' | 'n'>,
+): ListBase {
   const out: ListBase = { limit: Math.min(1000, Math.max(1, Math.trunc(q.limit) || 1)) };
   if (q.fromMs !== undefined) out.fromMs = msBound(q.fromMs);
   if (q.toMs !== undefined) out.toMs = msBound(q.toMs);
@@ -148,7 +250,11 @@ function base(q: { fromMs?: number; toMs?: number; limit: number; cursor?: strin
 }
 
 function msBound(ms: number): number {
-  return Number.isFinite(ms) ? Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.floor(ms))) : ms > 0 ? Number.MAX_SAFE_INTEGER : 0;
+  return Number.isFinite(ms)
+    ? Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.floor(ms)))
+    : ms > 0
+      ? Number.MAX_SAFE_INTEGER
+      : 0;
 }
 
 function strings<K extends string>(q: Partial<Record<K, string>>, keys: readonly K[]): Partial<Record<K, string>> {
@@ -191,7 +297,11 @@ export function alertCursor(r: AlertRecord): string {
 }
 
 /** `rows` were fetched with limit + 1 so the extra one tells whether another page exists. */
-export function toKeyPage<T>(rows: readonly T[], limit: number, cursorOf: (r: T) => string): { items: T[]; nextCursor: string | null } {
+export function toKeyPage<T>(
+  rows: readonly T[],
+  limit: number,
+  cursorOf: (r: T) => string,
+): { items: T[]; nextCursor: string | null } {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
   return { items, nextCursor: rows.length > limit && last !== undefined ? cursorOf(last) : null };
@@ -208,7 +318,10 @@ const DAY_MS = 86_400_000;
  * only knows hours, so DuckDB filters on the hour bucket of span start the same way; a day
  * bucket at the edge of the range therefore holds only the hours inside it.
  */
-export interface HourRange { fromSec?: number; toSec?: number }
+export interface HourRange {
+  fromSec?: number;
+  toSec?: number;
+}
 export function usageRange(q: UsageQuery): HourRange {
   const out: HourRange = {};
   if (q.fromMs !== undefined) out.fromSec = (Math.floor(msBound(q.fromMs) / HOUR_MS) * HOUR_MS) / 1000;
@@ -217,7 +330,10 @@ export function usageRange(q: UsageQuery): HourRange {
 }
 
 /** findingsDaily's range in UTC day numbers (days since the epoch): days overlapping [fromMs, toMs). */
-export interface DayRange { fromDay?: number; toDay?: number }
+export interface DayRange {
+  fromDay?: number;
+  toDay?: number;
+}
 export function dayRange(q: { fromMs?: number; toMs?: number }): DayRange {
   const out: DayRange = {};
   if (q.fromMs !== undefined) out.fromDay = Math.floor(msBound(q.fromMs) / DAY_MS);
@@ -230,12 +346,16 @@ export function dayString(dayNumber: number): string {
 }
 
 export const USAGE_GROUP_COLUMNS: Readonly<Record<UsageQuery['groupBy'], string>> = {
-  model: 'model', actionName: 'action_name', environment: 'environment', source: 'source',
+  model: 'model',
+  actionName: 'action_name',
+  environment: 'environment',
+  source: 'source',
 };
 
 export function usageGroupColumn(groupBy: UsageQuery['groupBy']): string {
   const col = USAGE_GROUP_COLUMNS[groupBy];
-  if (!col || !Object.hasOwn(USAGE_GROUP_COLUMNS, groupBy)) throw badQuery('groupBy', `invalid groupBy: ${String(groupBy)}`);
+  if (!col || !Object.hasOwn(USAGE_GROUP_COLUMNS, groupBy))
+    throw badQuery('groupBy', `invalid groupBy: ${String(groupBy)}`);
   return col;
 }
 

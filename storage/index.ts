@@ -14,11 +14,19 @@ export function createStorage(config: Config): Storage {
       password: config.CLICKHOUSE_PASSWORD,
       exactRollups: config.CLICKHOUSE_EXACT_ROLLUPS,
       ...(config.CLICKHOUSE_CLUSTER
-        ? { cluster: { name: config.CLICKHOUSE_CLUSTER, nodeUrls: config.CLICKHOUSE_NODES.length ? config.CLICKHOUSE_NODES : [config.CLICKHOUSE_URL] } }
+        ? {
+            cluster: {
+              name: config.CLICKHOUSE_CLUSTER,
+              nodeUrls: config.CLICKHOUSE_NODES.length ? config.CLICKHOUSE_NODES : [config.CLICKHOUSE_URL],
+            },
+          }
         : {}),
     });
   }
-  return new DuckDbStorage(join(config.DATA_DIR, 'tracegate.duckdb'), { checkpointMb: config.DUCKDB_CHECKPOINT_MB, writeThreads: config.DUCKDB_WRITE_THREADS });
+  return new DuckDbStorage(join(config.DATA_DIR, 'tracegate.duckdb'), {
+    checkpointMb: config.DUCKDB_CHECKPOINT_MB,
+    writeThreads: config.DUCKDB_WRITE_THREADS,
+  });
 }
 
 export type { Storage } from './types.ts';

@@ -5,10 +5,20 @@ import { isEnrichment, type SpanRecord, type StoredRecord } from '../collector/r
 import type { EnrichmentRecord } from '../collector/enrichment-records.ts';
 import type { RecordBatch, Storage } from './types.ts';
 
-export interface InsertedChunk { rows: number; ms: number }
+export interface InsertedChunk {
+  rows: number;
+  ms: number;
+}
 /** A record storage refused on its own, with storage's reason. */
-export interface RefusedRecord { record: StoredRecord; error: string }
-export interface SpoolFilesResult { chunks: InsertedChunk[]; badTails: Array<{ path: string; error: string }>; refused: RefusedRecord[] }
+export interface RefusedRecord {
+  record: StoredRecord;
+  error: string;
+}
+export interface SpoolFilesResult {
+  chunks: InsertedChunk[];
+  badTails: Array<{ path: string; error: string }>;
+  refused: RefusedRecord[];
+}
 
 type Writer = Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'> & { recordBatch?: () => RecordBatch };
 
@@ -23,7 +33,13 @@ export const MAX_INSERT_BYTES = 16 * 1024 * 1024;
  * JSON; idempotent, so safe to repeat. Frames are parsed as they are inserted, not a whole segment at once.
  * With `isolate`, records storage refuses on their own are returned in `refused` instead of failing the call.
  */
-export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows: number, isolate = false, maxBytes = MAX_INSERT_BYTES): Promise<SpoolFilesResult> {
+export async function insertSpoolFiles(
+  storage: Writer,
+  paths: string[],
+  maxRows: number,
+  isolate = false,
+  maxBytes = MAX_INSERT_BYTES,
+): Promise<SpoolFilesResult> {
   const result: SpoolFilesResult = { chunks: [], badTails: [], refused: [] };
   // Where storage encodes records as they come (ClickHouse), they are added as they are parsed and never held as
   // objects until the insert. Isolating a bad record needs them as objects.
@@ -39,7 +55,7 @@ export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows
       const full = batch;
       batch = newBatch!();
       await full.finish();
-    } else if (isolate) result.refused.push(...await insertIsolating(storage, rows));
+    } else if (isolate) result.refused.push(...(await insertIsolating(storage, rows)));
     else await insertRecords(storage, rows);
     result.chunks.push({ rows: count, ms: performance.now() - t0 });
     rows = [];
@@ -51,7 +67,11 @@ export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows
     const dec = decodeFrames(buf, false); // where the good frames are; parsed one at a time below
     if (dec.error) result.badTails.push({ path, error: dec.error });
     // Damaged after the spool opened it (open() sets damage aside): what is unreadable is lost; say so.
-    if (dec.damaged.length) result.badTails.push({ path, error: `damaged on disk: unreadable bytes skipped at ${dec.damaged.map((d) => d.at).join(', ')}; acknowledged records in them are lost` });
+    if (dec.damaged.length)
+      result.badTails.push({
+        path,
+        error: `damaged on disk: unreadable bytes skipped at ${dec.damaged.map((d) => d.at).join(', ')}; acknowledged records in them are lost`,
+      });
     for (const f of dec.frames) {
       for (const r of frameRecords(buf, f)) {
         if (batch) batch.add(r);
@@ -67,7 +87,10 @@ export async function insertSpoolFiles(storage: Writer, paths: string[], maxRows
 }
 
 /** Spans and enrichment go to their own tables; both inserts are idempotent, so a retry after a partial failure is safe. */
-export async function insertRecords(storage: Pick<Storage, 'insertSpans' | 'insertEnrichment'>, rows: StoredRecord[]): Promise<void> {
+export async function insertRecords(
+  storage: Pick<Storage, 'insertSpans' | 'insertEnrichment'>,
+  rows: StoredRecord[],
+): Promise<void> {
   const spans: SpanRecord[] = [];
   const extra: EnrichmentRecord[] = [];
   for (const r of rows) {
@@ -94,7 +117,10 @@ export async function insertIsolating(storage: Writer, rows: StoredRecord[]): Pr
       written += part.length;
     } catch (err) {
       if (!isDataError(err) || !(await storage.ping().catch(() => false))) throw err;
-      if (part.length === 1) { alone.push({ record: part[0]!, err }); return; }
+      if (part.length === 1) {
+        alone.push({ record: part[0]!, err });
+        return;
+      }
       const mid = part.length >> 1;
       await attempt(part.slice(0, mid));
       await attempt(part.slice(mid));
@@ -107,7 +133,23 @@ export async function insertIsolating(storage: Writer, rows: StoredRecord[]): Pr
 
 // ClickHouse error codes that mean "this data", not "this server": cannot parse, type mismatch, out of bound,
 // cannot convert, incorrect data, too large a value or query (the escaped-literal case), syntax of a literal.
-const CLICKHOUSE_DATA_CODES = new Set(['6', '26', '27', '32', '38', '41', '53', '62', '69', '70', '72', '117', '130', '131', '190']);
+const CLICKHOUSE_DATA_CODES = new Set([
+  '6',
+  '26',
+  '27',
+  '32',
+  '38',
+  '41',
+  '53',
+  '62',
+  '69',
+  '70',
+  '72',
+  '117',
+  '130',
+  '131',
+  '190',
+]);
 const DUCKDB_DATA_ERRORS = /^(Conversion|Constraint|Invalid Input|Out of Range|Mismatch Type) Error/;
 
 /** True when an insert error is about the rows themselves, so retrying them can never succeed. */
@@ -116,6 +158,7 @@ export function isDataError(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown };
   if (typeof e?.code === 'string' && CLICKHOUSE_DATA_CODES.has(e.code)) return true;
   // DuckDB's error classes, and its node binding's BigInt conversion
-  return typeof e?.message === 'string' && (DUCKDB_DATA_ERRORS.test(e.message) || /^bigint out of \w+ range/.test(e.message));
+  return (
+    typeof e?.message === 'string' && (DUCKDB_DATA_ERRORS.test(e.message) || /^bigint out of \w+ range/.test(e.message))
+  );
 }
-

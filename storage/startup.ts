@@ -16,23 +16,36 @@ export class StorageConfigError extends Error {
  * call except init and close fails at once with StorageNotReadyError, which callers treat as an outage
  * (503 with Retry-After, spool kept, readiness false); nothing touches tables whose migrations have not run.
  */
-export function initInBackground(storage: Storage, log: Logger, firstError: unknown): { storage: Storage; stop(): void } {
+export function initInBackground(
+  storage: Storage,
+  log: Logger,
+  firstError: unknown,
+): { storage: Storage; stop(): void } {
   let ready = false;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let delay = 500;
-  log.error({ err: firstError }, 'storage unreachable at start: serving anyway (ingestion answers 503 until it is reachable, then migrations run and the spool replays)');
+  log.error(
+    { err: firstError },
+    'storage unreachable at start: serving anyway (ingestion answers 503 until it is reachable, then migrations run and the spool replays)',
+  );
   const attempt = () => {
     timer = undefined;
     if (stopped) return;
-    storage.init().then(() => {
-      ready = true;
-      log.info('storage reachable: migrations done, accepting requests');
-    }, (err: unknown) => {
-      log.warn({ err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'storage still unreachable');
-      if (!stopped) (timer = setTimeout(attempt, delay)).unref(); // never what keeps a failed start alive
-      delay = Math.min(30_000, delay * 2);
-    });
+    storage.init().then(
+      () => {
+        ready = true;
+        log.info('storage reachable: migrations done, accepting requests');
+      },
+      (err: unknown) => {
+        log.warn(
+          { err: err instanceof Error ? err.message : String(err), retryInMs: delay },
+          'storage still unreachable',
+        );
+        if (!stopped) (timer = setTimeout(attempt, delay)).unref(); // never what keeps a failed start alive
+        delay = Math.min(30_000, delay * 2);
+      },
+    );
   };
   (timer = setTimeout(attempt, delay)).unref();
   const gated = new Proxy(storage, {
@@ -41,20 +54,35 @@ export function initInBackground(storage: Storage, log: Logger, firstError: unkn
       if (typeof v !== 'function') return v;
       const fn = v as (...args: unknown[]) => unknown;
       if (prop === 'init' || prop === 'close') return fn.bind(target);
-      return (...args: unknown[]) => (ready ? fn.apply(target, args) : Promise.reject(new StorageNotReadyError('storage is not reachable yet (migrations pending)')));
+      return (...args: unknown[]) =>
+        ready
+          ? fn.apply(target, args)
+          : Promise.reject(new StorageNotReadyError('storage is not reachable yet (migrations pending)'));
     },
   });
-  return { storage: gated, stop: () => { stopped = true; if (timer) clearTimeout(timer); } };
+  return {
+    storage: gated,
+    stop: () => {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    },
+  };
 }
 
 /**
  * A store migrated by a newer tracegate has tables and views this version does not know (and may write wrongly:
  * an older collector once fed data to rollups the newer schema had replaced): refuse to start rather than guess.
  */
-export function refuseNewerSchema(applied: ReadonlySet<number>, known: ReadonlyArray<{ version: number }>, where: string): void {
+export function refuseNewerSchema(
+  applied: ReadonlySet<number>,
+  known: ReadonlyArray<{ version: number }>,
+  where: string,
+): void {
   const latest = Math.max(...known.map((m) => m.version));
   const newest = Math.max(0, ...applied);
   if (newest > latest) {
-    throw new StorageConfigError(`${where} has schema version ${newest}, newer than this tracegate knows (${latest}): it was upgraded by a newer tracegate; run that version (downgrades are not supported)`);
+    throw new StorageConfigError(
+      `${where} has schema version ${newest}, newer than this tracegate knows (${latest}): it was upgraded by a newer tracegate; run that version (downgrades are not supported)`,
+    );
   }
 }

@@ -2,23 +2,33 @@
 // same contract suite in test/storage/contract.test.ts.
 import type { SpanRecord, SpanKind, Source } from '../collector/record.ts';
 import type {
-  AlertRecord, AuditRecord, CheckpointRecord, EnrichmentRecord, FindingRecord, PolicyRecord, VerificationRecord,
+  AlertRecord,
+  AuditRecord,
+  CheckpointRecord,
+  EnrichmentRecord,
+  FindingRecord,
+  PolicyRecord,
+  VerificationRecord,
 } from '../collector/enrichment-records.ts';
 
-export interface Workspace { id: string; name: string; createdAtMs: number }
+export interface Workspace {
+  id: string;
+  name: string;
+  createdAtMs: number;
+}
 
 export interface ApiKeyRecord {
-  keyId: string;          // public part, e.g. "k_3f9a…"; the lookup key
+  keyId: string; // public part, e.g. "k_3f9a…"; the lookup key
   workspaceId: string;
-  hash: string;           // hex SHA-256 of the full secret key; the key itself is never stored
+  hash: string; // hex SHA-256 of the full secret key; the key itself is never stored
   createdAtMs: number;
-  revokedAtMs: number;    // 0 when active
+  revokedAtMs: number; // 0 when active
 }
 
 /** A trace is listed when one of its spans satisfies every filter (time range on span start). */
 export interface TraceFilter {
-  fromMs?: number;        // inclusive
-  toMs?: number;          // exclusive
+  fromMs?: number; // inclusive
+  toMs?: number; // exclusive
   /** Bounds to the nanosecond (the read route's); each takes the place of its ms one. */
   fromNs?: bigint;
   toNs?: bigint;
@@ -29,7 +39,7 @@ export interface TraceFilter {
   source?: Source;
   /** One trace only (its rollup when GET /api/traces/:id shows a part of its spans). */
   traceId?: string;
-  limit: number;          // 1..1000
+  limit: number; // 1..1000
   /** Opaque cursor returned as nextCursor by the previous page. */
   cursor?: string;
 }
@@ -37,13 +47,13 @@ export interface TraceFilter {
 /** One row of GET /api/traces: a trace rolled up over its spans. */
 export interface TraceSummary {
   traceId: string;
-  name: string;           // of the root-most span
+  name: string; // of the root-most span
   startTimeNs: string;
   endTimeNs: string;
-  durationMs: number;     // trace wall time: max(end) - min(start)
+  durationMs: number; // trace wall time: max(end) - min(start)
   spanCount: number;
-  status: string;         // 'error' if any span errored, else the root span's status
-  errorCount: number;     // spans with status 'error'
+  status: string; // 'error' if any span errored, else the root span's status
+  errorCount: number; // spans with status 'error'
   model: string;
   source: Source | string;
   actionName: string;
@@ -54,7 +64,10 @@ export interface TraceSummary {
   costUsd: number;
 }
 
-export interface TracePage { items: TraceSummary[]; nextCursor: string | null }
+export interface TracePage {
+  items: TraceSummary[];
+  nextCursor: string | null;
+}
 
 export interface ChainState {
   next: CheckpointRecord | null;
@@ -63,19 +76,32 @@ export interface ChainState {
 }
 
 /** A place in a chain: pages of chain records start after it. */
-export interface ChainPos { chainId: string; seq: number }
+export interface ChainPos {
+  chainId: string;
+  seq: number;
+}
 
 /**
  * A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id), fewer
  * when their stored size reaches `maxBytes` (the span reaching it ends the part, so a part is never empty while
  * spans are left).
  */
-export interface SpanPage { limit: number; after?: { startNs: string; spanId: string }; maxBytes?: number }
+export interface SpanPage {
+  limit: number;
+  after?: { startNs: string; spanId: string };
+  maxBytes?: number;
+}
 
 /** A part of a trace, and whether spans follow it. */
-export interface SpanPart { spans: SpanRecord[]; more: boolean }
+export interface SpanPart {
+  spans: SpanRecord[];
+  more: boolean;
+}
 /** A trace as stored: its distinct spans, and their text in bytes (each span's newest version, as SpanPage.maxBytes counts). */
-export interface TraceSize { spans: number; bytes: number }
+export interface TraceSize {
+  spans: number;
+  bytes: number;
+}
 
 /**
  * Spans and enrichment records, each encoded as it is added, so that the caller need not hold them all as objects
@@ -169,13 +195,22 @@ export interface Storage {
   /** A workspace's checkpoints in chain order (chainId, seq): the first `limit` after `after`. */
   checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]>;
   /** Traces with stored spans but no verification record, in trace id order: the first `limit` after `after`, with their sizes. */
-  unverifiedTraces(workspaceId: string, after: string | null, limit: number): Promise<Array<{ traceId: string } & TraceSize>>;
+  unverifiedTraces(
+    workspaceId: string,
+    after: string | null,
+    limit: number,
+  ): Promise<Array<{ traceId: string } & TraceSize>>;
   /** The sizes of these traces as stored (verification reads them in chunks that fit a budget); traces with none are left out. */
   traceSizes(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceSize>>;
   /** The stored size (SpanPage.maxBytes's measure) of each of these spans of a trace, newest version; unknown ids are left out. */
   spanSizes(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<Map<string, number>>;
   /** A chain's records with fromSeq <= seq <= toSeq, in seq order (checking one trace reads around its records only). */
-  verificationRange(workspaceId: string, chainId: string, fromSeq: number, toSeq: number): Promise<VerificationRecord[]>;
+  verificationRange(
+    workspaceId: string,
+    chainId: string,
+    fromSeq: number,
+    toSeq: number,
+  ): Promise<VerificationRecord[]>;
   /** Of a chain: its first checkpoint at or after `seq`, its newest checkpoint, and its newest record's seq and time. */
   chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState>;
   /** Whether the workspace holds a verification record with this hash (the earlier run a chain continues). */
@@ -185,35 +220,73 @@ export interface Storage {
   /** Usage analytics over model calls (kind llm and embedding); ClickHouse answers from materialized rollups. */
   usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]>;
   /** Findings per category and day. */
-  findingsDaily(workspaceId: string, q: { fromMs?: number; toMs?: number }): Promise<Array<{ day: string; category: string; severity: string; count: number }>>;
+  findingsDaily(
+    workspaceId: string,
+    q: { fromMs?: number; toMs?: number },
+  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>>;
 }
 
-export interface Page<T> { items: T[]; nextCursor: string | null }
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
 
 /** A span named by its trace and span id (within a workspace). */
-export interface SpanKey { traceId: string; spanId: string }
-export interface SpanVersion extends SpanKey { ingestedAtMs: number }
+export interface SpanKey {
+  traceId: string;
+  spanId: string;
+}
+export interface SpanVersion extends SpanKey {
+  ingestedAtMs: number;
+}
 
 /** A collector's public Ed25519 key (SPKI PEM) as published in storage; keyId is checked against the key itself on use. */
-export interface PublishedKey { keyId: string; publicKeyPem: string; publishedAtMs: number }
+export interface PublishedKey {
+  keyId: string;
+  publicKeyPem: string;
+  publishedAtMs: number;
+}
 
-export interface FindingQuery { traceId?: string; category?: string; detector?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }
-export interface AuditQuery { action?: string; actor?: string; outcome?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }
-export interface AlertQuery { kind?: string; ruleId?: string; fromMs?: number; toMs?: number; limit: number; cursor?: string }
+export interface FindingQuery {
+  traceId?: string;
+  category?: string;
+  detector?: string;
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: string;
+}
+export interface AuditQuery {
+  action?: string;
+  actor?: string;
+  outcome?: string;
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: string;
+}
+export interface AlertQuery {
+  kind?: string;
+  ruleId?: string;
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: string;
+}
 
 export interface UsageQuery {
   groupBy: 'model' | 'actionName' | 'environment' | 'source';
   bucket: 'hour' | 'day';
-  fromMs?: number;       // on span start
+  fromMs?: number; // on span start
   toMs?: number;
 }
 
 export interface UsageRow {
-  bucketStart: string;   // ISO 8601 UTC, start of the hour/day
-  key: string;           // the group value ('' when unset)
+  bucketStart: string; // ISO 8601 UTC, start of the hour/day
+  key: string; // the group value ('' when unset)
   requests: number;
   errors: number;
-  errorRate: number;     // errors / requests
+  errorRate: number; // errors / requests
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;

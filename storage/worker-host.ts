@@ -8,7 +8,11 @@ import { createStorage } from './index.ts';
 import type { Storage } from './types.ts';
 import { insertSpoolFiles } from './spool-files.ts';
 
-export interface CallMessage { id: number; method: string; args: unknown[] }
+export interface CallMessage {
+  id: number;
+  method: string;
+  args: unknown[];
+}
 
 const storage: Storage = createStorage(workerData as Config);
 

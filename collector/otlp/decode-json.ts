@@ -6,7 +6,35 @@ import { jsonPrescan } from '../json-prescan.ts';
 import { jsonSyntaxError } from '../body.ts';
 import { LOG_BODY, logSpan, SEVERITY_NAMES } from './logs.ts';
 import {
-  attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, maxNodesOf, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, SpanReject, SpanTally, tooDeep, ZERO_SPAN, ZERO_TRACE,
+  attrKey,
+  attrSegment,
+  cap,
+  checkSpanTimes,
+  Ctx,
+  finishAttrs,
+  finiteOrString,
+  has,
+  idHint,
+  limitPlain,
+  limitStr,
+  located,
+  maxNodesOf,
+  nestedKey,
+  type NormalizedEvent,
+  type NormalizedLink,
+  type NormalizedRequest,
+  type NormalizedResourceSpans,
+  type NormalizedScope,
+  type NormalizedScopeSpans,
+  type NormalizedSpan,
+  OtlpDecodeError,
+  type OtlpLimits,
+  over,
+  SpanReject,
+  SpanTally,
+  tooDeep,
+  ZERO_SPAN,
+  ZERO_TRACE,
 } from './normalized.ts';
 
 type J = Record<string, unknown>;
@@ -30,7 +58,10 @@ function jStr(v: unknown, what: string): string {
 
 function jUint(v: unknown): number {
   if (typeof v === 'number') return v >= 0 && Number.isFinite(v) ? Math.floor(v) >>> 0 : 0;
-  if (typeof v === 'string' && v !== '') { const n = Number(v); return n >= 0 && Number.isFinite(n) ? Math.floor(n) >>> 0 : 0; }
+  if (typeof v === 'string' && v !== '') {
+    const n = Number(v);
+    return n >= 0 && Number.isFinite(n) ? Math.floor(n) >>> 0 : 0;
+  }
   return 0;
 }
 
@@ -39,7 +70,12 @@ function hostileObject(o: J): void {
 }
 
 const SPAN_KIND_NAMES: Record<string, number> = {
-  SPAN_KIND_UNSPECIFIED: 0, SPAN_KIND_INTERNAL: 1, SPAN_KIND_SERVER: 2, SPAN_KIND_CLIENT: 3, SPAN_KIND_PRODUCER: 4, SPAN_KIND_CONSUMER: 5,
+  SPAN_KIND_UNSPECIFIED: 0,
+  SPAN_KIND_INTERNAL: 1,
+  SPAN_KIND_SERVER: 2,
+  SPAN_KIND_CLIENT: 3,
+  SPAN_KIND_PRODUCER: 4,
+  SPAN_KIND_CONSUMER: 5,
 };
 const STATUS_CODE_NAMES: Record<string, number> = { STATUS_CODE_UNSET: 0, STATUS_CODE_OK: 1, STATUS_CODE_ERROR: 2 };
 
@@ -67,7 +103,8 @@ function jTime(v: unknown, what: string): string {
   if (typeof v === 'string') {
     if (!isDigits(v, 0)) throw new SpanReject(`${what} is not a decimal integer`);
     if (v.length > 1 && v.charCodeAt(0) === 48) return BigInt(v).toString();
-    if (v.length > 20 || (v.length === 20 && v > '18446744073709551615')) throw new SpanReject(`${what} is out of range`);
+    if (v.length > 20 || (v.length === 20 && v > '18446744073709551615'))
+      throw new SpanReject(`${what} is out of range`);
     return v;
   }
   if (typeof v === 'number' && Number.isInteger(v) && v >= 0) return BigInt(v).toString();
@@ -86,7 +123,14 @@ function isBase64(s: string): boolean {
   let i = 0;
   for (; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    const ok = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 43 || c === 47 || c === 45 || c === 95;
+    const ok =
+      (c >= 65 && c <= 90) ||
+      (c >= 97 && c <= 122) ||
+      (c >= 48 && c <= 57) ||
+      c === 43 ||
+      c === 47 ||
+      c === 45 ||
+      c === 95;
     if (!ok) break;
   }
   for (; i < s.length; i++) if (s.charCodeAt(i) !== 61) return false; // '=' padding only at the end
@@ -119,7 +163,13 @@ function jSpanId(v: unknown, size: 8 | 16, what: string, optional: boolean): str
 
 /** A JSON number of 16+ digits somewhere (maybe inside a string: then the slower parse below is merely unneeded). */
 const UNSAFE_INT = /[:[,]\s*-?\d{16}/;
-const INT64_KEYS = new Set(['intValue', 'startTimeUnixNano', 'endTimeUnixNano', 'timeUnixNano', 'observedTimeUnixNano']);
+const INT64_KEYS = new Set([
+  'intValue',
+  'startTimeUnixNano',
+  'endTimeUnixNano',
+  'timeUnixNano',
+  'observedTimeUnixNano',
+]);
 
 /**
  * OTLP/JSON allows 64-bit integers as numbers, but JSON.parse rounds those beyond 2^53: for the 64-bit fields,
@@ -132,9 +182,27 @@ function exactInt64(key: string, value: unknown, ctx?: { source?: string }): unk
 }
 
 /** What differs between the traces and the logs request: the wrapper keys and the leaf message. */
-interface JSignal { resource: string; scope: string; items: string; noun: string; leaf(o: J, ctx: Ctx): NormalizedSpan }
-const TRACES: JSignal = { resource: 'resourceSpans', scope: 'scopeSpans', items: 'spans', noun: 'span', leaf: (o, ctx) => jSpan(o, ctx) };
-const LOGS: JSignal = { resource: 'resourceLogs', scope: 'scopeLogs', items: 'logRecords', noun: 'log record', leaf: (o, ctx) => jLogRecord(o, ctx) };
+interface JSignal {
+  resource: string;
+  scope: string;
+  items: string;
+  noun: string;
+  leaf(o: J, ctx: Ctx): NormalizedSpan;
+}
+const TRACES: JSignal = {
+  resource: 'resourceSpans',
+  scope: 'scopeSpans',
+  items: 'spans',
+  noun: 'span',
+  leaf: (o, ctx) => jSpan(o, ctx),
+};
+const LOGS: JSignal = {
+  resource: 'resourceLogs',
+  scope: 'scopeLogs',
+  items: 'logRecords',
+  noun: 'log record',
+  leaf: (o, ctx) => jLogRecord(o, ctx),
+};
 
 export function decodeJson(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
   return decodeSignal(buf, limits, TRACES);
@@ -184,7 +252,9 @@ function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: JSignal): Normalized
         try {
           hostileObject(res);
           resAttrs = jAttrList(res.attributes, ctx, 'resource');
-        } catch (err) { throw located(err, 'resource'); }
+        } catch (err) {
+          throw located(err, 'resource');
+        }
       }
       const nss: NormalizedScopeSpans[] = [];
       const ssList = jArr(rs[sig.scope], sig.scope, false);
@@ -199,11 +269,20 @@ function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: JSignal): Normalized
               hostileObject(sc);
               scope = {
                 name: limitPlain(typeof sc.name === 'string' ? sc.name : '', limits, 'otel.scope.name', ctx),
-                version: limitPlain(typeof sc.version === 'string' ? sc.version : '', limits, 'otel.scope.version', ctx),
+                version: limitPlain(
+                  typeof sc.version === 'string' ? sc.version : '',
+                  limits,
+                  'otel.scope.version',
+                  ctx,
+                ),
                 attributes: jAttrList(sc.attributes, ctx, 'scope'),
-                droppedAttributesCount: jUint(sc.droppedAttributesCount) + over(jArr(sc.attributes, 'scope attributes', false), limits.maxAttributes),
+                droppedAttributesCount:
+                  jUint(sc.droppedAttributesCount) +
+                  over(jArr(sc.attributes, 'scope attributes', false), limits.maxAttributes),
               };
-            } catch (err) { throw located(err, 'scope'); }
+            } catch (err) {
+              throw located(err, 'scope');
+            }
           } else {
             scope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
           }
@@ -221,25 +300,43 @@ function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: JSignal): Normalized
             }
           }
           nss.push({ scope, schemaUrl: typeof ss.schemaUrl === 'string' ? ss.schemaUrl : '', spans });
-        } catch (err) { throw located(err, `${sig.scope}[${s}]`); }
+        } catch (err) {
+          throw located(err, `${sig.scope}[${s}]`);
+        }
       }
       out.push({
-        resource: { attributes: resAttrs, droppedAttributesCount: res ? jUint(res.droppedAttributesCount) + over(jArr(res.attributes, 'resource attributes', false), limits.maxAttributes) : 0 },
+        resource: {
+          attributes: resAttrs,
+          droppedAttributesCount: res
+            ? jUint(res.droppedAttributesCount) +
+              over(jArr(res.attributes, 'resource attributes', false), limits.maxAttributes)
+            : 0,
+        },
         schemaUrl: typeof rs.schemaUrl === 'string' ? rs.schemaUrl : '',
         scopeSpans: nss,
       });
-    } catch (err) { throw located(err, `${sig.resource}[${r}]`); }
+    } catch (err) {
+      throw located(err, `${sig.resource}[${r}]`);
+    }
   }
   return { resourceSpans: out, spanCount: tally.kept, rejectedSpans: tally.rejected, errorMessage: tally.errorMessage };
 }
 
 /** An event's or link's attributes (the first `max`), its own keys checked; a failure names `segment`. */
-function jItemAttrs(item: J, what: string, segment: string, max: number, ctx: Ctx): { raw: unknown[]; attributes: Attributes } {
+function jItemAttrs(
+  item: J,
+  what: string,
+  segment: string,
+  max: number,
+  ctx: Ctx,
+): { raw: unknown[]; attributes: Attributes } {
   try {
     hostileObject(item);
     const raw = jArr(item.attributes, `${what} attributes`, true);
     return { raw, attributes: jAttrs(cap(raw, max), ctx) };
-  } catch (err) { throw located(err, segment); }
+  } catch (err) {
+    throw located(err, segment);
+  }
 }
 
 function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
@@ -263,7 +360,12 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
     if (!isObj(e)) throw new SpanReject('event is not an object');
     const { raw: ea, attributes } = jItemAttrs(e, 'event', `events[${i}]`, max, ctx);
     const name = limitPlain(jStr(e.name, 'event name'), limits, 'otel.event.name', ctx);
-    events[i] = { name, timeNs: jTime(e.timeUnixNano, 'event timeUnixNano'), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(e.droppedAttributesCount) + over(ea, max) };
+    events[i] = {
+      name,
+      timeNs: jTime(e.timeUnixNano, 'event timeUnixNano'),
+      attributes: finishAttrs(attributes, ctx),
+      droppedAttributesCount: jUint(e.droppedAttributesCount) + over(ea, max),
+    };
   }
   const links: NormalizedLink[] = [];
   const jLinks = cap(rawLinks, limits.maxEvents);
@@ -276,7 +378,14 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
     const lt = jId(l.traceId, 16);
     const ls = jId(l.spanId, 8);
     if (!lt || !ls || lt === ZERO_TRACE || ls === ZERO_SPAN) continue; // link without valid ids: dropped
-    links.push({ traceId: lt, spanId: ls, traceState, flags: jUint(l.flags), attributes: attrs, droppedAttributesCount: jUint(l.droppedAttributesCount) + over(la, max) });
+    links.push({
+      traceId: lt,
+      spanId: ls,
+      traceState,
+      flags: jUint(l.flags),
+      attributes: attrs,
+      droppedAttributesCount: jUint(l.droppedAttributesCount) + over(la, max),
+    });
   }
   const attributes = jAttrs(cap(rawAttrs, max), ctx);
   const name = limitPlain(jStr(sp.name, 'name'), limits, 'otel.span.name', ctx);
@@ -284,17 +393,33 @@ function jSpan(sp: J, ctx: Ctx): NormalizedSpan {
   let statusCode = 0;
   let statusMessage = '';
   if (isObj(sp.status)) {
-    try { hostileObject(sp.status); } catch (err) { throw located(err, 'status'); }
+    try {
+      hostileObject(sp.status);
+    } catch (err) {
+      throw located(err, 'status');
+    }
     statusCode = jEnum(sp.status.code, STATUS_CODE_NAMES);
     if (statusCode !== 1 && statusCode !== 2) statusCode = 0;
     statusMessage = limitPlain(jStr(sp.status.message, 'status message'), limits, 'otel.status_message', ctx);
   }
   return {
-    traceId, spanId, parentSpanId, traceState, flags: jUint(sp.flags), name, kind: jEnum(sp.kind, SPAN_KIND_NAMES),
-    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: jUint(sp.droppedAttributesCount) + over(rawAttrs, max),
-    events, droppedEventsCount: jUint(sp.droppedEventsCount) + over(rawEvents, limits.maxEvents),
-    links, droppedLinksCount: jUint(sp.droppedLinksCount) + over(rawLinks, limits.maxEvents),
-    statusCode, statusMessage,
+    traceId,
+    spanId,
+    parentSpanId,
+    traceState,
+    flags: jUint(sp.flags),
+    name,
+    kind: jEnum(sp.kind, SPAN_KIND_NAMES),
+    startTimeNs,
+    endTimeNs,
+    attributes: finishAttrs(attributes, ctx),
+    droppedAttributesCount: jUint(sp.droppedAttributesCount) + over(rawAttrs, max),
+    events,
+    droppedEventsCount: jUint(sp.droppedEventsCount) + over(rawEvents, limits.maxEvents),
+    links,
+    droppedLinksCount: jUint(sp.droppedLinksCount) + over(rawLinks, limits.maxEvents),
+    statusCode,
+    statusMessage,
   };
 }
 
@@ -307,14 +432,28 @@ function jLogRecord(lr: J, ctx: Ctx): NormalizedSpan {
   const attributes = jAttrs(cap(rawAttrs, limits.maxAttributes), ctx);
   let body: AttrValue | undefined;
   if (lr.body !== undefined && lr.body !== null) {
-    try { body = jValue(lr.body, 0, ctx, LOG_BODY); } catch (err) { throw located(err, 'body'); }
+    try {
+      body = jValue(lr.body, 0, ctx, LOG_BODY);
+    } catch (err) {
+      throw located(err, 'body');
+    }
   }
-  return logSpan({
-    traceId, spanId, timeNs: jTime(lr.timeUnixNano, 'timeUnixNano'), observedTimeNs: jTime(lr.observedTimeUnixNano, 'observedTimeUnixNano'),
-    severityNumber: jEnum(lr.severityNumber, SEVERITY_NAMES), severityText: limitPlain(jStr(lr.severityText, 'severityText'), limits, 'otel.log.severity_text', ctx),
-    eventName: limitPlain(jStr(lr.eventName, 'eventName'), limits, 'otel.event.name', ctx), flags: jUint(lr.flags), body, attributes,
-    droppedAttributesCount: jUint(lr.droppedAttributesCount) + over(rawAttrs, limits.maxAttributes),
-  }, ctx);
+  return logSpan(
+    {
+      traceId,
+      spanId,
+      timeNs: jTime(lr.timeUnixNano, 'timeUnixNano'),
+      observedTimeNs: jTime(lr.observedTimeUnixNano, 'observedTimeUnixNano'),
+      severityNumber: jEnum(lr.severityNumber, SEVERITY_NAMES),
+      severityText: limitPlain(jStr(lr.severityText, 'severityText'), limits, 'otel.log.severity_text', ctx),
+      eventName: limitPlain(jStr(lr.eventName, 'eventName'), limits, 'otel.event.name', ctx),
+      flags: jUint(lr.flags),
+      body,
+      attributes,
+      droppedAttributesCount: jUint(lr.droppedAttributesCount) + over(rawAttrs, limits.maxAttributes),
+    },
+    ctx,
+  );
 }
 
 function jAttrList(v: unknown, ctx: Ctx, where: string): Attributes {
@@ -322,7 +461,8 @@ function jAttrList(v: unknown, ctx: Ctx, where: string): Attributes {
   try {
     return finishAttrs(jAttrs(cap(kvs, ctx.limits.maxAttributes), ctx), ctx);
   } catch (err) {
-    if (err instanceof SpanReject) { // no span to reject: the request fails
+    if (err instanceof SpanReject) {
+      // no span to reject: the request fails
       const e = new OtlpDecodeError(`${where}: ${err.reason}`);
       e.field = err.field;
       throw e;
@@ -361,7 +501,8 @@ function jInt(v: unknown, key: string): number | string {
     if (!isDigits(v, neg ? 1 : 0)) throw new SpanReject(`attribute "${key}": intValue is not an integer`);
     if (v.length <= 15) return Number(v);
     const b = BigInt(v);
-    if (b > 9223372036854775807n || b < -9223372036854775808n) throw new SpanReject(`attribute "${key}": intValue is out of int64 range`);
+    if (b > 9223372036854775807n || b < -9223372036854775808n)
+      throw new SpanReject(`attribute "${key}": intValue is out of int64 range`);
     return b <= 9007199254740991n && b >= -9007199254740991n ? Number(b) : b.toString();
   }
   throw new SpanReject(`attribute "${key}": intValue is not an integer`);

@@ -3,11 +3,49 @@
 import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import type { Attributes, AttrValue } from '../record.ts';
-import { ExportLogsServiceRequest, ExportTraceServiceRequest, type PbAnyValue, type PbKeyValue, type PbLogRecord, type PbLong, type PbScope, type PbSpan } from './schema.ts';
+import {
+  ExportLogsServiceRequest,
+  ExportTraceServiceRequest,
+  type PbAnyValue,
+  type PbKeyValue,
+  type PbLogRecord,
+  type PbLong,
+  type PbScope,
+  type PbSpan,
+} from './schema.ts';
 import { LOG_BODY, logSpan } from './logs.ts';
 import { prescanProtobuf } from './prescan.ts';
 import {
-  attrKey, attrSegment, cap, checkSpanTimes, Ctx, finishAttrs, finiteOrString, has, idHint, limitPlain, limitStr, located, nestedKey, type NormalizedEvent, type NormalizedLink, type NormalizedRequest, type NormalizedResourceSpans, type NormalizedScope, type NormalizedScopeSpans, type NormalizedSpan, OtlpDecodeError, type OtlpLimits, over, SpanReject, SpanTally, toHex, tooDeep, u64ToDecimal, ZERO_SPAN, ZERO_TRACE,
+  attrKey,
+  attrSegment,
+  cap,
+  checkSpanTimes,
+  Ctx,
+  finishAttrs,
+  finiteOrString,
+  has,
+  idHint,
+  limitPlain,
+  limitStr,
+  located,
+  nestedKey,
+  type NormalizedEvent,
+  type NormalizedLink,
+  type NormalizedRequest,
+  type NormalizedResourceSpans,
+  type NormalizedScope,
+  type NormalizedScopeSpans,
+  type NormalizedSpan,
+  OtlpDecodeError,
+  type OtlpLimits,
+  over,
+  SpanReject,
+  SpanTally,
+  toHex,
+  tooDeep,
+  u64ToDecimal,
+  ZERO_SPAN,
+  ZERO_TRACE,
 } from './normalized.ts';
 
 // protobufjs's generic stringVerify builds short strings char by char and runs a fatal
@@ -36,7 +74,11 @@ class OtlpReader extends BufferReaderBase {
     if (len === 0) return '';
     let sig = -1;
     if (len <= INTERN_MAX_LEN) {
-      sig = len | (buf[start]! << 6) | (buf[end - 1]! << 13) | ((buf[start + (len >> 1)]! ^ buf[start + (len >> 2)]!) << 20);
+      sig =
+        len |
+        (buf[start]! << 6) |
+        (buf[end - 1]! << 13) |
+        ((buf[start + (len >> 1)]! ^ buf[start + (len >> 2)]!) << 20);
       const hit = intern.get(sig);
       if (hit !== undefined && hit.length === len) {
         let i = 0;
@@ -48,7 +90,8 @@ class OtlpReader extends BufferReaderBase {
     if (str.indexOf('\uFFFD') !== -1 && !isUtf8(buf.subarray(start, end))) {
       throw new TypeError('The encoded data was not valid for encoding utf-8');
     }
-    if (sig !== -1 && str.length === len) { // one UTF-16 unit per byte: pure ASCII
+    if (sig !== -1 && str.length === len) {
+      // one UTF-16 unit per byte: pure ASCII
       if (intern.size >= INTERN_MAX_ENTRIES) intern.clear();
       intern.set(sig, str);
     }
@@ -81,7 +124,10 @@ class OtlpReader extends BufferReaderBase {
       if (pos >= len) throw new RangeError('index out of range');
       c = b[pos++]!;
       lo |= (c & 127) << (i * 7);
-      if (c < 128) { done = true; break; }
+      if (c < 128) {
+        done = true;
+        break;
+      }
     }
     if (!done) {
       if (pos >= len) throw new RangeError('index out of range');
@@ -93,7 +139,10 @@ class OtlpReader extends BufferReaderBase {
           if (pos >= len) throw new RangeError('index out of range');
           c = b[pos++]!;
           hi |= (c & 127) << (i * 7 + 3);
-          if (c < 128) { done = true; break; }
+          if (c < 128) {
+            done = true;
+            break;
+          }
         }
         if (!done) throw new Error('invalid varint encoding');
       }
@@ -124,12 +173,24 @@ interface PbSignal {
   hint(item: never): string;
 }
 const TRACES: PbSignal = {
-  name: 'traces', type: ExportTraceServiceRequest, resource: 'resourceSpans', scope: 'scopeSpans', items: 'spans', noun: 'span',
-  leaf: (sp: PbSpan, ctx: Ctx) => pbSpan(sp, ctx), hint: (sp: PbSpan) => idHint(sp.spanId),
+  name: 'traces',
+  type: ExportTraceServiceRequest,
+  resource: 'resourceSpans',
+  scope: 'scopeSpans',
+  items: 'spans',
+  noun: 'span',
+  leaf: (sp: PbSpan, ctx: Ctx) => pbSpan(sp, ctx),
+  hint: (sp: PbSpan) => idHint(sp.spanId),
 };
 const LOGS: PbSignal = {
-  name: 'logs', type: ExportLogsServiceRequest, resource: 'resourceLogs', scope: 'scopeLogs', items: 'logRecords', noun: 'log record',
-  leaf: (lr: PbLogRecord, ctx: Ctx) => pbLogRecord(lr, ctx), hint: (lr: PbLogRecord) => idHint(lr.spanId),
+  name: 'logs',
+  type: ExportLogsServiceRequest,
+  resource: 'resourceLogs',
+  scope: 'scopeLogs',
+  items: 'logRecords',
+  noun: 'log record',
+  leaf: (lr: PbLogRecord, ctx: Ctx) => pbLogRecord(lr, ctx),
+  hint: (lr: PbLogRecord) => idHint(lr.spanId),
 };
 
 export function decodeProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedRequest {
@@ -141,7 +202,10 @@ export function decodeLogsProtobuf(buf: Buffer, limits: OtlpLimits): NormalizedR
   return decodeSignal(buf, limits, LOGS);
 }
 
-type PbEnvelope = { resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null; schemaUrl: string } & Record<string, unknown>;
+type PbEnvelope = {
+  resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null;
+  schemaUrl: string;
+} & Record<string, unknown>;
 type PbScopeEnvelope = { scope?: PbScope | null; schemaUrl: string } & Record<string, unknown>;
 
 function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: PbSignal): NormalizedRequest {
@@ -169,7 +233,11 @@ function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: PbSignal): Normalize
       const res = rs.resource;
       let resAttrs = {} as Attributes;
       if (res) {
-        try { resAttrs = pbAttrList(res.attributes, ctx); } catch (err) { throw located(err, 'resource'); }
+        try {
+          resAttrs = pbAttrList(res.attributes, ctx);
+        } catch (err) {
+          throw located(err, 'resource');
+        }
       }
       const scopes = scopesOf(rs);
       const nss: NormalizedScopeSpans[] = new Array(scopes.length);
@@ -177,11 +245,23 @@ function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: PbSignal): Normalize
         const ss = scopes[s]!;
         try {
           const sc = ss.scope;
-          let scope: NormalizedScope = { name: '', version: '', attributes: {} as Attributes, droppedAttributesCount: 0 };
+          let scope: NormalizedScope = {
+            name: '',
+            version: '',
+            attributes: {} as Attributes,
+            droppedAttributesCount: 0,
+          };
           if (sc) {
             try {
-              scope = { name: limitPlain(sc.name, limits, 'otel.scope.name', ctx), version: limitPlain(sc.version, limits, 'otel.scope.version', ctx), attributes: pbAttrList(sc.attributes, ctx), droppedAttributesCount: (sc.droppedAttributesCount >>> 0) + over(sc.attributes, limits.maxAttributes) };
-            } catch (err) { throw located(err, 'scope'); }
+              scope = {
+                name: limitPlain(sc.name, limits, 'otel.scope.name', ctx),
+                version: limitPlain(sc.version, limits, 'otel.scope.version', ctx),
+                attributes: pbAttrList(sc.attributes, ctx),
+                droppedAttributesCount: (sc.droppedAttributesCount >>> 0) + over(sc.attributes, limits.maxAttributes),
+              };
+            } catch (err) {
+              throw located(err, 'scope');
+            }
           }
           const items = itemsOf(ss);
           const spans: NormalizedSpan[] = [];
@@ -196,10 +276,23 @@ function decodeSignal(buf: Buffer, limits: OtlpLimits, sig: PbSignal): Normalize
             }
           }
           nss[s] = { scope, schemaUrl: ss.schemaUrl, spans };
-        } catch (err) { throw located(err, `${sig.scope}[${s}]`); }
+        } catch (err) {
+          throw located(err, `${sig.scope}[${s}]`);
+        }
       }
-      out[r] = { resource: { attributes: resAttrs, droppedAttributesCount: res ? (res.droppedAttributesCount >>> 0) + over(res.attributes, limits.maxAttributes) : 0 }, schemaUrl: rs.schemaUrl, scopeSpans: nss };
-    } catch (err) { throw located(err, `${sig.resource}[${r}]`); }
+      out[r] = {
+        resource: {
+          attributes: resAttrs,
+          droppedAttributesCount: res
+            ? (res.droppedAttributesCount >>> 0) + over(res.attributes, limits.maxAttributes)
+            : 0,
+        },
+        schemaUrl: rs.schemaUrl,
+        scopeSpans: nss,
+      };
+    } catch (err) {
+      throw located(err, `${sig.resource}[${r}]`);
+    }
   }
   return { resourceSpans: out, spanCount: tally.kept, rejectedSpans: tally.rejected, errorMessage: tally.errorMessage };
 }
@@ -211,14 +304,28 @@ function pbLogRecord(lr: PbLogRecord, ctx: Ctx): NormalizedSpan {
   const attributes = pbAttrs(cap(lr.attributes, limits.maxAttributes), ctx);
   let body: AttrValue | undefined;
   if (lr.body) {
-    try { body = pbValue(lr.body, 0, ctx, LOG_BODY); } catch (err) { throw located(err, 'body'); }
+    try {
+      body = pbValue(lr.body, 0, ctx, LOG_BODY);
+    } catch (err) {
+      throw located(err, 'body');
+    }
   }
-  return logSpan({
-    traceId, spanId, timeNs: pbTime(lr.timeUnixNano), observedTimeNs: pbTime(lr.observedTimeUnixNano),
-    severityNumber: lr.severityNumber | 0, severityText: limitPlain(lr.severityText, limits, 'otel.log.severity_text', ctx),
-    eventName: limitPlain(lr.eventName, limits, 'otel.event.name', ctx), flags: lr.flags >>> 0, body, attributes,
-    droppedAttributesCount: (lr.droppedAttributesCount >>> 0) + over(lr.attributes, limits.maxAttributes),
-  }, ctx);
+  return logSpan(
+    {
+      traceId,
+      spanId,
+      timeNs: pbTime(lr.timeUnixNano),
+      observedTimeNs: pbTime(lr.observedTimeUnixNano),
+      severityNumber: lr.severityNumber | 0,
+      severityText: limitPlain(lr.severityText, limits, 'otel.log.severity_text', ctx),
+      eventName: limitPlain(lr.eventName, limits, 'otel.event.name', ctx),
+      flags: lr.flags >>> 0,
+      body,
+      attributes,
+      droppedAttributesCount: (lr.droppedAttributesCount >>> 0) + over(lr.attributes, limits.maxAttributes),
+    },
+    ctx,
+  );
 }
 
 function pbId(b: Uint8Array | undefined, size: 8 | 16, what: string, optional: boolean): string {
@@ -258,9 +365,18 @@ function pbSpan(sp: PbSpan, ctx: Ctx): NormalizedSpan {
   for (let i = 0; i < spEvents.length; i++) {
     const e = spEvents[i]!;
     let attributes: Attributes;
-    try { attributes = pbAttrs(cap(e.attributes, max), ctx); } catch (err) { throw located(err, `events[${i}]`); }
+    try {
+      attributes = pbAttrs(cap(e.attributes, max), ctx);
+    } catch (err) {
+      throw located(err, `events[${i}]`);
+    }
     const name = limitPlain(e.name, limits, 'otel.event.name', ctx);
-    events[i] = { name, timeNs: pbTime(e.timeUnixNano), attributes: finishAttrs(attributes, ctx), droppedAttributesCount: (e.droppedAttributesCount >>> 0) + over(e.attributes, max) };
+    events[i] = {
+      name,
+      timeNs: pbTime(e.timeUnixNano),
+      attributes: finishAttrs(attributes, ctx),
+      droppedAttributesCount: (e.droppedAttributesCount >>> 0) + over(e.attributes, max),
+    };
   }
   const links: NormalizedLink[] = [];
   for (let i = 0; i < spLinks.length; i++) {
@@ -268,11 +384,22 @@ function pbSpan(sp: PbSpan, ctx: Ctx): NormalizedSpan {
     const lt = pbIdLoose(l.traceId, 16);
     const ls = pbIdLoose(l.spanId, 8);
     let attributes: Attributes;
-    try { attributes = pbAttrs(cap(l.attributes, max), ctx); } catch (err) { throw located(err, `links[${i}]`); }
+    try {
+      attributes = pbAttrs(cap(l.attributes, max), ctx);
+    } catch (err) {
+      throw located(err, `links[${i}]`);
+    }
     const traceState = limitPlain(l.traceState, limits, 'otel.trace_state', ctx);
     const attrs = finishAttrs(attributes, ctx);
     if (lt === '' || ls === '') continue; // a link without valid ids points nowhere: dropped
-    links.push({ traceId: lt, spanId: ls, traceState, flags: l.flags >>> 0, attributes: attrs, droppedAttributesCount: (l.droppedAttributesCount >>> 0) + over(l.attributes, max) });
+    links.push({
+      traceId: lt,
+      spanId: ls,
+      traceState,
+      flags: l.flags >>> 0,
+      attributes: attrs,
+      droppedAttributesCount: (l.droppedAttributesCount >>> 0) + over(l.attributes, max),
+    });
   }
   const attributes = pbAttrs(cap(sp.attributes, max), ctx);
   const name = limitPlain(sp.name, limits, 'otel.span.name', ctx);
@@ -281,11 +408,23 @@ function pbSpan(sp: PbSpan, ctx: Ctx): NormalizedSpan {
   const statusMessage = st ? limitPlain(st.message, limits, 'otel.status_message', ctx) : '';
   const code = st ? st.code : 0;
   return {
-    traceId, spanId, parentSpanId, traceState, flags: sp.flags >>> 0, name, kind: sp.kind | 0,
-    startTimeNs, endTimeNs, attributes: finishAttrs(attributes, ctx), droppedAttributesCount: (sp.droppedAttributesCount >>> 0) + over(sp.attributes, max),
-    events, droppedEventsCount: (sp.droppedEventsCount >>> 0) + over(sp.events, limits.maxEvents),
-    links, droppedLinksCount: (sp.droppedLinksCount >>> 0) + over(sp.links, limits.maxEvents),
-    statusCode: code === 1 || code === 2 ? code : 0, statusMessage,
+    traceId,
+    spanId,
+    parentSpanId,
+    traceState,
+    flags: sp.flags >>> 0,
+    name,
+    kind: sp.kind | 0,
+    startTimeNs,
+    endTimeNs,
+    attributes: finishAttrs(attributes, ctx),
+    droppedAttributesCount: (sp.droppedAttributesCount >>> 0) + over(sp.attributes, max),
+    events,
+    droppedEventsCount: (sp.droppedEventsCount >>> 0) + over(sp.events, limits.maxEvents),
+    links,
+    droppedLinksCount: (sp.droppedLinksCount >>> 0) + over(sp.links, limits.maxEvents),
+    statusCode: code === 1 || code === 2 ? code : 0,
+    statusMessage,
   };
 }
 

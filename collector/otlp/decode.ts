@@ -64,20 +64,44 @@ import { decodeLogsProtobuf, decodeProtobuf } from './decode-protobuf.ts';
 import { decodeJson, decodeLogsJson } from './decode-json.ts';
 
 export {
-  otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, MAX_ATTRIBUTE_KEY_BYTES, NODES_PER_SPAN, maxNodesOf, truncateUtf8, cutMarked, u64ToDecimal,
-  type OtlpLimits, type OtlpEncoding, type NormalizedRequest, type NormalizedResourceSpans,
-  type NormalizedScopeSpans, type NormalizedScope, type NormalizedSpan, type NormalizedEvent, type NormalizedLink,
+  otlpLimits,
+  OtlpDecodeError,
+  CONTENT_KEYS,
+  TRUNCATED_ATTR,
+  MAX_ATTRIBUTE_KEY_BYTES,
+  NODES_PER_SPAN,
+  maxNodesOf,
+  truncateUtf8,
+  cutMarked,
+  u64ToDecimal,
+  type OtlpLimits,
+  type OtlpEncoding,
+  type NormalizedRequest,
+  type NormalizedResourceSpans,
+  type NormalizedScopeSpans,
+  type NormalizedScope,
+  type NormalizedSpan,
+  type NormalizedEvent,
+  type NormalizedLink,
 } from './normalized.ts';
 export { prescanProtobuf } from './prescan.ts';
 
 /** Decode an OTLP/HTTP ExportTraceServiceRequest body (already decompressed). Throws OtlpDecodeError. */
-export function decodeOtlpRequest(body: Buffer | Uint8Array, contentType: OtlpEncoding, limits: OtlpLimits): NormalizedRequest {
+export function decodeOtlpRequest(
+  body: Buffer | Uint8Array,
+  contentType: OtlpEncoding,
+  limits: OtlpLimits,
+): NormalizedRequest {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   return contentType === 'protobuf' ? decodeProtobuf(buf, limits) : decodeJson(buf, limits);
 }
 
 /** Decode an OTLP/HTTP ExportLogsServiceRequest body: one event span per log record with a span context (logs.ts). */
-export function decodeOtlpLogsRequest(body: Buffer | Uint8Array, contentType: OtlpEncoding, limits: OtlpLimits): NormalizedRequest {
+export function decodeOtlpLogsRequest(
+  body: Buffer | Uint8Array,
+  contentType: OtlpEncoding,
+  limits: OtlpLimits,
+): NormalizedRequest {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   return contentType === 'protobuf' ? decodeLogsProtobuf(buf, limits) : decodeLogsJson(buf, limits);
 }

@@ -20,38 +20,72 @@ export interface PartialSuccess {
  * an empty protobuf message (0 bytes) or `{}`; otherwise `partialSuccess` is set — in JSON
  * `rejectedSpans` is an int64 and therefore a decimal string.
  */
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: 'protobuf', signal?: 'traces' | 'logs'): Buffer;
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: 'json', signal?: 'traces' | 'logs'): string;
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: OtlpEncoding, signal?: 'traces' | 'logs'): Buffer | string;
-export function encodeExportResponse(partial: PartialSuccess | null, encoding: OtlpEncoding, signal: 'traces' | 'logs' = 'traces'): Buffer | string {
+export function encodeExportResponse(
+  partial: PartialSuccess | null,
+  encoding: 'protobuf',
+  signal?: 'traces' | 'logs',
+): Buffer;
+export function encodeExportResponse(
+  partial: PartialSuccess | null,
+  encoding: 'json',
+  signal?: 'traces' | 'logs',
+): string;
+export function encodeExportResponse(
+  partial: PartialSuccess | null,
+  encoding: OtlpEncoding,
+  signal?: 'traces' | 'logs',
+): Buffer | string;
+export function encodeExportResponse(
+  partial: PartialSuccess | null,
+  encoding: OtlpEncoding,
+  signal: 'traces' | 'logs' = 'traces',
+): Buffer | string {
   const set = partial !== null && (partial.rejectedSpans > 0 || partial.errorMessage !== '');
   if (encoding === 'json') {
     if (!set) return '{}';
     // ExportLogsPartialSuccess names its count rejectedLogRecords; on the wire both are field 1 (int64).
     const count = String(Math.max(0, Math.floor(partial.rejectedSpans)));
-    return JSON.stringify({ partialSuccess: { [signal === 'logs' ? 'rejectedLogRecords' : 'rejectedSpans']: count, errorMessage: partial.errorMessage } });
+    return JSON.stringify({
+      partialSuccess: {
+        [signal === 'logs' ? 'rejectedLogRecords' : 'rejectedSpans']: count,
+        errorMessage: partial.errorMessage,
+      },
+    });
   }
   if (!set) return Buffer.alloc(0);
   const ps: Record<string, unknown> = {};
   if (partial.rejectedSpans > 0) ps.rejectedSpans = Math.floor(partial.rejectedSpans);
   if (partial.errorMessage !== '') ps.errorMessage = partial.errorMessage;
-  return bytes(ExportTraceServiceResponse.encode(ExportTraceServiceResponse.fromObject({ partialSuccess: ps })).finish());
+  return bytes(
+    ExportTraceServiceResponse.encode(ExportTraceServiceResponse.fromObject({ partialSuccess: ps })).finish(),
+  );
 }
 
 /** google.rpc.Code for an HTTP status (for Status.code). */
 export function rpcCodeForHttp(httpStatus: number): number {
   switch (httpStatus) {
-    case 400: return 3; // INVALID_ARGUMENT
-    case 401: return 16; // UNAUTHENTICATED
-    case 403: return 7; // PERMISSION_DENIED
-    case 404: return 5; // NOT_FOUND
-    case 413: return 11; // OUT_OF_RANGE
-    case 415: return 3; // INVALID_ARGUMENT
-    case 429: return 8; // RESOURCE_EXHAUSTED
-    case 501: return 12; // UNIMPLEMENTED
-    case 503: return 14; // UNAVAILABLE
-    case 504: return 4; // DEADLINE_EXCEEDED
-    default: return httpStatus >= 500 ? 13 /* INTERNAL */ : 2 /* UNKNOWN */;
+    case 400:
+      return 3; // INVALID_ARGUMENT
+    case 401:
+      return 16; // UNAUTHENTICATED
+    case 403:
+      return 7; // PERMISSION_DENIED
+    case 404:
+      return 5; // NOT_FOUND
+    case 413:
+      return 11; // OUT_OF_RANGE
+    case 415:
+      return 3; // INVALID_ARGUMENT
+    case 429:
+      return 8; // RESOURCE_EXHAUSTED
+    case 501:
+      return 12; // UNIMPLEMENTED
+    case 503:
+      return 14; // UNAVAILABLE
+    case 504:
+      return 4; // DEADLINE_EXCEEDED
+    default:
+      return httpStatus >= 500 ? 13 /* INTERNAL */ : 2 /* UNKNOWN */;
   }
 }
 
@@ -65,10 +99,25 @@ export interface FieldViolation {
  * are given they travel as a google.rpc.BadRequest in `details` (google.protobuf.Any; in
  * JSON the proto3 Any form `{"@type": …, "fieldViolations": […]}`).
  */
-export function encodeStatus(code: number, message: string, encoding: 'protobuf', violations?: FieldViolation[]): Buffer;
+export function encodeStatus(
+  code: number,
+  message: string,
+  encoding: 'protobuf',
+  violations?: FieldViolation[],
+): Buffer;
 export function encodeStatus(code: number, message: string, encoding: 'json', violations?: FieldViolation[]): string;
-export function encodeStatus(code: number, message: string, encoding: OtlpEncoding, violations?: FieldViolation[]): Buffer | string;
-export function encodeStatus(code: number, message: string, encoding: OtlpEncoding, violations?: FieldViolation[]): Buffer | string {
+export function encodeStatus(
+  code: number,
+  message: string,
+  encoding: OtlpEncoding,
+  violations?: FieldViolation[],
+): Buffer | string;
+export function encodeStatus(
+  code: number,
+  message: string,
+  encoding: OtlpEncoding,
+  violations?: FieldViolation[],
+): Buffer | string {
   const hasDetails = violations !== undefined && violations.length > 0;
   if (encoding === 'json') {
     const o: Record<string, unknown> = { code, message };

@@ -1,8 +1,30 @@
 // OTLP/HTTP trace receiver building blocks (the route and body reading live elsewhere).
 export {
-  decodeOtlpRequest, decodeOtlpLogsRequest, otlpLimits, OtlpDecodeError, CONTENT_KEYS, TRUNCATED_ATTR, NODES_PER_SPAN, maxNodesOf, truncateUtf8,
-  type OtlpLimits, type OtlpEncoding, type NormalizedRequest, type NormalizedResourceSpans,
-  type NormalizedScopeSpans, type NormalizedScope, type NormalizedSpan, type NormalizedEvent, type NormalizedLink,
+  decodeOtlpRequest,
+  decodeOtlpLogsRequest,
+  otlpLimits,
+  OtlpDecodeError,
+  CONTENT_KEYS,
+  TRUNCATED_ATTR,
+  NODES_PER_SPAN,
+  maxNodesOf,
+  truncateUtf8,
+  type OtlpLimits,
+  type OtlpEncoding,
+  type NormalizedRequest,
+  type NormalizedResourceSpans,
+  type NormalizedScopeSpans,
+  type NormalizedScope,
+  type NormalizedSpan,
+  type NormalizedEvent,
+  type NormalizedLink,
 } from './decode.ts';
-export { encodeExportResponse, encodeStatus, rpcCodeForHttp, CONTENT_TYPES, type PartialSuccess, type FieldViolation } from './encode.ts';
+export {
+  encodeExportResponse,
+  encodeStatus,
+  rpcCodeForHttp,
+  CONTENT_TYPES,
+  type PartialSuccess,
+  type FieldViolation,
+} from './encode.ts';
 export { mapOtlp, type OtlpMapLimits } from '../../mappers/otlp.ts';

@@ -34,7 +34,8 @@ export interface LogFields {
 /** The event span for one log record; SpanReject when it cannot be one. */
 export function logSpan(l: LogFields, ctx: Ctx): NormalizedSpan {
   const index = ctx.logIndex++;
-  if (l.traceId === '' || l.spanId === '') throw new SpanReject('no span context (traceId and spanId): only log records of a span are stored');
+  if (l.traceId === '' || l.spanId === '')
+    throw new SpanReject('no span context (traceId and spanId): only log records of a span are stored');
   const time = l.timeNs !== '0' ? l.timeNs : l.observedTimeNs;
   if (time === '0') throw new SpanReject('missing timeUnixNano and observedTimeUnixNano');
   checkSpanTimes(time, time, l.timeNs !== '0' ? 'timeUnixNano' : 'observedTimeUnixNano');
@@ -44,7 +45,8 @@ export function logSpan(l: LogFields, ctx: Ctx): NormalizedSpan {
   if (l.severityNumber > 0) attributes['otel.log.severity_number'] = l.severityNumber;
   if (l.severityText) attributes['otel.log.severity_text'] = l.severityText;
   if (l.eventName) attributes['otel.event.name'] = l.eventName;
-  if (l.observedTimeNs !== '0' && l.observedTimeNs !== time) attributes['otel.log.observed_time_unix_nano'] = l.observedTimeNs;
+  if (l.observedTimeNs !== '0' && l.observedTimeNs !== time)
+    attributes['otel.log.observed_time_unix_nano'] = l.observedTimeNs;
   if (l.body !== undefined) attributes[LOG_BODY] = l.body;
   finishAttrs(attributes, ctx);
   // Instrumentations give every input message of a call one timestamp: the record's place in the request keeps
@@ -53,15 +55,31 @@ export function logSpan(l: LogFields, ctx: Ctx): NormalizedSpan {
   // The same request delivered again (an exporter's retry) gives the same ids, so each record is stored once.
   const id = hash('sha256', JSON.stringify([l.traceId, l.spanId, time, name, attributes]), 'hex').slice(0, 16);
   return {
-    traceId: l.traceId, spanId: id === '0000000000000000' ? '0000000000000001' : id, parentSpanId: l.spanId, traceState: '', flags: l.flags, name,
-    kind: 1, startTimeNs: time, endTimeNs: time, attributes, droppedAttributesCount: l.droppedAttributesCount,
-    events: [], droppedEventsCount: 0, links: [], droppedLinksCount: 0, statusCode: 0, statusMessage: '',
+    traceId: l.traceId,
+    spanId: id === '0000000000000000' ? '0000000000000001' : id,
+    parentSpanId: l.spanId,
+    traceState: '',
+    flags: l.flags,
+    name,
+    kind: 1,
+    startTimeNs: time,
+    endTimeNs: time,
+    attributes,
+    droppedAttributesCount: l.droppedAttributesCount,
+    events: [],
+    droppedEventsCount: 0,
+    links: [],
+    droppedLinksCount: 0,
+    statusCode: 0,
+    statusMessage: '',
     log: { body: l.body },
   };
 }
 
 /** SeverityNumber names (OTLP/JSON may send the enum by name). */
 export const SEVERITY_NAMES: Record<string, number> = Object.fromEntries(
-  ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL'].flatMap((level, i) => ['', '2', '3', '4'].map((n, j) => [`SEVERITY_NUMBER_${level}${n}`, i * 4 + j + 1])),
+  ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL'].flatMap((level, i) =>
+    ['', '2', '3', '4'].map((n, j) => [`SEVERITY_NUMBER_${level}${n}`, i * 4 + j + 1]),
+  ),
 );
 SEVERITY_NAMES.SEVERITY_NUMBER_UNSPECIFIED = 0;

@@ -27,7 +27,18 @@ export interface OtlpLimits {
   maxNodes?: number;
 }
 
-export function otlpLimits(c: Pick<Config, 'MAX_DEPTH' | 'MAX_ATTRIBUTES' | 'MAX_EVENTS' | 'MAX_SPANS_PER_REQUEST' | 'MAX_ATTRIBUTE_VALUE_BYTES' | 'MAX_STRING_BYTES' | 'MAX_ATTRIBUTE_KEY_BYTES'>): OtlpLimits {
+export function otlpLimits(
+  c: Pick<
+    Config,
+    | 'MAX_DEPTH'
+    | 'MAX_ATTRIBUTES'
+    | 'MAX_EVENTS'
+    | 'MAX_SPANS_PER_REQUEST'
+    | 'MAX_ATTRIBUTE_VALUE_BYTES'
+    | 'MAX_STRING_BYTES'
+    | 'MAX_ATTRIBUTE_KEY_BYTES'
+  >,
+): OtlpLimits {
   return {
     maxDepth: c.MAX_DEPTH,
     maxAttributes: c.MAX_ATTRIBUTES,
@@ -139,17 +150,42 @@ export type OtlpEncoding = 'protobuf' | 'json';
 
 /** Attribute keys whose string values may be as long as maxStringBytes (prompt/response carriers). */
 export const CONTENT_KEYS: ReadonlySet<string> = new Set([
-  'gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.system_instructions', 'gen_ai.tool.definitions',
-  'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result', 'gen_ai.prompt', 'gen_ai.completion',
-  'input.value', 'output.value', 'traceloop.entity.input', 'traceloop.entity.output',
-  'ai.prompt', 'ai.prompt.messages', 'ai.response.text', 'ai.response.object', 'ai.response.toolCalls',
-  'ai.value', 'ai.values', 'ai.toolCall.args', 'ai.toolCall.result', 'ai.toolCall.input', 'ai.toolCall.output',
-  'content', 'message', 'body', 'gen_ai.event.content', 'tool.parameters', 'llm.invocation_parameters', 'otel.log.body',
+  'gen_ai.input.messages',
+  'gen_ai.output.messages',
+  'gen_ai.system_instructions',
+  'gen_ai.tool.definitions',
+  'gen_ai.tool.call.arguments',
+  'gen_ai.tool.call.result',
+  'gen_ai.prompt',
+  'gen_ai.completion',
+  'input.value',
+  'output.value',
+  'traceloop.entity.input',
+  'traceloop.entity.output',
+  'ai.prompt',
+  'ai.prompt.messages',
+  'ai.response.text',
+  'ai.response.object',
+  'ai.response.toolCalls',
+  'ai.value',
+  'ai.values',
+  'ai.toolCall.args',
+  'ai.toolCall.result',
+  'ai.toolCall.input',
+  'ai.toolCall.output',
+  'content',
+  'message',
+  'body',
+  'gen_ai.event.content',
+  'tool.parameters',
+  'llm.invocation_parameters',
+  'otel.log.body',
 ]);
 
 /** Flattened message content: OpenInference `llm.{input,output}_messages.N.message.content` (and its
  * `message.contents.M.message_content.text` parts), OpenLLMetry `gen_ai.{prompt,completion}.N.content`. */
-export const FLAT_CONTENT = /^(?:llm\.(?:input|output)_messages\.\d+\.message\.(?:content|contents\.\d+\.message_content\.text|tool_calls\.\d+\.tool_call\.function\.arguments)|gen_ai\.(?:prompt|completion)\.\d+\.(?:content|tool_calls\.\d+\.arguments))$/;
+export const FLAT_CONTENT =
+  /^(?:llm\.(?:input|output)_messages\.\d+\.message\.(?:content|contents\.\d+\.message_content\.text|tool_calls\.\d+\.tool_call\.function\.arguments)|gen_ai\.(?:prompt|completion)\.\d+\.(?:content|tool_calls\.\d+\.arguments))$/;
 
 function isContentKey(key: string): boolean {
   return CONTENT_KEYS.has(key) || ((key.startsWith('llm.') || key.startsWith('gen_ai.')) && FLAT_CONTENT.test(key));
@@ -175,7 +211,9 @@ export class SpanReject {
   readonly reason: string;
   /** Location (see OtlpDecodeError.field), kept for when a resource/scope problem fails the request. */
   field: string | null = null;
-  constructor(reason: string) { this.reason = reason; }
+  constructor(reason: string) {
+    this.reason = reason;
+  }
   within(segment: string): this {
     this.field = joinPath(segment, this.field);
     return this;
@@ -293,7 +331,8 @@ function markTruncated(ctx: Ctx, key: string): void {
 }
 
 export function limitPlain(s: string, limits: OtlpLimits, marker: string, ctx: Ctx): string {
-  if (s.length * 3 <= limits.maxAttributeValueBytes || Buffer.byteLength(s, 'utf8') <= limits.maxAttributeValueBytes) return s;
+  if (s.length * 3 <= limits.maxAttributeValueBytes || Buffer.byteLength(s, 'utf8') <= limits.maxAttributeValueBytes)
+    return s;
   markTruncated(ctx, marker);
   return truncateUtf8(s, limits.maxAttributeValueBytes);
 }
@@ -347,7 +386,10 @@ export class SpanTally {
     }
   }
 
-  keep(): void { this.kept++; this.index++; }
+  keep(): void {
+    this.kept++;
+    this.index++;
+  }
 
   /** A span rejected on its own (`hint` names its id when known); what it marked as truncated is dropped with it. */
   reject(ctx: Ctx, hint: string, reason: string): void {
@@ -357,7 +399,9 @@ export class SpanTally {
     this.index++;
   }
 
-  get errorMessage(): string { return rejectMessage(this.rejected, this.reasons, this.noun); }
+  get errorMessage(): string {
+    return rejectMessage(this.rejected, this.reasons, this.noun);
+  }
 }
 
 // ClickHouse buckets by DateTime (UInt32 seconds): a later time would wrap around to 1970 in the rollups.
@@ -366,7 +410,8 @@ const LATEST_NS = LATEST_STORABLE_NS.toString();
 export function checkSpanTimes(start: string, end: string, endField = 'endTimeUnixNano'): void {
   if (start === '0') throw new SpanReject('missing startTimeUnixNano');
   if (decLess(end, start)) throw new SpanReject('endTimeUnixNano is before startTimeUnixNano');
-  if (decLess(LATEST_NS, end)) throw new SpanReject(`${endField} is after 2106-02-07T06:28:15Z, the latest time storage can bucket`);
+  if (decLess(LATEST_NS, end))
+    throw new SpanReject(`${endField} is after 2106-02-07T06:28:15Z, the latest time storage can bucket`);
 }
 
 export function idHint(id: unknown): string {

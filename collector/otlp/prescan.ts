@@ -7,28 +7,52 @@
 // A 20 MB body of empty messages (10 M objects) otherwise takes seconds to decode.
 import { attrSegment, maxNodesOf, OtlpDecodeError, tooDeep, type OtlpLimits } from './normalized.ts';
 
-const K_REQ = 0, K_RS = 1, K_RES = 2, K_SS = 3, K_SCOPE = 4, K_SPAN = 5, K_EVENT = 6, K_LINK = 7, K_KV = 8, K_ANY = 9, K_ARR = 10, K_KVL = 11;
+const K_REQ = 0,
+  K_RS = 1,
+  K_RES = 2,
+  K_SS = 3,
+  K_SCOPE = 4,
+  K_SPAN = 5,
+  K_EVENT = 6,
+  K_LINK = 7,
+  K_KV = 8,
+  K_ANY = 9,
+  K_ARR = 10,
+  K_KVL = 11;
 // ExportLogsServiceRequest: the same wrappers (same field numbers) around LogRecords.
-const K_LREQ = 12, K_RL = 13, K_SL = 14, K_LOG = 15;
+const K_LREQ = 12,
+  K_RL = 13,
+  K_SL = 14,
+  K_LOG = 15;
 // CHILD[kind * 16 + field] = kind of the length-delimited submessage, or -1.
 const CHILD = new Int8Array(16 * 16).fill(-1);
-const setChild = (kind: number, field: number, child: number) => { CHILD[kind * 16 + field] = child; };
+const setChild = (kind: number, field: number, child: number) => {
+  CHILD[kind * 16 + field] = child;
+};
 setChild(K_REQ, 1, K_RS);
-setChild(K_RS, 1, K_RES); setChild(K_RS, 2, K_SS);
+setChild(K_RS, 1, K_RES);
+setChild(K_RS, 2, K_SS);
 setChild(K_RES, 1, K_KV);
-setChild(K_SS, 1, K_SCOPE); setChild(K_SS, 2, K_SPAN);
+setChild(K_SS, 1, K_SCOPE);
+setChild(K_SS, 2, K_SPAN);
 setChild(K_SCOPE, 3, K_KV);
-setChild(K_SPAN, 9, K_KV); setChild(K_SPAN, 11, K_EVENT); setChild(K_SPAN, 13, K_LINK);
+setChild(K_SPAN, 9, K_KV);
+setChild(K_SPAN, 11, K_EVENT);
+setChild(K_SPAN, 13, K_LINK);
 setChild(K_EVENT, 3, K_KV);
 setChild(K_LINK, 4, K_KV);
 setChild(K_KV, 2, K_ANY);
-setChild(K_ANY, 5, K_ARR); setChild(K_ANY, 6, K_KVL);
+setChild(K_ANY, 5, K_ARR);
+setChild(K_ANY, 6, K_KVL);
 setChild(K_ARR, 1, K_ANY);
 setChild(K_KVL, 1, K_KV);
 setChild(K_LREQ, 1, K_RL);
-setChild(K_RL, 1, K_RES); setChild(K_RL, 2, K_SL);
-setChild(K_SL, 1, K_SCOPE); setChild(K_SL, 2, K_LOG);
-setChild(K_LOG, 5, K_ANY); setChild(K_LOG, 6, K_KV);
+setChild(K_RL, 1, K_RES);
+setChild(K_RL, 2, K_SL);
+setChild(K_SL, 1, K_SCOPE);
+setChild(K_SL, 2, K_LOG);
+setChild(K_LOG, 5, K_ANY);
+setChild(K_LOG, 6, K_KV);
 
 // Field names for error locations (BadRequest field paths), for the messages above attribute values.
 const FIELD_NAMES: Array<string | undefined> = [];
@@ -38,17 +62,24 @@ const nameField = (kind: number, field: number, name: string, repeated: boolean)
   if (repeated) REPEATED.add(kind * 16 + field);
 };
 nameField(K_REQ, 1, 'resourceSpans', true);
-nameField(K_RS, 1, 'resource', false); nameField(K_RS, 2, 'scopeSpans', true);
+nameField(K_RS, 1, 'resource', false);
+nameField(K_RS, 2, 'scopeSpans', true);
 nameField(K_RES, 1, 'attributes', true);
-nameField(K_SS, 1, 'scope', false); nameField(K_SS, 2, 'spans', true);
+nameField(K_SS, 1, 'scope', false);
+nameField(K_SS, 2, 'spans', true);
 nameField(K_SCOPE, 3, 'attributes', true);
-nameField(K_SPAN, 9, 'attributes', true); nameField(K_SPAN, 11, 'events', true); nameField(K_SPAN, 13, 'links', true);
+nameField(K_SPAN, 9, 'attributes', true);
+nameField(K_SPAN, 11, 'events', true);
+nameField(K_SPAN, 13, 'links', true);
 nameField(K_EVENT, 3, 'attributes', true);
 nameField(K_LINK, 4, 'attributes', true);
 nameField(K_LREQ, 1, 'resourceLogs', true);
-nameField(K_RL, 1, 'resource', false); nameField(K_RL, 2, 'scopeLogs', true);
-nameField(K_SL, 1, 'scope', false); nameField(K_SL, 2, 'logRecords', true);
-nameField(K_LOG, 5, 'body', false); nameField(K_LOG, 6, 'attributes', true);
+nameField(K_RL, 1, 'resource', false);
+nameField(K_RL, 2, 'scopeLogs', true);
+nameField(K_SL, 1, 'scope', false);
+nameField(K_SL, 2, 'logRecords', true);
+nameField(K_LOG, 5, 'body', false);
+nameField(K_LOG, 6, 'attributes', true);
 
 class PreScan {
   readonly buf: Buffer;
@@ -71,15 +102,34 @@ class PreScan {
     if (p + 5 <= end) {
       let c = b[p++]!;
       let r = c & 127;
-      if (c < 128) { this.pos = p; return r; }
-      c = b[p++]!; r |= (c & 127) << 7;
-      if (c < 128) { this.pos = p; return r; }
-      c = b[p++]!; r |= (c & 127) << 14;
-      if (c < 128) { this.pos = p; return r; }
-      c = b[p++]!; r |= (c & 127) << 21;
-      if (c < 128) { this.pos = p; return r; }
-      c = b[p++]!; r += (c & 127) * 268435456;
-      if (c < 128) { this.pos = p; return r; }
+      if (c < 128) {
+        this.pos = p;
+        return r;
+      }
+      c = b[p++]!;
+      r |= (c & 127) << 7;
+      if (c < 128) {
+        this.pos = p;
+        return r;
+      }
+      c = b[p++]!;
+      r |= (c & 127) << 14;
+      if (c < 128) {
+        this.pos = p;
+        return r;
+      }
+      c = b[p++]!;
+      r |= (c & 127) << 21;
+      if (c < 128) {
+        this.pos = p;
+        return r;
+      }
+      c = b[p++]!;
+      r += (c & 127) * 268435456;
+      if (c < 128) {
+        this.pos = p;
+        return r;
+      }
       throw new OtlpDecodeError('undecodable protobuf body: varint too long');
     }
     let result = 0;
@@ -146,12 +196,18 @@ class PreScan {
       let d = depth;
       if (child === K_SPAN || child === K_LOG) {
         if (++this.spans > this.limits.maxSpansPerRequest) {
-          throw new OtlpDecodeError(`request has more than ${this.limits.maxSpansPerRequest} ${this.logs ? 'log records' : 'spans'}; the limit is ${this.limits.maxSpansPerRequest}`, { requestWide: true });
+          throw new OtlpDecodeError(
+            `request has more than ${this.limits.maxSpansPerRequest} ${this.logs ? 'log records' : 'spans'}; the limit is ${this.limits.maxSpansPerRequest}`,
+            { requestWide: true },
+          );
         }
       }
       if (((child >= K_SPAN && child <= K_ANY) || child === K_LOG) && ++this.nodes > this.maxNodes) {
         const what = this.logs ? 'log records' : 'spans, events, links';
-        throw new OtlpDecodeError(`request has more than ${this.maxNodes} ${what} and attribute values in total; split the batch`, { requestWide: true });
+        throw new OtlpDecodeError(
+          `request has more than ${this.maxNodes} ${what} and attribute values in total; split the batch`,
+          { requestWide: true },
+        );
       }
       if (child === K_ARR || child === K_KVL) {
         d = depth + 1;
@@ -192,7 +248,9 @@ class PreScan {
         if (tag >>> 3 === field) n++;
         this.skip(tag & 7, tagAt);
       }
-    } catch { /* best effort */ }
+    } catch {
+      /* best effort */
+    }
     return n;
   }
 
@@ -204,19 +262,26 @@ class PreScan {
       this.varint(stop); // length
       while (this.pos < stop) {
         const tag = this.varint(stop);
-        if (tag === 0x0a) { // 1: key, length-delimited
+        if (tag === 0x0a) {
+          // 1: key, length-delimited
           const len = this.varint(stop);
           return this.pos + len <= stop ? this.buf.toString('utf8', this.pos, this.pos + len) : undefined;
         }
         this.skip(tag & 7, stop);
       }
-    } catch { /* best effort */ }
+    } catch {
+      /* best effort */
+    }
     return undefined;
   }
 }
 
 /** Validate the protobuf body's structure against the limits before decoding it (log records count as spans). */
-export function prescanProtobuf(buf: Buffer, limits: OtlpLimits, signal: 'traces' | 'logs' = 'traces'): { spans: number; nodes: number } {
+export function prescanProtobuf(
+  buf: Buffer,
+  limits: OtlpLimits,
+  signal: 'traces' | 'logs' = 'traces',
+): { spans: number; nodes: number } {
   const p = new PreScan(buf, limits);
   p.logs = signal === 'logs';
   p.walk(p.logs ? K_LREQ : K_REQ, buf.length, 0);

@@ -186,16 +186,24 @@ const logsCollector = {
     fields: { resourceLogs: rep('opentelemetry.proto.logs.v1.ResourceLogs', 1) },
   },
   ExportLogsServiceResponse: { edition: P3, fields: { partialSuccess: f('ExportLogsPartialSuccess', 1) } },
-  ExportLogsPartialSuccess: { edition: P3, fields: { rejectedLogRecords: f('int64', 1), errorMessage: f('string', 2) } },
+  ExportLogsPartialSuccess: {
+    edition: P3,
+    fields: { rejectedLogRecords: f('int64', 1), errorMessage: f('string', 2) },
+  },
 } satisfies Record<string, TypeDef>;
 
 // google.rpc.Status (+ google.protobuf.Any, google.rpc.BadRequest for Status.details)
 const rpc = {
-  Status: { edition: P3, fields: { code: f('int32', 1), message: f('string', 2), details: rep('google.protobuf.Any', 3) } },
+  Status: {
+    edition: P3,
+    fields: { code: f('int32', 1), message: f('string', 2), details: rep('google.protobuf.Any', 3) },
+  },
   BadRequest: { edition: P3, fields: { fieldViolations: rep('FieldViolation', 1) } },
   FieldViolation: { edition: P3, fields: { field: f('string', 1), description: f('string', 2) } },
 } satisfies Record<string, TypeDef>;
-const protobufAny = { Any: { edition: P3, fields: { typeUrl: f('string', 1), value: f('bytes', 2) } } } satisfies Record<string, TypeDef>;
+const protobufAny = {
+  Any: { edition: P3, fields: { typeUrl: f('string', 1), value: f('bytes', 2) } },
+} satisfies Record<string, TypeDef>;
 
 export const OTLP_DESCRIPTOR = {
   nested: {
@@ -207,7 +215,12 @@ export const OTLP_DESCRIPTOR = {
             resource: { nested: { v1: { nested: resource } } },
             trace: { nested: { v1: { nested: trace } } },
             logs: { nested: { v1: { nested: logs } } },
-            collector: { nested: { trace: { nested: { v1: { nested: collector } } }, logs: { nested: { v1: { nested: logsCollector } } } } },
+            collector: {
+              nested: {
+                trace: { nested: { v1: { nested: collector } } },
+                logs: { nested: { v1: { nested: logsCollector } } },
+              },
+            },
           },
         },
       },
@@ -218,10 +231,18 @@ export const OTLP_DESCRIPTOR = {
 
 export const otlpRoot = protobuf.Root.fromJSON(OTLP_DESCRIPTOR as protobuf.INamespace);
 
-export const ExportTraceServiceRequest = otlpRoot.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
-export const ExportTraceServiceResponse = otlpRoot.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse');
-export const ExportLogsServiceRequest = otlpRoot.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest');
-export const ExportLogsServiceResponse = otlpRoot.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse');
+export const ExportTraceServiceRequest = otlpRoot.lookupType(
+  'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest',
+);
+export const ExportTraceServiceResponse = otlpRoot.lookupType(
+  'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse',
+);
+export const ExportLogsServiceRequest = otlpRoot.lookupType(
+  'opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest',
+);
+export const ExportLogsServiceResponse = otlpRoot.lookupType(
+  'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse',
+);
 export const RpcStatus = otlpRoot.lookupType('google.rpc.Status');
 export const RpcBadRequest = otlpRoot.lookupType('google.rpc.BadRequest');
 
@@ -232,28 +253,100 @@ export const BAD_REQUEST_TYPE_URL = 'type.googleapis.com/google.rpc.BadRequest';
 // decimal string beyond 2^53); with a stock protobufjs Reader they would be long.js `Long`s.
 // bytes are Buffers (Node).
 
-export interface PbLong { low: number; high: number; unsigned: boolean; toString(): string; toNumber(): number }
+export interface PbLong {
+  low: number;
+  high: number;
+  unsigned: boolean;
+  toString(): string;
+  toNumber(): number;
+}
 export interface PbAnyValue {
-  stringValue?: string; boolValue?: boolean; intValue?: PbLong | number | string; doubleValue?: number;
-  arrayValue?: { values: PbAnyValue[] }; kvlistValue?: { values: PbKeyValue[] }; bytesValue?: Uint8Array;
+  stringValue?: string;
+  boolValue?: boolean;
+  intValue?: PbLong | number | string;
+  doubleValue?: number;
+  arrayValue?: { values: PbAnyValue[] };
+  kvlistValue?: { values: PbKeyValue[] };
+  bytesValue?: Uint8Array;
 }
-export interface PbKeyValue { key: string; value?: PbAnyValue | null }
-export interface PbEvent { timeUnixNano: PbLong | number | string; name: string; attributes: PbKeyValue[]; droppedAttributesCount: number }
-export interface PbLink { traceId: Uint8Array; spanId: Uint8Array; traceState: string; attributes: PbKeyValue[]; droppedAttributesCount: number; flags: number }
+export interface PbKeyValue {
+  key: string;
+  value?: PbAnyValue | null;
+}
+export interface PbEvent {
+  timeUnixNano: PbLong | number | string;
+  name: string;
+  attributes: PbKeyValue[];
+  droppedAttributesCount: number;
+}
+export interface PbLink {
+  traceId: Uint8Array;
+  spanId: Uint8Array;
+  traceState: string;
+  attributes: PbKeyValue[];
+  droppedAttributesCount: number;
+  flags: number;
+}
 export interface PbSpan {
-  traceId: Uint8Array; spanId: Uint8Array; traceState: string; parentSpanId: Uint8Array; flags: number;
-  name: string; kind: number; startTimeUnixNano: PbLong | number | string; endTimeUnixNano: PbLong | number | string;
-  attributes: PbKeyValue[]; droppedAttributesCount: number; events: PbEvent[]; droppedEventsCount: number;
-  links: PbLink[]; droppedLinksCount: number; status?: { message: string; code: number } | null;
+  traceId: Uint8Array;
+  spanId: Uint8Array;
+  traceState: string;
+  parentSpanId: Uint8Array;
+  flags: number;
+  name: string;
+  kind: number;
+  startTimeUnixNano: PbLong | number | string;
+  endTimeUnixNano: PbLong | number | string;
+  attributes: PbKeyValue[];
+  droppedAttributesCount: number;
+  events: PbEvent[];
+  droppedEventsCount: number;
+  links: PbLink[];
+  droppedLinksCount: number;
+  status?: { message: string; code: number } | null;
 }
-export interface PbScope { name: string; version: string; attributes: PbKeyValue[]; droppedAttributesCount: number }
-export interface PbScopeSpans { scope?: PbScope | null; spans: PbSpan[]; schemaUrl: string }
-export interface PbResourceSpans { resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null; scopeSpans: PbScopeSpans[]; schemaUrl: string }
-export interface PbExportRequest { resourceSpans: PbResourceSpans[] }
+export interface PbScope {
+  name: string;
+  version: string;
+  attributes: PbKeyValue[];
+  droppedAttributesCount: number;
+}
+export interface PbScopeSpans {
+  scope?: PbScope | null;
+  spans: PbSpan[];
+  schemaUrl: string;
+}
+export interface PbResourceSpans {
+  resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null;
+  scopeSpans: PbScopeSpans[];
+  schemaUrl: string;
+}
+export interface PbExportRequest {
+  resourceSpans: PbResourceSpans[];
+}
 export interface PbLogRecord {
-  timeUnixNano: PbLong | number | string; observedTimeUnixNano: PbLong | number | string; severityNumber: number; severityText: string;
-  body?: PbAnyValue | null; attributes: PbKeyValue[]; droppedAttributesCount: number; flags: number; traceId: Uint8Array; spanId: Uint8Array; eventName: string;
+  timeUnixNano: PbLong | number | string;
+  observedTimeUnixNano: PbLong | number | string;
+  severityNumber: number;
+  severityText: string;
+  body?: PbAnyValue | null;
+  attributes: PbKeyValue[];
+  droppedAttributesCount: number;
+  flags: number;
+  traceId: Uint8Array;
+  spanId: Uint8Array;
+  eventName: string;
 }
-export interface PbScopeLogs { scope?: PbScope | null; logRecords: PbLogRecord[]; schemaUrl: string }
-export interface PbResourceLogs { resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null; scopeLogs: PbScopeLogs[]; schemaUrl: string }
-export interface PbExportLogsRequest { resourceLogs: PbResourceLogs[] }
+export interface PbScopeLogs {
+  scope?: PbScope | null;
+  logRecords: PbLogRecord[];
+  schemaUrl: string;
+}
+export interface PbResourceLogs {
+  resource?: { attributes: PbKeyValue[]; droppedAttributesCount: number } | null;
+  scopeLogs: PbScopeLogs[];
+  schemaUrl: string;
+}
+export interface PbExportLogsRequest {
+  resourceLogs: PbResourceLogs[];
+}

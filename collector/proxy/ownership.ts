@@ -8,7 +8,12 @@ import type { Storage } from '../../storage/types.ts';
 export const RESPONSE_ID = /^[A-Za-z0-9_-]{1,200}$/;
 
 /** A response id handed to a workspace, by the provider at `upstream` (host:port), for the key tracegate holds. */
-export interface ResponseOwnership { workspaceId: string; responseId: string; upstream: string; traceId: string }
+export interface ResponseOwnership {
+  workspaceId: string;
+  responseId: string;
+  upstream: string;
+  traceId: string;
+}
 
 /** The host and port of a provider base URL (default port filled in): a proxy span's server.address and server.port. */
 export function serverOf(baseUrl: string): { address: string; port: number } {
@@ -25,7 +30,8 @@ export function upstreamOf(baseUrl: string): string {
 }
 
 /** One string per (workspace, upstream, response id): the key of the recent-ids memory and of a batch's index rows. */
-export const ownershipKey = (o: Pick<ResponseOwnership, 'workspaceId' | 'upstream' | 'responseId'>) => `${o.workspaceId}\n${o.upstream}\n${o.responseId}`;
+export const ownershipKey = (o: Pick<ResponseOwnership, 'workspaceId' | 'upstream' | 'responseId'>) =>
+  `${o.workspaceId}\n${o.upstream}\n${o.responseId}`;
 
 /** The attributes of a proxy span that prove ownership (governance leaves them as the proxy set them). */
 export const OWNERSHIP_ATTRIBUTES = ['gen_ai.response.id', 'server.address', 'server.port'] as const;
@@ -72,10 +78,15 @@ export class ResponseOwners {
    * id may have come from another collector on the same storage, or be in a spool replaying after a restart. `read`
    * runs the storage lookups (the routes' deadline: an outage is a 503, not a 404).
    */
-  async owns(workspaceId: string, responseId: string, upstream: string, read: <T>(work: () => Promise<T>) => Promise<T>): Promise<boolean> {
+  async owns(
+    workspaceId: string,
+    responseId: string,
+    upstream: string,
+    read: <T>(work: () => Promise<T>) => Promise<T>,
+  ): Promise<boolean> {
     const key = ownershipKey({ workspaceId, upstream, responseId });
     const ask = () => read(() => this.storage.hasProxyResponse(workspaceId, responseId, upstream));
-    if (this.recent.has(key) || await ask()) return true;
+    if (this.recent.has(key) || (await ask())) return true;
     await new Promise((resolve) => setTimeout(resolve, this.lagMs));
     return this.recent.has(key) || ask();
   }

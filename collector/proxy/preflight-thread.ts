@@ -8,7 +8,11 @@ import { preflight, type Preflight } from './preflight.ts';
 /** Bodies from this size up are scanned off the main thread. */
 export const OFFLOAD_BYTES = 256 * 1024;
 
-export interface PreflightMessage { policy: Policy; raw: Uint8Array; environment: string }
+export interface PreflightMessage {
+  policy: Policy;
+  raw: Uint8Array;
+  environment: string;
+}
 /** As Preflight, with `forward` null when it is the caller's bytes unchanged (the main thread has them). */
 export type PreflightAnswer = Omit<Preflight, 'forward'> & { forward: Uint8Array | null };
 
@@ -28,5 +32,7 @@ export class PreflightThread {
     return { ...rest, forward: forward ? Buffer.from(forward.buffer, forward.byteOffset, forward.byteLength) : raw };
   }
 
-  close(): Promise<void> { return this.rpc.close(); }
+  close(): Promise<void> {
+    return this.rpc.close();
+  }
 }

@@ -3,7 +3,13 @@
 import type { Attributes } from '../record.ts';
 import type { PreflightResult } from '../pipeline-types.ts';
 import { maskedFieldName, scanFull, type FieldFinding } from '../../processors/governance/scan.ts';
-import { actionFor, evaluatePolicy, type Decision, type Policy, type PolicyReason } from '../../processors/governance/policy.ts';
+import {
+  actionFor,
+  evaluatePolicy,
+  type Decision,
+  type Policy,
+  type PolicyReason,
+} from '../../processors/governance/policy.ts';
 import { redact } from '../../processors/governance/redact.ts';
 import type { Finding } from '../../processors/governance/types.ts';
 import { renderPrompt, requestStrings, requestTextParts, withTexts } from '../../mappers/proxy.ts';
@@ -34,35 +40,75 @@ export function preflight(policy: Policy, raw: Buffer, body: Record<string, unkn
   const findings = strings.map((p) => scanFull(p.text, p.opaque ? SECRETS_ONLY : p.trusted ? NO_INJECTION : undefined));
   const all = findings.flat();
   const model = typeof body.model === 'string' ? body.model : '';
-  const { decision, reasons } = evaluatePolicy(policy, { model, environment, prompt: renderPrompt(requestTextParts(body)), findings: all });
-
-  const masked = (keep: (f: Finding) => boolean) => strings.flatMap((p, i) => {
-    const hits = findings[i]!.filter(keep);
-    return hits.length ? [{ path: p.path, text: redact(p.text, hits), ...p.key ? { key: p.key } : {} }] : [];
+  const { decision, reasons } = evaluatePolicy(policy, {
+    model,
+    environment,
+    prompt: renderPrompt(requestTextParts(body)),
+    findings: all,
   });
+
+  const masked = (keep: (f: Finding) => boolean) =>
+    strings.flatMap((p, i) => {
+      const hits = findings[i]!.filter(keep);
+      return hits.length ? [{ path: p.path, text: redact(p.text, hits), ...(p.key ? { key: p.key } : {}) }] : [];
+    });
   let forward = raw;
   let request = body;
   if (decision === 'redact') {
-    request = withTexts(body, masked((f) => actionFor(policy, f) === 'redact'));
+    request = withTexts(
+      body,
+      masked((f) => actionFor(policy, f) === 'redact'),
+    );
     forward = Buffer.from(JSON.stringify(request));
   } else if (decision === 'block') {
     // Not forwarded, but still stored: keep what made it a block out of the trace.
-    request = withTexts(body, masked((f) => { const a = actionFor(policy, f); return a === 'block' || a === 'redact'; }));
+    request = withTexts(
+      body,
+      masked((f) => {
+        const a = actionFor(policy, f);
+        return a === 'block' || a === 'redact';
+      }),
+    );
   }
 
   // Field names are stored and shown: a key with a finding appears masked in them, whatever the action.
   const maskedKeys = new Map<string, string>();
-  strings.forEach((p, i) => { if (p.key && findings[i]!.length) maskedKeys.set(`request:${JSON.stringify(p.path)}`, redact(p.text, findings[i]!)); });
+  strings.forEach((p, i) => {
+    if (p.key && findings[i]!.length) maskedKeys.set(`request:${JSON.stringify(p.path)}`, redact(p.text, findings[i]!));
+  });
   const fieldFindings: FieldFinding[] = [];
-  strings.forEach((p, i) => { for (const f of findings[i]!) fieldFindings.push({ ...f, field: maskedFieldName('request:', p.path, maskedKeys, p.key) }); });
+  strings.forEach((p, i) => {
+    for (const f of findings[i]!)
+      fieldFindings.push({ ...f, field: maskedFieldName('request:', p.path, maskedKeys, p.key) });
+  });
   const attributes: Attributes = {};
   if (all.length || reasons.length) {
-    const grouped = new Map<string, { category: string; rule: string; severity: string; detector: string; action: string; field: string; count: number }>();
+    const grouped = new Map<
+      string,
+      {
+        category: string;
+        rule: string;
+        severity: string;
+        detector: string;
+        action: string;
+        field: string;
+        count: number;
+      }
+    >();
     for (const f of fieldFindings) {
       const key = `${f.rule}\u0000${f.field}`;
       const g = grouped.get(key);
       if (g) g.count++;
-      else grouped.set(key, { category: f.category, rule: f.rule, severity: f.severity, detector: f.detector, action: actionFor(policy, f) ?? 'ignore', field: f.field.slice('request:'.length), count: 1 });
+      else
+        grouped.set(key, {
+          category: f.category,
+          rule: f.rule,
+          severity: f.severity,
+          detector: f.detector,
+          action: actionFor(policy, f) ?? 'ignore',
+          field: f.field.slice('request:'.length),
+          count: 1,
+        });
     }
     attributes['governance.decision'] = decision;
     attributes['governance.findings'] = [...grouped.values()];
@@ -71,7 +117,12 @@ export function preflight(policy: Policy, raw: Buffer, body: Record<string, unkn
     attributes['governance.redacted'] = decision === 'redact';
   }
   return {
-    decision, reasons, forward, request, prompt: renderPrompt(requestTextParts(request)), attributes,
+    decision,
+    reasons,
+    forward,
+    request,
+    prompt: renderPrompt(requestTextParts(request)),
+    attributes,
     result: { spanId: '', findings: fieldFindings, decision, reasons, coveredFields: COVERED_FIELDS },
   };
 }
@@ -80,6 +131,8 @@ export function preflight(policy: Policy, raw: Buffer, body: Record<string, unkn
 export function blockMessage(pre: Preflight): string {
   const blocking = pre.reasons.filter((r) => r.code !== 'finding_flagged' && r.code !== 'finding_redacted');
   const categories = [...new Set(blocking.map((r) => r.category).filter(Boolean))];
-  return `Request blocked by the workspace policy (decision: block${categories.length ? `; categories: ${categories.join(', ')}` : ''}): `
-    + blocking.map((r) => r.message).join('; ');
+  return (
+    `Request blocked by the workspace policy (decision: block${categories.length ? `; categories: ${categories.join(', ')}` : ''}): ` +
+    blocking.map((r) => r.message).join('; ')
+  );
 }

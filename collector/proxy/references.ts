@@ -9,7 +9,8 @@ import { foldedFields, foldKey, isJsonObject } from '../json-prescan.ts';
 /** Keys whose value names stored files, vector stores, skills or an MCP tunnel (folded case: an upstream may match keys regardless of it). */
 const ID_KEYS = new Set(['file_id', 'file_ids', 'vector_store_ids', 'skill_id', 'tunnel_id']);
 
-const named = (v: unknown): boolean => (typeof v === 'string' && v !== '') || (Array.isArray(v) && v.length > 0) || isJsonObject(v);
+const named = (v: unknown): boolean =>
+  (typeof v === 'string' && v !== '') || (Array.isArray(v) && v.length > 0) || isJsonObject(v);
 
 /**
  * Where the request body names an object stored at the provider (a path such as `input[1].content[0].file_id`),
@@ -21,12 +22,21 @@ export function storedObjectReference(body: Record<string, unknown>): string | n
   for (const [k, v] of Object.entries(body)) {
     const key = foldKey(k);
     if (key === 'metadata' || key === 'text') continue;
-    if (key === 'conversation') { if (named(v)) return k; continue; }
+    if (key === 'conversation') {
+      if (named(v)) return k;
+      continue;
+    }
     if (key === 'input' && Array.isArray(v)) {
       // An item given by id alone is an item reference, its `type` being optional.
       for (let i = 0; i < v.length; i++) {
         const item = isJsonObject(v[i]) ? foldedFields(v[i]) : null;
-        if (item && typeof item.get('id') === 'string' && item.get('role') === undefined && (item.get('type') ?? null) === null) return `${k}[${i}]`;
+        if (
+          item &&
+          typeof item.get('id') === 'string' &&
+          item.get('role') === undefined &&
+          (item.get('type') ?? null) === null
+        )
+          return `${k}[${i}]`;
       }
     }
     const hit = find(v, k, 1, key === 'tools');

@@ -5,9 +5,19 @@ import { Pool } from 'undici';
 import type { Config } from '../../config/index.ts';
 import { RESPONSE_ID } from './ownership.ts';
 
-export type ProxyTimeouts = Pick<Config, 'PROXY_CONNECT_TIMEOUT_MS' | 'PROXY_HEADERS_TIMEOUT_MS' | 'PROXY_BODY_TIMEOUT_MS' | 'PROXY_MAX_CONNECTIONS' | 'PROXY_KEEPALIVE_MS'>;
+export type ProxyTimeouts = Pick<
+  Config,
+  | 'PROXY_CONNECT_TIMEOUT_MS'
+  | 'PROXY_HEADERS_TIMEOUT_MS'
+  | 'PROXY_BODY_TIMEOUT_MS'
+  | 'PROXY_MAX_CONNECTIONS'
+  | 'PROXY_KEEPALIVE_MS'
+>;
 
-export interface Target { origin: string; path: string }
+export interface Target {
+  origin: string;
+  path: string;
+}
 
 /** `${baseUrl}/responses`; nothing from the caller takes part in building it. */
 export function responsesTarget(baseUrl: string): Target {
@@ -21,7 +31,12 @@ export { RESPONSE_ID };
  * `${baseUrl}/responses/{id}{sub}?{query}` for the calls about a stored response. `id` must match
  * RESPONSE_ID and `sub` is one of ours; the query is re-encoded, so it cannot leave the query part.
  */
-export function responseItemTarget(baseUrl: string, id: string, sub: '' | '/cancel' | '/input_items', query: URLSearchParams): Target {
+export function responseItemTarget(
+  baseUrl: string,
+  id: string,
+  sub: '' | '/cancel' | '/input_items',
+  query: URLSearchParams,
+): Target {
   if (!RESPONSE_ID.test(id)) throw new RangeError('bad response id');
   const u = new URL(baseUrl);
   const params = new URLSearchParams(u.search);
@@ -42,8 +57,10 @@ export class Upstreams {
     if (!p) {
       const s = this.settings;
       p = new Pool(origin, {
-        connections: s.PROXY_MAX_CONNECTIONS, pipelining: 1,
-        connectTimeout: s.PROXY_CONNECT_TIMEOUT_MS, keepAliveTimeout: s.PROXY_KEEPALIVE_MS,
+        connections: s.PROXY_MAX_CONNECTIONS,
+        pipelining: 1,
+        connectTimeout: s.PROXY_CONNECT_TIMEOUT_MS,
+        keepAliveTimeout: s.PROXY_KEEPALIVE_MS,
       });
       this.pools.set(origin, p);
     }
@@ -68,7 +85,12 @@ const CALLER_KEY_ONLY = ['openai-organization', 'openai-project'];
  * out as a hash of the workspace and the caller's key: a provider replaying answers by key then never answers one
  * workspace with another's, while a caller's retries still share one key.
  */
-export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | undefined, callerKey: boolean, workspaceId: string): Record<string, string> {
+export function upstreamHeaders(
+  incoming: IncomingHttpHeaders,
+  apiKey: string | undefined,
+  callerKey: boolean,
+  workspaceId: string,
+): Record<string, string> {
   const h: Record<string, string> = {
     'content-type': 'application/json',
     // Identity bytes: the stream is forwarded and parsed as is.
@@ -79,13 +101,15 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, apiKey: string | 
     if (typeof v === 'string' && v) h[name] = v;
   }
   const key = h['idempotency-key'];
-  if (key !== undefined && !callerKey) h['idempotency-key'] = `tg-${hash('sha256', `${workspaceId}\u0000${key}`, 'hex')}`;
+  if (key !== undefined && !callerKey)
+    h['idempotency-key'] = `tg-${hash('sha256', `${workspaceId}\u0000${key}`, 'hex')}`;
   if (apiKey) h.authorization = `Bearer ${apiKey}`;
   return h;
 }
 
 /** Response headers worth passing back: the provider's ids, timings, rate-limit state and retry hints. */
-const PASS_BACK = /^(x-request-id|openai-processing-ms|openai-version|x-ratelimit-[a-z-]+|retry-after|retry-after-ms|x-should-retry)$/;
+const PASS_BACK =
+  /^(x-request-id|openai-processing-ms|openai-version|x-ratelimit-[a-z-]+|retry-after|retry-after-ms|x-should-retry)$/;
 
 export function passBackHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
@@ -95,15 +119,27 @@ export function passBackHeaders(headers: Record<string, string | string[] | unde
   return out;
 }
 
-export interface TransportFailure { status: 502 | 504; code: string; message: string }
+export interface TransportFailure {
+  status: 502 | 504;
+  code: string;
+  message: string;
+}
 
 /** A failure to get an answer from the provider, as the status we answer with (no host or address in the message). */
 export function transportFailure(err: unknown): TransportFailure {
   const code = (err as { code?: string }).code ?? '';
   switch (code) {
-    case 'UND_ERR_CONNECT_TIMEOUT': return { status: 504, code: 'upstream_connect_timeout', message: 'timed out connecting to the provider' };
-    case 'UND_ERR_HEADERS_TIMEOUT': return { status: 504, code: 'upstream_timeout', message: 'the provider did not answer in time' };
-    case 'UND_ERR_BODY_TIMEOUT': return { status: 504, code: 'upstream_timeout', message: 'the provider stopped sending data' };
-    default: return { status: 502, code: 'upstream_unavailable', message: `could not reach the provider (${code || 'network error'})` };
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return { status: 504, code: 'upstream_connect_timeout', message: 'timed out connecting to the provider' };
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return { status: 504, code: 'upstream_timeout', message: 'the provider did not answer in time' };
+    case 'UND_ERR_BODY_TIMEOUT':
+      return { status: 504, code: 'upstream_timeout', message: 'the provider stopped sending data' };
+    default:
+      return {
+        status: 502,
+        code: 'upstream_unavailable',
+        message: `could not reach the provider (${code || 'network error'})`,
+      };
   }
 }

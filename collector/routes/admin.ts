@@ -5,7 +5,16 @@ import type { Context, Next } from 'koa';
 import type { RouteContext } from '../app.ts';
 import { bearer } from '../app.ts';
 import { HttpError } from '../errors.ts';
-import { createKey, listKeys, parseSettingsPatch, revokeKey, showSettings, updateSettings, workspaceId, type AuditSink } from '../admin.ts';
+import {
+  createKey,
+  listKeys,
+  parseSettingsPatch,
+  revokeKey,
+  showSettings,
+  updateSettings,
+  workspaceId,
+  type AuditSink,
+} from '../admin.ts';
 import { parseJson, readBody } from '../body.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
@@ -16,7 +25,8 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     const loopback = remote === '127.0.0.1' || remote === '::1' || remote === '::ffff:127.0.0.1';
     const given = Buffer.from(bearer(ctx) ?? '');
     const want = Buffer.from(adminToken);
-    if (!loopback || given.length !== want.length || !timingSafeEqual(given, want)) throw new HttpError(403, 'forbidden', 'admin routes are loopback-only and need the admin token');
+    if (!loopback || given.length !== want.length || !timingSafeEqual(given, want))
+      throw new HttpError(403, 'forbidden', 'admin routes are loopback-only and need the admin token');
     await next();
   };
   const audit: AuditSink = (e) => r.pipeline.record([r.enrichment.audit.append(e)]);
@@ -28,11 +38,14 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
 
   r.router.post('/admin/keys', guard, async (ctx) => {
     const body = parseJson(await readBody(ctx, 4096), 8) as { workspace?: unknown };
-    if (typeof body?.workspace !== 'string') throw new HttpError(400, 'invalid_request', 'workspace (string) is required');
+    if (typeof body?.workspace !== 'string')
+      throw new HttpError(400, 'invalid_request', 'workspace (string) is required');
     ctx.body = await createKey(r.storage, body.workspace, audit); // 400 for an invalid name
   });
   r.router.get('/admin/keys', guard, async (ctx) => {
-    ctx.body = { keys: await listKeys(r.storage, typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined) };
+    ctx.body = {
+      keys: await listKeys(r.storage, typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined),
+    };
   });
   r.router.post('/admin/keys/:keyId/revoke', guard, async (ctx) => {
     const revokedAtMs = await revokeKey(r.storage, ctx.params.keyId!, audit);
@@ -52,7 +65,11 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
   r.router.get('/admin/verify', guard, async (ctx) => {
     // What was acknowledged (a key or policy change's audit record among it) is checked from storage, not the spool.
     await r.pipeline.flush();
-    ctx.body = await verifyWorkspace(r.storage, await wsParam(ctx), await verificationKeys(r.storage, r.enrichment.keysDir));
+    ctx.body = await verifyWorkspace(
+      r.storage,
+      await wsParam(ctx),
+      await verificationKeys(r.storage, r.enrichment.keysDir),
+    );
   });
   r.router.get('/admin/workspaces', guard, async (ctx) => {
     ctx.body = { workspaces: await r.storage.verificationWorkspaces() };

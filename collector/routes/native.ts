@@ -3,7 +3,12 @@ import { z } from 'zod';
 import type { RouteContext } from '../app.ts';
 import { bodyKind, parseJson, readBody } from '../body.ts';
 import { HttpError } from '../errors.ts';
-import { nativeTraceDocSchema, nativeTraceResponseSchema, nativeTraceSchema, nativeTraceValidator } from '../../mappers/native-schema.ts';
+import {
+  nativeTraceDocSchema,
+  nativeTraceResponseSchema,
+  nativeTraceSchema,
+  nativeTraceValidator,
+} from '../../mappers/native-schema.ts';
 import { mapNative, nativeSpanId } from '../../mappers/native.ts';
 import { traceIdForRequestId } from '../../processors/governance/apply.ts';
 import type { Policy } from '../../processors/governance/policy.ts';
@@ -41,18 +46,30 @@ export function nativeRoutes(r: RouteContext): void {
   const documented = nativeTraceDocSchema({ maxStringBytes: r.config.MAX_STRING_BYTES }); // also says null means "not given"
   const validate = nativeTraceValidator({ maxStringBytes: r.config.MAX_STRING_BYTES });
   const batchResult = z.object({
-    accepted: z.number(), rejected: z.number(),
-    results: z.array(z.union([
-      z.object({ index: z.number(), trace: z.object({ traceId: z.string(), status: z.string() }) }),
-      z.object({ index: z.number(), error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }) }),
-    ])),
+    accepted: z.number(),
+    rejected: z.number(),
+    results: z.array(
+      z.union([
+        z.object({ index: z.number(), trace: z.object({ traceId: z.string(), status: z.string() }) }),
+        z.object({
+          index: z.number(),
+          error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }),
+        }),
+      ]),
+    ),
   });
   r.docs.push({
-    method: 'post', path: '/api/traces', tag: 'ingest', auth: 'apiKey',
+    method: 'post',
+    path: '/api/traces',
+    tag: 'ingest',
+    auth: 'apiKey',
     summary: 'Ingest a native trace, or a JSON array of traces (batch)',
     request: { contentTypes: ['application/json'], schema: z.union([documented, z.array(documented)]) },
     responses: {
-      200: { description: 'Stored durably. A single trace answers { trace }; a batch answers per-item results', schema: z.union([nativeTraceResponseSchema, batchResult]) },
+      200: {
+        description: 'Stored durably. A single trace answers { trace }; a batch answers per-item results',
+        schema: z.union([nativeTraceResponseSchema, batchResult]),
+      },
       207: { description: 'Batch with some items rejected (valid items are stored)', schema: batchResult },
     },
   });
@@ -69,35 +86,59 @@ export function nativeRoutes(r: RouteContext): void {
     const now = Date.now();
     // Redaction happens in the processors, but the trace id is answered from here: derive it safely here too.
     const policy = r.config.ENRICHMENT ? await r.settings.policyFor(caller.workspaceId) : null;
-    const map = (item: z.infer<typeof schema>) => keyedSafely(mapNative(item, caller.workspaceId, now), policy, idHashKey);
+    const map = (item: z.infer<typeof schema>) =>
+      keyedSafely(mapNative(item, caller.workspaceId, now), policy, idHashKey);
 
     if (!Array.isArray(body)) {
       const parsed = validate(body);
       if (!parsed.success) {
         const details = issueDetails(parsed.error.issues);
-        throw new HttpError(400, 'validation_failed', `invalid trace: ${details[0]!.field}: ${details[0]!.message}`, details);
+        throw new HttpError(
+          400,
+          'validation_failed',
+          `invalid trace: ${details[0]!.field}: ${details[0]!.message}`,
+          details,
+        );
       }
       await yieldIfLarge();
       const record = map(parsed.data);
       await yieldIfLarge();
-      await r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces' });
+      await r.pipeline.ingest([record], {
+        workspaceId: caller.workspaceId,
+        keyId: caller.keyId,
+        route: 'POST /api/traces',
+      });
       r.metrics.ingested.inc({ source: record.source });
       ctx.body = { trace: { traceId: record.traceId, status: record.status } };
       return;
     }
 
     if (body.length > r.config.MAX_BATCH_ITEMS) {
-      throw new HttpError(413, 'too_many_items', `batch has ${body.length} items; the limit is ${r.config.MAX_BATCH_ITEMS}`, { limit: r.config.MAX_BATCH_ITEMS });
+      throw new HttpError(
+        413,
+        'too_many_items',
+        `batch has ${body.length} items; the limit is ${r.config.MAX_BATCH_ITEMS}`,
+        { limit: r.config.MAX_BATCH_ITEMS },
+      );
     }
-    const results: Array<{ index: number; trace: { traceId: string; status: string } } | { index: number; error: { code: string; message: string; details: unknown } }> = [];
+    const results: Array<
+      | { index: number; trace: { traceId: string; status: string } }
+      | { index: number; error: { code: string; message: string; details: unknown } }
+    > = [];
     const records: SpanRecord[] = [];
     let turn = performance.now();
     for (let index = 0; index < body.length; index++) {
-      if (performance.now() - turn > TURN_MS) { await breathe(); turn = performance.now(); }
+      if (performance.now() - turn > TURN_MS) {
+        await breathe();
+        turn = performance.now();
+      }
       const parsed = validate(body[index]);
       if (!parsed.success) {
         const details = issueDetails(parsed.error.issues, [index]);
-        results.push({ index, error: { code: 'validation_failed', message: `${details[0]!.field}: ${details[0]!.message}`, details } });
+        results.push({
+          index,
+          error: { code: 'validation_failed', message: `${details[0]!.field}: ${details[0]!.message}`, details },
+        });
         continue;
       }
       const record = map(parsed.data);
@@ -106,13 +147,21 @@ export function nativeRoutes(r: RouteContext): void {
     }
     await yieldIfLarge();
     const rejectedCount = body.length - records.length;
-    if (records.length) await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: 'POST /api/traces', rejected: rejectedCount });
+    if (records.length)
+      await r.pipeline.ingest(records, {
+        workspaceId: caller.workspaceId,
+        keyId: caller.keyId,
+        route: 'POST /api/traces',
+        rejected: rejectedCount,
+      });
     const bySource = new Map<string, number>();
     for (const rec of records) bySource.set(rec.source, (bySource.get(rec.source) ?? 0) + 1);
     for (const [source, n] of bySource) r.metrics.ingested.inc({ source }, n);
     const rejected = rejectedCount;
     if (body.length > 0 && records.length === 0) {
-      throw Object.assign(new HttpError(400, 'validation_failed', 'every item in the batch was rejected', results), { rejectedItems: body.length });
+      throw Object.assign(new HttpError(400, 'validation_failed', 'every item in the batch was rejected', results), {
+        rejectedItems: body.length,
+      });
     }
     ctx.status = rejected ? 207 : 200;
     ctx.body = { accepted: records.length, rejected, results };

@@ -11,8 +11,17 @@ import { bodyKind, readBody } from '../body.ts';
 import type { Caller } from '../keys.ts';
 import type { Logger } from '../logger.ts';
 import {
-  CONTENT_TYPES, OtlpDecodeError, decodeOtlpLogsRequest, decodeOtlpRequest, encodeExportResponse, encodeStatus, mapOtlp, otlpLimits, rpcCodeForHttp,
-  type FieldViolation, type OtlpEncoding,
+  CONTENT_TYPES,
+  OtlpDecodeError,
+  decodeOtlpLogsRequest,
+  decodeOtlpRequest,
+  encodeExportResponse,
+  encodeStatus,
+  mapOtlp,
+  otlpLimits,
+  rpcCodeForHttp,
+  type FieldViolation,
+  type OtlpEncoding,
 } from '../otlp/index.ts';
 
 const PATHS = ['/api/integrations/otlp/v1/traces', '/v1/traces'];
@@ -20,18 +29,24 @@ const LOG_PATHS = ['/api/integrations/otlp/v1/logs', '/v1/logs'];
 
 /** ExportTraceServiceResponse in its JSON form (encodeExportResponse): `{}` when every span was taken. */
 const exportResponse = z.object({
-  partialSuccess: z.object({
-    rejectedSpans: z.string().regex(/^\d+$/).describe('int64, as proto3 JSON writes it: a decimal string'),
-    errorMessage: z.string(),
-  }).optional().describe('Present when spans were rejected'),
+  partialSuccess: z
+    .object({
+      rejectedSpans: z.string().regex(/^\d+$/).describe('int64, as proto3 JSON writes it: a decimal string'),
+      errorMessage: z.string(),
+    })
+    .optional()
+    .describe('Present when spans were rejected'),
 });
 
 /** ExportLogsServiceResponse in its JSON form. */
 const exportLogsResponse = z.object({
-  partialSuccess: z.object({
-    rejectedLogRecords: z.string().regex(/^\d+$/).describe('int64, as proto3 JSON writes it: a decimal string'),
-    errorMessage: z.string(),
-  }).optional().describe('Present when log records were rejected (those without a span context, among others)'),
+  partialSuccess: z
+    .object({
+      rejectedLogRecords: z.string().regex(/^\d+$/).describe('int64, as proto3 JSON writes it: a decimal string'),
+      errorMessage: z.string(),
+    })
+    .optional()
+    .describe('Present when log records were rejected (those without a span context, among others)'),
 });
 
 function encodingOf(ctx: Context): OtlpEncoding {
@@ -47,9 +62,13 @@ function replyType(ctx: Context, enc: OtlpEncoding): string {
 
 /** Field violations for Status.details (a google.rpc.BadRequest), when the error knows where the problem is. */
 function violationsOf(err: HttpError): FieldViolation[] | undefined {
-  if (err instanceof OtlpDecodeError) return err.field !== null ? [{ field: err.field, description: err.message }] : undefined;
+  if (err instanceof OtlpDecodeError)
+    return err.field !== null ? [{ field: err.field, description: err.message }] : undefined;
   if (!Array.isArray(err.details)) return undefined;
-  return (err.details as Array<{ field?: string; message?: string }>).map((d) => ({ field: String(d.field ?? ''), description: String(d.message ?? '') }));
+  return (err.details as Array<{ field?: string; message?: string }>).map((d) => ({
+    field: String(d.field ?? ''),
+    description: String(d.message ?? ''),
+  }));
 }
 
 /**
@@ -80,17 +99,31 @@ export function otlpRoutes(r: RouteContext): void {
   const doc = (paths: string[], summary: string, description: string, schema: z.ZodType, protobuf: string) => {
     for (const path of paths) {
       r.docs.push({
-        method: 'post', path, tag: 'ingest', auth: 'apiKey', summary,
+        method: 'post',
+        path,
+        tag: 'ingest',
+        auth: 'apiKey',
+        summary,
         request: { contentTypes: ['application/x-protobuf', 'application/json'] },
         responses: { 200: { description, schema, protobuf } },
         errors: 'rpc-status',
       });
     }
   };
-  doc(PATHS, 'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
-    'ExportTraceServiceResponse, in the request\'s encoding; partialSuccess reports rejected spans', exportResponse, 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse');
-  doc(LOG_PATHS, 'OTLP/HTTP logs (ExportLogsServiceRequest), as for traces: each log record with a span context (GenAI events: gen_ai.user.message, gen_ai.choice, gen_ai.client.inference.operation.details, …) is stored as an event span under that span; others are rejected in partialSuccess',
-    'ExportLogsServiceResponse, in the request\'s encoding; partialSuccess reports rejected log records', exportLogsResponse, 'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse');
+  doc(
+    PATHS,
+    'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
+    "ExportTraceServiceResponse, in the request's encoding; partialSuccess reports rejected spans",
+    exportResponse,
+    'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse',
+  );
+  doc(
+    LOG_PATHS,
+    'OTLP/HTTP logs (ExportLogsServiceRequest), as for traces: each log record with a span context (GenAI events: gen_ai.user.message, gen_ai.choice, gen_ai.client.inference.operation.details, …) is stored as an event span under that span; others are rejected in partialSuccess',
+    "ExportLogsServiceResponse, in the request's encoding; partialSuccess reports rejected log records",
+    exportLogsResponse,
+    'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse',
+  );
 
   // `path`: the audit record names the path called (as for a rejected request), not the shared handler.
   const handler = (signal: 'traces' | 'logs', path: string) => async (ctx: Context) => {
@@ -100,11 +133,20 @@ export function otlpRoutes(r: RouteContext): void {
     const req = signal === 'logs' ? decodeOtlpLogsRequest(body, enc, limits) : decodeOtlpRequest(body, enc, limits);
     const now = Date.now();
     const records = mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES });
-    await r.pipeline.ingest(records, { workspaceId: caller.workspaceId, keyId: caller.keyId, route: `POST ${path}`, rejected: req.rejectedSpans });
+    await r.pipeline.ingest(records, {
+      workspaceId: caller.workspaceId,
+      keyId: caller.keyId,
+      route: `POST ${path}`,
+      rejected: req.rejectedSpans,
+    });
     r.metrics.ingested.inc({ source: 'otlp' }, records.length);
     ctx.status = 200;
     ctx.set('Content-Type', replyType(ctx, enc));
-    ctx.body = encodeExportResponse(req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null, enc, signal);
+    ctx.body = encodeExportResponse(
+      req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null,
+      enc,
+      signal,
+    );
   };
   for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler('traces', path));
   // Logs have their own budget: an application's log exporter must not use up its trace exporter's.

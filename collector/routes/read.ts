@@ -31,54 +31,127 @@ export const listQuery = z.object({
 });
 
 /** GET /api/traces/:id reads a trace in parts of at most TRACEGATE_MAX_TRACE_SPANS spans and about TRACEGATE_MAX_TRACE_PART_BYTES (spanLimit, spanCursor). */
-export const traceQuery = (maxSpans: number) => z.object({
-  spanLimit: whole(1, maxSpans).optional().describe(`Spans per part (default and most: TRACEGATE_MAX_TRACE_SPANS, here ${maxSpans}); a part ends earlier once its spans' stored text reaches TRACEGATE_MAX_TRACE_PART_BYTES`),
-  spanCursor: z.string().max(2048).optional().describe('nextSpanCursor from the previous part'),
-});
+export const traceQuery = (maxSpans: number) =>
+  z.object({
+    spanLimit: whole(1, maxSpans)
+      .optional()
+      .describe(
+        `Spans per part (default and most: TRACEGATE_MAX_TRACE_SPANS, here ${maxSpans}); a part ends earlier once its spans' stored text reaches TRACEGATE_MAX_TRACE_PART_BYTES`,
+      ),
+    spanCursor: z.string().max(2048).optional().describe('nextSpanCursor from the previous part'),
+  });
 
 // Response shapes, for the OpenAPI document. The type checks below keep them equal to what the handlers answer.
 const nsTime = z.string().describe('Decimal nanoseconds since the epoch');
 const traceSummarySchema = z.object({
-  traceId: z.string(), name: z.string().describe('Of the root-most span'), startTimeNs: nsTime, endTimeNs: nsTime,
-  durationMs: z.number(), spanCount: z.number().int(), status: z.string().describe("'error' when any span errored, else the root span's status"),
-  errorCount: z.number().int().describe("Spans with status 'error'"), model: z.string(), source: z.string(), actionName: z.string(), environment: z.string(),
-  promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), costUsd: z.number(),
+  traceId: z.string(),
+  name: z.string().describe('Of the root-most span'),
+  startTimeNs: nsTime,
+  endTimeNs: nsTime,
+  durationMs: z.number(),
+  spanCount: z.number().int(),
+  status: z.string().describe("'error' when any span errored, else the root span's status"),
+  errorCount: z.number().int().describe("Spans with status 'error'"),
+  model: z.string(),
+  source: z.string(),
+  actionName: z.string(),
+  environment: z.string(),
+  promptTokens: z.number(),
+  completionTokens: z.number(),
+  totalTokens: z.number(),
+  costUsd: z.number(),
 });
-export const tracePageSchema = z.object({ items: z.array(traceSummarySchema), nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last') });
+export const tracePageSchema = z.object({
+  items: z.array(traceSummarySchema),
+  nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last'),
+});
 
 const attrValue = z.json().meta({ id: 'AttributeValue' });
 const attributes = z.record(z.string(), attrValue);
 const spanSchema = z.object({
-  traceId: z.string(), spanId: z.string(), parentSpanId: z.string().describe("'' for a root span"), name: z.string(),
-  kind: z.enum(SPAN_KINDS), source: z.enum(SOURCES), startTimeNs: nsTime, endTimeNs: nsTime, durationMs: z.number(),
-  status: z.string(), statusMessage: z.string(), model: z.string(), provider: z.string(), prompt: z.string(), response: z.string(),
-  promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), costUsd: z.number(), finishReason: z.string(),
-  actionName: z.string(), environment: z.string(), requestId: z.string(), trainingPreferred: z.boolean(), trainable: z.boolean(),
-  attributes, resourceAttributes: attributes,
+  traceId: z.string(),
+  spanId: z.string(),
+  parentSpanId: z.string().describe("'' for a root span"),
+  name: z.string(),
+  kind: z.enum(SPAN_KINDS),
+  source: z.enum(SOURCES),
+  startTimeNs: nsTime,
+  endTimeNs: nsTime,
+  durationMs: z.number(),
+  status: z.string(),
+  statusMessage: z.string(),
+  model: z.string(),
+  provider: z.string(),
+  prompt: z.string(),
+  response: z.string(),
+  promptTokens: z.number(),
+  completionTokens: z.number(),
+  totalTokens: z.number(),
+  costUsd: z.number(),
+  finishReason: z.string(),
+  actionName: z.string(),
+  environment: z.string(),
+  requestId: z.string(),
+  trainingPreferred: z.boolean(),
+  trainable: z.boolean(),
+  attributes,
+  resourceAttributes: attributes,
   events: z.array(z.object({ name: z.string(), timeNs: nsTime, attributes })),
   ingestedAtMs: z.number(),
 });
-const treeNodeSchema: z.ZodType<TreeNode> = z.object({
-  spanId: z.string(), name: z.string(), kind: z.string(),
-  get children() { return z.array(treeNodeSchema); },
-}).meta({ id: 'TraceTreeNode' });
+const treeNodeSchema: z.ZodType<TreeNode> = z
+  .object({
+    spanId: z.string(),
+    name: z.string(),
+    kind: z.string(),
+    get children() {
+      return z.array(treeNodeSchema);
+    },
+  })
+  .meta({ id: 'TraceTreeNode' });
 const traceRollupSchema = z.object({
-  name: z.string(), status: z.string(), startTimeNs: nsTime, endTimeNs: nsTime, durationMs: z.number(),
-  spanCount: z.number().int(), errorCount: z.number().int(), model: z.string(), provider: z.string(), prompt: z.string(), response: z.string(),
-  promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), costUsd: z.number(),
-  actionName: z.string(), environment: z.string(), source: z.enum(SOURCES),
+  name: z.string(),
+  status: z.string(),
+  startTimeNs: nsTime,
+  endTimeNs: nsTime,
+  durationMs: z.number(),
+  spanCount: z.number().int(),
+  errorCount: z.number().int(),
+  model: z.string(),
+  provider: z.string(),
+  prompt: z.string(),
+  response: z.string(),
+  promptTokens: z.number(),
+  completionTokens: z.number(),
+  totalTokens: z.number(),
+  costUsd: z.number(),
+  actionName: z.string(),
+  environment: z.string(),
+  source: z.enum(SOURCES),
 });
 export const traceDetailSchema = z.object({
   trace: z.object({
     traceId: z.string(),
-    summary: traceRollupSchema.nullable().describe("Of the whole trace; prompt, response and provider from this part's spans"),
+    summary: traceRollupSchema
+      .nullable()
+      .describe("Of the whole trace; prompt, response and provider from this part's spans"),
     spans: z.array(spanSchema).describe('In start order: the whole trace, or one part of it (see nextSpanCursor)'),
-    nextSpanCursor: z.string().nullable().describe('Pass as spanCursor for the next part of the spans; null when this part is the last'),
-    tree: z.array(treeNodeSchema).describe("Of this part's spans (a span whose parent is in another part is a root here)"),
-    policy: z.array(z.object({
-      spanId: z.string(), policyVersion: z.number().int(), decision: z.enum(['allow', 'flag', 'redact', 'block']),
-      reasons: z.unknown().describe('[{ code, message, category?, rule? }]'), createdAtMs: z.number(),
-    })),
+    nextSpanCursor: z
+      .string()
+      .nullable()
+      .describe('Pass as spanCursor for the next part of the spans; null when this part is the last'),
+    tree: z
+      .array(treeNodeSchema)
+      .describe("Of this part's spans (a span whose parent is in another part is a root here)"),
+    policy: z.array(
+      z.object({
+        spanId: z.string(),
+        policyVersion: z.number().int(),
+        decision: z.enum(['allow', 'flag', 'redact', 'block']),
+        reasons: z.unknown().describe('[{ code, message, category?, rule? }]'),
+        createdAtMs: z.number(),
+      }),
+    ),
   }),
 });
 
@@ -87,7 +160,8 @@ export const traceDetailSchema = z.object({
  * as every route with a key does when storage cannot be reached to verify that key.
  */
 export const unavailableDoc = {
-  description: 'Storage unreachable, hung, or slower than the read deadline, or the API key cannot be verified while storage is unreachable (code unavailable; Retry-After)',
+  description:
+    'Storage unreachable, hung, or slower than the read deadline, or the API key cannot be verified while storage is unreachable (code unavailable; Retry-After)',
   schema: errorSchema,
 };
 
@@ -106,9 +180,15 @@ function isoOfNs(ns: bigint): string {
 export function checkRange(q: { from?: bigint | undefined; to?: bigint | undefined }): void {
   if (q.from === undefined || q.to === undefined || q.from <= q.to) return;
   const message = 'must not be later than to';
-  throw new HttpError(400, 'invalid_query', `from (${isoOfNs(q.from)}) is later than to (${isoOfNs(q.to)}): the range is reversed`, [
-    { field: 'from', message: `from ${message}` }, { field: 'to', message: 'to must not be earlier than from' },
-  ]);
+  throw new HttpError(
+    400,
+    'invalid_query',
+    `from (${isoOfNs(q.from)}) is later than to (${isoOfNs(q.to)}): the range is reversed`,
+    [
+      { field: 'from', message: `from ${message}` },
+      { field: 'to', message: 'to must not be earlier than from' },
+    ],
+  );
 }
 
 /**
@@ -118,8 +198,15 @@ export function checkRange(q: { from?: bigint | undefined; to?: bigint | undefin
  * reading never spends ingestion's budget nor the reverse.
  */
 export const READ_LIMITS = {
-  traces: 'read:traces', trace: 'read:trace', verification: 'read:verification', verificationKeys: 'read:verification-keys',
-  audit: 'read:audit', alerts: 'read:alerts', findings: 'read:findings', policy: 'read:policy', usage: 'read:usage',
+  traces: 'read:traces',
+  trace: 'read:trace',
+  verification: 'read:verification',
+  verificationKeys: 'read:verification-keys',
+  audit: 'read:audit',
+  alerts: 'read:alerts',
+  findings: 'read:findings',
+  policy: 'read:policy',
+  usage: 'read:usage',
 } as const;
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -131,25 +218,51 @@ sameShape<z.output<typeof traceRollupSchema>, NonNullable<ReturnType<typeof summ
 
 export function readRoutes(r: RouteContext): void {
   r.docs.push({
-    method: 'get', path: '/api/traces', tag: 'read', auth: 'apiKey', query: listQuery,
-    summary: 'List traces, newest first (reads lag writes by about TRACEGATE_FLUSH_INTERVAL_MS, more while storage is busy)',
-    responses: { 200: { description: 'A page of trace summaries and the cursor of the next page', schema: tracePageSchema }, 503: unavailableDoc },
+    method: 'get',
+    path: '/api/traces',
+    tag: 'read',
+    auth: 'apiKey',
+    query: listQuery,
+    summary:
+      'List traces, newest first (reads lag writes by about TRACEGATE_FLUSH_INTERVAL_MS, more while storage is busy)',
+    responses: {
+      200: { description: 'A page of trace summaries and the cursor of the next page', schema: tracePageSchema },
+      503: unavailableDoc,
+    },
   });
   const detailQuery = traceQuery(r.config.MAX_TRACE_SPANS);
   r.docs.push({
-    method: 'get', path: '/api/traces/{traceId}', tag: 'read', auth: 'apiKey', query: detailQuery,
-    summary: 'One trace: summary roll-up, spans (a large trace in parts), the span tree, and the governance policy decision recorded for each span',
-    responses: { 200: { description: 'The trace', schema: traceDetailSchema }, 404: { description: 'No such trace in this workspace', schema: errorSchema }, 503: unavailableDoc },
+    method: 'get',
+    path: '/api/traces/{traceId}',
+    tag: 'read',
+    auth: 'apiKey',
+    query: detailQuery,
+    summary:
+      'One trace: summary roll-up, spans (a large trace in parts), the span tree, and the governance policy decision recorded for each span',
+    responses: {
+      200: { description: 'The trace', schema: traceDetailSchema },
+      404: { description: 'No such trace in this workspace', schema: errorSchema },
+      503: unavailableDoc,
+    },
   });
 
   r.router.get('/api/traces', ...r.readGuard(READ_LIMITS.traces), async (ctx) => {
     const q = parseQuery(listQuery, ctx);
     checkRange(q);
     const caller = ctx.state.caller as Caller;
-    const page = await r.read(() => r.storage.listTraces(caller.workspaceId, {
-      fromNs: q.from, toNs: q.to, model: q.model, actionName: q.actionName, environment: q.environment,
-      status: q.status, source: q.source, limit: q.limit, cursor: q.cursor,
-    }));
+    const page = await r.read(() =>
+      r.storage.listTraces(caller.workspaceId, {
+        fromNs: q.from,
+        toNs: q.to,
+        model: q.model,
+        actionName: q.actionName,
+        environment: q.environment,
+        status: q.status,
+        source: q.source,
+        limit: q.limit,
+        cursor: q.cursor,
+      }),
+    );
     ctx.body = page satisfies z.output<typeof tracePageSchema>;
   });
 
@@ -162,27 +275,43 @@ export function readRoutes(r: RouteContext): void {
     const caller = ctx.state.caller as Caller;
     const { page, more, whole, records } = await r.read(async () => {
       // A part ends early at MAX_TRACE_PART_BYTES of stored spans: a part of 5,000 spans of 50 KB answered 254 MB.
-      const part = await r.storage.getTracePart(caller.workspaceId, traceId, { limit, maxBytes: r.config.MAX_TRACE_PART_BYTES, ...(after ? { after } : {}) });
+      const part = await r.storage.getTracePart(caller.workspaceId, traceId, {
+        limit,
+        maxBytes: r.config.MAX_TRACE_PART_BYTES,
+        ...(after ? { after } : {}),
+      });
       const { spans: page, more } = part;
       const ids = page.map((s) => s.spanId);
       return {
-        page, more,
+        page,
+        more,
         // A part of the trace: its roll-up comes from storage, as the list's.
-        whole: more || after ? (await r.storage.listTraces(caller.workspaceId, { traceId, limit: 1 })).items[0] : undefined,
-        records: page.length === 0 ? [] : await r.storage.getPolicyRecords(caller.workspaceId, traceId, more || after ? ids : undefined),
+        whole:
+          more || after ? (await r.storage.listTraces(caller.workspaceId, { traceId, limit: 1 })).items[0] : undefined,
+        records:
+          page.length === 0
+            ? []
+            : await r.storage.getPolicyRecords(caller.workspaceId, traceId, more || after ? ids : undefined),
       };
     });
     if (page.length === 0 && !whole) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
     const spans = viewSpans(page);
     const policy = storedPolicy(records, page).map((p) => ({
-      spanId: p.spanId, policyVersion: p.policyVersion, decision: p.decision, reasons: JSON.parse(p.reasons) as unknown, createdAtMs: p.createdAtMs,
+      spanId: p.spanId,
+      policyVersion: p.policyVersion,
+      decision: p.decision,
+      reasons: JSON.parse(p.reasons) as unknown,
+      createdAtMs: p.createdAtMs,
     }));
     const last = page.at(-1);
     ctx.body = {
       trace: {
-        traceId, summary: partSummary(spans, whole), spans: spans.map(publicSpan),
+        traceId,
+        summary: partSummary(spans, whole),
+        spans: spans.map(publicSpan),
         nextSpanCursor: more && last ? encodeSpanCursor({ startNs: last.startTimeNs, spanId: last.spanId }) : null,
-        tree: spanTree(spans), policy,
+        tree: spanTree(spans),
+        policy,
       },
     } satisfies z.output<typeof traceDetailSchema>;
   });
@@ -196,5 +325,11 @@ function partSummary(spans: SpanRecord[], whole: TraceSummary | undefined): Retu
   const own = summarize(spans);
   if (!whole) return own;
   const { traceId: _t, ...rollup } = whole;
-  return { ...rollup, provider: own?.provider ?? '', prompt: own?.prompt ?? '', response: own?.response ?? '', source: rollup.source as SpanRecord['source'] };
+  return {
+    ...rollup,
+    provider: own?.provider ?? '',
+    prompt: own?.prompt ?? '',
+    response: own?.response ?? '',
+    source: rollup.source as SpanRecord['source'],
+  };
 }

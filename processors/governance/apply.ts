@@ -3,7 +3,16 @@ import { createHmac } from 'node:crypto';
 import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../collector/record.ts';
 import { actionFor, evaluatePolicy, type Policy, type PolicyDecision } from './policy.ts';
 import { redact, renameKeys } from './redact.ts';
-import { reportedFindings, scanFull, scanRecordSlots, type FieldFinding, type Path, type ScanCache, type ScanOptions, type TextLocation } from './scan.ts';
+import {
+  reportedFindings,
+  scanFull,
+  scanRecordSlots,
+  type FieldFinding,
+  type Path,
+  type ScanCache,
+  type ScanOptions,
+  type TextLocation,
+} from './scan.ts';
 
 export interface GovernanceResult {
   /** The input record when nothing was redacted; otherwise a copy (the input is never mutated). */
@@ -17,7 +26,11 @@ export interface GovernanceResult {
  * Structural copy of `attrs` with the strings at `edits` replaced and the keys at `renames` renamed (both keyed by
  * the JSON path as sent); untouched branches are shared (renameKeys: order kept, clashes numbered).
  */
-function replaceAttributes(attrs: Attributes, edits: Map<string, string>, renames: Map<string, string> = new Map()): Attributes {
+function replaceAttributes(
+  attrs: Attributes,
+  edits: Map<string, string>,
+  renames: Map<string, string> = new Map(),
+): Attributes {
   if (edits.size === 0 && renames.size === 0) return attrs;
   const prefixes = new Set<string>();
   for (const key of [...edits.keys(), ...renames.keys()]) {
@@ -54,18 +67,37 @@ function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: s
   const resource = changes();
   const events = new Map<number, { name?: string; attrs: Changes }>();
   const eventEdit = (i: number) => events.get(i) ?? events.set(i, { attrs: changes() }).get(i)!;
-  const set = (c: Changes, path: Path, key: boolean | undefined, value: string) => (key ? c.keys : c.values).set(JSON.stringify(path), value);
+  const set = (c: Changes, path: Path, key: boolean | undefined, value: string) =>
+    (key ? c.keys : c.values).set(JSON.stringify(path), value);
   for (const { at, value } of edits) {
     switch (at.kind) {
-      case 'prompt': out.prompt = value; break;
-      case 'response': out.response = value; break;
-      case 'name': out.name = value; break;
-      case 'statusMessage': out.statusMessage = value; break;
-      case 'label': out[at.field] = value; break;
-      case 'attribute': set(attrs, at.path, at.key, value); break;
-      case 'resource': set(resource, at.path, at.key, value); break;
-      case 'eventName': eventEdit(at.event).name = value; break;
-      case 'eventAttribute': set(eventEdit(at.event).attrs, at.path, at.key, value); break;
+      case 'prompt':
+        out.prompt = value;
+        break;
+      case 'response':
+        out.response = value;
+        break;
+      case 'name':
+        out.name = value;
+        break;
+      case 'statusMessage':
+        out.statusMessage = value;
+        break;
+      case 'label':
+        out[at.field] = value;
+        break;
+      case 'attribute':
+        set(attrs, at.path, at.key, value);
+        break;
+      case 'resource':
+        set(resource, at.path, at.key, value);
+        break;
+      case 'eventName':
+        eventEdit(at.event).name = value;
+        break;
+      case 'eventAttribute':
+        set(eventEdit(at.event).attrs, at.path, at.key, value);
+        break;
     }
   }
   out.attributes = replaceAttributes(record.attributes, attrs.values, attrs.keys);
@@ -73,7 +105,9 @@ function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: s
   if (events.size) {
     out.events = record.events.map((e, i): SpanEvent => {
       const ed = events.get(i);
-      return ed ? { ...e, name: ed.name ?? e.name, attributes: replaceAttributes(e.attributes, ed.attrs.values, ed.attrs.keys) } : e;
+      return ed
+        ? { ...e, name: ed.name ?? e.name, attributes: replaceAttributes(e.attributes, ed.attrs.values, ed.attrs.keys) }
+        : e;
     });
   }
   return out;
@@ -83,15 +117,27 @@ function writeBack(record: SpanRecord, edits: Array<{ at: TextLocation; value: s
  * Pure: scan every string of the record, evaluate `policy`, and redact every finding whose action is 'redact'
  * or 'block' (blocked content must not be persisted in the clear either), in every copy of the value.
  */
-export function applyGovernance(record: SpanRecord, policy: Policy, options?: ScanOptions, cache?: ScanCache): GovernanceResult {
+export function applyGovernance(
+  record: SpanRecord,
+  policy: Policy,
+  options?: ScanOptions,
+  cache?: ScanCache,
+): GovernanceResult {
   const scans = scanRecordSlots(record, options, cache);
   const findings = reportedFindings(scans);
   const decision = evaluatePolicy(policy, {
-    model: record.model, environment: record.environment, prompt: record.prompt, response: record.response, findings,
+    model: record.model,
+    environment: record.environment,
+    prompt: record.prompt,
+    response: record.response,
+    findings,
   });
   const edits: Array<{ at: TextLocation; value: string }> = [];
   for (const s of scans) {
-    const hits = s.findings.filter((f) => { const a = actionFor(policy, f); return a === 'redact' || a === 'block'; });
+    const hits = s.findings.filter((f) => {
+      const a = actionFor(policy, f);
+      return a === 'redact' || a === 'block';
+    });
     if (hits.length) edits.push({ at: s.slot.at, value: redact(s.slot.value, hits) });
   }
   return { record: edits.length ? writeBack(record, edits) : record, findings, decision };
@@ -105,6 +151,11 @@ export function applyGovernance(record: SpanRecord, policy: Policy, options?: Sc
  */
 export function traceIdForRequestId(requestId: string, policy: Policy, key: Buffer, workspaceId: string): string {
   if (policy.defaultAction === 'flag' && Object.values(policy.actions).every((a) => a === 'flag')) return requestId; // nothing is ever masked
-  const masked = scanFull(requestId).some((f) => { const a = actionFor(policy, f); return a === 'redact' || a === 'block'; });
-  return masked ? `redacted-${createHmac('sha256', key).update(`${workspaceId}\u0000${requestId}`).digest('hex').slice(0, 32)}` : requestId;
+  const masked = scanFull(requestId).some((f) => {
+    const a = actionFor(policy, f);
+    return a === 'redact' || a === 'block';
+  });
+  return masked
+    ? `redacted-${createHmac('sha256', key).update(`${workspaceId}\u0000${requestId}`).digest('hex').slice(0, 32)}`
+    : requestId;
 }

@@ -13,10 +13,13 @@ export function cutOutsideValues(text: string, cut: number): number {
   if (cut <= 0 || cut >= text.length) return cut;
   const from = Math.max(0, cut - AROUND);
   const found = scanText(text.slice(from, Math.min(text.length, cut + AROUND)), { detectors: ['pii', 'secret'] });
-  for (let moved = true; moved;) {
+  for (let moved = true; moved; ) {
     moved = false;
     for (const f of found) {
-      if (from + f.start < cut && from + f.end > cut) { cut = from + f.start; moved = true; }
+      if (from + f.start < cut && from + f.end > cut) {
+        cut = from + f.start;
+        moved = true;
+      }
     }
   }
   return beforeEscapedWord(text, cut, from);

@@ -33,12 +33,21 @@ export function severityForScore(score: number): Severity {
 }
 
 interface Hit {
-  family: InjectionFamily; weight: number; start: number; end: number; phrase: string;
+  family: InjectionFamily;
+  weight: number;
+  start: number;
+  end: number;
+  phrase: string;
   /** Found in text spelled by tag characters: the original span is invisible, the phrase is what it says. */
   hidden?: boolean;
 }
 
-interface Trigger { word: string; third: number; wholeWord: boolean; patterns: Array<{ family: number; pattern: InjectionPattern }> }
+interface Trigger {
+  word: string;
+  third: number;
+  wholeWord: boolean;
+  patterns: Array<{ family: number; pattern: InjectionPattern }>;
+}
 
 // Triggers bucketed by their first two characters (ASCII), so the scan does one array lookup per word start.
 // A trigger ending in a letter must end a word, so at most one alphabetic trigger fires per position.
@@ -50,7 +59,10 @@ INJECTION_FAMILIES.forEach((family, fi) => {
       const k = (word.charCodeAt(0) & 127) * 128 + (word.charCodeAt(1) & 127);
       const bucket = (BUCKETS[k] ??= []);
       let t = bucket.find((x) => x.word === word);
-      if (!t) { t = { word, third: word.length > 2 ? word.charCodeAt(2) : -1, wholeWord: /[a-z]$/.test(word), patterns: [] }; bucket.push(t); }
+      if (!t) {
+        t = { word, third: word.length > 2 ? word.charCodeAt(2) : -1, wholeWord: /[a-z]$/.test(word), patterns: [] };
+        bucket.push(t);
+      }
       t.patterns.push({ family: fi, pattern });
       if (!/[a-z]/.test(word[0]!)) PUNCT_STARTS.add(word.charCodeAt(0));
     }
@@ -92,8 +104,16 @@ function isSpacer(c: number): boolean {
  * One pass over `segment`: at each word start (or punctuation trigger) run the patterns its trigger selects.
  * With `spaced`, also collect where six or more one-letter words follow each other closely (letter-spaced text).
  */
-function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: number) => [number, number], maxPerFamily: number, hits: Hit[],
-  hidden = false, spaced: number[] | null = null, counts = new Array<number>(INJECTION_FAMILIES.length).fill(0)): void {
+function matchFamilies(
+  segment: string,
+  ascii: boolean,
+  spanOf: (s: number, e: number) => [number, number],
+  maxPerFamily: number,
+  hits: Hit[],
+  hidden = false,
+  spaced: number[] | null = null,
+  counts = new Array<number>(INJECTION_FAMILIES.length).fill(0),
+): void {
   const codes = codeUnits(segment, ascii);
   const n = codes.length;
   let prevWord = false;
@@ -112,7 +132,10 @@ function matchFamilies(segment: string, ascii: boolean, spanOf: (s: number, e: n
       if (spaced !== null && isSpacer(codes[i + 1]!)) {
         let apart = i - lastSingle > 4;
         for (let k = lastSingle + 1; !apart && k < i; k++) apart = codes[k] === 10; // a line break ends a run
-        if (apart) { singles = 0; singlesFrom = i; }
+        if (apart) {
+          singles = 0;
+          singlesFrom = i;
+        }
         lastSingle = i;
         if (++singles === 6) spaced.push(singlesFrom);
       }
@@ -153,7 +176,8 @@ function dedupeHits(hits: Hit[]): Hit[] {
   for (const h of hits) {
     const last = out[out.length - 1];
     if (last && last.family === h.family && h.start < last.end) {
-      if (h.weight > last.weight || (h.weight === last.weight && h.end - h.start > last.end - last.start)) out[out.length - 1] = h;
+      if (h.weight > last.weight || (h.weight === last.weight && h.end - h.start > last.end - last.start))
+        out[out.length - 1] = h;
       continue;
     }
     out.push(h);
@@ -190,13 +214,17 @@ function matchSpaced(n: Normalized, starts: number[], maxPerFamily: number, hits
     while (from > 0 && runs[i]!.s - from < 40 && t[from - 1] !== '\n') from--;
     let j = i;
     let to = contextEnd(t, runs[j]!.e);
-    while (j + 1 < runs.length && runs[j + 1]!.s <= to && !t.slice(runs[j]!.e, runs[j + 1]!.s).includes('\n')) to = contextEnd(t, runs[++j]!.e);
+    while (j + 1 < runs.length && runs[j + 1]!.s <= to && !t.slice(runs[j]!.e, runs[j + 1]!.s).includes('\n'))
+      to = contextEnd(t, runs[++j]!.e);
     // Closed-up text built from slices, with an index map into the normalised text (segment index → index).
     let text = '';
     const at = new Int32Array(to - from);
     let len = 0;
     let k = from;
-    const copy = (a: number, b: number) => { text += t.slice(a, b); for (let x = a; x < b; x++) at[len++] = x; };
+    const copy = (a: number, b: number) => {
+      text += t.slice(a, b);
+      for (let x = a; x < b; x++) at[len++] = x;
+    };
     for (let r = i; r <= j; r++) {
       const { s, e } = runs[r]!;
       copy(k, s);
@@ -204,15 +232,32 @@ function matchSpaced(n: Normalized, starts: number[], maxPerFamily: number, hits
       // The run's first separator joins letters ('i.g.n.o.r.e'); any other gap parts words ('i.g.n.o.r.e a.l.l').
       const joiner = t[s + 1];
       while (k < e) {
-        if (!isSpacedSep(t.charCodeAt(k))) { text += t[k]; at[len++] = k; k++; continue; }
+        if (!isSpacedSep(t.charCodeAt(k))) {
+          text += t[k];
+          at[len++] = k;
+          k++;
+          continue;
+        }
         let g = k;
         while (g < e && isSpacedSep(t.charCodeAt(g))) g++;
-        if (g - k >= 2 || t[k] !== joiner) { text += ' '; at[len++] = k; }
+        if (g - k >= 2 || t[k] !== joiner) {
+          text += ' ';
+          at[len++] = k;
+        }
         k = g;
       }
     }
     copy(k, to);
-    matchFamilies(text, n.ascii, (a, b) => originalSpan(n, at[a]!, at[b - 1]! + 1), maxPerFamily, hits, false, null, counts);
+    matchFamilies(
+      text,
+      n.ascii,
+      (a, b) => originalSpan(n, at[a]!, at[b - 1]! + 1),
+      maxPerFamily,
+      hits,
+      false,
+      null,
+      counts,
+    );
     i = j + 1;
   }
 }
@@ -252,9 +297,20 @@ export function maskedPhrase(raw: string, start = 0, end = raw.length): string {
   const win = before + phrase + clean(end, Math.min(raw.length, end + PREVIEW_CONTEXT));
   let from = before.length;
   let to = from + phrase.length;
-  const found = detectPii(win).concat(detectSecrets(win)).filter((f) => f.end > from && f.start < to);
-  for (const f of found) { from = Math.min(from, f.start); to = Math.max(to, f.end); }
-  const s = found.length > 0 ? redact(win.slice(from, to), found.map((f) => ({ ...f, start: f.start - from, end: f.end - from }))) : phrase;
+  const found = detectPii(win)
+    .concat(detectSecrets(win))
+    .filter((f) => f.end > from && f.start < to);
+  for (const f of found) {
+    from = Math.min(from, f.start);
+    to = Math.max(to, f.end);
+  }
+  const s =
+    found.length > 0
+      ? redact(
+          win.slice(from, to),
+          found.map((f) => ({ ...f, start: f.start - from, end: f.end - from })),
+        )
+      : phrase;
   return excerpt(s.replace(TOKEN_LIKE, maskToken));
 }
 /** Characters read on each side of a phrase for its preview's masking: longer than any value a phrase cuts (an
@@ -309,15 +365,30 @@ export function analyzeInjection(text: string, options: InjectionOptions = {}): 
   const findings: Finding[] = [];
   for (const run of n.invisible.slice(0, maxRuns)) {
     const w = invisibleWeight(run, text);
-    findings.push({ detector: 'injection', rule: 'injection.invisible_text', category: 'invisible_text',
-      severity: severityForScore(Math.max(w, run.kinds.has('tag') ? 0.6 : 0, score)), start: run.start, end: run.end,
-      preview: describeRun(run), score });
+    findings.push({
+      detector: 'injection',
+      rule: 'injection.invisible_text',
+      category: 'invisible_text',
+      severity: severityForScore(Math.max(w, run.kinds.has('tag') ? 0.6 : 0, score)),
+      start: run.start,
+      end: run.end,
+      preview: describeRun(run),
+      score,
+    });
   }
   if (score >= threshold) {
     for (const h of dedupeHits(hits)) {
       const phrase = h.hidden ? maskedPhrase(h.phrase) : maskedPhrase(text, h.start, h.end);
-      findings.push({ detector: 'injection', rule: h.family.rule, category: 'prompt_injection', severity,
-        start: h.start, end: h.end, preview: `${h.family.label}: "${phrase}"`, score });
+      findings.push({
+        detector: 'injection',
+        rule: h.family.rule,
+        category: 'prompt_injection',
+        severity,
+        start: h.start,
+        end: h.end,
+        preview: `${h.family.label}: "${phrase}"`,
+        score,
+      });
     }
   }
   const families = [...familyWeight].map(([rule, weight]) => ({ rule, weight }));

@@ -43,7 +43,8 @@ export function invisibleKind(cp: number): InvisibleKind | null {
   if (cp < 0xad) return null;
   if (cp >= 0xe0000 && cp <= 0xe007f) return 'tag';
   if ((cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) return 'bidi';
-  if ((cp >= 0x200b && cp <= 0x200d) || (cp >= 0x2060 && cp <= 0x2064) || cp === 0xfeff || cp === 0x180e) return 'zero_width';
+  if ((cp >= 0x200b && cp <= 0x200d) || (cp >= 0x2060 && cp <= 0x2064) || cp === 0xfeff || cp === 0x180e)
+    return 'zero_width';
   if (cp === 0x200e || cp === 0x200f || cp === 0x00ad) return 'mark'; // LRM/RLM, soft hyphen
   let kind = kindCache.get(cp);
   if (kind === undefined) {
@@ -56,14 +57,75 @@ export function invisibleKind(cp: number): InvisibleKind | null {
 
 // Latin look-alikes from Cyrillic and Greek that NFKC leaves alone.
 const HOMOGLYPHS: Readonly<Record<string, string>> = {
-  'а': 'a', 'е': 'e', 'о': 'o', 'р': 'p', 'с': 'c', 'у': 'y', 'х': 'x', 'і': 'i', 'ј': 'j', 'ѕ': 's', 'һ': 'h', 'ԁ': 'd',
-  'А': 'a', 'В': 'b', 'Е': 'e', 'К': 'k', 'М': 'm', 'Н': 'h', 'О': 'o', 'Р': 'p', 'С': 'c', 'Т': 't', 'Х': 'x', 'І': 'i',
-  'α': 'a', 'ο': 'o', 'ε': 'e', 'ι': 'i', 'ν': 'v', 'τ': 't', 'υ': 'u', 'ρ': 'p', 'κ': 'k', 'Ο': 'o', 'Α': 'a', 'Ε': 'e',
-  'Ι': 'i', 'Τ': 't', 'Κ': 'k', 'Μ': 'm', 'Ν': 'n', 'Ρ': 'p',
+  а: 'a',
+  е: 'e',
+  о: 'o',
+  р: 'p',
+  с: 'c',
+  у: 'y',
+  х: 'x',
+  і: 'i',
+  ј: 'j',
+  ѕ: 's',
+  һ: 'h',
+  ԁ: 'd',
+  А: 'a',
+  В: 'b',
+  Е: 'e',
+  К: 'k',
+  М: 'm',
+  Н: 'h',
+  О: 'o',
+  Р: 'p',
+  С: 'c',
+  Т: 't',
+  Х: 'x',
+  І: 'i',
+  α: 'a',
+  ο: 'o',
+  ε: 'e',
+  ι: 'i',
+  ν: 'v',
+  τ: 't',
+  υ: 'u',
+  ρ: 'p',
+  κ: 'k',
+  Ο: 'o',
+  Α: 'a',
+  Ε: 'e',
+  Ι: 'i',
+  Τ: 't',
+  Κ: 'k',
+  Μ: 'm',
+  Ν: 'n',
+  Ρ: 'p',
   // Latin small capitals ('ɪɢɴᴏʀᴇ ᴘʀᴇᴠɪᴏᴜs'), phonetic letters NFKC keeps as they are, and the dotless i.
-  'ᴀ': 'a', 'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e', 'ꜰ': 'f', 'ɢ': 'g', 'ʜ': 'h', 'ɪ': 'i', 'ᴊ': 'j', 'ᴋ': 'k', 'ʟ': 'l',
-  'ᴍ': 'm', 'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ꞯ': 'q', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u', 'ᴠ': 'v', 'ᴡ': 'w', 'ʏ': 'y',
-  'ᴢ': 'z', 'ı': 'i',
+  ᴀ: 'a',
+  ʙ: 'b',
+  ᴄ: 'c',
+  ᴅ: 'd',
+  ᴇ: 'e',
+  ꜰ: 'f',
+  ɢ: 'g',
+  ʜ: 'h',
+  ɪ: 'i',
+  ᴊ: 'j',
+  ᴋ: 'k',
+  ʟ: 'l',
+  ᴍ: 'm',
+  ɴ: 'n',
+  ᴏ: 'o',
+  ᴘ: 'p',
+  ꞯ: 'q',
+  ʀ: 'r',
+  ꜱ: 's',
+  ᴛ: 't',
+  ᴜ: 'u',
+  ᴠ: 'v',
+  ᴡ: 'w',
+  ʏ: 'y',
+  ᴢ: 'z',
+  ı: 'i',
 };
 
 // Leetspeak digits inside a word ('ign0re', 'previ0us', 'instructi0ns') read as the letters they stand for.
@@ -79,6 +141,7 @@ export function foldLeet(text: string): string {
   return text.replace(LEET_INSIDE, leetRun);
 }
 
+// biome-ignore lint/suspicious/noMisleadingCharacterClass: U+FE0F alone is one of the characters looked for.
 const EMOJI_NEIGHBOUR = /[\p{Extended_Pictographic}\p{Emoji_Modifier}\u{FE0F}]/u;
 const NON_LATIN_LETTER = /[\p{L}\p{M}]/u;
 const LATIN = /\p{Script=Latin}/u;
@@ -114,7 +177,8 @@ function exempt(text: string, i: number, cp: number, kind: InvisibleKind): boole
   if (cp === 0x200d && EMOJI_NEIGHBOUR.test(before) && EMOJI_NEIGHBOUR.test(after)) return true;
   if (cp === 0x200d || cp === 0x200c || kind === 'format') {
     // Splitting a trigger word needs a Latin neighbour; next to a non-Latin letter it is the script's own business.
-    if ((NON_LATIN_LETTER.test(before) || NON_LATIN_LETTER.test(after)) && !LATIN.test(before) && !LATIN.test(after)) return true;
+    if ((NON_LATIN_LETTER.test(before) || NON_LATIN_LETTER.test(after)) && !LATIN.test(before) && !LATIN.test(after))
+      return true;
   }
   return false;
 }
@@ -164,18 +228,43 @@ function foldInPlace(text: string): Normalized | null {
   let ascii = true;
   const folded = text.replace(NON_ASCII_ALL, (ch) => {
     const cp = ch.charCodeAt(0);
-    if (!ok || (cp >= 0xd800 && cp <= 0xdfff) || invisibleKind(cp) !== null) { ok = false; return ch; }
+    if (!ok || (cp >= 0xd800 && cp <= 0xdfff) || invisibleKind(cp) !== null) {
+      ok = false;
+      return ch;
+    }
     const f = fold(cp, ch);
-    if (f.length !== 1) { ok = false; return ch; }
+    if (f.length !== 1) {
+      ok = false;
+      return ch;
+    }
     if (f.charCodeAt(0) >= 0x80) ascii = false;
     return f;
   });
   // Every fold is lower case already (checked for the whole BMP in the tests), so this lowers only A–Z.
-  return ok ? { text: foldLeet(folded.toLowerCase()), ascii, starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] } : null;
+  return ok
+    ? {
+        text: foldLeet(folded.toLowerCase()),
+        ascii,
+        starts: null,
+        ends: null,
+        invisible: [],
+        invisibleCount: 0,
+        hidden: [],
+      }
+    : null;
 }
 
 export function normalizeForInjection(text: string): Normalized {
-  if (!NON_ASCII.test(text)) return { text: foldLeet(text.toLowerCase()), ascii: true, starts: null, ends: null, invisible: [], invisibleCount: 0, hidden: [] };
+  if (!NON_ASCII.test(text))
+    return {
+      text: foldLeet(text.toLowerCase()),
+      ascii: true,
+      starts: null,
+      ends: null,
+      invisible: [],
+      invisibleCount: 0,
+      hidden: [],
+    };
   return foldInPlace(text) ?? normalizeMapped(text);
 }
 
@@ -189,9 +278,15 @@ export function normalizeMapped(text: string): Normalized {
   let n = 0;
   const grow = () => {
     cap = Math.min(cap * 2, text.length * MAX_FOLD + 64);
-    const u = new Uint16Array(cap); u.set(units); units = u;
-    const s = new Int32Array(cap); s.set(starts); starts = s;
-    const e = new Int32Array(cap); e.set(ends); ends = e;
+    const u = new Uint16Array(cap);
+    u.set(units);
+    units = u;
+    const s = new Int32Array(cap);
+    s.set(starts);
+    starts = s;
+    const e = new Int32Array(cap);
+    e.set(ends);
+    ends = e;
   };
   const invisible: InvisibleRun[] = [];
   const hidden: Normalized['hidden'] = [];
@@ -200,7 +295,8 @@ export function normalizeMapped(text: string): Normalized {
   let hiddenStart = -1;
   let hiddenEnd = -1;
   const flushHidden = () => {
-    if (hiddenBuf.trim().length > 0) hidden.push({ text: foldLeet(hiddenBuf.toLowerCase()), start: hiddenStart, end: hiddenEnd });
+    if (hiddenBuf.trim().length > 0)
+      hidden.push({ text: foldLeet(hiddenBuf.toLowerCase()), start: hiddenStart, end: hiddenEnd });
     hiddenBuf = '';
     hiddenStart = -1;
   };
@@ -221,9 +317,15 @@ export function normalizeMapped(text: string): Normalized {
     if (kind !== null) {
       if (kind === 'tag') {
         const flagEnd = flagTagRunEnd(text, i);
-        if (flagEnd !== -1) { i = flagEnd; continue; }
+        if (flagEnd !== -1) {
+          i = flagEnd;
+          continue;
+        }
         if (cp >= 0xe0020 && cp <= 0xe007e) {
-          if (hiddenStart === -1 || hiddenEnd !== i) { flushHidden(); hiddenStart = i; }
+          if (hiddenStart === -1 || hiddenEnd !== i) {
+            flushHidden();
+            hiddenStart = i;
+          }
           hiddenBuf += String.fromCharCode(cp - 0xe0000);
           hiddenEnd = i + len;
         }
@@ -232,8 +334,12 @@ export function normalizeMapped(text: string): Normalized {
         invisibleCount++;
         const last = invisible[invisible.length - 1];
         // Runs one visible character apart ('i\u200Bg\u200Bn\u200Bo…', a joiner between every letter) are one run.
-        if (last && (last.end === i || oneCharApart(text, last.end, i))) { last.end = i + len; last.kinds.add(kind); if (last.codePoints.length < 4096) last.codePoints.push(cp); }
-        else if (invisible.length < MAX_INVISIBLE_RUNS) invisible.push({ start: i, end: i + len, kinds: new Set([kind]), codePoints: [cp] });
+        if (last && (last.end === i || oneCharApart(text, last.end, i))) {
+          last.end = i + len;
+          last.kinds.add(kind);
+          if (last.codePoints.length < 4096) last.codePoints.push(cp);
+        } else if (invisible.length < MAX_INVISIBLE_RUNS)
+          invisible.push({ start: i, end: i + len, kinds: new Set([kind]), codePoints: [cp] });
       }
       i += len;
       continue;
@@ -248,7 +354,15 @@ export function normalizeMapped(text: string): Normalized {
     i += len;
   }
   flushHidden();
-  return { text: foldLeet(utf16(units, n)), ascii: false, starts: starts.subarray(0, n), ends: ends.subarray(0, n), invisible, invisibleCount, hidden };
+  return {
+    text: foldLeet(utf16(units, n)),
+    ascii: false,
+    starts: starts.subarray(0, n),
+    ends: ends.subarray(0, n),
+    invisible,
+    invisibleCount,
+    hidden,
+  };
 }
 
 /** [from, to) holds exactly one code point, and not a line break. */
@@ -267,7 +381,8 @@ function oneCharApart(text: string, from: number, to: number): boolean {
 function utf16(units: Uint16Array, n: number): string {
   let out = '';
   const CHUNK = 8192;
-  for (let i = 0; i < n; i += CHUNK) out += String.fromCharCode.apply(null, units.subarray(i, Math.min(n, i + CHUNK)) as unknown as number[]);
+  for (let i = 0; i < n; i += CHUNK)
+    out += String.fromCharCode.apply(null, units.subarray(i, Math.min(n, i + CHUNK)) as unknown as number[]);
   return out;
 }
 

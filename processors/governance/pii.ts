@@ -22,14 +22,54 @@ function pii(rule: string, category: string, severity: Severity, start: number, 
 // local part and the domain labels, and IDN top-level domains (`.公司`, `.рф`). Scripts written without spaces
 // (CJK, Thai) run straight into an address (`アドレスはtanaka@example.comです`): the local part stops where the
 // text changes between such a script and another, and an ASCII top-level domain may be followed by one.
-const LOCAL_CHAR = /[\p{L}\p{M}\p{N}._%+\-]/u;
-const LOCAL_PUNCT = /[._%+\-]/;
+const LOCAL_CHAR = /[\p{L}\p{M}\p{N}._%+-]/u;
+const LOCAL_PUNCT = /[._%+-]/;
 const SPACELESS = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\p{Script=Thai}\u30FC]/u;
-const EMAIL_DOMAIN = /(?:[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}\-]{0,61}[\p{L}\p{M}\p{N}])?\.){1,8}([A-Za-z]{2,24}(?![A-Za-z0-9\-\p{Script=Latin}\p{M}]|\.[\p{L}\p{N}])|\p{L}[\p{L}\p{M}]{1,23}(?![\p{L}\p{M}\p{N}\-]|\.[\p{L}\p{N}]))/uy;
+const EMAIL_DOMAIN =
+  /(?:[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}-]{0,61}[\p{L}\p{M}\p{N}])?\.){1,8}([A-Za-z]{2,24}(?![A-Za-z0-9\-\p{Script=Latin}\p{M}]|\.[\p{L}\p{N}])|\p{L}[\p{L}\p{M}]{1,23}(?![\p{L}\p{M}\p{N}-]|\.[\p{L}\p{N}]))/uy;
 // `icon@2x.png`, `worker@1.2.js`: asset and module names, not addresses.
-const FILE_TLDS = new Set(['png', 'jpg', 'jpeg', 'gif', 'svg', 'webp', 'ico', 'js', 'mjs', 'cjs', 'ts', 'tsx', 'jsx', 'css',
-  'html', 'htm', 'json', 'yaml', 'yml', 'md', 'txt', 'py', 'rb', 'go', 'rs', 'java', 'kt', 'php', 'lock', 'zip', 'gz', 'tar',
-  'pdf', 'exe', 'dll', 'so', 'wasm', 'map', 'vue', 'scss']);
+const FILE_TLDS = new Set([
+  'png',
+  'jpg',
+  'jpeg',
+  'gif',
+  'svg',
+  'webp',
+  'ico',
+  'js',
+  'mjs',
+  'cjs',
+  'ts',
+  'tsx',
+  'jsx',
+  'css',
+  'html',
+  'htm',
+  'json',
+  'yaml',
+  'yml',
+  'md',
+  'txt',
+  'py',
+  'rb',
+  'go',
+  'rs',
+  'java',
+  'kt',
+  'php',
+  'lock',
+  'zip',
+  'gz',
+  'tar',
+  'pdf',
+  'exe',
+  'dll',
+  'so',
+  'wasm',
+  'map',
+  'vue',
+  'scss',
+]);
 
 export function detectEmails(text: string): Finding[] {
   const out: Finding[] = [];
@@ -45,8 +85,13 @@ export function detectEmails(text: string): Finding[] {
     };
     while (s > 0 && at - s < 64 && inLocal(text[s - 1]!)) s--;
     const local = text.slice(s, at);
-    const okLocal = local.length > 0 && !(s > 0 && at - s >= 64 && inLocal(text[s - 1]!)) && local[0] !== '.' &&
-      !local.endsWith('.') && !local.includes('..') && !text.endsWith('://', s);
+    const okLocal =
+      local.length > 0 &&
+      !(s > 0 && at - s >= 64 && inLocal(text[s - 1]!)) &&
+      local[0] !== '.' &&
+      !local.endsWith('.') &&
+      !local.includes('..') &&
+      !text.endsWith('://', s);
     if (okLocal) {
       const window = text.slice(at + 1, at + 256);
       EMAIL_DOMAIN.lastIndex = 0;
@@ -65,13 +110,15 @@ export function detectEmails(text: string): Finding[] {
 
 // ---- phone numbers
 // North American: (415) 555-0132, 415-555-0132, 415.555.0132, +1 415 555 0132. Area and exchange start 2–9.
-const NANP = /(?:\+?1[ .\-]?)?(?:\(([2-9]\d\d)\)[ .\-]?|([2-9]\d\d)([ .\-]))([2-9]\d\d)([ .\-])\d{4}(?![\w]|[.\-]\d)/g;
+const NANP = /(?:\+?1[ .-]?)?(?:\(([2-9]\d\d)\)[ .-]?|([2-9]\d\d)([ .-]))([2-9]\d\d)([ .-])\d{4}(?![\w]|[.-]\d)/g;
 // International with a leading '+': groups separated by single spaces, dots or dashes, optional "(0)" trunk part.
-const E164 = /\+[1-9]\d{0,3}(?:[ .\-\u00A0\u2007\u2009\u202F]?\(\d{1,4}\)[ .\-\u00A0\u2007\u2009\u202F]?\d{1,8}|[ .\-\u00A0\u2007\u2009\u202F]\d{1,8}){1,6}(?![\w]|[.\-]\d)|\+[1-9]\d{7,14}(?![\w]|[.\-]\d)/g;
+const E164 =
+  /\+[1-9]\d{0,3}(?:[ .\-\u00A0\u2007\u2009\u202F]?\(\d{1,4}\)[ .\-\u00A0\u2007\u2009\u202F]?\d{1,8}|[ .\-\u00A0\u2007\u2009\u202F]\d{1,8}){1,6}(?![\w]|[.-]\d)|\+[1-9]\d{7,14}(?![\w]|[.-]\d)/g;
 // National formats with a trunk '0' or the '00' international prefix: 020 7946 0958, 07700 900123, 030 12345678,
 // 0049 30 12345678, (030) 1234 5678, 0171/1234567, 06-12345678. Counted only after a phone word (PHONE_CONTEXT):
 // on its own the shape is any zero-led number. Separators are mandatory between groups (no ambiguous splits).
-const NATIONAL = /(?:\(0\d{1,4}\)[ \-]?\d{2,8}(?:[ \-./]\d{2,8}){0,3}|\b0(?:\d{1,4}(?:[ \-./]\d{2,8}){1,4}|\d{8,13}))(?![\w]|[.\-/]\d)/g;
+const NATIONAL =
+  /(?:\(0\d{1,4}\)[ -]?\d{2,8}(?:[ \-./]\d{2,8}){0,3}|\b0(?:\d{1,4}(?:[ \-./]\d{2,8}){1,4}|\d{8,13}))(?![\w]|[.\-/]\d)/g;
 // Bare digit runs count only right after a phone keyword. Runs are found first (rare in text), then the
 // keyword is looked for just before them.
 const DIGIT_RUN = /\d{9,}/g;
@@ -105,7 +152,8 @@ function quoted(text: string, start: number, end: number): boolean {
 }
 
 // 'SKU 883-555-2190', 'order #312-555-0187': a label right before the number makes it an identifier.
-const ID_CONTEXT = /\b(?:sku|part(?: no\.?| number)?|model|item|order|ref|reference|serial|invoice|ticket|case(?: id)?|tracking|batch|lot|id)\s*(?:#|no\.?|number)?\s*[:#=]?\s*$/i;
+const ID_CONTEXT =
+  /\b(?:sku|part(?: no\.?| number)?|model|item|order|ref|reference|serial|invoice|ticket|case(?: id)?|tracking|batch|lot|id)\s*(?:#|no\.?|number)?\s*[:#=]?\s*$/i;
 
 export function idContextBefore(text: string, index: number): boolean {
   return ID_CONTEXT.test(text.slice(Math.max(0, index - 24), index));
@@ -113,25 +161,36 @@ export function idContextBefore(text: string, index: number): boolean {
 
 function digitCount(s: string): number {
   let n = 0;
-  for (let i = 0; i < s.length; i++) { const c = s.charCodeAt(i); if (c >= 48 && c <= 57) n++; }
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 48 && c <= 57) n++;
+  }
   return n;
 }
 
 export function detectPhones(text: string, runs = digitRuns(text)): Finding[] {
   const spans: Array<[number, number]> = [];
-  const push = (start: number, end: number) => { spans.push([start, end]); };
-  if (text.includes('+')) for (const m of execAll(E164, text)) {
-    const raw = m[0];
-    if (!clearBefore(text, m.index, /[\w+]/)) continue;
-    const digits = digitCount(raw.replace('(0)', ''));
-    if (digits < 8 || digits > 15) continue;
-    // '+3.14159265' is a signed decimal, '+12.500.000' a signed amount grouped in thousands, not numbers to dial.
-    if (/^\+\d+\.\d+$/.test(raw) || /^\+\d{1,3}(?:\.\d{3})+$/.test(raw)) continue;
-    // '+' and bare digits is a signed integer ('delta +459699178 bytes') unless a phone word comes before it or
-    // it is a quoted value ('"to": "+14155550123"'). Grouped forms ('+44 20 7946 0958') need neither.
-    if (/^\+\d+$/.test(raw) && !quoted(text, m.index, m.index + raw.length) && !phoneContextBefore(text, m.index, PLUS_CONTEXT)) continue;
-    push(m.index, m.index + raw.length);
-  }
+  const push = (start: number, end: number) => {
+    spans.push([start, end]);
+  };
+  if (text.includes('+'))
+    for (const m of execAll(E164, text)) {
+      const raw = m[0];
+      if (!clearBefore(text, m.index, /[\w+]/)) continue;
+      const digits = digitCount(raw.replace('(0)', ''));
+      if (digits < 8 || digits > 15) continue;
+      // '+3.14159265' is a signed decimal, '+12.500.000' a signed amount grouped in thousands, not numbers to dial.
+      if (/^\+\d+\.\d+$/.test(raw) || /^\+\d{1,3}(?:\.\d{3})+$/.test(raw)) continue;
+      // '+' and bare digits is a signed integer ('delta +459699178 bytes') unless a phone word comes before it or
+      // it is a quoted value ('"to": "+14155550123"'). Grouped forms ('+44 20 7946 0958') need neither.
+      if (
+        /^\+\d+$/.test(raw) &&
+        !quoted(text, m.index, m.index + raw.length) &&
+        !phoneContextBefore(text, m.index, PLUS_CONTEXT)
+      )
+        continue;
+      push(m.index, m.index + raw.length);
+    }
   for (const m of execAll(NATIONAL, text)) {
     if (!clearBefore(text, m.index, NOT_BEFORE_NUMBER)) continue;
     const digits = digitCount(m[0]);
@@ -175,7 +234,8 @@ const CARD_SEPARATORS = /[ .\-\u00A0\u2007\u2009\u202F]/g;
 // 'Order #4339131860443826', 'tracking 6682 4759 9094 9360': about one number in ten passes Luhn and most
 // pass the issuer check, so a label right before it makes it an identifier (as for phones and SSNs). A bare
 // '#' does too, unless a card word comes before it ('Card #: 4111 …').
-const CARD_ID_LABEL = /\b(?:order|tracking|invoice|inv|ref|reference|receipt|confirmation|booking|reservation|shipment|parcel|package|consignment|waybill|awb|txn|transaction|po|sku|part|model|item|serial|ticket|case|batch|lot|id)\s*(?:#|no\.?|number|id)?\s*[:#=]?\s*$/i;
+const CARD_ID_LABEL =
+  /\b(?:order|tracking|invoice|inv|ref|reference|receipt|confirmation|booking|reservation|shipment|parcel|package|consignment|waybill|awb|txn|transaction|po|sku|part|model|item|serial|ticket|case|batch|lot|id)\s*(?:#|no\.?|number|id)?\s*[:#=]?\s*$/i;
 const HASH_BEFORE = /#\s*[:=]?\s*$/;
 const CARD_WORD_HASH = /\b(?:card|visa|mastercard|amex|cc|credit|debit)\s*#\s*[:=]?\s*$/i;
 
@@ -220,20 +280,33 @@ export function detectIbans(text: string): Finding[] {
     while (compact.length < len && i < text.length) {
       const c = text.charCodeAt(i);
       if (isAlnum(c)) {
-        if (c >= 97) lower = true; else if (c >= 65) upper = true;
+        if (c >= 97) lower = true;
+        else if (c >= 65) upper = true;
         compact += text[i];
         i++;
         continue;
       }
       // A single space is allowed only between groups of four.
-      if (c === 32 && compact.length % 4 === 0 && i + 1 < text.length && isAlnum(text.charCodeAt(i + 1))) { spaced = true; i++; continue; }
+      if (c === 32 && compact.length % 4 === 0 && i + 1 < text.length && isAlnum(text.charCodeAt(i + 1))) {
+        spaced = true;
+        i++;
+        continue;
+      }
       ok = false;
       break;
     }
     if (!ok || compact.length !== len || (upper && lower)) continue;
     if (i < text.length && isAlnum(text.charCodeAt(i))) continue;
     compact = compact.toUpperCase();
-    if (spaced && text.slice(m.index, i).split(' ').slice(0, -1).some((g) => g.length !== 4)) continue;
+    if (
+      spaced &&
+      text
+        .slice(m.index, i)
+        .split(' ')
+        .slice(0, -1)
+        .some((g) => g.length !== 4)
+    )
+      continue;
     if (!ibanValid(compact)) continue;
     out.push(pii('pii.iban', 'iban', 'high', m.index, i, maskIban(compact)));
     IBAN_START.lastIndex = i;
@@ -242,13 +315,14 @@ export function detectIbans(text: string): Finding[] {
 }
 
 // ---- US SSN: 3-2-4 with a consistent dash or space, or 9 bare digits after an SSN keyword.
-const SSN = /(\d{3})([\- ])(\d{2})\2(\d{4})(?![\w]|-\d)/g;
+const SSN = /(\d{3})([- ])(\d{2})\2(\d{4})(?![\w]|-\d)/g;
 const SSN_KEYWORD_BEFORE = /\b(?:ssn|social security(?: number| no\.?| #)?)\b\D{0,12}$/i;
 
 export function detectSsns(text: string, runs = digitRuns(text)): Finding[] {
   const out: Finding[] = [];
   for (const m of execAll(SSN, text)) {
-    if (!clearBefore(text, m.index, /[\w\-]/) || !ssnValid(m[1]!, m[3]!, m[4]!) || idContextBefore(text, m.index)) continue;
+    if (!clearBefore(text, m.index, /[\w-]/) || !ssnValid(m[1]!, m[3]!, m[4]!) || idContextBefore(text, m.index))
+      continue;
     out.push(pii('pii.ssn', 'ssn', 'high', m.index, m.index + m[0].length, `***-**-****`));
   }
   for (const { index, run: d } of runs) {
@@ -263,20 +337,27 @@ export function detectSsns(text: string, runs = digitRuns(text)): Finding[] {
 const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IPV4 = new RegExp(`(?:${OCTET}\\.){3}${OCTET}(?![\\w]|\\.\\d)`, 'g');
 // '1.2.3.4' right after 'version', 'v', 'build', 'pkg', '==', … is a version string.
-const VERSION_CONTEXT = /(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\brev\.?|\bsdk|\bapi|\bpkg|\bpackage|\bpatch|\bkernel|==|[<>~]=|\^|~)\s*[:=]?\s*$/i;
+const VERSION_CONTEXT =
+  /(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\brev\.?|\bsdk|\bapi|\bpkg|\bpackage|\bpatch|\bkernel|==|[<>~]=|\^|~)\s*[:=]?\s*$/i;
 // …and after a package verb with a name: 'installed pkg ', 'upgraded openssl to ', 'bump lodash ' (not a network
 // word: 'installed on 203.0.113.7' is an address).
-const VERSION_VERB = /\b(?:install(?:ed|ing|s)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing)|bump(?:ed|s|ing)?|pin(?:ned|s)?) (?!(?:on|at|to|from|in|into|onto|via|for|by|host|server|node|ip|address|machine|vm|instance|box)\b)[\w@./+\-]{1,40} (?:to |version |v)?$|\b(?:upgrad|downgrad|bump)\w* to $/i;
+const VERSION_VERB =
+  /\b(?:install(?:ed|ing|s)?|upgrad(?:e|ed|es|ing)|downgrad(?:e|ed|es|ing)|bump(?:ed|s|ing)?|pin(?:ned|s)?) (?!(?:on|at|to|from|in|into|onto|via|for|by|host|server|node|ip|address|machine|vm|instance|box)\b)[\w@./+-]{1,40} (?:to |version |v)?$|\b(?:upgrad|downgrad|bump)\w* to $/i;
 // A runtime, browser, OS or tool name and a space ('node 18.19.0.1', 'Chrome 120.0.61.109') is version context
 // for public-looking numbers only: 'node 10.0.0.12' in a cluster is an address, and private ranges are rare as
 // versions. A public address written right after one of these names is missed.
-const SOFTWARE_BEFORE = /\b(?:node(?:js)?|python[23]?|java|jdk|jre|openjdk|chrome|chromium|firefox|safari|opera|windows|macos|osx|ios|ipados|android|ubuntu|debian|centos|rhel|fedora|alpine|linux|openssl|openssh|nginx|apache|httpd|tomcat|postgres(?:ql)?|mysql|mariadb|redis|mongodb|elasticsearch|kafka|docker|kubernetes|k8s|kubectl|helm|terraform|npm|pnpm|yarn|pip|golang|rustc?|cargo|gcc|clang|llvm|dotnet|electron|php|ruby|rails|perl|gradle|maven|cuda|pytorch|torch|tensorflow|numpy|pandas|bios|lib|library|module|plugin|extension)[ /]$/i;
+const SOFTWARE_BEFORE =
+  /\b(?:node(?:js)?|python[23]?|java|jdk|jre|openjdk|chrome|chromium|firefox|safari|opera|windows|macos|osx|ios|ipados|android|ubuntu|debian|centos|rhel|fedora|alpine|linux|openssl|openssh|nginx|apache|httpd|tomcat|postgres(?:ql)?|mysql|mariadb|redis|mongodb|elasticsearch|kafka|docker|kubernetes|k8s|kubectl|helm|terraform|npm|pnpm|yarn|pip|golang|rustc?|cargo|gcc|clang|llvm|dotnet|electron|php|ruby|rails|perl|gradle|maven|cuda|pytorch|torch|tensorflow|numpy|pandas|bios|lib|library|module|plugin|extension)[ /]$/i;
 
 function versionContextBefore(text: string, index: number, sev: Severity): boolean {
   const before = text.slice(Math.max(0, index - 64), index);
-  if (VERSION_CONTEXT.test(before.slice(-12)) || (sev === 'medium' && SOFTWARE_BEFORE.test(before.slice(-16)))) return true;
+  if (VERSION_CONTEXT.test(before.slice(-12)) || (sev === 'medium' && SOFTWARE_BEFORE.test(before.slice(-16))))
+    return true;
   const lower = before.toLowerCase(); // the verb regex only when a verb can be there (it scans the whole slice)
-  return (lower.includes('install') || lower.includes('grad') || lower.includes('bump') || lower.includes('pin')) && VERSION_VERB.test(before);
+  return (
+    (lower.includes('install') || lower.includes('grad') || lower.includes('bump') || lower.includes('pin')) &&
+    VERSION_VERB.test(before)
+  );
 }
 
 // IPv6 candidates: from each ':' expand over hex digits, ':' and '.'; confirmed with node:net.
@@ -299,7 +380,8 @@ function ipv6Candidates(text: string): Array<[number, number]> {
     for (let k = s; k < e && colons < 2; k++) if (text.charCodeAt(k) === 58) colons++;
     const before = s > 0 ? text[s - 1]! : ' ';
     const after = e < text.length ? text[e]! : ' ';
-    if (colons >= 2 && e - s <= 45 && !WORD_CHAR.test(before) && before !== '.' && !WORD_CHAR.test(after)) out.push([s, e]);
+    if (colons >= 2 && e - s <= 45 && !WORD_CHAR.test(before) && before !== '.' && !WORD_CHAR.test(after))
+      out.push([s, e]);
     i = text.indexOf(':', Math.max(e, i + 1));
   }
   return out;
@@ -308,7 +390,14 @@ function ipv6Candidates(text: string): Array<[number, number]> {
 function ipv4Severity(o: number[]): Severity | null {
   const [a, b] = o as [number, number];
   if (a === 0 || a === 127 || a === 255) return null; // unspecified, loopback, broadcast/netmask: identify no one
-  if (a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254) || (a === 100 && b >= 64 && b <= 127)) return 'low';
+  if (
+    a === 10 ||
+    (a === 172 && b >= 16 && b <= 31) ||
+    (a === 192 && b === 168) ||
+    (a === 169 && b === 254) ||
+    (a === 100 && b >= 64 && b <= 127)
+  )
+    return 'low';
   return 'medium';
 }
 
@@ -331,7 +420,8 @@ export function detectIps(text: string, digits = Infinity): Finding[] {
       const hex = raw.replace(/[^0-9A-Fa-f]/g, '');
       if (groups.length < 2 || hex.length < 3) continue;
       const lower = raw.toLowerCase();
-      const sev: Severity = lower.startsWith('fe80:') || lower.startsWith('fc') || lower.startsWith('fd') ? 'low' : 'medium';
+      const sev: Severity =
+        lower.startsWith('fe80:') || lower.startsWith('fc') || lower.startsWith('fd') ? 'low' : 'medium';
       out.push(pii('pii.ip_address', 'ip_address', sev, s, e, maskIp(raw)));
     }
   }

@@ -34,8 +34,14 @@ export type PolicyInput = z.input<typeof policySchema>;
 
 /** Flag every finding, block nothing, no model or environment restrictions. */
 export const DEFAULT_POLICY: Readonly<Policy> = Object.freeze({
-  version: 1, modelAllow: [], modelDeny: [], actions: {}, defaultAction: 'flag', maxPromptChars: 0,
-  requiredEnvironments: [], minSeverity: 'low',
+  version: 1,
+  modelAllow: [],
+  modelDeny: [],
+  actions: {},
+  defaultAction: 'flag',
+  maxPromptChars: 0,
+  requiredEnvironments: [],
+  minSeverity: 'low',
 });
 
 /** Validate a policy document; throws a ZodError listing every problem. */
@@ -47,7 +53,15 @@ export type Decision = 'allow' | GovernanceAction;
 export const DECISION_RANK: Readonly<Record<Decision, number>> = { allow: 0, flag: 1, redact: 2, block: 3 };
 
 export interface PolicyReason {
-  code: 'model_denied' | 'model_not_allowed' | 'environment_not_allowed' | 'prompt_too_long' | 'finding_flagged' | 'finding_redacted' | 'finding_blocked' | 'scan_failed';
+  code:
+    | 'model_denied'
+    | 'model_not_allowed'
+    | 'environment_not_allowed'
+    | 'prompt_too_long'
+    | 'finding_flagged'
+    | 'finding_redacted'
+    | 'finding_blocked'
+    | 'scan_failed';
   message: string;
   category?: string;
   rule?: string;
@@ -101,13 +115,23 @@ export function globMatch(glob: string, value: string): boolean {
 }
 
 /** The action a policy takes on a finding, or null when the finding is below `minSeverity`. */
-export function actionFor(policy: Policy, finding: Pick<Finding, 'rule' | 'category' | 'severity' | 'detector'>): GovernanceAction | null {
+export function actionFor(
+  policy: Policy,
+  finding: Pick<Finding, 'rule' | 'category' | 'severity' | 'detector'>,
+): GovernanceAction | null {
   if (SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.minSeverity as Severity]) return null;
-  return policy.actions[finding.rule] ?? policy.actions[finding.category] ?? policy.actions[finding.detector] ?? policy.defaultAction;
+  return (
+    policy.actions[finding.rule] ??
+    policy.actions[finding.category] ??
+    policy.actions[finding.detector] ??
+    policy.defaultAction
+  );
 }
 
 const FINDING_CODE: Record<GovernanceAction, PolicyReason['code']> = {
-  flag: 'finding_flagged', redact: 'finding_redacted', block: 'finding_blocked',
+  flag: 'finding_flagged',
+  redact: 'finding_redacted',
+  block: 'finding_blocked',
 };
 
 /**
@@ -133,7 +157,10 @@ export function evaluatePolicy(policy: Policy, subject: PolicySubject): PolicyDe
     }
   }
   if (policy.requiredEnvironments.length > 0 && !policy.requiredEnvironments.includes(subject.environment)) {
-    block('environment_not_allowed', `environment ${quoted(subject.environment)} is not one of ${policy.requiredEnvironments.join(', ')}`);
+    block(
+      'environment_not_allowed',
+      `environment ${quoted(subject.environment)} is not one of ${policy.requiredEnvironments.join(', ')}`,
+    );
   }
   if (policy.maxPromptChars > 0 && subject.prompt.length > policy.maxPromptChars) {
     block('prompt_too_long', `prompt is ${subject.prompt.length} chars; the limit is ${policy.maxPromptChars}`);
@@ -145,7 +172,10 @@ export function evaluatePolicy(policy: Policy, subject: PolicySubject): PolicyDe
     if (action === null) continue;
     const key = `${f.rule}\u0000${action}`;
     const r = grouped.get(key);
-    if (r) { r.count = (r.count ?? 1) + 1; continue; }
+    if (r) {
+      r.count = (r.count ?? 1) + 1;
+      continue;
+    }
     grouped.set(key, { code: FINDING_CODE[action], message: '', category: f.category, rule: f.rule, count: 1 });
   }
   for (const [key, r] of grouped) {

@@ -23,7 +23,8 @@ export function redact(text: string, findings: readonly Span[]): string {
     while (j < spans.length && spans[j]!.start < end) {
       const s = spans[j]!;
       end = Math.max(end, s.end);
-      const better = SEVERITY_RANK[s.severity] - SEVERITY_RANK[group.severity] || (s.end - s.start) - (group.end - group.start);
+      const better =
+        SEVERITY_RANK[s.severity] - SEVERITY_RANK[group.severity] || s.end - s.start - (group.end - group.start);
       if (better > 0) group = s;
       j++;
     }
@@ -39,7 +40,10 @@ export function redact(text: string, findings: readonly Span[]): string {
  * already has, or that an earlier rename took, is numbered ('[REDACTED:email] (2)'): a redacted key never
  * overwrites another value.
  */
-export function renameKeys<T>(obj: Readonly<Record<string, T>>, renames: ReadonlyMap<string, string>): Record<string, T> {
+export function renameKeys<T>(
+  obj: Readonly<Record<string, T>>,
+  renames: ReadonlyMap<string, string>,
+): Record<string, T> {
   const keys = Object.keys(obj);
   const taken = new Set(keys.filter((k) => !renames.has(k)));
   const out: Record<string, T> = {};

@@ -58,13 +58,27 @@ export function scanText(text: string, options: ScanOptions = {}): Finding[] {
 /** Where a scanned string sits in a span record (what redaction needs to write it back). */
 export type Path = Array<string | number>;
 /** Short free-text fields of a record that a client fills in (and may paste anything into). */
-export const LABEL_FIELDS = ['actionName', 'environment', 'requestId', 'finishReason', 'status', 'model', 'provider'] as const;
+export const LABEL_FIELDS = [
+  'actionName',
+  'environment',
+  'requestId',
+  'finishReason',
+  'status',
+  'model',
+  'provider',
+] as const;
 export type LabelField = (typeof LABEL_FIELDS)[number];
 
 export type TextLocation =
-  | { kind: 'prompt' } | { kind: 'response' } | { kind: 'name' } | { kind: 'statusMessage' } | { kind: 'label'; field: LabelField }
-  | { kind: 'attribute'; path: Path; key?: true } | { kind: 'resource'; path: Path; key?: true }
-  | { kind: 'eventName'; event: number } | { kind: 'eventAttribute'; event: number; path: Path; key?: true };
+  | { kind: 'prompt' }
+  | { kind: 'response' }
+  | { kind: 'name' }
+  | { kind: 'statusMessage' }
+  | { kind: 'label'; field: LabelField }
+  | { kind: 'attribute'; path: Path; key?: true }
+  | { kind: 'resource'; path: Path; key?: true }
+  | { kind: 'eventName'; event: number }
+  | { kind: 'eventAttribute'; event: number; path: Path; key?: true };
 
 /** How a finding names its field: prompt, response, name, status_message, actionName (and the other labels),
  * attribute:<path>, resource:<path>, event[<i>].name, event[<i>]:<path>, or request:<path> (the proxy's preflight). */
@@ -95,8 +109,9 @@ export function scanFull(text: string, options?: ScanOptions): Finding[] {
     // may report less than its match (a key after its `secret_key =` context): windows after the first begin
     // LEAD characters early, and each window keeps findings starting in [its start, next window's start).
     const from = at === 0 ? 0 : at - LEAD;
-    const kept = scanText(text.slice(from, at + SCAN_WINDOW), options)
-      .filter((f) => (at === 0 || f.start >= LEAD) && (last || f.start + from < at + step));
+    const kept = scanText(text.slice(from, at + SCAN_WINDOW), options).filter(
+      (f) => (at === 0 || f.start >= LEAD) && (last || f.start + from < at + step),
+    );
     out = out.concat(from === 0 ? kept : kept.map((f) => ({ ...f, start: f.start + from, end: f.end + from })));
     if (last) return out.length > 1 ? resolveOverlaps(out) : out;
   }
@@ -107,10 +122,13 @@ const LEAD = 1024;
 
 export interface TextSlot {
   /** The field's name; attribute slots have `base` and `path` instead (see slotField: built only when needed). */
-  field?: FieldName; value: string; at: TextLocation;
+  field?: FieldName;
+  value: string;
+  at: TextLocation;
   /** In attributes: the field name's prefix (`attribute:`, `resource:`, `event[i]:`) and the value's path, so a
    * key with a finding can be named masked in every field name that contains it. */
-  base?: string; path?: Path;
+  base?: string;
+  path?: Path;
   /** The value is an object key (at.path ends with it), not a string value. */
   key?: true;
   /** A span attribute or a gen_ai.* event attribute: where instrumentations put the conversation that the
@@ -136,7 +154,12 @@ const NO_MASKS: ReadonlyMap<string, string> = new Map();
  * stored and shown: a key segment with a finding appears as `masked` has it (keyed by base + JSON of its path).
  */
 export function maskedFieldName(base: string, path: Path, masked: ReadonlyMap<string, string>, key = false): FieldName {
-  const segs = masked.size === 0 ? path : path.map((seg, j) => (typeof seg === 'string' ? masked.get(base + JSON.stringify(path.slice(0, j + 1))) ?? seg : seg));
+  const segs =
+    masked.size === 0
+      ? path
+      : path.map((seg, j) =>
+          typeof seg === 'string' ? (masked.get(base + JSON.stringify(path.slice(0, j + 1))) ?? seg) : seg,
+        );
   return `${base}${pathKey(segs)}${key ? ' (key)' : ''}`;
 }
 
@@ -148,7 +171,14 @@ function rememberCleanKey(k: string): void {
   cleanKeys.add(k);
 }
 
-function attributeSlots(attrs: Attributes, base: string, at: (path: Path) => TextLocation, out: TextSlot[], conversation: boolean, skipClean: boolean): void {
+function attributeSlots(
+  attrs: Attributes,
+  base: string,
+  at: (path: Path) => TextLocation,
+  out: TextSlot[],
+  conversation: boolean,
+  skipClean: boolean,
+): void {
   // Keys too: a client names attributes and map entries as it likes (an e-mail address as a metadata key, say).
   // Every span repeats most keys: no strings are built here (slotField names a slot only when it is reported).
   const key = (k: string, path: Path) => {
@@ -170,10 +200,22 @@ function attributeSlots(attrs: Attributes, base: string, at: (path: Path) => Tex
       return;
     }
     if (v === null || typeof v !== 'object') return;
-    if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
-    else for (const k of Object.keys(v)) { const p = [...path, k]; key(k, p); walk(v[k]!, p); }
+    if (Array.isArray(v))
+      v.forEach((x, i) => {
+        walk(x, [...path, i]);
+      });
+    else
+      for (const k of Object.keys(v)) {
+        const p = [...path, k];
+        key(k, p);
+        walk(v[k]!, p);
+      }
   };
-  for (const k of Object.keys(attrs)) { const p = [k]; key(k, p); walk(attrs[k]!, p); }
+  for (const k of Object.keys(attrs)) {
+    const p = [k];
+    key(k, p);
+    walk(attrs[k]!, p);
+  }
 }
 
 /**
@@ -193,25 +235,43 @@ function unescapedJson(v: string): string {
   }
 }
 
-export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'>
-  & Partial<Pick<SpanRecord, 'name' | 'statusMessage' | 'resourceAttributes' | 'events' | LabelField>>;
+export type RecordFields = Pick<SpanRecord, 'prompt' | 'response' | 'attributes'> &
+  Partial<Pick<SpanRecord, 'name' | 'statusMessage' | 'resourceAttributes' | 'events' | LabelField>>;
 
 /** Every string of a record, prompt and response first (a value repeated later is attributed to them). */
 export function textSlots(record: RecordFields, skipCleanKeys = false): TextSlot[] {
   const out: TextSlot[] = [];
   if (record.prompt) out.push({ field: 'prompt', value: record.prompt, at: { kind: 'prompt' } });
   if (record.response) out.push({ field: 'response', value: record.response, at: { kind: 'response' } });
-  if (record.name && record.name.length >= MIN_ATTR_LEN) out.push({ field: 'name', value: record.name, at: { kind: 'name' } });
-  if (record.statusMessage) out.push({ field: 'status_message', value: record.statusMessage, at: { kind: 'statusMessage' } });
+  if (record.name && record.name.length >= MIN_ATTR_LEN)
+    out.push({ field: 'name', value: record.name, at: { kind: 'name' } });
+  if (record.statusMessage)
+    out.push({ field: 'status_message', value: record.statusMessage, at: { kind: 'statusMessage' } });
   for (const field of LABEL_FIELDS) {
     const v = record[field];
     if (typeof v === 'string' && v.length >= MIN_ATTR_LEN) out.push({ field, value: v, at: { kind: 'label', field } });
   }
   attributeSlots(record.attributes, 'attribute:', (path) => ({ kind: 'attribute', path }), out, true, skipCleanKeys);
-  if (record.resourceAttributes) attributeSlots(record.resourceAttributes, 'resource:', (path) => ({ kind: 'resource', path }), out, false, skipCleanKeys);
+  if (record.resourceAttributes)
+    attributeSlots(
+      record.resourceAttributes,
+      'resource:',
+      (path) => ({ kind: 'resource', path }),
+      out,
+      false,
+      skipCleanKeys,
+    );
   record.events?.forEach((e, event) => {
-    if (e.name.length >= MIN_ATTR_LEN) out.push({ field: `event[${event}].name`, value: e.name, at: { kind: 'eventName', event } });
-    attributeSlots(e.attributes, `event[${event}]:`, (path) => ({ kind: 'eventAttribute', event, path }), out, e.name.startsWith('gen_ai.'), skipCleanKeys);
+    if (e.name.length >= MIN_ATTR_LEN)
+      out.push({ field: `event[${event}].name`, value: e.name, at: { kind: 'eventName', event } });
+    attributeSlots(
+      e.attributes,
+      `event[${event}]:`,
+      (path) => ({ kind: 'eventAttribute', event, path }),
+      out,
+      e.name.startsWith('gen_ai.'),
+      skipCleanKeys,
+    );
   });
   return out;
 }
@@ -221,23 +281,34 @@ export function textSlots(record: RecordFields, skipCleanKeys = false): TextSlot
  * instrumentation copying the prompt into `input.value`, say); it is scanned once and its findings are reported
  * once, but redaction applies to every copy.
  */
-export interface SlotFindings { slot: TextSlot; findings: Finding[]; repeat: boolean }
+export interface SlotFindings {
+  slot: TextSlot;
+  findings: Finding[];
+  repeat: boolean;
+}
 
 /**
  * Shared by the records of one batch: a string is scanned once per batch, and the resource and scope
  * attributes every span of a request repeats are reported for the first span only (scanning them per span
  * would make a request's cost its resource size times its span count).
  */
-export interface ScanCache { findings: Map<string, Finding[]>; reportedShared: Set<string> }
+export interface ScanCache {
+  findings: Map<string, Finding[]>;
+  reportedShared: Set<string>;
+}
 export const newScanCache = (): ScanCache => ({ findings: new Map(), reportedShared: new Set() });
 
-const sharedSlot = (at: TextLocation) => at.kind === 'resource' || (at.kind === 'attribute' && at.path[0] === 'otel.scope.attributes');
+const sharedSlot = (at: TextLocation) =>
+  at.kind === 'resource' || (at.kind === 'attribute' && at.path[0] === 'otel.scope.attributes');
 
 // Labels and short attribute values repeat across requests ('production', the model, an action name): their
 // (pure) scan result is remembered process-wide, in a bounded map cleared when full. Not prompts, responses or
 // request ids: those rarely repeat, and user text should not outlive its request in memory.
 const memoizable = (at: TextLocation) =>
-  (at.kind === 'label' && at.field !== 'requestId') || at.kind === 'attribute' || at.kind === 'resource' || at.kind === 'name';
+  (at.kind === 'label' && at.field !== 'requestId') ||
+  at.kind === 'attribute' ||
+  at.kind === 'resource' ||
+  at.kind === 'name';
 const SHORT = 128;
 const MEMO_MAX = 20_000;
 const shortMemo = new Map<string, Finding[]>();
@@ -252,12 +323,20 @@ function scanShortMemo(value: string): Finding[] {
 }
 
 /** The slots of a record that have findings. */
-export function scanRecordSlots(record: RecordFields, options?: ScanOptions, cache: ScanCache = newScanCache()): SlotFindings[] {
+export function scanRecordSlots(
+  record: RecordFields,
+  options?: ScanOptions,
+  cache: ScanCache = newScanCache(),
+): SlotFindings[] {
   const seen = new Set<string>();
   const out: SlotFindings[] = [];
   for (const slot of textSlots(record, !options)) {
     let findings = cache.findings.get(slot.value);
-    if (!findings) cache.findings.set(slot.value, (findings = options || !memoizable(slot.at) ? scanFull(slot.value, options) : scanShortMemo(slot.value)));
+    if (!findings)
+      cache.findings.set(
+        slot.value,
+        (findings = options || !memoizable(slot.at) ? scanFull(slot.value, options) : scanShortMemo(slot.value)),
+      );
     if (slot.key && !options && findings.length === 0 && slot.value.length <= SHORT) rememberCleanKey(slot.value);
     let repeat = seen.has(slot.value);
     seen.add(slot.value);
@@ -283,8 +362,10 @@ export function reportedFindings(scans: readonly SlotFindings[]): FieldFinding[]
   const inText = new Set<string>();
   // Field names are stored and shown: a key with findings is named masked, also in the names of values under it.
   const masked = new Map<string, string>();
-  for (const s of scans) if (s.slot.key) masked.set(s.slot.base + JSON.stringify(s.slot.path), redact(s.slot.value, s.findings));
-  const fieldOf = (slot: TextSlot): FieldName => (slot.path ? maskedFieldName(slot.base!, slot.path, masked, slot.key) : slotField(slot));
+  for (const s of scans)
+    if (s.slot.key) masked.set(s.slot.base + JSON.stringify(s.slot.path), redact(s.slot.value, s.findings));
+  const fieldOf = (slot: TextSlot): FieldName =>
+    slot.path ? maskedFieldName(slot.base!, slot.path, masked, slot.key) : slotField(slot);
   for (const s of scans) {
     if (s.repeat) continue;
     const text = s.slot.at.kind === 'prompt' || s.slot.at.kind === 'response';

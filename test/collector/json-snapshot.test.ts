@@ -6,7 +6,9 @@ import { JsonSnapshot } from '../../collector/json-snapshot.ts';
 
 describe('JsonSnapshot', () => {
   let dir: string;
-  beforeEach(() => { dir = mkdtempSync(join(tmpdir(), 'snap-')); });
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'snap-'));
+  });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
   const read = (p: string) => JSON.parse(readFileSync(p, 'utf8')) as { n: number };
 
@@ -19,8 +21,10 @@ describe('JsonSnapshot', () => {
     for (let i = 0; i < 100 && !existsSync(path); i++) await new Promise((r) => setTimeout(r, 20));
     expect(read(path)).to.deep.equal({ n: 1 });
     // A change during the next interval is written by it; flush() at once writes the newest state.
-    n = 2; snap.changed();
-    n = 3; await snap.flush();
+    n = 2;
+    snap.changed();
+    n = 3;
+    await snap.flush();
     expect(read(path)).to.deep.equal({ n: 3 });
     await new Promise((r) => setTimeout(r, 1200)); // the pending timed write has nothing newer to say
     expect(read(path)).to.deep.equal({ n: 3 });
@@ -29,7 +33,14 @@ describe('JsonSnapshot', () => {
   it('a write that fails is tried again at the next change or flush, not in a loop', async () => {
     writeFileSync(join(dir, 'file'), 'x');
     let calls = 0;
-    const snap = new JsonSnapshot(join(dir, 'file', 'state.json'), () => { calls++; return { n: 1 }; }, 0); // its directory cannot exist
+    const snap = new JsonSnapshot(
+      join(dir, 'file', 'state.json'),
+      () => {
+        calls++;
+        return { n: 1 };
+      },
+      0,
+    ); // its directory cannot exist
     snap.changed();
     await new Promise((r) => setTimeout(r, 200));
     expect(calls).to.equal(1);
@@ -42,11 +53,20 @@ describe('JsonSnapshot', () => {
     const path = join(dir, 'state.json');
     let n = 0;
     let writes = 0;
-    const snap = new JsonSnapshot(path, () => { writes++; return { n }; }, 0); // timed writes at once
+    const snap = new JsonSnapshot(
+      path,
+      () => {
+        writes++;
+        return { n };
+      },
+      0,
+    ); // timed writes at once
     for (let round = 1; round <= 20; round++) {
-      n = round; snap.changed();
+      n = round;
+      snap.changed();
       await new Promise((r) => setTimeout(r, round % 3)); // sometimes while the timed write is under way
-      n = round + 1000; snap.changed();
+      n = round + 1000;
+      snap.changed();
       await snap.flush();
       expect(read(path), `round ${round}`).to.deep.equal({ n: round + 1000 });
     }

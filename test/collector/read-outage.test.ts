@@ -12,7 +12,12 @@ import { get, post, testEnv } from '../support/server.ts';
 import { startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
 
 const READS = [
-  '/api/traces', '/api/traces/ro-1', '/api/traces/ro-1/verification', '/api/audit', '/api/findings', '/api/alerts',
+  '/api/traces',
+  '/api/traces/ro-1',
+  '/api/traces/ro-1/verification',
+  '/api/audit',
+  '/api/findings',
+  '/api/alerts',
   '/api/analytics/usage',
 ];
 
@@ -23,7 +28,11 @@ const READS = [
  */
 const READS_AFTER = READS.filter((p) => p !== '/api/analytics/usage');
 
-const timed = async <T>(f: () => Promise<T>) => { const t = performance.now(); const v = await f(); return { v, ms: performance.now() - t }; };
+const timed = async <T>(f: () => Promise<T>) => {
+  const t = performance.now();
+  const v = await f();
+  return { v, ms: performance.now() - t };
+};
 
 function expectUnavailable(res: Awaited<ReturnType<typeof get>>, path: string): void {
   expect(res.status, `${path}: ${res.text}`).to.equal(503);
@@ -46,14 +55,21 @@ describe('read routes while ClickHouse is down or hung', function () {
     ch = await startClickHouse();
     if (ch.external) this.skip(); // stop and SIGSTOP need a server this helper runs
     fake = await startFakeResponses();
-    const config = loadConfig(testEnv('clickhouse', {
-      TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '200', TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
-    }));
+    const config = loadConfig(
+      testEnv('clickhouse', {
+        TRACEGATE_CLICKHOUSE_URL: ch.url,
+        TRACEGATE_FLUSH_INTERVAL_MS: '200',
+        TRACEGATE_PROVIDER_BASE_URL: fake.url,
+        TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
+      }),
+    );
     dataDir = config.DATA_DIR;
     running = await startServer(config);
     url = `http://127.0.0.1:${running.port}`;
     auth = { authorization: `Bearer ${(await createKey(running.storage, 'read-outage')).key}` };
-    expect((await post(`${url}/api/traces`, { requestId: 'ro-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+    expect((await post(`${url}/api/traces`, { requestId: 'ro-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(
+      200,
+    );
     const created = await post(`${url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'x' }, auth);
     owned = `/api/proxy/provider/responses/${created.json.id}`;
     await running.pipeline.flush();

@@ -13,14 +13,25 @@ async function call(url: string, method: string, headers: Record<string, string>
   const res = await fetch(url, { method, headers, ...(body !== undefined ? { body } : {}) });
   const text = await res.text();
   let json: any = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, headers: res.headers, json, text };
 }
 
 /** Every authenticated GET route (a trace id where the path has one). */
 const READ_PATHS = [
-  '/api/traces', '/api/traces/rl-1', '/api/traces/rl-1/verification', '/api/audit', '/api/alerts', '/api/findings',
-  '/api/policy', '/api/verification/keys', '/api/analytics/usage',
+  '/api/traces',
+  '/api/traces/rl-1',
+  '/api/traces/rl-1/verification',
+  '/api/audit',
+  '/api/alerts',
+  '/api/findings',
+  '/api/policy',
+  '/api/verification/keys',
+  '/api/analytics/usage',
 ];
 
 describe('read routes: rate limit per route and key', function () {
@@ -28,25 +39,41 @@ describe('read routes: rate limit per route and key', function () {
   let s: TestServer;
   let auth: Record<string, string>;
   before(async () => {
-    s = await startTestServer('duckdb', { TRACEGATE_RATE_LIMIT_POINTS: '5', TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60' });
+    s = await startTestServer('duckdb', {
+      TRACEGATE_RATE_LIMIT_POINTS: '5',
+      TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60',
+    });
     auth = { authorization: `Bearer ${(await s.key()).key}` };
-    expect((await post(`${s.url}/api/traces`, { requestId: 'rl-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+    expect(
+      (await post(`${s.url}/api/traces`, { requestId: 'rl-1', prompt: 'p', response: 'r' }, auth)).status,
+    ).to.equal(200);
     await flushed(s);
   });
-  after(async () => { await s.close(); });
+  after(async () => {
+    await s.close();
+  });
 
   it('the 6th GET /api/traces within the window is 429 with Retry-After; every answer carries X-RateLimit-Remaining', async () => {
     const answers = [];
     for (let i = 0; i < 8; i++) answers.push(await get(`${s.url}/api/traces`, auth));
     expect(answers.map((a) => a.status)).to.deep.equal([200, 200, 200, 200, 200, 429, 429, 429]);
-    expect(answers.map((a) => a.headers.get('x-ratelimit-remaining'))).to.deep.equal(['4', '3', '2', '1', '0', '0', '0', '0']);
+    expect(answers.map((a) => a.headers.get('x-ratelimit-remaining'))).to.deep.equal([
+      '4',
+      '3',
+      '2',
+      '1',
+      '0',
+      '0',
+      '0',
+      '0',
+    ]);
     for (const a of answers.slice(5)) {
       expect(a.json.error.code).to.equal('rate_limited');
       expect(Number(a.headers.get('retry-after'))).to.be.within(1, 60);
     }
   });
 
-  it('each read route has its own budget, apart from ingestion\'s', async () => {
+  it("each read route has its own budget, apart from ingestion's", async () => {
     for (const path of READ_PATHS.slice(1)) {
       const res = await get(`${s.url}${path}`, auth);
       expect(res.status, path).to.equal(200);
@@ -85,20 +112,33 @@ describe('read routes: reversed time ranges', function () {
     s = await startTestServer('duckdb');
     auth = { authorization: `Bearer ${(await s.key()).key}` };
   });
-  after(async () => { await s.close(); });
+  after(async () => {
+    await s.close();
+  });
 
   for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings']) {
     it(`${path}: a cursor that is not one of ours is 400 invalid_query naming it, like every other bad parameter`, async () => {
       for (const cursor of ['garbage', Buffer.from('{"s":"x","t":"y"}').toString('base64url')]) {
         const res = await get(`${s.url}${path}?cursor=${cursor}`, auth);
-        expect([res.status, res.json.error.code, res.json.error.details]).to.deep.equal([400, 'invalid_query', [{ field: 'cursor', message: 'invalid cursor' }]]);
+        expect([res.status, res.json.error.code, res.json.error.details]).to.deep.equal([
+          400,
+          'invalid_query',
+          [{ field: 'cursor', message: 'invalid cursor' }],
+        ]);
       }
     });
   }
 
   it('ISO bounds keep their fraction to the nanosecond (spans are stored in ns); ms-time records get the same range', async () => {
     const start = '1763787000123456789'; // 2025-11-22T04:50:00.123456789Z
-    const span = { traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), name: 'ns', kind: 1, startTimeUnixNano: start, endTimeUnixNano: '1763787000200000000' };
+    const span = {
+      traceId: 'ab'.repeat(16),
+      spanId: 'cd'.repeat(8),
+      name: 'ns',
+      kind: 1,
+      startTimeUnixNano: start,
+      endTimeUnixNano: '1763787000200000000',
+    };
     const res = await post(`${s.url}/v1/traces`, { resourceSpans: [{ scopeSpans: [{ spans: [span] }] }] }, auth);
     expect(res.status, res.text).to.equal(200);
     await flushed(s);
@@ -109,13 +149,21 @@ describe('read routes: reversed time ranges', function () {
     expect(await at('from=2025-11-22T04:50:00.1234Z&to=2025-11-22T04:50:00.123456789Z')).to.equal(0); // to is exclusive
     expect(await at('from=2025-11-22T05:50:00.1234%2B01:00&to=2025-11-22T04:50:00.1235-00:00')).to.equal(1);
     // a reversed range by 400 ns names both bounds to the nanosecond
-    const rev = await get(`${s.url}/api/traces?from=2024-02-01T00:00:00.0000005Z&to=2024-02-01T00:00:00.0000001Z`, auth);
+    const rev = await get(
+      `${s.url}/api/traces?from=2024-02-01T00:00:00.0000005Z&to=2024-02-01T00:00:00.0000001Z`,
+      auth,
+    );
     expect(rev.status).to.equal(400);
-    expect(rev.json.error.message).to.include('2024-02-01T00:00:00.000000500Z').and.include('2024-02-01T00:00:00.000000100Z');
+    expect(rev.json.error.message)
+      .to.include('2024-02-01T00:00:00.000000500Z')
+      .and.include('2024-02-01T00:00:00.000000100Z');
     // records timed in whole ms (audit here): a bound inside a millisecond excludes that millisecond from `from`
     const audit = (await get(`${s.url}/api/audit?limit=1`, auth)).json.items[0];
     const iso = (ms: number, frac: string) => `${new Date(ms).toISOString().slice(0, -1)}${frac}Z`;
-    const audits = (q: string) => get(`${s.url}/api/audit?limit=1000&${q}`, auth).then((r) => r.json.items.filter((x: { hash: string }) => x.hash === audit.hash).length);
+    const audits = (q: string) =>
+      get(`${s.url}/api/audit?limit=1000&${q}`, auth).then(
+        (r) => r.json.items.filter((x: { hash: string }) => x.hash === audit.hash).length,
+      );
     expect(await audits(`from=${iso(audit.atMs, '')}&to=${iso(audit.atMs, '0001')}`)).to.equal(1);
     expect(await audits(`from=${iso(audit.atMs, '0001')}`)).to.equal(0);
     expect(await audits(`to=${iso(audit.atMs, '')}`)).to.equal(0);
@@ -123,11 +171,17 @@ describe('read routes: reversed time ranges', function () {
 
   for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings', '/api/analytics/usage']) {
     it(`${path}: from after to is 400 invalid_query naming both (ms, ISO date-times and dates)`, async () => {
-      for (const range of ['from=5&to=1', 'from=2024-02-01T00:00:00Z&to=2024-01-01T00:00:00%2B00:00', 'from=2024-02-02&to=2024-02-01']) {
+      for (const range of [
+        'from=5&to=1',
+        'from=2024-02-01T00:00:00Z&to=2024-01-01T00:00:00%2B00:00',
+        'from=2024-02-02&to=2024-02-01',
+      ]) {
         const res = await get(`${s.url}${path}?${range}`, auth);
         expect(res.status, range).to.equal(400);
         expect(res.json.error.code).to.equal('invalid_query');
-        expect(res.json.error.message).to.match(/\bfrom\b/).and.to.match(/\bto\b/);
+        expect(res.json.error.message)
+          .to.match(/\bfrom\b/)
+          .and.to.match(/\bto\b/);
         expect(res.json.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['from', 'to']);
       }
       // An equal pair is an empty range (to is exclusive), not a reversed one; one bound alone is fine.
@@ -137,7 +191,15 @@ describe('read routes: reversed time ranges', function () {
     });
 
     it(`${path}: a bound past what a date can hold, an empty one, or not decimal digits is 400 invalid_query`, async () => {
-      for (const range of ['from=8700000000000000&to=1', 'from=8700000000000000', 'to=', 'from=', 'from=1e3', 'to=0x10', 'from=-1']) {
+      for (const range of [
+        'from=8700000000000000&to=1',
+        'from=8700000000000000',
+        'to=',
+        'from=',
+        'from=1e3',
+        'to=0x10',
+        'from=-1',
+      ]) {
         const res = await get(`${s.url}${path}?${range}`, auth);
         expect(res.status, range).to.equal(400);
         expect(res.json.error.code, range).to.equal('invalid_query');
@@ -172,18 +234,30 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
         const v = Reflect.get(target, prop, recv);
         if (typeof v !== 'function') return v;
         if (prop !== 'listTraces' && prop !== 'listAudit' && prop !== 'usage') return v.bind(target);
-        return (...args: unknown[]) => (fault ? fault() : (v as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+        return (...args: unknown[]) =>
+          fault ? fault() : (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
       },
     }) as Storage;
     s = await startTestServer('duckdb', {}, faulty);
     auth = { authorization: `Bearer ${(await s.key()).key}` };
   });
-  afterEach(() => { fault = null; });
-  after(async () => { await s.close(); rmSync(dir, { recursive: true, force: true }); });
+  afterEach(() => {
+    fault = null;
+  });
+  after(async () => {
+    await s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   const outages: Array<[string, () => Error]> = [
-    ['connection refused (as the ClickHouse client throws it)', () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' })],
-    ['connection refused, across the storage thread (message only)', () => new Error('connect ECONNREFUSED 127.0.0.1:8123')],
+    [
+      'connection refused (as the ClickHouse client throws it)',
+      () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' }),
+    ],
+    [
+      'connection refused, across the storage thread (message only)',
+      () => new Error('connect ECONNREFUSED 127.0.0.1:8123'),
+    ],
     ['connection reset', () => new Error('read ECONNRESET')],
     ['the ClickHouse client timing out', () => new Error('Timeout error.')],
     ['the storage worker gone', () => new Error('storage worker exited (code 1)')],
@@ -218,12 +292,23 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
     });
   }
 
-  it('an answer that cannot be serialized (too large for one string) is the JSON 500, not Koa\'s plain text', async () => {
+  it("an answer that cannot be serialized (too large for one string) is the JSON 500, not Koa's plain text", async () => {
     // What JSON.stringify throws past ~512 MB: 10,000 spans of 60 KB in one part did so while Koa wrote the answer.
-    fault = async () => ({ items: [{ toJSON: () => { throw new RangeError('Invalid string length'); } }], nextCursor: null });
+    fault = async () => ({
+      items: [
+        {
+          toJSON: () => {
+            throw new RangeError('Invalid string length');
+          },
+        },
+      ],
+      nextCursor: null,
+    });
     const res = await get(`${s.url}/api/traces`, auth);
     expect([res.status, res.headers.get('content-type'), res.json?.error]).to.deep.equal([
-      500, 'application/json; charset=utf-8', { code: 'internal', message: 'internal error', details: null },
+      500,
+      'application/json; charset=utf-8',
+      { code: 'internal', message: 'internal error', details: null },
     ]);
     fault = null;
     expect((await get(`${s.url}/api/traces`, auth)).json).to.deep.equal({ items: [], nextCursor: null });
@@ -232,7 +317,9 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
   it(`a read still unanswered after READ_DEADLINE_MS (${READ_DEADLINE_MS / 1000} s) is 503; storage answering again serves the next read`, async function () {
     this.timeout(READ_DEADLINE_MS + 30_000);
     let release: () => void = () => {};
-    const hung = new Promise<never>((_, reject) => { release = () => reject(new Error('connect ECONNREFUSED 127.0.0.1:8123')); });
+    const hung = new Promise<never>((_, reject) => {
+      release = () => reject(new Error('connect ECONNREFUSED 127.0.0.1:8123'));
+    });
     hung.catch(() => {});
     fault = () => hung;
     try {
@@ -255,10 +342,18 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
 describe('405 Method Not Allowed', function () {
   this.timeout(120_000);
   let s: TestServer;
-  before(async () => { s = await startTestServer('duckdb'); });
-  after(async () => { await s.close(); });
+  before(async () => {
+    s = await startTestServer('duckdb');
+  });
+  after(async () => {
+    await s.close();
+  });
 
-  const allowOf = (h: Headers) => (h.get('allow') ?? '').split(/\s*,\s*/).filter(Boolean).sort();
+  const allowOf = (h: Headers) =>
+    (h.get('allow') ?? '')
+      .split(/\s*,\s*/)
+      .filter(Boolean)
+      .sort();
 
   it('PUT, PATCH and DELETE on /api/traces: 405, Allow lists GET and POST, the JSON error body', async () => {
     for (const method of ['PUT', 'PATCH', 'DELETE']) {
@@ -295,7 +390,7 @@ describe('405 Method Not Allowed', function () {
     expect(proto.headers.get('content-type')).to.equal('application/x-protobuf');
   });
 
-  it('GET on /api/proxy/provider/responses: 405 with Allow POST, in the provider\'s error shape', async () => {
+  it("GET on /api/proxy/provider/responses: 405 with Allow POST, in the provider's error shape", async () => {
     const res = await call(`${s.url}/api/proxy/provider/responses`, 'GET');
     expect(res.status).to.equal(405);
     expect(allowOf(res.headers)).to.include('POST');
@@ -335,8 +430,12 @@ describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_
         const t0 = 1_763_787_000_000_000_000n;
         // 12 spans of 20 KB: 60 KB before the fourth, 80 KB before the fifth
         const spans = Array.from({ length: 12 }, (_, i) => ({
-          traceId, spanId: (0x2000 + i).toString(16).padStart(16, '0'), name: `step ${i}`, kind: 1,
-          startTimeUnixNano: String(t0 + BigInt(i) * 1_000_000n), endTimeUnixNano: String(t0 + BigInt(i + 1) * 1_000_000n),
+          traceId,
+          spanId: (0x2000 + i).toString(16).padStart(16, '0'),
+          name: `step ${i}`,
+          kind: 1,
+          startTimeUnixNano: String(t0 + BigInt(i) * 1_000_000n),
+          endTimeUnixNano: String(t0 + BigInt(i + 1) * 1_000_000n),
           attributes: [{ key: 'note', value: { stringValue: String(i).padEnd(20_000, '.') } }],
         }));
         const res = await post(`${s.url}/v1/traces`, { resourceSpans: [{ scopeSpans: [{ spans }] }] }, auth);
@@ -370,18 +469,28 @@ describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_
         const traceId = '0af7651916cd43dd8448eb211c80319c';
         const t0 = 1_763_787_000_000_000_000n;
         const spans = Array.from({ length: 25 }, (_, i) => ({
-          traceId, spanId: (0x1000 + i).toString(16).padStart(16, '0'), parentSpanId: i ? '0000000000001000' : '',
-          name: i ? `chat ${i}` : 'agent', kind: 1,
+          traceId,
+          spanId: (0x1000 + i).toString(16).padStart(16, '0'),
+          parentSpanId: i ? '0000000000001000' : '',
+          name: i ? `chat ${i}` : 'agent',
+          kind: 1,
           // pairs of spans start together: ties are broken by span id
-          startTimeUnixNano: String(t0 + BigInt(Math.floor(i / 2)) * 1_000_000n), endTimeUnixNano: String(t0 + BigInt(i + 1) * 1_000_000n),
-          attributes: i ? [
-            { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
-            { key: 'gen_ai.usage.input_tokens', value: { intValue: '10' } }, { key: 'gen_ai.usage.output_tokens', value: { intValue: '2' } },
-            { key: 'input.value', value: { stringValue: `question ${i}` } },
-          ] : [],
+          startTimeUnixNano: String(t0 + BigInt(Math.floor(i / 2)) * 1_000_000n),
+          endTimeUnixNano: String(t0 + BigInt(i + 1) * 1_000_000n),
+          attributes: i
+            ? [
+                { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } },
+                { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
+                { key: 'gen_ai.usage.input_tokens', value: { intValue: '10' } },
+                { key: 'gen_ai.usage.output_tokens', value: { intValue: '2' } },
+                { key: 'input.value', value: { stringValue: `question ${i}` } },
+              ]
+            : [],
           status: { code: i === 20 ? 2 : 0 },
         }));
-        const body = { resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 't' }, spans }] }] };
+        const body = {
+          resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 't' }, spans }] }],
+        };
         const res = await post(`${s.url}/v1/traces`, body, auth);
         expect(res.status, res.text).to.equal(200);
         await flushed(s);
@@ -389,7 +498,14 @@ describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_
         const first = await get(`${s.url}/api/traces/${traceId}`, auth);
         expect(first.status, first.text).to.equal(200);
         const { summary } = first.json.trace;
-        expect(summary).to.include({ spanCount: 25, errorCount: 1, status: 'error', name: 'agent', promptTokens: 240, completionTokens: 48 });
+        expect(summary).to.include({
+          spanCount: 25,
+          errorCount: 1,
+          status: 'error',
+          name: 'agent',
+          promptTokens: 240,
+          completionTokens: 48,
+        });
         const seen: string[] = [];
         const decided: string[] = [];
         let part = first.json.trace;
@@ -409,14 +525,23 @@ describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_
           part = next.json.trace;
         }
         expect(seen).to.deep.equal(spans.map((x) => x.spanId));
-        expect([...decided].sort()).to.deep.equal(spans.slice(1).map((x) => x.spanId).sort());
+        expect([...decided].sort()).to.deep.equal(
+          spans
+            .slice(1)
+            .map((x) => x.spanId)
+            .sort(),
+        );
         // a smaller part on request; more than the limit is refused
         const small = await get(`${s.url}/api/traces/${traceId}?spanLimit=3`, auth);
         expect(small.json.trace.spans.map((x: { spanId: string }) => x.spanId)).to.deep.equal(seen.slice(0, 3));
-        expect(small.json.trace.tree.map((n: { spanId: string; children: unknown[] }) => [n.spanId, n.children.length])).to.deep.equal([[seen[0], 2]]);
+        expect(
+          small.json.trace.tree.map((n: { spanId: string; children: unknown[] }) => [n.spanId, n.children.length]),
+        ).to.deep.equal([[seen[0], 2]]);
         expect((await get(`${s.url}/api/traces/${traceId}?spanLimit=11`, auth)).status).to.equal(400);
         // a trace within the limit is one part, as before
-        expect((await post(`${s.url}/api/traces`, { requestId: 'small-one', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+        expect(
+          (await post(`${s.url}/api/traces`, { requestId: 'small-one', prompt: 'p', response: 'r' }, auth)).status,
+        ).to.equal(200);
         await flushed(s);
         const one = await get(`${s.url}/api/traces/small-one`, auth);
         expect(one.json.trace.nextSpanCursor).to.equal(null);
@@ -424,7 +549,9 @@ describe('GET /api/traces/:id reads a large trace in parts (TRACEGATE_MAX_TRACE_
         // another workspace's key sees nothing, cursor or not
         const other = { authorization: `Bearer ${(await s.key('other-co')).key}` };
         expect((await get(`${s.url}/api/traces/${traceId}`, other)).status).to.equal(404);
-        expect((await get(`${s.url}/api/traces/${traceId}?spanCursor=${first.json.trace.nextSpanCursor}`, other)).status).to.equal(404);
+        expect(
+          (await get(`${s.url}/api/traces/${traceId}?spanCursor=${first.json.trace.nextSpanCursor}`, other)).status,
+        ).to.equal(404);
       } finally {
         await s.close();
       }

@@ -36,7 +36,10 @@ describe('lookups against a slow storage', () => {
       },
     });
   });
-  after(async () => { await real.close(); rmSync(dir, { recursive: true, force: true }); });
+  after(async () => {
+    await real.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it('a key revoked here while a slow lookup runs stays revoked once that lookup lands', async () => {
     const k = await createKey(real, 'slow-keys');
@@ -80,7 +83,15 @@ describe('lookups against a slow storage', () => {
     const k = await createKey(real, 'flood-keys');
     let lookups = 0;
     // Unknown ids answer at once (as storage would, without the query's cost): the flood takes a moment, not 15 s.
-    const counting = new Proxy(real, { get: (t, p, r) => (p === 'getApiKey' ? (id: string) => { lookups++; return id === k.keyId ? t.getApiKey(id) : Promise.resolve(null); } : (v => (typeof v === 'function' ? v.bind(t) : v))(Reflect.get(t, p, r))) });
+    const counting = new Proxy(real, {
+      get: (t, p, r) =>
+        p === 'getApiKey'
+          ? (id: string) => {
+              lookups++;
+              return id === k.keyId ? t.getApiKey(id) : Promise.resolve(null);
+            }
+          : ((v) => (typeof v === 'function' ? v.bind(t) : v))(Reflect.get(t, p, r)),
+    });
     const keys = new KeyVerifier(counting, 30_000);
     expect(await keys.verify(k.key)).to.include({ keyId: k.keyId });
     for (let i = 0; i < 10_050; i++) await keys.verify(`tg_${i.toString(16).padStart(16, '0')}_${'A'.repeat(43)}`);
@@ -119,17 +130,26 @@ describe('random key ids while storage is too slow to check them', function () {
     let lookups = 0;
     // Key lookups answer after the 2 s deadline, as a storage kept busy would.
     const storage = new Proxy(real, {
-      get: (t, p, r) => (p === 'getApiKey'
-        ? async (id: string) => { lookups++; await sleep(2_500); return t.getApiKey(id); }
-        : (v => (typeof v === 'function' ? v.bind(t) : v))(Reflect.get(t, p, r))),
+      get: (t, p, r) =>
+        p === 'getApiKey'
+          ? async (id: string) => {
+              lookups++;
+              await sleep(2_500);
+              return t.getApiKey(id);
+            }
+          : ((v) => (typeof v === 'function' ? v.bind(t) : v))(Reflect.get(t, p, r)),
     });
     const s = await startTestServer('duckdb', { TRACEGATE_AUTH_FAILURE_LIMIT: '3' }, storage);
     try {
-      const random = (i: number) => ({ authorization: `Bearer tg_${(0xabc000 + i).toString(16).padStart(16, '0')}_${'B'.repeat(43)}` });
+      const random = (i: number) => ({
+        authorization: `Bearer tg_${(0xabc000 + i).toString(16).padStart(16, '0')}_${'B'.repeat(43)}`,
+      });
       const first: number[] = [];
       for (let i = 0; i < 4; i++) first.push((await get(`${s.url}/api/traces`, random(i))).status);
       expect(first).to.deep.equal([503, 503, 503, 503]); // unknown, and cannot be checked in time: retryable
-      const next = await Promise.all(Array.from({ length: 15 }, (_, i) => get(`${s.url}/api/traces`, random(100 + i)).then((res) => res.status)));
+      const next = await Promise.all(
+        Array.from({ length: 15 }, (_, i) => get(`${s.url}/api/traces`, random(100 + i)).then((res) => res.status)),
+      );
       expect(next.filter((x) => x === 429)).to.have.length(5);
       expect(lookups).to.equal(4 + 10);
     } finally {

@@ -14,7 +14,11 @@ import { storedRecordProblem } from '../../collector/refused.ts';
 import { span } from '../spool/helpers.ts';
 
 type Out = Awaited<ReturnType<typeof cli>>;
-interface Target { dir: string; run(args: string[]): Promise<Out>; close(): Promise<void> }
+interface Target {
+  dir: string;
+  run(args: string[]): Promise<Out>;
+  close(): Promise<void>;
+}
 
 async function online(): Promise<Target> {
   const s = await startTestServer('duckdb');
@@ -28,9 +32,15 @@ async function offline(): Promise<Target> {
 }
 
 /** The stderr of a run that failed (exit 1). */
-const invalidStderr = (out: Out): string => { expect(out.code, out.stderr).to.equal(1); return out.stderr; };
+const invalidStderr = (out: Out): string => {
+  expect(out.code, out.stderr).to.equal(1);
+  return out.stderr;
+};
 
-const MODES: Array<[string, () => Promise<Target>]> = [['server running', online], ['offline', offline]];
+const MODES: Array<[string, () => Promise<Target>]> = [
+  ['server running', online],
+  ['offline', offline],
+];
 
 describe('cli: alerts set', function () {
   this.timeout(240_000);
@@ -41,29 +51,48 @@ describe('cli: alerts set', function () {
         expect((await t.run(['keys', 'create', '--workspace', 'alerts-co'])).code).to.equal(0);
         const file = join(t.dir, 'alerts.json');
         const show = async () => JSON.parse((await t.run(['settings', 'show', '--workspace', 'alerts-co'])).stdout);
-        writeFileSync(file, JSON.stringify({
-          rules: [{ id: 'slow', kind: 'latency', threshold: 2000, windowSeconds: 300 }],
-          webhookUrl: 'https://hooks.example/alerts', webhookSecret: 'whsec-0123456789abcdef',
-        }));
+        writeFileSync(
+          file,
+          JSON.stringify({
+            rules: [{ id: 'slow', kind: 'latency', threshold: 2000, windowSeconds: 300 }],
+            webhookUrl: 'https://hooks.example/alerts',
+            webhookSecret: 'whsec-0123456789abcdef',
+          }),
+        );
         const set = await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]);
         expect(set.code, set.stderr).to.equal(0);
         const stored = await show();
-        expect(stored).to.include({ version: 1, alertWebhookUrl: 'https://hooks.example/alerts', alertWebhookSecret: '(set)' });
+        expect(stored).to.include({
+          version: 1,
+          alertWebhookUrl: 'https://hooks.example/alerts',
+          alertWebhookSecret: '(set)',
+        });
         expect(stored.alertRules).to.have.length(1);
 
-        const invalid = ['{"rules": [{"id": "a", "kind": "nope"}]}', '{"rules": [{"id": "a", "kind": "cost", "extra": 1}]}', '{"webhookSecret": "short"}'];
+        const invalid = [
+          '{"rules": [{"id": "a", "kind": "nope"}]}',
+          '{"rules": [{"id": "a", "kind": "cost", "extra": 1}]}',
+          '{"webhookSecret": "short"}',
+        ];
         for (const text of ['[1]', '"oops"', 'null', '{"rule": []}', '{}', ...invalid]) {
           writeFileSync(file, text);
           const out = await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]);
           expect(out.code, text).to.equal(1);
-          expect(out.stderr, text).to.include(file).and.include('nothing changed').and.not.include('Cannot read properties');
+          expect(out.stderr, text)
+            .to.include(file)
+            .and.include('nothing changed')
+            .and.not.include('Cannot read properties');
           // Named by the file's keys, not the stored document's (alertRules, alertWebhookSecret).
           expect(out.stderr, text).to.not.match(/alertRules|alertWebhook/);
           expect(out.stdout, text).to.equal('');
         }
-        expect(invalidStderr(await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]))).to.match(/: webhookSecret: Too small/);
+        expect(invalidStderr(await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]))).to.match(
+          /: webhookSecret: Too small/,
+        );
         writeFileSync(file, invalid[0]!);
-        expect(invalidStderr(await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]))).to.match(/: rules\.0\.kind: Invalid option/);
+        expect(invalidStderr(await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]))).to.match(
+          /: rules\.0\.kind: Invalid option/,
+        );
         expect(await show()).to.deep.equal(stored);
 
         // Only the rules: the webhook and its secret stay.
@@ -75,7 +104,12 @@ describe('cli: alerts set', function () {
         // Only the webhook: the rules stay.
         writeFileSync(file, JSON.stringify({ webhookUrl: 'https://hooks.example/other' }));
         expect((await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file])).code).to.equal(0);
-        expect(await show()).to.deep.equal({ ...stored, version: 3, alertRules: [], alertWebhookUrl: 'https://hooks.example/other' });
+        expect(await show()).to.deep.equal({
+          ...stored,
+          version: 3,
+          alertRules: [],
+          alertWebhookUrl: 'https://hooks.example/other',
+        });
         // null removes the webhook
         writeFileSync(file, JSON.stringify({ webhookUrl: null, webhookSecret: null }));
         const removed = await t.run(['alerts', 'set', '--workspace', 'alerts-co', '--file', file]);
@@ -100,18 +134,29 @@ describe('cli: invalid settings', function () {
         const policy = join(t.dir, 'policy.json');
         writeFileSync(policy, JSON.stringify({ version: 2, defaultAction: 'explode' }));
         const alerts = join(t.dir, 'alerts.json');
-        writeFileSync(alerts, JSON.stringify({ rules: [], webhookUrl: 'https://hooks.example/a', webhookSecret: 'short' }));
+        writeFileSync(
+          alerts,
+          JSON.stringify({ rules: [], webhookUrl: 'https://hooks.example/a', webhookSecret: 'short' }),
+        );
         const creds = join(t.dir, 'alerts-creds.json');
         writeFileSync(creds, JSON.stringify({ rules: [], webhookUrl: 'https://user:hookpass@hooks.example/a' }));
         results[mode] = [];
-        for (const args of [['policy', 'set', '--file', policy], ['alerts', 'set', '--file', alerts], ['provider', 'set', '--base-url', 'ftp://x'],
-          ['alerts', 'set', '--file', creds], ['provider', 'set', '--base-url', 'https://u:p@api.example/v1'], ['provider', 'set', '--base-url', 'not a url']]) {
+        for (const args of [
+          ['policy', 'set', '--file', policy],
+          ['alerts', 'set', '--file', alerts],
+          ['provider', 'set', '--base-url', 'ftp://x'],
+          ['alerts', 'set', '--file', creds],
+          ['provider', 'set', '--base-url', 'https://u:p@api.example/v1'],
+          ['provider', 'set', '--base-url', 'not a url'],
+        ]) {
           const out = await t.run([...args, '--workspace', 'bad-co']);
           expect(out.code, args.join(' ')).to.equal(1);
           expect(out.stderr.trim().split('\n'), out.stderr).to.have.length(1);
           results[mode]!.push(out.stderr.trim().replaceAll(t.dir, '<dir>'));
         }
-        expect(JSON.parse((await t.run(['settings', 'show', '--workspace', 'bad-co'])).stdout)).to.deep.equal({ version: 0 });
+        expect(JSON.parse((await t.run(['settings', 'show', '--workspace', 'bad-co'])).stdout)).to.deep.equal({
+          version: 0,
+        });
       } finally {
         await t.close();
       }
@@ -120,7 +165,9 @@ describe('cli: invalid settings', function () {
     const [policy, alerts, provider, alertCreds, providerCreds, notUrl] = results['offline']!;
     expect(notUrl).to.match(/^tracegate: provider\.baseUrl: Invalid URL/);
     // A file's problems are named by the file's own keys, and checked before anything is opened.
-    expect(alertCreds).to.match(/^tracegate: <dir>\/alerts-creds\.json: webhookUrl: must not carry credentials.*; nothing changed$/);
+    expect(alertCreds).to.match(
+      /^tracegate: <dir>\/alerts-creds\.json: webhookUrl: must not carry credentials.*; nothing changed$/,
+    );
     expect(providerCreds).to.match(/^tracegate: provider\.baseUrl: must not carry credentials/);
     expect(`${alertCreds}${providerCreds}`).to.not.match(/hookpass|u:p@/);
     expect(policy).to.match(/^tracegate: <dir>\/policy\.json: defaultAction: Invalid option.*; nothing changed$/);
@@ -148,7 +195,9 @@ describe('cli: usage errors', function () {
       ] as Array<[string[], RegExp]>) {
         const out = await t.run(args);
         expect(out.code, `${args.join(' ')}: ${out.stderr}`).to.equal(2);
-        expect(out.stderr, args.join(' ')).to.match(message).and.match(/Run 'tracegate (\w+ )?--help' for usage/);
+        expect(out.stderr, args.join(' '))
+          .to.match(message)
+          .and.match(/Run 'tracegate (\w+ )?--help' for usage/);
         expect(out.stderr.trim().split('\n'), args.join(' ')).to.have.length(2);
       }
     } finally {
@@ -170,14 +219,19 @@ describe('cli: refused list | requeue check what they read', function () {
       writeFileSync(join(refused, '000000000002-fine.ndjson'), `${good}\n`);
       const out = await t.run(['refused', 'requeue']);
       expect(out.code).to.equal(1);
-      expect(out.stderr).to.include(`${bad}:2: no "record" field`).and.match(/nothing requeued/);
+      expect(out.stderr)
+        .to.include(`${bad}:2: no "record" field`)
+        .and.match(/nothing requeued/);
       expect(readdirSync(refused).sort()).to.deep.equal(['000000000001-bad.ndjson', '000000000002-fine.ndjson']);
       expect(existsSync(join(t.dir, 'spool')) ? readdirSync(join(t.dir, 'spool')) : []).to.deep.equal([]);
 
       for (const [line, problem] of [
         ['{"atMs":1,"record":null}', 'the record is null'],
         ['{"atMs":1,"record":{"recordType":"gossip"}}', 'unknown recordType "gossip"'],
-        [JSON.stringify({ atMs: 1, record: { ...span(2), spanId: undefined, startTimeNs: 'soon' } }), 'span: missing spanId; startTimeNs is not a decimal uint64'],
+        [
+          JSON.stringify({ atMs: 1, record: { ...span(2), spanId: undefined, startTimeNs: 'soon' } }),
+          'span: missing spanId; startTimeNs is not a decimal uint64',
+        ],
         ['{"atMs":1,"record":{"recordType":"audit","workspaceId":"w"}}', 'audit record: missing chainId'],
       ]) {
         writeFileSync(bad, `${good}\n${line}\n`);
@@ -212,7 +266,10 @@ describe('cli: refused list | requeue check what they read', function () {
         if (typeof v !== 'function') return v;
         if (prop !== 'insertSpans' && prop !== 'insertEnrichment') return v.bind(target);
         // As a refused file has them: JSON, as in the spool.
-        return (rows: unknown[]) => { written.push(...JSON.parse(JSON.stringify(rows)) as unknown[]); return (v as (r: unknown[]) => Promise<void>).call(target, rows); };
+        return (rows: unknown[]) => {
+          written.push(...(JSON.parse(JSON.stringify(rows)) as unknown[]));
+          return (v as (r: unknown[]) => Promise<void>).call(target, rows);
+        };
       },
     }) as Storage;
     let s: TestServer | null = await startTestServer('duckdb', {}, capturing);
@@ -220,10 +277,23 @@ describe('cli: refused list | requeue check what they read', function () {
       const k = await s.key('spooled-co');
       const auth = { authorization: `Bearer ${k.key}` };
       const file = join(s.dataDir, 'alerts.json');
-      writeFileSync(file, JSON.stringify({ rules: [{ id: 'slow', kind: 'latency', threshold: 1, windowSeconds: 60 }] }));
+      writeFileSync(
+        file,
+        JSON.stringify({ rules: [{ id: 'slow', kind: 'latency', threshold: 1, windowSeconds: 60 }] }),
+      );
       expect((await cli(s, ['alerts', 'set', '--workspace', 'spooled-co', '--file', file])).code).to.equal(0);
       for (let i = 0; i < 3; i++) {
-        const res = await post(`${s.url}/api/traces`, { requestId: `r-${i}`, model: 'gpt-4o', prompt: 'mail jane.doe@example.com', response: 'ok', metrics: { latencyMs: 4000 } }, auth);
+        const res = await post(
+          `${s.url}/api/traces`,
+          {
+            requestId: `r-${i}`,
+            model: 'gpt-4o',
+            prompt: 'mail jane.doe@example.com',
+            response: 'ok',
+            metrics: { latencyMs: 4000 },
+          },
+          auth,
+        );
         expect(res.status).to.equal(200);
       }
       await flushed(s);
@@ -235,7 +305,15 @@ describe('cli: refused list | requeue check what they read', function () {
       rmSync(dir, { recursive: true, force: true });
     }
     const types = new Set(written.map((r) => (r as { recordType?: string }).recordType ?? 'span'));
-    expect([...types].sort()).to.include.members(['alert', 'audit', 'checkpoint', 'finding', 'policy', 'span', 'verification']);
+    expect([...types].sort()).to.include.members([
+      'alert',
+      'audit',
+      'checkpoint',
+      'finding',
+      'policy',
+      'span',
+      'verification',
+    ]);
     expect(written.map(storedRecordProblem).filter((p) => p !== null)).to.deep.equal([]);
   });
 });
@@ -270,14 +348,23 @@ describe('cli: policy show', function () {
 describe('cli: which store it works on', function () {
   this.timeout(120_000);
   const children: ChildProcess[] = [];
-  afterEach(() => { for (const c of children.splice(0)) c.kill('SIGKILL'); });
+  afterEach(() => {
+    for (const c of children.splice(0)) c.kill('SIGKILL');
+  });
 
   /** A process that is not a server: `sleep`, or one holding DATA_DIR's lock (as a server does while it starts). */
   async function bystander(dataDir?: string): Promise<ChildProcess> {
     const child = dataDir
-      ? spawn(process.execPath, ['--input-type=module', '-e',
-        `const { lockDataDir } = await import(${JSON.stringify(resolve('collector/data-dir-lock.ts'))});
-         await lockDataDir(${JSON.stringify(dataDir)}); console.log('locked'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] })
+      ? spawn(
+          process.execPath,
+          [
+            '--input-type=module',
+            '-e',
+            `const { lockDataDir } = await import(${JSON.stringify(resolve('collector/data-dir-lock.ts'))});
+         await lockDataDir(${JSON.stringify(dataDir)}); console.log('locked'); setInterval(() => {}, 1000);`,
+          ],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        )
       : spawn('sleep', ['60'], { stdio: 'ignore' });
     children.push(child);
     if (dataDir) await new Promise((ok) => child.stdout!.once('data', ok));
@@ -288,21 +375,34 @@ describe('cli: which store it works on', function () {
     const env = testEnv('duckdb');
     const dir = join(env.TRACEGATE_DATA_DIR!, 'typo');
     try {
-      for (const args of [['keys', 'list'], ['keys', 'revoke', 'k1'], ['verify'], ['settings', 'show', '--workspace', 'acme'],
-        ['policy', 'show', '--workspace', 'acme'], ['provider', 'set', '--workspace', 'acme', '--allow-caller-key']]) {
+      for (const args of [
+        ['keys', 'list'],
+        ['keys', 'revoke', 'k1'],
+        ['verify'],
+        ['settings', 'show', '--workspace', 'acme'],
+        ['policy', 'show', '--workspace', 'acme'],
+        ['provider', 'set', '--workspace', 'acme', '--allow-caller-key'],
+      ]) {
         const out = await cli(null, args, { ...env, TRACEGATE_DATA_DIR: dir });
         expect(out.code, args.join(' ')).to.equal(1);
         expect(out.stderr, args.join(' ')).to.include(`DATA_DIR ${dir} does not exist`);
         expect(existsSync(dir), args.join(' ')).to.equal(false);
       }
       // stdin is empty here: not JSON, refused before anything is opened or created
-      const set = await cli(null, ['policy', 'set', '--workspace', 'acme', '--file', '-'], { ...env, TRACEGATE_DATA_DIR: dir });
+      const set = await cli(null, ['policy', 'set', '--workspace', 'acme', '--file', '-'], {
+        ...env,
+        TRACEGATE_DATA_DIR: dir,
+      });
       expect(set.code).to.equal(1);
       expect(set.stderr).to.include('stdin: not valid JSON');
       expect(existsSync(dir)).to.equal(false);
       // creating a key on a fresh machine still makes the directory
-      expect((await cli(null, ['keys', 'create', '--workspace', 'acme'], { ...env, TRACEGATE_DATA_DIR: dir })).code).to.equal(0);
-      expect((await cli(null, ['keys', 'list', '--json'], { ...env, TRACEGATE_DATA_DIR: dir })).stdout).to.include('"keyId"');
+      expect(
+        (await cli(null, ['keys', 'create', '--workspace', 'acme'], { ...env, TRACEGATE_DATA_DIR: dir })).code,
+      ).to.equal(0);
+      expect((await cli(null, ['keys', 'list', '--json'], { ...env, TRACEGATE_DATA_DIR: dir })).stdout).to.include(
+        '"keyId"',
+      );
     } finally {
       rmSync(env.TRACEGATE_DATA_DIR!, { recursive: true, force: true });
     }
@@ -313,12 +413,17 @@ describe('cli: which store it works on', function () {
     const dir = env.TRACEGATE_DATA_DIR!;
     try {
       const other = await bystander();
-      writeFileSync(join(dir, 'server.json'), JSON.stringify({ pid: other.pid, port: await freePort(), adminToken: 'stale' }));
+      writeFileSync(
+        join(dir, 'server.json'),
+        JSON.stringify({ pid: other.pid, port: await freePort(), adminToken: 'stale' }),
+      );
       writeFileSync(join(dir, 'LOCK'), String(other.pid));
       const created = await cli(null, ['keys', 'create', '--workspace', 'acme', '--json'], env);
       expect(created.code, created.stderr).to.equal(0);
       const list = await cli(null, ['keys', 'list', '--json'], env);
-      expect(JSON.parse(list.stdout).map((k: { keyId: string }) => k.keyId)).to.deep.equal([JSON.parse(created.stdout).keyId]);
+      expect(JSON.parse(list.stdout).map((k: { keyId: string }) => k.keyId)).to.deep.equal([
+        JSON.parse(created.stdout).keyId,
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -338,7 +443,9 @@ describe('cli: which store it works on', function () {
       writeFileSync(join(dir, 'server.json'), JSON.stringify({ pid: holder.pid, port, adminToken: 'x' }));
       const stopping = await cli(null, ['keys', 'list'], env);
       expect(stopping.code).to.equal(1);
-      expect(stopping.stderr).to.include(`(pid ${holder.pid}, port ${port}) did not answer (ECONNREFUSED)`).and.not.include('fetch failed');
+      expect(stopping.stderr)
+        .to.include(`(pid ${holder.pid}, port ${port}) did not answer (ECONNREFUSED)`)
+        .and.not.include('fetch failed');
       // once it has let go, the CLI works offline
       holder.kill('SIGKILL');
       await new Promise((ok) => holder.once('exit', ok));

@@ -25,8 +25,12 @@ describe('serve: the compile cache', function () {
       expect(s.environ.NODE_COMPILE_CACHE).to.equal(dir);
       expect(readdirSync(dir)).to.include('tracegate-sources');
       expect(statSync(dir).mode & 0o777).to.equal(0o700);
-      expect(s.stderr).to.match(/retrieving transpile cache for StrippedTypeScript file:\/\/\S+\/processors\/worker-host\.ts\.\.\.success/);
-      expect(s.stderr).to.match(/retrieving transpile cache for StrippedTypeScript file:\/\/\S+\/storage\/worker-host\.ts\.\.\.success/);
+      expect(s.stderr).to.match(
+        /retrieving transpile cache for StrippedTypeScript file:\/\/\S+\/processors\/worker-host\.ts\.\.\.success/,
+      );
+      expect(s.stderr).to.match(
+        /retrieving transpile cache for StrippedTypeScript file:\/\/\S+\/storage\/worker-host\.ts\.\.\.success/,
+      );
       expect(s.stderr.split('\n').filter((l) => l.includes('no transpile cache'))).to.deep.equal([]);
       cached = s.rssMb;
     });
@@ -36,7 +40,10 @@ describe('serve: the compile cache', function () {
       stripped = s.rssMb;
     });
     // Measured 199 against 259 MB; each thread that strips a .ts file holds its own instance of the stripper.
-    expect(stripped - cached, `${Math.round(cached)} MB from the cache, ${Math.round(stripped)} MB stripping`).to.be.greaterThan(30);
+    expect(
+      stripped - cached,
+      `${Math.round(cached)} MB from the cache, ${Math.round(stripped)} MB stripping`,
+    ).to.be.greaterThan(30);
   });
 
   it('a NODE_COMPILE_CACHE given to node is the directory used; a process that filled it is replaced, one that found it current is not', async () => {
@@ -46,12 +53,17 @@ describe('serve: the compile cache', function () {
     try {
       await serve(noFlags, (s) => {
         expect(s.environ.NODE_COMPILE_CACHE).to.equal(dir);
-        expect(s.environ.TRACEGATE_SERVE_RESTARTED, 'it stripped its own first modules while filling: replaced').to.equal('1');
+        expect(
+          s.environ.TRACEGATE_SERVE_RESTARTED,
+          'it stripped its own first modules while filling: replaced',
+        ).to.equal('1');
         expect(readdirSync(dir)).to.include('tracegate-sources');
         expect(existsSync(join(s.dataDir, 'cache', 'compile'))).to.equal(false);
       });
       await serve(noFlags, (s) => {
-        expect(s.environ.TRACEGATE_SERVE_RESTARTED, 'loaded from the cache from its start: not replaced').to.equal(undefined);
+        expect(s.environ.TRACEGATE_SERVE_RESTARTED, 'loaded from the cache from its start: not replaced').to.equal(
+          undefined,
+        );
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -71,7 +83,7 @@ describe('serve: the compile cache', function () {
     }
   });
 
-  it('compileCacheDir: the given directory, else the data dir\'s; none when Node\'s own switch turns it off', () => {
+  it("compileCacheDir: the given directory, else the data dir's; none when Node's own switch turns it off", () => {
     expect(compileCacheDir('/d', {})).to.equal('/d/cache/compile');
     expect(compileCacheDir('data', {})).to.equal(join(process.cwd(), 'data/cache/compile'));
     expect(compileCacheDir('/d', { NODE_COMPILE_CACHE: '/c' })).to.equal('/c');

@@ -17,11 +17,24 @@ describe('data directory permissions', function () {
     const s = await startTestServer('duckdb', { TRACEGATE_DATA_DIR: dir, TRACEGATE_FLUSH_INTERVAL_MS: '60000' });
     try {
       const k = await s.key();
-      expect((await post(`${s.url}/api/traces`, { requestId: 'm-1', prompt: 'p', response: 'r' }, { authorization: `Bearer ${k.key}` })).status).to.equal(200);
-      const walk = (d: string): string[] => readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? [join(d, e.name), ...walk(join(d, e.name))] : [join(d, e.name)]));
+      expect(
+        (
+          await post(
+            `${s.url}/api/traces`,
+            { requestId: 'm-1', prompt: 'p', response: 'r' },
+            { authorization: `Bearer ${k.key}` },
+          )
+        ).status,
+      ).to.equal(200);
+      const walk = (d: string): string[] =>
+        readdirSync(d, { withFileTypes: true }).flatMap((e) =>
+          e.isDirectory() ? [join(d, e.name), ...walk(join(d, e.name))] : [join(d, e.name)],
+        );
       // A state file's temporary copy can be renamed between the listing and the stat (it was written 0600 too).
       const mode = (f: string) => statSync(f, { throwIfNoEntry: false })?.mode ?? 0;
-      const loose = [dir, ...walk(dir)].filter((f) => (mode(f) & 0o077) !== 0).map((f) => `${f.slice(dir.length) || '/'} ${(mode(f) & 0o777).toString(8)}`);
+      const loose = [dir, ...walk(dir)]
+        .filter((f) => (mode(f) & 0o077) !== 0)
+        .map((f) => `${f.slice(dir.length) || '/'} ${(mode(f) & 0o777).toString(8)}`);
       expect(loose).to.deep.equal([]);
       expect(walk(join(dir, 'spool')).length).to.be.greaterThan(0); // the spooled trace is among the files checked
       await flushed(s);

@@ -4,20 +4,47 @@ import { configSchema, loadConfig } from '../../config/index.ts';
 import { cli } from '../support/server.ts';
 
 /** Every setting whose value is a number (found from the schema's defaults, so a new one is covered too). */
-const INTEGER_SETTINGS = Object.entries(configSchema.parse({})).filter(([, v]) => typeof v === 'number').map(([k]) => k);
+const INTEGER_SETTINGS = Object.entries(configSchema.parse({}))
+  .filter(([, v]) => typeof v === 'number')
+  .map(([k]) => k);
 
 describe('integer settings', () => {
   it('covers every numeric setting, including the new limits', () => {
-    expect(INTEGER_SETTINGS).to.include.members(['PORT', 'MAX_BODY_BYTES', 'MAX_JSON_DEPTH', 'MAX_JSON_VALUES', 'MAX_INFLIGHT_BODY_BYTES', 'FLUSH_INTERVAL_MS']);
+    expect(INTEGER_SETTINGS).to.include.members([
+      'PORT',
+      'MAX_BODY_BYTES',
+      'MAX_JSON_DEPTH',
+      'MAX_JSON_VALUES',
+      'MAX_INFLIGHT_BODY_BYTES',
+      'FLUSH_INTERVAL_MS',
+    ]);
     expect(INTEGER_SETTINGS.length).to.be.greaterThan(25);
   });
 
   it('refuse hex, binary, octal, exponents, signs, fractions, separators and surrounding spaces, naming the variable', () => {
-    const bad = ['0x10', '1e3', ' 0x10 ', ' 16', '16 ', '\t16', '0b1', '0o7', '+16', '-0', '16.0', '1_000', '1,000', 'Infinity', '16px', '٣'];
+    const bad = [
+      '0x10',
+      '1e3',
+      ' 0x10 ',
+      ' 16',
+      '16 ',
+      '\t16',
+      '0b1',
+      '0o7',
+      '+16',
+      '-0',
+      '16.0',
+      '1_000',
+      '1,000',
+      'Infinity',
+      '16px',
+      '٣',
+    ];
     for (const name of INTEGER_SETTINGS) {
       for (const value of bad) {
-        expect(() => loadConfig({ [`TRACEGATE_${name}`]: value }), `${name}=${JSON.stringify(value)}`)
-          .to.throw(new RegExp(`TRACEGATE_${name}: must be a whole number in decimal digits`));
+        expect(() => loadConfig({ [`TRACEGATE_${name}`]: value }), `${name}=${JSON.stringify(value)}`).to.throw(
+          new RegExp(`TRACEGATE_${name}: must be a whole number in decimal digits`),
+        );
       }
     }
   });
@@ -37,16 +64,25 @@ describe('integer settings', () => {
     expect(c.MAX_JSON_VALUES).to.equal(250_000);
     expect(c.MAX_INFLIGHT_BODY_BYTES).to.equal(64 * 1024 * 1024);
     expect(() => loadConfig({ TRACEGATE_MAX_JSON_VALUES: '999' })).to.throw(/TRACEGATE_MAX_JSON_VALUES/);
-    expect(() => loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * 1024 * 1024 - 1) }))
-      .to.throw(/TRACEGATE_MAX_INFLIGHT_BODY_BYTES: .*below TRACEGATE_MAX_BODY_BYTES/);
-    expect(loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: '4096', TRACEGATE_MAX_BODY_BYTES: '4096' }).MAX_INFLIGHT_BODY_BYTES).to.equal(4096);
+    expect(() => loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * 1024 * 1024 - 1) })).to.throw(
+      /TRACEGATE_MAX_INFLIGHT_BODY_BYTES: .*below TRACEGATE_MAX_BODY_BYTES/,
+    );
+    expect(
+      loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: '4096', TRACEGATE_MAX_BODY_BYTES: '4096' })
+        .MAX_INFLIGHT_BODY_BYTES,
+    ).to.equal(4096);
     // Unset, it holds at least one body at the limit.
-    expect(loadConfig({ TRACEGATE_MAX_BODY_BYTES: String(100 * 1024 * 1024) }).MAX_INFLIGHT_BODY_BYTES).to.equal(100 * 1024 * 1024);
+    expect(loadConfig({ TRACEGATE_MAX_BODY_BYTES: String(100 * 1024 * 1024) }).MAX_INFLIGHT_BODY_BYTES).to.equal(
+      100 * 1024 * 1024,
+    );
   });
 
   it('serve stops at once on TRACEGATE_PORT=0x10 (it used to listen on port 16), naming the variable', async function () {
     this.timeout(90_000);
-    const out = await cli(null, ['serve'], { TRACEGATE_PORT: '0x10', TRACEGATE_DATA_DIR: '/nonexistent/never-created' });
+    const out = await cli(null, ['serve'], {
+      TRACEGATE_PORT: '0x10',
+      TRACEGATE_DATA_DIR: '/nonexistent/never-created',
+    });
     expect(out.code).to.equal(1);
     expect(out.stderr).to.include('TRACEGATE_PORT').and.include('decimal digits');
   });

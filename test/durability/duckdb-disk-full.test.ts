@@ -40,17 +40,29 @@ describe('durability: the embedded store on a full disk, then the disk grows', f
       await running?.close();
     } finally {
       // never leave the tmpfs mounted: a lazy unmount when it is still busy
-      if (mounted) try { execFileSync('umount', [dir], { stdio: 'pipe' }); } catch { execFileSync('umount', ['-l', dir], { stdio: 'pipe' }); }
+      if (mounted)
+        try {
+          execFileSync('umount', [dir], { stdio: 'pipe' });
+        } catch {
+          execFileSync('umount', ['-l', dir], { stdio: 'pipe' });
+        }
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
   /** A server on the tmpfs, a key, and the helpers both cases use. */
   async function start(env: Record<string, string>) {
-    running = await startServer(loadConfig({
-      TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_DATA_DIR: dir, TRACEGATE_LOG_LEVEL: 'silent',
-      TRACEGATE_FLUSH_INTERVAL_MS: '100', TRACEGATE_ENRICHMENT: 'false', ...env,
-    }));
+    running = await startServer(
+      loadConfig({
+        TRACEGATE_PORT: '0',
+        TRACEGATE_HOST: '127.0.0.1',
+        TRACEGATE_DATA_DIR: dir,
+        TRACEGATE_LOG_LEVEL: 'silent',
+        TRACEGATE_FLUSH_INTERVAL_MS: '100',
+        TRACEGATE_ENRICHMENT: 'false',
+        ...env,
+      }),
+    );
     const url = `http://127.0.0.1:${running.port}`;
     const auth = { authorization: `Bearer ${(await createKey(running.storage, 'disk-co')).key}` };
     const acked: string[] = [];
@@ -69,9 +81,16 @@ describe('durability: the embedded store on a full disk, then the disk grows', f
     const ingest = async (i: number) => {
       const id = `full-${i}`;
       // Random, so it does not compress: about 200 KB a trace, in the spool and then in DuckDB's WAL.
-      const res = await post(`${url}/api/traces`, { requestId: id, prompt: randomBytes(150_000).toString('base64'), response: 'r', model: 'gpt-4o-mini' }, auth);
+      const res = await post(
+        `${url}/api/traces`,
+        { requestId: id, prompt: randomBytes(150_000).toString('base64'), response: 'r', model: 'gpt-4o-mini' },
+        auth,
+      );
       if (res.status === 200) acked.push(id);
-      else { expect(res.status, res.text).to.equal(503); refused.push(i); }
+      else {
+        expect(res.status, res.text).to.equal(503);
+        refused.push(i);
+      }
     };
     /** The disk grows: ready again without a restart, every acknowledged trace stored once. */
     const recovers = async () => {
@@ -105,9 +124,15 @@ describe('durability: the embedded store on a full disk, then the disk grows', f
     let i = 0;
     for (; i < 400 && !t.readStatuses.some((s) => s !== 200); i++) {
       await t.ingest(i);
-      if (i % 5 === 4) { await sleep(150); await t.read(); }
+      if (i % 5 === 4) {
+        await sleep(150);
+        await t.read();
+      }
     }
-    expect(t.readStatuses.some((s) => s !== 200), 'the disk never filled').to.equal(true);
+    expect(
+      t.readStatuses.some((s) => s !== 200),
+      'the disk never filled',
+    ).to.equal(true);
     // Broken for a while: more traces (into the spool while it has room, else 503), reads and readiness.
     const brokenUntil = Date.now() + 5_000;
     for (; Date.now() < brokenUntil; i++) {
@@ -115,7 +140,10 @@ describe('durability: the embedded store on a full disk, then the disk grows', f
       await t.read();
       await sleep(200);
     }
-    expect(t.readStatuses.filter((s) => s === 500), `read statuses: ${t.readStatuses.join(' ')}`).to.deep.equal([]);
+    expect(
+      t.readStatuses.filter((s) => s === 500),
+      `read statuses: ${t.readStatuses.join(' ')}`,
+    ).to.deep.equal([]);
     expect(t.readStatuses.slice(-4), 'reads while the disk is full').to.deep.equal([503, 503, 503, 503]);
     const ready = await get(`${t.url}/readyz`);
     expect(ready.status).to.equal(503);
@@ -128,10 +156,16 @@ describe('durability: the embedded store on a full disk, then the disk grows', f
     let i = 0;
     for (; i < 400 && t.refused.length < 5; i++) {
       await t.ingest(i);
-      if (i % 5 === 4) { await sleep(150); await t.read(); }
+      if (i % 5 === 4) {
+        await sleep(150);
+        await t.read();
+      }
     }
     expect(t.refused.length, 'the disk never filled').to.equal(5);
-    expect(t.readStatuses.filter((s) => s !== 200 && s !== 503), `read statuses: ${t.readStatuses.join(' ')}`).to.deep.equal([]);
+    expect(
+      t.readStatuses.filter((s) => s !== 200 && s !== 503),
+      `read statuses: ${t.readStatuses.join(' ')}`,
+    ).to.deep.equal([]);
     await t.recovers();
   });
 });

@@ -14,7 +14,10 @@ import { BACKENDS, get, post, testEnv } from '../support/server.ts';
 
 function spawnServer(env: Record<string, string>, logFile: string): ChildProcess {
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
+  const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', fd, fd],
+  });
   closeSync(fd);
   return child;
 }
@@ -23,7 +26,10 @@ async function listAll(url: string, auth: Record<string, string>): Promise<strin
   const ids: string[] = [];
   let cursor: string | null = null;
   do {
-    const page: { json: { items: Array<{ traceId: string }>; nextCursor: string | null } } = await get(`${url}/api/traces?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, auth);
+    const page: { json: { items: Array<{ traceId: string }>; nextCursor: string | null } } = await get(
+      `${url}/api/traces?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+      auth,
+    );
     ids.push(...page.json.items.map((t) => t.traceId));
     cursor = page.json.nextCursor;
   } while (cursor);
@@ -36,7 +42,11 @@ for (const backend of BACKENDS) {
     it('comes back with every acknowledged trace stored exactly once', async () => {
       const port = await freePort();
       // A long flush interval so acknowledged data is still only in the spool when the process dies.
-      const env = testEnv(backend, { TRACEGATE_PORT: String(port), TRACEGATE_FLUSH_INTERVAL_MS: '60000', TRACEGATE_LOG_LEVEL: 'info' });
+      const env = testEnv(backend, {
+        TRACEGATE_PORT: String(port),
+        TRACEGATE_FLUSH_INTERVAL_MS: '60000',
+        TRACEGATE_LOG_LEVEL: 'info',
+      });
       const config = loadConfig(env);
       const storage = createStorage(config);
       await storage.init();
@@ -52,16 +62,27 @@ for (const backend of BACKENDS) {
       const N = 300;
       // Fire everything at once; kill the moment the N/2-th acknowledgement arrives, with requests still in flight.
       let killed = false;
-      await Promise.all(Array.from({ length: N }, async (_, i) => {
-        const id = `crash-${i}`;
-        try {
-          const res = await post(`${url}/api/traces`, { requestId: id, prompt: `p${i}`, response: 'r', model: 'gpt-4o-mini' }, auth);
-          if (res.status === 200 && !killed) {
-            acked.add(id);
-            if (acked.size === N / 2) { killed = true; child.kill('SIGKILL'); }
+      await Promise.all(
+        Array.from({ length: N }, async (_, i) => {
+          const id = `crash-${i}`;
+          try {
+            const res = await post(
+              `${url}/api/traces`,
+              { requestId: id, prompt: `p${i}`, response: 'r', model: 'gpt-4o-mini' },
+              auth,
+            );
+            if (res.status === 200 && !killed) {
+              acked.add(id);
+              if (acked.size === N / 2) {
+                killed = true;
+                child.kill('SIGKILL');
+              }
+            }
+          } catch {
+            /* connection reset by the kill: not acknowledged */
           }
-        } catch { /* connection reset by the kill: not acknowledged */ }
-      }));
+        }),
+      );
       await killNow(child);
       expect(acked.size).to.be.at.least(N / 2);
 
@@ -92,25 +113,38 @@ describe('durability: ClickHouse hung (accepting connections, answering nothing)
     ch = await startClickHouse();
     if (ch.external) this.skip(); // SIGSTOP needs a server this helper runs
   });
-  after(async () => { await ch?.resume().catch(() => {}); await ch?.dispose(); });
+  after(async () => {
+    await ch?.resume().catch(() => {});
+    await ch?.dispose();
+  });
 
   it('keeps answering within seconds (stale settings, fast 503 for an unknown key, readyz 503) and loses nothing', async () => {
-    const config = loadConfig(testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '200' }));
+    const config = loadConfig(
+      testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '200' }),
+    );
     const running = await startServer(config);
     const url = `http://127.0.0.1:${running.port}`;
     try {
       const known = await createKey(running.storage, 'hung-co');
       const fresh = await createKey(running.storage, 'hung-co');
       const auth = { authorization: `Bearer ${known.key}` };
-      expect((await post(`${url}/api/traces`, { requestId: 'h-0', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+      expect((await post(`${url}/api/traces`, { requestId: 'h-0', prompt: 'p', response: 'r' }, auth)).status).to.equal(
+        200,
+      );
       await running.pipeline.flush();
       await ch.pause();
       await sleep(5_500); // the settings cache (5 s) has expired; the key cache (30 s) has not
-      const timed = async <T>(f: () => Promise<T>) => { const t = performance.now(); const v = await f(); return { v, ms: performance.now() - t }; };
+      const timed = async <T>(f: () => Promise<T>) => {
+        const t = performance.now();
+        const v = await f();
+        return { v, ms: performance.now() - t };
+      };
       const ok = await timed(() => post(`${url}/api/traces`, { requestId: 'h-1', prompt: 'p', response: 'r' }, auth));
       expect(ok.v.status).to.equal(200);
       expect(ok.ms).to.be.below(5_000);
-      const unknown = await timed(() => post(`${url}/api/traces`, { requestId: 'h-2', prompt: 'p' }, { authorization: `Bearer ${fresh.key}` }));
+      const unknown = await timed(() =>
+        post(`${url}/api/traces`, { requestId: 'h-2', prompt: 'p' }, { authorization: `Bearer ${fresh.key}` }),
+      );
       expect(unknown.v.status).to.equal(503);
       expect(unknown.v.headers.get('retry-after')).to.equal('5');
       expect(unknown.ms).to.be.below(5_000);
@@ -130,8 +164,12 @@ describe('durability: ClickHouse hung (accepting connections, answering nothing)
 describe('durability: ClickHouse stopped during ingestion, then restarted', function () {
   this.timeout(360_000);
   let ch: TestClickHouse;
-  before(async () => { ch = await startClickHouse(); });
-  after(async () => { await ch?.dispose(); });
+  before(async () => {
+    ch = await startClickHouse();
+  });
+  after(async () => {
+    await ch?.dispose();
+  });
 
   it('keeps acknowledging into the spool, reports not ready, and loses nothing', async () => {
     const env = testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '200' });
@@ -186,11 +224,23 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
     try {
       const acked: string[] = [];
       // Used once while storage answers: the key is then known to this process through the outage.
-      expect((await post(`http://127.0.0.1:${running.port}/api/traces`, { requestId: 'cs-first', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+      expect(
+        (
+          await post(
+            `http://127.0.0.1:${running.port}/api/traces`,
+            { requestId: 'cs-first', prompt: 'p', response: 'r' },
+            auth,
+          )
+        ).status,
+      ).to.equal(200);
       acked.push('cs-first');
       await ch.stop();
       for (let i = 0; i < 30; i++) {
-        const res = await post(`http://127.0.0.1:${running.port}/api/traces`, { requestId: `cs-${i}`, prompt: 'p', response: 'r' }, auth);
+        const res = await post(
+          `http://127.0.0.1:${running.port}/api/traces`,
+          { requestId: `cs-${i}`, prompt: 'p', response: 'r' },
+          auth,
+        );
         if (res.status === 200) acked.push(`cs-${i}`);
       }
       expect(acked.length).to.equal(31);
@@ -203,7 +253,11 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
       const during = await post(`${url}/api/traces`, { requestId: 'cs-during', prompt: 'p', response: 'r' }, auth);
       expect(during.status, during.text).to.equal(200);
       acked.push('cs-during');
-      const refused = await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, { authorization: `Bearer ${never.key}` });
+      const refused = await post(
+        `${url}/api/traces`,
+        { requestId: 'cs-new', prompt: 'p', response: 'r' },
+        { authorization: `Bearer ${never.key}` },
+      );
       expect(refused.status).to.equal(503);
       expect(Number(refused.headers.get('retry-after'))).to.be.greaterThan(0);
       await ch.restart();
@@ -214,7 +268,15 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
         else await sleep(150);
       }
       expect(new Set(ids)).to.deep.equal(new Set(acked));
-      expect((await post(`${url}/api/traces`, { requestId: 'cs-new', prompt: 'p', response: 'r' }, { authorization: `Bearer ${never.key}` })).status).to.equal(200);
+      expect(
+        (
+          await post(
+            `${url}/api/traces`,
+            { requestId: 'cs-new', prompt: 'p', response: 'r' },
+            { authorization: `Bearer ${never.key}` },
+          )
+        ).status,
+      ).to.equal(200);
       expect((await get(`${url}/readyz`)).status).to.equal(200);
     } finally {
       await running.close();
@@ -223,7 +285,11 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
   });
 
   it('answers 503 with Retry-After once the spool bound is reached, and nothing stored is harmed', async () => {
-    const env = testEnv('clickhouse', { TRACEGATE_CLICKHOUSE_URL: ch.url, TRACEGATE_FLUSH_INTERVAL_MS: '100', TRACEGATE_SPOOL_MAX_BYTES: String(1024 * 1024) });
+    const env = testEnv('clickhouse', {
+      TRACEGATE_CLICKHOUSE_URL: ch.url,
+      TRACEGATE_FLUSH_INTERVAL_MS: '100',
+      TRACEGATE_SPOOL_MAX_BYTES: String(1024 * 1024),
+    });
     const config = loadConfig(env);
     const running = await startServer(config);
     const url = `http://127.0.0.1:${running.port}`;
@@ -249,7 +315,10 @@ describe('durability: ClickHouse stopped during ingestion, then restarted', func
       let ids: string[] = [];
       for (let i = 0; i < 200; i++) {
         const r = await get(`${url}/api/traces?limit=1000`, auth).catch(() => null);
-        if (r?.status === 200) { ids = await listAll(url, auth); if (ids.length >= acked.length + 1) break; }
+        if (r?.status === 200) {
+          ids = await listAll(url, auth);
+          if (ids.length >= acked.length + 1) break;
+        }
         await sleep(150);
       }
       expect(new Set(ids)).to.deep.equal(new Set([...acked, 'before-outage']));

@@ -15,14 +15,21 @@ describe('alert cooldowns across restarts (duckdb)', function () {
     try {
       const k = await createKey(running.storage, 'alert-restart');
       const auth = { authorization: `Bearer ${k.key}` };
-      const rules = (severity: 'low' | 'medium') => parseSettingsPatch({ alertRules: [{ id: 'mail', kind: 'finding', severity, cooldownSeconds: 3600 }] });
+      const rules = (severity: 'low' | 'medium') =>
+        parseSettingsPatch({ alertRules: [{ id: 'mail', kind: 'finding', severity, cooldownSeconds: 3600 }] });
       await updateSettings(running.settings, k.workspaceId, rules('medium'));
       const url = () => `http://127.0.0.1:${running.port}`;
       const leak = async (id: string) => {
-        expect((await post(`${url()}/api/traces`, { requestId: id, prompt: `mail ${id}@example.com`, response: 'ok' }, auth)).status).to.equal(200);
+        expect(
+          (await post(`${url()}/api/traces`, { requestId: id, prompt: `mail ${id}@example.com`, response: 'ok' }, auth))
+            .status,
+        ).to.equal(200);
         await flushed({ running } as never);
       };
-      const alerts = async () => ((await get(`${url()}/api/alerts`, auth)).json as { items: Array<{ ruleId: string; traceId: string }> }).items.map((a) => a.traceId);
+      const alerts = async () =>
+        (
+          (await get(`${url()}/api/alerts`, auth)).json as { items: Array<{ ruleId: string; traceId: string }> }
+        ).items.map((a) => a.traceId);
 
       await leak('first');
       expect(await alerts()).to.deep.equal(['first']);

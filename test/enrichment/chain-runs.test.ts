@@ -20,11 +20,22 @@ describe('verification chains across restarts (clickhouse)', function () {
     const config = loadConfig(testEnv('clickhouse'));
     const keysDir = join(config.DATA_DIR, 'keys');
     const send = async (port: number, key: string, ids: string[]) => {
-      for (const id of ids) expect((await post(`http://127.0.0.1:${port}/api/traces`, { requestId: id, prompt: 'p', response: 'r' }, { authorization: `Bearer ${key}` })).status).to.equal(200);
+      for (const id of ids)
+        expect(
+          (
+            await post(
+              `http://127.0.0.1:${port}/api/traces`,
+              { requestId: id, prompt: 'p', response: 'r' },
+              { authorization: `Bearer ${key}` },
+            )
+          ).status,
+        ).to.equal(200);
     };
     let running = await startServer(config);
     try {
-      const k = await createKey(running.storage, 'runs-co', (e) => running.pipeline.record([running.enrichment.audit.append(e)])); // audited, as every key is
+      const k = await createKey(running.storage, 'runs-co', (e) =>
+        running.pipeline.record([running.enrichment.audit.append(e)]),
+      ); // audited, as every key is
       await send(running.port, k.key, ['r1-a', 'r1-b']);
       await running.close();
       running = await startServer(config);
@@ -50,8 +61,9 @@ describe('verification chains across restarts (clickhouse)', function () {
       await ch.close();
       // 18.16 has no mutations_sync: wait until the mutations have run.
       for (let i = 0; i < 100; i++) {
-        const left = (await verificationChain(running.storage, k.workspaceId)).records.filter((r) => r.chainId === chains[0]).length
-          + (await running.storage.getTrace(k.workspaceId, 'r1-a')).length;
+        const left =
+          (await verificationChain(running.storage, k.workspaceId)).records.filter((r) => r.chainId === chains[0])
+            .length + (await running.storage.getTrace(k.workspaceId, 'r1-a')).length;
         if (left === 0) break;
         await new Promise((r) => setTimeout(r, 100));
       }
@@ -64,12 +76,15 @@ describe('verification chains across restarts (clickhouse)', function () {
       const auditChains = [...new Set(audit.map((r) => r.chainId))];
       const linked = audit.filter((r) => r.seq === 1 && r.prevHash !== GENESIS);
       expect(linked.length).to.be.greaterThan(0);
-      for (const r of linked) expect(audit.some((x) => x.hash === r.prevHash && x.chainId !== r.chainId)).to.equal(true);
+      for (const r of linked)
+        expect(audit.some((x) => x.hash === r.prevHash && x.chainId !== r.chainId)).to.equal(true);
       expect(auditChains.length).to.be.greaterThan(1);
       expect(verifyAuditChain(audit.map((r) => ({ ...r, recordType: 'audit' as const })))).to.deep.equal([]);
       // Deleting the run a chain continues is reported.
       const gone = new Set(audit.filter((r) => r.hash === linked[0]!.prevHash).map((r) => r.chainId));
-      const problems = verifyAuditChain(audit.filter((r) => !gone.has(r.chainId)).map((r) => ({ ...r, recordType: 'audit' as const })));
+      const problems = verifyAuditChain(
+        audit.filter((r) => !gone.has(r.chainId)).map((r) => ({ ...r, recordType: 'audit' as const })),
+      );
       expect(problems.map((p) => p.kind)).to.include('gap');
     } finally {
       await running.close();
@@ -84,14 +99,29 @@ describe('an idle collector signs its chains', function () {
     const config = loadConfig(testEnv('duckdb'));
     const running = await startServer(config);
     try {
-      const k = await createKey(running.storage, 'idle-co', (e) => running.pipeline.record([running.enrichment.audit.append(e)]));
+      const k = await createKey(running.storage, 'idle-co', (e) =>
+        running.pipeline.record([running.enrichment.audit.append(e)]),
+      );
       for (const id of ['i-1', 'i-2', 'i-3', 'i-4']) {
-        expect((await post(`http://127.0.0.1:${running.port}/api/traces`, { requestId: id, prompt: 'p', response: 'r' }, { authorization: `Bearer ${k.key}` })).status).to.equal(200);
+        expect(
+          (
+            await post(
+              `http://127.0.0.1:${running.port}/api/traces`,
+              { requestId: id, prompt: 'p', response: 'r' },
+              { authorization: `Bearer ${k.key}` },
+            )
+          ).status,
+        ).to.equal(200);
         await new Promise((r) => setTimeout(r, 150)); // within a second of each other: batches alone would leave the last ones unsigned
       }
       await new Promise((r) => setTimeout(r, 2_500));
       await running.pipeline.flush();
-      const report = await verifyWorkspace(running.storage, k.workspaceId, publicKeys(join(config.DATA_DIR, 'keys')), Date.now() + 60_000);
+      const report = await verifyWorkspace(
+        running.storage,
+        k.workspaceId,
+        publicKeys(join(config.DATA_DIR, 'keys')),
+        Date.now() + 60_000,
+      );
       expect(report.problems).to.deep.equal([]);
       expect([report.recordsChecked, report.unsignedTail]).to.deep.equal([4, 0]);
     } finally {

@@ -12,39 +12,73 @@ for (const backend of BACKENDS) {
       s = await startTestServer(backend);
       auth = { authorization: `Bearer ${(await s.key('redeliver')).key}` };
     });
-    after(async () => { await s?.close(); });
+    after(async () => {
+      await s?.close();
+    });
 
-    const findings = async (id: string) => (await get(`${s.url}/api/findings?traceId=${id}`, auth)).json.items as Array<{ rule: string; field: string; start: number }>;
-    const policy = async (id: string) => (await get(`${s.url}/api/traces/${id}`, auth)).json.trace.policy as Array<{ decision: string; reasons: Array<{ message: string }> }>;
+    const findings = async (id: string) =>
+      (await get(`${s.url}/api/findings?traceId=${id}`, auth)).json.items as Array<{
+        rule: string;
+        field: string;
+        start: number;
+      }>;
+    const policy = async (id: string) =>
+      (await get(`${s.url}/api/traces/${id}`, auth)).json.trace.policy as Array<{
+        decision: string;
+        reasons: Array<{ message: string }>;
+      }>;
 
     it('native: findings and the decision are those of the newest version, also when it has none', async () => {
       const id = `redeliver-${backend}`;
       for (const prompt of ['mail john.doe@example.com', 'hello mail john.doe@example.com']) {
-        expect((await post(`${s.url}/api/traces`, { requestId: id, prompt, response: 'ok', model: 'gpt-4o-mini' }, auth)).status).to.equal(200);
+        expect(
+          (await post(`${s.url}/api/traces`, { requestId: id, prompt, response: 'ok', model: 'gpt-4o-mini' }, auth))
+            .status,
+        ).to.equal(200);
         await flushed(s);
         await sleep(5);
       }
       expect((await findings(id)).map((f) => [f.rule, f.field, f.start])).to.deep.equal([['pii.email', 'prompt', 11]]);
       expect((await policy(id)).map((p) => p.decision)).to.deep.equal(['flag']);
       // Without the address: no finding, and the decision is allow (the span has a prompt, so it has a record).
-      expect((await post(`${s.url}/api/traces`, { requestId: id, prompt: 'hello', response: 'ok', model: 'gpt-4o-mini' }, auth)).status).to.equal(200);
+      expect(
+        (
+          await post(
+            `${s.url}/api/traces`,
+            { requestId: id, prompt: 'hello', response: 'ok', model: 'gpt-4o-mini' },
+            auth,
+          )
+        ).status,
+      ).to.equal(200);
       await flushed(s);
       expect(await findings(id)).to.deep.equal([]);
       expect((await policy(id)).map((p) => p.decision)).to.deep.equal(['allow']);
     });
 
-    it('a clean span\'s allow is listed from the version on the span (no record); a client cannot forge one', async () => {
+    it("a clean span's allow is listed from the version on the span (no record); a client cannot forge one", async () => {
       const id = `clean-${backend}`;
-      const sent = await post(`${s.url}/api/traces`, [
-        { requestId: id, prompt: 'hello', response: 'ok', model: 'gpt-4o-mini' },
-        // no text (so no decision), and a client field in tracegate's attribute namespace
-        { requestId: `${id}-forged`, model: 'gpt-4o-mini', 'tracegate.policy_version': 9 },
-      ], auth);
+      const sent = await post(
+        `${s.url}/api/traces`,
+        [
+          { requestId: id, prompt: 'hello', response: 'ok', model: 'gpt-4o-mini' },
+          // no text (so no decision), and a client field in tracegate's attribute namespace
+          { requestId: `${id}-forged`, model: 'gpt-4o-mini', 'tracegate.policy_version': 9 },
+        ],
+        auth,
+      );
       expect(sent.status, sent.text).to.equal(200);
       await flushed(s);
       const trace = (await get(`${s.url}/api/traces/${id}`, auth)).json.trace;
       const version = (await get(`${s.url}/api/policy`, auth)).json.policy.version as number;
-      expect(trace.policy).to.deep.equal([{ spanId: trace.spans[0].spanId, policyVersion: version, decision: 'allow', reasons: [], createdAtMs: trace.policy[0].createdAtMs }]);
+      expect(trace.policy).to.deep.equal([
+        {
+          spanId: trace.spans[0].spanId,
+          policyVersion: version,
+          decision: 'allow',
+          reasons: [],
+          createdAtMs: trace.policy[0].createdAtMs,
+        },
+      ]);
       expect(trace.spans[0].attributes['tracegate.policy_version']).to.equal(version);
       const forged = (await get(`${s.url}/api/traces/${id}-forged`, auth)).json.trace;
       expect(forged.spans[0].attributes).to.include({ 'client.tracegate.policy_version': 9 });
@@ -54,7 +88,11 @@ for (const backend of BACKENDS) {
 
     it('the same content delivered 20 times at once: one finding and one decision, as for one delivery', async () => {
       const id = `redeliver-same-${backend}`;
-      const sent = await Promise.all(Array.from({ length: 20 }, () => post(`${s.url}/api/traces`, { requestId: id, prompt: 'mail john.doe@example.com', response: 'ok' }, auth)));
+      const sent = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          post(`${s.url}/api/traces`, { requestId: id, prompt: 'mail john.doe@example.com', response: 'ok' }, auth),
+        ),
+      );
       expect(sent.map((r) => r.status)).to.deep.equal(Array(20).fill(200));
       await flushed(s);
       expect((await findings(id)).map((f) => [f.rule, f.start])).to.deep.equal([['pii.email', 5]]);
@@ -64,7 +102,9 @@ for (const backend of BACKENDS) {
     it('the workspace-wide list shows the findings of stored versions only, across pages, filled past dropped ones', async () => {
       const wide = { authorization: `Bearer ${(await s.key('redeliver-wide')).key}` };
       const send = async (requestId: string, prompt: string) => {
-        expect((await post(`${s.url}/api/traces`, { requestId, prompt, response: 'ok', model: 'gpt-4o-mini' }, wide)).status).to.equal(200);
+        expect(
+          (await post(`${s.url}/api/traces`, { requestId, prompt, response: 'ok', model: 'gpt-4o-mini' }, wide)).status,
+        ).to.equal(200);
         await flushed(s);
         await sleep(5);
       };
@@ -76,8 +116,13 @@ for (const backend of BACKENDS) {
       await send('x', 'now only at the end: two@example.com');
       await send('w', 'no address any more');
       type Item = { traceId: string; start: number; rule: string };
-      const list = async (query: string) => (await get(`${s.url}/api/findings?${query}`, wide)).json as { items: Item[]; nextCursor: string | null };
-      const current = [['x', 21], ['z', 9], ['y', 5]];
+      const list = async (query: string) =>
+        (await get(`${s.url}/api/findings?${query}`, wide)).json as { items: Item[]; nextCursor: string | null };
+      const current = [
+        ['x', 21],
+        ['z', 9],
+        ['y', 5],
+      ];
       const all = await list('limit=1000');
       expect(all.items.map((f) => [f.traceId, f.start])).to.deep.equal(current);
       expect(all.nextCursor).to.equal(null);
@@ -85,8 +130,16 @@ for (const backend of BACKENDS) {
       const first = await list('limit=3');
       expect(first.items.map((f) => [f.traceId, f.start])).to.deep.equal(current);
       // w's earlier findings follow: the next page is empty, and the last.
-      expect(await list(`limit=3&cursor=${encodeURIComponent(first.nextCursor!)}`)).to.deep.equal({ items: [], nextCursor: null });
-      for (const [limit, filter] of [[1, ''], [2, ''], [1, '&detector=pii&category=email'], [2, '&category=none']] as const) {
+      expect(await list(`limit=3&cursor=${encodeURIComponent(first.nextCursor!)}`)).to.deep.equal({
+        items: [],
+        nextCursor: null,
+      });
+      for (const [limit, filter] of [
+        [1, ''],
+        [2, ''],
+        [1, '&detector=pii&category=email'],
+        [2, '&category=none'],
+      ] as const) {
         const seen: Item[] = [];
         let cursor: string | null = null;
         let short = 0;
@@ -101,19 +154,48 @@ for (const backend of BACKENDS) {
         expect(cursor, `limit ${limit}${filter}`).to.equal(null);
         // One page at a time, w's five are more than the reads of one answer: an empty page whose cursor goes on.
         if (limit === 1 && filter === '') expect(short).to.equal(1);
-        expect(seen.map((f) => [f.traceId, f.start]), `limit ${limit}${filter}`).to.deep.equal(filter === '&category=none' ? [] : current);
+        expect(
+          seen.map((f) => [f.traceId, f.start]),
+          `limit ${limit}${filter}`,
+        ).to.deep.equal(filter === '&category=none' ? [] : current);
       }
     });
 
     it('OTLP: a span sent again without its messages has no decision left', async () => {
       const traceId = backend === 'duckdb' ? '5b8efff798038103d269b633813fc60c' : '5b8efff798038103d269b633813fc60d';
       const span = (attrs: Array<{ key: string; value: { stringValue: string } }>) => ({
-        resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 't' }, spans: [{
-          traceId, spanId: 'eee19b7ec3c1b174', name: 'chat', kind: 3, startTimeUnixNano: '1700000000000000000', endTimeUnixNano: '1700000001000000000',
-          attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, ...attrs],
-        }] }] }],
+        resourceSpans: [
+          {
+            resource: { attributes: [] },
+            scopeSpans: [
+              {
+                scope: { name: 't' },
+                spans: [
+                  {
+                    traceId,
+                    spanId: 'eee19b7ec3c1b174',
+                    name: 'chat',
+                    kind: 3,
+                    startTimeUnixNano: '1700000000000000000',
+                    endTimeUnixNano: '1700000001000000000',
+                    attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, ...attrs],
+                  },
+                ],
+              },
+            ],
+          },
+        ],
       });
-      const messages = [{ key: 'gen_ai.input.messages', value: { stringValue: JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'mail jane@example.org' }] }]) } }];
+      const messages = [
+        {
+          key: 'gen_ai.input.messages',
+          value: {
+            stringValue: JSON.stringify([
+              { role: 'user', parts: [{ type: 'text', content: 'mail jane@example.org' }] },
+            ]),
+          },
+        },
+      ];
       expect((await post(`${s.url}/v1/traces`, span(messages), auth)).status).to.equal(200);
       await flushed(s);
       expect((await policy(traceId)).map((p) => p.decision)).to.deep.equal(['flag']);

@@ -21,11 +21,18 @@ async function verifiedOn(s: TestServer, sent: Sent[], keys: Key[]): Promise<voi
   await flushed(s);
   for (const k of keys) {
     const res = await cli(s, ['verify', '--workspace', k.workspace, '--json']);
-    const report = (JSON.parse(res.stdout) as Record<string, { ok: boolean; problems: unknown[]; audit: unknown[]; recordsChecked: number }>)[k.workspace]!;
+    const report = (
+      JSON.parse(res.stdout) as Record<
+        string,
+        { ok: boolean; problems: unknown[]; audit: unknown[]; recordsChecked: number }
+      >
+    )[k.workspace]!;
     expect([report.problems, report.audit, report.ok, res.code]).to.deep.equal([[], [], true, 0]);
     const ok = sent.filter((r) => r.k === k && r.status === 200);
     expect(report.recordsChecked).to.equal(ok.length);
-    expect((await auditChain(s.running.storage, k.workspaceId)).filter((r) => r.action === 'ingest').length).to.equal(ok.length);
+    expect((await auditChain(s.running.storage, k.workspaceId)).filter((r) => r.action === 'ingest').length).to.equal(
+      ok.length,
+    );
     const named = new Set((await verificationChain(s.running.storage, k.workspaceId)).records.map((r) => r.traceId));
     expect(refused.filter((r) => named.has(r.id)).map((r) => r.id)).to.deep.equal([]);
   }
@@ -41,14 +48,27 @@ for (const backend of BACKENDS) {
     let s: TestServer;
     let sent: Sent[];
     let n = 0;
-    before(async () => { s = await startTestServer(backend); });
-    beforeEach(() => { sent = []; });
-    after(async () => { await s?.close(); });
+    before(async () => {
+      s = await startTestServer(backend);
+    });
+    beforeEach(() => {
+      sent = [];
+    });
+    after(async () => {
+      await s?.close();
+    });
 
-    const audited = (name: string) => createKey(s.running.storage, `${name}-${backend}`, (e) => s.running.pipeline.record([s.running.enrichment.audit.append(e)]));
+    const audited = (name: string) =>
+      createKey(s.running.storage, `${name}-${backend}`, (e) =>
+        s.running.pipeline.record([s.running.enrichment.audit.append(e)]),
+      );
     const send = async (k: Key) => {
       const id = `sf-${n++}`;
-      const res = await post(`${s.url}/api/traces`, { requestId: id, prompt: 'p', response: 'r' }, { authorization: `Bearer ${k.key}` });
+      const res = await post(
+        `${s.url}/api/traces`,
+        { requestId: id, prompt: 'p', response: 'r' },
+        { authorization: `Bearer ${k.key}` },
+      );
       const r = { id, k, status: res.status };
       sent.push(r);
       return r;
@@ -79,14 +99,20 @@ for (const backend of BACKENDS) {
       for (let round = 0; round < 3; round++) {
         await breakSpool();
         let back = false;
-        await Promise.all(Array.from({ length: 40 }, (_, i) => send(i % 3 ? a : b).then(() => {
-          if (!back) { back = true; mkdirSync(spool); }
-        })));
+        await Promise.all(
+          Array.from({ length: 40 }, (_, i) =>
+            send(i % 3 ? a : b).then(() => {
+              if (!back) {
+                back = true;
+                mkdirSync(spool);
+              }
+            }),
+          ),
+        );
         for (const k of [a, b]) expect((await send(k)).status).to.equal(200);
       }
       await verified([a, b]);
     });
-
   });
 
   // A full disk: the write into the active segment fails part way (ENOSPC), with more requests queued behind it.
@@ -94,7 +120,7 @@ for (const backend of BACKENDS) {
   describe(`failed spool appends on a full disk (${backend})`, function () {
     this.timeout(240_000);
     let s: TestServer;
-    let sent: Sent[] = [];
+    const sent: Sent[] = [];
     let n = 0;
     let spool = '';
     let mounted = false;
@@ -115,17 +141,29 @@ for (const backend of BACKENDS) {
       try {
         await s?.running.close();
       } finally {
-        if (mounted) try { execFileSync('umount', [spool], { stdio: 'pipe' }); } catch { execFileSync('umount', ['-l', spool], { stdio: 'pipe' }); }
+        if (mounted)
+          try {
+            execFileSync('umount', [spool], { stdio: 'pipe' });
+          } catch {
+            execFileSync('umount', ['-l', spool], { stdio: 'pipe' });
+          }
         rmSync(join(spool, '..'), { recursive: true, force: true });
       }
     });
 
     it('a write that fails part way, with more queued behind it, leaves no gap either', async () => {
-      const audited = (name: string) => createKey(s.running.storage, `${name}-${backend}`, (e) => s.running.pipeline.record([s.running.enrichment.audit.append(e)]));
+      const audited = (name: string) =>
+        createKey(s.running.storage, `${name}-${backend}`, (e) =>
+          s.running.pipeline.record([s.running.enrichment.audit.append(e)]),
+        );
       const send = async (k: Key) => {
         const id = `full-${n++}`;
         // ~20 KB of text: the disk fills in the middle of a frame, not between two
-        const res = await post(`${s.url}/api/traces`, { requestId: id, prompt: 'p'.repeat(20_000), response: 'r' }, { authorization: `Bearer ${k.key}` });
+        const res = await post(
+          `${s.url}/api/traces`,
+          { requestId: id, prompt: 'p'.repeat(20_000), response: 'r' },
+          { authorization: `Bearer ${k.key}` },
+        );
         sent.push({ id, k, status: res.status });
         return res;
       };
@@ -136,11 +174,24 @@ for (const backend of BACKENDS) {
       for (let round = 0; round < 3; round++) {
         // Fill what is left of the disk, then free it while requests are still arriving.
         const fd = openSync(filler, 'w');
-        try { for (;;) writeSync(fd, Buffer.alloc(64 * 1024)); } catch (err) { expect((err as NodeJS.ErrnoException).code).to.equal('ENOSPC'); } finally { closeSync(fd); }
+        try {
+          for (;;) writeSync(fd, Buffer.alloc(64 * 1024));
+        } catch (err) {
+          expect((err as NodeJS.ErrnoException).code).to.equal('ENOSPC');
+        } finally {
+          closeSync(fd);
+        }
         let freed = false;
-        await Promise.all(Array.from({ length: 60 }, (_, i) => send(i % 2 ? c : d).then(() => {
-          if (!freed && i >= 20) { freed = true; rmSync(filler); }
-        })));
+        await Promise.all(
+          Array.from({ length: 60 }, (_, i) =>
+            send(i % 2 ? c : d).then(() => {
+              if (!freed && i >= 20) {
+                freed = true;
+                rmSync(filler);
+              }
+            }),
+          ),
+        );
         if (!freed) rmSync(filler);
         for (const k of [c, d]) expect((await send(k)).status).to.equal(200);
         await flushed(s); // the writer empties the little disk
@@ -158,21 +209,43 @@ for (const backend of BACKENDS) {
     describe(`failed spool appends, the HTTP thread's audit chain (${backend}, enrichment ${enrichment ? 'on' : 'off'})`, function () {
       this.timeout(240_000);
       let s: TestServer;
-      before(async () => { s = await startTestServer(backend, { TRACEGATE_ENRICHMENT: String(enrichment), TRACEGATE_AUTH_FAILURE_LIMIT: '100000' }); });
-      after(async () => { await s?.close(); });
+      before(async () => {
+        s = await startTestServer(backend, {
+          TRACEGATE_ENRICHMENT: String(enrichment),
+          TRACEGATE_AUTH_FAILURE_LIMIT: '100000',
+        });
+      });
+      after(async () => {
+        await s?.close();
+      });
 
       it('continues from the last durable record: verify finds no gap', async () => {
-        const k = await createKey(s.running.storage, `mainchain-${backend}-${enrichment}`, (e) => s.running.pipeline.record([s.running.enrichment.audit.append(e)]));
+        const k = await createKey(s.running.storage, `mainchain-${backend}-${enrichment}`, (e) =>
+          s.running.pipeline.record([s.running.enrichment.audit.append(e)]),
+        );
         // A real key id with a wrong secret: the rejection is audited in the key's workspace, on this thread's chain.
         const wrong = `tg_${k.keyId}_${'x'.repeat(43)}`;
         let n = 0;
-        const sendGood = () => post(`${s.url}/api/traces`, { requestId: `mc-${n++}`, prompt: 'p', response: 'r' }, { authorization: `Bearer ${k.key}` });
-        const sendBad = () => post(`${s.url}/api/traces`, { requestId: `mc-bad-${n++}` }, { authorization: `Bearer ${wrong}` });
+        const sendGood = () =>
+          post(
+            `${s.url}/api/traces`,
+            { requestId: `mc-${n++}`, prompt: 'p', response: 'r' },
+            { authorization: `Bearer ${k.key}` },
+          );
+        const sendBad = () =>
+          post(`${s.url}/api/traces`, { requestId: `mc-bad-${n++}` }, { authorization: `Bearer ${wrong}` });
         const spool = join(s.dataDir, 'spool');
         let acked = 0;
         let refused = 0;
-        const count = (r: { status: number }) => { if (r.status === 200) acked++; else if (r.status === 503) refused++; else expect.fail(`status ${r.status}`); };
-        for (let i = 0; i < 3; i++) { count(await sendGood()); expect((await sendBad()).status).to.equal(401); }
+        const count = (r: { status: number }) => {
+          if (r.status === 200) acked++;
+          else if (r.status === 503) refused++;
+          else expect.fail(`status ${r.status}`);
+        };
+        for (let i = 0; i < 3; i++) {
+          count(await sendGood());
+          expect((await sendBad()).status).to.equal(401);
+        }
         for (let round = 0; round < 3; round++) {
           await s.running.pipeline.flush();
           rmSync(spool, { recursive: true, force: true });
@@ -181,19 +254,37 @@ for (const backend of BACKENDS) {
           for (let i = 0; i < 200 && !s.running.pipeline.stats().spoolWriteFailure; i++) await sleep(10);
           expect(s.running.pipeline.stats().spoolWriteFailure).to.not.equal(null);
           // The lost rejection record is counted (the request had its answer already).
-          expect(Number(/^tracegate_audit_records_dropped_total\{reason="spool_error"\} (\d+)$/m.exec((await get(`${s.url}/metrics`)).text)?.[1])).to.be.greaterThan(0);
+          expect(
+            Number(
+              /^tracegate_audit_records_dropped_total\{reason="spool_error"\} (\d+)$/m.exec(
+                (await get(`${s.url}/metrics`)).text,
+              )?.[1],
+            ),
+          ).to.be.greaterThan(0);
           // With enrichment off an ingest request's audit record rides in its own append: its 503 shows the failure.
           if (!enrichment) count(await sendGood());
           let back = false;
-          await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? sendBad().then((r) => expect(r.status).to.equal(401)) : sendGood().then(count)).then(() => {
-            if (!back) { back = true; mkdirSync(spool); }
-          })));
-          for (let i = 0; i < 2; i++) { count(await sendGood()); expect((await sendBad()).status).to.equal(401); }
+          await Promise.all(
+            Array.from({ length: 30 }, (_, i) =>
+              (i % 2 ? sendBad().then((r) => expect(r.status).to.equal(401)) : sendGood().then(count)).then(() => {
+                if (!back) {
+                  back = true;
+                  mkdirSync(spool);
+                }
+              }),
+            ),
+          );
+          for (let i = 0; i < 2; i++) {
+            count(await sendGood());
+            expect((await sendBad()).status).to.equal(401);
+          }
         }
         if (!enrichment) expect(refused).to.be.greaterThan(0);
         await flushed(s);
         const res = await cli(s, ['verify', '--workspace', k.workspace, '--json']);
-        const report = (JSON.parse(res.stdout) as Record<string, { ok: boolean; problems: unknown[]; audit: unknown[] }>)[k.workspace]!;
+        const report = (
+          JSON.parse(res.stdout) as Record<string, { ok: boolean; problems: unknown[]; audit: unknown[] }>
+        )[k.workspace]!;
         expect([report.audit, report.problems, report.ok, res.code]).to.deep.equal([[], [], true, 0]);
         const chain = await auditChain(s.running.storage, k.workspaceId);
         expect(chain.filter((r) => r.action === 'auth.rejected').length).to.be.greaterThan(3);

@@ -15,8 +15,13 @@ function otlp(from: number, to: number, traceId = TRACE, text = '') {
   const spans = [];
   for (let i = from; i < to; i++) {
     spans.push({
-      traceId, spanId: (0x1000 + i).toString(16).padStart(16, '0'), parentSpanId: i ? '0000000000001000' : '', name: `step ${i}`, kind: 1,
-      startTimeUnixNano: String(T0 + BigInt(i) * 1_000_000n), endTimeUnixNano: String(T0 + BigInt(i + 1) * 1_000_000n),
+      traceId,
+      spanId: (0x1000 + i).toString(16).padStart(16, '0'),
+      parentSpanId: i ? '0000000000001000' : '',
+      name: `step ${i}`,
+      kind: 1,
+      startTimeUnixNano: String(T0 + BigInt(i) * 1_000_000n),
+      endTimeUnixNano: String(T0 + BigInt(i + 1) * 1_000_000n),
       attributes: [{ key: 'input.value', value: { stringValue: `question ${i}${text}` } }],
     });
   }
@@ -32,22 +37,38 @@ for (const backend of BACKENDS) {
       try {
         const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'parts-co', '--json'])).stdout); // audited, as the audit chain check wants
         const auth = { authorization: `Bearer ${k.key}` };
-        for (const [a, b] of [[0, 10], [10, 20], [20, 27]]) expect((await post(`${s.url}/v1/traces`, otlp(a!, b!), auth)).status).to.equal(200);
+        for (const [a, b] of [
+          [0, 10],
+          [10, 20],
+          [20, 27],
+        ])
+          expect((await post(`${s.url}/v1/traces`, otlp(a!, b!), auth)).status).to.equal(200);
         // one delivered again: its records are superseded, not broken
         expect((await post(`${s.url}/v1/traces`, otlp(20, 27), auth)).status).to.equal(200);
-        expect((await post(`${s.url}/api/traces`, { requestId: 'native-1', prompt: 'p', response: 'r' }, auth)).status).to.equal(200);
+        expect(
+          (await post(`${s.url}/api/traces`, { requestId: 'native-1', prompt: 'p', response: 'r' }, auth)).status,
+        ).to.equal(200);
         await flushed(s);
         const keys = publicKeys(join(s.dataDir, 'keys'));
         // The idle signer signs the chain heads about a second after the records: wait for it, so that reads taken
         // one after the other see the same checkpoints.
-        for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++) await sleep(200);
+        for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++)
+          await sleep(200);
         const later = Date.now() + 60_000; // nothing is still settling
         const both = async () => {
-          const [whole, parts] = [await verifyWorkspace(s.running.storage, k.workspaceId, keys, later), await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, { spans: 4 })];
+          const [whole, parts] = [
+            await verifyWorkspace(s.running.storage, k.workspaceId, keys, later),
+            await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, { spans: 4 }),
+          ];
           expect(parts).to.deep.equal(whole);
           // and the chains read two records (checkpoints, audit records) at a time: every page boundary crossed
-          expect(await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, { spans: 4, chainPage: 2 })).to.deep.equal(whole);
-          const [one, oneInParts] = [await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys), await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys, { spans: 4 })];
+          expect(
+            await verifyWorkspace(s.running.storage, k.workspaceId, keys, later, { spans: 4, chainPage: 2 }),
+          ).to.deep.equal(whole);
+          const [one, oneInParts] = [
+            await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys),
+            await verifyTrace(s.running.storage, k.workspaceId, TRACE, keys, { spans: 4 }),
+          ];
           expect(oneInParts).to.deep.equal(one);
           return { whole, one };
         };
@@ -63,13 +84,26 @@ for (const backend of BACKENDS) {
         await s.running.storage.insertSpans([
           { ...target!, response: 'tampered', ingestedAtMs: Date.now() + 600_000 },
           { ...target!, spanId: 'ffffffffffffff01', name: 'added', ingestedAtMs: old },
-          ...Array.from({ length: 6 }, (_, i) => ({ ...target!, traceId: 'no-record', spanId: `00000000000000a${i}`, ingestedAtMs: old })),
+          ...Array.from({ length: 6 }, (_, i) => ({
+            ...target!,
+            traceId: 'no-record',
+            spanId: `00000000000000a${i}`,
+            ingestedAtMs: old,
+          })),
           // a trace whose record names one span, six more written around the collector: read by its stored size
-          ...Array.from({ length: 6 }, (_, i) => ({ ...target!, traceId: 'native-1', spanId: `00000000000000b${i}`, ingestedAtMs: old })),
+          ...Array.from({ length: 6 }, (_, i) => ({
+            ...target!,
+            traceId: 'native-1',
+            spanId: `00000000000000b${i}`,
+            ingestedAtMs: old,
+          })),
         ]);
         const tampered = await both();
         expect(tampered.whole.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([
-          ['content_hash_mismatch', TRACE], ['unverified_span', TRACE], ...Array(6).fill(['unverified_span', 'native-1']), ['unverified_span', 'no-record'],
+          ['content_hash_mismatch', TRACE],
+          ['unverified_span', TRACE],
+          ...Array(6).fill(['unverified_span', 'native-1']),
+          ['unverified_span', 'no-record'],
         ]);
         expect(tampered.one.problems.map((p) => p.kind)).to.deep.equal(['content_hash_mismatch', 'unverified_span']);
         expect((await get(`${s.url}/api/traces/${TRACE}/verification`, auth)).json.ok).to.equal(false);
@@ -85,25 +119,52 @@ for (const backend of BACKENDS) {
         const auth = { authorization: `Bearer ${k.key}` };
         const big = 'q'.repeat(20_000);
         // A trace of 12 spans of 20 KB, sent four spans (one verification record) at a time, and small ones.
-        for (const [a, b] of [[0, 4], [4, 8], [8, 12]]) expect((await post(`${s.url}/v1/traces`, otlp(a!, b!, TRACE, big), auth)).status).to.equal(200);
-        for (let t = 0; t < 5; t++) expect((await post(`${s.url}/v1/traces`, otlp(0, 2, `${'ab'.repeat(15)}${t}${t}`), auth)).status).to.equal(200);
+        for (const [a, b] of [
+          [0, 4],
+          [4, 8],
+          [8, 12],
+        ])
+          expect((await post(`${s.url}/v1/traces`, otlp(a!, b!, TRACE, big), auth)).status).to.equal(200);
+        for (let t = 0; t < 5; t++)
+          expect((await post(`${s.url}/v1/traces`, otlp(0, 2, `${'ab'.repeat(15)}${t}${t}`), auth)).status).to.equal(
+            200,
+          );
         // Three traces of one such span: each under the budget, together over it (a chunk of traces is cut by bytes).
-        for (let t = 0; t < 3; t++) expect((await post(`${s.url}/v1/traces`, otlp(0, 1, `${'cd'.repeat(15)}${t}${t}`, big), auth)).status).to.equal(200);
+        for (let t = 0; t < 3; t++)
+          expect(
+            (await post(`${s.url}/v1/traces`, otlp(0, 1, `${'cd'.repeat(15)}${t}${t}`, big), auth)).status,
+          ).to.equal(200);
         await flushed(s);
         // Written around the collector, long ago: two traces of six such spans, and a span added to the big trace.
         const [model] = await s.running.storage.getSpans(k.workspaceId, TRACE, ['0000000000001000']);
         const old = Date.now() - 600_000;
         await s.running.storage.insertSpans([
-          ...[0, 1].flatMap((t) => Array.from({ length: 6 }, (_, i) => ({ ...model!, traceId: `forged-${t}`, spanId: `00000000000000c${i}`, ingestedAtMs: old }))),
+          ...[0, 1].flatMap((t) =>
+            Array.from({ length: 6 }, (_, i) => ({
+              ...model!,
+              traceId: `forged-${t}`,
+              spanId: `00000000000000c${i}`,
+              ingestedAtMs: old,
+            })),
+          ),
           { ...model!, spanId: 'ffffffffffffff02', ingestedAtMs: old },
         ]);
         const keys = publicKeys(join(s.dataDir, 'keys'));
-        for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++) await sleep(200);
+        for (let i = 0; i < 50 && (await verifyWorkspace(s.running.storage, k.workspaceId, keys)).unsignedTail > 0; i++)
+          await sleep(200);
         // Bytes of text each read brings, per storage call (the prompt, and its copy in the attributes, are nearly
         // all of a span's stored size): reads of a part or of traces, and reads of the spans of some records.
         const reads: number[] = [];
         const recordReads: number[] = [];
-        const text = (spans: SpanRecord[]) => spans.reduce((n, x) => n + Buffer.byteLength(x.prompt) + Buffer.byteLength(x.response) + Buffer.byteLength(JSON.stringify(x.attributes)), 0);
+        const text = (spans: SpanRecord[]) =>
+          spans.reduce(
+            (n, x) =>
+              n +
+              Buffer.byteLength(x.prompt) +
+              Buffer.byteLength(x.response) +
+              Buffer.byteLength(JSON.stringify(x.attributes)),
+            0,
+          );
         const storage = s.running.storage;
         const watched = new Proxy(storage, {
           get(target, name) {
@@ -122,7 +183,11 @@ for (const backend of BACKENDS) {
         const whole = await verifyWorkspace(watched, k.workspaceId, keys, later);
         expect(Math.max(...reads)).to.be.above(500_000); // by default, the whole workspace in one read
         const span = 40_200; // one big span's text
-        expect(whole.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([['unverified_span', TRACE], ['unverified_span', 'forged-0'], ['unverified_span', 'forged-1']]);
+        expect(whole.problems.map((p) => [p.kind, p.traceId])).to.deep.equal([
+          ['unverified_span', TRACE],
+          ['unverified_span', 'forged-0'],
+          ['unverified_span', 'forged-1'],
+        ]);
         reads.length = 0;
         recordReads.length = 0;
         const budget = 70_000;
@@ -149,8 +214,13 @@ for (const backend of BACKENDS) {
         // Written around the collector, long ago: a trace each with no verification record.
         const old = Date.now() - 600_000;
         const spans = Array.from({ length: MAX_LISTED_PROBLEMS + 5 }, (_, i) => ({
-          ...emptySpan(k.workspaceId, 'native'), traceId: `forged-${String(i).padStart(5, '0')}`, spanId: 'a'.repeat(16), name: 'x',
-          startTimeNs: '1763787000000000000', endTimeNs: '1763787000000000001', ingestedAtMs: old,
+          ...emptySpan(k.workspaceId, 'native'),
+          traceId: `forged-${String(i).padStart(5, '0')}`,
+          spanId: 'a'.repeat(16),
+          name: 'x',
+          startTimeNs: '1763787000000000000',
+          endTimeNs: '1763787000000000001',
+          ingestedAtMs: old,
         }));
         await s.running.storage.insertSpans(spans);
         const r = await verifyWorkspace(s.running.storage, k.workspaceId, publicKeys(join(s.dataDir, 'keys')));

@@ -27,14 +27,28 @@ describe('verifying one trace reads its chain around its records only', function
   });
 
   /** A chain of 60 traces, one every 0.5 s, checkpointed as the collector does; `edit` changes what is stored. */
-  async function workspace(ws: string, edit: (r: VerificationRecord[], c: CheckpointRecord[]) => [VerificationRecord[], CheckpointRecord[]] = (r, c) => [r, c]) {
+  async function workspace(
+    ws: string,
+    edit: (r: VerificationRecord[], c: CheckpointRecord[]) => [VerificationRecord[], CheckpointRecord[]] = (r, c) => [
+      r,
+      c,
+    ],
+  ) {
     const chain = new VerificationChain(loadSigningKey(join(dir, 'keys')), 1000, `chain-${ws}`);
     const spans: SpanRecord[] = [];
     const records: VerificationRecord[] = [];
     const cps: CheckpointRecord[] = [];
     const t0 = Date.now() - 600_000;
     for (let i = 0; i < 60; i++) {
-      const s = { ...emptySpan(ws, 'native'), traceId: `t${i}`, spanId: `s${i}`, startTimeNs: '1000', endTimeNs: '2000', prompt: `p${i}`, ingestedAtMs: t0 + i * 500 };
+      const s = {
+        ...emptySpan(ws, 'native'),
+        traceId: `t${i}`,
+        spanId: `s${i}`,
+        startTimeNs: '1000',
+        endTimeNs: '2000',
+        prompt: `p${i}`,
+        ingestedAtMs: t0 + i * 500,
+      };
       spans.push(s);
       records.push(...chain.records([s], t0 + i * 500));
       cps.push(...chain.checkpoints(t0 + i * 500));
@@ -57,8 +71,14 @@ describe('verifying one trace reads its chain around its records only', function
   });
 
   it("an edited record of the trace, the record before it deleted, another record's link broken before the checkpoint", async () => {
-    await workspace('edited', (r, c) => [r.map((x) => (x.traceId === 't20' ? { ...x, contentHash: 'f'.repeat(64) } : x)), c]);
-    expect((await check('edited', 't20')).problems.map((p) => [p.kind, p.traceId])).to.deep.equal([['content_hash_mismatch', 't20'], ['link_hash_mismatch', 't20']]);
+    await workspace('edited', (r, c) => [
+      r.map((x) => (x.traceId === 't20' ? { ...x, contentHash: 'f'.repeat(64) } : x)),
+      c,
+    ]);
+    expect((await check('edited', 't20')).problems.map((p) => [p.kind, p.traceId])).to.deep.equal([
+      ['content_hash_mismatch', 't20'],
+      ['link_hash_mismatch', 't20'],
+    ]);
     expect((await check('edited', 't21')).ok).to.equal(true); // another trace's record changed: not this trace's problem
 
     await workspace('gap', (r, c) => [r.filter((x) => x.traceId !== 't19'), c]);
@@ -88,7 +108,10 @@ describe('verifying one trace reads its chain around its records only', function
     expect((await check('unsigned', 't0')).ok).to.equal(true); // signed by the one left
 
     await workspace('forged', (r, c) => [r, c.map((x) => ({ ...x, signature: Buffer.alloc(64).toString('base64') }))]);
-    expect((await check('forged', 't30')).problems.map((p) => p.kind)).to.deep.equal(['bad_signature', 'checkpoint_missing']);
+    expect((await check('forged', 't30')).problems.map((p) => p.kind)).to.deep.equal([
+      'bad_signature',
+      'checkpoint_missing',
+    ]);
   });
 
   it('a trace rewritten with its record re-hashed and the next link moved to it; a chain rebuilt without signatures; a forged far checkpoint', async () => {
@@ -100,11 +123,24 @@ describe('verifying one trace reads its chain around its records only', function
       const signed = new Set(c.map((x) => x.seq));
       const mine = r.find((x) => x.seq > 10 && !signed.has(x.seq) && signed.has(x.seq + 1))!;
       target = mine.traceId;
-      const forgedSpan = { ...emptySpan('rehashed', 'native'), traceId: mine.traceId, spanId: mine.spanIds[0]!, startTimeNs: '1000', endTimeNs: '2000', prompt: 'forged', ingestedAtMs: mine.spanVersions[0]! };
+      const forgedSpan = {
+        ...emptySpan('rehashed', 'native'),
+        traceId: mine.traceId,
+        spanId: mine.spanIds[0]!,
+        startTimeNs: '1000',
+        endTimeNs: '2000',
+        prompt: 'forged',
+        ingestedAtMs: mine.spanVersions[0]!,
+      };
       forged = forgedSpan;
       const contentHash = contentHashOf([forgedSpan]);
       const hash = linkHash(mine.prevHash, { ...mine, contentHash });
-      return [r.map((x) => (x === mine ? { ...x, contentHash, hash } : x.seq === mine.seq + 1 ? { ...x, prevHash: hash } : x)), c];
+      return [
+        r.map((x) =>
+          x === mine ? { ...x, contentHash, hash } : x.seq === mine.seq + 1 ? { ...x, prevHash: hash } : x,
+        ),
+        c,
+      ];
     });
     await store.insertSpans([forged!]); // over the stored span, at the same version
     expect((await store.getTrace('rehashed', target))[0]!.prompt).to.equal('forged');
@@ -125,9 +161,18 @@ describe('verifying one trace reads its chain around its records only', function
   it('a chain continuing an earlier run: fine while that run is stored, a gap once it is deleted', async () => {
     const key = loadSigningKey(join(dir, 'keys'));
     const a = new VerificationChain(key, 1000, 'run-a');
-    const s1 = { ...emptySpan('runs', 'native'), traceId: 'ta', spanId: 'a', startTimeNs: '1000', endTimeNs: '2000', ingestedAtMs: 1 };
+    const s1 = {
+      ...emptySpan('runs', 'native'),
+      traceId: 'ta',
+      spanId: 'a',
+      startTimeNs: '1000',
+      endTimeNs: '2000',
+      ingestedAtMs: 1,
+    };
     const ra = a.records([s1], 1);
-    const b = new VerificationChain(key, 1000, 'run-b', false, { runs: { seq: ra[0]!.seq, hash: ra[0]!.hash, signedSeq: 1, signedAt: 1 } } as never);
+    const b = new VerificationChain(key, 1000, 'run-b', false, {
+      runs: { seq: ra[0]!.seq, hash: ra[0]!.hash, signedSeq: 1, signedAt: 1 },
+    } as never);
     const s2 = { ...s1, traceId: 'tb', spanId: 'b' };
     const rb = b.records([s2], 2);
     await store.insertSpans([s1, s2]);

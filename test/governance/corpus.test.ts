@@ -3,7 +3,11 @@ import { expect } from 'chai';
 import { CATEGORY_DETECTOR, DETECTOR_KINDS, scanText } from '../../processors/governance/index.ts';
 import { CORPUS, NEGATIVES, POSITIVES } from './corpus.ts';
 
-interface Tally { tp: number; fp: number; fn: number }
+interface Tally {
+  tp: number;
+  fp: number;
+  fn: number;
+}
 const ratio = (a: number, b: number) => (b === 0 ? 1 : a / b);
 const precision = (t: Tally) => ratio(t.tp, t.tp + t.fp);
 const recall = (t: Tally) => ratio(t.tp, t.tp + t.fn);
@@ -21,14 +25,23 @@ function evaluate() {
     const want = new Set(sample.expect);
     for (const c of got) {
       if (want.has(c)) tally(c).tp++;
-      else { tally(c).fp++; errors.push(`FP ${c}: ${JSON.stringify(sample.text.slice(0, 90))}`); }
+      else {
+        tally(c).fp++;
+        errors.push(`FP ${c}: ${JSON.stringify(sample.text.slice(0, 90))}`);
+      }
     }
-    for (const c of want) if (!got.has(c)) { tally(c).fn++; errors.push(`FN ${c}: ${JSON.stringify(sample.text.slice(0, 90))}`); }
+    for (const c of want)
+      if (!got.has(c)) {
+        tally(c).fn++;
+        errors.push(`FN ${c}: ${JSON.stringify(sample.text.slice(0, 90))}`);
+      }
   }
   const byDetector = new Map<string, Tally>(DETECTOR_KINDS.map((d) => [d, { tp: 0, fp: 0, fn: 0 }]));
   for (const [c, t] of byCategory) {
     const d = byDetector.get(CATEGORY_DETECTOR[c] ?? 'unknown') ?? { tp: 0, fp: 0, fn: 0 };
-    d.tp += t.tp; d.fp += t.fp; d.fn += t.fn;
+    d.tp += t.tp;
+    d.fp += t.fp;
+    d.fn += t.fn;
     byDetector.set(CATEGORY_DETECTOR[c] ?? 'unknown', d);
   }
   return { byCategory, byDetector, errors };
@@ -37,7 +50,9 @@ function evaluate() {
 function table(title: string, rows: Map<string, Tally>): string {
   const lines = [`${title.padEnd(18)}   TP   FP   FN  precision  recall`];
   for (const [k, t] of [...rows].sort()) {
-    lines.push(`${k.padEnd(18)} ${String(t.tp).padStart(4)} ${String(t.fp).padStart(4)} ${String(t.fn).padStart(4)}  ${precision(t).toFixed(3).padStart(9)}  ${recall(t).toFixed(3).padStart(6)}`);
+    lines.push(
+      `${k.padEnd(18)} ${String(t.tp).padStart(4)} ${String(t.fp).padStart(4)} ${String(t.fn).padStart(4)}  ${precision(t).toFixed(3).padStart(9)}  ${recall(t).toFixed(3).padStart(6)}`,
+    );
   }
   return lines.join('\n');
 }
@@ -67,6 +82,7 @@ describe('governance corpus', () => {
   }
 
   it('covers every category the detectors emit', () => {
-    for (const category of Object.keys(CATEGORY_DETECTOR)) expect(result.byCategory.get(category)?.tp ?? 0, category).to.be.greaterThan(0);
+    for (const category of Object.keys(CATEGORY_DETECTOR))
+      expect(result.byCategory.get(category)?.tp ?? 0, category).to.be.greaterThan(0);
   });
 });

@@ -1,17 +1,41 @@
 // Policy schema, evaluation rules and redaction.
 import { expect } from 'chai';
 import {
-  actionFor, DEFAULT_POLICY, evaluatePolicy, globMatch, parsePolicy, policySchema, redact, type Finding, type Policy,
+  actionFor,
+  DEFAULT_POLICY,
+  evaluatePolicy,
+  globMatch,
+  parsePolicy,
+  policySchema,
+  redact,
+  type Finding,
+  type Policy,
 } from '../../processors/governance/index.ts';
 
-const finding = (category: string, rule: string, start = 0, end = 1, severity: Finding['severity'] = 'high'): Finding => ({
+const finding = (
+  category: string,
+  rule: string,
+  start = 0,
+  end = 1,
+  severity: Finding['severity'] = 'high',
+): Finding => ({
   detector: category === 'prompt_injection' ? 'injection' : category === 'api_key' ? 'secret' : 'pii',
-  rule, category, severity, start, end, preview: 'x…(1)',
+  rule,
+  category,
+  severity,
+  start,
+  end,
+  preview: 'x…(1)',
 });
 const email = finding('email', 'pii.email', 0, 5, 'medium');
 const key = finding('api_key', 'secret.openai_key', 6, 10, 'critical');
 const subject = (over: Partial<Parameters<typeof evaluatePolicy>[1]> = {}) => ({
-  model: 'gpt-4o-mini', environment: 'production', prompt: 'hello', response: '', findings: [] as Finding[], ...over,
+  model: 'gpt-4o-mini',
+  environment: 'production',
+  prompt: 'hello',
+  response: '',
+  findings: [] as Finding[],
+  ...over,
 });
 const policy = (over: Record<string, unknown> = {}): Policy => parsePolicy({ version: 1, ...over });
 
@@ -23,9 +47,15 @@ describe('governance policy schema', () => {
   });
   it('rejects unknown actions, unknown fields, negative limits and a missing version', () => {
     for (const bad of [
-      { version: 1, actions: { email: 'delete' } }, { version: 1, colour: 'red' }, { version: 1, maxPromptChars: -1 },
-      {}, { version: 1, modelDeny: [''] }, { version: 1.5 }, { version: 1, minSeverity: 'severe' },
-    ]) expect(policySchema.safeParse(bad).success, JSON.stringify(bad)).to.equal(false);
+      { version: 1, actions: { email: 'delete' } },
+      { version: 1, colour: 'red' },
+      { version: 1, maxPromptChars: -1 },
+      {},
+      { version: 1, modelDeny: [''] },
+      { version: 1.5 },
+      { version: 1, minSeverity: 'severe' },
+    ])
+      expect(policySchema.safeParse(bad).success, JSON.stringify(bad)).to.equal(false);
   });
   it('refuses an action key that names no rule, category or detector (a typo must not leave data unredacted)', () => {
     for (const k of ['api_keys', 'secrets', 'pii.mail', 'PII']) {
@@ -41,8 +71,14 @@ describe('governance policy schema', () => {
   });
   it('accepts a full document', () => {
     const p = parsePolicy({
-      version: 3, modelAllow: ['gpt-4o*', 'claude-*'], modelDeny: ['*-preview'], actions: { email: 'redact', 'secret.jwt': 'block' },
-      defaultAction: 'flag', maxPromptChars: 10_000, requiredEnvironments: ['production'], minSeverity: 'medium',
+      version: 3,
+      modelAllow: ['gpt-4o*', 'claude-*'],
+      modelDeny: ['*-preview'],
+      actions: { email: 'redact', 'secret.jwt': 'block' },
+      defaultAction: 'flag',
+      maxPromptChars: 10_000,
+      requiredEnvironments: ['production'],
+      minSeverity: 'medium',
     });
     expect(p.version).to.equal(3);
     expect(p.actions).to.deep.equal({ email: 'redact', 'secret.jwt': 'block' });
@@ -70,8 +106,12 @@ describe('governance policy evaluation', () => {
   });
   it('glob matching agrees with a regex on random inputs', () => {
     let seed = 7;
-    const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n; };
-    const word = (alphabet: string, n: number) => Array.from({ length: rnd(n) }, () => alphabet[rnd(alphabet.length)]).join('');
+    const rnd = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const word = (alphabet: string, n: number) =>
+      Array.from({ length: rnd(n) }, () => alphabet[rnd(alphabet.length)]).join('');
     for (let i = 0; i < 5000; i++) {
       const glob = word('ab*', 7);
       const value = word('abAB', 9);
@@ -89,7 +129,9 @@ describe('governance policy evaluation', () => {
     const p = policy({ modelAllow: ['gpt-*'], modelDeny: ['gpt-4o*'] });
     const r = evaluatePolicy(p, subject());
     expect(r.decision).to.equal('block');
-    expect(r.reasons).to.deep.equal([{ code: 'model_denied', message: 'model "gpt-4o-mini" matches deny pattern "gpt-4o*"' }]);
+    expect(r.reasons).to.deep.equal([
+      { code: 'model_denied', message: 'model "gpt-4o-mini" matches deny pattern "gpt-4o*"' },
+    ]);
   });
   it('modelAllow blocks any other model; an empty model is not checked', () => {
     const p = policy({ modelAllow: ['claude-*'] });
@@ -103,17 +145,26 @@ describe('governance policy evaluation', () => {
     expect(evaluatePolicy(p, subject({ environment: 'dev' })).reasons[0]!.code).to.equal('environment_not_allowed');
     expect(evaluatePolicy(p, subject({ environment: '' })).decision).to.equal('block');
     // Reasons are stored and shown: a label holding PII or a secret is quoted masked.
-    expect(evaluatePolicy(p, subject({ environment: 'bob@example.com' })).reasons[0]!.message).to.equal('environment "[REDACTED:email]" is not one of production, staging');
-    expect(evaluatePolicy(policy({ modelDeny: ['*'] }), subject({ model: 'ft:bob@example.com' })).reasons[0]!.message).to.equal('model "ft:[REDACTED:email]" matches deny pattern "*"');
+    expect(evaluatePolicy(p, subject({ environment: 'bob@example.com' })).reasons[0]!.message).to.equal(
+      'environment "[REDACTED:email]" is not one of production, staging',
+    );
+    expect(
+      evaluatePolicy(policy({ modelDeny: ['*'] }), subject({ model: 'ft:bob@example.com' })).reasons[0]!.message,
+    ).to.equal('model "ft:[REDACTED:email]" matches deny pattern "*"');
   });
   it('maxPromptChars blocks longer prompts; 0 means no limit', () => {
     expect(evaluatePolicy(policy({ maxPromptChars: 5 }), subject({ prompt: 'hello' })).decision).to.equal('allow');
     const r = evaluatePolicy(policy({ maxPromptChars: 5 }), subject({ prompt: 'hello!' }));
     expect(r.reasons).to.deep.equal([{ code: 'prompt_too_long', message: 'prompt is 6 chars; the limit is 5' }]);
-    expect(evaluatePolicy(policy({ maxPromptChars: 0 }), subject({ prompt: 'x'.repeat(1e6) })).decision).to.equal('allow');
+    expect(evaluatePolicy(policy({ maxPromptChars: 0 }), subject({ prompt: 'x'.repeat(1e6) })).decision).to.equal(
+      'allow',
+    );
   });
   it('actions by category, rule id over category, default for the rest', () => {
-    const p = policy({ actions: { email: 'redact', api_key: 'flag', 'secret.openai_key': 'block' }, defaultAction: 'redact' });
+    const p = policy({
+      actions: { email: 'redact', api_key: 'flag', 'secret.openai_key': 'block' },
+      defaultAction: 'redact',
+    });
     expect(actionFor(p, email)).to.equal('redact');
     expect(actionFor(p, key)).to.equal('block');
     expect(actionFor(p, finding('api_key', 'secret.github_token'))).to.equal('flag');
@@ -124,10 +175,24 @@ describe('governance policy evaluation', () => {
     const r = evaluatePolicy(p, subject({ findings: [email, key] }));
     expect(r.decision).to.equal('block');
     expect(r.reasons).to.deep.equal([
-      { code: 'finding_redacted', message: '1 email finding (pii.email): redact', category: 'email', rule: 'pii.email', count: 1 },
-      { code: 'finding_blocked', message: '1 api_key finding (secret.openai_key): block', category: 'api_key', rule: 'secret.openai_key', count: 1 },
+      {
+        code: 'finding_redacted',
+        message: '1 email finding (pii.email): redact',
+        category: 'email',
+        rule: 'pii.email',
+        count: 1,
+      },
+      {
+        code: 'finding_blocked',
+        message: '1 api_key finding (secret.openai_key): block',
+        category: 'api_key',
+        rule: 'secret.openai_key',
+        count: 1,
+      },
     ]);
-    expect(evaluatePolicy(policy({ actions: { email: 'redact' } }), subject({ findings: [email] })).decision).to.equal('redact');
+    expect(evaluatePolicy(policy({ actions: { email: 'redact' } }), subject({ findings: [email] })).decision).to.equal(
+      'redact',
+    );
   });
   it('groups many findings of one rule into one reason', () => {
     const r = evaluatePolicy(DEFAULT_POLICY, subject({ findings: Array.from({ length: 500 }, () => email) }));
@@ -150,7 +215,8 @@ describe('governance policy evaluation', () => {
 });
 
 describe('governance redact', () => {
-  const f = (start: number, end: number, category: string, severity: Finding['severity'] = 'medium') => finding(category, `x.${category}`, start, end, severity);
+  const f = (start: number, end: number, category: string, severity: Finding['severity'] = 'medium') =>
+    finding(category, `x.${category}`, start, end, severity);
   it('replaces spans with [REDACTED:category]', () => {
     expect(redact('mail bob@x.io now', [f(5, 13, 'email')])).to.equal('mail [REDACTED:email] now');
     expect(redact('abc', [])).to.equal('abc');

@@ -9,7 +9,9 @@ describe('governance throughput', () => {
   it('scanText on typical text (MB per CPU-second, one core)', function () {
     this.timeout(240_000);
     const r = measure('2 KiB records', typicalRecords(2e6, 2048), 2);
-    console.log(`      ${r.label}: ${r.mbPerSec.toFixed(1)} MB/s per core (wall ${r.wallMbPerSec.toFixed(1)} MB/s, ${r.mb.toFixed(1)} MB)`);
+    console.log(
+      `      ${r.label}: ${r.mbPerSec.toFixed(1)} MB/s per core (wall ${r.wallMbPerSec.toFixed(1)} MB/s, ${r.mb.toFixed(1)} MB)`,
+    );
     expect(r.mbPerSec).to.be.greaterThan(3);
   });
 });

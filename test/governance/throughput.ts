@@ -6,7 +6,14 @@ import { typicalRecords } from './typical-text.ts';
  * Rates are per CPU-second of this process (process.cpuUsage), which is what "one core" means and stays
  * meaningful when other work shares the machine; wall-clock rates are reported alongside.
  */
-export interface ThroughputResult { label: string; mb: number; cpuSeconds: number; mbPerSec: number; wallMbPerSec: number; findings: number }
+export interface ThroughputResult {
+  label: string;
+  mb: number;
+  cpuSeconds: number;
+  mbPerSec: number;
+  wallMbPerSec: number;
+  findings: number;
+}
 
 export function measure(label: string, records: string[], rounds = 3): ThroughputResult {
   const chars = records.reduce((n, r) => n + r.length, 0);
@@ -38,6 +45,8 @@ export function runThroughput(totalMb = 8): ThroughputResult[] {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   for (const r of runThroughput(Number(process.argv[2] ?? 8))) {
-    console.log(`${r.label.padEnd(16)} ${r.mb.toFixed(1)} MB in ${r.cpuSeconds.toFixed(3)} CPU-s = ${r.mbPerSec.toFixed(1)} MB/s per core (wall ${r.wallMbPerSec.toFixed(1)} MB/s; ${r.findings} findings)`);
+    console.log(
+      `${r.label.padEnd(16)} ${r.mb.toFixed(1)} MB in ${r.cpuSeconds.toFixed(3)} CPU-s = ${r.mbPerSec.toFixed(1)} MB/s per core (wall ${r.wallMbPerSec.toFixed(1)} MB/s; ${r.findings} findings)`,
+    );
   }
 }

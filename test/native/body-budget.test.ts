@@ -24,11 +24,17 @@ async function until(what: string, check: () => Promise<boolean>, ms = 10_000): 
   }
 }
 
-interface Upload { req: ClientRequest; done: Promise<{ status: number; body: string }> }
+interface Upload {
+  req: ClientRequest;
+  done: Promise<{ status: number; body: string }>;
+}
 
 /** A chunked POST whose body is sent in parts: `first` now, the rest when finish() is called. */
 function upload(s: TestServer, path: string, headers: Record<string, string>, first: Buffer): Upload {
-  const req = request(`${s.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers } });
+  const req = request(`${s.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+  });
   const done = new Promise<{ status: number; body: string }>((resolve, reject) => {
     req.on('response', (res) => {
       let body = '';
@@ -46,7 +52,10 @@ describe('in-flight body budget', function () {
   let s: TestServer;
   let auth: Record<string, string>;
   before(async () => {
-    s = await startTestServer('duckdb', { TRACEGATE_MAX_BODY_BYTES: String(MiB), TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(2 * MiB) });
+    s = await startTestServer('duckdb', {
+      TRACEGATE_MAX_BODY_BYTES: String(MiB),
+      TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(2 * MiB),
+    });
     auth = { authorization: `Bearer ${(await s.key('budget')).key}` };
   });
   after(() => s.close());
@@ -68,7 +77,8 @@ describe('in-flight body budget', function () {
     expect(declared.status).to.equal(503);
     expect(declared.headers.get('retry-after')).to.equal('1');
     expect(declared.json.error).to.deep.equal({
-      code: 'server_busy', message: 'too many request bodies are being received or processed at once; retry shortly',
+      code: 'server_busy',
+      message: 'too many request bodies are being received or processed at once; retry shortly',
       details: { inflightLimitBytes: 2 * MiB },
     });
     // No declared length (gzip): refused when the inflated bytes reach the budget.
@@ -122,9 +132,14 @@ describe('in-flight body budget', function () {
   it('parallel gzip bombs are each answered (413 at the body limit or 503 past the budget), and the budget ends at 0', async function () {
     this.timeout(120_000);
     const bomb = gzipSync(Buffer.alloc(20 * MiB, 0x20)); // 20 MiB of whitespace: ~20 KiB gzip
-    const answers = await Promise.all(Array.from({ length: 24 }, () => post(`${s.url}/api/traces`, bomb, { ...auth, 'content-encoding': 'gzip' })));
+    const answers = await Promise.all(
+      Array.from({ length: 24 }, () => post(`${s.url}/api/traces`, bomb, { ...auth, 'content-encoding': 'gzip' })),
+    );
     const statuses = answers.map((r) => r.status);
-    expect(statuses.every((st) => st === 413 || st === 503), statuses.join(',')).to.equal(true);
+    expect(
+      statuses.every((st) => st === 413 || st === 503),
+      statuses.join(','),
+    ).to.equal(true);
     expect(statuses).to.include(413);
     for (const r of answers) expect(r.json.error.code).to.equal(r.status === 413 ? 'payload_too_large' : 'server_busy');
     await until('the budget back to 0', async () => (await inflight(s)) === 0);
@@ -140,12 +155,18 @@ describe('in-flight body budget, held until the answer', function () {
     const { startFakeResponses } = await import('../support/fake-responses.ts');
     fake = await startFakeResponses();
     s = await startTestServer('duckdb', {
-      TRACEGATE_MAX_BODY_BYTES: String(16 * MiB), TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * MiB), TRACEGATE_MAX_SPANS_PER_REQUEST: '100000',
-      TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
+      TRACEGATE_MAX_BODY_BYTES: String(16 * MiB),
+      TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * MiB),
+      TRACEGATE_MAX_SPANS_PER_REQUEST: '100000',
+      TRACEGATE_PROVIDER_BASE_URL: fake.url,
+      TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
     });
     auth = { authorization: `Bearer ${(await s.key('held')).key}` };
   });
-  after(async () => { await s?.close(); await fake?.close(); });
+  after(async () => {
+    await s?.close();
+    await fake?.close();
+  });
 
   it('a body read whole keeps its bytes while its request is decoded, enriched and spooled, then gives them back', async () => {
     const { buildOtlpTemplate } = await import('../../bench/otlp.ts');
@@ -153,8 +174,13 @@ describe('in-flight body budget, held until the answer', function () {
     const body = Buffer.concat(Array.from({ length: Math.floor((12 * MiB) / t.body.length) }, () => t.body)); // ~12 MiB, ~8,000 spans
     let peak = 0;
     let done = false;
-    const sent = post(`${s.url}/v1/traces`, body, { ...auth, 'content-type': 'application/x-protobuf' }).finally(() => { done = true; });
-    while (!done) { peak = Math.max(peak, await inflight(s)); await sleep(10); }
+    const sent = post(`${s.url}/v1/traces`, body, { ...auth, 'content-type': 'application/x-protobuf' }).finally(() => {
+      done = true;
+    });
+    while (!done) {
+      peak = Math.max(peak, await inflight(s));
+      await sleep(10);
+    }
     expect((await sent).status).to.equal(200);
     // Seen while the request was being processed, after its body had been read in full.
     expect(peak).to.equal(body.length);
@@ -163,13 +189,23 @@ describe('in-flight body budget, held until the answer', function () {
 
   it('the proxy gives its bytes back once the request is forwarded: a slow provider holds none of the budget', async () => {
     const input = 'tell me a story '.repeat(500_000); // 8 MB
-    const slow = post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input, metadata: { delay_ms: '1500' } }, auth);
+    const slow = post(
+      `${s.url}/api/proxy/provider/responses`,
+      { model: 'gpt-4o-mini', input, metadata: { delay_ms: '1500' } },
+      auth,
+    );
     await until('the provider called', async () => fake.requests.length > 0);
     expect(await inflight(s)).to.equal(0);
     // 14 MiB more: past the budget if the waiting request still held its 8 MB.
     const { buildOtlpTemplate } = await import('../../bench/otlp.ts');
     const t = buildOtlpTemplate();
-    const big = Buffer.concat(Array.from({ length: Math.floor((14 * MiB) / t.body.length) }, (_, i) => { const b = Buffer.from(t.body); b.writeUInt32BE(i + 1000, t.traceIdOffsets[0]!); return b; }));
+    const big = Buffer.concat(
+      Array.from({ length: Math.floor((14 * MiB) / t.body.length) }, (_, i) => {
+        const b = Buffer.from(t.body);
+        b.writeUInt32BE(i + 1000, t.traceIdOffsets[0]!);
+        return b;
+      }),
+    );
     const res = await post(`${s.url}/v1/traces`, big, { ...auth, 'content-type': 'application/x-protobuf' });
     expect(res.status, res.text).to.equal(200);
     expect((await slow).status).to.equal(200);
@@ -198,7 +234,10 @@ describe('a client gone before its body is read', () => {
     await new Promise((r) => server.once('listening', r));
     try {
       const port = (server.address() as { port: number }).port;
-      const req = request(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+      const req = request(`http://127.0.0.1:${port}/`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      });
       req.on('error', () => {});
       req.write(gzipSync(Buffer.from('{"prompt":"' + 'x'.repeat(10_000) + '"}')).subarray(0, 10));
       await sleep(50);

@@ -23,7 +23,14 @@ const withValues = (total: number) => {
 describe('JSON value count limit', () => {
   describe('prescan', () => {
     it('counts every value once (a member once, not key and value), and refuses past the limit', () => {
-      for (const text of ['1', '"s"', '[1,2,3]', '{"a":1,"b":[true,null,{"c":"d"}]}', '[[1],[2,[3]]]', withValues(50)]) {
+      for (const text of [
+        '1',
+        '"s"',
+        '[1,2,3]',
+        '{"a":1,"b":[true,null,{"c":"d"}]}',
+        '[[1],[2,[3]]]',
+        withValues(50),
+      ]) {
         const n = countValues(JSON.parse(text));
         expect(jsonPrescan(Buffer.from(text), 64, Infinity, n), text).to.equal('ok');
         if (n > 1) expect(jsonPrescan(Buffer.from(text), 64, Infinity, n - 1), text).to.equal('many');
@@ -42,7 +49,14 @@ describe('JSON value count limit', () => {
     });
 
     it('parseJson answers 413 too_many_values with the limit in details, and the shared default applies without one', () => {
-      const err = (() => { try { parseJson(Buffer.from(withValues(1001)), 64, 1000); } catch (e) { return e; } return null; })();
+      const err = (() => {
+        try {
+          parseJson(Buffer.from(withValues(1001)), 64, 1000);
+        } catch (e) {
+          return e;
+        }
+        return null;
+      })();
       expect(err).to.be.instanceOf(HttpError);
       expect(err).to.include({ status: 413, code: 'too_many_values' });
       expect((err as HttpError).details).to.deep.equal({ limit: 1000 });
@@ -64,11 +78,17 @@ describe('JSON value count limit', () => {
     after(() => s.close());
 
     it('413 too_many_values over TRACEGATE_MAX_JSON_VALUES, storing nothing; at the limit it is stored', async () => {
-      const over = await post(`${s.url}/api/traces`, withValues(1001).replace('{"prompt"', '{"requestId":"over","prompt"').replace('"k0":0,', ''), auth);
+      const over = await post(
+        `${s.url}/api/traces`,
+        withValues(1001).replace('{"prompt"', '{"requestId":"over","prompt"').replace('"k0":0,', ''),
+        auth,
+      );
       expect(over.status).to.equal(413);
       expect(over.json.error).to.deep.equal({
-        code: 'too_many_values', details: { limit: 1000 },
-        message: 'request body has more than 1000 JSON values (objects, arrays, members and elements); send less or split it',
+        code: 'too_many_values',
+        details: { limit: 1000 },
+        message:
+          'request body has more than 1000 JSON values (objects, arrays, members and elements); send less or split it',
       });
       const atBody = withValues(1000).replace('{"prompt"', '{"requestId":"at","prompt"').replace('"k0":0,', '');
       expect(countValues(JSON.parse(atBody))).to.equal(1000);
@@ -89,7 +109,9 @@ describe('JSON value count limit', () => {
 
   describe('native route, default limit', function () {
     let s: TestServer;
-    before(async () => { s = await startTestServer('duckdb'); });
+    before(async () => {
+      s = await startTestServer('duckdb');
+    });
     after(() => s.close());
 
     it('a 20 MB body of 1.1 million metadata keys is refused at once, and /healthz keeps answering meanwhile', async function () {
@@ -126,22 +148,38 @@ describe('JSON value count limit', () => {
     let fake: FakeResponses;
     before(async () => {
       fake = await startFakeResponses();
-      s = await startTestServer('duckdb', { TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake', TRACEGATE_MAX_JSON_VALUES: '1000' });
+      s = await startTestServer('duckdb', {
+        TRACEGATE_PROVIDER_BASE_URL: fake.url,
+        TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
+        TRACEGATE_MAX_JSON_VALUES: '1000',
+      });
     });
-    after(async () => { await s.close(); await fake.close(); });
+    after(async () => {
+      await s.close();
+      await fake.close();
+    });
 
-    it('413 too_many_values in the provider\'s error shape, before anything is forwarded', async () => {
+    it("413 too_many_values in the provider's error shape, before anything is forwarded", async () => {
       const auth = { authorization: `Bearer ${(await s.key('proxy-values')).key}` };
       const input = Array.from({ length: 300 }, () => ({ role: 'user', content: 'hi' })); // 1 + 2 + 1 + 300 × 3 = 904 … plus metadata
-      const body = { model: 'gpt-4o-mini', input, metadata: Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${i}`, 'v'])) };
+      const body = {
+        model: 'gpt-4o-mini',
+        input,
+        metadata: Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${i}`, 'v'])),
+      };
       expect(countValues(body)).to.equal(1 + 1 + 1 + 300 * 3 + 1 + 100);
       const before = fake.requests.length;
       const res = await post(`${s.url}/api/proxy/provider/responses`, body, auth);
       expect(res.status).to.equal(413);
-      expect(res.json).to.deep.equal({ error: {
-        message: 'request body has more than 1000 JSON values (objects, arrays, members and elements); send less or split it',
-        type: 'tracegate_error', param: null, code: 'too_many_values',
-      } });
+      expect(res.json).to.deep.equal({
+        error: {
+          message:
+            'request body has more than 1000 JSON values (objects, arrays, members and elements); send less or split it',
+          type: 'tracegate_error',
+          param: null,
+          code: 'too_many_values',
+        },
+      });
       expect(fake.requests.length).to.equal(before);
       body.input = input.slice(0, 250);
       const ok = await post(`${s.url}/api/proxy/provider/responses`, body, auth);

@@ -2,10 +2,26 @@
 import { expect } from 'chai';
 import { flushed, post, startTestServer, type TestServer } from '../support/server.ts';
 
-const otlpJson = (name: string) => ({ resourceSpans: [{ scopeSpans: [{ spans: [{
-  traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name, kind: 3,
-  startTimeUnixNano: '1763787000000000000', endTimeUnixNano: '1763787000800000000',
-}] }] }] });
+const otlpJson = (name: string) => ({
+  resourceSpans: [
+    {
+      scopeSpans: [
+        {
+          spans: [
+            {
+              traceId: '5b8efff798038103d269b633813fc60c',
+              spanId: 'eee19b7ec3c1b174',
+              name,
+              kind: 3,
+              startTimeUnixNano: '1763787000000000000',
+              endTimeUnixNano: '1763787000800000000',
+            },
+          ],
+        },
+      ],
+    },
+  ],
+});
 
 describe('native batch and encoding limits', function () {
   let s: TestServer;
@@ -20,7 +36,8 @@ describe('native batch and encoding limits', function () {
   after(() => s.close());
 
   it('413 too_many_items over TRACEGATE_MAX_BATCH_ITEMS, storing none of them; the limit itself is fine', async () => {
-    const items = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ requestId: `${tag}-${i}`, prompt: 'p', response: 'r' }));
+    const items = (n: number, tag: string) =>
+      Array.from({ length: n }, (_, i) => ({ requestId: `${tag}-${i}`, prompt: 'p', response: 'r' }));
     const over = await post(`${s.url}/api/traces`, items(4, 'over'), auth);
     expect(over.status).to.equal(413);
     expect(over.json.error).to.include({ code: 'too_many_items' });
@@ -35,7 +52,10 @@ describe('native batch and encoding limits', function () {
   });
 
   it('415 unsupported_encoding for a Content-Encoding other than gzip/deflate (br)', async () => {
-    const res = await post(`${s.url}/api/traces`, JSON.stringify({ prompt: 'p' }), { ...auth, 'content-encoding': 'br' });
+    const res = await post(`${s.url}/api/traces`, JSON.stringify({ prompt: 'p' }), {
+      ...auth,
+      'content-encoding': 'br',
+    });
     expect(res.status).to.equal(415);
     expect(res.json.error.code).to.equal('unsupported_encoding');
     expect(res.json.error.message).to.include('br');
@@ -44,7 +64,12 @@ describe('native batch and encoding limits', function () {
 
 describe('rate limits are per route', function () {
   let s: TestServer;
-  before(async () => { s = await startTestServer('duckdb', { TRACEGATE_RATE_LIMIT_POINTS: '2', TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60' }); });
+  before(async () => {
+    s = await startTestServer('duckdb', {
+      TRACEGATE_RATE_LIMIT_POINTS: '2',
+      TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60',
+    });
+  });
   after(() => s.close());
 
   it('using up POST /api/traces leaves POST /v1/traces usable for the same key', async () => {

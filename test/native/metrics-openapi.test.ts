@@ -15,12 +15,21 @@ describe('ingest metrics by record source', function () {
 
   const counted = async () => {
     const text = (await get(`${s.url}/metrics`)).text;
-    return Object.fromEntries([...text.matchAll(/^tracegate_records_ingested_total\{source="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]));
+    return Object.fromEntries(
+      [...text.matchAll(/^tracegate_records_ingested_total\{source="(\w+)"\} (\d+)$/gm)].map((m) => [
+        m[1],
+        Number(m[2]),
+      ]),
+    );
   };
 
   it('counts a batch per parameters.source (sdk, agent_lab, coach; native when absent), rejected items not at all', async () => {
     const item = (source?: string) => ({ prompt: 'p', response: 'r', ...(source ? { parameters: { source } } : {}) });
-    const res = await post(`${s.url}/api/traces`, [item('sdk'), item('sdk'), item('agent_lab'), item('coach'), item(), { prompt: 42 }], auth);
+    const res = await post(
+      `${s.url}/api/traces`,
+      [item('sdk'), item('sdk'), item('agent_lab'), item('coach'), item(), { prompt: 42 }],
+      auth,
+    );
     expect(res.status).to.equal(207);
     expect(await counted()).to.deep.equal({ sdk: 2, agent_lab: 1, coach: 1, native: 1 });
     expect((await post(`${s.url}/api/traces`, item('coach'), auth)).status).to.equal(200);
@@ -40,12 +49,19 @@ describe('OpenAPI document of the read routes', function () {
   after(() => s.close());
 
   const json200 = (path: string) => doc.paths[path].get.responses['200'].content['application/json'].schema;
-  const resolve = (schema: any) => (schema.$ref ? doc.components.schemas[schema.$ref.replace('#/components/schemas/', '')] : schema);
+  const resolve = (schema: any) =>
+    schema.$ref ? doc.components.schemas[schema.$ref.replace('#/components/schemas/', '')] : schema;
 
   it('GET /api/traces: a response schema (items, nextCursor) and 400 for an invalid query', async () => {
     const page = json200('/api/traces');
     expect(page.properties).to.have.keys('items', 'nextCursor');
-    expect(page.properties.items.items.properties).to.include.keys('traceId', 'startTimeNs', 'spanCount', 'costUsd', 'source');
+    expect(page.properties.items.items.properties).to.include.keys(
+      'traceId',
+      'startTimeNs',
+      'spanCount',
+      'costUsd',
+      'source',
+    );
     const responses = doc.paths['/api/traces'].get.responses;
     expect(responses).to.include.keys('200', '400', '401', '429');
     expect(responses['400'].content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Error' });
@@ -57,8 +73,19 @@ describe('OpenAPI document of the read routes', function () {
   it('GET /api/traces/{traceId}: a response schema (summary, spans in parts, tree, policy) and 400 for an invalid trace id or span query', async () => {
     const trace = json200('/api/traces/{traceId}').properties.trace;
     expect(trace.properties).to.have.keys('traceId', 'summary', 'spans', 'nextSpanCursor', 'tree', 'policy');
-    expect(doc.paths['/api/traces/{traceId}'].get.parameters.map((p: { name: string }) => p.name)).to.include.members(['spanLimit', 'spanCursor']);
-    for (const q of ['spanLimit=0', 'spanLimit=10001', 'spanLimit=0x3', 'spanLimit=3.0', 'spanLimit=%203', 'spanCursor=nope', `spanCursor=${Buffer.from('{"s":"-1","span":"a"}').toString('base64url')}`]) {
+    expect(doc.paths['/api/traces/{traceId}'].get.parameters.map((p: { name: string }) => p.name)).to.include.members([
+      'spanLimit',
+      'spanCursor',
+    ]);
+    for (const q of [
+      'spanLimit=0',
+      'spanLimit=10001',
+      'spanLimit=0x3',
+      'spanLimit=3.0',
+      'spanLimit=%203',
+      'spanCursor=nope',
+      `spanCursor=${Buffer.from('{"s":"-1","span":"a"}').toString('base64url')}`,
+    ]) {
       const res = await get(`${s.url}/api/traces/any?${q}`, auth);
       expect(res.status, q).to.equal(400);
       expect(res.json.error.code, q).to.equal('invalid_query');
@@ -90,17 +117,22 @@ describe('OpenAPI document of the read routes', function () {
       expect(doc.components.schemas, ref).to.have.property(ref.slice('#/components/schemas/'.length));
     }
   });
-
 });
 
 for (const backend of BACKENDS) {
   describe(`read answers match the documented schemas (${backend})`, function () {
     let s: TestServer;
-    before(async () => { s = await startTestServer(backend); });
+    before(async () => {
+      s = await startTestServer(backend);
+    });
     after(() => s.close());
     it('GET /api/traces and GET /api/traces/{traceId}', async () => {
       const auth = { authorization: `Bearer ${(await s.key('openapi-real')).key}` };
-      await post(`${s.url}/api/traces`, { requestId: 'doc-1', prompt: 'p', response: 'r', metadata: { nested: { a: [1, null, 'x'] } } }, auth);
+      await post(
+        `${s.url}/api/traces`,
+        { requestId: 'doc-1', prompt: 'p', response: 'r', metadata: { nested: { a: [1, null, 'x'] } } },
+        auth,
+      );
       await flushed(s);
       const list = await get(`${s.url}/api/traces`, auth);
       expect(list.json.items).to.have.length(1);
@@ -144,14 +176,24 @@ describe('OpenAPI document against real answers', function () {
     const got = validator(doc, schema).safeParse(type === 'application/json' ? res.json : res.text);
     expect(got.error?.issues, `${where}: ${res.text.slice(0, 300)}`).to.equal(undefined);
   };
-  const send = async (method: string, url: string, body?: string, headers: Record<string, string> = {}): Promise<Answer> => {
+  const send = async (
+    method: string,
+    url: string,
+    body?: string,
+    headers: Record<string, string> = {},
+  ): Promise<Answer> => {
     const res = await fetch(url, { method, headers, ...(body !== undefined ? { body } : {}) });
     const text = await res.text();
     let json: unknown = null;
-    try { json = JSON.parse(text); } catch { /* not JSON */ }
+    try {
+      json = JSON.parse(text);
+    } catch {
+      /* not JSON */
+    }
     return { status: res.status, headers: res.headers, json, text };
   };
-  const request = (method: string, path: string) => validator(doc, doc.paths[path][method].requestBody.content['application/json'].schema);
+  const request = (method: string, path: string) =>
+    validator(doc, doc.paths[path][method].requestBody.content['application/json'].schema);
 
   it('documents each error in the shape its route family answers, 503 on every route with a key, no unused security scheme', () => {
     expect(doc.components.securitySchemes).to.have.keys('bearerAuth');
@@ -159,11 +201,17 @@ describe('OpenAPI document against real answers', function () {
       for (const [method, op] of Object.entries<any>(ops)) {
         if (!op.security?.length) continue; // the ops routes: /readyz answers 503 with its readiness report
         expect(op.responses, `${method} ${path}`).to.include.keys('401', '429', '503');
-        const family = path.startsWith('/api/proxy/') ? 'ProviderError' : op.requestBody?.content['application/x-protobuf'] ? 'Status' : 'Error';
+        const family = path.startsWith('/api/proxy/')
+          ? 'ProviderError'
+          : op.requestBody?.content['application/x-protobuf']
+            ? 'Status'
+            : 'Error';
         for (const [status, resp] of Object.entries<any>(op.responses)) {
           if (Number(status) < 400) continue;
           const schema = resp.content?.['application/json']?.schema; // a reference to the family's schema, or the same inline
-          const resolved = schema?.$ref ? doc.components.schemas[schema.$ref.replace('#/components/schemas/', '')] : schema;
+          const resolved = schema?.$ref
+            ? doc.components.schemas[schema.$ref.replace('#/components/schemas/', '')]
+            : schema;
           expect(resolved, `${method} ${path} ${status}`).to.deep.equal(doc.components.schemas[family]);
         }
       }
@@ -171,7 +219,14 @@ describe('OpenAPI document against real answers', function () {
   });
 
   it('the documented request schemas take what the routes take, and refuse what they refuse', async () => {
-    const native = { model: null, provider: null, prompt: 'p', response: 'r', metrics: { promptTokens: null, finishReason: null }, parameters: null };
+    const native = {
+      model: null,
+      provider: null,
+      prompt: 'p',
+      response: 'r',
+      metrics: { promptTokens: null, finishReason: null },
+      parameters: null,
+    };
     expect(request('post', '/api/traces').safeParse(native).success).to.equal(true);
     expect((await post(`${s.url}/api/traces`, native, auth)).status).to.equal(200);
     expect(request('post', '/api/proxy/provider/responses').safeParse({ model: '' }).success).to.equal(false);
@@ -181,16 +236,37 @@ describe('OpenAPI document against real answers', function () {
 
   it('ingest, read, enrichment and ops answers, errors included, match their documented schemas', async () => {
     const none = {}; // no key: 401
-    const findings = { requestId: 'doc-answers', model: 'gpt-4o-mini', prompt: 'mail me at jane.doe@example.com', response: 'ok', metrics: { promptTokens: 3, completionTokens: 1 } };
+    const findings = {
+      requestId: 'doc-answers',
+      model: 'gpt-4o-mini',
+      prompt: 'mail me at jane.doe@example.com',
+      response: 'ok',
+      metrics: { promptTokens: 3, completionTokens: 1 },
+    };
     conforms('post', '/api/traces', 200, await post(`${s.url}/api/traces`, findings, auth));
     conforms('post', '/api/traces', 207, await post(`${s.url}/api/traces`, [{ prompt: 'p' }, { prompt: 42 }], auth));
     conforms('post', '/api/traces', 400, await post(`${s.url}/api/traces`, { prompt: 42 }, auth));
     conforms('post', '/api/traces', 401, await post(`${s.url}/api/traces`, {}, none));
-    conforms('post', '/api/traces', 415, await post(`${s.url}/api/traces`, 'p', { ...auth, 'content-type': 'text/plain' }));
+    conforms(
+      'post',
+      '/api/traces',
+      415,
+      await post(`${s.url}/api/traces`, 'p', { ...auth, 'content-type': 'text/plain' }),
+    );
 
     const start = BigInt(Date.now() - 10_000) * 1_000_000n;
-    const span = (spanId: string) => ({ traceId, spanId, name: 'chat', kind: 3, startTimeUnixNano: String(start), endTimeUnixNano: String(start + 250_000_000n) });
-    const otlp = (spans: unknown[]) => JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 'doc' }, spans }] }] });
+    const span = (spanId: string) => ({
+      traceId,
+      spanId,
+      name: 'chat',
+      kind: 3,
+      startTimeUnixNano: String(start),
+      endTimeUnixNano: String(start + 250_000_000n),
+    });
+    const otlp = (spans: unknown[]) =>
+      JSON.stringify({
+        resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 'doc' }, spans }] }],
+      });
     const json = { ...auth, 'content-type': 'application/json' };
     const partial = await send('POST', `${s.url}/v1/traces`, otlp([span('b2'.repeat(8)), span('not-a-span-id')]), json);
     expect(partial.json).to.have.nested.property('partialSuccess.rejectedSpans', '1');
@@ -199,17 +275,46 @@ describe('OpenAPI document against real answers', function () {
     expect(whole.json).to.deep.equal({});
     conforms('post', '/api/integrations/otlp/v1/traces', 200, whole);
     conforms('post', '/v1/traces', 400, await send('POST', `${s.url}/v1/traces`, '{', json));
-    conforms('post', '/v1/traces', 401, await send('POST', `${s.url}/v1/traces`, otlp([]), { 'content-type': 'application/json' }));
+    conforms(
+      'post',
+      '/v1/traces',
+      401,
+      await send('POST', `${s.url}/v1/traces`, otlp([]), { 'content-type': 'application/json' }),
+    );
     const logs = (records: unknown[]) => JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: records }] }] });
-    const event = { traceId, spanId: 'c3'.repeat(8), timeUnixNano: String(start), eventName: 'gen_ai.user.message', body: { kvlistValue: { values: [{ key: 'content', value: { stringValue: 'hi' } }] } } };
-    const partialLogs = await send('POST', `${s.url}/v1/logs`, logs([event, { timeUnixNano: String(start), body: { stringValue: 'no span' } }]), json);
+    const event = {
+      traceId,
+      spanId: 'c3'.repeat(8),
+      timeUnixNano: String(start),
+      eventName: 'gen_ai.user.message',
+      body: { kvlistValue: { values: [{ key: 'content', value: { stringValue: 'hi' } }] } },
+    };
+    const partialLogs = await send(
+      'POST',
+      `${s.url}/v1/logs`,
+      logs([event, { timeUnixNano: String(start), body: { stringValue: 'no span' } }]),
+      json,
+    );
     expect(partialLogs.json).to.have.nested.property('partialSuccess.rejectedLogRecords', '1');
     conforms('post', '/v1/logs', 200, partialLogs);
-    conforms('post', '/api/integrations/otlp/v1/logs', 200, await send('POST', `${s.url}/api/integrations/otlp/v1/logs`, logs([event]), json));
+    conforms(
+      'post',
+      '/api/integrations/otlp/v1/logs',
+      200,
+      await send('POST', `${s.url}/api/integrations/otlp/v1/logs`, logs([event]), json),
+    );
     conforms('post', '/v1/logs', 400, await send('POST', `${s.url}/v1/logs`, '{', json));
     await flushed(s);
 
-    for (const path of ['/api/traces', '/api/audit', '/api/alerts', '/api/findings', '/api/policy', '/api/verification/keys', '/api/analytics/usage']) {
+    for (const path of [
+      '/api/traces',
+      '/api/audit',
+      '/api/alerts',
+      '/api/findings',
+      '/api/policy',
+      '/api/verification/keys',
+      '/api/analytics/usage',
+    ]) {
       conforms('get', path, 200, await get(`${s.url}${path}`, auth));
     }
     // Not only empty pages: the answers checked above hold items.
@@ -218,8 +323,18 @@ describe('OpenAPI document against real answers', function () {
     expect((await get(`${s.url}/api/analytics/usage`, auth)).json.rows).to.not.be.empty;
     conforms('get', '/api/traces/{traceId}', 200, await get(`${s.url}/api/traces/doc-answers`, auth));
     conforms('get', '/api/traces/{traceId}', 404, await get(`${s.url}/api/traces/missing`, auth));
-    conforms('get', '/api/traces/{traceId}/verification', 200, await get(`${s.url}/api/traces/doc-answers/verification`, auth));
-    conforms('get', '/api/traces/{traceId}/verification', 404, await get(`${s.url}/api/traces/missing/verification`, auth));
+    conforms(
+      'get',
+      '/api/traces/{traceId}/verification',
+      200,
+      await get(`${s.url}/api/traces/doc-answers/verification`, auth),
+    );
+    conforms(
+      'get',
+      '/api/traces/{traceId}/verification',
+      404,
+      await get(`${s.url}/api/traces/missing/verification`, auth),
+    );
     conforms('get', '/api/audit', 400, await get(`${s.url}/api/audit?limit=0`, auth));
     conforms('get', '/api/policy', 401, await get(`${s.url}/api/policy`, none));
 
@@ -231,14 +346,22 @@ describe('OpenAPI document against real answers', function () {
     conforms('get', '/metrics', 200, metrics, 'text/plain');
   });
 
-  it('proxy errors (400, 401, 415, 429) match the provider error schema; a read route\'s 429 the error envelope', async () => {
+  it("proxy errors (400, 401, 415, 429) match the provider error schema; a read route's 429 the error envelope", async () => {
     const proxy = '/api/proxy/provider/responses';
     conforms('post', proxy, 401, await post(`${s.url}${proxy}`, { model: 'm' }));
     conforms('post', proxy, 415, await post(`${s.url}${proxy}`, 'm', { ...auth, 'content-type': 'text/plain' }));
-    conforms('delete', `${proxy}/{responseId}`, 400, await send('DELETE', `${s.url}${proxy}/bad%20id`, undefined, auth));
+    conforms(
+      'delete',
+      `${proxy}/{responseId}`,
+      400,
+      await send('DELETE', `${s.url}${proxy}/bad%20id`, undefined, auth),
+    );
     // The generic envelope is not the provider's shape: the validator tells them apart.
     const envelope = await get(`${s.url}/api/policy`);
-    expect(validator(doc, doc.paths[proxy].post.responses['401'].content['application/json'].schema).safeParse(envelope.json).success).to.equal(false);
+    expect(
+      validator(doc, doc.paths[proxy].post.responses['401'].content['application/json'].schema).safeParse(envelope.json)
+        .success,
+    ).to.equal(false);
 
     const limited = { authorization: `Bearer ${(await s.key('openapi-limited')).key}` }; // 10 requests per route and key
     const statuses = async (method: string, path: string, call: () => Promise<Answer>) => {
@@ -250,7 +373,14 @@ describe('OpenAPI document against real answers', function () {
       }
       return seen;
     };
-    expect(await statuses('post', `${proxy}/{responseId}/cancel`, () => send('POST', `${s.url}${proxy}/bad%20id/cancel`, undefined, limited))).to.deep.equal([...Array(10).fill(400), 429]);
-    expect(await statuses('get', '/api/policy', () => get(`${s.url}/api/policy`, limited))).to.deep.equal([...Array(10).fill(200), 429]);
+    expect(
+      await statuses('post', `${proxy}/{responseId}/cancel`, () =>
+        send('POST', `${s.url}${proxy}/bad%20id/cancel`, undefined, limited),
+      ),
+    ).to.deep.equal([...Array(10).fill(400), 429]);
+    expect(await statuses('get', '/api/policy', () => get(`${s.url}/api/policy`, limited))).to.deep.equal([
+      ...Array(10).fill(200),
+      429,
+    ]);
   });
 });

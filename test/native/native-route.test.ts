@@ -20,10 +20,22 @@ for (const backend of BACKENDS) {
 
     const sample = (over: Record<string, unknown> = {}) => ({
       requestId: `req-${Math.random().toString(36).slice(2)}`,
-      actionName: 'summarize', environment: 'prod', model: 'gpt-4o-mini', provider: 'openai',
-      prompt: 'Summarize: the quick brown fox', response: 'A fox jumps.',
-      metrics: { promptTokens: 12, completionTokens: 4, totalTokens: 16, latencyMs: 420, estimatedCostUsd: 0.00042, finishReason: 'stop' },
-      parameters: { trainingPreferred: true }, metadata: { userId: 'u1', tags: ['a', 'b'] },
+      actionName: 'summarize',
+      environment: 'prod',
+      model: 'gpt-4o-mini',
+      provider: 'openai',
+      prompt: 'Summarize: the quick brown fox',
+      response: 'A fox jumps.',
+      metrics: {
+        promptTokens: 12,
+        completionTokens: 4,
+        totalTokens: 16,
+        latencyMs: 420,
+        estimatedCostUsd: 0.00042,
+        finishReason: 'stop',
+      },
+      parameters: { trainingPreferred: true },
+      metadata: { userId: 'u1', tags: ['a', 'b'] },
       ...over,
     });
 
@@ -38,14 +50,34 @@ for (const backend of BACKENDS) {
       expect(got.status).to.equal(200);
       const span = got.json.trace.spans[0];
       expect(span).to.include({
-        traceId: body.requestId, requestId: body.requestId, source: 'native', kind: 'llm', model: 'gpt-4o-mini', provider: 'openai',
-        prompt: body.prompt, response: body.response, promptTokens: 12, completionTokens: 4, totalTokens: 16,
-        costUsd: 0.00042, finishReason: 'stop', actionName: 'summarize', environment: 'prod', status: 'completed',
-        trainingPreferred: true, trainable: true, durationMs: 420,
+        traceId: body.requestId,
+        requestId: body.requestId,
+        source: 'native',
+        kind: 'llm',
+        model: 'gpt-4o-mini',
+        provider: 'openai',
+        prompt: body.prompt,
+        response: body.response,
+        promptTokens: 12,
+        completionTokens: 4,
+        totalTokens: 16,
+        costUsd: 0.00042,
+        finishReason: 'stop',
+        actionName: 'summarize',
+        environment: 'prod',
+        status: 'completed',
+        trainingPreferred: true,
+        trainable: true,
+        durationMs: 420,
       });
       expect(span.attributes.metadata).to.deep.equal({ userId: 'u1', tags: ['a', 'b'] });
       expect(span).to.not.have.property('workspaceId');
-      expect(got.json.trace.summary).to.include({ prompt: body.prompt, response: body.response, totalTokens: 16, spanCount: 1 });
+      expect(got.json.trace.summary).to.include({
+        prompt: body.prompt,
+        response: body.response,
+        totalTokens: 16,
+        spanCount: 1,
+      });
     });
 
     it('makes a trace id when there is no requestId, defaults status to completed', async () => {
@@ -58,7 +90,11 @@ for (const backend of BACKENDS) {
 
     it('computes cost from the price table when the client sends none, 0 for local models', async () => {
       const priced = sample({ metrics: { promptTokens: 1_000_000, completionTokens: 1_000_000 } });
-      const local = sample({ model: 'llama3.2:3b', provider: 'ollama', metrics: { promptTokens: 500, completionTokens: 50 } });
+      const local = sample({
+        model: 'llama3.2:3b',
+        provider: 'ollama',
+        metrics: { promptTokens: 500, completionTokens: 50 },
+      });
       await post(`${s.url}/api/traces`, priced, auth);
       await post(`${s.url}/api/traces`, local, auth);
       await flushed(s);
@@ -68,7 +104,10 @@ for (const backend of BACKENDS) {
       expect(a.totalTokens).to.equal(2_000_000);
       expect(b.costUsd).to.equal(0);
       // A client field in the server's namespace is kept, renamed, and cannot switch pricing off.
-      const sneaky = { ...sample({ metrics: { promptTokens: 1_000_000, completionTokens: 0 } }), 'tracegate.cost_source': 'x' };
+      const sneaky = {
+        ...sample({ metrics: { promptTokens: 1_000_000, completionTokens: 0 } }),
+        'tracegate.cost_source': 'x',
+      };
       await post(`${s.url}/api/traces`, sneaky, auth);
       await flushed(s);
       const c = (await get(`${s.url}/api/traces/${sneaky.requestId}`, auth)).json.trace.spans[0];
@@ -82,7 +121,9 @@ for (const backend of BACKENDS) {
       await post(`${s.url}/api/traces`, noResp, auth);
       await post(`${s.url}/api/traces`, failed, auth);
       await flushed(s);
-      expect((await get(`${s.url}/api/traces/${noResp.requestId}`, auth)).json.trace.spans[0].trainable).to.equal(false);
+      expect((await get(`${s.url}/api/traces/${noResp.requestId}`, auth)).json.trace.spans[0].trainable).to.equal(
+        false,
+      );
       const f = (await get(`${s.url}/api/traces/${failed.requestId}`, auth)).json.trace.spans[0];
       expect(f.trainable).to.equal(false);
       expect(f.status).to.equal('error');
@@ -107,8 +148,18 @@ for (const backend of BACKENDS) {
       expect([a.source, a.attributes.parameters, b.source]).to.deep.equal(['native', { source: 'my_app' }, 'coach']);
     });
 
-    it('takes null for a known optional field as not given (Python\'s None); null elsewhere is kept', async () => {
-      const body = { requestId: `nulls-${Date.now()}`, model: null, environment: null, prompt: 'p', response: 'r', metrics: { promptTokens: null, completionTokens: 3, finishReason: null }, parameters: null, customerNote: null, finishReason: null };
+    it("takes null for a known optional field as not given (Python's None); null elsewhere is kept", async () => {
+      const body = {
+        requestId: `nulls-${Date.now()}`,
+        model: null,
+        environment: null,
+        prompt: 'p',
+        response: 'r',
+        metrics: { promptTokens: null, completionTokens: 3, finishReason: null },
+        parameters: null,
+        customerNote: null,
+        finishReason: null,
+      };
       const res = await post(`${s.url}/api/traces`, body, auth);
       expect(res.status, res.text).to.equal(200);
       await flushed(s);
@@ -160,7 +211,11 @@ for (const backend of BACKENDS) {
       it('400 for malformed JSON and invalid UTF-8', async () => {
         expect((await post(`${s.url}/api/traces`, '{"prompt":', auth)).json.error.code).to.equal('invalid_json');
         // Where it failed, never V8's quote of the text around it (a prompt, a key pasted unquoted).
-        for (const text of ['{"input":"x", "api_key": sk-live-9f8e7d6c5b4a}', 'Summarize: patient John Doe, born 1970', '{"prompt": "a"} trailing secret-text']) {
+        for (const text of [
+          '{"input":"x", "api_key": sk-live-9f8e7d6c5b4a}',
+          'Summarize: patient John Doe, born 1970',
+          '{"prompt": "a"} trailing secret-text',
+        ]) {
           const e = (await post(`${s.url}/api/traces`, text, auth)).json.error;
           expect(e.code).to.equal('invalid_json');
           expect(e.message).to.match(/^request body is not valid JSON: (syntax error|unexpected end of input)/);
@@ -180,14 +235,21 @@ for (const backend of BACKENDS) {
           expect(res.json.error.details).to.deep.equal({ limit: 64 });
         }
         const requestId = `deep-${Math.random().toString(36).slice(2)}`;
-        const ok = await post(`${s.url}/api/traces`, `{"requestId":"${requestId}","prompt":"x","metadata":${nest(62)}}`, auth);
+        const ok = await post(
+          `${s.url}/api/traces`,
+          `{"requestId":"${requestId}","prompt":"x","metadata":${nest(62)}}`,
+          auth,
+        );
         expect(ok.status).to.equal(200);
         await flushed(s);
         const got = await get(`${s.url}/api/traces/${requestId}`, auth);
         expect(got.status).to.equal(200);
         let v = got.json.trace.spans[0].attributes.metadata;
         let depth = 0;
-        while (typeof v === 'object') { v = v.a; depth++; }
+        while (typeof v === 'object') {
+          v = v.a;
+          depth++;
+        }
         expect(depth).to.equal(62);
         expect((await get(`${s.url}/api/traces/${requestId}/verification`, auth)).json).to.include({ ok: true });
       });
@@ -202,9 +264,19 @@ for (const backend of BACKENDS) {
         expect(res.status).to.equal(415);
         expect(res.json.error.code).to.equal('unsupported_media_type');
         // JSON is UTF-8: a body declared in another charset is refused rather than misread.
-        const latin1 = await post(`${s.url}/api/traces`, Buffer.from('{"prompt":"caf\xe9"}', 'latin1'), { ...auth, 'content-type': 'application/json; charset=ISO-8859-1' });
+        const latin1 = await post(`${s.url}/api/traces`, Buffer.from('{"prompt":"caf\xe9"}', 'latin1'), {
+          ...auth,
+          'content-type': 'application/json; charset=ISO-8859-1',
+        });
         expect([latin1.status, latin1.json.error.code]).to.deep.equal([415, 'unsupported_charset']);
-        expect((await post(`${s.url}/api/traces`, sample(), { ...auth, 'content-type': 'application/json; charset="UTF-8"' })).status).to.equal(200);
+        expect(
+          (
+            await post(`${s.url}/api/traces`, sample(), {
+              ...auth,
+              'content-type': 'application/json; charset="UTF-8"',
+            })
+          ).status,
+        ).to.equal(200);
       });
       it('413 over the body limit, also after decompression (gzip bomb)', async () => {
         const big = JSON.stringify(sample({ response: 'y'.repeat(70_000) }));
@@ -218,14 +290,19 @@ for (const backend of BACKENDS) {
         // A keep-alive client sends its next request after the 413: the answer said the connection closes (the
         // rest of the bomb is never read), so the client opens a new one instead of having that request reset.
         const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-        const send = (body: Buffer, headers: Record<string, string>) => new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
-          const req = request(`${s.url}/api/traces`, { method: 'POST', agent, headers: { ...auth, 'content-type': 'application/json', ...headers } }, (r) => {
-            r.resume();
-            r.on('end', () => resolve({ status: r.statusCode!, connection: r.headers.connection }));
+        const send = (body: Buffer, headers: Record<string, string>) =>
+          new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+            const req = request(
+              `${s.url}/api/traces`,
+              { method: 'POST', agent, headers: { ...auth, 'content-type': 'application/json', ...headers } },
+              (r) => {
+                r.resume();
+                r.on('end', () => resolve({ status: r.statusCode!, connection: r.headers.connection }));
+              },
+            );
+            req.on('error', reject);
+            req.end(body);
           });
-          req.on('error', reject);
-          req.end(body);
-        });
         // Big enough (gzip members of zeros, 0.5 MB in all) that the 413 is sent while most of it is still arriving.
         const zeros = gzipSync(Buffer.alloc(50 * 1024 * 1024));
         const longBomb = Buffer.concat(Array.from({ length: 10 }, () => zeros));
@@ -239,7 +316,10 @@ for (const backend of BACKENDS) {
       });
       it('accepts a gzip-encoded body', async () => {
         const body = sample();
-        const res = await post(`${s.url}/api/traces`, gzipSync(Buffer.from(JSON.stringify(body))), { ...auth, 'content-encoding': 'gzip' });
+        const res = await post(`${s.url}/api/traces`, gzipSync(Buffer.from(JSON.stringify(body))), {
+          ...auth,
+          'content-encoding': 'gzip',
+        });
         expect(res.status).to.equal(200);
         expect(res.json.trace.traceId).to.equal(body.requestId);
       });
@@ -247,7 +327,11 @@ for (const backend of BACKENDS) {
 
     describe('auth', () => {
       it('401 without a key, with a malformed key, with an unknown key', async () => {
-        for (const h of [{} as Record<string, string>, { authorization: 'Bearer nope' }, { authorization: 'Bearer tg_0123456789abcdef_' + 'A'.repeat(43) }]) {
+        for (const h of [
+          {} as Record<string, string>,
+          { authorization: 'Bearer nope' },
+          { authorization: 'Bearer tg_0123456789abcdef_' + 'A'.repeat(43) },
+        ]) {
           const res = await post(`${s.url}/api/traces`, sample(), h);
           expect(res.status).to.equal(401);
           expect(res.json.error.code).to.equal('unauthorized');
@@ -271,7 +355,9 @@ for (const backend of BACKENDS) {
         const out = await cli(s, ['keys', 'create', '--workspace', 'cli-co', '--json']);
         const created = JSON.parse(out.stdout);
         expect(created).to.have.keys('workspaceId', 'keyId', 'key');
-        expect((await post(`${s.url}/api/traces`, sample(), { authorization: `Bearer ${created.key}` })).status).to.equal(200);
+        expect(
+          (await post(`${s.url}/api/traces`, sample(), { authorization: `Bearer ${created.key}` })).status,
+        ).to.equal(200);
       });
       it('a workspace id given where a name is expected means that workspace; a new name of the id form is refused', async () => {
         const owner = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'id-owner', '--json'])).stdout);
@@ -283,8 +369,14 @@ for (const backend of BACKENDS) {
         expect(impostor.code).to.not.equal(0);
         expect(impostor.stderr).to.include('workspace ids');
         // One named so before ids were reserved still gets keys by its name.
-        await s.running.storage.createWorkspace({ id: 'ws_fedcba9876543210', name: 'ws_0123456789abcdee', createdAtMs: Date.now() });
-        const old = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'ws_0123456789abcdee', '--json'])).stdout);
+        await s.running.storage.createWorkspace({
+          id: 'ws_fedcba9876543210',
+          name: 'ws_0123456789abcdee',
+          createdAtMs: Date.now(),
+        });
+        const old = JSON.parse(
+          (await cli(s, ['keys', 'create', '--workspace', 'ws_0123456789abcdee', '--json'])).stdout,
+        );
         expect(old.workspaceId).to.equal('ws_fedcba9876543210');
         const missing = await cli(s, ['keys', 'list', '--workspace', 'no-such-co']);
         expect(missing.code).to.not.equal(0);
@@ -313,8 +405,12 @@ for (const backend of BACKENDS) {
         expect(a.json.trace.spans[0].prompt).to.equal('acme prompt');
         expect(b.json.trace.spans[0].prompt).to.equal('other prompt');
         const third = await s.key('third-co');
-        expect((await get(`${s.url}/api/traces/shared-id-1`, { authorization: `Bearer ${third.key}` })).status).to.equal(404);
-        expect((await get(`${s.url}/api/traces`, { authorization: `Bearer ${third.key}` })).json.items).to.deep.equal([]);
+        expect(
+          (await get(`${s.url}/api/traces/shared-id-1`, { authorization: `Bearer ${third.key}` })).status,
+        ).to.equal(404);
+        expect((await get(`${s.url}/api/traces`, { authorization: `Bearer ${third.key}` })).json.items).to.deep.equal(
+          [],
+        );
         expect(await s.running.storage.countSpans(wsId)).to.be.greaterThan(0);
       });
     });
@@ -326,7 +422,10 @@ for (const backend of BACKENDS) {
         expect(res.status).to.equal(207);
         expect(res.json.accepted).to.equal(2);
         expect(res.json.rejected).to.equal(1);
-        expect(res.json.results[0]).to.deep.equal({ index: 0, trace: { traceId: good.requestId, status: 'completed' } });
+        expect(res.json.results[0]).to.deep.equal({
+          index: 0,
+          trace: { traceId: good.requestId, status: 'completed' },
+        });
         expect(res.json.results[1].error.details[0].field).to.equal('1.prompt');
         await flushed(s);
         expect((await get(`${s.url}/api/traces/${good.requestId}`, auth)).status).to.equal(200);
@@ -343,7 +442,11 @@ for (const backend of BACKENDS) {
         const h = { authorization: `Bearer ${k.key}` };
         const ids: string[] = [];
         for (let i = 0; i < 7; i++) {
-          const body = sample({ requestId: `list-${i}`, environment: i % 2 ? 'prod' : 'dev', model: i < 3 ? 'gpt-4o' : 'gpt-4o-mini' });
+          const body = sample({
+            requestId: `list-${i}`,
+            environment: i % 2 ? 'prod' : 'dev',
+            model: i < 3 ? 'gpt-4o' : 'gpt-4o-mini',
+          });
           ids.push(body.requestId);
           await post(`${s.url}/api/traces`, body, h);
           await new Promise((r) => setTimeout(r, 3));
@@ -352,14 +455,21 @@ for (const backend of BACKENDS) {
         const seen: string[] = [];
         let cursor: string | null = null;
         do {
-          const page: { json: { items: Array<{ traceId: string }>; nextCursor: string | null } } = await get(`${s.url}/api/traces?limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, h);
+          const page: { json: { items: Array<{ traceId: string }>; nextCursor: string | null } } = await get(
+            `${s.url}/api/traces?limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+            h,
+          );
           seen.push(...page.json.items.map((t) => t.traceId));
           cursor = page.json.nextCursor;
         } while (cursor);
         expect(seen).to.deep.equal([...ids].reverse());
-        const prod = (await get(`${s.url}/api/traces?environment=prod`, h)).json.items.map((t: { traceId: string }) => t.traceId);
+        const prod = (await get(`${s.url}/api/traces?environment=prod`, h)).json.items.map(
+          (t: { traceId: string }) => t.traceId,
+        );
         expect(prod).to.deep.equal(['list-5', 'list-3', 'list-1']);
-        const model = (await get(`${s.url}/api/traces?model=gpt-4o`, h)).json.items.map((t: { traceId: string }) => t.traceId);
+        const model = (await get(`${s.url}/api/traces?model=gpt-4o`, h)).json.items.map(
+          (t: { traceId: string }) => t.traceId,
+        );
         expect(model).to.deep.equal(['list-2', 'list-1', 'list-0']);
         expect((await get(`${s.url}/api/traces?source=native&status=completed`, h)).json.items).to.have.length(7);
         expect((await get(`${s.url}/api/traces?from=${Date.now() + 60_000}`, h)).json.items).to.have.length(0);
@@ -374,7 +484,12 @@ for (const backend of BACKENDS) {
 
 describe('rate limiting over HTTP', function () {
   let s: TestServer;
-  before(async () => { s = await startTestServer('duckdb', { TRACEGATE_RATE_LIMIT_POINTS: '3', TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60' }); });
+  before(async () => {
+    s = await startTestServer('duckdb', {
+      TRACEGATE_RATE_LIMIT_POINTS: '3',
+      TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60',
+    });
+  });
   after(() => s.close());
   it('429 with Retry-After and X-RateLimit-Remaining, per key', async () => {
     const a = { authorization: `Bearer ${(await s.key('rl-a')).key}` };
@@ -397,7 +512,12 @@ describe('rate limiting over HTTP', function () {
 
 describe('failed authentications per client address', function () {
   let s: TestServer;
-  before(async () => { s = await startTestServer('duckdb', { TRACEGATE_AUTH_FAILURE_LIMIT: '3', TRACEGATE_AUTH_FAILURE_WINDOW_SECONDS: '60' }); });
+  before(async () => {
+    s = await startTestServer('duckdb', {
+      TRACEGATE_AUTH_FAILURE_LIMIT: '3',
+      TRACEGATE_AUTH_FAILURE_WINDOW_SECONDS: '60',
+    });
+  });
   after(() => s.close());
   it('429 past the limit, one audit record when the limit trips, and a valid key still works from the same address', async () => {
     const bad = { authorization: 'Bearer tg_0123456789abcdef_' + 'B'.repeat(43) };
@@ -413,12 +533,20 @@ describe('failed authentications per client address', function () {
     expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, good)).status).to.equal(200);
     // A throttled address cannot hide attempts on a real key from its workspace: the first one per window is audited there.
     const wrongSecret = { authorization: `Bearer tg_${victim.keyId}_${'C'.repeat(43)}` };
-    for (let i = 0; i < 3; i++) expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, wrongSecret)).status).to.equal(429);
+    for (let i = 0; i < 3; i++)
+      expect((await post(`${s.url}/api/traces`, { prompt: 'p' }, wrongSecret)).status).to.equal(429);
     await flushed(s);
     const audited = await s.running.storage.listAudit('_system', { action: 'auth.rejected', limit: 100 });
-    expect(audited.items.map((i) => JSON.parse(i.details).throttled ?? 'each')).to.have.members(['each', 'each', 'each', 'too_many_failures']);
+    expect(audited.items.map((i) => JSON.parse(i.details).throttled ?? 'each')).to.have.members([
+      'each',
+      'each',
+      'each',
+      'too_many_failures',
+    ]);
     const theirs = await s.running.storage.listAudit(victim.workspaceId, { action: 'auth.rejected', limit: 100 });
-    expect(theirs.items.map((i) => [i.actor, JSON.parse(i.details).reason, JSON.parse(i.details).throttled])).to.deep.equal([[victim.keyId, 'wrong_secret', 'too_many_failures']]);
+    expect(
+      theirs.items.map((i) => [i.actor, JSON.parse(i.details).reason, JSON.parse(i.details).throttled]),
+    ).to.deep.equal([[victim.keyId, 'wrong_secret', 'too_many_failures']]);
   });
 
   it('a throttled address gets few storage lookups: random key ids are answered 429 unchecked; a known key still works', async () => {
@@ -428,11 +556,16 @@ describe('failed authentications per client address', function () {
     const storage = s.running.storage as unknown as { getApiKey(id: string): Promise<unknown> };
     const real = storage.getApiKey;
     let lookups = 0;
-    storage.getApiKey = function (this: unknown, id: string) { lookups++; return real.call(this, id); };
+    storage.getApiKey = function (this: unknown, id: string) {
+      lookups++;
+      return real.call(this, id);
+    };
     try {
       const statuses = new Set<number>();
       for (let i = 0; i < 40; i++) {
-        const random = { authorization: `Bearer tg_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('base64url').slice(0, 43)}` };
+        const random = {
+          authorization: `Bearer tg_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('base64url').slice(0, 43)}`,
+        };
         statuses.add((await post(`${s.url}/api/traces`, { prompt: 'p' }, random)).status);
       }
       expect([...statuses]).to.deep.equal([429]);

@@ -28,8 +28,13 @@ describe('configuration', () => {
     this.timeout(120_000);
     const taken = await startTestServer('duckdb');
     try {
-      const busy = await cli(null, ['serve'], { TRACEGATE_HOST: '127.0.0.1', TRACEGATE_PORT: String(taken.running.port) });
-      expect([busy.code, busy.stderr]).to.satisfy(([code, err]: [number, string]) => code === 1 && /TRACEGATE_PORT: 127\.0\.0\.1:\d+ is already in use/.test(err));
+      const busy = await cli(null, ['serve'], {
+        TRACEGATE_HOST: '127.0.0.1',
+        TRACEGATE_PORT: String(taken.running.port),
+      });
+      expect([busy.code, busy.stderr]).to.satisfy(
+        ([code, err]: [number, string]) => code === 1 && /TRACEGATE_PORT: 127\.0\.0\.1:\d+ is already in use/.test(err),
+      );
     } finally {
       await taken.close();
     }
@@ -39,7 +44,15 @@ describe('configuration', () => {
   });
   it('has --help everywhere', async function () {
     this.timeout(240_000); // seven CLI processes one after another: slow on a loaded CI machine
-    for (const args of [['--help'], ['keys', '--help'], ['serve', '--help'], ['policy', '--help'], ['verify', '--help'], ['alerts', '--help'], ['provider', '--help']]) {
+    for (const args of [
+      ['--help'],
+      ['keys', '--help'],
+      ['serve', '--help'],
+      ['policy', '--help'],
+      ['verify', '--help'],
+      ['alerts', '--help'],
+      ['provider', '--help'],
+    ]) {
       const out = await cli(null, args);
       expect(out.code, args.join(' ')).to.equal(0);
       expect(out.stdout).to.match(/usage: tracegate/);
@@ -49,7 +62,7 @@ describe('configuration', () => {
 });
 
 describe('CLI without a running server', () => {
-  it('keys revoke also marks the key revoked in the data directory\'s last-known copy (what a start during an outage reads)', async () => {
+  it("keys revoke also marks the key revoked in the data directory's last-known copy (what a start during an outage reads)", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-revoke-'));
     try {
       const config = loadConfig({ TRACEGATE_DATA_DIR: dir });
@@ -60,7 +73,8 @@ describe('CLI without a running server', () => {
         other = await ops.createKey('revoke-offline');
         // As a server that served both keys left it.
         const copy = new LastKnown(lastKnownFile(dir));
-        for (const id of [k.keyId, other.keyId]) copy.rememberKey({ keyId: id, workspaceId: k.workspaceId, hash: 'h', createdAtMs: 1, revokedAtMs: 0 });
+        for (const id of [k.keyId, other.keyId])
+          copy.rememberKey({ keyId: id, workspaceId: k.workspaceId, hash: 'h', createdAtMs: 1, revokedAtMs: 0 });
         await copy.flush();
         expect(await ops.revokeKey(k.keyId)).to.equal(true);
       } finally {
@@ -107,14 +121,38 @@ describe('ops routes', () => {
   it('serves an OpenAPI 3.1 document of every route, from the validation schemas', async () => {
     const doc = (await get(`${s.url}/openapi.json`)).json;
     expect(doc.openapi).to.equal('3.1.0');
-    for (const p of ['/api/traces', '/api/traces/{traceId}', '/v1/traces', '/api/integrations/otlp/v1/traces', '/api/audit', '/api/alerts', '/api/analytics/usage', '/api/traces/{traceId}/verification', '/healthz', '/readyz', '/metrics']) {
+    for (const p of [
+      '/api/traces',
+      '/api/traces/{traceId}',
+      '/v1/traces',
+      '/api/integrations/otlp/v1/traces',
+      '/api/audit',
+      '/api/alerts',
+      '/api/analytics/usage',
+      '/api/traces/{traceId}/verification',
+      '/healthz',
+      '/readyz',
+      '/metrics',
+    ]) {
       expect(doc.paths, p).to.have.property(p);
     }
     const body = doc.paths['/api/traces'].post.requestBody.content['application/json'].schema;
     expect(JSON.stringify(body)).to.include('estimatedCostUsd').and.include('trainingPreferred');
-    expect(doc.paths['/api/traces'].post.responses).to.have.keys('200', '207', '400', '401', '408', '413', '415', '429', '503');
+    expect(doc.paths['/api/traces'].post.responses).to.have.keys(
+      '200',
+      '207',
+      '400',
+      '401',
+      '408',
+      '413',
+      '415',
+      '429',
+      '503',
+    );
     // OTLP errors are a google.rpc.Status, as the route answers them
-    expect(doc.paths['/v1/traces'].post.responses['400'].content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Status' });
+    expect(doc.paths['/v1/traces'].post.responses['400'].content['application/json'].schema).to.deep.equal({
+      $ref: '#/components/schemas/Status',
+    });
     expect(doc.components.schemas.Status.properties).to.have.keys('code', 'message', 'details');
   });
 
@@ -127,7 +165,9 @@ describe('ops routes', () => {
     expect(text).to.match(/tracegate_spool_bytes \d+/);
     expect(text).to.match(/tracegate_flush_batch_rows_count \d+/);
     // what only grows is a counter
-    expect(text).to.include('# TYPE tracegate_spool_syncs_total counter').and.include('# TYPE tracegate_spool_appends_total counter');
+    expect(text)
+      .to.include('# TYPE tracegate_spool_syncs_total counter')
+      .and.include('# TYPE tracegate_spool_appends_total counter');
     expect(Number(/^tracegate_spool_appends_total (\d+)/m.exec(text)?.[1])).to.be.greaterThan(0);
   });
 
@@ -143,9 +183,14 @@ describe('ops routes', () => {
     const readyzWhileFlushFails = async (err: Error) => {
       const storage = s.running.storage as unknown as Record<string, unknown>;
       const patched = ['insertSpans', 'insertSpoolFiles'];
-      for (const m of patched) storage[m] = async () => { throw err; };
+      for (const m of patched)
+        storage[m] = async () => {
+          throw err;
+        };
       try {
-        expect((await post(`${s.url}/api/traces`, { prompt: 'my-private-prompt-text', response: 'r' }, auth)).status).to.equal(200);
+        expect(
+          (await post(`${s.url}/api/traces`, { prompt: 'my-private-prompt-text', response: 'r' }, auth)).status,
+        ).to.equal(200);
         await s.running.pipeline.flush().catch(() => {});
         return await get(`${s.url}/readyz`);
       } finally {
@@ -153,12 +198,18 @@ describe('ops routes', () => {
         await s.running.pipeline.flush();
       }
     };
-    const quoted = await readyzWhileFlushFails(new Error('Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: my-private-prompt-text'));
+    const quoted = await readyzWhileFlushFails(
+      new Error(
+        'Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: my-private-prompt-text',
+      ),
+    );
     expect(quoted.json.spool.lastFlushError).to.equal('clickhouse_27');
     expect(quoted.text).to.not.include('my-private');
     expect((await get(`${s.url}/readyz`)).json.spool.lastFlushError).to.equal(null);
     // @clickhouse/client gives the server's code on the error, its message without "Code:".
-    const coded = await readyzWhileFlushFails(Object.assign(new Error('Memory limit exceeded inserting "my-private-prompt-text"'), { code: '241' }));
+    const coded = await readyzWhileFlushFails(
+      Object.assign(new Error('Memory limit exceeded inserting "my-private-prompt-text"'), { code: '241' }),
+    );
     expect(coded.json.spool.lastFlushError).to.equal('clickhouse_241');
     expect(coded.text).to.not.include('my-private');
   });
@@ -171,11 +222,17 @@ describe('ops routes', () => {
     expect(failureKind('connect failed', 'not a code')).to.equal('error');
     expect(failureKind('connect ECONNREFUSED 127.0.0.1:8123')).to.equal('ECONNREFUSED');
     expect(failureKind("ENOSPC: no space left on device, write '/srv/data/spool/0001.seg'")).to.equal('ENOSPC');
-    expect(failureKind('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded')).to.equal('clickhouse_241');
+    expect(failureKind('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded')).to.equal(
+      'clickhouse_241',
+    );
     expect(failureKind('storage call timed out after 30000 ms')).to.equal('timeout');
     expect(failureKind('Invalid Input Error: "secret text" is not valid UTF-8')).to.equal('error');
     // A word of the data is never the kind, even one that looks like an error code.
-    expect(failureKind('Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: ENOENT ENTERPRISE')).to.equal('clickhouse_27');
+    expect(
+      failureKind(
+        'Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: ENOENT ENTERPRISE',
+      ),
+    ).to.equal('clickhouse_27');
     expect(failureKind('Conversion failed for "ENTERPRISE-PLAN"')).to.equal('error');
   });
 
@@ -212,10 +269,27 @@ describe('graceful shutdown', function () {
     const storage = createStorage(config);
     await storage.init();
     const k = await createKey(storage, 'term-co');
-    const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], { env: { ...process.env, ...env }, stdio: 'ignore' });
+    const child = spawn(process.execPath, ['bin/tracegate.ts', 'serve'], {
+      env: { ...process.env, ...env },
+      stdio: 'ignore',
+    });
     try {
-      await waitReady(child, async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 'tracegate', '/dev/null');
-      for (let i = 0; i < 25; i++) expect((await post(`http://127.0.0.1:${port}/api/traces`, { requestId: `t-${i}`, prompt: 'p' }, { authorization: `Bearer ${k.key}` })).status).to.equal(200);
+      await waitReady(
+        child,
+        async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok,
+        'tracegate',
+        '/dev/null',
+      );
+      for (let i = 0; i < 25; i++)
+        expect(
+          (
+            await post(
+              `http://127.0.0.1:${port}/api/traces`,
+              { requestId: `t-${i}`, prompt: 'p' },
+              { authorization: `Bearer ${k.key}` },
+            )
+          ).status,
+        ).to.equal(200);
       expect(await storage.countSpans(k.workspaceId)).to.equal(0); // nothing flushed yet
       await terminate(child);
       expect(child.exitCode).to.equal(0);

@@ -12,18 +12,27 @@ describe('rate limiting with Redis', function () {
   let b: TestServer;
   before(async () => {
     redis = await startRedis();
-    const env = { TRACEGATE_REDIS_URL: redis.url, TRACEGATE_RATE_LIMIT_POINTS: '4', TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60' };
+    const env = {
+      TRACEGATE_REDIS_URL: redis.url,
+      TRACEGATE_RATE_LIMIT_POINTS: '4',
+      TRACEGATE_RATE_LIMIT_WINDOW_SECONDS: '60',
+    };
     a = await startTestServer('clickhouse', env);
     // A second instance on the same ClickHouse database: the same key works on both, the limit is shared.
     b = await startTestServer('clickhouse', { ...env, TRACEGATE_CLICKHOUSE_DATABASE: a.config.CLICKHOUSE_DATABASE });
   });
-  after(async () => { await a?.close(); await b?.close(); await redis?.stop(); });
+  after(async () => {
+    await a?.close();
+    await b?.close();
+    await redis?.stop();
+  });
 
   it('counts requests to either instance against one limit per key and route', async () => {
     const k = await createKey(a.running.storage, 'redis-co');
     const h = { authorization: `Bearer ${k.key}` };
     const statuses: number[] = [];
-    for (let i = 0; i < 5; i++) statuses.push((await post(`${(i % 2 ? b : a).url}/api/traces`, { prompt: 'p' }, h)).status);
+    for (let i = 0; i < 5; i++)
+      statuses.push((await post(`${(i % 2 ? b : a).url}/api/traces`, { prompt: 'p' }, h)).status);
     expect(statuses).to.deep.equal([200, 200, 200, 200, 429]);
   });
 
@@ -40,7 +49,11 @@ describe('rate limiting with Redis', function () {
       expect(Date.now() - started).to.be.below(2000);
       expect(statuses).to.deep.equal([200, 200, 200, 200, 429]);
       // a bad key's failed-authentication count does not hang either
-      const bad = await post(`${a.url}/api/traces`, { prompt: 'p' }, { authorization: 'Bearer tg_0000000000000000_bad' });
+      const bad = await post(
+        `${a.url}/api/traces`,
+        { prompt: 'p' },
+        { authorization: 'Bearer tg_0000000000000000_bad' },
+      );
       expect(bad.status).to.equal(401);
     } finally {
       redis.resume();
@@ -50,7 +63,8 @@ describe('rate limiting with Redis', function () {
     const k2 = await createKey(a.running.storage, 'redis-back-co');
     const h2 = { authorization: `Bearer ${k2.key}` };
     const statuses: number[] = [];
-    for (let i = 0; i < 5; i++) statuses.push((await post(`${(i % 2 ? b : a).url}/api/traces`, { prompt: 'p' }, h2)).status);
+    for (let i = 0; i < 5; i++)
+      statuses.push((await post(`${(i % 2 ? b : a).url}/api/traces`, { prompt: 'p' }, h2)).status);
     expect(statuses).to.deep.equal([200, 200, 200, 200, 429]);
   });
 
@@ -74,6 +88,8 @@ describe('rate limiting with Redis', function () {
 describe('TRACEGATE_REDIS_URL', () => {
   it('must be a redis:// or rediss:// URL', () => {
     expect(() => loadConfig({ TRACEGATE_REDIS_URL: 'http://localhost:6379' })).to.throw(/TRACEGATE_REDIS_URL/);
-    expect(loadConfig({ TRACEGATE_REDIS_URL: 'rediss://user:pw@cache:6380/2' }).REDIS_URL).to.equal('rediss://user:pw@cache:6380/2');
+    expect(loadConfig({ TRACEGATE_REDIS_URL: 'rediss://user:pw@cache:6380/2' }).REDIS_URL).to.equal(
+      'rediss://user:pw@cache:6380/2',
+    );
   });
 });

@@ -19,23 +19,35 @@ describe('stalled clients', function () {
   before(async () => {
     fake = await startFakeResponses();
     s = await startTestServer('duckdb', {
-      TRACEGATE_BODY_IDLE_TIMEOUT_MS: '400', TRACEGATE_SOCKET_IDLE_TIMEOUT_MS: '1500',
-      TRACEGATE_MAX_STRING_BYTES: String(8 << 20), TRACEGATE_MAX_BODY_BYTES: String(20 << 20),
-      TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
+      TRACEGATE_BODY_IDLE_TIMEOUT_MS: '400',
+      TRACEGATE_SOCKET_IDLE_TIMEOUT_MS: '1500',
+      TRACEGATE_MAX_STRING_BYTES: String(8 << 20),
+      TRACEGATE_MAX_BODY_BYTES: String(20 << 20),
+      TRACEGATE_PROVIDER_BASE_URL: fake.url,
+      TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
     });
     auth = { authorization: `Bearer ${(await s.key()).key}` };
   });
-  after(async () => { await s?.close(); await fake?.close(); });
+  after(async () => {
+    await s?.close();
+    await fake?.close();
+  });
 
   it('an upload that stops sending is answered 408 request_timeout after TRACEGATE_BODY_IDLE_TIMEOUT_MS, its bytes given back', async () => {
     const started = Date.now();
     const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(`${s.url}/api/traces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', 'content-length': '100000' } });
+      const req = request(`${s.url}/api/traces`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json', 'content-length': '100000' },
+      });
       req.on('response', (res) => {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (c: string) => (body += c));
-        res.on('end', () => { resolve({ status: res.statusCode ?? 0, body }); req.destroy(); });
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 0, body });
+          req.destroy();
+        });
       });
       req.on('error', reject);
       req.write('{"prompt":"' + 'x'.repeat(5000)); // then nothing more
@@ -48,7 +60,9 @@ describe('stalled clients', function () {
 
   it('a client that stops reading a large response is disconnected after TRACEGATE_SOCKET_IDLE_TIMEOUT_MS', async () => {
     const big = 'p'.repeat(7 << 20);
-    expect((await post(`${s.url}/api/traces`, { requestId: 'big-answer', prompt: big, response: big }, auth)).status).to.equal(200);
+    expect(
+      (await post(`${s.url}/api/traces`, { requestId: 'big-answer', prompt: big, response: big }, auth)).status,
+    ).to.equal(200);
     await s.running.pipeline.flush();
     // Paused for 5 s (more than the idle limit), then reading again: the server has given up on the response, so
     // what arrives is what the kernels had buffered, well short of the whole answer, and then the connection ends.
@@ -59,7 +73,9 @@ describe('stalled clients', function () {
         sock.pause();
         setTimeout(() => sock.resume(), 5000);
       });
-      sock.on('data', (d: Buffer) => { got += d.length; });
+      sock.on('data', (d: Buffer) => {
+        got += d.length;
+      });
       sock.on('close', () => resolve(got));
       sock.on('error', () => {}); // a reset is as good as an end here
       setTimeout(() => reject(new Error('the stalled reader was never disconnected')), 30_000).unref();
@@ -69,7 +85,11 @@ describe('stalled clients', function () {
   });
 
   it('the proxy still waits for a provider silent longer than the idle limit', async () => {
-    const res = await post(`${s.url}/api/proxy/provider/responses`, { model: 'gpt-4o-mini', input: 'hi', metadata: { delay_ms: '2500' } }, auth);
+    const res = await post(
+      `${s.url}/api/proxy/provider/responses`,
+      { model: 'gpt-4o-mini', input: 'hi', metadata: { delay_ms: '2500' } },
+      auth,
+    );
     expect(res.status, res.text).to.equal(200);
     expect(res.json.object).to.equal('response');
   });
@@ -85,7 +105,10 @@ describe('a handler slower than the idle limit', function () {
         const v = Reflect.get(target, prop, recv);
         if (typeof v !== 'function') return v;
         if (prop !== 'listTraces') return v.bind(target);
-        return async (...args: unknown[]) => { await new Promise((r) => setTimeout(r, 2500)); return (v as (...a: unknown[]) => Promise<unknown>).apply(target, args); };
+        return async (...args: unknown[]) => {
+          await new Promise((r) => setTimeout(r, 2500));
+          return (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        };
       },
     }) as Storage;
     const s = await startTestServer('duckdb', { TRACEGATE_SOCKET_IDLE_TIMEOUT_MS: '1000' }, slow);

@@ -23,14 +23,21 @@ const QUESTION = 'What is the capital of France?';
 const EMAIL_QUESTION = 'What is the capital of France? Reply to jane.doe@example.com';
 const ANSWER = 'The capital of France is Paris.';
 
-interface Sent { traceId: string; spanId: string }
+interface Sent {
+  traceId: string;
+  spanId: string;
+}
 
 for (const backend of BACKENDS) {
   describe(`OTLP logs: GenAI events on the logs signal (${backend})`, function () {
     this.timeout(120_000);
     let s: TestServer;
-    before(async () => { s = await startTestServer(backend); });
-    after(async () => { await s?.close(); });
+    before(async () => {
+      s = await startTestServer(backend);
+    });
+    after(async () => {
+      await s?.close();
+    });
 
     const exporters = (key: string, path: string) => {
       const headers = { Authorization: `Bearer ${key}` };
@@ -42,29 +49,60 @@ for (const backend of BACKENDS) {
     };
 
     /** A chat call as the openai instrumentation records it: the span has model and usage, the text is in log events. */
-    async function chatCall(key: string, logExporter: LogRecordExporter, opts: { logsFirst?: boolean; question?: string } = {}): Promise<Sent> {
+    async function chatCall(
+      key: string,
+      logExporter: LogRecordExporter,
+      opts: { logsFirst?: boolean; question?: string } = {},
+    ): Promise<Sent> {
       const ex = exporters(key, '/v1/logs');
       const resource = resourceFromAttributes({ 'service.name': 'logs-test' });
       const spans = new BasicTracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor(ex.traces)] });
-      const logs = new LoggerProvider({ resource, processors: [new SimpleLogRecordProcessor({ exporter: logExporter })] });
+      const logs = new LoggerProvider({
+        resource,
+        processors: [new SimpleLogRecordProcessor({ exporter: logExporter })],
+      });
       const tracer = spans.getTracer('@opentelemetry/instrumentation-openai', '0.22.0');
       const logger = logs.getLogger('@opentelemetry/instrumentation-openai', '0.22.0');
       const t0 = Date.now() - 2000;
       const span: Span = tracer.startSpan('chat gpt-4o-mini', {
-        kind: SpanKind.CLIENT, startTime: t0,
+        kind: SpanKind.CLIENT,
+        startTime: t0,
         attributes: {
-          'gen_ai.operation.name': 'chat', 'gen_ai.system': 'openai', 'gen_ai.request.model': 'gpt-4o-mini',
-          'gen_ai.response.model': 'gpt-4o-mini-2024-07-18', 'gen_ai.response.id': `chatcmpl-${randomBytes(4).toString('hex')}`,
-          'gen_ai.response.finish_reasons': ['stop'], 'gen_ai.usage.input_tokens': 21, 'gen_ai.usage.output_tokens': 7,
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.system': 'openai',
+          'gen_ai.request.model': 'gpt-4o-mini',
+          'gen_ai.response.model': 'gpt-4o-mini-2024-07-18',
+          'gen_ai.response.id': `chatcmpl-${randomBytes(4).toString('hex')}`,
+          'gen_ai.response.finish_reasons': ['stop'],
+          'gen_ai.usage.input_tokens': 21,
+          'gen_ai.usage.output_tokens': 7,
         },
       });
       const ctx = trace.setSpan(context.active(), span);
       const ids = { traceId: span.spanContext().traceId, spanId: span.spanContext().spanId };
       const attributes = { 'gen_ai.system': 'openai' };
       const emitLogs = () => {
-        logger.emit({ eventName: 'gen_ai.system.message', attributes: { ...attributes, 'event.name': 'gen_ai.system.message' }, body: { content: SYSTEM }, context: ctx, timestamp: t0 + 1 });
-        logger.emit({ eventName: 'gen_ai.user.message', attributes: { ...attributes, 'event.name': 'gen_ai.user.message' }, body: { content: opts.question ?? QUESTION }, context: ctx, timestamp: t0 + 1 });
-        logger.emit({ eventName: 'gen_ai.choice', attributes: { ...attributes, 'event.name': 'gen_ai.choice' }, body: { finish_reason: 'stop', index: 0, message: { content: ANSWER } }, context: ctx, timestamp: t0 + 900 });
+        logger.emit({
+          eventName: 'gen_ai.system.message',
+          attributes: { ...attributes, 'event.name': 'gen_ai.system.message' },
+          body: { content: SYSTEM },
+          context: ctx,
+          timestamp: t0 + 1,
+        });
+        logger.emit({
+          eventName: 'gen_ai.user.message',
+          attributes: { ...attributes, 'event.name': 'gen_ai.user.message' },
+          body: { content: opts.question ?? QUESTION },
+          context: ctx,
+          timestamp: t0 + 1,
+        });
+        logger.emit({
+          eventName: 'gen_ai.choice',
+          attributes: { ...attributes, 'event.name': 'gen_ai.choice' },
+          body: { finish_reason: 'stop', index: 0, message: { content: ANSWER } },
+          context: ctx,
+          timestamp: t0 + 900,
+        });
       };
       if (opts.logsFirst) emitLogs();
       span.end(t0 + 1000);
@@ -82,7 +120,10 @@ for (const backend of BACKENDS) {
       return res.json.trace as { summary: Record<string, unknown>; spans: Array<Record<string, any>> };
     };
 
-    for (const [name, logsFirst] of [['protobuf, logs after the span', false], ['JSON, logs before the span', true]] as const) {
+    for (const [name, logsFirst] of [
+      ['protobuf, logs after the span', false],
+      ['JSON, logs before the span', true],
+    ] as const) {
       it(`the model call shows the prompt and response its events carried (${name})`, async () => {
         const k = await s.key();
         const ex = exporters(k.key, '/v1/logs');
@@ -90,22 +131,40 @@ for (const backend of BACKENDS) {
         await flushed(s);
         const t = await detail(k.key, ids.traceId);
         const call = t.spans.find((x) => x.spanId === ids.spanId)!;
-        expect([call.kind, call.model, call.promptTokens, call.completionTokens]).to.deep.equal(['llm', 'gpt-4o-mini-2024-07-18', 21, 7]);
+        expect([call.kind, call.model, call.promptTokens, call.completionTokens]).to.deep.equal([
+          'llm',
+          'gpt-4o-mini-2024-07-18',
+          21,
+          7,
+        ]);
         expect(call.prompt).to.equal(`system: ${SYSTEM}\nuser: ${QUESTION}`);
         expect(call.response).to.equal(ANSWER);
         expect(call.finishReason).to.equal('stop');
         const events = t.spans.filter((x) => x.attributes['tracegate.signal'] === 'logs');
-        expect(events.map((e) => [e.name, e.kind, e.parentSpanId, e.promptTokens, e.costUsd, e.trainable]).sort()).to.deep.equal([
+        expect(
+          events.map((e) => [e.name, e.kind, e.parentSpanId, e.promptTokens, e.costUsd, e.trainable]).sort(),
+        ).to.deep.equal([
           ['gen_ai.choice', 'other', ids.spanId, 0, 0, false],
           ['gen_ai.system.message', 'other', ids.spanId, 0, 0, false],
           ['gen_ai.user.message', 'other', ids.spanId, 0, 0, false],
         ]);
-        expect(events.find((e) => e.name === 'gen_ai.choice')!.attributes['otel.log.body']).to.deep.equal({ finish_reason: 'stop', index: 0, message: { content: ANSWER } });
+        expect(events.find((e) => e.name === 'gen_ai.choice')!.attributes['otel.log.body']).to.deep.equal({
+          finish_reason: 'stop',
+          index: 0,
+          message: { content: ANSWER },
+        });
         // The summary: the call's text; usage counted once (the event spans carry none).
-        expect([t.summary.prompt, t.summary.response, t.summary.promptTokens, t.summary.completionTokens, t.summary.spanCount])
-          .to.deep.equal([call.prompt, ANSWER, 21, 7, 4]);
+        expect([
+          t.summary.prompt,
+          t.summary.response,
+          t.summary.promptTokens,
+          t.summary.completionTokens,
+          t.summary.spanCount,
+        ]).to.deep.equal([call.prompt, ANSWER, 21, 7, 4]);
         const list = await get(`${s.url}/api/traces?limit=10`, { authorization: `Bearer ${k.key}` });
-        expect(list.json.items.map((x: { traceId: string; totalTokens: number }) => [x.traceId, x.totalTokens])).to.deep.equal([[ids.traceId, 28]]);
+        expect(
+          list.json.items.map((x: { traceId: string; totalTokens: number }) => [x.traceId, x.totalTokens]),
+        ).to.deep.equal([[ids.traceId, 28]]);
       });
     }
 
@@ -121,9 +180,13 @@ for (const backend of BACKENDS) {
       const user = t.spans.find((x) => x.name === 'gen_ai.user.message')!;
       expect(JSON.stringify(user)).to.not.include('jane.doe@example.com');
       expect(user.attributes['otel.log.body'].content).to.include('[REDACTED');
-      expect(t.spans.find((x) => x.spanId === ids.spanId)!.prompt).to.match(/^system: You are terse\.\nuser: What is the capital of France\? Reply to \[REDACTED/);
+      expect(t.spans.find((x) => x.spanId === ids.spanId)!.prompt).to.match(
+        /^system: You are terse\.\nuser: What is the capital of France\? Reply to \[REDACTED/,
+      );
       const findings = await get(`${s.url}/api/findings?traceId=${ids.traceId}`, { authorization: `Bearer ${k.key}` });
-      expect(findings.json.items.map((f: { category: string; spanId: string }) => [f.category, f.spanId])).to.deep.equal([['email', user.spanId]]);
+      expect(
+        findings.json.items.map((f: { category: string; spanId: string }) => [f.category, f.spanId]),
+      ).to.deep.equal([['email', user.spanId]]);
       const v = await get(`${s.url}/api/traces/${ids.traceId}/verification`, { authorization: `Bearer ${k.key}` });
       expect([v.json.ok, v.json.problems]).to.deep.equal([true, []]);
     });
@@ -133,32 +196,74 @@ for (const backend of BACKENDS) {
       const traceId = randomBytes(16).toString('hex');
       const spanId = randomBytes(8).toString('hex');
       const body = {
-        resourceLogs: [{
-          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'raw' } }] },
-          scopeLogs: [{
-            scope: { name: 'raw-json' },
-            logRecords: [
-              { timeUnixNano: String(BigInt(Date.now()) * 1_000_000n), severityNumber: 'SEVERITY_NUMBER_INFO', eventName: 'gen_ai.client.inference.operation.details', traceId, spanId,
-                attributes: [
-                  { key: 'gen_ai.input.messages', value: { stringValue: JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'hello' }] }]) } },
-                  { key: 'gen_ai.output.messages', value: { stringValue: JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: 'hi there' }], finish_reason: 'stop' }]) } },
-                ] },
-              { observedTimeUnixNano: String(BigInt(Date.now()) * 1_000_000n), body: { stringValue: 'an application log with no span' } },
+        resourceLogs: [
+          {
+            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'raw' } }] },
+            scopeLogs: [
+              {
+                scope: { name: 'raw-json' },
+                logRecords: [
+                  {
+                    timeUnixNano: String(BigInt(Date.now()) * 1_000_000n),
+                    severityNumber: 'SEVERITY_NUMBER_INFO',
+                    eventName: 'gen_ai.client.inference.operation.details',
+                    traceId,
+                    spanId,
+                    attributes: [
+                      {
+                        key: 'gen_ai.input.messages',
+                        value: {
+                          stringValue: JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'hello' }] }]),
+                        },
+                      },
+                      {
+                        key: 'gen_ai.output.messages',
+                        value: {
+                          stringValue: JSON.stringify([
+                            {
+                              role: 'assistant',
+                              parts: [{ type: 'text', content: 'hi there' }],
+                              finish_reason: 'stop',
+                            },
+                          ]),
+                        },
+                      },
+                    ],
+                  },
+                  {
+                    observedTimeUnixNano: String(BigInt(Date.now()) * 1_000_000n),
+                    body: { stringValue: 'an application log with no span' },
+                  },
+                ],
+              },
             ],
-          }],
-        }],
+          },
+        ],
       };
       const auth = { authorization: `Bearer ${k.key}` };
       for (let i = 0; i < 2; i++) {
         const res = await post(`${s.url}/api/integrations/otlp/v1/logs`, body, auth);
         expect(res.status).to.equal(200);
         expect(res.json.partialSuccess.rejectedLogRecords).to.equal('1');
-        expect(res.json.partialSuccess.errorMessage).to.match(/^1 log record\(s\) rejected: log record #1: no span context/);
+        expect(res.json.partialSuccess.errorMessage).to.match(
+          /^1 log record\(s\) rejected: log record #1: no span context/,
+        );
       }
       await flushed(s);
       const t = await detail(k.key, traceId);
-      expect(t.spans.map((x) => [x.name, x.kind, x.parentSpanId, x.prompt, x.response, x.finishReason, x.attributes['otel.log.severity_number']]))
-        .to.deep.equal([['gen_ai.client.inference.operation.details', 'other', spanId, 'user: hello', 'hi there', 'stop', 9]]);
+      expect(
+        t.spans.map((x) => [
+          x.name,
+          x.kind,
+          x.parentSpanId,
+          x.prompt,
+          x.response,
+          x.finishReason,
+          x.attributes['otel.log.severity_number'],
+        ]),
+      ).to.deep.equal([
+        ['gen_ai.client.inference.operation.details', 'other', spanId, 'user: hello', 'hi there', 'stop', 9],
+      ]);
     });
 
     it('bad log requests get a google.rpc.Status 400 and leave the server healthy', async () => {
@@ -167,10 +272,31 @@ for (const backend of BACKENDS) {
       const res = await post(`${s.url}/v1/logs`, '{"resourceLogs":[{"scopeLogs":[{"logRecords":"nope"}]}]}', auth);
       expect([res.status, res.json.code]).to.deep.equal([400, 3]);
       expect(res.json.message).to.match(/logRecords is not an array/);
-      const deep = { resourceLogs: [{ scopeLogs: [{ logRecords: [{ traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), timeUnixNano: '1', body: nest(200) }] }] }] };
+      const deep = {
+        resourceLogs: [
+          {
+            scopeLogs: [
+              {
+                logRecords: [
+                  {
+                    traceId: randomBytes(16).toString('hex'),
+                    spanId: randomBytes(8).toString('hex'),
+                    timeUnixNano: '1',
+                    body: nest(200),
+                  },
+                ],
+              },
+            ],
+          },
+        ],
+      };
       const tooDeep = await post(`${s.url}/v1/logs`, deep, auth);
       expect([tooDeep.status, tooDeep.json.code]).to.deep.equal([400, 3]);
-      const pb = await fetch(`${s.url}/v1/logs`, { method: 'POST', headers: { ...auth, 'content-type': 'application/x-protobuf' }, body: new Uint8Array([0x0a, 0xff, 0xff]) });
+      const pb = await fetch(`${s.url}/v1/logs`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/x-protobuf' },
+        body: new Uint8Array([0x0a, 0xff, 0xff]),
+      });
       expect(pb.status).to.equal(400);
       expect((await get(`${s.url}/readyz`)).status).to.equal(200);
     });

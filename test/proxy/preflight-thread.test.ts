@@ -12,12 +12,20 @@ describe('proxy preflight thread', function () {
   const secret = 'sk-proj-Ab3dEf7hIj9kLmN0pQrStUvWxYz12345678901234567890AbCd';
 
   for (const [name, policy] of [
-    ['redact (rewritten bytes come back)', parsePolicy({ version: 1, actions: { email: 'redact', api_key: 'redact' } })],
+    [
+      'redact (rewritten bytes come back)',
+      parsePolicy({ version: 1, actions: { email: 'redact', api_key: 'redact' } }),
+    ],
     ['block', parsePolicy({ version: 1, actions: { api_key: 'block' } })],
-    ['flag (the caller\'s bytes forwarded as sent)', parsePolicy({ version: 1 })],
+    ["flag (the caller's bytes forwarded as sent)", parsePolicy({ version: 1 })],
   ] as const) {
     it(`answers as the inline preflight does: ${name}`, async () => {
-      const body = { model: 'gpt-4o-mini', instructions: 'mail ann@example.com', input: `${filler} key ${secret} ${filler}`, metadata: { 'bob@example.com': 'x' } };
+      const body = {
+        model: 'gpt-4o-mini',
+        instructions: 'mail ann@example.com',
+        input: `${filler} key ${secret} ${filler}`,
+        metadata: { 'bob@example.com': 'x' },
+      };
       const raw = Buffer.from(JSON.stringify(body));
       expect(raw.length).to.be.greaterThan(OFFLOAD_BYTES);
       const inline = preflight(policy, raw, body, 'prod');
@@ -29,7 +37,8 @@ describe('proxy preflight thread', function () {
       expect(offloaded.attributes).to.deep.equal(inline.attributes);
       expect(offloaded.result).to.deep.equal(inline.result);
       // Rewritten when redacted; otherwise the caller's own buffer (a blocked body is never sent).
-      if (inline.decision === 'redact') expect(offloaded.forward.toString()).to.not.include(secret).and.not.include('bob@example.com');
+      if (inline.decision === 'redact')
+        expect(offloaded.forward.toString()).to.not.include(secret).and.not.include('bob@example.com');
       else expect(offloaded.forward).to.equal(raw);
     });
   }

@@ -15,12 +15,19 @@ describe('proxy string limits', function () {
   let wsId: string;
   before(async () => {
     fake = await startFakeResponses();
-    s = await startTestServer('duckdb', { TRACEGATE_PROVIDER_BASE_URL: fake.url, TRACEGATE_PROVIDER_API_KEY: 'sk-fake', TRACEGATE_MAX_STRING_BYTES: '64' });
+    s = await startTestServer('duckdb', {
+      TRACEGATE_PROVIDER_BASE_URL: fake.url,
+      TRACEGATE_PROVIDER_API_KEY: 'sk-fake',
+      TRACEGATE_MAX_STRING_BYTES: '64',
+    });
     const k = await s.key('proxy-limits');
     auth = { authorization: `Bearer ${k.key}` };
     wsId = k.workspaceId;
   });
-  after(async () => { await s.close(); await fake.close(); });
+  after(async () => {
+    await s.close();
+    await fake.close();
+  });
 
   async function stored(traceId: string) {
     await flushed(s);
@@ -29,16 +36,28 @@ describe('proxy string limits', function () {
     return res.json.trace.spans[0];
   }
 
-  for (const [header, name] of [['x-tracegate-environment', 'X-Tracegate-Environment'], ['x-tracegate-action', 'X-Tracegate-Action']] as const) {
+  for (const [header, name] of [
+    ['x-tracegate-environment', 'X-Tracegate-Environment'],
+    ['x-tracegate-action', 'X-Tracegate-Action'],
+  ] as const) {
     it(`400 in the provider's shape for ${name} over 256 characters, before anything is forwarded or stored`, async () => {
       const forwarded = fake.requests.length;
       const before = (await s.running.storage.listTraces(wsId, { limit: 1000 })).items.length;
       for (const length of [257, 10_000]) {
-        const res = await post(`${s.url}${PATH}`, { model: 'gpt-4o-mini', input: 'hi' }, { ...auth, [header]: 'e'.repeat(length) });
+        const res = await post(
+          `${s.url}${PATH}`,
+          { model: 'gpt-4o-mini', input: 'hi' },
+          { ...auth, [header]: 'e'.repeat(length) },
+        );
         expect(res.status).to.equal(400);
-        expect(res.json).to.deep.equal({ error: {
-          message: `${name} is ${length} characters long; the limit is 256`, type: 'invalid_request_error', param: name, code: 'invalid_header',
-        } });
+        expect(res.json).to.deep.equal({
+          error: {
+            message: `${name} is ${length} characters long; the limit is 256`,
+            type: 'invalid_request_error',
+            param: name,
+            code: 'invalid_header',
+          },
+        });
         expect(res.headers.get('x-trace-id')).to.equal(null);
       }
       expect(fake.requests.length).to.equal(forwarded);
@@ -46,7 +65,11 @@ describe('proxy string limits', function () {
       expect((await s.running.storage.listTraces(wsId, { limit: 1000 })).items.length).to.equal(before);
 
       // 256 is the limit itself: forwarded and stored as sent.
-      const ok = await post(`${s.url}${PATH}`, { model: 'gpt-4o-mini', input: 'hi' }, { ...auth, [header]: 'e'.repeat(256) });
+      const ok = await post(
+        `${s.url}${PATH}`,
+        { model: 'gpt-4o-mini', input: 'hi' },
+        { ...auth, [header]: 'e'.repeat(256) },
+      );
       expect(ok.status, ok.text).to.equal(200);
       const sp = await stored(ok.headers.get('x-trace-id')!);
       expect(sp[header === 'x-tracegate-environment' ? 'environment' : 'actionName']).to.equal('e'.repeat(256));
@@ -68,7 +91,11 @@ describe('proxy string limits', function () {
 
   it('cuts a streamed answer the same way, and never inside a UTF-8 character', async () => {
     const input = '\u20ac'.repeat(2000); // 3 bytes each: 21 fit in 64
-    const res = await fetch(`${s.url}${PATH}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o-mini', input, stream: true }) });
+    const res = await fetch(`${s.url}${PATH}`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', input, stream: true }),
+    });
     expect(res.status).to.equal(200);
     const events = await res.text();
     expect(events).to.include('response.completed');
@@ -90,9 +117,26 @@ describe('proxy string limits', function () {
 
 describe('mapProxy string limit', () => {
   const exchange = (prompt: string, text: string): ProxyExchange => ({
-    workspaceId: 'w', traceId: 't'.repeat(32), spanId: 's'.repeat(16), parentSpanId: '', startMs: 1000, endMs: 2000,
-    request: { model: 'm' }, prompt, provider: 'openai', environment: '', actionName: '', stream: false, attributes: { 'tracegate.truncated': ['earlier'] },
-    outcome: { kind: 'upstream', httpStatus: 200, requestId: '', stream: null, body: { status: 'completed', output: [{ type: 'message', content: [{ type: 'output_text', text }] }] } },
+    workspaceId: 'w',
+    traceId: 't'.repeat(32),
+    spanId: 's'.repeat(16),
+    parentSpanId: '',
+    startMs: 1000,
+    endMs: 2000,
+    request: { model: 'm' },
+    prompt,
+    provider: 'openai',
+    environment: '',
+    actionName: '',
+    stream: false,
+    attributes: { 'tracegate.truncated': ['earlier'] },
+    outcome: {
+      kind: 'upstream',
+      httpStatus: 200,
+      requestId: '',
+      stream: null,
+      body: { status: 'completed', output: [{ type: 'message', content: [{ type: 'output_text', text }] }] },
+    },
   });
 
   it('appends its marks to any already there, and without limits keeps everything', () => {

@@ -10,8 +10,12 @@ import { MapStorage, TestLogger, WS, crashChild, removeDir, tempDir, testConfig 
 describe('pipeline crash (SIGKILL child)', function () {
   this.timeout(120_000);
   let dir: string;
-  beforeEach(async () => { dir = await tempDir(); });
-  afterEach(async () => { await removeDir(dir); });
+  beforeEach(async () => {
+    dir = await tempDir();
+  });
+  afterEach(async () => {
+    await removeDir(dir);
+  });
 
   async function replay(storage: MapStorage): Promise<void> {
     const p = new Pipeline({ config: testConfig(join(dir, 'collector')), storage, logger: new TestLogger() });
@@ -27,7 +31,8 @@ describe('pipeline crash (SIGKILL child)', function () {
       expect(acked.size).to.be.at.least(killAfter);
       const storage = new MapStorage();
       await replay(storage);
-      for (const i of acked) expect(storage.spans.has(`${WS}/trace-${Math.floor(i / 10)}/span-${i}`), `span-${i}`).to.equal(true);
+      for (const i of acked)
+        expect(storage.spans.has(`${WS}/trace-${Math.floor(i / 10)}/span-${i}`), `span-${i}`).to.equal(true);
       expect([...storage.deliveries.values()].every((n) => n === 1)).to.equal(true);
     }
   });
@@ -42,13 +47,20 @@ describe('pipeline crash (SIGKILL child)', function () {
       const before: SpanRecord[] = [];
       if (existsSync(file)) {
         for (const line of readFileSync(file, 'utf8').split('\n')) {
-          try { before.push(JSON.parse(line) as SpanRecord); } catch { /* torn by the kill */ }
+          try {
+            before.push(JSON.parse(line) as SpanRecord);
+          } catch {
+            /* torn by the kill */
+          }
         }
       }
       await storage.insertSpans(before);
       await replay(storage);
-      for (const i of acked) expect(storage.spans.has(`${WS}/trace-${Math.floor(i / 10)}/span-${i}`), `span-${i}`).to.equal(true);
-      expect(await storage.countSpans(WS)).to.be.at.least(acked.size).and.at.most(5000);
+      for (const i of acked)
+        expect(storage.spans.has(`${WS}/trace-${Math.floor(i / 10)}/span-${i}`), `span-${i}`).to.equal(true);
+      expect(await storage.countSpans(WS))
+        .to.be.at.least(acked.size)
+        .and.at.most(5000);
     }
   });
 });

@@ -17,20 +17,30 @@ describe('pipeline on DuckDbStorage', function () {
     return p;
   };
 
-  beforeEach(async () => { dir = await tempDir(); storage = await openStorage(); });
-  afterEach(async () => { await storage.close(); await removeDir(dir); });
+  beforeEach(async () => {
+    dir = await tempDir();
+    storage = await openStorage();
+  });
+  afterEach(async () => {
+    await storage.close();
+    await removeDir(dir);
+  });
 
   it('one insertSpans per flush for many concurrent ingests; readable after flush()', async () => {
     const calls: number[] = [];
     const insert = storage.insertSpans.bind(storage);
-    storage.insertSpans = async (rows) => { calls.push(rows.length); await insert(rows); };
+    storage.insertSpans = async (rows) => {
+      calls.push(rows.length);
+      await insert(rows);
+    };
     const p = await pipeline(storage);
     await Promise.all(Array.from({ length: 500 }, (_, i) => p.ingest([span(i)])));
     await p.flush();
     expect(calls).to.deep.equal([500]);
     expect(await storage.countSpans(WS)).to.equal(500);
     expect((await storage.getTrace(WS, 'trace-7')).map((r) => r.spanId).sort()).to.deep.equal(
-      Array.from({ length: 10 }, (_, i) => `span-${70 + i}`).sort());
+      Array.from({ length: 10 }, (_, i) => `span-${70 + i}`).sort(),
+    );
     await p.close();
   });
 
@@ -68,7 +78,8 @@ describe('pipeline on DuckDbStorage', function () {
       expect(stored).to.be.at.least(acked.size).and.at.most(3000);
       // Per trace: every acked span present, none twice.
       const traces = new Map<string, number[]>();
-      for (const i of acked) traces.set(`trace-${Math.floor(i / 10)}`, [...(traces.get(`trace-${Math.floor(i / 10)}`) ?? []), i]);
+      for (const i of acked)
+        traces.set(`trace-${Math.floor(i / 10)}`, [...(traces.get(`trace-${Math.floor(i / 10)}`) ?? []), i]);
       for (const [traceId, ids] of traces) {
         const got = (await storage.getTrace(WS, traceId)).map((s) => s.spanId);
         expect(new Set(got).size, traceId).to.equal(got.length);

@@ -22,7 +22,9 @@ export async function openDuckDb(dir: string): Promise<DuckDbStorage> {
  * TEST DOUBLE: the span write/read part of Storage in a Map, to unit-test the spool and
  * writer without a database. `fail` makes inserts throw, `hang` makes them never settle.
  */
-export class MapStorage implements Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping' | 'getTrace' | 'countSpans'> {
+export class MapStorage
+  implements Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping' | 'getTrace' | 'countSpans'>
+{
   readonly spans = new Map<string, SpanRecord>();
   /** Enrichment records in insert order. */
   readonly enrichment: EnrichmentRecord[] = [];
@@ -33,7 +35,9 @@ export class MapStorage implements Pick<Storage, 'insertSpans' | 'insertEnrichme
   fail = false;
   hang = false;
 
-  async ping(): Promise<boolean> { return !this.fail; }
+  async ping(): Promise<boolean> {
+    return !this.fail;
+  }
   async insertSpans(rows: SpanRecord[]): Promise<void> {
     this.inserts.push(rows.length);
     if (this.hang) return new Promise(() => {});
@@ -89,9 +93,15 @@ export function testConfig(dataDir: string, over: Partial<Record<keyof Config, s
 /** Collects log calls; pino-compatible enough for the pipeline. */
 export class TestLogger {
   readonly lines: Array<{ level: string; obj: object; msg?: string }> = [];
-  info(obj: object, msg?: string): void { this.lines.push({ level: 'info', obj, msg }); }
-  warn(obj: object, msg?: string): void { this.lines.push({ level: 'warn', obj, msg }); }
-  error(obj: object, msg?: string): void { this.lines.push({ level: 'error', obj, msg }); }
+  info(obj: object, msg?: string): void {
+    this.lines.push({ level: 'info', obj, msg });
+  }
+  warn(obj: object, msg?: string): void {
+    this.lines.push({ level: 'warn', obj, msg });
+  }
+  error(obj: object, msg?: string): void {
+    this.lines.push({ level: 'error', obj, msg });
+  }
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -107,12 +117,21 @@ export async function until(cond: () => boolean | Promise<boolean>, timeoutMs = 
 const CHILD = fileURLToPath(new URL('./fixtures/child.ts', import.meta.url));
 
 /** Run the crash child until `killAfter` acks (or it finishes), SIGKILL it, return the acked indexes. */
-export async function crashChild(dataDir: string, storageMode: string, total: number, killAfter: number): Promise<Set<number>> {
-  const child = spawn(process.execPath, [CHILD, dataDir, storageMode, String(total), '16'], { stdio: ['ignore', 'pipe', 'pipe'] });
+export async function crashChild(
+  dataDir: string,
+  storageMode: string,
+  total: number,
+  killAfter: number,
+): Promise<Set<number>> {
+  const child = spawn(process.execPath, [CHILD, dataDir, storageMode, String(total), '16'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const acked = new Set<number>();
   let stderr = '';
   let buf = '';
-  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   await new Promise<void>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => {
       buf += d.toString();
@@ -124,8 +143,9 @@ export async function crashChild(dataDir: string, storageMode: string, total: nu
         if (acked.size >= killAfter || line === 'done') child.kill('SIGKILL');
       }
     });
-    child.on('exit', (code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`))));
+    child.on('exit', (code, signal) =>
+      signal === 'SIGKILL' ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`)),
+    );
   });
   return acked;
 }
-

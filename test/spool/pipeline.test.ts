@@ -22,7 +22,11 @@ describe('pipeline (writer + spool)', () => {
   }
   const segmentFiles = async () => (await readdir(join(dir, 'spool'))).filter((n) => n.endsWith('.seg'));
 
-  beforeEach(async () => { dir = await tempDir(); storage = new MapStorage(); log = new TestLogger(); });
+  beforeEach(async () => {
+    dir = await tempDir();
+    storage = new MapStorage();
+    log = new TestLogger();
+  });
   afterEach(async () => {
     storage.fail = false;
     storage.hang = false;
@@ -41,7 +45,14 @@ describe('pipeline (writer + spool)', () => {
     expect(await storage.countSpans(WS)).to.equal(300);
     expect(await segmentFiles()).to.deep.equal([]); // flushed segments are deleted
     const s = p.stats();
-    expect(s).to.include({ pendingRows: 0, spoolBytes: 0, lastFlushRows: 300, storageHealthy: true, flushedTotal: 300, lastFlushError: null });
+    expect(s).to.include({
+      pendingRows: 0,
+      spoolBytes: 0,
+      lastFlushRows: 300,
+      storageHealthy: true,
+      flushedTotal: 300,
+      lastFlushError: null,
+    });
   });
 
   it('flushes on the timer', async () => {
@@ -115,13 +126,18 @@ describe('pipeline (writer + spool)', () => {
   it('keeps accepting into the spool while storage is down and flushes in order once it recovers', async () => {
     const inserted: string[] = [];
     const orig = storage.insertSpans.bind(storage);
-    storage.insertSpans = async (rows) => { await orig(rows); for (const r of rows) inserted.push(r.spanId); };
+    storage.insertSpans = async (rows) => {
+      await orig(rows);
+      for (const r of rows) inserted.push(r.spanId);
+    };
     const p = await pipeline();
     storage.fail = true;
     for (let batch = 0; batch < 3; batch++) {
       await Promise.all(Array.from({ length: 10 }, (_, i) => p.ingest([span(batch * 10 + i)])));
       let err: unknown;
-      await p.flush().catch((e: unknown) => { err = e; });
+      await p.flush().catch((e: unknown) => {
+        err = e;
+      });
       expect(err).to.be.instanceOf(Error);
     }
     const s = p.stats();
@@ -174,7 +190,11 @@ describe('pipeline (writer + spool)', () => {
     let acked = 0;
     let refused: unknown;
     for (let i = 0; i < 5000 && !refused; i++) {
-      try { acked += (await p.ingest([span(i, 4096)])).accepted; } catch (e) { refused = e; }
+      try {
+        acked += (await p.ingest([span(i, 4096)])).accepted;
+      } catch (e) {
+        refused = e;
+      }
     }
     expect(refused).to.be.instanceOf(BackpressureError);
     expect((refused as BackpressureError).status).to.equal(503);
@@ -194,7 +214,9 @@ describe('pipeline (writer + spool)', () => {
     await p.flush();
     await rm(join(dir, 'spool'), { recursive: true });
     let err: unknown;
-    await p.ingest([span(2)]).catch((e: unknown) => { err = e; });
+    await p.ingest([span(2)]).catch((e: unknown) => {
+      err = e;
+    });
     expect(err).to.be.instanceOf(BackpressureError);
     expect(p.stats().pendingRows).to.equal(0);
   });
@@ -207,7 +229,9 @@ describe('pipeline (writer + spool)', () => {
     expect(storage.spans.size).to.equal(50);
     expect(await segmentFiles()).to.deep.equal([]);
     let err: unknown;
-    await p.ingest([span(99)]).catch((e: unknown) => { err = e; });
+    await p.ingest([span(99)]).catch((e: unknown) => {
+      err = e;
+    });
     expect(err).to.be.instanceOf(BackpressureError);
   });
 
@@ -234,7 +258,11 @@ describe('pipeline (writer + spool)', () => {
     storage.insertSpans = async (rows) => {
       maxRunning = Math.max(maxRunning, ++running);
       await new Promise((r) => setTimeout(r, 20));
-      try { await orig(rows); } finally { running--; }
+      try {
+        await orig(rows);
+      } finally {
+        running--;
+      }
     };
     const p = await pipeline({ FLUSH_INTERVAL_MS: '10' });
     const work: Promise<unknown>[] = [];
@@ -259,20 +287,28 @@ describe('insertSpoolFiles (the storage thread reading sealed segments)', () => 
       const spool = new Spool({ dir: join(dir, 'spool'), fsync: false });
       spool.open();
       // One segment of 40 frames of 5 spans (~5 KiB a frame), one of 3 frames.
-      for (let f = 0; f < 40; f++) await spool.append(encodeFrame(Array.from({ length: 5 }, (_, i) => span(f * 5 + i))), 5);
+      for (let f = 0; f < 40; f++)
+        await spool.append(encodeFrame(Array.from({ length: 5 }, (_, i) => span(f * 5 + i))), 5);
       const [first] = spool.seal();
-      for (let f = 40; f < 43; f++) await spool.append(encodeFrame(Array.from({ length: 5 }, (_, i) => span(f * 5 + i))), 5);
+      for (let f = 40; f < 43; f++)
+        await spool.append(encodeFrame(Array.from({ length: 5 }, (_, i) => span(f * 5 + i))), 5);
       const [second] = spool.close();
       const storage = new MapStorage();
       const order: string[] = [];
       const insert = storage.insertSpans.bind(storage);
-      storage.insertSpans = async (rows) => { for (const r of rows) order.push(r.spanId); await insert(rows); };
+      storage.insertSpans = async (rows) => {
+        for (const r of rows) order.push(r.spanId);
+        await insert(rows);
+      };
       const res = await insertSpoolFiles(storage, [first!.path, second!.path], 1000, false, 20 * 1024);
       // An insert closes with the frame that reaches 20 KiB; the second file's rows follow on in the same one.
       const frameBytes = encodeFrame(Array.from({ length: 5 }, (_, i) => span(100 + i))).length;
       const per = 5 * Math.ceil((20 * 1024) / frameBytes);
       expect(per).to.be.within(15, 30);
-      expect(storage.inserts).to.deep.equal([...Array(Math.floor(215 / per)).fill(per), ...(215 % per ? [215 % per] : [])]);
+      expect(storage.inserts).to.deep.equal([
+        ...Array(Math.floor(215 / per)).fill(per),
+        ...(215 % per ? [215 % per] : []),
+      ]);
       expect(res.chunks.map((c) => c.rows)).to.deep.equal(storage.inserts);
       expect(order).to.deep.equal(Array.from({ length: 215 }, (_, i) => `span-${i}`));
       const byRows = new MapStorage();

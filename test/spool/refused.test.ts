@@ -15,29 +15,44 @@ import { lockDataDir } from '../../collector/data-dir-lock.ts';
 import { requeueRefused } from '../../collector/refused.ts';
 import { decodeFrames } from '../../collector/spool.ts';
 
-const refusedFiles = async (dir: string) => (existsSync(join(dir, 'refused')) ? await readdir(join(dir, 'refused')) : []);
+const refusedFiles = async (dir: string) =>
+  existsSync(join(dir, 'refused')) ? await readdir(join(dir, 'refused')) : [];
 
 for (const [name, factory] of CONTRACT_BACKENDS) {
   describe(`refused records set aside (${name})`, function () {
     this.timeout(120_000);
     let h: StoreHarness;
     let dir: string;
-    before(async () => { h = await factory(); dir = await tempDir(); });
-    after(async () => { await h.destroy(); await removeDir(dir); });
+    before(async () => {
+      h = await factory();
+      dir = await tempDir();
+    });
+    after(async () => {
+      await h.destroy();
+      await removeDir(dir);
+    });
 
     it('stores the rest, writes the refused record with its reason to DATA_DIR/refused, and carries on', async () => {
       const refusedRows: number[] = [];
       const p = new Pipeline({
         config: testConfig(dir, { FLUSH_INTERVAL_MS: '20', ISOLATE_AFTER_FAILURES: '2' }),
-        storage: h.storage, logger: new TestLogger(), onRefused: (n) => refusedRows.push(n),
+        storage: h.storage,
+        logger: new TestLogger(),
+        onRefused: (n) => refusedRows.push(n),
       });
       await p.start();
       try {
         const bad = { ...span(1000), spanId: 'bad-span', startTimeNs: 'soon' }; // bypasses the mappers' checks
-        await Promise.all([...Array.from({ length: 30 }, (_, i) => p.ingest([span(i)])), p.ingest([span(30), bad, span(31)])]);
+        await Promise.all([
+          ...Array.from({ length: 30 }, (_, i) => p.ingest([span(i)])),
+          p.ingest([span(30), bad, span(31)]),
+        ]);
         await until(async () => refusedRows.length === 1 && (await h.storage.countSpans(WS)) === 32, 30_000);
         const [file] = await refusedFiles(dir);
-        const lines = (await readFile(join(dir, 'refused', file!), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+        const lines = (await readFile(join(dir, 'refused', file!), 'utf8'))
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l));
         expect(lines).to.have.length(1);
         expect(lines[0].record).to.include({ spanId: 'bad-span', startTimeNs: 'soon' });
         expect(lines[0].error).to.match(/startTimeNs/);
@@ -55,13 +70,19 @@ for (const [name, factory] of CONTRACT_BACKENDS) {
 
 describe('refused records: outages are not refusals', () => {
   let dir: string;
-  beforeEach(async () => { dir = await tempDir(); });
+  beforeEach(async () => {
+    dir = await tempDir();
+  });
   afterEach(() => removeDir(dir));
 
   it('storage down (ping fails): nothing is set aside, everything is stored once it returns', async () => {
     const storage = new MapStorage();
     storage.fail = true;
-    const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+    const p = new Pipeline({
+      config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }),
+      storage,
+      logger: new TestLogger(),
+    });
     await p.start();
     await Promise.all(Array.from({ length: 20 }, (_, i) => p.ingest([span(i)])));
     await until(() => storage.inserts.length >= 4, 15_000);
@@ -83,7 +104,11 @@ describe('refused records: outages are not refusals', () => {
     };
     const rows = [...Array.from({ length: 8 }, (_, i) => span(i)), { ...span(99), spanId: 'bad' }];
     let err: unknown;
-    try { await insertIsolating(storage, rows); } catch (e) { err = e; }
+    try {
+      await insertIsolating(storage, rows);
+    } catch (e) {
+      err = e;
+    }
     expect((err as { code?: string }).code).to.equal('252'); // propagated: the rows stay spooled
   });
 
@@ -94,11 +119,18 @@ describe('refused records: outages are not refusals', () => {
       if (rows.some((r) => r.spanId === 'bad')) throw new RangeError('startTimeNs is not a decimal uint64 (test)');
       await insert(rows);
     };
-    const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+    const p = new Pipeline({
+      config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }),
+      storage,
+      logger: new TestLogger(),
+    });
     const writer = p as unknown as { remove(seg: Segment): Promise<void> };
     const remove = writer.remove.bind(p);
     let removes = 0;
-    writer.remove = async (seg) => { if (removes++ === 0) throw new Error('crash before remove (test)'); await remove(seg); };
+    writer.remove = async (seg) => {
+      if (removes++ === 0) throw new Error('crash before remove (test)');
+      await remove(seg);
+    };
     await p.start();
     await p.ingest([span(1), { ...span(2), spanId: 'bad' }, span(3)]);
     await until(() => removes >= 2 && p.stats().pendingRows === 0, 15_000);
@@ -113,11 +145,16 @@ describe('refused records: outages are not refusals', () => {
     const storage = new MapStorage();
     const insert = storage.insertSpans.bind(storage);
     storage.insertSpans = async (rows) => {
-      if (rows.some((r) => r.spanId.startsWith('bad'))) throw new RangeError('startTimeNs is not a decimal uint64 (test)');
+      if (rows.some((r) => r.spanId.startsWith('bad')))
+        throw new RangeError('startTimeNs is not a decimal uint64 (test)');
       await insert(rows);
     };
     for (const run of [1, 2]) {
-      const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+      const p = new Pipeline({
+        config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }),
+        storage,
+        logger: new TestLogger(),
+      });
       await p.start();
       await p.ingest([span(run * 10), { ...span(run * 10 + 1), spanId: `bad-${run}` }]);
       await until(() => p.stats().pendingRows === 0, 15_000);
@@ -133,8 +170,15 @@ describe('refused records: outages are not refusals', () => {
     const storage = new MapStorage();
     let refuse = true;
     const insert = storage.insertSpans.bind(storage);
-    storage.insertSpans = async (rows) => { if (refuse) throw new Error('Code: 252. DB::Exception: Too many parts (test)'); await insert(rows); };
-    const p = new Pipeline({ config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }), storage, logger: new TestLogger() });
+    storage.insertSpans = async (rows) => {
+      if (refuse) throw new Error('Code: 252. DB::Exception: Too many parts (test)');
+      await insert(rows);
+    };
+    const p = new Pipeline({
+      config: testConfig(dir, { FLUSH_INTERVAL_MS: '10', ISOLATE_AFTER_FAILURES: '1' }),
+      storage,
+      logger: new TestLogger(),
+    });
     await p.start();
     await Promise.all(Array.from({ length: 8 }, (_, i) => p.ingest([span(i)])));
     await until(() => p.stats().lastFlushError !== null, 15_000);
@@ -200,13 +244,21 @@ describe('tracegate refused list | requeue', function () {
       await mkdir(join(dir, 'refused'));
       const out = createWriteStream(join(dir, 'refused', '000000000001-big.ndjson'));
       for (let i = 0; i < 80_000; i++) {
-        if (!out.write(JSON.stringify({ atMs: 1, error: i ? 'later' : 'the first error', record: span(i, 1024) }) + '\n')) await new Promise<void>((r) => out.once('drain', () => r()));
+        if (
+          !out.write(JSON.stringify({ atMs: 1, error: i ? 'later' : 'the first error', record: span(i, 1024) }) + '\n')
+        )
+          await new Promise<void>((r) => out.once('drain', () => r()));
       }
       await new Promise<void>((r) => out.end(() => r()));
       // read whole (readFile, then split), the file alone took more than the heap: 600 MB could not be read at all
-      const list = await cli(null, ['refused', 'list', '--json'], { TRACEGATE_DATA_DIR: dir, NODE_OPTIONS: '--max-old-space-size=48' });
+      const list = await cli(null, ['refused', 'list', '--json'], {
+        TRACEGATE_DATA_DIR: dir,
+        NODE_OPTIONS: '--max-old-space-size=48',
+      });
       expect(list.code, list.stderr.slice(0, 500)).to.equal(0);
-      expect(JSON.parse(list.stdout)).to.deep.equal([{ name: '000000000001-big.ndjson', records: 80_000, firstError: 'the first error' }]);
+      expect(JSON.parse(list.stdout)).to.deep.equal([
+        { name: '000000000001-big.ndjson', records: 80_000, firstError: 'the first error' },
+      ]);
 
       expect(await requeueRefused(dir, [], 8 * 1024 * 1024)).to.deep.equal({ files: 1, records: 80_000 });
       const segments = (await readdir(join(dir, 'spool'))).sort();

@@ -4,7 +4,15 @@ import { expect } from 'chai';
 import { appendFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { closeSync, constants, openSync, readSync } from 'node:fs';
-import { FrameArena, Spool, decodeFrames, encodeFrame, loadSegment, serializeRecords, type Segment } from '../../collector/spool.ts';
+import {
+  FrameArena,
+  Spool,
+  decodeFrames,
+  encodeFrame,
+  loadSegment,
+  serializeRecords,
+  type Segment,
+} from '../../collector/spool.ts';
 import { TestLogger, removeDir, span, tempDir } from './helpers.ts';
 
 describe('spool', () => {
@@ -17,8 +25,13 @@ describe('spool', () => {
     return s;
   };
   const sealedOf = (s: Spool) => recovered.get(s)!;
-  beforeEach(async () => { dir = join(await tempDir(), 'spool'); log = new TestLogger(); });
-  afterEach(async () => { await removeDir(join(dir, '..')); });
+  beforeEach(async () => {
+    dir = join(await tempDir(), 'spool');
+    log = new TestLogger();
+  });
+  afterEach(async () => {
+    await removeDir(join(dir, '..'));
+  });
 
   it('round-trips frames and counts rows', () => {
     const a = encodeFrame([span(1), span(2)]);
@@ -37,7 +50,9 @@ describe('spool', () => {
     arena.addFrame(encodeFrame([big(3)]));
     arena.add([known], serializeRecords([known]));
     const first = arena.take();
-    expect(first.equals(Buffer.concat([encodeFrame([big(1), big(2)]), encodeFrame([big(3)]), encodeFrame([known])]))).to.equal(true);
+    expect(
+      first.equals(Buffer.concat([encodeFrame([big(1), big(2)]), encodeFrame([big(3)]), encodeFrame([known])])),
+    ).to.equal(true);
     const copy = Buffer.from(first);
     expect(arena.size).to.equal(0);
     for (let i = 10; i < 40; i++) arena.add([big(i)]); // grows the other buffer many times over, frames kept whole
@@ -47,7 +62,9 @@ describe('spool', () => {
     arena.truncate(mark); // an encoding that failed drops only its own frames
     const second = decodeFrames(arena.take());
     expect(second.error).to.equal(null);
-    expect(second.records.map((r) => (r as SpanRecord).prompt)).to.deep.equal(Array.from({ length: 30 }, (_, k) => big(10 + k).prompt));
+    expect(second.records.map((r) => (r as SpanRecord).prompt)).to.deep.equal(
+      Array.from({ length: 30 }, (_, k) => big(10 + k).prompt),
+    );
     arena.add([big(50)]);
     arena.truncate(); // a failed write's later frames
     arena.add([big(51)]);
@@ -90,7 +107,10 @@ describe('spool', () => {
     expect(segs.map((x) => x.rows)).to.deep.equal([2, 1]);
     const rows = [...(await loadSegment(segs[0]!)), ...(await loadSegment(segs[1]!))];
     expect(rows.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1', 'span-2', 'span-3']);
-    expect(segs.map((x) => x.bytes)).to.deep.equal([(await stat(segs[0]!.path)).size, (await stat(segs[1]!.path)).size]);
+    expect(segs.map((x) => x.bytes)).to.deep.equal([
+      (await stat(segs[0]!.path)).size,
+      (await stat(segs[1]!.path)).size,
+    ]);
     // New appends go to a newer segment than the recovered ones.
     await again.append(encodeFrame([span(4)]), 1);
     const [sealed] = again.seal();
@@ -124,7 +144,9 @@ describe('spool', () => {
     await writeFile(join(dir, '000000000007.seg'), Buffer.concat([encodeFrame([span(1)]), bad]));
     const s = openSpool();
     expect(sealedOf(s).map((x) => x.rows)).to.deep.equal([1]);
-    expect(log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /checksum/.test(JSON.stringify(l.obj)))).to.equal(true);
+    expect(log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /checksum/.test(JSON.stringify(l.obj)))).to.equal(
+      true,
+    );
     s.close();
   });
 
@@ -137,18 +159,26 @@ describe('spool', () => {
     payloadByte[at + 20] ^= 0xff; // frame 3's payload: its length is intact
     const lengthByte = Buffer.from(whole);
     lengthByte[at + 1] ^= 0x40; // frame 3's length: found again by scanning
-    for (const [what, damaged] of [['payload', payloadByte], ['length', lengthByte]] as const) {
+    for (const [what, damaged] of [
+      ['payload', payloadByte],
+      ['length', lengthByte],
+    ] as const) {
       await rm(join(dir, '..', 'spool-damaged'), { recursive: true, force: true });
       await writeFile(join(dir, '000000000003.seg'), Buffer.concat([damaged, encodeFrame([span(6)]).subarray(0, 10)])); // and a torn tail
       log = new TestLogger();
       const s = openSpool();
       const [seg] = sealedOf(s);
-      expect((await loadSegment(seg!)).map((r) => (r as SpanRecord).spanId), what).to.deep.equal(['span-1', 'span-2', 'span-4', 'span-5']);
+      expect(
+        (await loadSegment(seg!)).map((r) => (r as SpanRecord).spanId),
+        what,
+      ).to.deep.equal(['span-1', 'span-2', 'span-4', 'span-5']);
       expect(seg!.rows).to.equal(4);
       expect((await stat(seg!.path)).size).to.equal(whole.length - frames[2]!.length); // rewritten without the damage
       const copies = await readdir(join(dir, '..', 'spool-damaged'));
       expect(copies).to.have.length(1);
-      expect((await readFile(join(dir, '..', 'spool-damaged', copies[0]!))).subarray(0, damaged.length)).to.deep.equal(damaged);
+      expect((await readFile(join(dir, '..', 'spool-damaged', copies[0]!))).subarray(0, damaged.length)).to.deep.equal(
+        damaged,
+      );
       expect(log.lines.some((l) => l.level === 'error' && /damaged on disk/.test(l.msg ?? ''))).to.equal(true);
       s.close();
       await rm(seg!.path);
@@ -164,7 +194,9 @@ describe('spool', () => {
     const [seg] = sealedOf(s);
     expect((await loadSegment(seg!)).map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-1']);
     expect((await stat(seg!.path)).size).to.equal(a!.length);
-    expect(log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /unwritten bytes/.test(JSON.stringify(l.obj)))).to.equal(true);
+    expect(
+      log.lines.some((l) => /torn tail/.test(l.msg ?? '') && /unwritten bytes/.test(JSON.stringify(l.obj))),
+    ).to.equal(true);
     expect(log.lines.some((l) => l.level === 'error')).to.equal(false);
     s.close();
   });
@@ -194,7 +226,9 @@ describe('spool', () => {
     await s.append(encodeFrame([span(4)]), 1);
     expect(s.state().lastWriteFailure).to.equal(null);
     const [seg] = s.seal();
-    expect(decodeFrames(await readFile(seg!.path)).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal(['span-4']);
+    expect(decodeFrames(await readFile(seg!.path)).records.map((r) => (r as SpanRecord).spanId)).to.deep.equal([
+      'span-4',
+    ]);
     s.close();
   });
 
@@ -237,7 +271,8 @@ describe('spool', () => {
       expect(segs.map((x) => x.rows)).to.deep.equal([1, 1]);
       expect(segs[0]!.path).to.equal(active.path);
       const ids = [];
-      for (const seg of segs) ids.push(...decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId));
+      for (const seg of segs)
+        ids.push(...decodeFrames(await readFile(seg.path)).records.map((r) => (r as SpanRecord).spanId));
       expect(ids).to.deep.equal(['span-0', 'span-2']);
       expect((await stat(segs[0]!.path)).size).to.equal(segs[0]!.bytes);
     });
@@ -246,7 +281,9 @@ describe('spool', () => {
 
 async function rejects(p: Promise<unknown>, pattern: RegExp): Promise<void> {
   let err: unknown = null;
-  await p.catch((e: unknown) => { err = e; });
+  await p.catch((e: unknown) => {
+    err = e;
+  });
   expect(String(err)).to.match(pattern);
 }
 

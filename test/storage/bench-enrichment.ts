@@ -17,21 +17,52 @@ function enrichment(tag: string): EnrichmentRecord[] {
   const rows: EnrichmentRecord[] = [];
   for (let i = 0; i < 20_000; i++) {
     rows.push({
-      recordType: 'finding', workspaceId: ws, traceId: `t${i >> 3}`, spanId: `s${i >> 1}`, detector: 'pii', rule: i % 2 ? 'pii.email' : 'pii.phone',
-      category: i % 2 ? 'email' : 'phone', severity: 'medium', field: 'prompt', start: i % 97, end: (i % 97) + 12,
-      preview: 'j***@example.com', score: 1, action: 'redact', createdAtMs: T0 + i,
+      recordType: 'finding',
+      workspaceId: ws,
+      traceId: `t${i >> 3}`,
+      spanId: `s${i >> 1}`,
+      detector: 'pii',
+      rule: i % 2 ? 'pii.email' : 'pii.phone',
+      category: i % 2 ? 'email' : 'phone',
+      severity: 'medium',
+      field: 'prompt',
+      start: i % 97,
+      end: (i % 97) + 12,
+      preview: 'j***@example.com',
+      score: 1,
+      action: 'redact',
+      createdAtMs: T0 + i,
     });
   }
   for (let i = 0; i < 5_000; i++) {
     rows.push({
-      recordType: 'audit', workspaceId: ws, chainId: 'chain-1', seq: i + 1, atMs: T0 + i * 10, actor: 'k_abc', action: 'ingest',
-      route: 'POST /v1/traces', outcome: 'ok', accepted: 100, rejected: 0, details: '{"spans":100,"bytes":123456}',
-      prevHash: 'a'.repeat(64), hash: 'b'.repeat(64),
+      recordType: 'audit',
+      workspaceId: ws,
+      chainId: 'chain-1',
+      seq: i + 1,
+      atMs: T0 + i * 10,
+      actor: 'k_abc',
+      action: 'ingest',
+      route: 'POST /v1/traces',
+      outcome: 'ok',
+      accepted: 100,
+      rejected: 0,
+      details: '{"spans":100,"bytes":123456}',
+      prevHash: 'a'.repeat(64),
+      hash: 'b'.repeat(64),
     });
     rows.push({
-      recordType: 'verification', workspaceId: ws, traceId: `t${i}`, spanIds: ['s1', 's2', 's3', 's4'],
-      spanVersions: [T0, T0, T0 + 1, T0 + 2], contentHash: 'c'.repeat(64), chainId: 'vchain-1', seq: i + 1,
-      prevHash: 'd'.repeat(64), hash: 'e'.repeat(64), createdAtMs: T0 + i * 10,
+      recordType: 'verification',
+      workspaceId: ws,
+      traceId: `t${i}`,
+      spanIds: ['s1', 's2', 's3', 's4'],
+      spanVersions: [T0, T0, T0 + 1, T0 + 2],
+      contentHash: 'c'.repeat(64),
+      chainId: 'vchain-1',
+      seq: i + 1,
+      prevHash: 'd'.repeat(64),
+      hash: 'e'.repeat(64),
+      createdAtMs: T0 + i * 10,
     });
   }
   return rows;
@@ -44,12 +75,26 @@ function spans(ws: string, n: number): SpanRecord[] {
   for (let i = 0; i < n; i++) {
     const startMs = T0 + Math.floor((i / n) * 7 * 24 * 3_600_000); // one week
     out.push({
-      ...emptySpan(ws, 'otlp'), traceId: `tr${i}`, spanId: `sp${i}`, kind: 'llm', name: 'chat',
-      startTimeNs: `${startMs}000000`, endTimeNs: `${startMs + 500}000000`, durationMs: (i * 7919) % 5000 + (i % 13) / 7,
-      status: i % 17 === 0 ? 'error' : 'completed', model: models[i % 4]!, actionName: actions[i % 5]!,
-      environment: i % 3 ? 'prod' : 'staging', source: i % 2 ? 'otlp' : 'proxy',
-      prompt: 'hello', response: 'world', promptTokens: i % 1000, completionTokens: i % 100, totalTokens: (i % 1000) + (i % 100),
-      costUsd: (i % 1000) * 1e-6, ingestedAtMs: startMs + 10,
+      ...emptySpan(ws, 'otlp'),
+      traceId: `tr${i}`,
+      spanId: `sp${i}`,
+      kind: 'llm',
+      name: 'chat',
+      startTimeNs: `${startMs}000000`,
+      endTimeNs: `${startMs + 500}000000`,
+      durationMs: ((i * 7919) % 5000) + (i % 13) / 7,
+      status: i % 17 === 0 ? 'error' : 'completed',
+      model: models[i % 4]!,
+      actionName: actions[i % 5]!,
+      environment: i % 3 ? 'prod' : 'staging',
+      source: i % 2 ? 'otlp' : 'proxy',
+      prompt: 'hello',
+      response: 'world',
+      promptTokens: i % 1000,
+      completionTokens: i % 100,
+      totalTokens: (i % 1000) + (i % 100),
+      costUsd: (i % 1000) * 1e-6,
+      ingestedAtMs: startMs + 10,
     });
   }
   return out;
@@ -70,7 +115,9 @@ try {
       t = performance.now();
       for (let i = 0; i < rows.length; i += 3000) await s.insertEnrichment(rows.slice(i, i + 3000));
       const chunks = performance.now() - t;
-      console.log(`${name}: insertEnrichment 30k rows (20k findings, 5k audit, 5k verification): one call ${one.toFixed(0)} ms; 10 calls of 3k ${chunks.toFixed(0)} ms`);
+      console.log(
+        `${name}: insertEnrichment 30k rows (20k findings, 5k audit, 5k verification): one call ${one.toFixed(0)} ms; 10 calls of 3k ${chunks.toFixed(0)} ms`,
+      );
 
       const ws = 'ws-bench-usage';
       const data = spans(ws, 100_000);

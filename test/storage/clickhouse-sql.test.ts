@@ -8,7 +8,11 @@ import { clickhouseUrl } from '../support/shared.ts';
 describe('clickhouse-sql literals', function () {
   let client: ClickHouseClient;
   before(function () {
-    client = createClient({ url: clickhouseUrl(), compression: { request: false, response: false }, log: { level: ClickHouseLogLevel.OFF } });
+    client = createClient({
+      url: clickhouseUrl(),
+      compression: { request: false, response: false },
+      log: { level: ClickHouseLogLevel.OFF },
+    });
   });
   after(async function () {
     await client.close();
@@ -20,8 +24,23 @@ describe('clickhouse-sql literals', function () {
   it('round-trips hostile strings through str()', async function () {
     const ascii = Array.from({ length: 128 }, (_, i) => String.fromCharCode(i)).join('');
     const cases = [
-      '', "'", "\\", "\\'", "'\\", "a'b\"c`d", "x'; DROP TABLE t; --", "\\x41", "\\0", "\\N", "trailing\\",
-      ascii, 'é 世界 😀 🏳️‍🌈 \u2028\u2029 \ufeff', '{name:String}', '?', '$1', '%s',
+      '',
+      "'",
+      '\\',
+      "\\'",
+      "'\\",
+      'a\'b"c`d',
+      "x'; DROP TABLE t; --",
+      '\\x41',
+      '\\0',
+      '\\N',
+      'trailing\\',
+      ascii,
+      'é 世界 😀 🏳️‍🌈 \u2028\u2029 \ufeff',
+      '{name:String}',
+      '?',
+      '$1',
+      '%s',
     ];
     for (const s of cases) expect(await echo(str(s)), JSON.stringify(s)).to.equal(s);
   });
@@ -35,7 +54,7 @@ describe('clickhouse-sql literals', function () {
   });
 
   it('builds IN sets as one array literal: hostile strings match themselves only', async function () {
-    const hostile = ["'", "\\", "x'; DROP TABLE t; --", '\u0000', 'é 世界 😀', "a'b"];
+    const hostile = ["'", '\\', "x'; DROP TABLE t; --", '\u0000', 'é 世界 😀', "a'b"];
     expect(await echo(`'b' IN ${strSet(['a', "b'", 'b'])}`)).to.equal(1);
     expect(await echo(`'c' IN ${strSet(['a', "b'", 'b'])}`)).to.equal(0);
     for (const h of hostile) expect(await echo(`${str(h)} IN ${strSet(hostile)}`), JSON.stringify(h)).to.equal(1);

@@ -16,8 +16,13 @@ const ns = (offsetMs: number) => (BASE_NS + BigInt(offsetMs) * MS).toString();
 function span(ws: string, traceId: string, spanId: string, over: Partial<SpanRecord> = {}): SpanRecord {
   return {
     ...emptySpan(ws, 'native'),
-    traceId, spanId, name: `op-${spanId}`,
-    startTimeNs: ns(0), endTimeNs: ns(10), durationMs: 10, ingestedAtMs: 1_000,
+    traceId,
+    spanId,
+    name: `op-${spanId}`,
+    startTimeNs: ns(0),
+    endTimeNs: ns(10),
+    durationMs: 10,
+    ingestedAtMs: 1_000,
     ...over,
   };
 }
@@ -36,7 +41,7 @@ function fullSpan(ws: string): SpanRecord {
     endTimeNs: '1763787001987654321',
     durationMs: 1864.197532,
     status: 'error',
-    statusMessage: "rate limited: 'quota' \"exceeded\" \\ done",
+    statusMessage: 'rate limited: \'quota\' "exceeded" \\ done',
     model: 'gpt-4o-mini',
     provider: 'openai',
     prompt: 'line1\nline2\ttab \u0000nul \u0001ctl \u007fdel \' " \\ \u2028',
@@ -72,7 +77,11 @@ function fullSpan(ws: string): SpanRecord {
     resourceAttributes: { 'service.name': 'checkout', 'service.version': '1.2.3', pid: 4242, tags: ['a', 'b'] },
     events: [
       { name: 'gen_ai.content.prompt', timeNs: '1763787000223456789', attributes: { 'gen_ai.prompt': 'hi', n: 1 } },
-      { name: 'exception', timeNs: '1763787001000000001', attributes: { 'exception.type': 'RateLimit', nested: { a: [1] } } },
+      {
+        name: 'exception',
+        timeNs: '1763787001000000001',
+        attributes: { 'exception.type': 'RateLimit', nested: { a: [1] } },
+      },
     ],
     ingestedAtMs: 1763787002123,
   };
@@ -124,8 +133,21 @@ function contract(name: string, factory: StoreFactory): void {
     });
 
     it('indexes the provider response ids proxy spans prove, per workspace and upstream, across a restart', async function () {
-      const proxied = (ws: string, spanId: string, attrs: SpanRecord['attributes'], source: SpanRecord['source'] = 'proxy') =>
-        span(ws, `t-${spanId}`, spanId, { source, attributes: { 'gen_ai.response.id': `resp_${spanId}`, 'server.address': 'api.example.com', 'server.port': 443, ...attrs } });
+      const proxied = (
+        ws: string,
+        spanId: string,
+        attrs: SpanRecord['attributes'],
+        source: SpanRecord['source'] = 'proxy',
+      ) =>
+        span(ws, `t-${spanId}`, spanId, {
+          source,
+          attributes: {
+            'gen_ai.response.id': `resp_${spanId}`,
+            'server.address': 'api.example.com',
+            'server.port': 443,
+            ...attrs,
+          },
+        });
       await s.insertSpans([
         proxied('ws-own', 'a', {}),
         proxied('ws-own', 'a', {}), // a replay
@@ -168,7 +190,11 @@ function contract(name: string, factory: StoreFactory): void {
         span('ws-order', 'tr', 'a', { startTimeNs: ns(10) }),
         span('ws-order', 'tr', 'b', { startTimeNs: ns(20), parentSpanId: 'a' }),
         // a day later: another partition/day in ClickHouse, still found by id
-        span('ws-order', 'tr', 'd', { startTimeNs: ns(86_400_000 * 40), endTimeNs: ns(86_400_000 * 40 + 5), parentSpanId: 'a' }),
+        span('ws-order', 'tr', 'd', {
+          startTimeNs: ns(86_400_000 * 40),
+          endTimeNs: ns(86_400_000 * 40 + 5),
+          parentSpanId: 'a',
+        }),
       ]);
       expect((await s.getTrace('ws-order', 'tr')).map((r) => r.spanId)).to.deep.equal(['a', 'b', 'c', 'd']);
       expect(await s.getTrace('ws-order', 'nope')).to.deep.equal([]);
@@ -180,7 +206,12 @@ function contract(name: string, factory: StoreFactory): void {
         span('ws-many', 't1', 'b', { startTimeNs: ns(20), parentSpanId: 'a' }),
         span('ws-many', 't1', 'a', { startTimeNs: ns(10) }),
         span('ws-many', 't2', 'x', { startTimeNs: ns(86_400_000 * 40), endTimeNs: ns(86_400_000 * 40 + 5) }),
-        span('ws-many', 't2', 'x', { startTimeNs: ns(86_400_000 * 40), endTimeNs: ns(86_400_000 * 40 + 5), name: 'newer', ingestedAtMs: 2_000 }),
+        span('ws-many', 't2', 'x', {
+          startTimeNs: ns(86_400_000 * 40),
+          endTimeNs: ns(86_400_000 * 40 + 5),
+          name: 'newer',
+          ingestedAtMs: 2_000,
+        }),
         span('ws-many-other', 't3', 'y'),
       ]);
       const got = await s.getTraces('ws-many', ['t1', 't2', 't3', 'nope']);
@@ -199,7 +230,14 @@ function contract(name: string, factory: StoreFactory): void {
         span('ws-by-id-other', 't', 'a', { name: 'other workspace' }),
       ]);
       // a newer delivery of b, on another day
-      await s.insertSpans([span('ws-by-id', 't', 'b', { name: 'newer', startTimeNs: ns(86_400_000 * 3), endTimeNs: ns(86_400_000 * 3 + 5), ingestedAtMs: 2_000 })]);
+      await s.insertSpans([
+        span('ws-by-id', 't', 'b', {
+          name: 'newer',
+          startTimeNs: ns(86_400_000 * 3),
+          endTimeNs: ns(86_400_000 * 3 + 5),
+          ingestedAtMs: 2_000,
+        }),
+      ]);
       const whole = await s.getTrace('ws-by-id', 't');
       const got = await s.getSpans('ws-by-id', 't', ['c', 'nope', 'a', 'b', 'a']);
       expect(got.map((x) => x.spanId)).to.deep.equal(['a', 'b', 'c']);
@@ -219,14 +257,29 @@ function contract(name: string, factory: StoreFactory): void {
         span('ws-versions-other', 't', 'c', { ingestedAtMs: 9_000 }),
       ]);
       // a newer delivery of t/a on another day, and an older replay of u/a
-      await s.insertSpans([span('ws-versions', 't', 'a', { ingestedAtMs: 2_000, ...day(3) }), span('ws-versions', 'u', 'a', { ingestedAtMs: 1_100 })]);
+      await s.insertSpans([
+        span('ws-versions', 't', 'a', { ingestedAtMs: 2_000, ...day(3) }),
+        span('ws-versions', 'u', 'a', { ingestedAtMs: 1_100 }),
+      ]);
       const k = (traceId: string, spanId: string) => ({ traceId, spanId });
-      expect(await s.spanVersions('ws-versions', [k('u', 'a'), k('t', 'b'), k('t', 'a'), k('t', 'c'), k('nope', 'a'), k('t', 'a')])).to.deep.equal([
-        { traceId: 't', spanId: 'a', ingestedAtMs: 2_000 }, { traceId: 't', spanId: 'b', ingestedAtMs: 1_500 }, { traceId: 'u', spanId: 'a', ingestedAtMs: 1_200 },
+      expect(
+        await s.spanVersions('ws-versions', [
+          k('u', 'a'),
+          k('t', 'b'),
+          k('t', 'a'),
+          k('t', 'c'),
+          k('nope', 'a'),
+          k('t', 'a'),
+        ]),
+      ).to.deep.equal([
+        { traceId: 't', spanId: 'a', ingestedAtMs: 2_000 },
+        { traceId: 't', spanId: 'b', ingestedAtMs: 1_500 },
+        { traceId: 'u', spanId: 'a', ingestedAtMs: 1_200 },
       ]);
       // t/a is stored too, but not asked for
       expect(await s.spanVersions('ws-versions', [k('t', 'b'), k('u', 'a')])).to.deep.equal([
-        { traceId: 't', spanId: 'b', ingestedAtMs: 1_500 }, { traceId: 'u', spanId: 'a', ingestedAtMs: 1_200 },
+        { traceId: 't', spanId: 'b', ingestedAtMs: 1_500 },
+        { traceId: 'u', spanId: 'a', ingestedAtMs: 1_200 },
       ]);
       expect(await s.spanVersions('ws-versions', [])).to.deep.equal([]);
       expect(await s.spanVersions('ws-nope', [k('t', 'a')])).to.deep.equal([]);
@@ -237,22 +290,36 @@ function contract(name: string, factory: StoreFactory): void {
       for (let i = 0; i < 23; i++) {
         // three spans to a start time, on two days; errors on every fifth
         const at = Math.floor(i / 3) * 10 + (i >= 12 ? 86_400_000 * 3 : 0);
-        rows.push(span('ws-parts', 'big', `s${String(i).padStart(2, '0')}`, {
-          startTimeNs: ns(at), endTimeNs: ns(at + 5), parentSpanId: i ? 's00' : '', status: i % 5 === 1 ? 'error' : 'completed',
-          kind: 'llm', promptTokens: i, completionTokens: 1, totalTokens: i + 1, costUsd: 0.001,
-        }));
+        rows.push(
+          span('ws-parts', 'big', `s${String(i).padStart(2, '0')}`, {
+            startTimeNs: ns(at),
+            endTimeNs: ns(at + 5),
+            parentSpanId: i ? 's00' : '',
+            status: i % 5 === 1 ? 'error' : 'completed',
+            kind: 'llm',
+            promptTokens: i,
+            completionTokens: 1,
+            totalTokens: i + 1,
+            costUsd: 0.001,
+          }),
+        );
       }
       rows.push(span('ws-parts', 'small', 'x'));
       await s.insertSpans(rows);
       // replays: an older and a newer version of a few spans, in another batch
-      await s.insertSpans(rows.slice(4, 8).map((r, i) => ({ ...r, name: `v${i}`, ingestedAtMs: r.ingestedAtMs + (i % 2 ? 1 : -1) })));
+      await s.insertSpans(
+        rows.slice(4, 8).map((r, i) => ({ ...r, name: `v${i}`, ingestedAtMs: r.ingestedAtMs + (i % 2 ? 1 : -1) })),
+      );
       const whole = await s.getTrace('ws-parts', 'big');
       expect(whole).to.have.length(23);
       for (const size of [1, 4, 23, 100]) {
         const parts: SpanRecord[] = [];
         let after: { startNs: string; spanId: string } | undefined;
         for (let guard = 0; guard < 30; guard++) {
-          const { spans: part, more } = await s.getTracePart('ws-parts', 'big', { limit: size, ...(after ? { after } : {}) });
+          const { spans: part, more } = await s.getTracePart('ws-parts', 'big', {
+            limit: size,
+            ...(after ? { after } : {}),
+          });
           expect(part.length, `size ${size}`).to.be.at.most(size);
           parts.push(...part);
           expect(more, `size ${size}`).to.equal(parts.length < 23);
@@ -271,11 +338,16 @@ function contract(name: string, factory: StoreFactory): void {
       expect((await s.listTraces('ws-other', { traceId: 'big', limit: 1 })).items).to.deep.equal([]);
     });
 
-    it('ends a part once its spans\' stored size reaches maxBytes (the span reaching it included): a large span is never split off or skipped', async function () {
+    it("ends a part once its spans' stored size reaches maxBytes (the span reaching it included): a large span is never split off or skipped", async function () {
       // 1,000-byte prompts (plus a little more text each) and a 50 KB one; a budget of 2,500 bytes takes three small ones.
-      const rows = Array.from({ length: 10 }, (_, i) => span('ws-bytes', 'big', `s${i}`, {
-        startTimeNs: ns(i), endTimeNs: ns(i + 1), prompt: (i === 5 ? 'P' : 'p').repeat(i === 5 ? 50_000 : 1_000), response: '',
-      }));
+      const rows = Array.from({ length: 10 }, (_, i) =>
+        span('ws-bytes', 'big', `s${i}`, {
+          startTimeNs: ns(i),
+          endTimeNs: ns(i + 1),
+          prompt: (i === 5 ? 'P' : 'p').repeat(i === 5 ? 50_000 : 1_000),
+          response: '',
+        }),
+      );
       await s.insertSpans(rows);
       const partsOf = async (page: { limit: number; maxBytes: number }) => {
         const parts: Array<[string[], boolean]> = [];
@@ -288,13 +360,27 @@ function contract(name: string, factory: StoreFactory): void {
         return parts;
       };
       expect(await partsOf({ limit: 100, maxBytes: 2_500 })).to.deep.equal([
-        [['s0', 's1', 's2'], true], [['s3', 's4', 's5'], true], [['s6', 's7', 's8'], true], [['s9'], false],
+        [['s0', 's1', 's2'], true],
+        [['s3', 's4', 's5'], true],
+        [['s6', 's7', 's8'], true],
+        [['s9'], false],
       ]);
       // the span limit still applies; a part starting at the large span holds it alone
       expect((await partsOf({ limit: 2, maxBytes: 2_500 })).map(([ids]) => ids.length)).to.deep.equal([2, 2, 2, 2, 2]);
-      const big = await s.getTracePart('ws-bytes', 'big', { limit: 100, maxBytes: 2_500, after: { startNs: ns(4), spanId: 's4' } });
-      expect([big.spans.map((x) => x.spanId), big.more, big.spans[0]!.prompt.length]).to.deep.equal([['s5'], true, 50_000]);
-      expect(await s.getTracePart('ws-bytes', 'nope', { limit: 10, maxBytes: 2_500 })).to.deep.equal({ spans: [], more: false });
+      const big = await s.getTracePart('ws-bytes', 'big', {
+        limit: 100,
+        maxBytes: 2_500,
+        after: { startNs: ns(4), spanId: 's4' },
+      });
+      expect([big.spans.map((x) => x.spanId), big.more, big.spans[0]!.prompt.length]).to.deep.equal([
+        ['s5'],
+        true,
+        50_000,
+      ]);
+      expect(await s.getTracePart('ws-bytes', 'nope', { limit: 10, maxBytes: 2_500 })).to.deep.equal({
+        spans: [],
+        more: false,
+      });
     });
 
     it('collapses duplicates within a batch: the newest ingestedAtMs wins', async function () {
@@ -325,8 +411,22 @@ function contract(name: string, factory: StoreFactory): void {
     it('collapses a replay whose start time moved to another day or month (native retries)', async function () {
       const day = 86_400_000_000_000n;
       const t0 = 1_764_460_800_000_000_000n; // 2025-11-30T00:00Z
-      await s.insertSpans([span('ws-moved', 't', 's', { name: 'first', ingestedAtMs: 10, startTimeNs: String(t0), endTimeNs: String(t0 + 1000n) })]);
-      await s.insertSpans([span('ws-moved', 't', 's', { name: 'retry', ingestedAtMs: 20, startTimeNs: String(t0 + day), endTimeNs: String(t0 + day + 1000n) })]);
+      await s.insertSpans([
+        span('ws-moved', 't', 's', {
+          name: 'first',
+          ingestedAtMs: 10,
+          startTimeNs: String(t0),
+          endTimeNs: String(t0 + 1000n),
+        }),
+      ]);
+      await s.insertSpans([
+        span('ws-moved', 't', 's', {
+          name: 'retry',
+          ingestedAtMs: 20,
+          startTimeNs: String(t0 + day),
+          endTimeNs: String(t0 + day + 1000n),
+        }),
+      ]);
       const got = await s.getTrace('ws-moved', 't');
       expect(got.map((r) => r.name)).to.deep.equal(['retry']);
       const page = await s.listTraces('ws-moved', { limit: 10 });
@@ -354,30 +454,85 @@ function contract(name: string, factory: StoreFactory): void {
         // the root starts after its child: root-most is the parentless span, not the earliest.
         // The agent span repeats its model calls' usage (as agent and generateText spans do): not counted twice.
         span('ws-roll', 'tr', 'root', {
-          parentSpanId: '', name: 'agent run', kind: 'agent', startTimeNs: ns(5), endTimeNs: ns(100), status: 'completed',
-          model: 'root-model', source: 'agents', actionName: 'act', environment: 'prod',
-          promptTokens: 110, completionTokens: 220, totalTokens: 330, costUsd: 0.3,
+          parentSpanId: '',
+          name: 'agent run',
+          kind: 'agent',
+          startTimeNs: ns(5),
+          endTimeNs: ns(100),
+          status: 'completed',
+          model: 'root-model',
+          source: 'agents',
+          actionName: 'act',
+          environment: 'prod',
+          promptTokens: 110,
+          completionTokens: 220,
+          totalTokens: 330,
+          costUsd: 0.3,
         }),
         span('ws-roll', 'tr', 'llm', {
-          parentSpanId: 'root', kind: 'llm', startTimeNs: ns(0), endTimeNs: ns(250), status: 'error', model: 'child-model',
-          source: 'otlp', promptTokens: 10, completionTokens: 20, totalTokens: 30, costUsd: 0.2,
+          parentSpanId: 'root',
+          kind: 'llm',
+          startTimeNs: ns(0),
+          endTimeNs: ns(250),
+          status: 'error',
+          model: 'child-model',
+          source: 'otlp',
+          promptTokens: 10,
+          completionTokens: 20,
+          totalTokens: 30,
+          costUsd: 0.2,
         }),
         span('ws-roll', 'tr', 'llm2', {
-          parentSpanId: 'root', kind: 'embedding', startTimeNs: ns(40), endTimeNs: ns(45), model: 'embed-model',
-          promptTokens: 100, completionTokens: 200, totalTokens: 300, costUsd: 0.0000003,
+          parentSpanId: 'root',
+          kind: 'embedding',
+          startTimeNs: ns(40),
+          endTimeNs: ns(45),
+          model: 'embed-model',
+          promptTokens: 100,
+          completionTokens: 200,
+          totalTokens: 300,
+          costUsd: 0.0000003,
         }),
         span('ws-roll', 'tr', 'tool', { parentSpanId: 'root', kind: 'tool', startTimeNs: ns(50), endTimeNs: ns(60) }),
       ]);
       const { items } = await s.listTraces('ws-roll', { limit: 10 });
-      expect(items).to.deep.equal([{
-        traceId: 'tr', name: 'agent run', startTimeNs: ns(0), endTimeNs: ns(250), durationMs: 250, spanCount: 4,
-        status: 'error', errorCount: 1, model: 'child-model', source: 'agents', actionName: 'act', environment: 'prod',
-        promptTokens: 110, completionTokens: 220, totalTokens: 330, costUsd: 0.2000003,
-      }]);
+      expect(items).to.deep.equal([
+        {
+          traceId: 'tr',
+          name: 'agent run',
+          startTimeNs: ns(0),
+          endTimeNs: ns(250),
+          durationMs: 250,
+          spanCount: 4,
+          status: 'error',
+          errorCount: 1,
+          model: 'child-model',
+          source: 'agents',
+          actionName: 'act',
+          environment: 'prod',
+          promptTokens: 110,
+          completionTokens: 220,
+          totalTokens: 330,
+          costUsd: 0.2000003,
+        },
+      ]);
       // Only wrappers: the largest figure (the outermost aggregate), not their sum.
       await s.insertSpans([
-        span('ws-roll', 'tw', 'a', { kind: 'agent', promptTokens: 50, completionTokens: 5, totalTokens: 55, costUsd: 0.5 }),
-        span('ws-roll', 'tw', 'b', { kind: 'chain', parentSpanId: 'a', promptTokens: 40, completionTokens: 4, totalTokens: 44, costUsd: 0.4 }),
+        span('ws-roll', 'tw', 'a', {
+          kind: 'agent',
+          promptTokens: 50,
+          completionTokens: 5,
+          totalTokens: 55,
+          costUsd: 0.5,
+        }),
+        span('ws-roll', 'tw', 'b', {
+          kind: 'chain',
+          parentSpanId: 'a',
+          promptTokens: 40,
+          completionTokens: 4,
+          totalTokens: 44,
+          costUsd: 0.4,
+        }),
       ]);
       const tw = (await s.listTraces('ws-roll', { limit: 10 })).items.find((t) => t.traceId === 'tw')!;
       expect([tw.promptTokens, tw.completionTokens, tw.totalTokens, tw.costUsd]).to.deep.equal([50, 5, 55, 0.5]);
@@ -399,12 +554,21 @@ function contract(name: string, factory: StoreFactory): void {
       before(async function () {
         const rows: SpanRecord[] = [];
         const child = (t: string, at: number, over: Partial<SpanRecord>) =>
-          span(ws, t, `${t}-child`, { parentSpanId: `${t}-root`, startTimeNs: ns(at + 1), endTimeNs: ns(at + 5), ...over });
-        const root = (t: string, at: number) => span(ws, t, `${t}-root`, { startTimeNs: ns(at), endTimeNs: ns(at + 10) });
+          span(ws, t, `${t}-child`, {
+            parentSpanId: `${t}-root`,
+            startTimeNs: ns(at + 1),
+            endTimeNs: ns(at + 5),
+            ...over,
+          });
+        const root = (t: string, at: number) =>
+          span(ws, t, `${t}-root`, { startTimeNs: ns(at), endTimeNs: ns(at + 10) });
         rows.push(root('t1', 1000), child('t1', 1000, { model: 'gpt-4o', environment: 'prod', source: 'otlp' }));
         rows.push(root('t2', 2000), child('t2', 2000, { model: 'claude', actionName: 'triage', status: 'error' }));
         rows.push(root('t3', 3000), child('t3', 3000, { model: 'gpt-4o', environment: 'staging', source: 'agents' }));
-        rows.push(root('t4', 4000), child('t4', 4000, { actionName: 'triage', environment: 'prod', status: 'blocked' }));
+        rows.push(
+          root('t4', 4000),
+          child('t4', 4000, { actionName: 'triage', environment: 'prod', status: 'blocked' }),
+        );
         rows.push(root('t5', 5000), child('t5', 5000, { model: "o'brien\\", source: 'proxy' }));
         await s.insertSpans(rows);
       });
@@ -444,12 +608,23 @@ function contract(name: string, factory: StoreFactory): void {
         expect(await list({ fromMs: baseMs + 9000 })).to.deep.equal([]);
         // far-future bounds (past UInt64 nanoseconds) are clamped, not an error
         expect(await list({ fromMs: Number.MAX_SAFE_INTEGER })).to.deep.equal([]);
-        expect(await list({ fromMs: baseMs + 3000, toMs: Date.parse('9999-12-31T23:59:59Z') })).to.deep.equal(['t5', 't4', 't3']);
+        expect(await list({ fromMs: baseMs + 3000, toMs: Date.parse('9999-12-31T23:59:59Z') })).to.deep.equal([
+          't5',
+          't4',
+          't3',
+        ]);
       });
 
       it('rejects a malformed cursor with a 400', async function () {
-        for (const cursor of ['garbage', Buffer.from('{"s":"x","t":"y"}').toString('base64url'), Buffer.from('[]').toString('base64url')]) {
-          const err = await s.listTraces(ws, { limit: 2, cursor }).then(() => null, (e: unknown) => e);
+        for (const cursor of [
+          'garbage',
+          Buffer.from('{"s":"x","t":"y"}').toString('base64url'),
+          Buffer.from('[]').toString('base64url'),
+        ]) {
+          const err = await s.listTraces(ws, { limit: 2, cursor }).then(
+            () => null,
+            (e: unknown) => e,
+          );
           expect(err).to.be.instanceOf(HttpError);
           expect((err as HttpError).status).to.equal(400);
         }
@@ -486,24 +661,32 @@ function contract(name: string, factory: StoreFactory): void {
       expect(exact.nextCursor).to.equal(null);
     });
 
-
     it('lists traces whose spans start on different days, and a span redelivered on another day once, as its newest version', async function () {
       const ws = 'ws-days';
       const day = 86_400_000;
       await s.insertSpans([
         span(ws, 'long', 'r', { startTimeNs: ns(0), endTimeNs: ns(3 * day) }),
-        span(ws, 'long', 'c', { parentSpanId: 'r', startTimeNs: ns(2 * day), endTimeNs: ns(3 * day), kind: 'llm', totalTokens: 5 }),
+        span(ws, 'long', 'c', {
+          parentSpanId: 'r',
+          startTimeNs: ns(2 * day),
+          endTimeNs: ns(3 * day),
+          kind: 'llm',
+          totalTokens: 5,
+        }),
         span(ws, 'mid', 'r', { startTimeNs: ns(day), endTimeNs: ns(day + 10) }),
         span(ws, 'moved', 'r', { startTimeNs: ns(-day), endTimeNs: ns(-day + 10), status: 'error' }),
       ]);
       // a native retry is stamped at receipt: the same span, newer, two days later
-      await s.insertSpans([span(ws, 'moved', 'r', { startTimeNs: ns(4 * day), endTimeNs: ns(4 * day + 10), ingestedAtMs: 2_000 })]);
+      await s.insertSpans([
+        span(ws, 'moved', 'r', { startTimeNs: ns(4 * day), endTimeNs: ns(4 * day + 10), ingestedAtMs: 2_000 }),
+      ]);
       const page = (await s.listTraces(ws, { limit: 10 })).items;
       expect(ids(page)).to.deep.equal(['moved', 'mid', 'long']);
       const [moved, , long] = page;
       expect(moved).to.include({ spanCount: 1, status: 'completed', startTimeNs: ns(4 * day) });
       expect(long).to.include({ spanCount: 2, totalTokens: 5, startTimeNs: ns(0), endTimeNs: ns(3 * day) });
-      for (const limit of [1, 2]) expect(ids(await allPages(s, ws, { limit }))).to.deep.equal(['moved', 'mid', 'long'], `limit ${limit}`);
+      for (const limit of [1, 2])
+        expect(ids(await allPages(s, ws, { limit }))).to.deep.equal(['moved', 'mid', 'long'], `limit ${limit}`);
       // the status filter reads each span's newest version too: 'moved' errored only in the version replaced
       expect(ids(await allPages(s, ws, { limit: 1, status: 'completed' }))).to.deep.equal(['moved', 'mid', 'long']);
       expect(ids(await allPages(s, ws, { limit: 1, status: 'error' }))).to.deep.equal([]);
@@ -524,15 +707,37 @@ function contract(name: string, factory: StoreFactory): void {
       await s.createWorkspace({ id: 'w_1', name: 'acme', createdAtMs: 1700000000000 });
       await s.createWorkspace({ id: 'w_2', name: "o'neil 😀", createdAtMs: 1700000000001 });
       expect(await s.getWorkspace('w_1')).to.deep.equal({ id: 'w_1', name: 'acme', createdAtMs: 1700000000000 });
-      expect(await s.getWorkspaceByName("o'neil 😀")).to.deep.equal({ id: 'w_2', name: "o'neil 😀", createdAtMs: 1700000000001 });
+      expect(await s.getWorkspaceByName("o'neil 😀")).to.deep.equal({
+        id: 'w_2',
+        name: "o'neil 😀",
+        createdAtMs: 1700000000001,
+      });
       expect(await s.getWorkspace('w_missing')).to.equal(null);
       expect(await s.getWorkspaceByName('missing')).to.equal(null);
     });
 
     it('stores, lists and revokes API keys', async function () {
-      const k1 = { keyId: 'k_a1', workspaceId: 'w_keys', hash: 'a'.repeat(64), createdAtMs: 1700000000000, revokedAtMs: 0 };
-      const k2 = { keyId: 'k_a2', workspaceId: 'w_keys', hash: 'b'.repeat(64), createdAtMs: 1700000000005, revokedAtMs: 0 };
-      const k3 = { keyId: 'k_b1', workspaceId: 'w_other', hash: 'c'.repeat(64), createdAtMs: 1700000000002, revokedAtMs: 0 };
+      const k1 = {
+        keyId: 'k_a1',
+        workspaceId: 'w_keys',
+        hash: 'a'.repeat(64),
+        createdAtMs: 1700000000000,
+        revokedAtMs: 0,
+      };
+      const k2 = {
+        keyId: 'k_a2',
+        workspaceId: 'w_keys',
+        hash: 'b'.repeat(64),
+        createdAtMs: 1700000000005,
+        revokedAtMs: 0,
+      };
+      const k3 = {
+        keyId: 'k_b1',
+        workspaceId: 'w_other',
+        hash: 'c'.repeat(64),
+        createdAtMs: 1700000000002,
+        revokedAtMs: 0,
+      };
       await s.putApiKey(k1);
       await s.putApiKey(k2);
       await s.putApiKey(k3);
@@ -565,7 +770,10 @@ function contract(name: string, factory: StoreFactory): void {
 
     it('rejects a batch with a malformed timestamp as a whole, and stays usable', async function () {
       const bad = [span('ws-bad', 't', 'ok'), span('ws-bad', 't', 'bad', { startTimeNs: '12e5' })];
-      const err = await s.insertSpans(bad).then(() => null, (e: unknown) => e);
+      const err = await s.insertSpans(bad).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(RangeError);
       expect(await s.countSpans('ws-bad')).to.equal(0);
       await s.insertSpans([span('ws-bad', 't', 'ok')]);
@@ -577,18 +785,34 @@ function contract(name: string, factory: StoreFactory): void {
       const latest = '4294967295000000000'; // 2106-02-07T06:28:15Z
       const jan2106 = '4291747200000000000'; // 2106-01-01: past the last day ClickHouse 18.16 parses into a Date
       await s.insertSpans([
-        span(ws, 'bom', 's', { name: '\ufeffname', model: '\ufeffm', actionName: '\ufeff', prompt: '\ufeff\ufeffp', attributes: { '\ufeffk': '\ufeffv' } }),
+        span(ws, 'bom', 's', {
+          name: '\ufeffname',
+          model: '\ufeffm',
+          actionName: '\ufeff',
+          prompt: '\ufeff\ufeffp',
+          attributes: { '\ufeffk': '\ufeffv' },
+        }),
         span(ws, 'jan2106', 's', { startTimeNs: jan2106, endTimeNs: jan2106 }),
         span(ws, 'latest', 's', { startTimeNs: latest, endTimeNs: latest }),
       ]);
       const [bom] = await s.getTrace(ws, 'bom');
-      expect([bom?.name, bom?.model, bom?.actionName, bom?.prompt, bom?.attributes]).to.deep.equal(['\ufeffname', '\ufeffm', '\ufeff', '\ufeff\ufeffp', { '\ufeffk': '\ufeffv' }]);
+      expect([bom?.name, bom?.model, bom?.actionName, bom?.prompt, bom?.attributes]).to.deep.equal([
+        '\ufeffname',
+        '\ufeffm',
+        '\ufeff',
+        '\ufeff\ufeffp',
+        { '\ufeffk': '\ufeffv' },
+      ]);
       expect(ids((await s.listTraces(ws, { limit: 10, model: '\ufeffm' })).items)).to.deep.equal(['bom']);
       const list = async (f: Partial<TraceFilter>) => ids((await s.listTraces(ws, { limit: 10, ...f })).items);
       expect(await list({ fromMs: Date.parse('2026-01-01') })).to.deep.equal(['latest', 'jan2106']);
-      expect(await list({ fromMs: Date.parse('2106-01-01'), toMs: Date.parse('2106-01-02') })).to.deep.equal(['jan2106']);
+      expect(await list({ fromMs: Date.parse('2106-01-01'), toMs: Date.parse('2106-01-02') })).to.deep.equal([
+        'jan2106',
+      ]);
       // `to` past the latest storable instant still includes a span starting exactly then; `from` past it matches nothing
-      expect(await list({ fromMs: Date.parse('2106-01-02'), toMs: Date.parse('9999-12-31') })).to.deep.equal(['latest']);
+      expect(await list({ fromMs: Date.parse('2106-01-02'), toMs: Date.parse('9999-12-31') })).to.deep.equal([
+        'latest',
+      ]);
       expect(await list({ fromMs: Date.parse('2106-02-07T06:28:16Z') })).to.deep.equal([]);
     });
 
@@ -625,27 +849,30 @@ function dataset(ws: string): SpanRecord[] {
     const at = Math.floor(r() * 20) * 500; // plenty of equal start times
     const n = 1 + Math.floor(r() * 5);
     for (let i = 0; i < n; i++) {
-      rows.push(span(ws, traceId, `s${i}`, {
-        parentSpanId: i === 0 ? (r() < 0.2 ? 'missing' : '') : `s${Math.floor(r() * i)}`,
-        startTimeNs: ns(at + Math.floor(r() * 300)),
-        endTimeNs: ns(at + 300 + Math.floor(r() * 300)),
-        durationMs: r() * 1000,
-        status: pick(['completed', 'completed', 'error', 'blocked']),
-        model: pick(['gpt-4o', 'claude', '']),
-        source: pick(['native', 'otlp', 'agents']),
-        actionName: pick(['', 'triage', 'summarize']),
-        environment: pick(['prod', 'dev']),
-        promptTokens: Math.floor(r() * 5000),
-        completionTokens: Math.floor(r() * 500),
-        totalTokens: Math.floor(r() * 5500),
-        costUsd: r() / 1000,
-        attributes: { k: r(), s: pick(['a', 'b']), flag: r() < 0.5, list: [r(), 'x'] },
-        ingestedAtMs: 1000 + Math.floor(r() * 10),
-      }));
+      rows.push(
+        span(ws, traceId, `s${i}`, {
+          parentSpanId: i === 0 ? (r() < 0.2 ? 'missing' : '') : `s${Math.floor(r() * i)}`,
+          startTimeNs: ns(at + Math.floor(r() * 300)),
+          endTimeNs: ns(at + 300 + Math.floor(r() * 300)),
+          durationMs: r() * 1000,
+          status: pick(['completed', 'completed', 'error', 'blocked']),
+          model: pick(['gpt-4o', 'claude', '']),
+          source: pick(['native', 'otlp', 'agents']),
+          actionName: pick(['', 'triage', 'summarize']),
+          environment: pick(['prod', 'dev']),
+          promptTokens: Math.floor(r() * 5000),
+          completionTokens: Math.floor(r() * 500),
+          totalTokens: Math.floor(r() * 5500),
+          costUsd: r() / 1000,
+          attributes: { k: r(), s: pick(['a', 'b']), flag: r() < 0.5, list: [r(), 'x'] },
+          ingestedAtMs: 1000 + Math.floor(r() * 10),
+        }),
+      );
     }
   }
   // replays with older and newer versions
-  for (const row of rows.slice(0, 40)) rows.push({ ...row, name: 'replay', ingestedAtMs: row.ingestedAtMs + (r() < 0.5 ? -1 : 1) });
+  for (const row of rows.slice(0, 40))
+    rows.push({ ...row, name: 'replay', ingestedAtMs: row.ingestedAtMs + (r() < 0.5 ? -1 : 1) });
   return rows;
 }
 
@@ -690,8 +917,12 @@ describe('storage backends agree (ClickHouse 18.16, ClickHouse 26 on chDB, DuckD
     };
     await Promise.all([checkDetail(), checkDetail(), checkDetail(), checkDetail()]);
     const filters: Array<Omit<TraceFilter, 'limit'>> = [
-      { model: 'claude' }, { status: 'error' }, { source: 'agents', environment: 'prod' }, { actionName: 'triage' },
-      { fromMs: baseMs + 2000, toMs: baseMs + 6000 }, { model: 'gpt-4o', fromMs: baseMs + 5000 },
+      { model: 'claude' },
+      { status: 'error' },
+      { source: 'agents', environment: 'prod' },
+      { actionName: 'triage' },
+      { fromMs: baseMs + 2000, toMs: baseMs + 6000 },
+      { model: 'gpt-4o', fromMs: baseMs + 5000 },
     ];
     for (const f of filters) {
       const one = await same((s) => s.listTraces(ws, { limit: 1000, ...f }));

@@ -10,8 +10,10 @@ import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
 type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };
 /** A DuckDB setting as a statement sees it; `write`: inside a batch insert's turn on the connection. */
 function duckSetting(s: Storage, name: string, write = false): Promise<unknown> {
-  return (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>, write?: boolean): Promise<T> })
-    .serial(async (c) => (await c.runAndReadAll(`SELECT current_setting('${name}')`)).getRows()[0]![0], write);
+  return (s as unknown as { serial<T>(f: (c: Conn) => Promise<T>, write?: boolean): Promise<T> }).serial(
+    async (c) => (await c.runAndReadAll(`SELECT current_setting('${name}')`)).getRows()[0]![0],
+    write,
+  );
 }
 
 describe('createStorage', function () {
@@ -30,7 +32,7 @@ describe('createStorage', function () {
     }
   });
 
-  it('DuckDB: batch inserts run with TRACEGATE_DUCKDB_WRITE_THREADS threads, everything else with DuckDB\'s own setting', async function () {
+  it("DuckDB: batch inserts run with TRACEGATE_DUCKDB_WRITE_THREADS threads, everything else with DuckDB's own setting", async function () {
     const dir = await mkdtemp(join(tmpdir(), 'tracegate-create-'));
     const s = createStorage(loadConfig({ TRACEGATE_DATA_DIR: dir, TRACEGATE_DUCKDB_WRITE_THREADS: '3' }));
     const threads = async (write: boolean) => Number(await duckSetting(s, 'threads', write));
@@ -40,7 +42,13 @@ describe('createStorage', function () {
       expect(own).to.be.at.least(1);
       expect(await threads(true)).to.equal(3);
       expect(await threads(false)).to.equal(own); // back for the next read
-      const span = { ...emptySpan('ws-threads', 'native'), traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), startTimeNs: '1700000000000000000', endTimeNs: '1700000000001000000' };
+      const span = {
+        ...emptySpan('ws-threads', 'native'),
+        traceId: 'a'.repeat(32),
+        spanId: 'b'.repeat(16),
+        startTimeNs: '1700000000000000000',
+        endTimeNs: '1700000000001000000',
+      };
       await s.insertSpans([span]);
       expect(await s.countSpans('ws-threads')).to.equal(1);
       expect(await threads(false)).to.equal(own);
@@ -52,7 +60,9 @@ describe('createStorage', function () {
 
   it('uses ClickHouse when TRACEGATE_CLICKHOUSE_URL is set', async function () {
     const db = uniqueDatabase();
-    const s = createStorage(loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_DATABASE: db }));
+    const s = createStorage(
+      loadConfig({ TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_DATABASE: db }),
+    );
     try {
       expect(s.kind).to.equal('clickhouse');
       await s.init();
@@ -67,20 +77,37 @@ describe('createStorage', function () {
     const dir = await mkdtemp(join(tmpdir(), 'tracegate-newer-'));
     const db = uniqueDatabase();
     try {
-      for (const env of [{ TRACEGATE_DATA_DIR: join(dir, 'data') }, { TRACEGATE_DATA_DIR: join(dir, 'data'), TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(), TRACEGATE_CLICKHOUSE_DATABASE: db }]) {
+      for (const env of [
+        { TRACEGATE_DATA_DIR: join(dir, 'data') },
+        {
+          TRACEGATE_DATA_DIR: join(dir, 'data'),
+          TRACEGATE_CLICKHOUSE_URL: clickhouseUrl(),
+          TRACEGATE_CLICKHOUSE_DATABASE: db,
+        },
+      ]) {
         const s = createStorage(loadConfig(env));
         await s.init();
-        const insert = s.kind === 'clickhouse' ? `INSERT INTO ${db}.schema_migrations VALUES (999, now())` : 'INSERT INTO schema_migrations VALUES (999, now())';
+        const insert =
+          s.kind === 'clickhouse'
+            ? `INSERT INTO ${db}.schema_migrations VALUES (999, now())`
+            : 'INSERT INTO schema_migrations VALUES (999, now())';
         if (s.kind === 'clickhouse') await fetch(clickhouseUrl(), { method: 'POST', body: insert });
-        else await (s as unknown as { serial<T>(f: (c: { run(q: string): Promise<unknown> }) => Promise<T>): Promise<T> }).serial((c) => c.run(insert));
+        else
+          await (
+            s as unknown as { serial<T>(f: (c: { run(q: string): Promise<unknown> }) => Promise<T>): Promise<T> }
+          ).serial((c) => c.run(insert));
         await s.close();
         const again = createStorage(loadConfig(env));
         try {
           let err: unknown = null;
-          await again.init().catch((e: unknown) => { err = e; });
+          await again.init().catch((e: unknown) => {
+            err = e;
+          });
           expect(err, s.kind).to.be.instanceOf(Error);
           expect((err as Error).name).to.equal('StorageConfigError');
-          expect((err as Error).message).to.match(/has schema version 999, newer than this tracegate knows \(\d+\).*downgrades are not supported/);
+          expect((err as Error).message).to.match(
+            /has schema version 999, newer than this tracegate knows \(\d+\).*downgrades are not supported/,
+          );
         } finally {
           await again.close();
         }

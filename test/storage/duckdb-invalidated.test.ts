@@ -26,7 +26,10 @@ const isLost = (storage: DuckDbStorage) => (storage as unknown as { lost: unknow
 function blockDir(dir: string): () => void {
   renameSync(dir, `${dir}.away`);
   writeFileSync(dir, '');
-  return () => { rmSync(dir); renameSync(`${dir}.away`, dir); };
+  return () => {
+    rmSync(dir);
+    renameSync(`${dir}.away`, dir);
+  };
 }
 
 async function until(what: string, probe: () => Promise<boolean> | boolean, timeoutMs = 30_000): Promise<void> {
@@ -37,13 +40,23 @@ async function until(what: string, probe: () => Promise<boolean> | boolean, time
   }
 }
 
-const span = (traceId: string) => ({ ...emptySpan('ws', 'native'), traceId, spanId: 's1', startTimeNs: '1000000', endTimeNs: '2000000' });
+const span = (traceId: string) => ({
+  ...emptySpan('ws', 'native'),
+  traceId,
+  spanId: 's1',
+  startTimeNs: '1000000',
+  endTimeNs: '2000000',
+});
 
 describe('DuckDB: an invalidated database is reopened without a restart', function () {
   this.timeout(120_000);
   let root: string;
-  beforeEach(() => { root = mkdtempSync(join(tmpdir(), 'tracegate-invalidated-')); });
-  afterEach(() => { rmSync(root, { recursive: true, force: true }); });
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), 'tracegate-invalidated-'));
+  });
+  afterEach(() => {
+    rmSync(root, { recursive: true, force: true });
+  });
 
   it('fails as an outage while it cannot reopen, backs off, then reopens with the data', async () => {
     const dbDir = join(root, 'db');
@@ -56,17 +69,26 @@ describe('DuckDB: an invalidated database is reopened without a restart', functi
       const unblock = blockDir(dbDir);
       let waiting: Error;
       try {
-        const fatal = await storage.insertSpans([span('t2')]).then(() => null, (e: unknown) => e as Error);
+        const fatal = await storage.insertSpans([span('t2')]).then(
+          () => null,
+          (e: unknown) => e as Error,
+        );
         expect(fatal?.message).to.match(/^FATAL Error: [\s\S]*checkpoint/i);
         expect(isStorageOutage(fatal)).to.equal(true);
         // Before the backoff is over: refused at once, without touching DuckDB.
-        waiting = await storage.countSpans('ws').then(() => null, (e: unknown) => e as Error) as Error;
+        waiting = (await storage.countSpans('ws').then(
+          () => null,
+          (e: unknown) => e as Error,
+        )) as Error;
         expect(waiting.message).to.match(/^DuckDB database unavailable \(reopening in [01] s\): /);
         expect(isStorageOutage(waiting)).to.equal(true);
         expect(await storage.ping()).to.equal(false);
         // After it: a reopen, which fails here, and a longer wait for the next one.
         await sleep(1_100);
-        waiting = await storage.countSpans('ws').then(() => null, (e: unknown) => e as Error) as Error;
+        waiting = (await storage.countSpans('ws').then(
+          () => null,
+          (e: unknown) => e as Error,
+        )) as Error;
         expect(waiting.message).to.match(/^DuckDB database unavailable \(reopening in [12] s\): /);
         expect(waiting.message).to.not.match(/FATAL/);
         expect(isStorageOutage(waiting)).to.equal(true);
@@ -92,7 +114,9 @@ describe('DuckDB: an invalidated database is reopened without a restart', functi
       storage = new DuckDbStorage(join(dbDir, 'tracegate.duckdb'));
       s = await startTestServer('duckdb', { TRACEGATE_FLUSH_INTERVAL_MS: '50' }, storage);
     });
-    afterEach(async () => { await s.close(); });
+    afterEach(async () => {
+      await s.close();
+    });
 
     it('answers reads 503 while broken, then reads, /readyz and every acknowledged trace come back', async () => {
       const k = await s.key('inv-co');
@@ -101,7 +125,11 @@ describe('DuckDB: an invalidated database is reopened without a restart', functi
       const ingest = async (n: number) => {
         for (let i = 0; i < n; i++) {
           const id = `inv-${acked.length}`;
-          const res = await post(`${s.url}/api/traces`, { requestId: id, prompt: 'p', response: 'r', model: 'gpt-4o-mini' }, auth);
+          const res = await post(
+            `${s.url}/api/traces`,
+            { requestId: id, prompt: 'p', response: 'r', model: 'gpt-4o-mini' },
+            auth,
+          );
           expect(res.status, res.text).to.equal(200);
           acked.push(id);
         }

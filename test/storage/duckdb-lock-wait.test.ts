@@ -12,17 +12,27 @@ describe('embedded store held by another process', function () {
   it('opening waits until the other process lets go, then works', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-lock-'));
     const file = join(dir, 'tracegate.duckdb');
-    const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+    const holder = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `
       import { DuckDBInstance } from '@duckdb/node-api';
       const db = await DuckDBInstance.create(${JSON.stringify(file)});
       const c = await db.connect();
       await c.run('CREATE TABLE IF NOT EXISTS held (x INTEGER)');
       console.log('held');
       setTimeout(() => { c.closeSync(); db.closeSync(); process.exit(0); }, 2000);
-    `], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] });
+    `,
+      ],
+      { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     try {
       await new Promise<void>((resolve, reject) => {
-        holder.stdout!.on('data', (d: Buffer) => { if (d.toString().includes('held')) resolve(); });
+        holder.stdout!.on('data', (d: Buffer) => {
+          if (d.toString().includes('held')) resolve();
+        });
         holder.on('exit', (code) => reject(new Error(`holder exited ${code}`)));
       });
       const started = Date.now();

@@ -14,13 +14,30 @@ const PROMPT = 'Customer asks about a damaged order and the refund policy. '.rep
 
 function span(i: number): SpanRecord {
   return {
-    ...emptySpan('ws', 'native'), traceId: `t${i}`, spanId: 's1', name: 'chat', kind: 'llm', prompt: PROMPT, response: PROMPT,
-    startTimeNs: String(T0 + BigInt(i) * 1000n), endTimeNs: String(T0 + BigInt(i) * 1000n + 500n), ingestedAtMs: 1,
+    ...emptySpan('ws', 'native'),
+    traceId: `t${i}`,
+    spanId: 's1',
+    name: 'chat',
+    kind: 'llm',
+    prompt: PROMPT,
+    response: PROMPT,
+    startTimeNs: String(T0 + BigInt(i) * 1000n),
+    endTimeNs: String(T0 + BigInt(i) * 1000n + 500n),
+    ingestedAtMs: 1,
   };
 }
 
 function policy(i: number): PolicyRecord {
-  return { recordType: 'policy', workspaceId: 'ws', traceId: `t${i}`, spanId: 's1', policyVersion: 1, decision: 'allow', reasons: `[{"code":"none","message":"${PROMPT.slice(0, 200)}"}]`, createdAtMs: 1 };
+  return {
+    recordType: 'policy',
+    workspaceId: 'ws',
+    traceId: `t${i}`,
+    spanId: 's1',
+    policyVersion: 1,
+    decision: 'allow',
+    reasons: `[{"code":"none","message":"${PROMPT.slice(0, 200)}"}]`,
+    createdAtMs: 1,
+  };
 }
 
 describe('embedded store: staging tables hold one insert at most', function () {

@@ -30,8 +30,15 @@ async function harness(create: () => Storage, cleanup: () => Promise<unknown>): 
   };
   const h: StoreHarness = {
     storage: await open(),
-    reopen: async () => { await h.storage.close(); h.storage = await open(); return h.storage; },
-    destroy: async () => { await h.storage.close(); await cleanup(); },
+    reopen: async () => {
+      await h.storage.close();
+      h.storage = await open();
+      return h.storage;
+    },
+    destroy: async () => {
+      await h.storage.close();
+      await cleanup();
+    },
   };
   return h;
 }
@@ -39,7 +46,10 @@ async function harness(create: () => Storage, cleanup: () => Promise<unknown>): 
 export const clickhouseFactory: StoreFactory = () => {
   const url = clickhouseUrl();
   const database = uniqueDatabase();
-  return harness(() => new ClickHouseStorage({ url, database }), () => fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` }));
+  return harness(
+    () => new ClickHouseStorage({ url, database }),
+    () => fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` }),
+  );
 };
 
 /** Two 18.16 shards (TRACEGATE_CLICKHOUSE_CLUSTER): the collector talks to the first node, the data is spread over both. */
@@ -48,8 +58,19 @@ export const clusterFactory: StoreFactory = async () => {
   const database = uniqueDatabase();
   const drop = (url: string, db: string) => fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${db}` });
   return harness(
-    () => new ClickHouseStorage({ url: c.nodes[0]!.url, database, cluster: { name: c.name, nodeUrls: c.nodes.map((n) => n.url) } }),
-    () => Promise.all(c.nodes.map(async (n) => { await drop(n.url, database); await drop(n.url, `${database}_local`); })),
+    () =>
+      new ClickHouseStorage({
+        url: c.nodes[0]!.url,
+        database,
+        cluster: { name: c.name, nodeUrls: c.nodes.map((n) => n.url) },
+      }),
+    () =>
+      Promise.all(
+        c.nodes.map(async (n) => {
+          await drop(n.url, database);
+          await drop(n.url, `${database}_local`);
+        }),
+      ),
   );
 };
 
@@ -68,7 +89,12 @@ export function chdbConnection(): ReturnType<typeof createChdbConnection> {
   const shared = chdbShared;
   // A store's close() must not close the process-wide connection.
   return new Proxy(shared, {
-    get: (t, k) => (k === 'close' ? async () => {} : typeof Reflect.get(t, k) === 'function' ? (Reflect.get(t, k) as (...a: unknown[]) => unknown).bind(t) : Reflect.get(t, k)),
+    get: (t, k) =>
+      k === 'close'
+        ? async () => {}
+        : typeof Reflect.get(t, k) === 'function'
+          ? (Reflect.get(t, k) as (...a: unknown[]) => unknown).bind(t)
+          : Reflect.get(t, k),
   });
 }
 
@@ -84,22 +110,40 @@ export const chdbFactory: StoreFactory = () => {
 function tempDirFactory(prefix: string, create: (dir: string) => Storage): StoreFactory {
   return async () => {
     const dir = await mkdtemp(join(tmpdir(), prefix));
-    return harness(() => create(dir), () => rm(dir, { recursive: true, force: true }));
+    return harness(
+      () => create(dir),
+      () => rm(dir, { recursive: true, force: true }),
+    );
   };
 }
 
-export const duckdbFactory = tempDirFactory('tracegate-duckdb-', (dir) => new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb'), { writeThreads: 1 }) /* as createStorage sets it */);
+export const duckdbFactory = tempDirFactory(
+  'tracegate-duckdb-',
+  (dir) =>
+    new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb'), { writeThreads: 1 }) /* as createStorage sets it */,
+);
 
-export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [['clickhouse', clickhouseFactory], ['duckdb', duckdbFactory]];
+export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [
+  ['clickhouse', clickhouseFactory],
+  ['duckdb', duckdbFactory],
+];
 
 /** The server's arrangement: DuckDB behind WorkerStorage, every call crossing to a worker thread. */
-export const workerFactory = tempDirFactory('tracegate-worker-', (dir) => new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir })));
+export const workerFactory = tempDirFactory(
+  'tracegate-worker-',
+  (dir) => new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir })),
+);
 
 /** The ClickHouse server of the tests (Debian's 18.16), current ClickHouse through chDB, and a two-shard 18.16 cluster. */
 export const CLICKHOUSES: ReadonlyArray<[string, StoreFactory]> = [
-  ['clickhouse', clickhouseFactory], ['clickhouse 26 (chDB)', chdbFactory],
+  ['clickhouse', clickhouseFactory],
+  ['clickhouse 26 (chDB)', chdbFactory],
   ...(clusterTests ? [['clickhouse cluster (2 shards)', clusterFactory] as [string, StoreFactory]] : []),
 ];
 
 /** Backends for the contract suites: both implementations (ClickHouse as 18.16, 26 and a cluster), and DuckDB through the worker thread. */
-export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [...BACKENDS, ...CLICKHOUSES.slice(1), ['duckdb on a worker thread', workerFactory]];
+export const CONTRACT_BACKENDS: ReadonlyArray<[string, StoreFactory]> = [
+  ...BACKENDS,
+  ...CLICKHOUSES.slice(1),
+  ['duckdb on a worker thread', workerFactory],
+];

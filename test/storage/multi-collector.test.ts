@@ -6,9 +6,14 @@ import { cli, flushed, get, post, startTestServer, type TestServer } from '../su
 
 /** PATCH /admin/settings on the server's loopback admin port (what the CLI uses). */
 async function patchSettings(s: TestServer, workspace: string, patch: object): Promise<{ status: number; json: any }> {
-  const { adminPort, adminToken } = JSON.parse(readFileSync(join(s.dataDir, 'server.json'), 'utf8')) as { adminPort: number; adminToken: string };
+  const { adminPort, adminToken } = JSON.parse(readFileSync(join(s.dataDir, 'server.json'), 'utf8')) as {
+    adminPort: number;
+    adminToken: string;
+  };
   const res = await fetch(`http://127.0.0.1:${adminPort}/admin/settings?workspace=${workspace}`, {
-    method: 'PATCH', headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify(patch),
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(patch),
   });
   return { status: res.status, json: await res.json() };
 }
@@ -36,15 +41,22 @@ describe('collectors sharing one ClickHouse database', function () {
     await flushed(a);
     await flushed(b);
     // Both publish at start: each lists both keys.
-    const keysOn = async (s: TestServer) => ((await get(`${s.url}/api/verification/keys`, auth)).json.keys as Array<{ keyId: string }>).map((x) => x.keyId);
+    const keysOn = async (s: TestServer) =>
+      ((await get(`${s.url}/api/verification/keys`, auth)).json.keys as Array<{ keyId: string }>).map((x) => x.keyId);
     const [onA, onB] = [await keysOn(a), await keysOn(b)];
     expect(onA).to.have.length(2);
     expect(onB).to.deep.equal(onA);
     // B's records are checked by A (and the reverse) without an unknown key.
-    for (const [s, traceId] of [[a, 'on-b'], [b, 'on-a']] as const) {
+    for (const [s, traceId] of [
+      [a, 'on-b'],
+      [b, 'on-a'],
+    ] as const) {
       const res = await get(`${s.url}/api/traces/${traceId}/verification`, auth);
       expect(res.status, res.text).to.equal(200);
-      expect(res.json.problems.filter((p: { kind: string }) => p.kind === 'unknown_key'), res.text).to.deep.equal([]);
+      expect(
+        res.json.problems.filter((p: { kind: string }) => p.kind === 'unknown_key'),
+        res.text,
+      ).to.deep.equal([]);
     }
     // Once B has signed its chain heads (at shutdown), `verify` through A finds every chain of the workspace sound.
     await b.close();
@@ -83,7 +95,10 @@ describe('collectors sharing one ClickHouse database', function () {
     };
     for (let n = 1; n <= 6; n++) {
       const email = n % 2 ? 'block' : 'redact';
-      await Promise.all([untilKept(a, { policy: { version: 1, defaultAction: 'flag', actions: { email } } }), untilKept(b, rules(n))]);
+      await Promise.all([
+        untilKept(a, { policy: { version: 1, defaultAction: 'flag', actions: { email } } }),
+        untilKept(b, rules(n)),
+      ]);
       a.running.settings.forget(ws);
       now = await a.running.settings.forWorkspace(ws);
       expect([now.policy.actions.email, now.doc.alertRules?.[0]?.id], `round ${n}`).to.deep.equal([email, `r${n}`]);
@@ -92,7 +107,13 @@ describe('collectors sharing one ClickHouse database', function () {
     const v = (await a.running.storage.getSettings(ws))!.version + 1;
     expect(await a.running.storage.putSettings(ws, JSON.stringify({ alertRules: [] }), v, 1000)).to.equal(true);
     expect(await b.running.storage.putSettings(ws, JSON.stringify({}), v, 2000)).to.equal(false);
-    expect(await a.running.storage.getSettings(ws)).to.deep.equal({ doc: JSON.stringify({ alertRules: [] }), version: v });
-    expect(await b.running.storage.getSettings(ws)).to.deep.equal({ doc: JSON.stringify({ alertRules: [] }), version: v });
+    expect(await a.running.storage.getSettings(ws)).to.deep.equal({
+      doc: JSON.stringify({ alertRules: [] }),
+      version: v,
+    });
+    expect(await b.running.storage.getSettings(ws)).to.deep.equal({
+      doc: JSON.stringify({ alertRules: [] }),
+      version: v,
+    });
   });
 });

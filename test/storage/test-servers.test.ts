@@ -8,7 +8,12 @@ import { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { emptySpan } from '../../collector/record.ts';
 
 const span = (spanId: string) => ({
-  ...emptySpan('ws', 'native'), traceId: 't', spanId, startTimeNs: '1763787000123456789', endTimeNs: '1763787000223456789', ingestedAtMs: 1,
+  ...emptySpan('ws', 'native'),
+  traceId: 't',
+  spanId,
+  startTimeNs: '1763787000123456789',
+  endTimeNs: '1763787000223456789',
+  ingestedAtMs: 1,
 });
 
 describe('test servers', function () {
@@ -23,7 +28,10 @@ describe('test servers', function () {
       await s.insertSpans([span('a')]);
       await ch.kill();
       expect(await s.ping()).to.equal(false);
-      const err = await s.insertSpans([span('b')]).then(() => null, (e: unknown) => e);
+      const err = await s.insertSpans([span('b')]).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(Error);
       await ch.restart();
       await s.insertSpans([span('b')]);
@@ -45,7 +53,10 @@ describe('test servers', function () {
         const sock = connect(Number(port), hostname);
         sock.on('error', reject);
         sock.on('connect', () => sock.write('PING\r\n'));
-        sock.on('data', (d) => { sock.destroy(); resolve(d.toString()); });
+        sock.on('data', (d) => {
+          sock.destroy();
+          resolve(d.toString());
+        });
       });
       expect(reply).to.equal('+PONG\r\n');
     } finally {

@@ -8,17 +8,30 @@ import { workerFactory, type StoreHarness } from './harness.ts';
 
 describe('storage on a worker thread', () => {
   let h: StoreHarness;
-  beforeEach(async () => { h = await workerFactory(); });
-  afterEach(async () => { await h.destroy(); });
+  beforeEach(async () => {
+    h = await workerFactory();
+  });
+  afterEach(async () => {
+    await h.destroy();
+  });
 
   it('keeps an HTTP error (status, code) thrown by the backend', async () => {
-    const err = await h.storage.listTraces('ws', { limit: 10, cursor: 'not-a-cursor' }).then(() => null, (e: unknown) => e);
+    const err = await h.storage.listTraces('ws', { limit: 10, cursor: 'not-a-cursor' }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).to.be.instanceOf(HttpError);
     expect((err as HttpError).status).to.equal(400);
   });
 
   it('replaces a worker that died and re-initializes it; stored data survives', async () => {
-    const span = { ...emptySpan('ws', 'native'), traceId: 't1', spanId: 's1', startTimeNs: '1000000', endTimeNs: '2000000' };
+    const span = {
+      ...emptySpan('ws', 'native'),
+      traceId: 't1',
+      spanId: 's1',
+      startTimeNs: '1000000',
+      endTimeNs: '2000000',
+    };
     await h.storage.insertSpans([span]);
     const inner = h.storage as unknown as { rpc: { worker: { terminate(): Promise<number> } } };
     await inner.rpc.worker.terminate();

@@ -2,9 +2,12 @@
 import type { AuditRecord, CheckpointRecord, VerificationRecord } from '../../collector/enrichment-records.ts';
 import type { ChainPos, Storage } from '../../storage/types.ts';
 
-async function allPages<T extends ChainPos>(read: (after: ChainPos | null, limit: number) => Promise<T[]>, limit = 3): Promise<T[]> {
+async function allPages<T extends ChainPos>(
+  read: (after: ChainPos | null, limit: number) => Promise<T[]>,
+  limit = 3,
+): Promise<T[]> {
   const out: T[] = [];
-  for (let after: ChainPos | null = null; ;) {
+  for (let after: ChainPos | null = null; ; ) {
     const page = await read(after, limit);
     out.push(...page);
     if (page.length < limit) return out;
@@ -18,7 +21,10 @@ export function auditChain(s: Storage, workspaceId: string): Promise<AuditRecord
 }
 
 /** Every verification record and checkpoint of a workspace in chain order (chainId, seq). */
-export async function verificationChain(s: Storage, workspaceId: string): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
+export async function verificationChain(
+  s: Storage,
+  workspaceId: string,
+): Promise<{ records: VerificationRecord[]; checkpoints: CheckpointRecord[] }> {
   return {
     records: await allPages((after, limit) => s.verificationPage(workspaceId, after, limit)),
     checkpoints: await allPages((after, limit) => s.checkpointPage(workspaceId, after, limit)),

@@ -90,7 +90,9 @@ function pingOk(url: string): Promise<boolean> {
     const req = httpGet(`${url}/ping`, { agent: false, timeout: 1000 }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (d: string) => { body += d; });
+      res.on('data', (d: string) => {
+        body += d;
+      });
       res.on('end', () => resolve(res.statusCode === 200 && body.trim() === 'Ok.'));
       res.on('error', () => resolve(false));
     });
@@ -109,8 +111,19 @@ export interface StartOptions {
 export async function startClickHouse(opts: StartOptions = {}): Promise<TestClickHouse> {
   const externalUrl = process.env.TRACEGATE_TEST_CLICKHOUSE_URL;
   if (externalUrl && !opts.ports) {
-    const unsupported = async () => { throw new Error('not supported with TRACEGATE_TEST_CLICKHOUSE_URL'); };
-    return { url: externalUrl.replace(/\/+$/, ''), external: true, stop: async () => {}, dispose: async () => {}, kill: unsupported, restart: unsupported, pause: unsupported, resume: unsupported };
+    const unsupported = async () => {
+      throw new Error('not supported with TRACEGATE_TEST_CLICKHOUSE_URL');
+    };
+    return {
+      url: externalUrl.replace(/\/+$/, ''),
+      external: true,
+      stop: async () => {},
+      dispose: async () => {},
+      kill: unsupported,
+      restart: unsupported,
+      pause: unsupported,
+      resume: unsupported,
+    };
   }
 
   const [cmd, args] = serverCommand();
@@ -133,8 +146,8 @@ export async function startClickHouse(opts: StartOptions = {}): Promise<TestClic
   await writeFile(join(dir, 'users.xml'), USERS_XML);
   // Ports are picked free then released, so another process may grab one first: retry with new ones.
   for (let attempt = 1; ; attempt++) {
-    httpPort = opts.ports?.http ?? await freePort();
-    const tcpPort = opts.ports?.tcp ?? await freePort();
+    httpPort = opts.ports?.http ?? (await freePort());
+    const tcpPort = opts.ports?.tcp ?? (await freePort());
     await writeFile(join(dir, 'config.xml'), configXml(dir, httpPort, tcpPort, opts.extraConfig ?? ''));
     try {
       await launch();
@@ -148,17 +161,31 @@ export async function startClickHouse(opts: StartOptions = {}): Promise<TestClic
     }
   }
 
-  const stop = async () => { if (child) await terminate(child); };
+  const stop = async () => {
+    if (child) await terminate(child);
+  };
   return {
     url: `http://127.0.0.1:${httpPort}`,
     external: false,
     stop,
-    kill: async () => { if (child) await killNow(child); },
-    restart: async () => { await stop(); await launch(); },
-    pause: async () => { (child as ChildProcess | null)?.kill('SIGSTOP'); },
-    resume: async () => { (child as ChildProcess | null)?.kill('SIGCONT'); },
+    kill: async () => {
+      if (child) await killNow(child);
+    },
+    restart: async () => {
+      await stop();
+      await launch();
+    },
+    pause: async () => {
+      (child as ChildProcess | null)?.kill('SIGSTOP');
+    },
+    resume: async () => {
+      (child as ChildProcess | null)?.kill('SIGCONT');
+    },
     // The data is deleted anyway, so no need to wait for a graceful shutdown.
-    dispose: async () => { if (child) await killNow(child); await rm(dir, { recursive: true, force: true }); },
+    dispose: async () => {
+      if (child) await killNow(child);
+      await rm(dir, { recursive: true, force: true });
+    },
   };
 }
 
@@ -176,7 +203,15 @@ export async function startClickHouseCluster(shards = 2): Promise<TestClickHouse
   const name = 'tracegate_test';
   for (let attempt = 1; ; attempt++) {
     const used = new Set<number>();
-    const port = async () => { for (;;) { const p = await freePort(); if (!used.has(p)) { used.add(p); return p; } } };
+    const port = async () => {
+      for (;;) {
+        const p = await freePort();
+        if (!used.has(p)) {
+          used.add(p);
+          return p;
+        }
+      }
+    };
     const ports: Array<{ http: number; tcp: number }> = [];
     for (let i = 0; i < shards; i++) ports.push({ http: await port(), tcp: await port() });
     const replica = (p: { tcp: number }) => `<replica><host>127.0.0.1</host><port>${p.tcp}</port></replica>`;
@@ -185,7 +220,14 @@ export async function startClickHouseCluster(shards = 2): Promise<TestClickHouse
     const extraConfig = `<remote_servers><${name}>${shardsXml}</${name}><${name}_replicated><shard>${ports.map(replica).join('')}</shard></${name}_replicated></remote_servers>`;
     const started = await Promise.allSettled(ports.map((p) => startClickHouse({ ports: p, extraConfig })));
     const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-    if (nodes.length === ports.length) return { name, nodes, dispose: async () => { await Promise.all(nodes.map((n) => n.dispose())); } };
+    if (nodes.length === ports.length)
+      return {
+        name,
+        nodes,
+        dispose: async () => {
+          await Promise.all(nodes.map((n) => n.dispose()));
+        },
+      };
     await Promise.all(nodes.map((n) => n.dispose()));
     if (attempt >= 3) throw (started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason;
   }

@@ -48,7 +48,15 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 function inputText(body: any): string {
   if (typeof body.input === 'string') return body.input;
   if (!Array.isArray(body.input)) return '';
-  return body.input.map((i: any) => (typeof i.content === 'string' ? i.content : Array.isArray(i.content) ? i.content.map((c: any) => c.text ?? '').join(' ') : '')).join(' ');
+  return body.input
+    .map((i: any) =>
+      typeof i.content === 'string'
+        ? i.content
+        : Array.isArray(i.content)
+          ? i.content.map((c: any) => c.text ?? '').join(' ')
+          : '',
+    )
+    .join(' ');
 }
 
 /** A deterministic answer, in deltas of one word each (with the leading space, as the real API does). */
@@ -64,33 +72,74 @@ function usage(body: any, outputText: string) {
   const cached = body.metadata?.fake === 'cached' ? Math.floor(input / 2) : 0;
   const reasoning = body.metadata?.fake === 'cached' ? 7 : 0;
   return {
-    input_tokens: input, input_tokens_details: { cached_tokens: cached },
-    output_tokens: output + reasoning, output_tokens_details: { reasoning_tokens: reasoning },
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: cached },
+    output_tokens: output + reasoning,
+    output_tokens_details: { reasoning_tokens: reasoning },
     total_tokens: input + output + reasoning,
   };
 }
 
-function responseObject(body: any, respId: string, status: string, output: unknown[], usageObj: unknown, extra: Record<string, unknown> = {}) {
+function responseObject(
+  body: any,
+  respId: string,
+  status: string,
+  output: unknown[],
+  usageObj: unknown,
+  extra: Record<string, unknown> = {},
+) {
   return {
-    id: respId, object: 'response', created_at: Math.floor(Date.now() / 1000), status, background: false, error: null,
-    incomplete_details: null, instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null,
-    model: body.model, output, parallel_tool_calls: true, previous_response_id: body.previous_response_id ?? null,
-    reasoning: { effort: null, summary: null }, store: true, temperature: body.temperature ?? 1, text: { format: { type: 'text' } },
-    tool_choice: 'auto', tools: body.tools ?? [], top_p: 1, truncation: 'disabled', usage: usageObj, user: null, metadata: body.metadata ?? {},
+    id: respId,
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    status,
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    model: body.model,
+    output,
+    parallel_tool_calls: true,
+    previous_response_id: body.previous_response_id ?? null,
+    reasoning: { effort: null, summary: null },
+    store: true,
+    temperature: body.temperature ?? 1,
+    text: { format: { type: 'text' } },
+    tool_choice: 'auto',
+    tools: body.tools ?? [],
+    top_p: 1,
+    truncation: 'disabled',
+    usage: usageObj,
+    user: null,
+    metadata: body.metadata ?? {},
     ...extra,
   };
 }
 
 function message(msgId: string, text: string, status = 'completed') {
-  return { type: 'message', id: msgId, status, role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
+  return {
+    type: 'message',
+    id: msgId,
+    status,
+    role: 'assistant',
+    content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+  };
 }
 
 function commonHeaders(): Record<string, string> {
   return {
-    'x-request-id': id('req'), 'openai-processing-ms': '187', 'openai-version': '2020-10-01',
-    'x-ratelimit-limit-requests': '10000', 'x-ratelimit-remaining-requests': '9999', 'x-ratelimit-reset-requests': '6ms',
-    'x-ratelimit-limit-tokens': '2000000', 'x-ratelimit-remaining-tokens': '1999900', 'x-ratelimit-reset-tokens': '3ms',
-    'set-cookie': '__cf_bm=should-not-pass; path=/', 'openai-organization': 'org-secret-name',
+    'x-request-id': id('req'),
+    'openai-processing-ms': '187',
+    'openai-version': '2020-10-01',
+    'x-ratelimit-limit-requests': '10000',
+    'x-ratelimit-remaining-requests': '9999',
+    'x-ratelimit-reset-requests': '6ms',
+    'x-ratelimit-limit-tokens': '2000000',
+    'x-ratelimit-remaining-tokens': '1999900',
+    'x-ratelimit-reset-tokens': '3ms',
+    'set-cookie': '__cf_bm=should-not-pass; path=/',
+    'openai-organization': 'org-secret-name',
   };
 }
 
@@ -101,11 +150,20 @@ function errorBody(message: string, type: string, code: string | null) {
 function finalResponse(body: any, respId: string, msgId: string, text: string) {
   const mode = body.metadata?.fake;
   if (mode === 'tool') {
-    const call = { type: 'function_call', id: id('fc'), call_id: id('call'), name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed' };
+    const call = {
+      type: 'function_call',
+      id: id('fc'),
+      call_id: id('call'),
+      name: 'get_weather',
+      arguments: '{"city":"Paris"}',
+      status: 'completed',
+    };
     return responseObject(body, respId, 'completed', [call], usage(body, 'x x x'));
   }
   if (mode === 'incomplete') {
-    return responseObject(body, respId, 'incomplete', [message(msgId, text, 'incomplete')], usage(body, text), { incomplete_details: { reason: 'max_output_tokens' } });
+    return responseObject(body, respId, 'incomplete', [message(msgId, text, 'incomplete')], usage(body, text), {
+      incomplete_details: { reason: 'max_output_tokens' },
+    });
   }
   return responseObject(body, respId, 'completed', [message(msgId, text)], usage(body, text));
 }
@@ -113,7 +171,9 @@ function finalResponse(body: any, respId: string, msgId: string, text: string) {
 export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeResponses> {
   const requests: FakeRequest[] = [];
   const waiters: Array<() => void> = [];
-  const notify = () => { for (const w of waiters.splice(0)) w(); };
+  const notify = () => {
+    for (const w of waiters.splice(0)) w();
+  };
 
   const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
     const chunks: Buffer[] = [];
@@ -121,7 +181,11 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
       let body: any = {};
-      try { body = JSON.parse(raw); } catch { /* recorded as is */ }
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        /* recorded as is */
+      }
       const rec: FakeRequest = { path: req.url ?? '', headers: req.headers, body, raw, aborted: false, done: false };
       if (opts.record !== false) requests.push(rec);
       res.on('close', () => {
@@ -130,13 +194,23 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
         notify();
       });
       const key = (req.headers.authorization ?? '').replace(/^Bearer /, '');
-      if (key.startsWith('sk-rejected')) { // as the provider answers a wrong key: quoting part of it
+      if (key.startsWith('sk-rejected')) {
+        // as the provider answers a wrong key: quoting part of it
         res.writeHead(401, { ...commonHeaders(), 'content-type': 'application/json' });
-        res.end(errorBody(`Incorrect API key provided: ${key.slice(0, 3)}********${key.slice(-4)}. You can find your API key at https://platform.openai.com/account/api-keys.`, 'invalid_request_error', 'invalid_api_key'));
+        res.end(
+          errorBody(
+            `Incorrect API key provided: ${key.slice(0, 3)}********${key.slice(-4)}. You can find your API key at https://platform.openai.com/account/api-keys.`,
+            'invalid_request_error',
+            'invalid_api_key',
+          ),
+        );
         return;
       }
       const m = /^\/v1\/responses\/([^/?]+)(\/[a-z_]+)?(\?.*)?$/.exec(req.url ?? '');
-      if (m) { stored(req.method ?? '', m[1]!, m[2] ?? '', res); return; }
+      if (m) {
+        stored(req.method ?? '', m[1]!, m[2] ?? '', res);
+        return;
+      }
       void answer(body, res).catch(() => res.destroy());
     });
   });
@@ -144,14 +218,37 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
   const kept = new Map<string, { response: any; input: any }>();
   function stored(method: string, respId: string, sub: string, res: ServerResponse): void {
     const hit = kept.get(respId);
-    const json = (status: number, v: unknown) => { res.writeHead(status, { ...commonHeaders(), 'content-type': 'application/json' }); res.end(typeof v === 'string' ? v : JSON.stringify(v)); };
+    const json = (status: number, v: unknown) => {
+      res.writeHead(status, { ...commonHeaders(), 'content-type': 'application/json' });
+      res.end(typeof v === 'string' ? v : JSON.stringify(v));
+    };
     if (!hit) return json(404, errorBody(`Response with id '${respId}' not found.`, 'invalid_request_error', null));
     if (method === 'GET' && sub === '') return json(200, hit.response);
-    if (method === 'DELETE' && sub === '') { kept.delete(respId); return json(200, { id: respId, object: 'response', deleted: true }); }
+    if (method === 'DELETE' && sub === '') {
+      kept.delete(respId);
+      return json(200, { id: respId, object: 'response', deleted: true });
+    }
     if (method === 'POST' && sub === '/cancel') return json(200, { ...hit.response, status: 'cancelled' });
     if (method === 'GET' && sub === '/input_items') {
-      const items = typeof hit.input === 'string' ? [{ id: id('msg'), type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: hit.input }] }] : hit.input ?? [];
-      return json(200, { object: 'list', data: items, first_id: items[0]?.id ?? null, last_id: items.at(-1)?.id ?? null, has_more: false });
+      const items =
+        typeof hit.input === 'string'
+          ? [
+              {
+                id: id('msg'),
+                type: 'message',
+                role: 'user',
+                status: 'completed',
+                content: [{ type: 'input_text', text: hit.input }],
+              },
+            ]
+          : (hit.input ?? []);
+      return json(200, {
+        object: 'list',
+        data: items,
+        first_id: items[0]?.id ?? null,
+        last_id: items.at(-1)?.id ?? null,
+        has_more: false,
+      });
     }
     json(404, errorBody('Not found', 'invalid_request_error', null));
   }
@@ -161,13 +258,26 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
     const delay = Number(body.metadata?.delay_ms ?? opts.delayMs ?? 0);
     if (mode === 'hang') return;
     if (mode === '429') {
-      res.writeHead(429, { ...commonHeaders(), 'content-type': 'application/json', 'retry-after': '7', 'x-ratelimit-remaining-requests': '0' });
-      res.end(errorBody('Rate limit reached for gpt-4o-mini on requests per min (RPM): Limit 3, Used 3, Requested 1.', 'requests', 'rate_limit_exceeded'));
+      res.writeHead(429, {
+        ...commonHeaders(),
+        'content-type': 'application/json',
+        'retry-after': '7',
+        'x-ratelimit-remaining-requests': '0',
+      });
+      res.end(
+        errorBody(
+          'Rate limit reached for gpt-4o-mini on requests per min (RPM): Limit 3, Used 3, Requested 1.',
+          'requests',
+          'rate_limit_exceeded',
+        ),
+      );
       return;
     }
     if (mode === '500') {
       res.writeHead(500, { ...commonHeaders(), 'content-type': 'application/json' });
-      res.end(errorBody('The server had an error while processing your request. Sorry about that!', 'server_error', null));
+      res.end(
+        errorBody('The server had an error while processing your request. Sorry about that!', 'server_error', null),
+      );
       return;
     }
     const respId = id('resp');
@@ -183,7 +293,11 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
       return;
     }
 
-    res.writeHead(200, { ...commonHeaders(), 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    res.writeHead(200, {
+      ...commonHeaders(),
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+    });
     res.flushHeaders();
     let seq = 0;
     const send = async (type: string, data: Record<string, unknown>) => {
@@ -197,21 +311,45 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
     if (opts.record !== false) kept.set(respId, { response: inProgress, input: body.input });
     await send('response.created', { response: inProgress });
     await send('response.in_progress', { response: inProgress });
-    await send('response.output_item.added', { output_index: 0, item: { ...message(msgId, '', 'in_progress'), content: [] } });
-    await send('response.content_part.added', { item_id: msgId, output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+    await send('response.output_item.added', {
+      output_index: 0,
+      item: { ...message(msgId, '', 'in_progress'), content: [] },
+    });
+    await send('response.content_part.added', {
+      item_id: msgId,
+      output_index: 0,
+      content_index: 0,
+      part: { type: 'output_text', text: '', annotations: [] },
+    });
     for (const [i, d] of deltas.entries()) {
-      if (i === 3 && mode === 'cut') { res.destroy(); return; }
+      if (i === 3 && mode === 'cut') {
+        res.destroy();
+        return;
+      }
       if (i === 3 && mode === 'midstream_error') {
         await send('error', { code: 'server_error', message: 'The model failed mid-generation.', param: null });
-        const failed = responseObject(body, respId, 'failed', [], null, { error: { code: 'server_error', message: 'The model failed mid-generation.' } });
+        const failed = responseObject(body, respId, 'failed', [], null, {
+          error: { code: 'server_error', message: 'The model failed mid-generation.' },
+        });
         await send('response.failed', { response: failed });
         res.end();
         return;
       }
-      await send('response.output_text.delta', { item_id: msgId, output_index: 0, content_index: 0, delta: d, logprobs: [] });
+      await send('response.output_text.delta', {
+        item_id: msgId,
+        output_index: 0,
+        content_index: 0,
+        delta: d,
+        logprobs: [],
+      });
     }
     await send('response.output_text.done', { item_id: msgId, output_index: 0, content_index: 0, text, logprobs: [] });
-    await send('response.content_part.done', { item_id: msgId, output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } });
+    await send('response.content_part.done', {
+      item_id: msgId,
+      output_index: 0,
+      content_index: 0,
+      part: { type: 'output_text', text, annotations: [] },
+    });
     const final = finalResponse(body, respId, msgId, text);
     if (opts.record !== false) kept.set(respId, { response: final, input: body.input }); // streamed responses are stored too
     await send('response.output_item.done', { output_index: 0, item: (final.output as unknown[])[0] });
@@ -229,6 +367,10 @@ export async function startFakeResponses(opts: FakeOptions = {}): Promise<FakeRe
     settled: async (n) => {
       while (requests.filter((r) => r.done).length < n) await new Promise<void>((r) => waiters.push(r));
     },
-    close: () => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

@@ -29,11 +29,19 @@ export function exited(child: ChildProcess): Promise<void> {
  * Poll `probe` until it returns true. Fails fast when the child dies (with the tail of
  * its log, which is where the reason is), or after timeoutMs.
  */
-export async function waitReady(child: ChildProcess, probe: () => Promise<boolean>, what: string, logFile: string, timeoutMs = 30_000): Promise<void> {
+export async function waitReady(
+  child: ChildProcess,
+  probe: () => Promise<boolean>,
+  what: string,
+  logFile: string,
+  timeoutMs = 30_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`${what} exited during startup (code ${child.exitCode}, signal ${child.signalCode})\n${await tail(logFile)}`);
+      throw new Error(
+        `${what} exited during startup (code ${child.exitCode}, signal ${child.signalCode})\n${await tail(logFile)}`,
+      );
     }
     if (await probe().catch(() => false)) return;
     await sleep(50);

@@ -22,28 +22,52 @@ function pingRedis(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = connect(port, '127.0.0.1');
     let buf = '';
-    const finish = (ok: boolean) => { sock.destroy(); resolve(ok); };
+    const finish = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
     sock.setTimeout(1000, () => finish(false));
     sock.on('error', () => finish(false));
     sock.on('connect', () => sock.write('PING\r\n'));
-    sock.on('data', (d) => { buf += d.toString(); if (buf.includes('\r\n')) finish(buf.startsWith('+PONG')); });
+    sock.on('data', (d) => {
+      buf += d.toString();
+      if (buf.includes('\r\n')) finish(buf.startsWith('+PONG'));
+    });
   });
 }
 
 export async function startRedis(): Promise<TestRedis> {
   const externalUrl = process.env.TRACEGATE_TEST_REDIS_URL;
   if (externalUrl) {
-    const unsupported = () => { throw new Error('cannot pause an external Redis'); };
+    const unsupported = () => {
+      throw new Error('cannot pause an external Redis');
+    };
     return { url: externalUrl, external: true, stop: async () => {}, pause: unsupported, resume: unsupported };
   }
 
   const dir = await mkdtemp(join(tmpdir(), 'tracegate-redis-'));
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const child = spawn('redis-server', [
-      '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--dir', dir, '--logfile', join(dir, 'redis.log'), '--daemonize', 'no',
-    ], { stdio: 'ignore' });
+    const child = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--logfile',
+        join(dir, 'redis.log'),
+        '--daemonize',
+        'no',
+      ],
+      { stdio: 'ignore' },
+    );
     try {
       await waitReady(child, () => pingRedis(port), 'redis-server', join(dir, 'redis.log'), 10_000);
     } catch (err) {
@@ -55,9 +79,17 @@ export async function startRedis(): Promise<TestRedis> {
     return {
       url: `redis://127.0.0.1:${port}`,
       external: false,
-      stop: async () => { child.kill('SIGCONT'); await terminate(child); await rm(dir, { recursive: true, force: true }); },
-      pause: () => { child.kill('SIGSTOP'); },
-      resume: () => { child.kill('SIGCONT'); },
+      stop: async () => {
+        child.kill('SIGCONT');
+        await terminate(child);
+        await rm(dir, { recursive: true, force: true });
+      },
+      pause: () => {
+        child.kill('SIGSTOP');
+      },
+      resume: () => {
+        child.kill('SIGCONT');
+      },
     };
   }
 }

@@ -24,7 +24,10 @@ export interface TestServer {
 export function testEnv(backend: Backend, extra: Record<string, string> = {}): Record<string, string> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-test-'));
   const env: Record<string, string> = {
-    TRACEGATE_PORT: '0', TRACEGATE_HOST: '127.0.0.1', TRACEGATE_DATA_DIR: dataDir, TRACEGATE_LOG_LEVEL: 'silent',
+    TRACEGATE_PORT: '0',
+    TRACEGATE_HOST: '127.0.0.1',
+    TRACEGATE_DATA_DIR: dataDir,
+    TRACEGATE_LOG_LEVEL: 'silent',
     TRACEGATE_FLUSH_INTERVAL_MS: '100',
   };
   if (backend === 'clickhouse') {
@@ -35,13 +38,20 @@ export function testEnv(backend: Backend, extra: Record<string, string> = {}): R
 }
 
 /** `storage` replaces the one the configuration names (the server then uses it on this thread, not a worker). */
-export async function startTestServer(backend: Backend, extra: Record<string, string> = {}, storage?: Storage): Promise<TestServer> {
+export async function startTestServer(
+  backend: Backend,
+  extra: Record<string, string> = {},
+  storage?: Storage,
+): Promise<TestServer> {
   const env = testEnv(backend, extra);
   const config = loadConfig(env);
   const running = await startServer(config, storage ? { storage } : {});
   const url = `http://127.0.0.1:${running.port}`;
   return {
-    url, config, running, dataDir: config.DATA_DIR,
+    url,
+    config,
+    running,
+    dataDir: config.DATA_DIR,
     key: (workspace = 'ws-' + randomBytes(4).toString('hex')) => createKey(running.storage, workspace),
     close: async () => {
       await running.close();
@@ -63,7 +73,11 @@ export async function post(url: string, body: unknown, headers: Record<string, s
   });
   const text = await res.text();
   let json: any = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, headers: res.headers, json, text };
 }
 
@@ -71,17 +85,35 @@ export async function get(url: string, headers: Record<string, string> = {}) {
   const res = await fetch(url, { headers });
   const text = await res.text();
   let json: any = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, headers: res.headers, json, text };
 }
 
 /** Runs the real CLI (bin/tracegate.ts) against a test server's configuration. */
-export async function cli(s: TestServer | null, args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function cli(
+  s: TestServer | null,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const { spawn } = await import('node:child_process');
-  const base = s ? Object.fromEntries(Object.entries(s.config).filter(([, v]) => v !== undefined).map(([k, v]) => [`TRACEGATE_${k}`, String(v)])) : {};
+  const base = s
+    ? Object.fromEntries(
+        Object.entries(s.config)
+          .filter(([, v]) => v !== undefined)
+          .map(([k, v]) => [`TRACEGATE_${k}`, String(v)]),
+      )
+    : {};
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/tracegate.ts', ...args], { env: { ...process.env, ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '', stderr = '';
+    const child = spawn(process.execPath, ['bin/tracegate.ts', ...args], {
+      env: { ...process.env, ...base, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '',
+      stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
     child.on('error', reject);

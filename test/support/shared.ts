@@ -1,5 +1,10 @@
 // The one ClickHouse server shared by the whole mocha run (started by the root hooks in test/setup.ts).
-import { startClickHouse, startClickHouseCluster, type TestClickHouse, type TestClickHouseCluster } from './clickhouse.ts';
+import {
+  startClickHouse,
+  startClickHouseCluster,
+  type TestClickHouse,
+  type TestClickHouseCluster,
+} from './clickhouse.ts';
 
 let shared: TestClickHouse | null = null;
 let cluster: Promise<TestClickHouseCluster> | null = null;
