@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
-import { createKey } from '../collector/admin.ts';
+import { createKey } from '../collector/workspaces/admin.ts';
 import {
   describeCpu,
   fmt,

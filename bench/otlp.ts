@@ -24,8 +24,9 @@ import { defaultResource, resourceFromAttributes } from '@opentelemetry/resource
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
-import { createKey } from '../collector/admin.ts';
-import { decodeOtlpRequest, mapOtlp, otlpLimits } from '../collector/otlp/index.ts';
+import { createKey } from '../collector/workspaces/admin.ts';
+import { decodeOtlpRequest, otlpLimits } from '../protocols/otlp/index.ts';
+import { mapOtlp } from '../mappers/otlp.ts';
 import {
   cpuMeter,
   describeCpu,

@@ -10,7 +10,7 @@ import autocannon from 'autocannon';
 import { Pool } from 'undici';
 import { loadConfig } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
-import { createKey } from '../collector/admin.ts';
+import { createKey } from '../collector/workspaces/admin.ts';
 import { startFakeResponses } from '../test/support/fake-responses.ts';
 import { fmt, freePort, peakRssMb, processCpuSeconds, startChild, stealMeter, terminate } from './lib.ts';
 

@@ -12,7 +12,19 @@ import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SOURCE_DIRS = ['bin', 'collector', 'mappers', 'storage', 'config', 'processors'];
+const SOURCE_DIRS = [
+  'core',
+  'config',
+  'platform',
+  'spool',
+  'protocols',
+  'storage',
+  'processors',
+  'pipeline',
+  'mappers',
+  'collector',
+  'bin',
+];
 const STAMP = 'tracegate-sources';
 
 /**

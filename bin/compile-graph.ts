@@ -3,6 +3,6 @@
 import './compile-graph-stop.ts';
 import './tracegate.ts';
 import '../collector/server.ts';
-import '../processors/worker-host.ts';
+import '../pipeline/processor-thread.ts';
 import '../storage/worker-host.ts';
 import '../collector/proxy/preflight-host.ts';

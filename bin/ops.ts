@@ -5,8 +5,8 @@ import { Agent, fetch } from 'undici';
 import { join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import { createStorage } from '../storage/index.ts';
-import { DataDirInUse, lockDataDir } from '../collector/data-dir-lock.ts';
-import type { Storage } from '../storage/types.ts';
+import { DataDirInUse, lockDataDir } from '../platform/data-dir-lock.ts';
+import type { Storage } from '../core/ports/storage.ts';
 import {
   createKey,
   listKeys,
@@ -16,10 +16,10 @@ import {
   updateSettings,
   workspaceId,
   type AuditSink,
-} from '../collector/admin.ts';
-import { SettingsStore, type SettingsPatch } from '../collector/settings.ts';
+} from '../collector/workspaces/admin.ts';
+import { SettingsStore, type SettingsPatch } from '../collector/workspaces/settings.ts';
 import { AuditChain } from '../processors/audit.ts';
-import { LastKnown, lastKnownFile } from '../collector/last-known.ts';
+import { LastKnown, lastKnownFile } from '../collector/workspaces/last-known.ts';
 import { verificationKeys } from '../processors/signing.ts';
 import { verifyWorkspace } from '../processors/verify-workspace.ts';
 
@@ -150,7 +150,7 @@ class LocalOps implements Ops {
   async revokeKey(keyId: string) {
     const at = await revokeKey(this.storage, keyId, this.audit);
     if (at === null) return false;
-    // The server's copy for storage outages (collector/last-known.ts) must not let the key in at its next start.
+    // The server's copy for storage outages (collector/workspaces/last-known.ts) must not let the key in at its next start.
     await new LastKnown(lastKnownFile(this.config.DATA_DIR)).revokeKey(keyId, at);
     return true;
   }

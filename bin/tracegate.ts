@@ -8,7 +8,7 @@ import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../config/index.ts';
 import { compileCacheDir, fillCompileCache } from './compile-cache.ts';
 import type { VerifyResult } from './ops.ts';
-import type { SettingsPatch } from '../collector/settings.ts';
+import type { SettingsPatch } from '../collector/workspaces/settings.ts';
 
 const HELP: Record<string, string> = {
   main: `usage: tracegate <command> [options]
@@ -334,8 +334,8 @@ const FILE_KEYS = new Map<string, string | null>([
  * the stored document's `alertRules.0.kind`), the same with or without a running server.
  */
 async function checkFile(file: string, patch: SettingsPatch): Promise<void> {
-  const { settingsPatchSchema } = await import('../collector/settings.ts');
-  const { formatIssues } = await import('../collector/admin.ts');
+  const { settingsPatchSchema } = await import('../collector/workspaces/settings.ts');
+  const { formatIssues } = await import('../collector/workspaces/admin.ts');
   const r = settingsPatchSchema.safeParse(patch);
   if (r.success) return;
   const issues = r.error.issues.map((i) => {
@@ -355,8 +355,8 @@ async function refused(args: string[], config: Config): Promise<number> {
   if (!sub) throw new UsageError('refused needs a subcommand: list | requeue', 'refused');
   if (sub !== 'list' && sub !== 'requeue') throw new UsageError(`unknown command: refused ${sub}`, 'refused');
   if (sub === 'list') maxPositionals('refused', positionals, 1);
-  const { listRefused, requeueRefused } = await import('../collector/refused.ts');
-  const { DataDirInUse, lockDataDir } = await import('../collector/data-dir-lock.ts');
+  const { listRefused, requeueRefused } = await import('../pipeline/refused.ts');
+  const { DataDirInUse, lockDataDir } = await import('../platform/data-dir-lock.ts');
   if (sub === 'list') {
     const list = await listRefused(config.DATA_DIR);
     if (values.json) console.log(JSON.stringify(list));

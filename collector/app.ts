@@ -2,89 +2,16 @@
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import { randomUUID } from 'node:crypto';
-import type { Config } from '../config/index.ts';
-import type { Storage } from '../storage/types.ts';
-import type { Ingestor } from './pipeline-types.ts';
-import type { EnrichmentRecord } from './enrichment-records.ts';
-import type { Logger } from './logger.ts';
-import type { Metrics } from './metrics.ts';
-import { BackpressureError, HttpError, isMarkedStorageOutage, StorageUnavailableError } from './errors.ts';
-import { BodyBudget, bodyBudget } from './body.ts';
-import { READ_LIVENESS_AFTER_MS, ReadGate } from './read-gate.ts';
-import { encodeStatus } from './otlp/index.ts';
-import { type KeyVerifier, parseKey, type Caller } from './keys.ts';
-import type { RateLimits } from './rate-limit.ts';
-import type { SettingsStore } from './settings.ts';
-import type { Enrichment } from '../processors/index.ts';
+import { BackpressureError, HttpError, isMarkedStorageOutage, StorageUnavailableError } from '../core/errors.ts';
+import { BodyBudget, bodyBudget } from './http/body.ts';
+import { READ_LIVENESS_AFTER_MS, ReadGate } from './http/read-gate.ts';
+import { encodeStatus } from '../protocols/otlp/index.ts';
+import { type KeyVerifier, parseKey, type Caller } from './workspaces/api-keys.ts';
 import { SYSTEM_WORKSPACE } from '../processors/audit.ts';
-import type { RouteDoc } from './openapi.ts';
-import { routeModules } from './routes/index.ts';
-import type { PipelineStats as FullPipelineStats } from './pipeline.ts';
+import type { RouteDoc } from './http/openapi.ts';
+import { routeModules } from './route-modules.ts';
+import { bearer, renderError, type AppDeps, type RouteContext } from './http/context.ts';
 import { adminRoutes } from './routes/admin.ts';
-
-/** What the routes read of the pipeline's stats (tests pass small doubles). */
-export type PipelineStats = Pick<
-  FullPipelineStats,
-  | 'spoolBytes'
-  | 'pendingRows'
-  | 'storageHealthy'
-  | 'lastFlushError'
-  | 'lastFlushErrorCode'
-  | 'spoolSyncs'
-  | 'spoolAppends'
-  | 'spoolWriteFailure'
->;
-
-export interface AppDeps {
-  config: Config;
-  storage: Storage;
-  pipeline: Ingestor & {
-    stats(): PipelineStats;
-    record(extra: EnrichmentRecord[]): Promise<void>;
-    flush(): Promise<void>;
-  };
-  keys: KeyVerifier;
-  limits: RateLimits;
-  settings: SettingsStore;
-  enrichment: Enrichment;
-  log: Logger;
-  metrics: Metrics;
-  /** Enables the loopback admin routes used by the CLI. */
-  adminToken?: string;
-  /** Route modules register cleanup here (connection pools); the server runs them at shutdown. */
-  closers?: Array<() => Promise<void>>;
-}
-
-/** What each route module receives. */
-export interface RouteContext extends AppDeps {
-  router: Router;
-  docs: RouteDoc[];
-  /** auth + per-route rate limit, for ingest routes. */
-  ingestGuard(route: string): Array<(ctx: Context, next: Next) => Promise<void>>;
-  /** Register cleanup to run at shutdown. */
-  onClose(fn: () => Promise<void>): void;
-  /** auth only (routes that limit on their own terms). */
-  requireKey: (ctx: Context, next: Next) => Promise<void>;
-  /** auth + per-route rate limit, for read routes (`route` names the limiter, e.g. 'read:traces'). */
-  readGuard(route: string): Array<(ctx: Context, next: Next) => Promise<void>>;
-  /**
-   * Runs a read route's storage work under the read deadline: a storage outage, hang or a read past
-   * READ_DEADLINE_MS is answered 503 + Retry-After (code `unavailable`); other failures stay 500s. See ReadGate.
-   */
-  read<T>(work: () => Promise<T>): Promise<T>;
-}
-
-export function renderError(ctx: Context, err: HttpError): void {
-  ctx.status = err.status;
-  for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
-  ctx.body = { error: { code: err.code, message: err.message, details: err.details } };
-}
-
-export function bearer(ctx: Context): string | null {
-  const h = ctx.get('authorization');
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-  return m ? m[1]! : null;
-}
 
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();

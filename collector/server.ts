@@ -1,25 +1,25 @@
 // Wires config → storage → pipeline → app, listens, and shuts down gracefully on SIGTERM/SIGINT.
 import { chmodSync, mkdirSync, renameSync, statSync, writeFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { DataDirInUse, lockDataDir } from './data-dir-lock.ts';
+import { DataDirInUse, lockDataDir } from '../platform/data-dir-lock.ts';
 import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
-import { answerClientErrors } from './client-error.ts';
+import { answerClientErrors } from './http/client-error.ts';
 import type { Config } from '../config/index.ts';
 import { WorkerStorage } from '../storage/worker-storage.ts';
 import { initInBackground } from '../storage/startup.ts';
-import type { Storage } from '../storage/types.ts';
+import type { Storage } from '../core/ports/storage.ts';
 import { createApp } from './app.ts';
-import { createLogger, type Logger } from './logger.ts';
-import { createMetrics } from './metrics.ts';
-import { KeyVerifier } from './keys.ts';
-import { RateLimits } from './rate-limit.ts';
-import { SettingsStore } from './settings.ts';
-import { LastKnown, lastKnownFile } from './last-known.ts';
-import { Pipeline } from './pipeline.ts';
+import { createLogger, type Logger } from '../platform/logger.ts';
+import { createMetrics } from './http/metrics.ts';
+import { KeyVerifier } from './workspaces/api-keys.ts';
+import { RateLimits } from './http/rate-limit.ts';
+import { SettingsStore } from './workspaces/settings.ts';
+import { LastKnown, lastKnownFile } from './workspaces/last-known.ts';
+import { Pipeline } from '../pipeline/pipeline.ts';
 import { createEnrichment, type Enrichment } from '../processors/index.ts';
 import { loadSigningKey, publishKeys } from '../processors/signing.ts';
-import { ProcessorWorker } from '../processors/worker-client.ts';
+import { ProcessorWorker } from '../pipeline/processor-worker.ts';
 import { ChainHeadStore, storeIdentity } from '../processors/chain-heads.ts';
 import { headsOf } from '../processors/verification.ts';
 import { mainAuditChain } from '../processors/audit.ts';
@@ -92,7 +92,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   const lastKnown = new LastKnown(lastKnownFile(config.DATA_DIR));
   const settings = new SettingsStore(storage, config, 5_000, (o, m) => log.warn(o, m), lastKnown);
   // The processor chain (scanning, hashing: the heavy part, with enrichment on) and the spool run on their own thread
-  // (processors/worker-host.ts); this thread keeps an audit chain of its own for what happens outside ingestion
+  // (pipeline/processor-thread.ts); this thread keeps an audit chain of its own for what happens outside ingestion
   // (rejected auth, admin changes), whose records it hands to that thread to spool.
   const store = storeIdentity(config);
   const auditHeads = new ChainHeadStore(join(config.DATA_DIR, 'keys'), 'audit-main', store);

@@ -1,6 +1,6 @@
 // The native trace payload (spec: Trace). One zod schema validates requests and feeds the OpenAPI document.
 import { z } from 'zod';
-import { MAX_COST_USD, MAX_TOKENS } from '../collector/record.ts';
+import { MAX_COST_USD, MAX_TOKENS } from '../core/record.ts';
 
 export interface NativeLimits {
   maxStringBytes: number;

@@ -8,7 +8,7 @@ import {
   type AttrValue,
   type SpanRecord,
   type Source,
-} from '../collector/record.ts';
+} from '../core/record.ts';
 import type { NativeTrace } from './native-schema.ts';
 
 const KNOWN = new Set([

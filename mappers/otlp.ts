@@ -110,7 +110,7 @@ import {
   type SpanEvent,
   type SpanKind,
   type SpanRecord,
-} from '../collector/record.ts';
+} from '../core/record.ts';
 import {
   cutMarked,
   type NormalizedRequest,
@@ -119,9 +119,9 @@ import {
   type NormalizedScopeSpans,
   type NormalizedSpan,
   type OtlpLimits,
-} from '../collector/otlp/decode.ts';
+} from '../protocols/otlp/decode.ts';
 import { priceUsd } from '../processors/cost.ts';
-import { LOG_BODY, LOG_SIGNAL_ATTR } from '../collector/otlp/logs.ts';
+import { LOG_BODY, LOG_SIGNAL_ATTR } from '../protocols/otlp/logs.ts';
 
 export type OtlpMapLimits = Pick<OtlpLimits, 'maxStringBytes'>;
 
@@ -271,7 +271,7 @@ function mapSpan(
 }
 
 /**
- * An event span made from a log record (collector/otlp/logs.ts): its text is read as the span event it stands for
+ * An event span made from a log record (protocols/otlp/logs.ts): its text is read as the span event it stands for
  * (`gen_ai.user.message` with its body, `gen_ai.client.inference.operation.details` with its attributes, …) and
  * kept as its prompt/response, which the trace view shows on the model call's span. It is not a model call: no
  * kind, usage or cost of its own (the span it belongs to has those), never trainable on its own.

@@ -7,11 +7,11 @@ import {
   type Attributes,
   type AttrValue,
   type SpanRecord,
-} from '../collector/record.ts';
+} from '../core/record.ts';
 import { priceUsd } from '../processors/cost.ts';
 import { renameKeys } from '../processors/governance/redact.ts';
-import { foldedFields, foldKey, isJsonObject } from '../collector/json-prescan.ts';
-import { cutMarked } from '../collector/otlp/normalized.ts';
+import { foldedFields, foldKey, isJsonObject } from '../platform/json-prescan.ts';
+import { cutMarked } from '../protocols/otlp/normalized.ts';
 
 type Json = Record<string, unknown>;
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');

@@ -3,7 +3,7 @@
 // The windows themselves start empty. A state file: written at most once a second after a fire, and at shutdown.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { JsonSnapshot } from '../collector/json-snapshot.ts';
+import { JsonSnapshot } from '../platform/json-snapshot.ts';
 import type { AlertFires } from './alerts.ts';
 
 const fileIn = (dataDir: string) => join(dataDir, 'cache', 'alert-fires.json');

@@ -3,9 +3,9 @@
 // fire again within the cooldown). Optional signed webhook notification.
 import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { AlertRecord, FindingRecord, Severity } from '../collector/enrichment-records.ts';
-import type { Processor } from '../collector/pipeline-types.ts';
-import { USAGE_KINDS, type SpanRecord } from '../collector/record.ts';
+import type { AlertRecord, FindingRecord, Severity } from '../core/enrichment-records.ts';
+import type { Processor } from '../core/ports/ingest.ts';
+import { USAGE_KINDS, type SpanRecord } from '../core/record.ts';
 import { interpolatedQuantile } from '../storage/enrichment.ts';
 import { canonicalJson } from './canonical.ts';
 import { RuleWindow, spanKey } from './alert-window.ts';

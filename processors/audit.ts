@@ -1,8 +1,8 @@
 // Tamper-evident audit log: every record carries the hash of the previous one in its chain.
 // A chain is per workspace and per server process (chainId), so concurrent instances never fork one.
 import { randomBytes } from 'node:crypto';
-import type { AuditRecord } from '../collector/enrichment-records.ts';
-import type { Processor } from '../collector/pipeline-types.ts';
+import type { AuditRecord } from '../core/enrichment-records.ts';
+import type { Processor } from '../core/ports/ingest.ts';
 import { canonicalJson, GENESIS, sha256 } from './canonical.ts';
 
 export type AuditEvent = Omit<AuditRecord, 'recordType' | 'chainId' | 'seq' | 'prevHash' | 'hash'>;

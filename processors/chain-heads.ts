@@ -4,7 +4,7 @@
 // was never stored.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { JsonSnapshot } from '../collector/json-snapshot.ts';
+import { JsonSnapshot } from '../platform/json-snapshot.ts';
 import type { ChainHead } from './verification.ts';
 
 export type ChainRole = 'verification' | 'audit-ingest' | 'audit-main';

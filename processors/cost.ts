@@ -21,7 +21,7 @@
 //   `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai` are understood by the catalog. An
 //   unknown provider falls back to matching the model name alone.
 import { calcPrice, type ModelInfo, type ModelPrice, type Provider } from '@pydantic/genai-prices';
-import { MAX_COST_USD, MAX_TOKENS } from '../collector/record.ts';
+import { MAX_COST_USD, MAX_TOKENS } from '../core/record.ts';
 
 export interface TokenUsage {
   input: number;

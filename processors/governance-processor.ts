@@ -1,10 +1,10 @@
 // Governance at ingestion: scan every span, apply the workspace policy (redaction happens here, before the
 // spool, so raw text is never written anywhere), and record findings and the policy decision.
 import { hash } from 'node:crypto';
-import { CLEAN_POLICY_ATTRIBUTE, type FindingRecord, type PolicyRecord } from '../collector/enrichment-records.ts';
-import type { Processor } from '../collector/pipeline-types.ts';
-import type { Attributes, SpanRecord } from '../collector/record.ts';
-import type { PreflightResult } from '../collector/pipeline-types.ts';
+import { CLEAN_POLICY_ATTRIBUTE, type FindingRecord, type PolicyRecord } from '../core/enrichment-records.ts';
+import type { Processor } from '../core/ports/ingest.ts';
+import type { Attributes, SpanRecord } from '../core/record.ts';
+import type { PreflightResult } from '../core/ports/ingest.ts';
 import { newScanCache } from './governance/scan.ts';
 import {
   actionFor,

@@ -1,9 +1,9 @@
 // The processor chain run on every batch before it is spooled, in this order:
 // cost → governance (redaction before anything is written) → alerts → audit → verification (hashes what is stored).
 import { join } from 'node:path';
-import type { Processor } from '../collector/pipeline-types.ts';
-import { USAGE_KINDS } from '../collector/record.ts';
-import type { AlertRecord } from '../collector/enrichment-records.ts';
+import type { Processor } from '../core/ports/ingest.ts';
+import { USAGE_KINDS } from '../core/record.ts';
+import type { AlertRecord } from '../core/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { tokens } from '../storage/codec.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';

@@ -22,7 +22,7 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { sha256 } from './canonical.ts';
-import type { Storage } from '../storage/types.ts';
+import type { Storage } from '../core/ports/storage.ts';
 
 export interface PublicKeyInfo {
   keyId: string;

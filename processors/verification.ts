@@ -4,9 +4,9 @@
 // do) and once more at shutdown; with TRACEGATE_SIGN_EACH_TRACE every record gets its own signed checkpoint,
 // i.e. a signature per trace, at ~45 µs of signing and one more stored row each.
 import { randomBytes } from 'node:crypto';
-import type { CheckpointRecord, VerificationRecord } from '../collector/enrichment-records.ts';
-import type { Processor } from '../collector/pipeline-types.ts';
-import type { SpanRecord } from '../collector/record.ts';
+import type { CheckpointRecord, VerificationRecord } from '../core/enrichment-records.ts';
+import type { Processor } from '../core/ports/ingest.ts';
+import type { SpanRecord } from '../core/record.ts';
 import { canonicalJson, GENESIS, sha256 } from './canonical.ts';
 import { signText, verifyText, type PublicKeyInfo, type SigningKey } from './signing.ts';
 

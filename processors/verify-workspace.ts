@@ -1,7 +1,7 @@
 // Re-checks stored data against its verification records: used by the trace route and `tracegate verify`.
-import type { ChainPos, SpanPage, Storage, TraceSize } from '../storage/types.ts';
-import type { CheckpointRecord, VerificationRecord } from '../collector/enrichment-records.ts';
-import type { SpanRecord } from '../collector/record.ts';
+import type { ChainPos, SpanPage, Storage, TraceSize } from '../core/ports/storage.ts';
+import type { CheckpointRecord, VerificationRecord } from '../core/enrichment-records.ts';
+import type { SpanRecord } from '../core/record.ts';
 import { AuditCheck, checkAuditCoverage, type ChainProblem } from './audit.ts';
 import type { PublicKeyInfo } from './signing.ts';
 import { GENESIS } from './canonical.ts';

@@ -10,7 +10,7 @@ import type {
   FindingRecord,
   PolicyRecord,
   VerificationRecord,
-} from '../collector/enrichment-records.ts';
+} from '../core/enrichment-records.ts';
 import type {
   AlertQuery,
   AuditQuery,
@@ -20,7 +20,7 @@ import type {
   Page,
   UsageQuery,
   UsageRow,
-} from './types.ts';
+} from '../core/ports/storage.ts';
 import { str, strList, strSet, u64 } from './clickhouse-sql.ts';
 import {
   byWorkspace,

@@ -15,8 +15,8 @@
 // two writers inserting the same key at the same moment both count it.
 import type { ClickHouseClient } from '@clickhouse/client';
 import { str, strList, strSet } from './clickhouse-sql.ts';
-import { USAGE_KINDS } from '../collector/record.ts';
-import type { SpanKey, SpanVersion } from './types.ts';
+import { USAGE_KINDS } from '../core/record.ts';
+import type { SpanKey, SpanVersion } from '../core/ports/storage.ts';
 
 /** The fields of a stored span that the usage rollup depends on. */
 export interface UsageFacts {

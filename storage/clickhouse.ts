@@ -7,7 +7,7 @@ import {
   type ClickHouseClient,
   type ClickHouseClientConfigOptions,
 } from '@clickhouse/client';
-import { isEnrichment, type SpanRecord, type Source, type SpanKind } from '../collector/record.ts';
+import { isEnrichment, type SpanRecord, type Source, type SpanKind } from '../core/record.ts';
 import type {
   EnrichmentRecord,
   AlertRecord,
@@ -16,7 +16,7 @@ import type {
   FindingRecord,
   PolicyRecord,
   VerificationRecord,
-} from '../collector/enrichment-records.ts';
+} from '../core/enrichment-records.ts';
 import type {
   AlertQuery,
   ApiKeyRecord,
@@ -38,7 +38,7 @@ import type {
   UsageQuery,
   UsageRow,
   Workspace,
-} from './types.ts';
+} from '../core/ports/storage.ts';
 import {
   CLICKHOUSE_MIGRATIONS,
   SHARDING_KEYS,
@@ -1222,7 +1222,7 @@ interface AggRow {
 }
 
 function fromAggRow(r: AggRow): TraceAgg {
-  const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/trace-view.ts
+  const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/routes/trace-view.ts
   return {
     traceId: r.trace_id,
     startNs: r.t_start_s,

@@ -1,11 +1,11 @@
 // Backend-neutral pieces of the storage layer: value normalization, the typed attribute
 // encoding, cursors, and the trace roll-up. Both backends go through these so they return
 // identical results for the same input.
-import type { AttrValue, Attributes, SpanRecord } from '../collector/record.ts';
-import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../collector/record.ts';
-import { badQuery } from '../collector/errors.ts';
+import type { AttrValue, Attributes, SpanRecord } from '../core/record.ts';
+import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../core/record.ts';
+import { badQuery } from '../core/errors.ts';
 import { ownershipKey, ownershipOf } from '../collector/proxy/ownership.ts';
-import type { TraceFilter, TracePage, TraceSummary } from './types.ts';
+import type { TraceFilter, TracePage, TraceSummary } from '../core/ports/storage.ts';
 
 /** USAGE_KINDS as an SQL list, for the roll-up and analytics queries of both backends. */
 export const USAGE_KINDS_SQL = `(${[...USAGE_KINDS].map((k) => `'${k}'`).join(', ')})`;

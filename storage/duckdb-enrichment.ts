@@ -10,7 +10,7 @@ import type {
   FindingRecord,
   PolicyRecord,
   VerificationRecord,
-} from '../collector/enrichment-records.ts';
+} from '../core/enrichment-records.ts';
 import type {
   AlertQuery,
   AuditQuery,
@@ -20,7 +20,7 @@ import type {
   Page,
   UsageQuery,
   UsageRow,
-} from './types.ts';
+} from '../core/ports/storage.ts';
 import { ENRICHMENT_TABLES, type EnrichmentTable } from './duckdb-migrations.ts';
 import { USAGE_KINDS_SQL, wellFormed } from './codec.ts';
 import { clearStaging, ColumnRows, stagingOf } from './duckdb-columns.ts';

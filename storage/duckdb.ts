@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { DuckDBInstance, listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import './duckdb-text.ts';
-import type { SpanRecord, Source, SpanKind, Attributes } from '../collector/record.ts';
+import type { SpanRecord, Source, SpanKind, Attributes } from '../core/record.ts';
 import type {
   EnrichmentRecord,
   AlertRecord,
@@ -12,7 +12,7 @@ import type {
   FindingRecord,
   PolicyRecord,
   VerificationRecord,
-} from '../collector/enrichment-records.ts';
+} from '../core/enrichment-records.ts';
 import type {
   AlertQuery,
   ApiKeyRecord,
@@ -33,12 +33,12 @@ import type {
   UsageQuery,
   UsageRow,
   Workspace,
-} from './types.ts';
+} from '../core/ports/storage.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
-import { isStorageOutOfMemory } from '../collector/errors.ts';
+import { isStorageOutOfMemory } from '../core/errors.ts';
 import {
   attrsJson,
   bySpanKey,
@@ -305,7 +305,7 @@ export class DuckDbStorage implements Storage {
     return this.conn!;
   }
 
-  /** Matched by collector/errors.ts as a storage outage (503), as the FATAL error itself is. */
+  /** Matched by core/errors.ts as a storage outage (503), as the FATAL error itself is. */
   private unavailable(): Error {
     const s = Math.max(0, Math.ceil((this.lost!.retryAt - Date.now()) / 1000));
     return new Error(`DuckDB database unavailable (reopening in ${s} s): ${this.lost!.reason}`);
@@ -1053,7 +1053,7 @@ interface AggRow {
 }
 
 function fromAggRow(r: AggRow): TraceAgg {
-  const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/trace-view.ts
+  const calls = Number(r.n_usage) > 0; // the rule of usageRollup in collector/routes/trace-view.ts
   return {
     traceId: r.trace_id,
     startNs: r.t_start.toString(),

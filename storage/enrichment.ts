@@ -10,9 +10,9 @@ import type {
   FindingRecord,
   PolicyRecord,
   VerificationRecord,
-} from '../collector/enrichment-records.ts';
-import { badQuery } from '../collector/errors.ts';
-import type { AlertQuery, AuditQuery, FindingQuery, UsageQuery, UsageRow } from './types.ts';
+} from '../core/enrichment-records.ts';
+import { badQuery } from '../core/errors.ts';
+import type { AlertQuery, AuditQuery, FindingQuery, UsageQuery, UsageRow } from '../core/ports/storage.ts';
 import { count, decodeCursor, encodeCursor, finite, roundSum, wellFormed } from './codec.ts';
 
 // ---- insert: normalize and partition by record type ----

@@ -1,7 +1,7 @@
 // Backend choice: ClickHouse when TRACEGATE_CLICKHOUSE_URL is set, else embedded DuckDB in DATA_DIR.
 import { join } from 'node:path';
 import type { Config } from '../config/index.ts';
-import type { Storage } from './types.ts';
+import type { Storage } from '../core/ports/storage.ts';
 import { ClickHouseStorage } from './clickhouse.ts';
 import { DuckDbStorage } from './duckdb.ts';
 
@@ -29,4 +29,4 @@ export function createStorage(config: Config): Storage {
   });
 }
 
-export type { Storage } from './types.ts';
+export type { Storage } from '../core/ports/storage.ts';

@@ -1,9 +1,9 @@
-// Insert sealed spool segments (see collector/spool.ts) into storage, reading them from disk.
+// Insert sealed spool segments (see spool/spool.ts) into storage, reading them from disk.
 import { readFile } from 'node:fs/promises';
-import { decodeFrames, frameRecords } from '../collector/spool.ts';
-import { isEnrichment, type SpanRecord, type StoredRecord } from '../collector/record.ts';
-import type { EnrichmentRecord } from '../collector/enrichment-records.ts';
-import type { RecordBatch, Storage } from './types.ts';
+import { decodeFrames, frameRecords } from '../spool/spool.ts';
+import { isEnrichment, type SpanRecord, type StoredRecord } from '../core/record.ts';
+import type { EnrichmentRecord } from '../core/enrichment-records.ts';
+import type { RecordBatch, Storage } from '../core/ports/storage.ts';
 
 export interface InsertedChunk {
   rows: number;

@@ -1,7 +1,7 @@
 // Starting while ClickHouse is down: the collector must still come up, so that what is in the spool replays
 // and ingestion resumes the moment storage is back, without anyone restarting it.
-import type { Logger } from '../collector/logger.ts';
-import type { Storage } from './types.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { Storage } from '../core/ports/storage.ts';
 
 export class StorageNotReadyError extends Error {}
 

@@ -3,9 +3,9 @@
 // row encoding) never stall request handling.
 import { workerData } from 'node:worker_threads';
 import type { Config } from '../config/index.ts';
-import { serveRpc } from '../collector/worker-rpc.ts';
+import { serveRpc } from '../platform/worker-rpc.ts';
 import { createStorage } from './index.ts';
-import type { Storage } from './types.ts';
+import type { Storage } from '../core/ports/storage.ts';
 import { insertSpoolFiles } from './spool-files.ts';
 
 export interface CallMessage {

@@ -2,9 +2,9 @@
 // The server uses it so that inserts and queries run beside request handling, not inside it;
 // the writer hands over spool segment paths, so records are never copied between threads.
 import type { Config } from '../config/index.ts';
-import { WorkerRpc } from '../collector/worker-rpc.ts';
-import { markStorageOutage } from '../collector/errors.ts';
-import type { Storage } from './types.ts';
+import { WorkerRpc } from '../platform/worker-rpc.ts';
+import { markStorageOutage } from '../core/errors.ts';
+import type { Storage } from '../core/ports/storage.ts';
 import type { CallMessage } from './worker-host.ts';
 import type { SpoolFilesResult } from './spool-files.ts';
 
@@ -28,7 +28,7 @@ export class WorkerStorage implements Storage {
 
   /**
    * Errors keep their class and message; those that mean storage cannot be reached (refused, reset, timed out, the
-   * worker gone, closed) are marked (collector/errors.ts isStorageOutage), so callers answer them 503, not 500.
+   * worker gone, closed) are marked (core/errors.ts isStorageOutage), so callers answer them 503, not 500.
    */
   private async call<T>(method: string, ...args: unknown[]): Promise<T> {
     try {

@@ -1,8 +1,8 @@
 // Which workspace the proxy handed each provider response id to. Workspaces may share the provider key tracegate
 // holds, and the provider checks only that key: so the calls about a stored response, and previous_response_id,
 // go out with it only for ids the proxy gave this workspace from this upstream.
-import type { SpanRecord } from '../record.ts';
-import type { Storage } from '../../storage/types.ts';
+import type { SpanRecord } from '../../core/record.ts';
+import type { Storage } from '../../core/ports/storage.ts';
 
 /** Provider response ids are short tokens (`resp_…`); anything else never reaches the upstream path. */
 export const RESPONSE_ID = /^[A-Za-z0-9_-]{1,200}$/;

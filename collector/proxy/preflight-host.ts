@@ -1,5 +1,5 @@
 // Worker-thread side of PreflightThread: the same pure preflight over a body the main thread already validated.
-import { serveRpc } from '../worker-rpc.ts';
+import { serveRpc } from '../../platform/worker-rpc.ts';
 import { preflight } from './preflight.ts';
 import type { PreflightAnswer, PreflightMessage } from './preflight-thread.ts';
 

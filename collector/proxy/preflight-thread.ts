@@ -1,7 +1,7 @@
 // Large request bodies get their preflight on a thread of their own: the detectors take about 30 ms per MB, and on
 // the main thread a multi-megabyte input would hold every other request (ingestion acknowledgements, health checks)
 // that long. Small bodies stay inline, where a thread round trip would cost more than their scan.
-import { WorkerRpc } from '../worker-rpc.ts';
+import { WorkerRpc } from '../../platform/worker-rpc.ts';
 import type { Policy } from '../../processors/governance/policy.ts';
 import { preflight, type Preflight } from './preflight.ts';
 

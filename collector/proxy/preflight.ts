@@ -1,7 +1,7 @@
 // Governance preflight for a Responses request: scan every string the provider would receive, apply the
 // workspace policy, and produce the body to forward (redacted when the policy says so) plus what the trace may store.
-import type { Attributes } from '../record.ts';
-import type { PreflightResult } from '../pipeline-types.ts';
+import type { Attributes } from '../../core/record.ts';
+import type { PreflightResult } from '../../core/ports/ingest.ts';
 import { maskedFieldName, scanFull, type FieldFinding } from '../../processors/governance/scan.ts';
 import {
   actionFor,

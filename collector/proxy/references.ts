@@ -4,7 +4,7 @@
 // object of that account is named, and tracegate creates none of them for a workspace (it proxies the Responses API
 // only), so none can be attributed to the caller: such a request is refused. Response ids (previous_response_id,
 // prompt_cache_options.comparison_response_id) are checked by ownership.ts instead.
-import { foldedFields, foldKey, isJsonObject } from '../json-prescan.ts';
+import { foldedFields, foldKey, isJsonObject } from '../../platform/json-prescan.ts';
 
 /** Keys whose value names stored files, vector stores, skills or an MCP tunnel (folded case: an upstream may match keys regardless of it). */
 const ID_KEYS = new Set(['file_id', 'file_ids', 'vector_store_ids', 'skill_id', 'tunnel_id']);

@@ -2,9 +2,9 @@
 // database open (DuckDB allows one writing process). Guarded by a random token in DATA_DIR (mode 0600).
 import { timingSafeEqual } from 'node:crypto';
 import type { Context, Next } from 'koa';
-import type { RouteContext } from '../app.ts';
-import { bearer } from '../app.ts';
-import { HttpError } from '../errors.ts';
+import type { RouteContext } from '../http/context.ts';
+import { bearer } from '../http/context.ts';
+import { HttpError } from '../../core/errors.ts';
 import {
   createKey,
   listKeys,
@@ -14,8 +14,8 @@ import {
   updateSettings,
   workspaceId,
   type AuditSink,
-} from '../admin.ts';
-import { parseJson, readBody } from '../body.ts';
+} from '../workspaces/admin.ts';
+import { parseJson, readBody } from '../http/body.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 

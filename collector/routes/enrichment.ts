@@ -2,16 +2,16 @@
 // Every read is scoped to the caller's workspace.
 import { z } from 'zod';
 import type { Context } from 'koa';
-import type { RouteContext } from '../app.ts';
-import { HttpError } from '../errors.ts';
-import { msCeil, parseQuery, time, whole } from '../query.ts';
-import type { Caller } from '../keys.ts';
-import { listStoredFindings } from '../stored-versions.ts';
-import { errorSchema } from '../openapi.ts';
-import type { AlertRecord, AuditRecord, FindingRecord, VerificationRecord } from '../enrichment-records.ts';
-import type { UsageQuery, UsageRow } from '../../storage/types.ts';
+import type { RouteContext } from '../http/context.ts';
+import { HttpError } from '../../core/errors.ts';
+import { msCeil, parseQuery, time, whole } from '../http/query.ts';
+import type { Caller } from '../workspaces/api-keys.ts';
+import { listStoredFindings } from './stored-versions.ts';
+import { errorSchema } from '../http/openapi.ts';
+import type { AlertRecord, AuditRecord, FindingRecord, VerificationRecord } from '../../core/enrichment-records.ts';
+import type { UsageQuery, UsageRow } from '../../core/ports/storage.ts';
 import { policySchema } from '../../processors/governance/policy.ts';
-import type { ResolvedSettings } from '../settings.ts';
+import type { ResolvedSettings } from '../workspaces/settings.ts';
 import { verificationKeys, type PublicKeyInfo } from '../../processors/signing.ts';
 import type { VerifyReport } from '../../processors/verification.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';

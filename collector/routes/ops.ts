@@ -1,9 +1,9 @@
 // Health, readiness, metrics and the OpenAPI document.
 import { z } from 'zod';
-import type { RouteContext } from '../app.ts';
-import { buildOpenApi } from '../openapi.ts';
-import { setCounter } from '../metrics.ts';
-import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../slow-storage.ts';
+import type { RouteContext } from '../http/context.ts';
+import { buildOpenApi } from '../http/openapi.ts';
+import { setCounter } from '../http/metrics.ts';
+import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../../platform/slow-storage.ts';
 
 const WRITE_FAILURE_HOLD_MS = 10_000;
 

@@ -1,16 +1,16 @@
 // GET /api/traces and GET /api/traces/:traceId — always scoped to the caller's workspace.
 import { z } from 'zod';
-import type { RouteContext } from '../app.ts';
-import { HttpError } from '../errors.ts';
-import { errorSchema } from '../openapi.ts';
-import { parseQuery, time, whole } from '../query.ts';
-import type { Caller } from '../keys.ts';
-import { SOURCES, SPAN_KINDS } from '../record.ts';
-import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from '../trace-view.ts';
-import type { TracePage, TraceSummary } from '../../storage/types.ts';
+import type { RouteContext } from '../http/context.ts';
+import { HttpError } from '../../core/errors.ts';
+import { errorSchema } from '../http/openapi.ts';
+import { parseQuery, time, whole } from '../http/query.ts';
+import type { Caller } from '../workspaces/api-keys.ts';
+import { SOURCES, SPAN_KINDS } from '../../core/record.ts';
+import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from './trace-view.ts';
+import type { TracePage, TraceSummary } from '../../core/ports/storage.ts';
 import { decodeSpanCursor, encodeSpanCursor } from '../../storage/codec.ts';
-import type { SpanRecord } from '../record.ts';
-import { storedPolicy } from '../stored-versions.ts';
+import type { SpanRecord } from '../../core/record.ts';
+import { storedPolicy } from './stored-versions.ts';
 
 /**
  * Longest page cursor accepted: the longest a cursor of this server can be (a trace id of 256 escaped characters; a

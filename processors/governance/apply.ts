@@ -1,6 +1,6 @@
 // Processor helper: scan a record, evaluate the workspace policy, and return a redacted copy when needed.
 import { createHmac } from 'node:crypto';
-import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../collector/record.ts';
+import type { AttrValue, Attributes, SpanEvent, SpanRecord } from '../../core/record.ts';
 import { actionFor, evaluatePolicy, type Policy, type PolicyDecision } from './policy.ts';
 import { redact, renameKeys } from './redact.ts';
 import {

@@ -1,5 +1,5 @@
 // scanText: every detector over one string; scanRecordSlots / scanRecordFields: every string a record holds.
-import type { AttrValue, Attributes, SpanRecord } from '../../collector/record.ts';
+import type { AttrValue, Attributes, SpanRecord } from '../../core/record.ts';
 import { detectInjection, type InjectionOptions } from './injection.ts';
 import { detectPii } from './pii.ts';
 import { detectSecrets } from './secrets.ts';

@@ -2,7 +2,7 @@
 // cannot be posted back (a function), 'limits' with the thread's resource limits, 'fail' throws an error with the
 // given fields.
 import { resourceLimits } from 'node:worker_threads';
-import { serveRpc } from '../../collector/worker-rpc.ts';
+import { serveRpc } from '../../platform/worker-rpc.ts';
 
 serveRpc<{ id: number; op: string; value?: unknown }>(async (m) => {
   if (m.op === 'clone-fail') return { value: { f: () => 1 } };

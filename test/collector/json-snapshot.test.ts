@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { JsonSnapshot } from '../../collector/json-snapshot.ts';
+import { JsonSnapshot } from '../../platform/json-snapshot.ts';
 
 describe('JsonSnapshot', () => {
   let dir: string;

@@ -1,9 +1,9 @@
-// ReadGate (collector/read-gate.ts) on its own, with short deadlines: what a read route answers when storage
+// ReadGate (collector/http/read-gate.ts) on its own, with short deadlines: what a read route answers when storage
 // refuses, hangs, is merely slow, or has a bug; and that abandoned reads do not pile up.
 import { expect } from 'chai';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { MAX_ABANDONED_READS, ReadGate } from '../../collector/read-gate.ts';
-import { HttpError, isStorageOutage, isStorageOutOfMemory, StorageUnavailableError } from '../../collector/errors.ts';
+import { MAX_ABANDONED_READS, ReadGate } from '../../collector/http/read-gate.ts';
+import { HttpError, isStorageOutage, isStorageOutOfMemory, StorageUnavailableError } from '../../core/errors.ts';
 import { StorageNotReadyError } from '../../storage/startup.ts';
 import { sleep } from '../support/process.ts';
 

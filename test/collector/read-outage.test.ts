@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { rmSync } from 'node:fs';
 import { loadConfig } from '../../config/index.ts';
 import { startServer, type Running } from '../../collector/server.ts';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 import { startClickHouse, type TestClickHouse } from '../support/clickhouse.ts';
 import { sleep } from '../support/process.ts';
 import { get, post, testEnv } from '../support/server.ts';

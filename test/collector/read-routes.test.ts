@@ -5,8 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
-import type { Storage } from '../../storage/types.ts';
-import { READ_DEADLINE_MS } from '../../collector/read-gate.ts';
+import type { Storage } from '../../core/ports/storage.ts';
+import { READ_DEADLINE_MS } from '../../collector/http/read-gate.ts';
 import { get, post, startTestServer, flushed, type TestServer } from '../support/server.ts';
 
 async function call(url: string, method: string, headers: Record<string, string> = {}, body?: string) {

@@ -1,7 +1,7 @@
 // The trace detail's roll-up and span tree (GET /api/traces/:traceId).
 import { expect } from 'chai';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import { spanTree, summarize, viewSpans } from '../../collector/trace-view.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
+import { spanTree, summarize, viewSpans } from '../../collector/routes/trace-view.ts';
 
 const span = (spanId: string, over: Partial<SpanRecord> = {}): SpanRecord => ({
   ...emptySpan('ws', 'otlp'),

@@ -1,7 +1,7 @@
 // WorkerRpc: a message or answer that cannot cross the thread boundary fails that call, never hangs it,
 // and the worker keeps serving.
 import { expect } from 'chai';
-import { WorkerRpc } from '../../collector/worker-rpc.ts';
+import { WorkerRpc } from '../../platform/worker-rpc.ts';
 
 describe('WorkerRpc', () => {
   const rpc = new WorkerRpc(new URL('./echo-worker.ts', import.meta.url), null, 'echo');

@@ -8,9 +8,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { freePort } from '../support/process.ts';
 import { cli, flushed, get, post, startTestServer, testEnv, type TestServer } from '../support/server.ts';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
-import type { Storage } from '../../storage/types.ts';
+import type { Storage } from '../../core/ports/storage.ts';
 import { DEFAULT_POLICY } from '../../processors/governance/policy.ts';
-import { storedRecordProblem } from '../../collector/refused.ts';
+import { storedRecordProblem } from '../../pipeline/refused.ts';
 import { span } from '../spool/helpers.ts';
 
 type Out = Awaited<ReturnType<typeof cli>>;
@@ -360,7 +360,7 @@ describe('cli: which store it works on', function () {
           [
             '--input-type=module',
             '-e',
-            `const { lockDataDir } = await import(${JSON.stringify(resolve('collector/data-dir-lock.ts'))});
+            `const { lockDataDir } = await import(${JSON.stringify(resolve('platform/data-dir-lock.ts'))});
          await lockDataDir(${JSON.stringify(dataDir)}); console.log('locked'); setInterval(() => {}, 1000);`,
           ],
           { stdio: ['ignore', 'pipe', 'inherit'] },

@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { loadConfig } from '../../config/index.ts';
-import { decodeOtlpRequest, otlpLimits } from '../../collector/otlp/index.ts';
+import { decodeOtlpRequest, otlpLimits } from '../../protocols/otlp/index.ts';
 import { cli } from '../support/server.ts';
 
 describe('configuration bounds', () => {

@@ -58,7 +58,7 @@ describe('DATA_DIR lock', function () {
         '--input-type=module',
         '-e',
         `
-    const { lockDataDir } = await import(${JSON.stringify(new URL('../../collector/data-dir-lock.ts', import.meta.url).href)});
+    const { lockDataDir } = await import(${JSON.stringify(new URL('../../platform/data-dir-lock.ts', import.meta.url).href)});
     try { await lockDataDir(${JSON.stringify(dir)}); console.log('got'); setTimeout(() => {}, ${holdMs}); }
     catch (e) { console.log('refused: ' + e.message); }`,
       ],

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { startServer, type Running } from '../../collector/server.ts';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 import { sleep } from '../support/process.ts';
 import { get, post } from '../support/server.ts';
 

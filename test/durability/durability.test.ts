@@ -6,7 +6,7 @@ import { openSync, closeSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { startServer } from '../../collector/server.ts';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 import { createStorage } from '../../storage/index.ts';
 import { startClickHouse, type TestClickHouse } from '../support/clickhouse.ts';
 import { freePort, killNow, sleep, terminate, waitReady } from '../support/process.ts';

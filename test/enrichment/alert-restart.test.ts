@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { rmSync } from 'node:fs';
 import { loadConfig } from '../../config/index.ts';
 import { startServer, type Running } from '../../collector/server.ts';
-import { createKey, parseSettingsPatch, updateSettings } from '../../collector/admin.ts';
+import { createKey, parseSettingsPatch, updateSettings } from '../../collector/workspaces/admin.ts';
 import { flushed, get, post, testEnv } from '../support/server.ts';
 
 describe('alert cooldowns across restarts (duckdb)', function () {

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { checkAuditCoverage } from '../../processors/audit.ts';
-import type { AuditRecord } from '../../collector/enrichment-records.ts';
+import type { AuditRecord } from '../../core/enrichment-records.ts';
 import { cli, testEnv } from '../support/server.ts';
 
 const rec = (action: string, details: object): AuditRecord => ({

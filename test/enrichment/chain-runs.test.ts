@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { createClient } from '@clickhouse/client';
 import { loadConfig } from '../../config/index.ts';
 import { startServer } from '../../collector/server.ts';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 import { GENESIS } from '../../processors/canonical.ts';
 import { publicKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';

@@ -1,7 +1,7 @@
 // Enrichment end to end over HTTP: policies set with the CLI, redaction before the spool, findings, audit,
 // alerts with a signed webhook, verification (and tampering caught in ClickHouse), usage analytics.
 import { auditChain } from '../support/chains.ts';
-import { emptySpan, MAX_TOKENS } from '../../collector/record.ts';
+import { emptySpan, MAX_TOKENS } from '../../core/record.ts';
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import { createHmac } from 'node:crypto';
@@ -21,7 +21,7 @@ import {
 import { verifyAuditChain } from '../../processors/audit.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 import { publicKeys } from '../../processors/signing.ts';
-import type { AuditRecord } from '../../collector/enrichment-records.ts';
+import type { AuditRecord } from '../../core/enrichment-records.ts';
 import { sleep } from '../support/process.ts';
 import { createStorage } from '../../storage/index.ts';
 

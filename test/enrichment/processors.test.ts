@@ -3,8 +3,8 @@ import { expect } from 'chai';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import type { Processor } from '../../collector/pipeline-types.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
+import type { Processor } from '../../core/ports/ingest.ts';
 import {
   CLEAN_POLICY_ATTRIBUTE,
   type AlertRecord,
@@ -13,8 +13,8 @@ import {
   type FindingRecord,
   type PolicyRecord,
   type VerificationRecord,
-} from '../../collector/enrichment-records.ts';
-import { storedPolicy } from '../../collector/stored-versions.ts';
+} from '../../core/enrichment-records.ts';
+import { storedPolicy } from '../../collector/routes/stored-versions.ts';
 import { AuditChain, auditProcessor, verifyAuditChain } from '../../processors/audit.ts';
 import {
   VerificationChain,
@@ -25,7 +25,7 @@ import {
   headsOf,
   verificationProcessor,
 } from '../../processors/verification.ts';
-import { decodeFrames, FrameArena, serializeRecords } from '../../collector/spool.ts';
+import { decodeFrames, FrameArena, serializeRecords } from '../../spool/spool.ts';
 import { loadSigningKey, publicKeys, signText, verifyText } from '../../processors/signing.ts';
 import { canonicalJson } from '../../processors/canonical.ts';
 import canonicalize from 'canonicalize';
@@ -1147,9 +1147,9 @@ async function hostFixture(
   processors: (c: { audit: AuditChain; verification: VerificationChain | null }) => Processor[],
   signed = false,
 ) {
-  const { ProcessorHost } = await import('../../processors/host.ts');
+  const { ProcessorHost } = await import('../../pipeline/processor-host.ts');
   const { ChainHeadStore } = await import('../../processors/chain-heads.ts');
-  const { Spool } = await import('../../collector/spool.ts');
+  const { Spool } = await import('../../spool/spool.ts');
   const audit = new AuditChain('c1');
   const verification = signed ? new VerificationChain(loadSigningKey(join(dir, 'keys')), 60_000, 'v1') : null;
   const auditHeads = new ChainHeadStore(join(dir, 'keys'), 'audit-ingest', 'test');
@@ -1436,8 +1436,8 @@ describe('processor host: alerts and their webhooks', () => {
 describe('processor host: checkpoints carrying alert delivery outcomes', () => {
   it('puts the outcomes back when their write fails, and writes them with the next', async () => {
     await inTempDir(async (dir) => {
-      const { ProcessorHost } = await import('../../processors/host.ts');
-      const { Spool } = await import('../../collector/spool.ts');
+      const { ProcessorHost } = await import('../../pipeline/processor-host.ts');
+      const { Spool } = await import('../../spool/spool.ts');
       const { putBackOutcomes } = await import('../../processors/alerts.ts');
       const outcome = {
         recordType: 'alert',
@@ -1484,8 +1484,8 @@ describe('processor host: checkpoints carrying alert delivery outcomes', () => {
 
 describe('processor worker thread', () => {
   const setup = async () => {
-    const { ProcessorWorker } = await import('../../processors/worker-client.ts');
-    const { loadSegment } = await import('../../collector/spool.ts');
+    const { ProcessorWorker } = await import('../../pipeline/processor-worker.ts');
+    const { loadSegment } = await import('../../spool/spool.ts');
     const { mkdtemp, rm } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
@@ -1601,8 +1601,8 @@ describe('processor worker thread', () => {
   });
 
   it('a thread that dies after a failed write hands over the segment the failure sealed too (a full tmpfs; needs root)', async function () {
-    const { ProcessorWorker } = await import('../../processors/worker-client.ts');
-    const { loadSegment } = await import('../../collector/spool.ts');
+    const { ProcessorWorker } = await import('../../pipeline/processor-worker.ts');
+    const { loadSegment } = await import('../../spool/spool.ts');
     const { execFileSync } = await import('node:child_process');
     const { mkdirSync, unlinkSync } = await import('node:fs');
     const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-procw-'));

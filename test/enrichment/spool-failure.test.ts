@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 import { BACKENDS, cli, flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Key = Awaited<ReturnType<typeof createKey>>;

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { join } from 'node:path';
 import { BACKENDS, cli, flushed, get, post, startTestServer } from '../support/server.ts';
 import { MAX_LISTED_PROBLEMS, verifyTrace, verifyWorkspace } from '../../processors/verify-workspace.ts';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { publicKeys } from '../../processors/signing.ts';
 

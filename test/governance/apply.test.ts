@@ -1,6 +1,6 @@
 // applyGovernance: scan a record, decide, and redact a copy.
 import { expect } from 'chai';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
 import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -216,7 +216,7 @@ describe('in-flight body budget, held until the answer', function () {
 describe('a client gone before its body is read', () => {
   it('a compressed body whose client left while the request waited (auth, lookups) settles at once', async () => {
     const Koa = (await import('koa')).default;
-    const { readBody } = await import('../../collector/body.ts');
+    const { readBody } = await import('../../collector/http/body.ts');
     const { createServer } = await import('node:http');
     const outcomes: string[] = [];
     const app = new Koa();

@@ -1,9 +1,9 @@
 // TRACEGATE_MAX_JSON_VALUES: a body under the byte limit with a million keys used to take 21 s and block the event
 // loop for seconds (a /healthz probe waited 5 s); the count is now checked by the byte prescan, before JSON.parse.
 import { expect } from 'chai';
-import { jsonPrescan } from '../../collector/json-prescan.ts';
-import { parseJson } from '../../collector/body.ts';
-import { HttpError } from '../../collector/errors.ts';
+import { jsonPrescan } from '../../platform/json-prescan.ts';
+import { parseJson } from '../../collector/http/body.ts';
+import { HttpError } from '../../core/errors.ts';
 import { flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
 import { startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
 

@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { loadConfig } from '../../config/index.ts';
 import { createStorage } from '../../storage/index.ts';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 import { get, post, testEnv } from '../support/server.ts';
 import { freePort, terminate, waitReady } from '../support/process.ts';
 

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { startRedis, type TestRedis } from '../support/redis.ts';
 import { get, post, startTestServer, type TestServer } from '../support/server.ts';
 import { loadConfig } from '../../config/index.ts';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 
 describe('rate limiting with Redis', function () {
   this.timeout(120_000);

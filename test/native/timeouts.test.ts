@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
-import type { Storage } from '../../storage/types.ts';
+import type { Storage } from '../../core/ports/storage.ts';
 
 describe('stalled clients', function () {
   this.timeout(120_000);

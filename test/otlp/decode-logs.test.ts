@@ -13,8 +13,8 @@ import {
 import { SeverityNumber } from '@opentelemetry/api-logs';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { JsonLogsSerializer, ProtobufLogsSerializer } from '@opentelemetry/otlp-transformer';
-import { decodeOtlpLogsRequest, otlpLimits, OtlpDecodeError, type OtlpLimits } from '../../collector/otlp/decode.ts';
-import { ExportLogsServiceRequest } from '../../collector/otlp/schema.ts';
+import { decodeOtlpLogsRequest, otlpLimits, OtlpDecodeError, type OtlpLimits } from '../../protocols/otlp/decode.ts';
+import { ExportLogsServiceRequest } from '../../protocols/otlp/schema.ts';
 import { mapOtlp } from '../../mappers/otlp.ts';
 import { configSchema } from '../../config/index.ts';
 

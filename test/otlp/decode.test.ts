@@ -21,10 +21,10 @@ import {
   u64ToDecimal,
   type NormalizedRequest,
   type OtlpLimits,
-} from '../../collector/otlp/decode.ts';
-import { jsonPrescan } from '../../collector/json-prescan.ts';
-import { encodeExportResponse, encodeStatus, rpcCodeForHttp } from '../../collector/otlp/encode.ts';
-import { BAD_REQUEST_TYPE_URL, RpcBadRequest, RpcStatus } from '../../collector/otlp/schema.ts';
+} from '../../protocols/otlp/decode.ts';
+import { jsonPrescan } from '../../platform/json-prescan.ts';
+import { encodeExportResponse, encodeStatus, rpcCodeForHttp } from '../../protocols/otlp/encode.ts';
+import { BAD_REQUEST_TYPE_URL, RpcBadRequest, RpcStatus } from '../../protocols/otlp/schema.ts';
 import { mapOtlp } from '../../mappers/otlp.ts';
 import { configSchema } from '../../config/index.ts';
 

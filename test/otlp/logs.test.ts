@@ -15,7 +15,7 @@ import { OTLPLogExporter as ProtoLogExporter } from '@opentelemetry/exporter-log
 import { OTLPLogExporter as JsonLogExporter } from '@opentelemetry/exporter-logs-otlp-http';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { createKey } from '../../collector/admin.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
 import { BACKENDS, cli, flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
 
 const SYSTEM = 'You are terse.';

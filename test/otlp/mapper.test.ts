@@ -5,10 +5,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { decodeOtlpRequest, otlpLimits, type OtlpLimits } from '../../collector/otlp/decode.ts';
+import { decodeOtlpRequest, otlpLimits, type OtlpLimits } from '../../protocols/otlp/decode.ts';
 import { mapOtlp } from '../../mappers/otlp.ts';
 import { configSchema } from '../../config/index.ts';
-import { SPAN_KINDS, type SpanRecord } from '../../collector/record.ts';
+import { SPAN_KINDS, type SpanRecord } from '../../core/record.ts';
 import { priceUsd } from '../../processors/cost.ts';
 
 const dir = fileURLToPath(new URL('../fixtures/otlp/', import.meta.url));

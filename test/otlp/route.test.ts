@@ -25,7 +25,7 @@ import {
   ExportTraceServiceRequest,
   RpcBadRequest,
   RpcStatus,
-} from '../../collector/otlp/schema.ts';
+} from '../../protocols/otlp/schema.ts';
 import { priceUsd } from '../../processors/cost.ts';
 import { BACKENDS, flushed, get, startTestServer, type TestServer } from '../support/server.ts';
 

@@ -1,6 +1,6 @@
 // The pure Responses → SpanRecord mapper and the incremental SSE assembler, on fixtures.
 import { expect } from 'chai';
-import { duplicateKey } from '../../collector/json-prescan.ts';
+import { duplicateKey } from '../../platform/json-prescan.ts';
 import {
   mapProxy,
   providerFor,

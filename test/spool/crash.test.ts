@@ -3,8 +3,8 @@
 import { expect } from 'chai';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Pipeline } from '../../collector/pipeline.ts';
-import type { SpanRecord } from '../../collector/record.ts';
+import { Pipeline } from '../../pipeline/pipeline.ts';
+import type { SpanRecord } from '../../core/record.ts';
 import { MapStorage, TestLogger, WS, crashChild, removeDir, tempDir, testConfig } from './helpers.ts';
 
 describe('pipeline crash (SIGKILL child)', function () {

@@ -1,7 +1,7 @@
 // The key writer cases against the real DuckDB storage (storage/duckdb.ts).
 import { expect } from 'chai';
 import { join } from 'node:path';
-import { Pipeline } from '../../collector/pipeline.ts';
+import { Pipeline } from '../../pipeline/pipeline.ts';
 import type { DuckDbStorage } from '../../storage/duckdb.ts';
 import { TestLogger, WS, crashChild, openDuckDb, removeDir, span, tempDir, testConfig } from './helpers.ts';
 

@@ -5,10 +5,10 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { configSchema, type Config } from '../../config/index.ts';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import type { EnrichmentRecord } from '../../collector/enrichment-records.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
+import type { EnrichmentRecord } from '../../core/enrichment-records.ts';
 import type { DuckDbStorage } from '../../storage/duckdb.ts';
-import type { Storage } from '../../storage/types.ts';
+import type { Storage } from '../../core/ports/storage.ts';
 
 /** The real DuckDB storage in `dir` (the database file is created there). */
 export async function openDuckDb(dir: string): Promise<DuckDbStorage> {

@@ -3,8 +3,8 @@
 import { expect } from 'chai';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BackpressureError } from '../../collector/errors.ts';
-import { Pipeline, type PipelineOptions, type Processor } from '../../collector/pipeline.ts';
+import { BackpressureError } from '../../core/errors.ts';
+import { Pipeline, type PipelineOptions, type Processor } from '../../pipeline/pipeline.ts';
 import type { Config } from '../../config/index.ts';
 import { MapStorage, TestLogger, WS, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
 
@@ -280,7 +280,7 @@ describe('pipeline (writer + spool)', () => {
 
 describe('insertSpoolFiles (the storage thread reading sealed segments)', () => {
   it('inserts in order, at most maxRows rows and about maxBytes of spooled JSON at a time, whatever the segment size', async () => {
-    const { Spool, encodeFrame } = await import('../../collector/spool.ts');
+    const { Spool, encodeFrame } = await import('../../spool/spool.ts');
     const { insertSpoolFiles } = await import('../../storage/spool-files.ts');
     const dir = await tempDir();
     try {

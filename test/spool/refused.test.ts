@@ -5,15 +5,15 @@ import { expect } from 'chai';
 import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Segment } from '../../collector/spool.ts';
-import { Pipeline } from '../../collector/pipeline.ts';
+import type { Segment } from '../../spool/spool.ts';
+import { Pipeline } from '../../pipeline/pipeline.ts';
 import { insertIsolating } from '../../storage/spool-files.ts';
 import { CONTRACT_BACKENDS, type StoreHarness } from '../storage/harness.ts';
 import { MapStorage, TestLogger, WS, openDuckDb, removeDir, span, tempDir, testConfig, until } from './helpers.ts';
 import { cli } from '../support/server.ts';
-import { lockDataDir } from '../../collector/data-dir-lock.ts';
-import { requeueRefused } from '../../collector/refused.ts';
-import { decodeFrames } from '../../collector/spool.ts';
+import { lockDataDir } from '../../platform/data-dir-lock.ts';
+import { requeueRefused } from '../../pipeline/refused.ts';
+import { decodeFrames } from '../../spool/spool.ts';
 
 const refusedFiles = async (dir: string) =>
   existsSync(join(dir, 'refused')) ? await readdir(join(dir, 'refused')) : [];

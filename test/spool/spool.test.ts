@@ -1,5 +1,5 @@
 // The WAL itself: framing, durable appends, torn tails, disk errors (group commit: see pipeline.test.ts).
-import type { SpanRecord } from '../../collector/record.ts';
+import type { SpanRecord } from '../../core/record.ts';
 import { expect } from 'chai';
 import { appendFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,7 +12,7 @@ import {
   loadSegment,
   serializeRecords,
   type Segment,
-} from '../../collector/spool.ts';
+} from '../../spool/spool.ts';
 import { TestLogger, removeDir, span, tempDir } from './helpers.ts';
 
 describe('spool', () => {

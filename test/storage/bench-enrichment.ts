@@ -4,9 +4,9 @@
 //    same volume as ten writer-sized calls of 3k rows;
 // 2. usage() latency over 100k LLM spans, every groupBy × bucket (median of 5 runs).
 // Uses a throwaway ClickHouse (or TRACEGATE_TEST_CLICKHOUSE_URL) and a temp DuckDB file.
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import type { EnrichmentRecord } from '../../collector/enrichment-records.ts';
-import type { UsageQuery } from '../../storage/types.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
+import type { EnrichmentRecord } from '../../core/enrichment-records.ts';
+import type { UsageQuery } from '../../core/ports/storage.ts';
 import { startSharedClickHouse, stopSharedClickHouse } from '../support/shared.ts';
 import { BACKENDS } from './harness.ts';
 

@@ -5,15 +5,15 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { emptySpan, type SpanRecord, type StoredRecord } from '../../collector/record.ts';
+import { emptySpan, type SpanRecord, type StoredRecord } from '../../core/record.ts';
 import type {
   AuditRecord,
   CheckpointRecord,
   FindingRecord,
   PolicyRecord,
   VerificationRecord,
-} from '../../collector/enrichment-records.ts';
-import { encodeFrame } from '../../collector/spool.ts';
+} from '../../core/enrichment-records.ts';
+import { encodeFrame } from '../../spool/spool.ts';
 import type { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { insertSpoolFiles } from '../../storage/spool-files.ts';
 import { auditChain, verificationChain } from '../support/chains.ts';

@@ -2,7 +2,7 @@
 // Up to schema v6 the usage cost was a sumKahan state, which 18.16 cannot read back after a restart: every
 // usage query and every merge of usage_hourly failed. v7 moves it to a sum state and rebuilds the cost.
 import { expect } from 'chai';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
 import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
 import { ClickHouseLogLevel, createClient } from '@clickhouse/client';

@@ -2,7 +2,7 @@
 // suites run on it too (harness.ts); this file checks what only a cluster has.
 import { expect } from 'chai';
 import { loadConfig } from '../../config/index.ts';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { createStorage } from '../../storage/index.ts';
 import { storeIdentity } from '../../processors/chain-heads.ts';

@@ -1,10 +1,10 @@
 // One contract, run against every backend (real servers, no mocks), plus a cross-check that
 // both backends answer identically for the same data.
 import { expect } from 'chai';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import { HttpError } from '../../collector/errors.ts';
-import { summarize } from '../../collector/trace-view.ts';
-import type { Storage, TraceFilter, TraceSummary } from '../../storage/types.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
+import { HttpError } from '../../core/errors.ts';
+import { summarize } from '../../collector/routes/trace-view.ts';
+import type { Storage, TraceFilter, TraceSummary } from '../../core/ports/storage.ts';
 import { BACKENDS, CLICKHOUSES, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
 const BASE_NS = 1763787000123456789n; // > 2^53: precision loss would show

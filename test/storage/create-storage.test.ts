@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { createStorage, type Storage } from '../../storage/index.ts';
-import { emptySpan } from '../../collector/record.ts';
+import { emptySpan } from '../../core/record.ts';
 import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
 
 type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };

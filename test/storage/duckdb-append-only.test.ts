@@ -11,7 +11,7 @@ import type {
   CheckpointRecord,
   EnrichmentRecord,
   VerificationRecord,
-} from '../../collector/enrichment-records.ts';
+} from '../../core/enrichment-records.ts';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
 import { ColumnRows } from '../../storage/duckdb-columns.ts';
 import { DUCKDB_MIGRATIONS } from '../../storage/duckdb-migrations.ts';

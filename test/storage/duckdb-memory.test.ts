@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
 
 const T0 = 1_763_787_000_000_000_000n;

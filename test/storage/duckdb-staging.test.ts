@@ -5,8 +5,8 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { emptySpan, type SpanRecord } from '../../collector/record.ts';
-import type { PolicyRecord } from '../../collector/enrichment-records.ts';
+import { emptySpan, type SpanRecord } from '../../core/record.ts';
+import type { PolicyRecord } from '../../core/enrichment-records.ts';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
 
 const T0 = 1_763_787_000_000_000_000n;

@@ -3,7 +3,7 @@
 // answers from materialized rollups, DuckDB from plain SQL over the same spans/findings).
 import { auditChain, verificationChain } from '../support/chains.ts';
 import { expect } from 'chai';
-import { emptySpan, MAX_TOKENS, type SpanRecord } from '../../collector/record.ts';
+import { emptySpan, MAX_TOKENS, type SpanRecord } from '../../core/record.ts';
 import type {
   AlertRecord,
   AuditRecord,
@@ -11,9 +11,9 @@ import type {
   FindingRecord,
   PolicyRecord,
   VerificationRecord,
-} from '../../collector/enrichment-records.ts';
-import { HttpError } from '../../collector/errors.ts';
-import type { Page, Storage, UsageQuery, UsageRow } from '../../storage/types.ts';
+} from '../../core/enrichment-records.ts';
+import { HttpError } from '../../core/errors.ts';
+import type { Page, Storage, UsageQuery, UsageRow } from '../../core/ports/storage.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
 import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';

@@ -8,7 +8,7 @@ import { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { DuckDbStorage } from '../../storage/duckdb.ts';
 import { WorkerStorage } from '../../storage/worker-storage.ts';
 import { loadConfig } from '../../config/index.ts';
-import type { Storage } from '../../storage/types.ts';
+import type { Storage } from '../../core/ports/storage.ts';
 import { clickhouseUrl, clusterTests, sharedCluster, uniqueDatabase } from '../support/shared.ts';
 
 export interface StoreHarness {

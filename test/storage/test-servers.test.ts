@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { startClickHouse } from '../support/clickhouse.ts';
 import { startRedis } from '../support/redis.ts';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
-import { emptySpan } from '../../collector/record.ts';
+import { emptySpan } from '../../core/record.ts';
 
 const span = (spanId: string) => ({
   ...emptySpan('ws', 'native'),

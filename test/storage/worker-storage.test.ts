@@ -1,8 +1,8 @@
 // WorkerStorage specifics (the contract suite covers the interface): errors cross the thread intact,
 // and a worker that dies is replaced on the next call, with the data still there.
 import { expect } from 'chai';
-import { HttpError } from '../../collector/errors.ts';
-import { emptySpan } from '../../collector/record.ts';
+import { HttpError } from '../../core/errors.ts';
+import { emptySpan } from '../../core/record.ts';
 import type { WorkerStorage } from '../../storage/worker-storage.ts';
 import { workerFactory, type StoreHarness } from './harness.ts';
 

@@ -1,6 +1,6 @@
 // Whole chains of a workspace, read through the storage's keyset pages (small pages, so tests cross page bounds).
-import type { AuditRecord, CheckpointRecord, VerificationRecord } from '../../collector/enrichment-records.ts';
-import type { ChainPos, Storage } from '../../storage/types.ts';
+import type { AuditRecord, CheckpointRecord, VerificationRecord } from '../../core/enrichment-records.ts';
+import type { ChainPos, Storage } from '../../core/ports/storage.ts';
 
 async function allPages<T extends ChainPos>(
   read: (after: ChainPos | null, limit: number) => Promise<T[]>,

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config } from '../../config/index.ts';
 import { startServer, type Running } from '../../collector/server.ts';
-import { createKey } from '../../collector/admin.ts';
-import type { Storage } from '../../storage/types.ts';
+import { createKey } from '../../collector/workspaces/admin.ts';
+import type { Storage } from '../../core/ports/storage.ts';
 import { clickhouseUrl } from './shared.ts';
 
 export type Backend = 'duckdb' | 'clickhouse';

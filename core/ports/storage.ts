@@ -1,0 +1,299 @@
+// The narrow storage interface. Two implementations (ClickHouse, DuckDB) pass the
+// same contract suite in test/storage/contract.test.ts.
+import type { SpanRecord, SpanKind, Source } from '../record.ts';
+import type {
+  AlertRecord,
+  AuditRecord,
+  CheckpointRecord,
+  EnrichmentRecord,
+  FindingRecord,
+  PolicyRecord,
+  VerificationRecord,
+} from '../enrichment-records.ts';
+
+export interface Workspace {
+  id: string;
+  name: string;
+  createdAtMs: number;
+}
+
+export interface ApiKeyRecord {
+  keyId: string; // public part, e.g. "k_3f9a…"; the lookup key
+  workspaceId: string;
+  hash: string; // hex SHA-256 of the full secret key; the key itself is never stored
+  createdAtMs: number;
+  revokedAtMs: number; // 0 when active
+}
+
+/** A trace is listed when one of its spans satisfies every filter (time range on span start). */
+export interface TraceFilter {
+  fromMs?: number; // inclusive
+  toMs?: number; // exclusive
+  /** Bounds to the nanosecond (the read route's); each takes the place of its ms one. */
+  fromNs?: bigint;
+  toNs?: bigint;
+  model?: string;
+  actionName?: string;
+  environment?: string;
+  status?: string;
+  source?: Source;
+  /** One trace only (its rollup when GET /api/traces/:id shows a part of its spans). */
+  traceId?: string;
+  limit: number; // 1..1000
+  /** Opaque cursor returned as nextCursor by the previous page. */
+  cursor?: string;
+}
+
+/** One row of GET /api/traces: a trace rolled up over its spans. */
+export interface TraceSummary {
+  traceId: string;
+  name: string; // of the root-most span
+  startTimeNs: string;
+  endTimeNs: string;
+  durationMs: number; // trace wall time: max(end) - min(start)
+  spanCount: number;
+  status: string; // 'error' if any span errored, else the root span's status
+  errorCount: number; // spans with status 'error'
+  model: string;
+  source: Source | string;
+  actionName: string;
+  environment: string;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  costUsd: number;
+}
+
+export interface TracePage {
+  items: TraceSummary[];
+  nextCursor: string | null;
+}
+
+export interface ChainState {
+  next: CheckpointRecord | null;
+  lastCheckpoint: CheckpointRecord | null;
+  last: { seq: number; createdAtMs: number } | null;
+}
+
+/** A place in a chain: pages of chain records start after it. */
+export interface ChainPos {
+  chainId: string;
+  seq: number;
+}
+
+/**
+ * A part of a trace's spans, in start order: the first `limit` after the span `after` (start ns, span id), fewer
+ * when their stored size reaches `maxBytes` (the span reaching it ends the part, so a part is never empty while
+ * spans are left).
+ */
+export interface SpanPage {
+  limit: number;
+  after?: { startNs: string; spanId: string };
+  maxBytes?: number;
+}
+
+/** A part of a trace, and whether spans follow it. */
+export interface SpanPart {
+  spans: SpanRecord[];
+  more: boolean;
+}
+/** A trace as stored: its distinct spans, and their text in bytes (each span's newest version, as SpanPage.maxBytes counts). */
+export interface TraceSize {
+  spans: number;
+  bytes: number;
+}
+
+/**
+ * Spans and enrichment records, each encoded as it is added, so that the caller need not hold them all as objects
+ * until the insert (ClickHouseStorage.recordBatch, used by storage/spool-files.ts). finish() stores them as
+ * insertSpans and then insertEnrichment would, and only once. add() throws for a span, audit, verification or
+ * checkpoint record that cannot be stored, and leaves the batch as it was; findings, policies and alerts are
+ * checked in finish(), after the spans are stored, as insertEnrichment does after insertSpans.
+ */
+export interface RecordBatch {
+  add(record: SpanRecord | EnrichmentRecord): void;
+  finish(): Promise<void>;
+}
+
+export interface Storage {
+  readonly kind: 'clickhouse' | 'duckdb';
+  /** Connect and run migrations (idempotent, versioned). */
+  init(): Promise<void>;
+  close(): Promise<void>;
+  /** True when the backend answers a trivial query. */
+  ping(): Promise<boolean>;
+
+  /** Insert a batch. Idempotent on (workspaceId, traceId, spanId): the record with the highest ingestedAtMs wins. */
+  insertSpans(rows: SpanRecord[]): Promise<void>;
+  /** The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. */
+  getTrace(workspaceId: string, traceId: string): Promise<SpanRecord[]>;
+  /**
+   * A part of a trace (GET /api/traces/:id and verification read a large trace in parts): its span ids (and, for
+   * `maxBytes`, their stored sizes) are picked first, then only those rows are read.
+   */
+  getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart>;
+  /** Some spans of a trace by id, each as its newest version, in span id order; unknown ids are left out (verification of a large trace, a record at a time). */
+  getSpans(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<SpanRecord[]>;
+  /**
+   * The stored version (newest ingestedAtMs) of each of these spans, in (traceId, spanId) order; unknown spans are
+   * left out. Reads that list findings keep only the records of stored versions with it.
+   */
+  spanVersions(workspaceId: string, keys: readonly SpanKey[]): Promise<SpanVersion[]>;
+  /** getTrace for many traces in one query (verification): trace id → its spans; unknown ids are left out. */
+  getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>>;
+  listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage>;
+  /** Distinct spans stored in a workspace (tests and the benchmark's stored==acknowledged check). */
+  countSpans(workspaceId: string): Promise<number>;
+  /**
+   * Whether a stored proxy span gave this provider response id to the workspace, from this upstream (host:port).
+   * insertSpans indexes each span that proves it (collector/proxy/ownership.ts ownershipOf).
+   */
+  hasProxyResponse(workspaceId: string, responseId: string, upstream: string): Promise<boolean>;
+
+  createWorkspace(ws: Workspace): Promise<void>;
+  getWorkspaceByName(name: string): Promise<Workspace | null>;
+  getWorkspace(id: string): Promise<Workspace | null>;
+  putApiKey(key: ApiKeyRecord): Promise<void>;
+  getApiKey(keyId: string): Promise<ApiKeyRecord | null>;
+  listApiKeys(workspaceId?: string): Promise<ApiKeyRecord[]>;
+  /** Returns false when no such key. */
+  revokeApiKey(keyId: string, atMs: number): Promise<boolean>;
+
+  /** The workspace's settings document (policy, provider, alert rules), newest version; null when never set. */
+  getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null>;
+  /**
+   * Store a version; resolves false, and the write does not count, when another write of the same version raced it
+   * (collectors sharing the storage changing one workspace at once). Never true for two writes of one version.
+   */
+  putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean>;
+
+  /** Record public signing keys (each collector publishes its own at start) so any collector verifies the others' chains. */
+  publishKeys(keys: PublishedKey[]): Promise<void>;
+  /** Every key published to this storage, by key id. */
+  publishedKeys(): Promise<PublishedKey[]>;
+
+  // ---- enrichment (issue: governance, audit, alerts, verification, analytics) ----
+  /** Insert enrichment records of any type; idempotent per record's natural key (see each table). */
+  insertEnrichment(rows: EnrichmentRecord[]): Promise<void>;
+  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>>;
+  /** A trace's policy records (the newest per span), in (createdAtMs, spanId) order; `spanIds`: of those spans only. */
+  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]>;
+  /** Newest first by (atMs, chainId, seq). */
+  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>>;
+  /** A workspace's audit records in chain order (chainId, seq): the first `limit` after `after` (chain verification reads a page at a time). */
+  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]>;
+  /** Whether the workspace holds an audit record with this hash (the earlier run an audit chain continues). */
+  hasAuditHash(workspaceId: string, hash: string): Promise<boolean>;
+  /** Newest first. */
+  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>>;
+  /** Verification records covering a trace, in chain order. */
+  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]>;
+  /** Verification records of these traces, each trace's in chain order; traces without any are left out. */
+  verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>>;
+  /** A workspace's verification records in chain order (chainId, seq): the first `limit` after `after`. */
+  verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]>;
+  /** A workspace's checkpoints in chain order (chainId, seq): the first `limit` after `after`. */
+  checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]>;
+  /** Traces with stored spans but no verification record, in trace id order: the first `limit` after `after`, with their sizes. */
+  unverifiedTraces(
+    workspaceId: string,
+    after: string | null,
+    limit: number,
+  ): Promise<Array<{ traceId: string } & TraceSize>>;
+  /** The sizes of these traces as stored (verification reads them in chunks that fit a budget); traces with none are left out. */
+  traceSizes(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceSize>>;
+  /** The stored size (SpanPage.maxBytes's measure) of each of these spans of a trace, newest version; unknown ids are left out. */
+  spanSizes(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<Map<string, number>>;
+  /** A chain's records with fromSeq <= seq <= toSeq, in seq order (checking one trace reads around its records only). */
+  verificationRange(
+    workspaceId: string,
+    chainId: string,
+    fromSeq: number,
+    toSeq: number,
+  ): Promise<VerificationRecord[]>;
+  /** Of a chain: its first checkpoint at or after `seq`, its newest checkpoint, and its newest record's seq and time. */
+  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState>;
+  /** Whether the workspace holds a verification record with this hash (the earlier run a chain continues). */
+  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean>;
+  /** Every workspace with anything to verify: registered, or holding spans, verification or audit records (for `tracegate verify` without --workspace). */
+  verificationWorkspaces(): Promise<string[]>;
+  /** Usage analytics over model calls (kind llm and embedding); ClickHouse answers from materialized rollups. */
+  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]>;
+  /** Findings per category and day. */
+  findingsDaily(
+    workspaceId: string,
+    q: { fromMs?: number; toMs?: number },
+  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>>;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** A span named by its trace and span id (within a workspace). */
+export interface SpanKey {
+  traceId: string;
+  spanId: string;
+}
+export interface SpanVersion extends SpanKey {
+  ingestedAtMs: number;
+}
+
+/** A collector's public Ed25519 key (SPKI PEM) as published in storage; keyId is checked against the key itself on use. */
+export interface PublishedKey {
+  keyId: string;
+  publicKeyPem: string;
+  publishedAtMs: number;
+}
+
+export interface FindingQuery {
+  traceId?: string;
+  category?: string;
+  detector?: string;
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: string;
+}
+export interface AuditQuery {
+  action?: string;
+  actor?: string;
+  outcome?: string;
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: string;
+}
+export interface AlertQuery {
+  kind?: string;
+  ruleId?: string;
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: string;
+}
+
+export interface UsageQuery {
+  groupBy: 'model' | 'actionName' | 'environment' | 'source';
+  bucket: 'hour' | 'day';
+  fromMs?: number; // on span start
+  toMs?: number;
+}
+
+export interface UsageRow {
+  bucketStart: string; // ISO 8601 UTC, start of the hour/day
+  key: string; // the group value ('' when unset)
+  requests: number;
+  errors: number;
+  errorRate: number; // errors / requests
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  costUsd: number;
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
+}
+
+export type { SpanRecord, SpanKind, Source };
