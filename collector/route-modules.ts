@@ -1,16 +1,20 @@
-// Every route module registers itself here; a new source is one more line.
-import type { RouteContext } from './http/context.ts';
-import { opsRoutes } from './routes/ops.ts';
-import { nativeRoutes } from './receivers/native.ts';
-import { readRoutes } from './routes/read.ts';
-import { enrichmentRoutes } from './routes/enrichment.ts';
+// The routes the app serves, in registration order: the ops routes, every receiver (collector/receivers/index.ts),
+// the read routes and the proxy.
+import type { RouteContext } from './host/context.ts';
+import { serveReceiver } from './host/receiver.ts';
 import { proxyRoutes } from './proxy/route.ts';
-import { otlpRoutes } from './receivers/otlp.ts';
+import { receivers } from './receivers/index.ts';
+import { enrichmentRoutes } from './routes/enrichment.ts';
+import { opsRoutes } from './routes/ops.ts';
+import { readRoutes } from './routes/read.ts';
 
-export const routeModules: Array<(ctx: RouteContext) => void> = [
+const receiverRoutes = (r: RouteContext) => {
+  for (const declare of receivers) serveReceiver(r, declare(r));
+};
+
+export const routeModules: Array<(r: RouteContext) => void> = [
   opsRoutes,
-  nativeRoutes,
-  otlpRoutes,
+  receiverRoutes,
   readRoutes,
   enrichmentRoutes,
   proxyRoutes,

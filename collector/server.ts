@@ -12,7 +12,7 @@ import type { Storage } from '../core/ports/storage.ts';
 import { createApp } from './app.ts';
 import { createLogger, type Logger } from '../platform/logger.ts';
 import { createMetrics } from './http/metrics.ts';
-import { KeyVerifier } from './workspaces/api-keys.ts';
+import { KeyVerifier } from './auth/key-verifier.ts';
 import { RateLimits } from './http/rate-limit.ts';
 import { SettingsStore } from './workspaces/settings.ts';
 import { LastKnown, lastKnownFile } from './workspaces/last-known.ts';

@@ -1,7 +1,9 @@
 // Records produced by enrichment, stored next to spans. Each carries its workspace and a
 // `recordType` tag so one spool and one writer carry them with the spans they describe.
 
-export type Severity = 'low' | 'medium' | 'high' | 'critical';
+import type { Severity } from './governance.ts';
+
+export type { Severity };
 
 /** A detector hit. `preview` is masked: the raw matched text is never stored. */
 export interface FindingRecord {

@@ -1,26 +1,79 @@
-// One error type for every route: rendered as { "error": { "code", "message", "details" } }.
-import { StorageNotReadyError } from '../storage/startup.ts';
+// What went wrong, told apart by kind, not by transport or wording. Each route family renders a kind in its own shape
+// and status (collector/http/errors.ts); an error crosses a worker thread as its fields (toWire, fromWire), so an
+// outage is still recognised by its kind on the other side.
 
-export class HttpError extends Error {
-  readonly status: number;
+/** Every kind of failure a caller is told about; collector/http/errors.ts gives each one HTTP status. */
+export const ERROR_KINDS = [
+  'invalid', // the request is malformed or breaks a rule: fix it, do not retry
+  'unauthenticated', // no valid credential
+  'forbidden', // a valid credential that may not do this (or a policy blocks it)
+  'not_found',
+  'method_not_allowed',
+  'timeout', // the client was too slow sending its request
+  'conflict', // already done (a replayed delivery), or raced another change
+  'too_large', // over a size limit
+  'unsupported', // a content type, charset or encoding not accepted
+  'expectation_failed',
+  'rate_limited',
+  'internal', // a bug: never retried, never detailed
+  'upstream_failed', // a provider or model server answered wrongly or not at all
+  'unavailable', // storage, the spool or the server cannot take it now
+  'upstream_timeout',
+] as const;
+export type ErrorKind = (typeof ERROR_KINDS)[number];
+
+/** Kinds worth retrying as they are (after Retry-After when given). */
+const RETRYABLE: ReadonlySet<ErrorKind> = new Set([
+  'timeout',
+  'rate_limited',
+  'upstream_failed',
+  'unavailable',
+  'upstream_timeout',
+]);
+
+export interface ErrorOptions {
+  details?: unknown;
+  /** Seconds the caller should wait before retrying (rendered as Retry-After). */
+  retryAfterSeconds?: number;
+  /** The failing dependency's own code: a system error's (ECONNREFUSED), ClickHouse's number. Never shown as text. */
+  dependencyCode?: string;
+  cause?: unknown;
+}
+
+export class TracegateError extends Error {
+  readonly kind: ErrorKind;
+  /** Stable machine-readable code within the kind (`payload_too_large`, `storage_unreachable`). */
   readonly code: string;
   readonly details: unknown;
-  readonly headers: Record<string, string>;
+  readonly retryAfterSeconds: number | undefined;
+  readonly dependencyCode: string | undefined;
   /** Items refused by this answer, for the audit record (a request is one item unless it says otherwise). */
   rejectedItems?: number;
-  constructor(status: number, code: string, message: string, details?: unknown, headers: Record<string, string> = {}) {
-    super(message);
-    this.status = status;
+  constructor(kind: ErrorKind, code: string, message: string, opts: ErrorOptions = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.kind = kind;
     this.code = code;
-    this.details = details ?? null;
-    this.headers = headers;
+    this.details = opts.details ?? null;
+    this.retryAfterSeconds = opts.retryAfterSeconds;
+    this.dependencyCode = opts.dependencyCode;
+  }
+
+  get retryable(): boolean {
+    return RETRYABLE.has(this.kind);
   }
 }
 
-/** Thrown by the pipeline when the spool is over its bound or storage is failing: 503 + Retry-After. */
-export class BackpressureError extends HttpError {
+/** The pipeline is over its spool bound or storage is failing: retry later. */
+export class BackpressureError extends TracegateError {
   constructor(message = 'storage is unavailable and the spool is full; retry later', retryAfterSeconds = 5) {
-    super(503, 'unavailable', message, null, { 'Retry-After': String(retryAfterSeconds) });
+    super('unavailable', 'unavailable', message, { retryAfterSeconds });
+  }
+}
+
+/** Storage is down, hung or too slow to answer a read; the code ingestion uses for the same outage. */
+export class StorageUnavailableError extends TracegateError {
+  constructor(message = 'storage is unavailable; retry later', retryAfterSeconds = 5) {
+    super('unavailable', 'unavailable', message, { retryAfterSeconds });
   }
 }
 
@@ -29,98 +82,85 @@ export class SpoolWriteError extends Error {
   override readonly name = 'SpoolWriteError';
 }
 
+/**
+ * Storage is reachable but configured wrongly (a ClickHouse cluster that does not match the settings): the start
+ * stops with the message rather than retrying. Matched by name, since it crosses the storage thread.
+ */
+export class StorageConfigError extends Error {
+  override name = 'StorageConfigError';
+}
+
 export const badRequest = (message: string, details?: unknown) =>
-  new HttpError(400, 'invalid_request', message, details);
+  new TracegateError('invalid', 'invalid_request', message, { details });
 /** A bad query parameter, named as the route's own query validation names it. */
 export const badQuery = (field: string, message: string) =>
-  new HttpError(400, 'invalid_query', `${field}: ${message}`, [{ field, message }]);
+  new TracegateError('invalid', 'invalid_query', `${field}: ${message}`, { details: [{ field, message }] });
 
-/**
- * Storage is down, hung or too slow to answer a read: 503 + Retry-After, with the code ingestion uses for the same
- * outage (`unavailable`), so a client handles both alike.
- */
-export class StorageUnavailableError extends HttpError {
-  constructor(message = 'storage is unavailable; retry later', retryAfterSeconds = 5) {
-    super(503, 'unavailable', message, null, { 'Retry-After': String(retryAfterSeconds) });
-  }
-}
+/** Codes storage failures carry once classified where they happen (storage/errors.ts). */
+export const STORAGE_UNREACHABLE = 'storage_unreachable';
+export const STORAGE_OUT_OF_MEMORY = 'storage_out_of_memory';
 
-/** Set on an error by the storage client when the error is an outage (see isStorageOutage), not a fault of the call. */
-export const STORAGE_OUTAGE = Symbol.for('tracegate.storageOutage');
+/** Storage cannot be reached (refused, reset, timed out, its worker gone, not started yet): answered 503, not 500. */
+export const storageUnreachable = (message: string, opts: Omit<ErrorOptions, 'details'> = {}) =>
+  new TracegateError('unavailable', STORAGE_UNREACHABLE, message, { retryAfterSeconds: 5, ...opts });
 
-/** Network failures on the way to storage, by errno code. */
-const OUTAGE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ECONNABORTED',
-  'ETIMEDOUT',
-  'EPIPE',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EHOSTDOWN',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-/**
- * The same as they read once they crossed the storage thread (only name and message do): `connect ECONNREFUSED
- * host:port`, `read ECONNRESET`, `socket hang up`, the ClickHouse client's `Timeout error.` (a call that "timed
- * out" otherwise), the storage worker's own failures (`storage worker exited (code 1)`, `storage is closed`), and
- * DuckDB's invalidated database (its FATAL errors, e.g. a checkpoint on a full disk, and storage/duckdb.ts's
- * `DuckDB database unavailable (reopening …)` until it has reopened it).
- */
-const OUTAGE_MESSAGE =
-  /\b(?:ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EHOSTDOWN|ENOTFOUND|EAI_AGAIN)\b|^socket hang up$|^Timeout error\.$|\btimed out\b|^storage worker exited \(code -?\d+\)$|^storage is closed$|^FATAL Error: |^DuckDB database unavailable \(reopening\b/;
+/** Storage is up but had no memory for this call now: 503 too, without taking storage for down. */
+export const storageOutOfMemory = (message: string, opts: Omit<ErrorOptions, 'details'> = {}) =>
+  new TracegateError('unavailable', STORAGE_OUT_OF_MEMORY, message, { retryAfterSeconds: 5, ...opts });
 
-/**
- * Whether `err`, thrown by a storage call, means storage cannot be reached (refused, reset, timed out, its worker
- * gone) rather than a fault of the call: the former is answered 503, the latter stays a 500. HTTP errors keep
- * their own status; a TypeError or a ClickHouse/DuckDB error about the query is never an outage.
- */
 export function isStorageOutage(err: unknown): boolean {
-  if (!(err instanceof Error) || err instanceof HttpError) return false;
-  if ((err as { [STORAGE_OUTAGE]?: boolean })[STORAGE_OUTAGE] === true) return true;
-  if (err instanceof StorageNotReadyError) return true; // started while ClickHouse was down, not reachable yet
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && OUTAGE_CODES.has(code)) return true;
-  // ClickHouse itself reporting a server it cannot reach (a cluster's shard down): 209 SOCKET_TIMEOUT,
-  // 210 NETWORK_ERROR, 279 ALL_CONNECTION_TRIES_FAILED.
-  if (err.name === 'ClickHouseError')
-    return (
-      /^Code: (209|210|279)\b|\b(ALL_CONNECTION_TRIES_FAILED|NETWORK_ERROR|SOCKET_TIMEOUT)\b/.test(err.message) ||
-      ['209', '210', '279'].includes(String((err as { code?: unknown }).code))
-    );
-  if (err.name !== 'Error') return false; // TypeError, RangeError, SyntaxError…: a bug, not an outage
-  return OUTAGE_MESSAGE.test(err.message);
+  return err instanceof TracegateError && err.code === STORAGE_UNREACHABLE;
 }
 
-/**
- * Whether a storage call failed for want of memory at that moment: DuckDB's "Out of Memory Error" (its memory limit
- * reached, other reads and inserts holding the rest) or ClickHouse's MEMORY_LIMIT_EXCEEDED (code 241). Storage is
- * up, so this is not an outage; a read failing so is answered 503 + Retry-After all the same (see ReadGate).
- */
 export function isStorageOutOfMemory(err: unknown): boolean {
-  if (!(err instanceof Error) || err instanceof HttpError) return false;
-  if (err.name !== 'Error' && err.name !== 'ClickHouseError') return false; // TypeError, RangeError…: a bug
-  return /^Out of Memory Error\b|^Code: 241\b|\bMEMORY_LIMIT_EXCEEDED\b/.test(err.message);
+  return err instanceof TracegateError && err.code === STORAGE_OUT_OF_MEMORY;
 }
 
-/**
- * For the app's last-resort error handler: an error the storage client has already marked as an outage (or the
- * not-yet-reachable storage of a collector started during one). Unmarked network errors (a webhook, a provider)
- * are not storage's and stay 500s.
- */
-export function isMarkedStorageOutage(err: unknown): boolean {
-  return (
-    err instanceof StorageNotReadyError ||
-    (err instanceof Error && (err as { [STORAGE_OUTAGE]?: boolean })[STORAGE_OUTAGE] === true)
-  );
+/** An error as a message between threads carries it (structured clone keeps plain fields only). */
+export interface WireError {
+  name: string;
+  message: string;
+  kind?: ErrorKind;
+  code?: string;
+  details?: unknown;
+  retryAfterSeconds?: number;
+  dependencyCode?: string;
+  rejectedItems?: number;
 }
 
-/** Marks `err` as a storage outage when it is one (see isStorageOutage); returns it. */
-export function markStorageOutage<E>(err: E): E {
-  if (err instanceof Error && isStorageOutage(err))
-    Object.defineProperty(err, STORAGE_OUTAGE, { value: true, enumerable: false });
-  return err;
+export function toWire(err: unknown): WireError {
+  const e = err instanceof Error ? err : new Error(String(err));
+  if (e instanceof TracegateError) {
+    return {
+      name: e.name,
+      message: e.message,
+      kind: e.kind,
+      code: e.code,
+      details: e.details,
+      ...(e.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: e.retryAfterSeconds }),
+      ...(e.dependencyCode === undefined ? {} : { dependencyCode: e.dependencyCode }),
+      ...(e.rejectedItems === undefined ? {} : { rejectedItems: e.rejectedItems }),
+    };
+  }
+  // A system error's code (ECONNREFUSED) or ClickHouse's ('27') says what failed without quoting any data.
+  const code = (e as { code?: unknown }).code;
+  return { name: e.name, message: e.message, ...(typeof code === 'string' ? { code } : {}) };
+}
+
+const BUILTIN_ERRORS: Record<string, ErrorConstructor> = { RangeError, TypeError, SyntaxError };
+
+/** The error as the other thread threw it, as far as a message can carry it: its kind, or a built-in class. */
+export function fromWire(w: WireError): Error {
+  if (w.kind) {
+    const err = new TracegateError(w.kind, w.code ?? w.kind, w.message, {
+      details: w.details,
+      retryAfterSeconds: w.retryAfterSeconds,
+      dependencyCode: w.dependencyCode,
+    });
+    if (w.rejectedItems !== undefined) err.rejectedItems = w.rejectedItems;
+    return err;
+  }
+  const Ctor = BUILTIN_ERRORS[w.name];
+  const err = Ctor ? new Ctor(w.message) : Object.assign(new Error(w.message), { name: w.name });
+  return w.code === undefined ? err : Object.assign(err, { code: w.code });
 }

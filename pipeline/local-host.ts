@@ -1,6 +1,7 @@
 // The processors and the spool on the calling thread (pipeline/processor-host.ts without a worker): what tests use to run a
 // Pipeline in one thread, with the same batching as the processor thread (requests of one turn share a write).
-import type { IngestContext, IngestHost, Processor } from '../core/ports/ingest.ts';
+import type { IngestContext, Processor } from '../core/ports/ingest.ts';
+import type { IngestHost } from './ingest-host.ts';
 import type { SpanRecord } from '../core/record.ts';
 import { Spool, type Segment, type SpoolLogger, type SpoolState } from '../spool/spool.ts';
 import { SpoolWriteError } from '../core/errors.ts';

@@ -9,8 +9,9 @@ import { unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Config } from '../config/index.ts';
 import type { Storage } from '../core/ports/storage.ts';
-import { BackpressureError, SpoolWriteError } from '../core/errors.ts';
-import type { IngestContext, IngestHost, IngestResult, Ingestor, Processor } from '../core/ports/ingest.ts';
+import { BackpressureError, SpoolWriteError, TracegateError } from '../core/errors.ts';
+import type { IngestContext, IngestResult, Ingestor, Processor } from '../core/ports/ingest.ts';
+import type { IngestHost } from './ingest-host.ts';
 import type { SpanRecord, StoredRecord } from '../core/record.ts';
 import type { EnrichmentRecord } from '../core/enrichment-records.ts';
 import { encodeFrame, loadSegment, type Segment, type SpoolLogger } from '../spool/spool.ts';
@@ -365,7 +366,9 @@ export class Pipeline implements Ingestor {
       } catch (err) {
         this.healthy = false;
         this.lastError = err instanceof Error ? err.message : String(err);
-        const code = (err as { code?: unknown } | null)?.code;
+        // A classified storage error keeps its dependency's code apart from its own (core/errors.ts).
+        const e = err as { code?: unknown; dependencyCode?: unknown } | null;
+        const code = e instanceof TracegateError ? e.dependencyCode : e?.code;
         this.lastErrorCode = typeof code === 'string' || typeof code === 'number' ? String(code) : null;
         const delay = this.backoff();
         this.opts.logger.warn(

@@ -1,7 +1,8 @@
 // Runs the processor chain and the spool on a worker thread (pipeline/processor-thread.ts). The pipeline hands over
 // mapped spans and is answered once their records are durable; settings are resolved here, on the main thread.
 import { WorkerRpc } from '../platform/worker-rpc.ts';
-import type { IngestContext, IngestHost } from '../core/ports/ingest.ts';
+import type { IngestContext } from '../core/ports/ingest.ts';
+import type { IngestHost } from './ingest-host.ts';
 import type { SpanRecord } from '../core/record.ts';
 import type { Segment, SpoolState } from '../spool/spool.ts';
 import { SpoolWriteError } from '../core/errors.ts';

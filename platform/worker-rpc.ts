@@ -1,15 +1,8 @@
 // One request/reply channel to a worker thread, shared by the storage and processor threads.
 // Calls are matched by id; a worker that dies fails the calls in flight and is replaced on the next call.
 import { parentPort, Worker, type Transferable } from 'node:worker_threads';
-import { HttpError } from '../core/errors.ts';
+import { fromWire, toWire, type WireError } from '../core/errors.ts';
 
-export interface WireError {
-  name: string;
-  message: string;
-  status?: number;
-  code?: string;
-  details?: unknown;
-}
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: WireError };
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 /** Reply id of "a message could not be read": the worker cannot tell which call it was. */
@@ -85,12 +78,12 @@ export class WorkerRpc {
       ...(this.youngGenMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenMb } } : {}),
     });
     w.on('message', (m: Reply) => {
-      if (m.id === UNREADABLE) return fail(reviveError((m as { error: WireError }).error));
+      if (m.id === UNREADABLE) return fail(fromWire((m as { error: WireError }).error));
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
       if (m.ok) p.resolve(m.value);
-      else p.reject(reviveError(m.error));
+      else p.reject(fromWire(m.error));
     });
     const fail = (err: Error) => {
       if (this.worker !== w) return;
@@ -121,7 +114,7 @@ export function serveRpc<M extends { id: number }>(
   const port = parentPort!;
   let queue: Promise<void> = Promise.resolve();
   port.on('message', (m: M) => {
-    const fail = (err: unknown) => port.postMessage({ id: m.id, ok: false, error: wireError(err) } satisfies Reply);
+    const fail = (err: unknown) => port.postMessage({ id: m.id, ok: false, error: toWire(err) } satisfies Reply);
     const run = () =>
       handle(m).then(({ value, transfer }) => {
         try {
@@ -133,30 +126,5 @@ export function serveRpc<M extends { id: number }>(
     if (inOrder) queue = queue.then(run);
     else void run();
   });
-  port.on('messageerror', (err) =>
-    port.postMessage({ id: UNREADABLE, ok: false, error: wireError(err) } satisfies Reply),
-  );
-}
-
-function wireError(err: unknown): WireError {
-  const e = err instanceof Error ? err : new Error(String(err));
-  // A system error's code (ECONNREFUSED) or ClickHouse's ('27') says what failed without quoting any data.
-  const code = (e as { code?: unknown }).code;
-  const http =
-    e instanceof HttpError
-      ? { status: e.status, code: e.code, details: e.details }
-      : typeof code === 'string'
-        ? { code }
-        : {};
-  return { name: e.name, message: e.message, ...http };
-}
-
-const BUILTIN_ERRORS: Record<string, ErrorConstructor> = { RangeError, TypeError, SyntaxError };
-
-/** The error as the worker threw it, as far as a message can carry it: HTTP errors and built-in classes. */
-function reviveError(e: WireError): Error {
-  if (e.status) return new HttpError(e.status, e.code ?? 'error', e.message, e.details);
-  const Ctor = BUILTIN_ERRORS[e.name];
-  const err = Ctor ? new Ctor(e.message) : Object.assign(new Error(e.message), { name: e.name });
-  return e.code === undefined ? err : Object.assign(err, { code: e.code });
+  port.on('messageerror', (err) => port.postMessage({ id: UNREADABLE, ok: false, error: toWire(err) } satisfies Reply));
 }

@@ -16,7 +16,7 @@ import {
 } from './governance/index.ts';
 import { DECISION_RANK } from './governance/policy.ts';
 import { withheldPreview } from './governance/injection.ts';
-import { ownershipOf, OWNERSHIP_ATTRIBUTES } from '../collector/proxy/ownership.ts';
+import { ownershipOf, OWNERSHIP_ATTRIBUTES } from '../core/response-ownership.ts';
 
 /**
  * A finding's field name is a path into the span's attributes, as long as their keys: stored (and put in page
@@ -109,7 +109,7 @@ function withheld(span: SpanRecord, err: unknown): GovernanceResult {
 
 /**
  * A proxy span's provider host, port and response id: tracegate's own settings and the provider's token, not
- * request text, and the proof the proxy's ownership index reads (collector/proxy/ownership.ts). Not scanned, so
+ * request text, and the proof the proxy's ownership index reads (core/response-ownership.ts). Not scanned, so
  * a policy redacting IP addresses (a provider at 10.1.2.3) cannot break the index, and kept when the text is
  * withheld. Taken out before the scan, put back after it.
  */

@@ -489,7 +489,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     version: 9,
     description: 'provider response ids the proxy handed to each workspace',
     // Written with the proxy spans that prove them (storage/clickhouse.ts insertSpans); the proxy relays calls
-    // about a stored response only for ids found here (collector/proxy/ownership.ts). Spans stored before this
+    // about a stored response only for ids found here (core/response-ownership.ts). Spans stored before this
     // version lack the upstream (server.address) and are not indexed.
     statements: (db) => [
       `CREATE TABLE IF NOT EXISTS ${db}.proxy_responses (

@@ -1,5 +1,14 @@
 // ClickHouse backend. Works with 18.16 and current releases: plain HTTP, no query parameters
 // (inlined literals via clickhouse-sql.ts), no compression; rows in as TabSeparated (clickhouse-tsv.ts), out as JSONEachRow.
+import {
+  ANALYTICS_METHODS,
+  type AnalyticsStore,
+  ENRICHMENT_METHODS,
+  type EnrichmentStore,
+  VERIFICATION_METHODS,
+  type VerificationStore,
+} from '../core/ports/storage.ts';
+import { delegating } from './delegate.ts';
 import { randomUUID } from 'node:crypto';
 import {
   ClickHouseLogLevel,
@@ -8,23 +17,9 @@ import {
   type ClickHouseClientConfigOptions,
 } from '@clickhouse/client';
 import { isEnrichment, type SpanRecord, type Source, type SpanKind } from '../core/record.ts';
+import type { EnrichmentRecord } from '../core/enrichment-records.ts';
 import type {
-  EnrichmentRecord,
-  AlertRecord,
-  AuditRecord,
-  CheckpointRecord,
-  FindingRecord,
-  PolicyRecord,
-  VerificationRecord,
-} from '../core/enrichment-records.ts';
-import type {
-  AlertQuery,
   ApiKeyRecord,
-  AuditQuery,
-  ChainPos,
-  ChainState,
-  FindingQuery,
-  Page,
   PublishedKey,
   RecordBatch,
   SpanKey,
@@ -35,8 +30,6 @@ import type {
   TraceSize,
   TraceFilter,
   TracePage,
-  UsageQuery,
-  UsageRow,
   Workspace,
 } from '../core/ports/storage.ts';
 import {
@@ -459,16 +452,24 @@ function nextVersion(atLeast = 0): number {
   return lastVersion;
 }
 
-export class ClickHouseStorage implements Storage {
+/** Enrichment, verification and analytics come from ClickHouseEnrichment, by delegation. */
+const EnrichmentPorts = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>('enrichment', [
+  ...ENRICHMENT_METHODS,
+  ...VERIFICATION_METHODS,
+  ...ANALYTICS_METHODS,
+]);
+
+export class ClickHouseStorage extends EnrichmentPorts implements Storage {
   readonly kind = 'clickhouse' as const;
   private readonly client: ClickHouseClient;
   private readonly db: string;
-  private readonly enrichment: ClickHouseEnrichment;
+  readonly enrichment: ClickHouseEnrichment;
   private readonly exactRollups: boolean;
 
   private readonly opts: ClickHouseOptions;
 
   constructor(opts: ClickHouseOptions) {
+    super();
     this.opts = opts;
     this.db = ident(opts.database);
     this.client = this.connect(opts.url, opts.connection);
@@ -1108,68 +1109,6 @@ export class ClickHouseStorage implements Storage {
       publicKeyPem: r.public_key_pem,
       publishedAtMs: Number(r.published_at_ms),
     }));
-  }
-
-  // ---- enrichment and analytics (clickhouse-enrichment.ts) ----
-
-  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> {
-    return this.enrichment.insertEnrichment(rows);
-  }
-  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
-    return this.enrichment.listFindings(workspaceId, q);
-  }
-  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
-    return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds);
-  }
-  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
-    return this.enrichment.listAudit(workspaceId, q);
-  }
-  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> {
-    return this.enrichment.auditPage(workspaceId, after, limit);
-  }
-  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
-    return this.enrichment.hasAuditHash(workspaceId, hash);
-  }
-  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
-    return this.enrichment.listAlerts(workspaceId, q);
-  }
-  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
-    return this.enrichment.getVerification(workspaceId, traceId);
-  }
-  verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
-    return this.enrichment.verificationOfTraces(workspaceId, traceIds);
-  }
-  verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]> {
-    return this.enrichment.verificationPage(workspaceId, after, limit);
-  }
-  checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
-    return this.enrichment.checkpointPage(workspaceId, after, limit);
-  }
-  verificationRange(
-    workspaceId: string,
-    chainId: string,
-    fromSeq: number,
-    toSeq: number,
-  ): Promise<VerificationRecord[]> {
-    return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);
-  }
-  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> {
-    return this.enrichment.chainState(workspaceId, chainId, seq);
-  }
-  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
-    return this.enrichment.hasVerificationHash(workspaceId, hash);
-  }
-  verificationWorkspaces(): Promise<string[]> {
-    return this.enrichment.verificationWorkspaces();
-  }
-  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
-    return this.enrichment.usage(workspaceId, q);
-  }
-  findingsDaily(
-    workspaceId: string,
-    q: { fromMs?: number; toMs?: number },
-  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
-    return this.enrichment.findingsDaily(workspaceId, q);
   }
 }
 

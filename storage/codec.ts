@@ -4,7 +4,7 @@
 import type { AttrValue, Attributes, SpanRecord } from '../core/record.ts';
 import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../core/record.ts';
 import { badQuery } from '../core/errors.ts';
-import { ownershipKey, ownershipOf } from '../collector/proxy/ownership.ts';
+import { ownershipKey, ownershipOf } from '../core/response-ownership.ts';
 import type { TraceFilter, TracePage, TraceSummary } from '../core/ports/storage.ts';
 
 /** USAGE_KINDS as an SQL list, for the roll-up and analytics queries of both backends. */
@@ -40,7 +40,7 @@ export interface ProxyResponseRow {
   trace_id: string;
 }
 
-/** The proxy_responses row of a span that proves a response id (collector/proxy/ownership.ts), with its key; else null. */
+/** The proxy_responses row of a span that proves a response id (core/response-ownership.ts), with its key; else null. */
 export function proxyResponseRow(span: SpanRecord): { key: string; row: ProxyResponseRow } | null {
   const o = ownershipOf(span);
   if (!o) return null;

@@ -1,26 +1,20 @@
 // DuckDB backend: one embedded database file, one connection, calls serialized.
+import {
+  ANALYTICS_METHODS,
+  type AnalyticsStore,
+  ENRICHMENT_METHODS,
+  type EnrichmentStore,
+  VERIFICATION_METHODS,
+  type VerificationStore,
+} from '../core/ports/storage.ts';
+import { delegating } from './delegate.ts';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { DuckDBInstance, listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import './duckdb-text.ts';
 import type { SpanRecord, Source, SpanKind, Attributes } from '../core/record.ts';
 import type {
-  EnrichmentRecord,
-  AlertRecord,
-  AuditRecord,
-  CheckpointRecord,
-  FindingRecord,
-  PolicyRecord,
-  VerificationRecord,
-} from '../core/enrichment-records.ts';
-import type {
-  AlertQuery,
   ApiKeyRecord,
-  AuditQuery,
-  ChainPos,
-  ChainState,
-  FindingQuery,
-  Page,
   PublishedKey,
   SpanKey,
   SpanPage,
@@ -30,15 +24,14 @@ import type {
   TraceSize,
   TraceFilter,
   TracePage,
-  UsageQuery,
-  UsageRow,
   Workspace,
 } from '../core/ports/storage.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
-import { isStorageOutOfMemory } from '../core/errors.ts';
+import { storageUnreachable } from '../core/errors.ts';
+import { storageFailure } from './errors.ts';
 import {
   attrsJson,
   bySpanKey,
@@ -174,14 +167,21 @@ async function createWaitingForLock(path: string, options: Record<string, string
   }
 }
 
-export class DuckDbStorage implements Storage {
+/** Enrichment, verification and analytics come from DuckDbEnrichment, by delegation. */
+const EnrichmentPorts = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>('enrichment', [
+  ...ENRICHMENT_METHODS,
+  ...VERIFICATION_METHODS,
+  ...ANALYTICS_METHODS,
+]);
+
+export class DuckDbStorage extends EnrichmentPorts implements Storage {
   readonly kind = 'duckdb' as const;
   private readonly path: string;
   private instance: DuckDBInstance | null = null;
   private conn: DuckDBConnection | null = null;
   // One connection, so one statement (or transaction) at a time.
   private queue: Promise<unknown> = Promise.resolve();
-  private readonly enrichment = new DuckDbEnrichment((fn, write) => this.serial(fn, write));
+  readonly enrichment = new DuckDbEnrichment((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;
@@ -210,6 +210,7 @@ export class DuckDbStorage implements Storage {
    * DuckDB's memory_limit (tests use a small one to show a read stays within it).
    */
   constructor(path: string, options: { memoryLimit?: string; checkpointMb?: number; writeThreads?: number } = {}) {
+    super();
     this.path = path;
     this.memoryLimit = options.memoryLimit ?? '256MB';
     this.checkpointMb = options.checkpointMb ?? 0;
@@ -228,8 +229,9 @@ export class DuckDbStorage implements Storage {
         }
         return await fn(c);
       } catch (err) {
-        if (isFatal(err)) this.drop(err);
-        throw err;
+        if (!isFatal(err)) throw err;
+        this.drop(err);
+        throw storageUnreachable(err.message, { cause: err });
       }
     });
     this.queue = run.catch(() => undefined);
@@ -305,10 +307,10 @@ export class DuckDbStorage implements Storage {
     return this.conn!;
   }
 
-  /** Matched by core/errors.ts as a storage outage (503), as the FATAL error itself is. */
+  /** A storage outage (503), as the FATAL error itself is. */
   private unavailable(): Error {
     const s = Math.max(0, Math.ceil((this.lost!.retryAt - Date.now()) / 1000));
-    return new Error(`DuckDB database unavailable (reopening in ${s} s): ${this.lost!.reason}`);
+    return storageUnreachable(`DuckDB database unavailable (reopening in ${s} s): ${this.lost!.reason}`);
   }
 
   private async all<T extends Row>(c: DuckDBConnection, sql: string, params: Params = {}): Promise<T[]> {
@@ -326,7 +328,7 @@ export class DuckDbStorage implements Storage {
     try {
       return await this.all<SpanRow & Row>(c, `SELECT * FROM spans WHERE rowid IN (${rowsOf(where)})`, params);
     } catch (err) {
-      if (!isStorageOutOfMemory(err)) throw err;
+      if (storageFailure(err) !== 'out_of_memory') throw err;
     }
     this.outOfMemoryRetries++;
     const ids = (await this.all<{ rowid: bigint }>(c, rowsOf(where), params)).map((r) => r.rowid);
@@ -849,68 +851,6 @@ export class DuckDbStorage implements Storage {
       publicKeyPem: r.public_key_pem,
       publishedAtMs: Number(r.published_at_ms),
     }));
-  }
-
-  // ---- enrichment and analytics (duckdb-enrichment.ts) ----
-
-  insertEnrichment(rows: EnrichmentRecord[]): Promise<void> {
-    return this.enrichment.insertEnrichment(rows);
-  }
-  listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>> {
-    return this.enrichment.listFindings(workspaceId, q);
-  }
-  getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
-    return this.enrichment.getPolicyRecords(workspaceId, traceId, spanIds);
-  }
-  listAudit(workspaceId: string, q: AuditQuery): Promise<Page<AuditRecord>> {
-    return this.enrichment.listAudit(workspaceId, q);
-  }
-  auditPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<AuditRecord[]> {
-    return this.enrichment.auditPage(workspaceId, after, limit);
-  }
-  hasAuditHash(workspaceId: string, hash: string): Promise<boolean> {
-    return this.enrichment.hasAuditHash(workspaceId, hash);
-  }
-  listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>> {
-    return this.enrichment.listAlerts(workspaceId, q);
-  }
-  getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]> {
-    return this.enrichment.getVerification(workspaceId, traceId);
-  }
-  verificationOfTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, VerificationRecord[]>> {
-    return this.enrichment.verificationOfTraces(workspaceId, traceIds);
-  }
-  verificationPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<VerificationRecord[]> {
-    return this.enrichment.verificationPage(workspaceId, after, limit);
-  }
-  checkpointPage(workspaceId: string, after: ChainPos | null, limit: number): Promise<CheckpointRecord[]> {
-    return this.enrichment.checkpointPage(workspaceId, after, limit);
-  }
-  verificationRange(
-    workspaceId: string,
-    chainId: string,
-    fromSeq: number,
-    toSeq: number,
-  ): Promise<VerificationRecord[]> {
-    return this.enrichment.verificationRange(workspaceId, chainId, fromSeq, toSeq);
-  }
-  chainState(workspaceId: string, chainId: string, seq: number): Promise<ChainState> {
-    return this.enrichment.chainState(workspaceId, chainId, seq);
-  }
-  hasVerificationHash(workspaceId: string, hash: string): Promise<boolean> {
-    return this.enrichment.hasVerificationHash(workspaceId, hash);
-  }
-  verificationWorkspaces(): Promise<string[]> {
-    return this.enrichment.verificationWorkspaces();
-  }
-  usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
-    return this.enrichment.usage(workspaceId, q);
-  }
-  findingsDaily(
-    workspaceId: string,
-    q: { fromMs?: number; toMs?: number },
-  ): Promise<Array<{ day: string; category: string; severity: string; count: number }>> {
-    return this.enrichment.findingsDaily(workspaceId, q);
   }
 }
 

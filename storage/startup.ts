@@ -1,15 +1,17 @@
 // Starting while ClickHouse is down: the collector must still come up, so that what is in the spool replays
 // and ingestion resumes the moment storage is back, without anyone restarting it.
+import { STORAGE_UNREACHABLE, StorageConfigError, TracegateError } from '../core/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Storage } from '../core/ports/storage.ts';
 
-export class StorageNotReadyError extends Error {}
-
-/** Storage is reachable but configured wrongly (a ClickHouse cluster that does not match the settings): the start
- * stops with the message rather than retrying. Matched by name, since it crosses the storage thread. */
-export class StorageConfigError extends Error {
-  override name = 'StorageConfigError';
+/** Every call but init and close, until init has succeeded: an outage (503 with Retry-After, spool kept). */
+export class StorageNotReadyError extends TracegateError {
+  constructor(message: string) {
+    super('unavailable', STORAGE_UNREACHABLE, message, { retryAfterSeconds: 5 });
+  }
 }
+
+export { StorageConfigError };
 
 /**
  * `storage` with init retried in the background (backoff 0.5 s → 30 s) until it succeeds. Until then every

@@ -5,13 +5,13 @@ import type { Context } from 'koa';
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import inflate from 'inflation';
-import { HttpError } from '../../core/errors.ts';
+import { HttpError } from './errors.ts';
 import { jsonPrescan, jsonSyntaxError } from '../../platform/json-prescan.ts';
 import { DEFAULT_MAX_INFLIGHT_BODY_BYTES, DEFAULT_MAX_JSON_VALUES } from '../../config/index.ts';
 
 export type BodyKind = 'json' | 'protobuf';
 
-export function bodyKind(ctx: Context, allowed: BodyKind[]): BodyKind {
+export function bodyKind(ctx: Context, allowed: readonly BodyKind[]): BodyKind {
   const header = ctx.get('content-type') || '';
   const type = header.split(';')[0]!.trim().toLowerCase();
   if (allowed.includes('json') && (type === 'application/json' || type.endsWith('+json'))) {

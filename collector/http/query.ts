@@ -1,7 +1,7 @@
 // Query-string parsing shared by the read routes: one time format, one error shape.
 import { z } from 'zod';
 import type { Context } from 'koa';
-import { HttpError } from '../../core/errors.ts';
+import { HttpError } from './errors.ts';
 
 /** The latest instant a JS Date holds (+275760-09-13): a later bound could not even be named in an error. */
 const MAX_DATE_MS = 8_640_000_000_000_000;

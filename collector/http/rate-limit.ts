@@ -3,8 +3,8 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { Redis } from 'ioredis';
 import type { Context, Next } from 'koa';
-import { HttpError } from '../../core/errors.ts';
-import type { Caller } from '../workspaces/api-keys.ts';
+import { HttpError } from './errors.ts';
+import type { Caller } from '../../core/ports/ingest.ts';
 
 export interface LimiterOptions {
   points: number;

@@ -1,5 +1,6 @@
 // The read routes' storage calls (GET /api/traces, /api/audit, …): a deadline, and storage outages answered 503.
 import { isStorageOutage, isStorageOutOfMemory, StorageUnavailableError } from '../../core/errors.ts';
+import { classifyStorageError } from '../../storage/errors.ts';
 import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../../platform/slow-storage.ts';
 
 /**
@@ -134,13 +135,15 @@ export class ReadGate {
     return ok;
   }
 
-  private failed(err: unknown): unknown {
+  private failed(raw: unknown): unknown {
+    // Engines classify their failures (storage/errors.ts); a raw one from a store used directly is classified here.
+    const err = classifyStorageError(raw);
     // Storage answers, but not this read for now: 503 without suspecting it (the next reads go ahead as usual).
     if (isStorageOutOfMemory(err))
-      return Object.assign(unavailable('storage has not enough memory for this read now; retry later'), { cause: err });
-    if (!isStorageOutage(err)) return err;
+      return Object.assign(unavailable('storage has not enough memory for this read now; retry later'), { cause: raw });
+    if (!isStorageOutage(err)) return raw;
     this.suspect = true;
-    return Object.assign(unavailable('storage is unreachable; retry later'), { cause: err });
+    return Object.assign(unavailable('storage is unreachable; retry later'), { cause: raw });
   }
 
   private abandon(p: Promise<unknown>, message: string): never {

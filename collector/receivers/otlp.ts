@@ -3,29 +3,24 @@
 // prompts and completions as log records; each one with a span context is stored as an event span under its span
 // (protocols/otlp/logs.ts). Every answer uses the request's encoding; failures are google.rpc.Status bodies (spec),
 // including auth, size and throttling errors.
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import { z } from 'zod';
-import type { RouteContext } from '../http/context.ts';
-import { HttpError } from '../../core/errors.ts';
-import { bodyKind, readBody } from '../http/body.ts';
-import type { Caller } from '../workspaces/api-keys.ts';
-import type { Logger } from '../../platform/logger.ts';
+import { mapOtlp } from '../../mappers/otlp.ts';
 import {
-  CONTENT_TYPES,
-  OtlpDecodeError,
   decodeOtlpLogsRequest,
   decodeOtlpRequest,
   encodeExportResponse,
-  encodeStatus,
-  otlpLimits,
-  rpcCodeForHttp,
-  type FieldViolation,
+  type NormalizedRequest,
   type OtlpEncoding,
+  otlpLimits,
 } from '../../protocols/otlp/index.ts';
-import { mapOtlp } from '../../mappers/otlp.ts';
+import type { RouteContext } from '../host/context.ts';
+import type { Mapped, ReceiverDeclaration } from '../host/receiver.ts';
+import { otlpReplyType } from '../http/errors.ts';
 
-const PATHS = ['/api/integrations/otlp/v1/traces', '/v1/traces'];
-const LOG_PATHS = ['/api/integrations/otlp/v1/logs', '/v1/logs'];
+type Signal = 'traces' | 'logs';
+type Payload = { req: NormalizedRequest; enc: OtlpEncoding };
+type Reply = { enc: OtlpEncoding; rejected: number; errorMessage: string };
 
 /** ExportTraceServiceResponse in its JSON form (encodeExportResponse): `{}` when every span was taken. */
 const exportResponse = z.object({
@@ -49,106 +44,64 @@ const exportLogsResponse = z.object({
     .describe('Present when log records were rejected (those without a span context, among others)'),
 });
 
-function encodingOf(ctx: Context): OtlpEncoding {
-  const type = (ctx.get('content-type') || '').split(';')[0]!.trim().toLowerCase();
-  return type === 'application/x-protobuf' || type === 'application/protobuf' ? 'protobuf' : 'json';
-}
+const DOCS: Record<Signal, ReceiverDeclaration<Payload, Reply>['doc']> = {
+  traces: {
+    tag: 'ingest',
+    summary:
+      'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
+    request: { contentTypes: ['application/x-protobuf', 'application/json'] },
+    responses: {
+      200: {
+        description: "ExportTraceServiceResponse, in the request's encoding; partialSuccess reports rejected spans",
+        schema: exportResponse,
+        protobuf: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse',
+      },
+    },
+  },
+  logs: {
+    tag: 'ingest',
+    summary:
+      'OTLP/HTTP logs (ExportLogsServiceRequest), as for traces: each log record with a span context (GenAI events: gen_ai.user.message, gen_ai.choice, gen_ai.client.inference.operation.details, …) is stored as an event span under that span; others are rejected in partialSuccess',
+    request: { contentTypes: ['application/x-protobuf', 'application/json'] },
+    responses: {
+      200: {
+        description:
+          "ExportLogsServiceResponse, in the request's encoding; partialSuccess reports rejected log records",
+        schema: exportLogsResponse,
+        protobuf: 'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse',
+      },
+    },
+  },
+};
 
-/** The spec: reply with the Content-Type received (set as a header: ctx.type would add a charset). */
-function replyType(ctx: Context, enc: OtlpEncoding): string {
-  const type = (ctx.get('content-type') || '').split(';')[0]!.trim().toLowerCase();
-  return type === 'application/protobuf' ? type : CONTENT_TYPES[enc];
-}
-
-/** Field violations for Status.details (a google.rpc.BadRequest), when the error knows where the problem is. */
-function violationsOf(err: HttpError): FieldViolation[] | undefined {
-  if (err instanceof OtlpDecodeError)
-    return err.field !== null ? [{ field: err.field, description: err.message }] : undefined;
-  if (!Array.isArray(err.details)) return undefined;
-  return (err.details as Array<{ field?: string; message?: string }>).map((d) => ({
-    field: String(d.field ?? ''),
-    description: String(d.message ?? ''),
-  }));
-}
-
-/**
- * Renders every failure as google.rpc.Status in the request's encoding (the spec: 4xx and 5xx bodies alike):
- * an HttpError keeps its status, headers and message; anything else is logged and answered 500 INTERNAL
- * with a generic message, so no internals leak.
- */
-async function otlpErrors(ctx: Context, next: Next): Promise<void> {
-  try {
-    await next();
-  } catch (caught) {
-    let err: HttpError;
-    if (caught instanceof HttpError) err = caught;
-    else {
-      (ctx.state.log as Logger | undefined)?.error({ err: caught }, 'unhandled error');
-      err = new HttpError(500, 'internal', 'internal error');
-    }
-    const enc = encodingOf(ctx);
-    ctx.status = err.status;
-    for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
-    ctx.set('Content-Type', replyType(ctx, enc));
-    ctx.body = encodeStatus(rpcCodeForHttp(err.status), err.message, enc, violationsOf(err));
-  }
-}
-
-export function otlpRoutes(r: RouteContext): void {
+function otlpReceiver(r: RouteContext, signal: Signal): ReceiverDeclaration<Payload, Reply> {
   const limits = otlpLimits(r.config);
-  const doc = (paths: string[], summary: string, description: string, schema: z.ZodType, protobuf: string) => {
-    for (const path of paths) {
-      r.docs.push({
-        method: 'post',
-        path,
-        tag: 'ingest',
-        auth: 'apiKey',
-        summary,
-        request: { contentTypes: ['application/x-protobuf', 'application/json'] },
-        responses: { 200: { description, schema, protobuf } },
-        errors: 'rpc-status',
-      });
-    }
-  };
-  doc(
-    PATHS,
-    'OTLP/HTTP traces (ExportTraceServiceRequest) as application/x-protobuf or application/json, optionally gzip/deflate',
-    "ExportTraceServiceResponse, in the request's encoding; partialSuccess reports rejected spans",
-    exportResponse,
-    'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse',
-  );
-  doc(
-    LOG_PATHS,
-    'OTLP/HTTP logs (ExportLogsServiceRequest), as for traces: each log record with a span context (GenAI events: gen_ai.user.message, gen_ai.choice, gen_ai.client.inference.operation.details, …) is stored as an event span under that span; others are rejected in partialSuccess',
-    "ExportLogsServiceResponse, in the request's encoding; partialSuccess reports rejected log records",
-    exportLogsResponse,
-    'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse',
-  );
-
-  // `path`: the audit record names the path called (as for a rejected request), not the shared handler.
-  const handler = (signal: 'traces' | 'logs', path: string) => async (ctx: Context) => {
-    const enc = bodyKind(ctx, ['protobuf', 'json']);
-    const body = await readBody(ctx, r.config.MAX_BODY_BYTES);
-    const caller = ctx.state.caller as Caller;
-    const req = signal === 'logs' ? decodeOtlpLogsRequest(body, enc, limits) : decodeOtlpRequest(body, enc, limits);
-    const now = Date.now();
-    const records = mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES });
-    await r.pipeline.ingest(records, {
-      workspaceId: caller.workspaceId,
-      keyId: caller.keyId,
-      route: `POST ${path}`,
+  const decode = signal === 'logs' ? decodeOtlpLogsRequest : decodeOtlpRequest;
+  return {
+    paths:
+      signal === 'logs'
+        ? ['/api/integrations/otlp/v1/logs', '/v1/logs']
+        : ['/api/integrations/otlp/v1/traces', '/v1/traces'],
+    // Logs have their own budget: an application's log exporter must not use up its trace exporter's.
+    limiter: signal === 'logs' ? 'otlp-logs' : 'otlp',
+    errors: 'rpc-status',
+    accepts: ['protobuf', 'json'],
+    auditEmpty: true,
+    doc: DOCS[signal],
+    parse: (raw, enc) => ({ req: decode(raw, enc as OtlpEncoding, limits), enc: enc as OtlpEncoding }),
+    map: ({ req, enc }, { caller, now }) => ({
+      records: mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES }),
       rejected: req.rejectedSpans,
-    });
-    r.metrics.ingested.inc({ source: 'otlp' }, records.length);
-    ctx.status = 200;
-    ctx.set('Content-Type', replyType(ctx, enc));
-    ctx.body = encodeExportResponse(
-      req.rejectedSpans ? { rejectedSpans: req.rejectedSpans, errorMessage: req.errorMessage } : null,
-      enc,
-      signal,
-    );
+      reply: { enc, rejected: req.rejectedSpans, errorMessage: req.errorMessage },
+    }),
+    answer({ reply }: Mapped<Reply>, ctx: Context) {
+      const partial = reply.rejected ? { rejectedSpans: reply.rejected, errorMessage: reply.errorMessage } : null;
+      ctx.status = 200;
+      ctx.set('Content-Type', otlpReplyType(ctx, reply.enc));
+      ctx.body = encodeExportResponse(partial, reply.enc, signal);
+    },
   };
-  for (const path of PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp'), handler('traces', path));
-  // Logs have their own budget: an application's log exporter must not use up its trace exporter's.
-  for (const path of LOG_PATHS) r.router.post(path, otlpErrors, ...r.ingestGuard('otlp-logs'), handler('logs', path));
 }
+
+export const otlpTracesReceiver = (r: RouteContext) => otlpReceiver(r, 'traces');
+export const otlpLogsReceiver = (r: RouteContext) => otlpReceiver(r, 'logs');

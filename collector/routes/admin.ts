@@ -2,9 +2,9 @@
 // database open (DuckDB allows one writing process). Guarded by a random token in DATA_DIR (mode 0600).
 import { timingSafeEqual } from 'node:crypto';
 import type { Context, Next } from 'koa';
-import type { RouteContext } from '../http/context.ts';
-import { bearer } from '../http/context.ts';
-import { HttpError } from '../../core/errors.ts';
+import type { RouteContext } from '../host/context.ts';
+import { bearer } from '../auth/api-key.ts';
+import { HttpError } from '../http/errors.ts';
 import {
   createKey,
   listKeys,

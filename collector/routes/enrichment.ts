@@ -2,10 +2,10 @@
 // Every read is scoped to the caller's workspace.
 import { z } from 'zod';
 import type { Context } from 'koa';
-import type { RouteContext } from '../http/context.ts';
-import { HttpError } from '../../core/errors.ts';
+import type { RouteContext } from '../host/context.ts';
+import { HttpError } from '../http/errors.ts';
 import { msCeil, parseQuery, time, whole } from '../http/query.ts';
-import type { Caller } from '../workspaces/api-keys.ts';
+import type { Caller } from '../../core/ports/ingest.ts';
 import { listStoredFindings } from './stored-versions.ts';
 import { errorSchema } from '../http/openapi.ts';
 import type { AlertRecord, AuditRecord, FindingRecord, VerificationRecord } from '../../core/enrichment-records.ts';
@@ -261,7 +261,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     usageQuery,
   );
 
-  r.router.get('/api/audit', ...r.readGuard(READ_LIMITS.audit), async (ctx) => {
+  r.on('get', '/api/audit', { limiter: READ_LIMITS.audit }, async (ctx) => {
     const q = parseQuery(auditQuery, ctx);
     checkRange(q);
     const res = await r.read(() =>
@@ -277,7 +277,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     );
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof auditPage>;
   });
-  r.router.get('/api/alerts', ...r.readGuard(READ_LIMITS.alerts), async (ctx) => {
+  r.on('get', '/api/alerts', { limiter: READ_LIMITS.alerts }, async (ctx) => {
     const q = parseQuery(alertsQuery, ctx);
     checkRange(q);
     const res = await r.read(() =>
@@ -292,7 +292,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     );
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof alertPage>;
   });
-  r.router.get('/api/findings', ...r.readGuard(READ_LIMITS.findings), async (ctx) => {
+  r.on('get', '/api/findings', { limiter: READ_LIMITS.findings }, async (ctx) => {
     const q = parseQuery(findingsQuery, ctx);
     checkRange(q);
     // Findings of the spans' stored versions only, one trace's or the workspace's (see stored-versions.ts).
@@ -309,15 +309,15 @@ export function enrichmentRoutes(r: RouteContext): void {
     );
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof findingPage>;
   });
-  r.router.get('/api/policy', ...r.readGuard(READ_LIMITS.policy), async (ctx) => {
+  r.on('get', '/api/policy', { limiter: READ_LIMITS.policy }, async (ctx) => {
     // The settings cache answers within LOOKUP_DEADLINE_MS on its own (last known settings, else a 503).
     const s = await r.settings.forWorkspace(ws(ctx));
     ctx.body = { policy: s.policy, settingsVersion: s.version } satisfies z.output<typeof policyBody>;
   });
-  r.router.get('/api/verification/keys', ...r.readGuard(READ_LIMITS.verificationKeys), async (ctx) => {
+  r.on('get', '/api/verification/keys', { limiter: READ_LIMITS.verificationKeys }, async (ctx) => {
     ctx.body = { keys: await r.read(() => verificationKeys(r.storage, r.enrichment.keysDir)) };
   });
-  r.router.get('/api/traces/:traceId/verification', ...r.readGuard(READ_LIMITS.verification), async (ctx) => {
+  r.on('get', '/api/traces/:traceId/verification', { limiter: READ_LIMITS.verification }, async (ctx) => {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
     const report = await r.read(async () =>
@@ -333,7 +333,7 @@ export function enrichmentRoutes(r: RouteContext): void {
       );
     ctx.body = { traceId, ...report, records: report.records.map(strip) } satisfies z.output<typeof verificationBody>;
   });
-  r.router.get('/api/analytics/usage', ...r.readGuard(READ_LIMITS.usage), async (ctx) => {
+  r.on('get', '/api/analytics/usage', { limiter: READ_LIMITS.usage }, async (ctx) => {
     const q = parseQuery(usageQuery, ctx);
     checkRange(q);
     const rows = await r.read(() =>

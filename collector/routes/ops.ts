@@ -1,6 +1,6 @@
 // Health, readiness, metrics and the OpenAPI document.
 import { z } from 'zod';
-import type { RouteContext } from '../http/context.ts';
+import type { RouteContext } from '../host/context.ts';
 import { buildOpenApi } from '../http/openapi.ts';
 import { setCounter } from '../http/metrics.ts';
 import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../../platform/slow-storage.ts';

@@ -1,10 +1,10 @@
 // GET /api/traces and GET /api/traces/:traceId — always scoped to the caller's workspace.
 import { z } from 'zod';
-import type { RouteContext } from '../http/context.ts';
-import { HttpError } from '../../core/errors.ts';
+import type { RouteContext } from '../host/context.ts';
+import { HttpError } from '../http/errors.ts';
 import { errorSchema } from '../http/openapi.ts';
 import { parseQuery, time, whole } from '../http/query.ts';
-import type { Caller } from '../workspaces/api-keys.ts';
+import type { Caller } from '../../core/ports/ingest.ts';
 import { SOURCES, SPAN_KINDS } from '../../core/record.ts';
 import { publicSpan, spanTree, summarize, viewSpans, type TreeNode } from './trace-view.ts';
 import type { TracePage, TraceSummary } from '../../core/ports/storage.ts';
@@ -246,7 +246,7 @@ export function readRoutes(r: RouteContext): void {
     },
   });
 
-  r.router.get('/api/traces', ...r.readGuard(READ_LIMITS.traces), async (ctx) => {
+  r.on('get', '/api/traces', { limiter: READ_LIMITS.traces }, async (ctx) => {
     const q = parseQuery(listQuery, ctx);
     checkRange(q);
     const caller = ctx.state.caller as Caller;
@@ -266,7 +266,7 @@ export function readRoutes(r: RouteContext): void {
     ctx.body = page satisfies z.output<typeof tracePageSchema>;
   });
 
-  r.router.get('/api/traces/:traceId', ...r.readGuard(READ_LIMITS.trace), async (ctx) => {
+  r.on('get', '/api/traces/:traceId', { limiter: READ_LIMITS.trace }, async (ctx) => {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
     const q = parseQuery(detailQuery, ctx);

@@ -1,10 +1,11 @@
 // Workspace, key and settings management shared by the CLI and the loopback admin routes.
 // Every change is audited.
+import { TracegateError } from '../../core/errors.ts';
 import { SYSTEM_WORKSPACE } from '../../processors/audit.ts';
 import type { ApiKeyRecord, Storage, Workspace } from '../../core/ports/storage.ts';
 import type { AuditEvent } from '../../processors/audit.ts';
 import { newKey } from './api-keys.ts';
-import { HttpError } from '../../core/errors.ts';
+
 import { sha256 } from '../../processors/canonical.ts';
 import { settingsPatchSchema, type SettingsDoc, type SettingsPatch, type SettingsStore } from './settings.ts';
 
@@ -30,8 +31,8 @@ export const WORKSPACE_ID_RE = /^ws_[0-9a-f]{16}$/;
 
 export async function ensureWorkspace(storage: Storage, name: string): Promise<Workspace> {
   if (!WORKSPACE_NAME_RE.test(name))
-    throw new HttpError(
-      400,
+    throw new TracegateError(
+      'invalid',
       'invalid_request',
       `invalid workspace name "${name}": letters, digits, . _ - (max 64), starting with a letter or digit`,
     );
@@ -39,8 +40,8 @@ export async function ensureWorkspace(storage: Storage, name: string): Promise<W
   const existing = await findWorkspace(storage, name);
   if (existing) return existing;
   if (WORKSPACE_ID_RE.test(name))
-    throw new HttpError(
-      400,
+    throw new TracegateError(
+      'invalid',
       'invalid_request',
       `invalid workspace name "${name}": names of the form ws_<16 hex digits> are workspace ids`,
     );
@@ -59,7 +60,7 @@ export function workspaceIdFor(name: string): string {
 export async function workspaceId(storage: Storage, nameOrId: string): Promise<string> {
   if (nameOrId === SYSTEM_WORKSPACE) return nameOrId; // audit records of requests with no workspace (rejected keys)
   const ws = await findWorkspace(storage, nameOrId);
-  if (!ws) throw new HttpError(404, 'not_found', `no workspace "${nameOrId}"`);
+  if (!ws) throw new TracegateError('not_found', 'not_found', `no workspace "${nameOrId}"`);
   return ws.id;
 }
 
@@ -92,7 +93,7 @@ export async function listKeys(storage: Storage, workspace?: string) {
   let wsId: string | undefined;
   if (workspace) {
     const ws = await findWorkspace(storage, workspace);
-    if (!ws) throw new HttpError(404, 'not_found', `no workspace "${workspace}"`);
+    if (!ws) throw new TracegateError('not_found', 'not_found', `no workspace "${workspace}"`);
     wsId = ws.id;
   }
   const keys = await storage.listApiKeys(wsId);
@@ -114,7 +115,9 @@ export function formatIssues(issues: ReadonlyArray<{ path: ReadonlyArray<Propert
 export function parseSettingsPatch(input: unknown): SettingsPatch {
   const patch = settingsPatchSchema.safeParse(input);
   if (!patch.success)
-    throw new HttpError(400, 'invalid_settings', formatIssues(patch.error.issues), patch.error.issues);
+    throw new TracegateError('invalid', 'invalid_settings', formatIssues(patch.error.issues), {
+      details: patch.error.issues,
+    });
   return patch.data;
 }
 
@@ -148,8 +151,8 @@ export async function updateSettings(
       doc.provider?.apiKey &&
       origin(provider.baseUrl) !== origin(doc.provider.baseUrl)
     ) {
-      throw new HttpError(
-        400,
+      throw new TracegateError(
+        'invalid',
         'provider_key_required',
         'the provider base URL moves to another host: give the key to use there, or clear the stored one (provider set --api-key-env VAR | --clear-api-key)',
       );

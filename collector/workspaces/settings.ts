@@ -3,7 +3,8 @@
 import { z } from 'zod';
 import type { Config } from '../../config/index.ts';
 import type { Storage } from '../../core/ports/storage.ts';
-import { BackpressureError, HttpError } from '../../core/errors.ts';
+import { BackpressureError, TracegateError } from '../../core/errors.ts';
+
 import type { LastKnown } from './last-known.ts';
 import { DEFAULT_POLICY, policySchema, type Policy } from '../../processors/governance/policy.ts';
 import { POLICY_ACTION_KEYS } from '../../processors/governance/types.ts';
@@ -218,8 +219,8 @@ export class SettingsStore {
     const version = (current?.version ?? 0) + 1;
     if (!(await this.storage.putSettings(workspaceId, JSON.stringify(doc), version, Date.now()))) {
       this.forget(workspaceId);
-      throw new HttpError(
-        409,
+      throw new TracegateError(
+        'conflict',
         'conflict',
         `the settings of this workspace were changed through another collector at the same moment (version ${version}); nothing of this change was kept: read them again and retry`,
       );

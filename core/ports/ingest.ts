@@ -1,13 +1,18 @@
 // What receivers see of the pipeline: hand over mapped records, get back once they are durable.
 import type { EnrichmentRecord } from '../enrichment-records.ts';
 import type { SpanRecord } from '../record.ts';
-import type { Segment, SpoolState } from '../../spool/spool.ts';
-import type { FieldFinding } from '../../processors/governance/scan.ts';
-import type { Decision, PolicyReason } from '../../processors/governance/policy.ts';
+import type { Decision, FieldFinding, PolicyReason } from '../governance.ts';
 
 export interface IngestResult {
   /** Span records written durably (fsync'd to the spool). */
   accepted: number;
+}
+
+/** Who is calling, as an authentication strategy established it. */
+export interface Caller {
+  workspaceId: string;
+  /** The credential's public id: rate limits count per it, audit records name it as the actor. */
+  keyId: string;
 }
 
 /** Who sent a batch and through which route: processors use it (audit, policy), storage does not. */
@@ -52,23 +57,4 @@ export interface Ingestor {
    * Throws BackpressureError (503) when the spool is over its bound.
    */
   ingest(records: SpanRecord[], ctx?: IngestContext): Promise<IngestResult>;
-}
-
-/**
- * Where batches are processed and spooled: the processor thread (pipeline/processor-worker.ts), or this thread
- * (pipeline/local-host.ts, for tests). The pipeline keeps the sealed segments and writes them to storage.
- */
-export interface IngestHost {
-  /** Take over the segments a previous process left (sealed, oldest first). */
-  open(): Promise<Segment[]>;
-  /** Processors, then the spool: resolves once the batch's records are durable; SpoolWriteError when they are not. */
-  process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ accepted: number; rows: number }>;
-  /** Append a frame encoded by the caller (its own audit chain's records); resolves once durable. */
-  append(frame: Buffer, rows: number): Promise<void>;
-  /** Seal the active segment; every segment sealed since the last call, oldest first. */
-  seal(): Promise<Segment[]>;
-  /** Seal and stop; later calls fail with SpoolWriteError. What is left in the spool replays at the next start. */
-  close(): Promise<void>;
-  /** The spool as last reported. */
-  readonly state: SpoolState;
 }

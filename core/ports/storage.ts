@@ -1,5 +1,5 @@
-// The narrow storage interface. Two implementations (ClickHouse, DuckDB) pass the
-// same contract suite in test/storage/contract.test.ts.
+// The storage ports, one per concern. Two engines (ClickHouse, DuckDB) implement them all and pass the same
+// contract suites (test/storage/contract.test.ts, test/storage/enrichment.test.ts).
 import type { SpanRecord, SpanKind, Source } from '../record.ts';
 import type {
   AlertRecord,
@@ -115,14 +115,18 @@ export interface RecordBatch {
   finish(): Promise<void>;
 }
 
-export interface Storage {
+/** Storage: the engine itself. */
+export interface StorageLifecycle {
   readonly kind: 'clickhouse' | 'duckdb';
   /** Connect and run migrations (idempotent, versioned). */
   init(): Promise<void>;
   close(): Promise<void>;
   /** True when the backend answers a trivial query. */
   ping(): Promise<boolean>;
+}
 
+/** Storage: spans and the reads over them. */
+export interface SpanStore {
   /** Insert a batch. Idempotent on (workspaceId, traceId, spanId): the record with the highest ingestedAtMs wins. */
   insertSpans(rows: SpanRecord[]): Promise<void>;
   /** The spans of a trace in the workspace, ordered by start time then span id; [] when unknown. */
@@ -146,10 +150,17 @@ export interface Storage {
   countSpans(workspaceId: string): Promise<number>;
   /**
    * Whether a stored proxy span gave this provider response id to the workspace, from this upstream (host:port).
-   * insertSpans indexes each span that proves it (collector/proxy/ownership.ts ownershipOf).
+   * insertSpans indexes each span that proves it (core/response-ownership.ts ownershipOf).
    */
   hasProxyResponse(workspaceId: string, responseId: string, upstream: string): Promise<boolean>;
+  /** The sizes of these traces as stored (verification reads them in chunks that fit a budget); traces with none are left out. */
+  traceSizes(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceSize>>;
+  /** The stored size (SpanPage.maxBytes's measure) of each of these spans of a trace, newest version; unknown ids are left out. */
+  spanSizes(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<Map<string, number>>;
+}
 
+/** Storage: workspaces and their API keys. */
+export interface WorkspaceStore {
   createWorkspace(ws: Workspace): Promise<void>;
   getWorkspaceByName(name: string): Promise<Workspace | null>;
   getWorkspace(id: string): Promise<Workspace | null>;
@@ -158,7 +169,10 @@ export interface Storage {
   listApiKeys(workspaceId?: string): Promise<ApiKeyRecord[]>;
   /** Returns false when no such key. */
   revokeApiKey(keyId: string, atMs: number): Promise<boolean>;
+}
 
+/** Storage: each workspace's settings document. */
+export interface SettingsDocStore {
   /** The workspace's settings document (policy, provider, alert rules), newest version; null when never set. */
   getSettings(workspaceId: string): Promise<{ doc: string; version: number } | null>;
   /**
@@ -166,12 +180,10 @@ export interface Storage {
    * (collectors sharing the storage changing one workspace at once). Never true for two writes of one version.
    */
   putSettings(workspaceId: string, doc: string, version: number, atMs: number): Promise<boolean>;
+}
 
-  /** Record public signing keys (each collector publishes its own at start) so any collector verifies the others' chains. */
-  publishKeys(keys: PublishedKey[]): Promise<void>;
-  /** Every key published to this storage, by key id. */
-  publishedKeys(): Promise<PublishedKey[]>;
-
+/** Storage: findings, policy decisions, the audit log and alert signals. */
+export interface EnrichmentStore {
   // ---- enrichment (issue: governance, audit, alerts, verification, analytics) ----
   /** Insert enrichment records of any type; idempotent per record's natural key (see each table). */
   insertEnrichment(rows: EnrichmentRecord[]): Promise<void>;
@@ -186,6 +198,10 @@ export interface Storage {
   hasAuditHash(workspaceId: string, hash: string): Promise<boolean>;
   /** Newest first. */
   listAlerts(workspaceId: string, q: AlertQuery): Promise<Page<AlertRecord>>;
+}
+
+/** Storage: verification records and checkpoints. */
+export interface VerificationStore {
   /** Verification records covering a trace, in chain order. */
   getVerification(workspaceId: string, traceId: string): Promise<VerificationRecord[]>;
   /** Verification records of these traces, each trace's in chain order; traces without any are left out. */
@@ -200,10 +216,6 @@ export interface Storage {
     after: string | null,
     limit: number,
   ): Promise<Array<{ traceId: string } & TraceSize>>;
-  /** The sizes of these traces as stored (verification reads them in chunks that fit a budget); traces with none are left out. */
-  traceSizes(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceSize>>;
-  /** The stored size (SpanPage.maxBytes's measure) of each of these spans of a trace, newest version; unknown ids are left out. */
-  spanSizes(workspaceId: string, traceId: string, spanIds: readonly string[]): Promise<Map<string, number>>;
   /** A chain's records with fromSeq <= seq <= toSeq, in seq order (checking one trace reads around its records only). */
   verificationRange(
     workspaceId: string,
@@ -217,6 +229,18 @@ export interface Storage {
   hasVerificationHash(workspaceId: string, hash: string): Promise<boolean>;
   /** Every workspace with anything to verify: registered, or holding spans, verification or audit records (for `tracegate verify` without --workspace). */
   verificationWorkspaces(): Promise<string[]>;
+}
+
+/** Storage: the public keys collectors sign checkpoints with. */
+export interface SigningKeyStore {
+  /** Record public signing keys (each collector publishes its own at start) so any collector verifies the others' chains. */
+  publishKeys(keys: PublishedKey[]): Promise<void>;
+  /** Every key published to this storage, by key id. */
+  publishedKeys(): Promise<PublishedKey[]>;
+}
+
+/** Storage: aggregates over spans and findings. */
+export interface AnalyticsStore {
   /** Usage analytics over model calls (kind llm and embedding); ClickHouse answers from materialized rollups. */
   usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]>;
   /** Findings per category and day. */
@@ -225,6 +249,94 @@ export interface Storage {
     q: { fromMs?: number; toMs?: number },
   ): Promise<Array<{ day: string; category: string; severity: string; count: number }>>;
 }
+
+/** Every storage engine: all the concerns above, behind one object. */
+export interface Storage
+  extends StorageLifecycle,
+    SpanStore,
+    WorkspaceStore,
+    SettingsDocStore,
+    EnrichmentStore,
+    VerificationStore,
+    SigningKeyStore,
+    AnalyticsStore {}
+
+/** True only when `L` names every method of `T`: a method added to a port without its list fails the type check. */
+type Complete<T, L extends readonly (keyof T)[]> = [Exclude<keyof T, L[number]>] extends [never] ? true : false;
+type Assert<T extends true> = T;
+
+// Each port's methods by name: what the storage thread's proxy forwards and the engines delegate by concern.
+export const SPAN_METHODS = [
+  'insertSpans',
+  'getTrace',
+  'getTracePart',
+  'getSpans',
+  'spanVersions',
+  'getTraces',
+  'listTraces',
+  'countSpans',
+  'hasProxyResponse',
+  'traceSizes',
+  'spanSizes',
+] as const satisfies readonly (keyof SpanStore)[];
+export const WORKSPACE_METHODS = [
+  'createWorkspace',
+  'getWorkspaceByName',
+  'getWorkspace',
+  'putApiKey',
+  'getApiKey',
+  'listApiKeys',
+  'revokeApiKey',
+] as const satisfies readonly (keyof WorkspaceStore)[];
+export const SETTINGS_METHODS = ['getSettings', 'putSettings'] as const satisfies readonly (keyof SettingsDocStore)[];
+export const ENRICHMENT_METHODS = [
+  'insertEnrichment',
+  'listFindings',
+  'getPolicyRecords',
+  'listAudit',
+  'auditPage',
+  'hasAuditHash',
+  'listAlerts',
+] as const satisfies readonly (keyof EnrichmentStore)[];
+export const VERIFICATION_METHODS = [
+  'getVerification',
+  'verificationOfTraces',
+  'verificationPage',
+  'checkpointPage',
+  'unverifiedTraces',
+  'verificationRange',
+  'chainState',
+  'hasVerificationHash',
+  'verificationWorkspaces',
+] as const satisfies readonly (keyof VerificationStore)[];
+export const SIGNING_KEY_METHODS = [
+  'publishKeys',
+  'publishedKeys',
+] as const satisfies readonly (keyof SigningKeyStore)[];
+export const ANALYTICS_METHODS = ['usage', 'findingsDaily'] as const satisfies readonly (keyof AnalyticsStore)[];
+
+/** Fails the type check when a port's list misses one of its methods. */
+export type PortListsComplete = [
+  Assert<Complete<SpanStore, typeof SPAN_METHODS>>,
+  Assert<Complete<WorkspaceStore, typeof WORKSPACE_METHODS>>,
+  Assert<Complete<SettingsDocStore, typeof SETTINGS_METHODS>>,
+  Assert<Complete<EnrichmentStore, typeof ENRICHMENT_METHODS>>,
+  Assert<Complete<VerificationStore, typeof VERIFICATION_METHODS>>,
+  Assert<Complete<SigningKeyStore, typeof SIGNING_KEY_METHODS>>,
+  Assert<Complete<AnalyticsStore, typeof ANALYTICS_METHODS>>,
+];
+
+/** Every storage call but the engine's lifecycle (init, close, kind), in port order. */
+export const STORAGE_METHODS = [
+  ...SPAN_METHODS,
+  ...WORKSPACE_METHODS,
+  ...SETTINGS_METHODS,
+  ...ENRICHMENT_METHODS,
+  ...VERIFICATION_METHODS,
+  ...SIGNING_KEY_METHODS,
+  ...ANALYTICS_METHODS,
+  'ping',
+] as const;
 
 export interface Page<T> {
   items: T[];

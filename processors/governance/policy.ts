@@ -4,8 +4,9 @@ import { POLICY_ACTION_KEYS, SEVERITIES, SEVERITY_RANK, type Finding, type Sever
 import { scanFull } from './scan.ts';
 import { redact } from './redact.ts';
 
-export const GOVERNANCE_ACTIONS = ['flag', 'redact', 'block'] as const;
-export type GovernanceAction = (typeof GOVERNANCE_ACTIONS)[number];
+import { type Decision, GOVERNANCE_ACTIONS, type GovernanceAction, type PolicyReason } from '../../core/governance.ts';
+
+export { GOVERNANCE_ACTIONS, type Decision, type GovernanceAction, type PolicyReason };
 export const governanceActionSchema = z.enum(GOVERNANCE_ACTIONS);
 
 const pattern = z.string().min(1).max(200);
@@ -49,25 +50,7 @@ export function parsePolicy(doc: unknown): Policy {
   return policySchema.parse(doc);
 }
 
-export type Decision = 'allow' | GovernanceAction;
 export const DECISION_RANK: Readonly<Record<Decision, number>> = { allow: 0, flag: 1, redact: 2, block: 3 };
-
-export interface PolicyReason {
-  code:
-    | 'model_denied'
-    | 'model_not_allowed'
-    | 'environment_not_allowed'
-    | 'prompt_too_long'
-    | 'finding_flagged'
-    | 'finding_redacted'
-    | 'finding_blocked'
-    | 'scan_failed';
-  message: string;
-  category?: string;
-  rule?: string;
-  /** Findings of this rule that the reason covers. */
-  count?: number;
-}
 
 export interface PolicyDecision {
   decision: Decision;

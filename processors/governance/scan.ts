@@ -3,6 +3,7 @@ import type { AttrValue, Attributes, SpanRecord } from '../../core/record.ts';
 import { detectInjection, type InjectionOptions } from './injection.ts';
 import { detectPii } from './pii.ts';
 import { detectSecrets } from './secrets.ts';
+import type { FieldFinding, FieldName } from '../../core/governance.ts';
 import { SEVERITY_RANK, type DetectorKind, type Finding } from './types.ts';
 import { redact } from './redact.ts';
 
@@ -80,10 +81,7 @@ export type TextLocation =
   | { kind: 'eventName'; event: number }
   | { kind: 'eventAttribute'; event: number; path: Path; key?: true };
 
-/** How a finding names its field: prompt, response, name, status_message, actionName (and the other labels),
- * attribute:<path>, resource:<path>, event[<i>].name, event[<i>]:<path>, or request:<path> (the proxy's preflight). */
-export type FieldName = string;
-export type FieldFinding = Finding & { field: FieldName };
+export type { FieldFinding, FieldName } from '../../core/governance.ts';
 
 /**
  * Every string a record holds is scanned, whole: prompt, response, span name, status message, the labels

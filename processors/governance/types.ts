@@ -1,26 +1,7 @@
 // Shared shapes for the governance detectors, policy evaluation and redaction.
+import { DETECTOR_KINDS, type DetectorKind, type Finding, type Severity } from '../../core/governance.ts';
 
-export const DETECTOR_KINDS = ['pii', 'secret', 'injection'] as const;
-export type DetectorKind = (typeof DETECTOR_KINDS)[number];
-
-export const SEVERITIES = ['low', 'medium', 'high', 'critical'] as const;
-export type Severity = (typeof SEVERITIES)[number];
-
-/** One match of one rule. Offsets are UTF-16 code units into the scanned text; `preview` never holds the raw value. */
-export interface Finding {
-  detector: DetectorKind;
-  /** Stable rule id, e.g. 'pii.email', 'secret.openai_key', 'injection.ignore_instructions'. */
-  rule: string;
-  /** What kind of data was found: 'email', 'api_key', 'prompt_injection', … (policies key actions on this). */
-  category: string;
-  severity: Severity;
-  start: number;
-  end: number;
-  /** Masked rendering, safe to store and show. */
-  preview: string;
-  /** Injection findings: the text's overall injection score in [0,1]. */
-  score?: number;
-}
+export { DETECTOR_KINDS, SEVERITIES, type DetectorKind, type Finding, type Severity } from '../../core/governance.ts';
 
 export type Detector = (text: string) => Finding[];
 

@@ -72,6 +72,8 @@ export function rpcCodeForHttp(httpStatus: number): number {
       return 7; // PERMISSION_DENIED
     case 404:
       return 5; // NOT_FOUND
+    case 405:
+      return 12; // UNIMPLEMENTED: the method is not served here
     case 413:
       return 11; // OUT_OF_RANGE
     case 415:

@@ -1,7 +1,7 @@
 // What both OTLP decoders (decode-protobuf.ts, decode-json.ts) produce, the limits they enforce, and the
 // helpers they share. The normalized form and the limits are described in decode.ts, the entry point.
 import { hash } from 'node:crypto';
-import { HttpError } from '../../core/errors.ts';
+import { TracegateError } from '../../core/errors.ts';
 import { LATEST_STORABLE_NS, type Attributes, type AttrValue } from '../../core/record.ts';
 import type { Config } from '../../config/index.ts';
 import { cutOutsideValues } from '../../processors/governance/cut.ts';
@@ -55,13 +55,13 @@ export function otlpLimits(
  * `field` is known, a google.rpc.BadRequest field violation (`field` is a path into the request, e.g.
  * `resourceSpans[0].scopeSpans[0].spans[3].attributes["x"]`).
  */
-export class OtlpDecodeError extends HttpError {
+export class OtlpDecodeError extends TracegateError {
   /** Where in the request the problem is; null when unknown or request-wide. */
   field: string | null = null;
   /** Request-wide limits (span and message counts) have no single location. */
   readonly requestWide: boolean;
   constructor(message: string, opts: { requestWide?: boolean } = {}) {
-    super(400, 'invalid_request', message);
+    super('invalid', 'invalid_request', message);
     this.name = 'OtlpDecodeError';
     this.requestWide = opts.requestWide === true;
   }

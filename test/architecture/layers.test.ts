@@ -14,8 +14,9 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['pipeline', 'protocols'], // records → processors → spool → storage; wire protocols (OTLP)
   ['mappers'], // payloads → span records (pure)
   ['collector/workspaces'], // workspaces, API keys and settings as the server caches them
-  ['collector/auth'], // who is calling: one strategy per credential
-  ['collector/http'], // the receiver host, bodies, limits, errors, OpenAPI
+  ['collector/http'], // bodies, rate limits, errors and their shapes, OpenAPI
+  ['collector/auth'], // who is calling: one strategy per credential, and the audit of refusals
+  ['collector/host'], // the receiver host: declarations and route modules compiled into the app's routes
   ['collector/receivers', 'collector/routes', 'collector/proxy'], // ingest sources, read routes, the proxy
   ['collector'], // the app and the server
   ['bin'], // the command line

@@ -3,7 +3,16 @@
 import { expect } from 'chai';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { MAX_ABANDONED_READS, ReadGate } from '../../collector/http/read-gate.ts';
-import { HttpError, isStorageOutage, isStorageOutOfMemory, StorageUnavailableError } from '../../core/errors.ts';
+import {
+  fromWire,
+  isStorageOutage,
+  isStorageOutOfMemory,
+  StorageUnavailableError,
+  storageUnreachable,
+  toWire,
+} from '../../core/errors.ts';
+import { HttpError, headersOf, statusOf } from '../../collector/http/errors.ts';
+import { classifyStorageError, storageFailure } from '../../storage/errors.ts';
 import { StorageNotReadyError } from '../../storage/startup.ts';
 import { sleep } from '../support/process.ts';
 
@@ -18,10 +27,10 @@ const timed = async (p: Promise<unknown>) => {
 };
 function expect503(e: unknown): void {
   expect(e).to.be.instanceOf(StorageUnavailableError);
-  const err = e as HttpError;
-  expect(err.status).to.equal(503);
+  const err = e as StorageUnavailableError;
+  expect(statusOf(err)).to.equal(503);
   expect(err.code).to.equal('unavailable');
-  expect(err.headers['Retry-After']).to.equal('5');
+  expect(headersOf(err)['Retry-After']).to.equal('5');
 }
 
 describe('ReadGate', () => {
@@ -29,17 +38,19 @@ describe('ReadGate', () => {
     const gate = new ReadGate(async () => true);
     for (const err of [
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' }),
-      new Error('read ECONNRESET'),
-      new Error('socket hang up'),
+      Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }),
+      Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
       new Error('Timeout error.'),
-      new Error('storage worker exited (code 1)'),
       new StorageNotReadyError('storage is not reachable yet (migrations pending)'),
-      // a cluster's shard down, as ClickHouse reports it (the error crossed the storage thread: name and message)
+      // a cluster's shard down, as ClickHouse reports it
       Object.assign(new Error('Code: 279. DB::Exception: All connection tries failed. (ALL_CONNECTION_TRIES_FAILED)'), {
         name: 'ClickHouseError',
       }),
+      // the same once classified by the storage thread and carried across it: by kind, whatever its text
+      fromWire(toWire(classifyStorageError(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })))),
+      storageUnreachable('storage worker exited (code 1)'),
     ]) {
-      expect(isStorageOutage(err), err.message).to.equal(true);
+      expect(storageFailure(err), err.message).to.equal('outage');
       const { e } = await timed(gate.run(() => Promise.reject(err)));
       expect503(e);
       expect((e as Error).cause).to.equal(err);
@@ -52,8 +63,11 @@ describe('ReadGate', () => {
       }),
       new HttpError(404, 'not_found', 'no'),
       new RangeError('Timeout error.'),
+      // message-only errors are not taken for outages: outages are told by code where they happen, by kind after
+      new Error('read ECONNRESET'),
     ]) {
-      expect(isStorageOutage(err), err.message).to.equal(false);
+      expect(storageFailure(err), err.message).to.not.equal('outage');
+      expect(isStorageOutage(classifyStorageError(err)), err.message).to.equal(false);
       const { e } = await timed(gate.run(() => Promise.reject(err)));
       expect(e).to.equal(err);
     }
@@ -86,8 +100,8 @@ describe('ReadGate', () => {
       ),
       new Error('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded: would use 1.00 GiB'),
     ]) {
-      expect(isStorageOutOfMemory(err), err.message).to.equal(true);
-      expect(isStorageOutage(err), err.message).to.equal(false);
+      expect(isStorageOutOfMemory(classifyStorageError(err)), err.message).to.equal(true);
+      expect(isStorageOutage(classifyStorageError(err)), err.message).to.equal(false);
       const { e } = await timed(gate.run(() => Promise.reject(err)));
       expect503(e);
       expect((e as Error).message).to.equal('storage has not enough memory for this read now; retry later');
@@ -103,7 +117,7 @@ describe('ReadGate', () => {
     );
     c.closeSync();
     db.closeSync();
-    expect(isStorageOutOfMemory(oom), String(oom)).to.equal(true);
+    expect(isStorageOutOfMemory(classifyStorageError(oom)), String(oom)).to.equal(true);
     expect503((await timed(gate.run(() => Promise.reject(oom)))).e);
     expect(pings).to.equal(0);
     for (const err of [
@@ -111,7 +125,7 @@ describe('ReadGate', () => {
       new Error('Code: 2410. DB::Exception: x'),
       new HttpError(500, 'internal', 'Out of Memory Error'),
     ]) {
-      expect(isStorageOutOfMemory(err), err.message).to.equal(false);
+      expect(isStorageOutOfMemory(classifyStorageError(err)), err.message).to.equal(false);
     }
   });
 

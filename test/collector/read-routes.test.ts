@@ -1,5 +1,7 @@
 // The read routes' contract beyond their data: a rate limit per route and key, reversed ranges refused, storage
 // failures told apart from bugs (503 vs 500, a read deadline), and 405 with Allow for a known path's other methods.
+import { fromWire, storageUnreachable, toWire } from '../../core/errors.ts';
+import { classifyStorageError } from '../../storage/errors.ts';
 import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -255,12 +257,22 @@ describe('read routes: storage failures are 503, bugs stay 500', function () {
       () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' }),
     ],
     [
-      'connection refused, across the storage thread (message only)',
-      () => new Error('connect ECONNREFUSED 127.0.0.1:8123'),
+      'connection refused, classified by the storage thread and carried across it',
+      () =>
+        fromWire(
+          toWire(
+            classifyStorageError(
+              Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' }),
+            ),
+          ),
+        ),
     ],
-    ['connection reset', () => new Error('read ECONNRESET')],
+    ['connection reset', () => Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })],
     ['the ClickHouse client timing out', () => new Error('Timeout error.')],
-    ['the storage worker gone', () => new Error('storage worker exited (code 1)')],
+    [
+      'the storage worker gone (as WorkerStorage reports it)',
+      () => storageUnreachable('storage worker exited (code 1)'),
+    ],
   ];
   for (const [what, make] of outages) {
     it(`${what}: 503 unavailable with Retry-After, at once`, async () => {

@@ -7,7 +7,7 @@ import { DuckDbStorage } from '../../storage/duckdb.ts';
 import type { Storage } from '../../core/ports/storage.ts';
 import { createKey, revokeKey } from '../../collector/workspaces/admin.ts';
 import { LastKnown } from '../../collector/workspaces/last-known.ts';
-import { KeyVerifier } from '../../collector/workspaces/api-keys.ts';
+import { KeyVerifier } from '../../collector/auth/key-verifier.ts';
 import { SettingsStore } from '../../collector/workspaces/settings.ts';
 import { loadConfig } from '../../config/index.ts';
 import { sleep } from '../support/process.ts';

@@ -3,7 +3,8 @@
 import { expect } from 'chai';
 import { jsonPrescan } from '../../platform/json-prescan.ts';
 import { parseJson } from '../../collector/http/body.ts';
-import { HttpError } from '../../core/errors.ts';
+import { statusOf } from '../../collector/http/errors.ts';
+import { TracegateError } from '../../core/errors.ts';
 import { flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
 import { startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
 
@@ -57,9 +58,9 @@ describe('JSON value count limit', () => {
         }
         return null;
       })();
-      expect(err).to.be.instanceOf(HttpError);
+      expect(err).to.be.instanceOf(TracegateError);
       expect(err).to.include({ status: 413, code: 'too_many_values' });
-      expect((err as HttpError).details).to.deep.equal({ limit: 1000 });
+      expect((err as TracegateError).details).to.deep.equal({ limit: 1000 });
       expect(parseJson(Buffer.from(withValues(1000)), 64, 1000)).to.be.an('object');
       expect(() => parseJson(Buffer.from(withValues(250_001)), 64)).to.throw(/more than 250000 JSON values/);
     });

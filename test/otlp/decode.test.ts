@@ -1,6 +1,7 @@
 // Decoder unit tests: real spans serialized by @opentelemetry/otlp-transformer (protobuf and
 // JSON) must decode to the same normalized structure; hostile inputs must fail fast with
 // OtlpDecodeError (→ 400) or reject only the offending span.
+import { statusOf } from '../../collector/http/errors.ts';
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { scanRecordFields } from '../../processors/governance/scan.ts';
@@ -85,7 +86,7 @@ function expectDecodeError(fn: () => unknown, pattern: RegExp): OtlpDecodeError 
   } catch (err) {
     expect(err).to.be.instanceOf(OtlpDecodeError);
     const e = err as OtlpDecodeError;
-    expect(e.status).to.equal(400);
+    expect(statusOf(e)).to.equal(400);
     expect(e.message).to.match(pattern);
     return e;
   }

@@ -1,5 +1,6 @@
 // The writer: durable ingest, batched flushes, replay, outages, backpressure, shutdown.
 // Storage here is the MapStorage test double; duckdb.test.ts runs the key cases on DuckDB.
+import { headersOf, statusOf } from '../../collector/http/errors.ts';
 import { expect } from 'chai';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -197,8 +198,8 @@ describe('pipeline (writer + spool)', () => {
       }
     }
     expect(refused).to.be.instanceOf(BackpressureError);
-    expect((refused as BackpressureError).status).to.equal(503);
-    expect((refused as BackpressureError).headers).to.have.property('Retry-After');
+    expect(statusOf(refused as BackpressureError)).to.equal(503);
+    expect(headersOf(refused as BackpressureError)).to.have.property('Retry-After');
     expect(acked).to.be.within(200, 300); // ~1 MiB of ~4 KiB records
     expect(p.stats().spoolBytes).to.be.at.least(1024 * 1024);
 

@@ -2,7 +2,8 @@
 // both backends answer identically for the same data.
 import { expect } from 'chai';
 import { emptySpan, type SpanRecord } from '../../core/record.ts';
-import { HttpError } from '../../core/errors.ts';
+import { statusOf } from '../../collector/http/errors.ts';
+import { TracegateError } from '../../core/errors.ts';
 import { summarize } from '../../collector/routes/trace-view.ts';
 import type { Storage, TraceFilter, TraceSummary } from '../../core/ports/storage.ts';
 import { BACKENDS, CLICKHOUSES, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
@@ -625,8 +626,8 @@ function contract(name: string, factory: StoreFactory): void {
             () => null,
             (e: unknown) => e,
           );
-          expect(err).to.be.instanceOf(HttpError);
-          expect((err as HttpError).status).to.equal(400);
+          expect(err).to.be.instanceOf(TracegateError);
+          expect(statusOf(err as TracegateError)).to.equal(400);
         }
       });
     });

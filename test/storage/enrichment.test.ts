@@ -12,7 +12,8 @@ import type {
   PolicyRecord,
   VerificationRecord,
 } from '../../core/enrichment-records.ts';
-import { HttpError } from '../../core/errors.ts';
+import { statusOf } from '../../collector/http/errors.ts';
+import { TracegateError } from '../../core/errors.ts';
 import type { Page, Storage, UsageQuery, UsageRow } from '../../core/ports/storage.ts';
 import { CLICKHOUSE_MIGRATIONS } from '../../storage/clickhouse-migrations.ts';
 import { ClickHouseStorage, runStatement } from '../../storage/clickhouse.ts';
@@ -176,8 +177,8 @@ async function rejects400(p: Promise<unknown>): Promise<void> {
     () => null,
     (e: unknown) => e,
   );
-  expect(err).to.be.instanceOf(HttpError);
-  expect((err as HttpError).status).to.equal(400);
+  expect(err).to.be.instanceOf(TracegateError);
+  expect(statusOf(err as TracegateError)).to.equal(400);
 }
 
 function enrichmentContract(name: string, factory: StoreFactory): void {

@@ -1,7 +1,8 @@
 // WorkerStorage specifics (the contract suite covers the interface): errors cross the thread intact,
 // and a worker that dies is replaced on the next call, with the data still there.
 import { expect } from 'chai';
-import { HttpError } from '../../core/errors.ts';
+import { statusOf } from '../../collector/http/errors.ts';
+import { TracegateError } from '../../core/errors.ts';
 import { emptySpan } from '../../core/record.ts';
 import type { WorkerStorage } from '../../storage/worker-storage.ts';
 import { workerFactory, type StoreHarness } from './harness.ts';
@@ -20,8 +21,8 @@ describe('storage on a worker thread', () => {
       () => null,
       (e: unknown) => e,
     );
-    expect(err).to.be.instanceOf(HttpError);
-    expect((err as HttpError).status).to.equal(400);
+    expect(err).to.be.instanceOf(TracegateError);
+    expect(statusOf(err as TracegateError)).to.equal(400);
   });
 
   it('replaces a worker that died and re-initializes it; stored data survives', async () => {

@@ -1,0 +1,11 @@
+// Every ingest source the server receives, as declarations the route host compiles (collector/host/receiver.ts).
+// A new source is its declaration module, its mapper (mappers/) and fixtures, plus one line here.
+import type { RouteContext } from '../host/context.ts';
+import type { ReceiverDeclaration } from '../host/receiver.ts';
+import { nativeReceiver } from './native.ts';
+import { otlpLogsReceiver, otlpTracesReceiver } from './otlp.ts';
+
+// biome-ignore lint/suspicious/noExplicitAny: each declaration has payload and reply types of its own.
+type AnyReceiver = (r: RouteContext) => ReceiverDeclaration<any, any>;
+
+export const receivers: readonly AnyReceiver[] = [nativeReceiver, otlpTracesReceiver, otlpLogsReceiver];
