@@ -3,7 +3,6 @@
 import { expect } from 'chai';
 import { jsonPrescan } from '../../platform/json-prescan.ts';
 import { parseJson } from '../../collector/http/body.ts';
-import { statusOf } from '../../collector/http/errors.ts';
 import { TracegateError } from '../../core/errors.ts';
 import { flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
 import { startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
