@@ -218,7 +218,25 @@ function mapSpan(
   r.ingestedAtMs = ingestedAtMs;
   r.resourceAttributes = { ...res };
 
-  const attrs: Attributes = { ...a };
+  r.attributes = spanAttributes(span, scope, envelope);
+  r.events = spanEvents(span);
+
+  if (span.log) {
+    logEventFields(r, span, span.log.body, limits);
+    return r;
+  }
+  try {
+    extractLlm(r, span, limits);
+  } catch {
+    // Unexpected shapes must never lose the span: keep the record with what was extracted.
+  }
+  r.trainable = isTrainable(r);
+  return r;
+}
+
+/** The span's attributes, with what OTLP carries beside them as `otel.*` keys. */
+function spanAttributes(span: NormalizedSpan, scope: NormalizedScope, envelope: Attributes): Attributes {
+  const attrs: Attributes = { ...span.attributes };
   attrs['otel.span_kind'] = SPAN_KIND_NAMES[span.kind] ?? 'unspecified';
   if (scope.name) attrs['otel.scope.name'] = scope.name;
   if (scope.version) attrs['otel.scope.version'] = scope.version;
@@ -241,8 +259,10 @@ function mapSpan(
   if (span.droppedAttributesCount > 0) attrs['otel.dropped_attributes_count'] = span.droppedAttributesCount;
   if (span.droppedEventsCount > 0) attrs['otel.dropped_events_count'] = span.droppedEventsCount;
   if (span.droppedLinksCount > 0) attrs['otel.dropped_links_count'] = span.droppedLinksCount;
-  r.attributes = attrs;
+  return attrs;
+}
 
+function spanEvents(span: NormalizedSpan): SpanEvent[] {
   const events: SpanEvent[] = new Array(span.events.length);
   for (let i = 0; i < span.events.length; i++) {
     const e = span.events[i]!;
@@ -255,19 +275,7 @@ function mapSpan(
           : e.attributes,
     };
   }
-  r.events = events;
-
-  if (span.log) {
-    logEventFields(r, span, span.log.body, limits);
-    return r;
-  }
-  try {
-    extractLlm(r, span, limits);
-  } catch {
-    // Unexpected shapes must never lose the span: keep the record with what was extracted.
-  }
-  r.trainable = isTrainable(r);
-  return r;
+  return events;
 }
 
 /**
@@ -787,95 +795,176 @@ function eventBody(a: Attributes): Obj {
 }
 
 // ---------------------------------------------------------------------------
-// LLM extraction
+// LLM extraction: the steps below, in the order they fill the record (a failure keeps what was filled before it).
 
 function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits): void {
-  const sa = span.attributes;
+  const s = llmSources(span);
+  if (!s.llmish) return; // plain OTel span (HTTP, DB, …): kind 'other', no LLM fields
 
-  // One pass over the keys: flattened message families + "is there anything LLM-ish?".
-  let llmish = false;
-  let oiIn: FlatMsg[] | null = null;
-  let oiOut: FlatMsg[] | null = null;
-  let olIn: FlatMsg[] | null = null;
-  let olOut: FlatMsg[] | null = null;
-  let embedded: Array<[number, string]> | null = null;
+  const A: Attributes = s.opDetails ? { ...s.opDetails, ...span.attributes } : span.attributes;
+  const genAi = genAiMessages(A);
+  const model = firstStr(A, MODEL_KEYS);
+  const provider = providerOf(A);
+  r.kind = kindOf(A, span.name, model !== '' || hasMessages(A, s, genAi));
+  r.model = model;
+  r.provider = provider;
+  usageAndCost(r, A);
+  r.requestId = firstStr(A, REQUEST_ID_KEYS);
+  r.actionName = (r.kind === 'tool' ? firstStr(A, TOOL_NAME_KEYS) : '') || firstStr(A, ACTION_KEYS);
+
+  const olOut = s.olOut !== null ? flatMsgs(s.olOut) : null;
+  const prompt = promptOf(A, s, genAi);
+  const response = responseOf(A, s, genAi, olOut);
+  r.prompt = cutMarked(prompt, limits.maxStringBytes, r.attributes, 'tracegate.prompt');
+  r.response = cutMarked(response, limits.maxStringBytes, r.attributes, 'tracegate.response');
+  r.finishReason = finishReasonOf(A, genAi, olOut, s.evOut);
+}
+
+/** What one pass over a span's attribute keys and one over its events find; each list null when there is none. */
+interface LlmSources {
+  /** Anything of an LLM convention at all. */
+  llmish: boolean;
+  /** OpenInference, flattened: llm.input_messages.N.*, llm.output_messages.N.* */
+  oiIn: FlatMsg[] | null;
+  oiOut: FlatMsg[] | null;
+  /** OpenLLMetry, flattened: gen_ai.prompt.N.*, gen_ai.completion.N.* */
+  olIn: FlatMsg[] | null;
+  olOut: FlatMsg[] | null;
+  /** OpenInference embeddings: [N, text] of embedding.embeddings.N.embedding.text */
+  embedded: Array<[number, string]> | null;
+  /** The attributes of a gen_ai.client.inference.operation.details event (the span's own win over them). */
+  opDetails: Attributes | null;
+  /** Legacy GenAI events: per-message (gen_ai.{system,user,assistant,tool}.message, gen_ai.choice), gen_ai.content.* */
+  evIn: Msg[] | null;
+  evOut: Msg[] | null;
+}
+
+function llmSources(span: NormalizedSpan): LlmSources {
+  const s: LlmSources = {
+    llmish: false,
+    oiIn: null,
+    oiOut: null,
+    olIn: null,
+    olOut: null,
+    embedded: null,
+    opDetails: null,
+    evIn: null,
+    evOut: null,
+  };
+  scanKeys(span.attributes, s);
+  scanEvents(span.events, s);
+  return s;
+}
+
+/** One pass over the keys: the flattened message families, and whether any key is LLM-ish. */
+function scanKeys(sa: Attributes, s: LlmSources): void {
   for (const k in sa) {
     const c = k.charCodeAt(0);
     if (c === 103 /* g */) {
       if (!k.startsWith('gen_ai.')) continue;
-      llmish = true;
-      if (k.startsWith('gen_ai.prompt.')) addOpenLLMetry((olIn ??= []), k, 14, sa[k]!);
-      else if (k.startsWith('gen_ai.completion.')) addOpenLLMetry((olOut ??= []), k, 18, sa[k]!);
+      s.llmish = true;
+      if (k.startsWith('gen_ai.prompt.')) addOpenLLMetry((s.olIn ??= []), k, 14, sa[k]!);
+      else if (k.startsWith('gen_ai.completion.')) addOpenLLMetry((s.olOut ??= []), k, 18, sa[k]!);
     } else if (c === 108 /* l */) {
       if (!k.startsWith('llm.')) continue;
-      llmish = true;
-      if (k.startsWith('llm.input_messages.')) addOpenInference((oiIn ??= []), k, 19, sa[k]!);
-      else if (k.startsWith('llm.output_messages.')) addOpenInference((oiOut ??= []), k, 20, sa[k]!);
+      s.llmish = true;
+      if (k.startsWith('llm.input_messages.')) addOpenInference((s.oiIn ??= []), k, 19, sa[k]!);
+      else if (k.startsWith('llm.output_messages.')) addOpenInference((s.oiOut ??= []), k, 20, sa[k]!);
     } else if (c === 97 /* a */) {
-      if (k.startsWith('ai.')) llmish = true;
+      if (k.startsWith('ai.')) s.llmish = true;
     } else if (c === 111 /* o */) {
-      if (k === 'openinference.span.kind' || k === 'output.value') llmish = true;
+      if (k === 'openinference.span.kind' || k === 'output.value') s.llmish = true;
     } else if (c === 116 /* t */) {
-      if (k.startsWith('traceloop.') || k.startsWith('tool.')) llmish = true;
+      if (k.startsWith('traceloop.') || k.startsWith('tool.')) s.llmish = true;
     } else if (c === 105 /* i */) {
-      if (k === 'input.value') llmish = true;
+      if (k === 'input.value') s.llmish = true;
     } else if (c === 101 /* e */) {
       // OpenInference embeddings: embedding.embeddings.N.embedding.text
       if (k.startsWith('embedding.embeddings.') && k.endsWith('.embedding.text')) {
         const ix = indexed(k, 21);
-        if (ix && ix[1] === 'embedding.text' && typeof sa[k] === 'string') (embedded ??= []).push([ix[0], sa[k]]);
+        if (ix && ix[1] === 'embedding.text' && typeof sa[k] === 'string') (s.embedded ??= []).push([ix[0], sa[k]]);
       }
     }
   }
+}
 
-  // Events: operation-details overlay and legacy per-message events.
-  let opDetails: Attributes | null = null;
-  let evIn: Msg[] | null = null;
-  let evOut: Msg[] | null = null;
-  for (const e of span.events) {
+/** The operation-details overlay and the legacy per-message events. */
+function scanEvents(events: NormalizedSpan['events'], s: LlmSources): void {
+  for (const e of events) {
     const n = e.name;
     if (n.charCodeAt(0) !== 103 || !n.startsWith('gen_ai.')) continue;
     if (n === OP_DETAILS_EVENT) {
-      opDetails = e.attributes;
+      s.opDetails = e.attributes;
     } else if (n === 'gen_ai.choice') {
       const body = eventBody(e.attributes);
-      (evOut ??= []).push(toMsg(body, 'assistant', true));
+      (s.evOut ??= []).push(toMsg(body, 'assistant', true));
     } else if (own.call(EVENT_ROLE, n)) {
       const body = eventBody(e.attributes);
-      (evIn ??= []).push(toMsg(body, EVENT_ROLE[n]!));
+      (s.evIn ??= []).push(toMsg(body, EVENT_ROLE[n]!));
     } else if (n === 'gen_ai.content.prompt') {
       const m = messagesOf(e.attributes['gen_ai.prompt'], 'user');
-      if (m) (evIn ??= []).push(...m);
+      if (m) (s.evIn ??= []).push(...m);
     } else if (n === 'gen_ai.content.completion') {
       const m = messagesOf(e.attributes['gen_ai.completion'], 'assistant');
-      if (m) (evOut ??= []).push(...m);
+      if (m) (s.evOut ??= []).push(...m);
     } else continue;
-    llmish = true;
+    s.llmish = true;
   }
-  if (!llmish) return; // plain OTel span (HTTP, DB, …): kind 'other', no LLM fields
+}
 
-  const A: Attributes = opDetails ? { ...opDetails, ...sa } : sa;
+/** The current GenAI convention's gen_ai.input.messages, gen_ai.output.messages and gen_ai.system_instructions. */
+interface GenAiMessages {
+  input: Msg[] | null;
+  output: Msg[] | null;
+  system: string;
+}
 
-  // Messages (parsed lazily but needed for kind detection when no explicit kind).
-  const inMsgs = messagesOf(A['gen_ai.input.messages'], 'user');
-  const outMsgs = messagesOf(A['gen_ai.output.messages'], 'assistant', true);
-  const sysText = instructionsText(A['gen_ai.system_instructions']);
-  const hasMessages =
-    inMsgs !== null ||
-    outMsgs !== null ||
-    sysText !== '' ||
-    evIn !== null ||
-    evOut !== null ||
-    oiIn !== null ||
-    oiOut !== null ||
-    olIn !== null ||
-    olOut !== null ||
+function genAiMessages(A: Attributes): GenAiMessages {
+  return {
+    input: messagesOf(A['gen_ai.input.messages'], 'user'),
+    output: messagesOf(A['gen_ai.output.messages'], 'assistant', true),
+    system: instructionsText(A['gen_ai.system_instructions']),
+  };
+}
+
+/** Messages of any convention: with a model, what makes a span that names no kind a model call. */
+function hasMessages(A: Attributes, s: LlmSources, genAi: GenAiMessages): boolean {
+  return (
+    genAi.input !== null ||
+    genAi.output !== null ||
+    genAi.system !== '' ||
+    s.evIn !== null ||
+    s.evOut !== null ||
+    s.oiIn !== null ||
+    s.oiOut !== null ||
+    s.olIn !== null ||
+    s.olOut !== null ||
     A['ai.prompt.messages'] !== undefined ||
     A['ai.prompt'] !== undefined ||
-    A['ai.response.text'] !== undefined;
+    A['ai.response.text'] !== undefined
+  );
+}
 
-  // Model and provider
-  const model = firstStr(A, MODEL_KEYS);
+/**
+ * The first convention that names the kind (the table at the top); else a tool, a model call or an agent by what the
+ * span carries.
+ */
+function kindOf(A: Attributes, spanName: string, modelCall: boolean): SpanKind {
+  const named =
+    lookup(OPERATION_KIND, str(A['gen_ai.operation.name'])) ??
+    lookup(OPENINFERENCE_KIND, str(A['openinference.span.kind']).toUpperCase()) ??
+    lookup(TRACELOOP_KIND, str(A['traceloop.span.kind'])) ??
+    lookup(LLM_REQUEST_TYPE_KIND, str(A['llm.request.type'])) ??
+    vercelKind(str(A['ai.operationId']) || spanName);
+  if (named !== undefined) return named;
+  if (A['gen_ai.tool.name'] !== undefined || A['gen_ai.tool.call.id'] !== undefined) return 'tool';
+  if (modelCall) return 'llm';
+  if (A['gen_ai.agent.name'] !== undefined) return 'agent';
+  return 'other';
+}
+
+/** gen_ai.provider.name → ai.model.provider → PROVIDER_KEYS, lower-cased. */
+function providerOf(A: Attributes): string {
   let provider = str(A['gen_ai.provider.name']);
   if (provider === '') {
     // Vercel AI SDK: "openai.chat" → "openai" (it also copies that value into gen_ai.system).
@@ -884,39 +973,25 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
     provider = dot > 0 ? p.slice(0, dot) : p;
   }
   if (provider === '') provider = firstStr(A, PROVIDER_KEYS);
-  provider = provider.trim().toLowerCase();
+  return provider.trim().toLowerCase();
+}
 
-  // Kind
-  let kind: SpanKind | undefined = lookup(OPERATION_KIND, str(A['gen_ai.operation.name']));
-  kind ??= lookup(OPENINFERENCE_KIND, str(A['openinference.span.kind']).toUpperCase());
-  kind ??= lookup(TRACELOOP_KIND, str(A['traceloop.span.kind']));
-  kind ??= lookup(LLM_REQUEST_TYPE_KIND, str(A['llm.request.type']));
-  kind ??= vercelKind(str(A['ai.operationId']) || span.name);
-  if (kind === undefined && (A['gen_ai.tool.name'] !== undefined || A['gen_ai.tool.call.id'] !== undefined))
-    kind = 'tool';
-  if (kind === undefined && (model !== '' || hasMessages)) kind = 'llm';
-  if (kind === undefined && A['gen_ai.agent.name'] !== undefined) kind = 'agent';
-  r.kind = kind ?? 'other';
-  r.model = model;
-  r.provider = provider;
-
-  // Tokens and cost
+/**
+ * Token counts, then the cost: the client's own, else priced from the tokens (model spans only: reads r.kind, r.model
+ * and r.provider).
+ */
+function usageAndCost(r: SpanRecord, A: Attributes): void {
   const input = firstTok(A, INPUT_KEYS);
   const output = firstTok(A, OUTPUT_KEYS);
   const total = firstTok(A, TOTAL_KEYS);
   r.promptTokens = input ?? 0;
   r.completionTokens = output ?? 0;
   r.totalTokens = total ?? r.promptTokens + r.completionTokens;
-  let cost = money(A['llm.cost.total']) ?? money(A['gen_ai.usage.cost']);
-  if (cost === undefined) {
-    const cp = money(A['llm.cost.prompt']);
-    const cc = money(A['llm.cost.completion']);
-    if (cp !== undefined || cc !== undefined) cost = (cp ?? 0) + (cc ?? 0);
-  }
+  let cost = clientCost(A);
   // The marker tells the cost processor the span is settled (a sent cost of 0 stays 0).
   if (cost !== undefined) r.attributes['tracegate.cost_source'] = 'client';
-  else if (USAGE_KINDS.has(r.kind) && model !== '' && (r.promptTokens > 0 || r.completionTokens > 0)) {
-    cost = priceUsd(model, provider, {
+  else if (USAGE_KINDS.has(r.kind) && r.model !== '' && (r.promptTokens > 0 || r.completionTokens > 0)) {
+    cost = priceUsd(r.model, r.provider, {
       input: r.promptTokens,
       output: r.completionTokens,
       cacheRead: firstTok(A, CACHE_READ_KEYS),
@@ -925,80 +1000,108 @@ function extractLlm(r: SpanRecord, span: NormalizedSpan, limits: OtlpMapLimits):
     r.attributes['tracegate.cost_source'] = cost > 0 ? 'price_table' : 'unpriced';
   }
   r.costUsd = cost ?? 0;
+}
 
-  // Ids and names
-  r.requestId = firstStr(A, REQUEST_ID_KEYS);
-  r.actionName = (r.kind === 'tool' ? firstStr(A, TOOL_NAME_KEYS) : '') || firstStr(A, ACTION_KEYS);
+/** llm.cost.total → gen_ai.usage.cost → llm.cost.prompt + llm.cost.completion; undefined when none was sent. */
+function clientCost(A: Attributes): number | undefined {
+  const cost = money(A['llm.cost.total']) ?? money(A['gen_ai.usage.cost']);
+  if (cost !== undefined) return cost;
+  const cp = money(A['llm.cost.prompt']);
+  const cc = money(A['llm.cost.completion']);
+  return cp !== undefined || cc !== undefined ? (cp ?? 0) + (cc ?? 0) : undefined;
+}
 
-  // Prompt
-  let prompt = inMsgs !== null ? promptText(inMsgs) : '';
-  if (prompt === '' && evIn !== null) prompt = promptText(evIn);
-  if (prompt === '' && oiIn !== null) prompt = promptText(flatMsgs(oiIn));
-  if (prompt === '' && Array.isArray(A['llm.input_messages']))
-    prompt = promptText(messagesOf(A['llm.input_messages'], 'user')!);
-  if (prompt === '' && olIn !== null) prompt = promptText(flatMsgs(olIn));
-  if (prompt === '') prompt = vercelPrompt(A) || vercelEmbedInput(A);
-  if (prompt === '' && embedded !== null)
-    prompt = embedded
-      .sort((x, y) => x[0] - y[0])
-      .map((e) => e[1])
-      .filter((t) => t !== '')
-      .join('\n');
-  if (prompt === '')
-    prompt =
-      jsonMessagesText(A['input.value'], false) ||
-      valueText(A['input.value']) ||
-      valueText(A['traceloop.entity.input']);
-  if (prompt === '')
-    prompt =
-      valueText(A['gen_ai.tool.call.arguments']) ||
-      valueText(A['ai.toolCall.args']) ||
-      valueText(A['ai.toolCall.input']);
-  if (sysText !== '') prompt = prompt === '' ? `system: ${sysText}` : `system: ${sysText}\n${prompt}`;
+const TOOL_ARGUMENT_KEYS = ['gen_ai.tool.call.arguments', 'ai.toolCall.args', 'ai.toolCall.input'];
+const TOOL_RESULT_KEYS = ['gen_ai.tool.call.result', 'ai.toolCall.result', 'ai.toolCall.output'];
+const VERCEL_RESPONSE_KEYS = ['ai.response.text', 'ai.response.object'];
 
-  // Response (+ finish reasons seen in output messages)
-  let response = '';
-  let msgFinish = '';
-  if (outMsgs !== null) {
-    response = responseText(outMsgs);
-    msgFinish = finishOf(outMsgs);
-  }
-  if (response === '' && evOut !== null) response = responseText(evOut);
-  if (response === '' && oiOut !== null) response = responseText(flatMsgs(oiOut));
-  if (response === '' && Array.isArray(A['llm.output_messages']))
-    response = responseText(messagesOf(A['llm.output_messages'], 'assistant', true)!);
-  let olOutMsgs: Msg[] | null = null;
-  if (olOut !== null) {
-    olOutMsgs = flatMsgs(olOut);
-    if (response === '') response = responseText(olOutMsgs);
-  }
+/**
+ * The prompt from the first source that gives one (the table at the top), led by the system instructions whatever the
+ * source.
+ */
+function promptOf(A: Attributes, s: LlmSources, genAi: GenAiMessages): string {
+  const prompt =
+    messagesText(genAi.input, false) ||
+    messagesText(s.evIn, false) ||
+    openInferenceText(s.oiIn, A['llm.input_messages'], false) ||
+    messagesText(s.olIn !== null ? flatMsgs(s.olIn) : null, false) ||
+    vercelPrompt(A) ||
+    vercelEmbedInput(A) ||
+    embeddingsText(s.embedded) ||
+    ioValueText(A, 'input.value', 'traceloop.entity.input', false) ||
+    firstText(A, TOOL_ARGUMENT_KEYS);
+  if (genAi.system === '') return prompt;
+  return prompt === '' ? `system: ${genAi.system}` : `system: ${genAi.system}\n${prompt}`;
+}
+
+/** The response from the first source that gives one (the table at the top); `olOut`: OpenLLMetry's output messages. */
+function responseOf(A: Attributes, s: LlmSources, genAi: GenAiMessages, olOut: Msg[] | null): string {
   // Output messages that hold only tool calls leave the response empty (the calls stay in the attributes):
-  // the raw fallbacks below would show the provider's whole JSON answer instead.
+  // output.value and its kin would show the provider's whole JSON answer instead.
   const structuredOut =
-    outMsgs !== null || evOut !== null || oiOut !== null || olOut !== null || Array.isArray(A['llm.output_messages']);
-  if (response === '') response = valueText(A['ai.response.text']) || valueText(A['ai.response.object']);
-  if (response === '' && !structuredOut)
-    response =
-      jsonMessagesText(A['output.value'], true) ||
-      valueText(A['output.value']) ||
-      valueText(A['traceloop.entity.output']);
-  if (response === '')
-    response =
-      valueText(A['gen_ai.tool.call.result']) ||
-      valueText(A['ai.toolCall.result']) ||
-      valueText(A['ai.toolCall.output']);
+    genAi.output !== null ||
+    s.evOut !== null ||
+    s.oiOut !== null ||
+    olOut !== null ||
+    Array.isArray(A['llm.output_messages']);
+  return (
+    messagesText(genAi.output, true) ||
+    messagesText(s.evOut, true) ||
+    openInferenceText(s.oiOut, A['llm.output_messages'], true) ||
+    messagesText(olOut, true) ||
+    firstText(A, VERCEL_RESPONSE_KEYS) ||
+    (structuredOut ? '' : ioValueText(A, 'output.value', 'traceloop.entity.output', true)) ||
+    firstText(A, TOOL_RESULT_KEYS)
+  );
+}
 
-  r.prompt = cutMarked(prompt, limits.maxStringBytes, r.attributes, 'tracegate.prompt');
-  r.response = cutMarked(response, limits.maxStringBytes, r.attributes, 'tracegate.response');
+/** Messages as prompt (`role: text` lines) or response (the texts) text; '' for none. */
+function messagesText(msgs: Msg[] | null, output: boolean): string {
+  if (msgs === null) return '';
+  return output ? responseText(msgs) : promptText(msgs);
+}
 
-  // Finish reason
-  r.finishReason =
+/** OpenInference's flattened llm.{input,output}_messages.N.*, else the attribute as an array of messages. */
+function openInferenceText(flat: FlatMsg[] | null, list: AttrValue | undefined, output: boolean): string {
+  const text = messagesText(flat !== null ? flatMsgs(flat) : null, output);
+  if (text !== '' || !Array.isArray(list)) return text;
+  return messagesText(messagesOf(list, output ? 'assistant' : 'user', output), output);
+}
+
+/** OpenInference embedding texts, in index order. */
+function embeddingsText(embedded: Array<[number, string]> | null): string {
+  if (embedded === null) return '';
+  return embedded
+    .sort((x, y) => x[0] - y[0])
+    .map((e) => e[1])
+    .filter((t) => t !== '')
+    .join('\n');
+}
+
+/** OpenInference's input.value / output.value (a JSON message list made readable), then OpenLLMetry's entity value. */
+function ioValueText(A: Attributes, valueKey: string, entityKey: string, output: boolean): string {
+  return jsonMessagesText(A[valueKey], output) || valueText(A[valueKey]) || valueText(A[entityKey]);
+}
+
+/** The first of `keys` with display text. */
+function firstText(A: Attributes, keys: readonly string[]): string {
+  for (const k of keys) {
+    const t = valueText(A[k]);
+    if (t !== '') return t;
+  }
+  return '';
+}
+
+/** The finish reason: span attributes first, then the output messages' own. */
+function finishReasonOf(A: Attributes, genAi: GenAiMessages, olOut: Msg[] | null, evOut: Msg[] | null): string {
+  return (
     finishReasons(A['gen_ai.response.finish_reasons']) ||
     str(A['llm.finish_reason']) ||
-    (olOutMsgs ? finishOf(olOutMsgs) : '') ||
+    (olOut ? finishOf(olOut) : '') ||
     str(A['ai.response.finishReason']) ||
-    msgFinish ||
-    (evOut ? finishOf(evOut) : '');
+    (genAi.output ? finishOf(genAi.output) : '') ||
+    (evOut ? finishOf(evOut) : '')
+  );
 }
 
 function finishOf(msgs: Msg[]): string {

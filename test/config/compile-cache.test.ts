@@ -26,7 +26,7 @@ describe('serve: the compile cache', function () {
       expect(readdirSync(dir)).to.include('tracegate-sources');
       expect(statSync(dir).mode & 0o777).to.equal(0o700);
       expect(s.stderr).to.match(
-        /retrieving transpile cache for StrippedTypeScript file:\/\/\S+\/processors\/worker-host\.ts\.\.\.success/,
+        /retrieving transpile cache for StrippedTypeScript file:\/\/\S+\/pipeline\/processor-thread\.ts\.\.\.success/,
       );
       expect(s.stderr).to.match(
         /retrieving transpile cache for StrippedTypeScript file:\/\/\S+\/storage\/worker-host\.ts\.\.\.success/,

@@ -8,7 +8,7 @@ import { loadConfig } from '../../config/index.ts';
 import { createStorage } from '../../storage/index.ts';
 import { createKey } from '../../collector/workspaces/admin.ts';
 import { LastKnown, lastKnownFile } from '../../collector/workspaces/last-known.ts';
-import { openOps } from '../../bin/ops.ts';
+import { openOps } from '../../bin/shared/ops.ts';
 import { cli, get, post, startTestServer, testEnv, type TestServer } from '../support/server.ts';
 import { freePort, terminate, waitReady } from '../support/process.ts';
 

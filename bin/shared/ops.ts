@@ -3,10 +3,10 @@
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { Agent, fetch } from 'undici';
 import { join } from 'node:path';
-import type { Config } from '../config/index.ts';
-import { createStorage } from '../storage/index.ts';
-import { DataDirInUse, lockDataDir } from '../platform/data-dir-lock.ts';
-import type { Storage } from '../core/ports/storage.ts';
+import type { Config } from '../../config/index.ts';
+import { createStorage } from '../../storage/index.ts';
+import { DataDirInUse, lockDataDir } from '../../platform/data-dir-lock.ts';
+import type { Storage } from '../../core/ports/storage.ts';
 import {
   createKey,
   listKeys,
@@ -16,12 +16,12 @@ import {
   updateSettings,
   workspaceId,
   type AuditSink,
-} from '../collector/workspaces/admin.ts';
-import { SettingsStore, type SettingsPatch } from '../collector/workspaces/settings.ts';
-import { AuditChain } from '../processors/audit.ts';
-import { LastKnown, lastKnownFile } from '../collector/workspaces/last-known.ts';
-import { verificationKeys } from '../processors/signing.ts';
-import { verifyWorkspace } from '../processors/verify-workspace.ts';
+} from '../../collector/workspaces/admin.ts';
+import { SettingsStore, type SettingsPatch } from '../../collector/workspaces/settings.ts';
+import { AuditChain } from '../../processors/audit.ts';
+import { LastKnown, lastKnownFile } from '../../collector/workspaces/last-known.ts';
+import { verificationKeys } from '../../processors/signing.ts';
+import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 
 type Created = Awaited<ReturnType<typeof createKey>>;
 type KeyList = Awaited<ReturnType<typeof listKeys>>;
