@@ -51,7 +51,7 @@ export function privateDataDir(dir: string, log: Pick<Logger, 'warn'>): void {
 
 /**
  * The DATA_DIR lock, tried again for half a second: a CLI command probes it for a moment to learn whether a server
- * runs (bin/ops.ts), and a server starting just then must not take that for another server.
+ * runs (bin/shared/ops.ts), and a server starting just then must not take that for another server.
  */
 async function lockDataDirSoon(dir: string): Promise<() => void> {
   for (let attempt = 0; ; attempt++) {
