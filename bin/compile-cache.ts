@@ -1,8 +1,7 @@
 // `serve` runs with Node's module compile cache, filled before the server starts.
 // Node strips the sources' types as it loads them, with a WebAssembly build of swc (amaro) instantiated in each
-// thread that loads a .ts file, and its memory is never given back: measured on an idle server, about 260 MB of RSS
-// against about 200 MB when every module comes from the cache (190 MB for the same code compiled to .js). From the cache,
-// the stripped code is read back and amaro is never loaded (nodejs/node#56629). The cache is filled by a short
+// thread that loads a .ts file, and its memory is never given back (tens of MB of an idle server's RSS). From the
+// cache, the stripped code is read back and amaro is never loaded (nodejs/node#56629). The cache is filled by a short
 // child process that compiles the server's whole module graph without running it, before the server starts: a
 // server that compiled its own sources would carry amaro for the rest of its life.
 import { spawnSync } from 'node:child_process';

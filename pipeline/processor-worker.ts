@@ -30,13 +30,13 @@ const EMPTY_STATE: SpoolState = {
 export class ProcessorWorker implements IngestHost {
   private readonly settings: PolicySource & AlertSource;
   private readonly rpc: WorkerRpc;
-  // Requests arriving in the same turn of the event loop share one message each way (a message costs
-  // ~35 µs of main-thread time at 50 concurrent requests); each still gets its own answer.
+  // Requests arriving in the same turn of the event loop share one message each way (each message costs
+  // main-thread time); each still gets its own answer.
   private waiting: Waiting[] = [];
   private pendingSettings: WorkspaceSettings = { policies: {}, alerts: {} };
   /**
    * The settings the current thread holds, per workspace: a batch carries a workspace's settings only when they
-   * changed (cloning a policy into every message cost ~9 µs of this thread's time per batch). `thread` is the
+   * changed (cloning a policy into every message cost this thread time on every batch). `thread` is the
    * WorkerRpc spawn count they were sent to: a replacement thread starts with none.
    */
   private held = { thread: 0, policies: new Map<string, Policy>(), alerts: new Map<string, AlertSettings>() };

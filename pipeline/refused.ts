@@ -55,7 +55,7 @@ interface RefusedLine {
 }
 
 /**
- * A refused file's lines, read one at a time (a file may hold more than one string can: 600 MB failed read whole),
+ * A refused file's lines, read one at a time (a file may hold more than one string can),
  * blank ones skipped, numbered as in the file; throws naming the file and line it cannot read.
  */
 async function* readRefused(path: string): AsyncGenerator<RefusedLine> {

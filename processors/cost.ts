@@ -11,7 +11,7 @@
 // - Returns 0 when the model is empty or unknown to the catalog, when the provider is a
 //   local runtime (ollama, lmstudio, local, vllm, llama.cpp, …), or on any pricing error.
 //   Callers also skip pricing for LOCAL_SOURCES (the local workbench and coach routes).
-// - Pure and fast: the catalog lookup (calcPrice scans providers and match rules, ~15–40 µs)
+// - Pure and fast: the catalog lookup (calcPrice scans providers and match rules, tens of µs)
 //   runs once per (model, provider) and is memoized; for the common case of flat per-token
 //   prices the memo holds the four rates and a call is a few multiplications. Models with
 //   tiered or time-of-day prices are priced by calcPrice against a one-model provider.

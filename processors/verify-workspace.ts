@@ -24,14 +24,14 @@ export const SETTLE_MS = 30_000;
 const READ_BATCH = 500;
 /**
  * Spans read per storage call, about: more traces of a workspace are read together while their spans stay under
- * it, and a trace larger than it is checked a part at a time (read whole, 200k spans exceeded the embedded store's
+ * it, and a trace larger than it is checked a part at a time (read whole, a large trace exceeded the embedded store's
  * memory limit).
  */
 export const SPANS_PER_READ = 5_000;
 /**
  * Bytes of span text read per storage call, about: a chunk of traces, a part of a large trace or the spans of some
- * records stay under it (a span reaching it ends the read). Counting spans alone, 20,000 spans of 20 KB were read
- * at once: 0.5 GB of heap.
+ * records stay under it (a span reaching it ends the read). Counting spans alone, a read of large spans took a
+ * large share of the heap.
  */
 export const BYTES_PER_READ = 64 * 1024 * 1024;
 
@@ -254,8 +254,8 @@ async function unnamedTraces(
 
 /**
  * A workspace's verification and audit chains and its stored content, read a page at a time: memory stays about
- * CHAIN_PAGE records and a read's spans (SPANS_PER_READ, BYTES_PER_READ) whatever the workspace holds (200k traces
- * read whole took 390 MB of heap). `limits` makes reads smaller (tests).
+ * CHAIN_PAGE records and a read's spans (SPANS_PER_READ, BYTES_PER_READ) whatever the workspace holds (read whole,
+ * its heap grew with the workspace). `limits` makes reads smaller (tests).
  */
 export async function verifyWorkspace(
   storage: Storage,

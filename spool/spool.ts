@@ -92,7 +92,7 @@ export function encodeFrame(records: StoredRecord[]): Buffer {
  * Frames encoded into reused memory, in two buffers taking turns: frames queued for the next write fill one while
  * the write in flight holds the other (one write at a time; the next takes the filled buffer and gives back the
  * other). An OTLP batch's frame is megabytes: allocated anew each time, its pages are fresh memory, and on this
- * kind of VM every page fault costs µs (a 512-span frame: ~700 faults, ~12 ms; written here: ~1 ms).
+ * kind of VM every page fault costs µs.
  */
 export class FrameArena {
   private readonly bufs: [Buffer, Buffer];
@@ -176,8 +176,8 @@ const SHRINK_ABOVE = 16 * 1024 * 1024;
  * processor's canonical form of each span: JSON of the same data with every object's keys sorted, so attributes
  * reach storage, and the read API, in key order, which OpenTelemetry gives no meaning), reused rather than
  * serializing the record a second time (an OTLP GenAI span: about 25 µs). Throws for what is not JSON data.
- * Handed along with the records, not kept on them: a WeakMap from record to JSON cost ~3.5 µs a record, most of it
- * in the garbage collector.
+ * Handed along with the records, not kept on them: a WeakMap from record to JSON cost more, most of it in the garbage
+ * collector.
  */
 export function serializeRecords(records: readonly object[], known?: ReadonlyMap<object, string>): string[] {
   return records.map((r) => known?.get(r) ?? JSON.stringify(r));

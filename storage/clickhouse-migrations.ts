@@ -506,7 +506,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     description: 'trace_days: the trace-id index in granules of 256 rows (was trace_index, 8,192)',
     // The writer looks up a batch's thousands of trace ids before each insert (TRACEGATE_CLICKHOUSE_EXACT_ROLLUPS),
     // and each random id costs a granule: in 8,192-row granules a batch read most of the index, which grows with
-    // every trace stored (5 M traces: 1,000 ids read 4 M rows in 170 ms; in 256-row granules 250k rows, 75 ms).
+    // every trace stored (256-row granules read a small share of it).
     // A table's granularity cannot change, so the index moves to a new table: the copy is idempotent (rows
     // collapse), and trace_index goes once copied. Its primary index in memory: ~0.2 byte a trace.
     statements: (db) => [
@@ -527,7 +527,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     version: 11,
     description: "verification_traces: which chain positions hold a trace's verification records",
     // verification is sorted by chain position (verify walks the chains); a lookup by trace id read every record of
-    // the workspace (4 M records: 4.5–6.4 s for one trace, and again for each page of a workspace verify). The view
+    // the workspace, for one trace and again for each page of a workspace verify. The view
     // keeps a narrow index sorted by trace id, written with each insert (also a record written behind the
     // collector's back). The copy of the records stored before is idempotent (rows collapse).
     statements: (db) => [

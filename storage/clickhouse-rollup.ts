@@ -205,8 +205,7 @@ export function planFindingRollup(
 // ---- reading the stored versions ----
 
 // Trace ids per lookup query. Each query has a fixed cost (parsing, building the IN set, reading
-// trace_days), so few large queries beat many small ones: on 18.16 with 2 M indexed traces,
-// 500 ids took 70–130 ms and 5,000 ids 180–250 ms. A chunk is also bounded by the size of its
+// trace_days), so few large queries beat many small ones. A chunk is also bounded by the size of its
 // escaped literals (a requestId may be 256 characters of backslashes, twice as long escaped; trace ids
 // are counted twice, as a bound): a query over max_query_size fails as a syntax error that a retry
 // would repeat forever.
@@ -309,7 +308,7 @@ async function chunked<T>(
  * As chunked, for reads of `spans`: first which of a chunk's traces have stored spans, and on which days
  * (trace_days), then `read` for those traces only, with those days and their span ids. Random trace ids spread
  * over every granule of a day's spans: naming a batch's new traces too read the whole day as soon as one of them
- * continued a stored trace (2 M spans stored: 200 ms a batch, growing with the day).
+ * continued a stored trace (a cost growing with the day).
  */
 async function chunkedStored<T>(
   client: ClickHouseClient,
@@ -359,7 +358,7 @@ async function rows<T>(client: ClickHouseClient, query: string): Promise<T[]> {
 
 /**
  * Newest stored version of these spans (one workspace). By span id, not every stored span of their traces: a
- * batch of a trace of 125k stored spans read them all, 1-2 s per flush.
+ * batch continuing a large trace read all of it at every flush.
  */
 export async function storedSpans(
   client: ClickHouseClient,

@@ -593,7 +593,7 @@ export class ClickHouseStorage extends EnrichmentPorts implements Storage {
    * Records encoded as they are added (the storage thread's spool segments, storage/spool-files.ts): each span's
    * row, and each audit, verification and checkpoint record's (no rollup, no version), is written into its table's
    * body at once, outside V8's heap. Holding a second of records as objects until the inserts returned had the
-   * storage thread's young-generation collections copy them and promote them (~18 MB a second at 4,000 traces/s).
+   * storage thread's young-generation collections copy them and promote them.
    * Kept per span until finish(): where its line is (its rollup flag is set there), its rollup facts and its
    * trace-index entry. A version that a newer one in the same batch supersedes is left out of the body (the table
    * keeps the newest, the later one on a tie). Findings, policies and alerts (rare) are kept for insertEnrichment.
@@ -685,7 +685,7 @@ export class ClickHouseStorage extends EnrichmentPorts implements Storage {
   async getTracePart(workspaceId: string, traceId: string, page: SpanPage): Promise<SpanPart> {
     // Its span ids first, from the trace's key columns and sizes (each span's newest version), then only those rows,
     // so that ClickHouse does not sort every span's content to hand out a part of a large trace. The sizes read the
-    // text columns (50k spans of 2 KB: 0.85 s where the keys alone take 0.15 s): only when a budget asks for them.
+    // text columns, several times the cost of the keys alone: only when a budget asks for them.
     const where = await this.oneTrace(workspaceId, traceId);
     if (!where) return { spans: [], more: false };
     const limit = Math.max(1, Math.trunc(page.limit));
@@ -793,7 +793,7 @@ export class ClickHouseStorage extends EnrichmentPorts implements Storage {
       if (dates.length === 0) continue;
       // Per span first: a replay whose start moved to another day is another row until merged, and only the newest
       // version's text counts. The sizes read the text columns once more than the read itself will: a bounded read
-      // is worth it (20,000 spans of 20 KB read at once took 0.5 GB of heap).
+      // is worth it (a read bounded by its span count alone took a large share of the heap).
       const rows = await this.rows<{ trace_id: string; n: string; total: string }>(
         `SELECT trace_id, toString(count()) AS n, toString(sum(b)) AS total FROM (
            SELECT trace_id, span_id, argMax(${STORED_BYTES}, toUInt64(ingested_at_ms)) AS b FROM ${this.t('spans')}
@@ -901,8 +901,8 @@ export class ClickHouseStorage extends EnrichmentPorts implements Storage {
   /**
    * The page's trace ids (and the days their spans start on), from a pass over a few narrow columns of each
    * span's newest version: its start, and for a status filter whether it errored, has that status and is a root
-   * (the trace status is 'error' when any span errored, else the root-most span's). Rolling up the whole workspace instead took over
-   * 4 s at 300k traces; this takes about 0.6 s. Span filters: the subquery (any stored version) narrows the scan,
+   * (the trace status is 'error' when any span errored, else the root-most span's). Rolling up the whole workspace
+   * instead took several times as long. Span filters: the subquery (any stored version) narrows the scan,
    * `m` keeps a trace only when one span's newest version satisfies them all.
    */
   private tracePage(ws: string, f: SpanFilter): Promise<Array<{ trace_id: string; d0: string; d1: string }>> {

@@ -551,7 +551,7 @@ export class DuckDbEnrichment {
   ): Promise<Map<string, VerificationRecord[]>> {
     const out = new Map<string, VerificationRecord[]>();
     if (traceIds.length === 0) return out;
-    // One list parameter, not one per id: with 5,000 ids and 1 M records, 250–290 ms against ~440 (.scratch/duck-in-list.ts).
+    // One list parameter, not one per id: faster with thousands of ids.
     const rows = await this.serial((c) =>
       all(
         c,
@@ -647,7 +647,7 @@ export class DuckDbEnrichment {
    * `quantiles` state: exact while a group holds at most its reservoir's 8,192 durations, with
    * ClickHouse's interpolation (quantile_cont does the same float operations); beyond, from a uniform
    * sample of about 8,192 of them (picked by row hash, so the same on every read). Holding every duration
-   * (list) took ~48 bytes each of the 256 MB memory limit: out of memory at about 5M model spans.
+   * (a list) grew with the workspace until it ran out of the memory limit.
    */
   async usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]> {
     const col = usageGroupColumn(q.groupBy);
@@ -669,7 +669,7 @@ export class DuckDbEnrichment {
         FROM spans WHERE workspace_id = $ws AND kind IN ${USAGE_KINDS_SQL})
       ${c.length ? `WHERE ${c.join(' AND ')}` : ''})`;
     // The sample's group sizes come from a window, not a join with the groups: DuckDB built a join's hash table on
-    // the spans side when its estimates were off (out of memory at 32 MB with 1M spans).
+    // the spans side when its estimates were off, and ran out of memory.
     const rows = await this.serial((conn) =>
       all(
         conn,

@@ -226,8 +226,8 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
     version: 6,
     description: 'append-only chained tables (audit_log, verification, verification_checkpoints) without a key index',
     // Their PRIMARY KEY only dropped replays, and made every insert probe and grow an ART index that DuckDB holds in
-    // memory for every record ever stored (an upsert through a staging table: 18-21 µs a verification row, against
-    // 12 appended). Replays are now skipped by chain position before the append (duckdb-enrichment.ts, newOnly).
+    // memory for every record ever stored (an upsert costs more than an append). Replays are now skipped by chain
+    // position before the append (duckdb-enrichment.ts, newOnly).
     // DuckDB cannot drop a constraint: each table is made again without it and its rows copied, in this migration's
     // transaction.
     statements: [

@@ -91,13 +91,13 @@ interface SpanRow {
 /**
  * The rows of spans matching `where` (and the workspace), for a read of whole rows: `rowid IN (this)` has DuckDB
  * find them first and then fetch only them (but see wholeRows). Filtered in one go, a scan read whole vectors (2,048 rows) of every column:
- * with spans of 100 KB, two trace ids ran out of its 256 MB for a 2 MB answer, as did a trace's span ids.
+ * with large spans, a read of a few trace ids or span ids ran out of memory for a small answer.
  */
 const rowsOf = (where: string) => `SELECT rowid FROM spans WHERE workspace_id = $ws AND ${where}`;
 
 /**
  * The fallback's bound on one fetch: rows in its rowid range × rowids it checks each against (list_contains is a
- * linear search). 4M: 5,000 rowids scattered over 500,000 rows took 25 fetches, 470 ms in all.
+ * linear search).
  */
 const FETCH_COST = 4_000_000;
 
@@ -194,10 +194,8 @@ export class DuckDbStorage extends EnrichmentPorts implements Storage {
    */
   private readonly checkpointMb: number;
   /**
-   * DuckDB's threads for the batch inserts (0: as for everything else, DuckDB's own, one per core). Measured on two
-   * cores, native ingestion (interleaved 15 s runs): 4,018–4,419 traces/s at 316–348 µs of server CPU per trace with
-   * one, 3,743–4,140 at 351–386 µs with two: a batch of a few thousand rows gains nothing from a second thread and pays
-   * for waking it. Reads keep every thread (analytics over 400,000 spans: 52 ms with two, 88 ms with one).
+   * DuckDB's threads for the batch inserts (0: as for everything else, DuckDB's own, one per core). A batch of a few
+   * thousand rows gains nothing from a second thread and pays for waking it; reads, which do gain, keep every thread.
    */
   private readonly writeThreads: number;
   /** The threads DuckDB runs with now, and those reads use (its setting at open). */
@@ -321,8 +319,8 @@ export class DuckDbStorage extends EnrichmentPorts implements Storage {
   /**
    * Whole span rows matching `where`, unsorted. The semi-join on rowids is the fast form, but its scan still reads whole
    * vectors (2,048 rows) of the text columns, and in the process that wrote them each vector's text is held in memory at
-   * once: there a read of one trace among spans of 20 KB ran out of 40 MB (of 256 MB: spans of ~110 KB, a long-context
-   * prompt). Read again by rowids (see inRuns). Not inside tx(): the failed statement would have aborted the transaction.
+   * once: there a read of one trace among large spans ran out of memory. Read again by rowids (see inRuns). Not inside
+   * tx(): the failed statement would have aborted the transaction.
    */
   private async wholeRows(c: DuckDBConnection, where: string, params: Params): Promise<Array<SpanRow & Row>> {
     try {
@@ -337,8 +335,8 @@ export class DuckDbStorage extends EnrichmentPorts implements Storage {
 
   /**
    * `columns` of the spans at `rowids` (and matching `where`), a run of nearby rowids at a time, by a filter evaluated in
-   * the scan: it reads the text of only the rows it keeps (measured: 667 rows scattered over 10,000 of 100 KB, within
-   * 256 MB). Sizes (strlen of the text) need the trace's id in `where` as well: without it, that read ran out again.
+   * the scan: it reads the text of only the rows it keeps. Sizes (strlen of the text) need the trace's id in `where`
+   * as well: without it, that read ran out of memory again.
    */
   private async inRuns<T extends Row>(
     c: DuckDBConnection,
@@ -453,7 +451,7 @@ export class DuckDbStorage extends EnrichmentPorts implements Storage {
       after = 'AND (start_ns > $after_ns OR (start_ns = $after_ns AND span_id > $after_span))';
     }
     // The part's span ids first, then their sizes (for a budget), then only its rows: ORDER BY … LIMIT over whole rows was
-    // planned as a sort of the whole trace past ~5,000 rows (200k spans of 2 KB: out of memory). The sizes are read by
+    // planned as a sort of the whole trace past ~5,000 rows (out of memory on a large trace). The sizes are read by
     // rowid, of these rows only: beside ORDER BY … LIMIT, DuckDB fetched the text by a rowid join (late materialization)
     // that ran out of memory in the process that wrote the spans (see wholeRows).
     return this.serial(async (c) => {
@@ -527,7 +525,7 @@ export class DuckDbStorage extends EnrichmentPorts implements Storage {
   async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
     const out = new Map<string, SpanRecord[]>();
     if (traceIds.length === 0) return out;
-    // Sorted here: ORDER BY sorts whole rows (67 MB of 100 KB spans ran out of DuckDB's 256 MB).
+    // Sorted here: ORDER BY sorts whole rows, and ran out of DuckDB's memory on large spans.
     const rows = await this.serial((c) =>
       this.wholeRows(c, 'trace_id IN (SELECT unnest($ids))', {
         ws: wellFormed(workspaceId),
@@ -624,7 +622,7 @@ export class DuckDbStorage extends EnrichmentPorts implements Storage {
     if (f.status !== undefined) params.status = f.status;
     // A first pass over a few narrow columns picks the page (each trace's start; for a status filter, its status:
     // 'error' when any span errored, else the root-most span's), and only its traces are rolled up: rolling up
-    // a whole workspace of 300k traces took ~0.6 s (1.1 s with a status filter) and could exhaust the memory limit.
+    // a whole workspace took time in proportion to it and could exhaust the memory limit.
     const having: string[] = [];
     if (f.status !== undefined)
       having.push(

@@ -23,8 +23,8 @@ export interface SpoolFilesResult {
 type Writer = Pick<Storage, 'insertSpans' | 'insertEnrichment' | 'ping'> & { recordBatch?: () => RecordBatch };
 
 /**
- * Records of one insert, by the size of their frames: a frame's JSON costs several times its size as objects, so
- * 50,000 OTLP spans (~60 MB of JSON) held for one insert took hundreds of MB in the storage thread.
+ * Records of one insert, by the size of their frames: a frame's JSON costs several times its size as objects, so a
+ * bound on records alone let one insert take hundreds of MB in the storage thread.
  */
 export const MAX_INSERT_BYTES = 16 * 1024 * 1024;
 

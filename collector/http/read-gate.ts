@@ -4,9 +4,8 @@ import { classifyStorageError } from '../../storage/errors.ts';
 import { LOOKUP_DEADLINE_MS, SingleFlight, within } from '../../platform/slow-storage.ts';
 
 /**
- * How long a read route waits for storage. A read on a big workspace may take a few seconds (a filtered trace list
- * page is about 1.3 s at 300k traces on ClickHouse); past this the caller gets a retryable 503 instead of waiting
- * for the ClickHouse client's own 30 s timeout.
+ * How long a read route waits for storage. A read on a big workspace may take a few seconds; past this the caller
+ * gets a retryable 503 instead of waiting for the ClickHouse client's own 30 s timeout.
  */
 export const READ_DEADLINE_MS = 12_000;
 

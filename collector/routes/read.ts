@@ -274,7 +274,7 @@ export function readRoutes(r: RouteContext): void {
     const limit = q.spanLimit ?? r.config.MAX_TRACE_SPANS;
     const caller = ctx.state.caller as Caller;
     const { page, more, whole, records } = await r.read(async () => {
-      // A part ends early at MAX_TRACE_PART_BYTES of stored spans: a part of 5,000 spans of 50 KB answered 254 MB.
+      // A part ends early at MAX_TRACE_PART_BYTES of stored spans: a span count alone does not bound an answer's size.
       const part = await r.storage.getTracePart(caller.workspaceId, traceId, {
         limit,
         maxBytes: r.config.MAX_TRACE_PART_BYTES,

@@ -200,7 +200,7 @@ function flagTagRunEnd(text: string, i: number): number {
 
 // Folded form of each non-ASCII code point seen (NFKC per code point is the slow step for CJK-heavy text).
 // An expansion longer than MAX_FOLD (U+FDFA is 18 characters of Arabic) becomes one space: no Latin phrase
-// is spelled that way, and a prompt of them would otherwise grow 18-fold before matching (fuzzing: 4 s per field).
+// is spelled that way, and a prompt of them would otherwise grow 18-fold before matching (seconds per field).
 const MAX_FOLD = 4;
 const FOLD_CACHE = new Map<number, string>();
 function fold(cp: number, ch: string): string {
