@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../../config/index.ts';
 import { createStorage, type Storage } from '../../storage/index.ts';
 import { emptySpan } from '../../core/record.ts';
-import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
+import { clickhouseUrl, uniqueDatabase, useSharedClickHouse } from '../support/shared.ts';
 
 type Conn = { runAndReadAll(q: string): Promise<{ getRows(): unknown[][] }> };
 /** A DuckDB setting as a statement sees it; `write`: inside a batch insert's turn on the connection. */
@@ -17,6 +17,8 @@ function duckSetting(s: Storage, name: string, write = false): Promise<unknown> 
 }
 
 describe('createStorage', function () {
+  useSharedClickHouse();
+
   it('uses DuckDB in DATA_DIR when no ClickHouse URL is configured', async function () {
     const dir = await mkdtemp(join(tmpdir(), 'tracegate-create-'));
     const s = createStorage(loadConfig({ TRACEGATE_DATA_DIR: join(dir, 'data') }));
