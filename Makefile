@@ -1,9 +1,10 @@
 # Two commands: `make run` (embedded storage) and `make test` (everything, both storages).
+# `make test-unit`: the tests that need no server (test/unit), in well under a minute, without ClickHouse or Redis.
 SHELL := /bin/bash
 NODE_BIN := $(shell ./scripts/node-bin.sh)
 export PATH := $(if $(NODE_BIN),$(NODE_BIN):,)$(PATH)
 
-.PHONY: run key test typecheck lint format bench deps run-deps servers clean
+.PHONY: run key test test-unit typecheck lint format bench deps run-deps servers clean
 
 # npm ci installs exactly the lockfile and never rewrites it, so a fresh clone stays clean.
 node_modules/.deps-stamp: package.json package-lock.json
@@ -41,8 +42,15 @@ lint: deps
 format: deps
 	npx biome check --write .
 
+# Everything: the unit tests first, then the suites that start servers (.mocharc.cjs). The shared ClickHouse and the
+# two-shard cluster start on first use by a suite that needs them (test/support/shared.ts).
 test: deps servers typecheck lint
 	npx mocha
+
+# test/unit only (.mocharc.unit.cjs): no ClickHouse, chDB, Redis, child process nor listener, so no `servers` step;
+# test/support/unit-guard.ts fails a test that tries.
+test-unit: deps
+	npx mocha --config .mocharc.unit.cjs
 
 bench: deps servers
 	node bench/run.ts

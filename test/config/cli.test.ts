@@ -11,7 +11,7 @@ import { DuckDbStorage } from '../../storage/duckdb.ts';
 import type { Storage } from '../../core/ports/storage.ts';
 import { DEFAULT_POLICY } from '../../processors/governance/policy.ts';
 import { storedRecordProblem } from '../../pipeline/refused.ts';
-import { span } from '../spool/helpers.ts';
+import { span } from '../support/spool.ts';
 
 type Out = Awaited<ReturnType<typeof cli>>;
 interface Target {

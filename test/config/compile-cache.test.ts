@@ -4,7 +4,6 @@ import { expect } from 'chai';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { compileCacheDir } from '../../bin/compile-cache.ts';
 import { withServeChild, type ServeChild } from '../support/serve-child.ts';
 
 /** `serve` on a fresh data dir with `env` (the suite's own compile cache setting removed), idle for a second. */
@@ -81,12 +80,5 @@ describe('serve: the compile cache', function () {
     } finally {
       rmSync(dirname(file), { recursive: true, force: true });
     }
-  });
-
-  it("compileCacheDir: the given directory, else the data dir's; none when Node's own switch turns it off", () => {
-    expect(compileCacheDir('/d', {})).to.equal('/d/cache/compile');
-    expect(compileCacheDir('data', {})).to.equal(join(process.cwd(), 'data/cache/compile'));
-    expect(compileCacheDir('/d', { NODE_COMPILE_CACHE: '/c' })).to.equal('/c');
-    expect(compileCacheDir('/d', { NODE_DISABLE_COMPILE_CACHE: '1', NODE_COMPILE_CACHE: '/c' })).to.equal(null);
   });
 });

@@ -11,6 +11,7 @@ import { createStorage } from '../../storage/index.ts';
 import { startClickHouse, type TestClickHouse } from '../support/clickhouse.ts';
 import { freePort, killNow, sleep, terminate, waitReady } from '../support/process.ts';
 import { BACKENDS, get, post, testEnv } from '../support/server.ts';
+import { useSharedClickHouse } from '../support/shared.ts';
 
 function spawnServer(env: Record<string, string>, logFile: string): ChildProcess {
   const fd = openSync(logFile, 'a');
@@ -39,6 +40,7 @@ async function listAll(url: string, auth: Record<string, string>): Promise<strin
 for (const backend of BACKENDS) {
   describe(`durability: SIGKILL right after acknowledging (${backend})`, function () {
     this.timeout(240_000);
+    if (backend === 'clickhouse') useSharedClickHouse();
     it('comes back with every acknowledged trace stored exactly once', async () => {
       const port = await freePort();
       // A long flush interval so acknowledged data is still only in the spool when the process dies.

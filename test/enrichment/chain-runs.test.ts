@@ -12,10 +12,12 @@ import { publicKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 import { verifyAuditChain } from '../../processors/audit.ts';
 import { post, testEnv } from '../support/server.ts';
+import { useSharedClickHouse } from '../support/shared.ts';
 import { join } from 'node:path';
 
 describe('verification chains across restarts (clickhouse)', function () {
   this.timeout(240_000);
+  useSharedClickHouse();
   it('run 2 continues run 1; deleting run 1 is reported as a chain gap', async () => {
     const config = loadConfig(testEnv('clickhouse'));
     const keysDir = join(config.DATA_DIR, 'keys');

@@ -11,6 +11,7 @@ import { LastKnown, lastKnownFile } from '../../collector/workspaces/last-known.
 import { openOps } from '../../bin/shared/ops.ts';
 import { cli, get, post, startTestServer, testEnv, type TestServer } from '../support/server.ts';
 import { freePort, terminate, waitReady } from '../support/process.ts';
+import { useSharedClickHouse } from '../support/shared.ts';
 
 describe('configuration', () => {
   it('names the variable of a bad value', () => {
@@ -262,6 +263,7 @@ describe('ops routes', () => {
 
 describe('graceful shutdown', function () {
   this.timeout(120_000);
+  useSharedClickHouse();
   it('SIGTERM flushes everything acknowledged to storage', async () => {
     const port = await freePort();
     const env = testEnv('clickhouse', { TRACEGATE_PORT: String(port), TRACEGATE_FLUSH_INTERVAL_MS: '600000' });

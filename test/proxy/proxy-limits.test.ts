@@ -1,10 +1,10 @@
 // Proxy traces keep the string limits the other routes keep: label headers over 256 characters are refused before
 // anything is forwarded (they used to be stored at 10,000 characters), and the stored prompt and response are cut
 // to TRACEGATE_MAX_STRING_BYTES and marked in tracegate.truncated, while the provider still gets the whole request.
+// The mapper's cut alone: test/unit/proxy/proxy-limits.test.ts.
 import { expect } from 'chai';
 import { flushed, get, post, startTestServer, type TestServer } from '../support/server.ts';
 import { startFakeResponses, type FakeResponses } from '../support/fake-responses.ts';
-import { mapProxy, type ProxyExchange } from '../../mappers/proxy.ts';
 
 const PATH = '/api/proxy/provider/responses';
 
@@ -112,40 +112,5 @@ describe('proxy string limits', function () {
     const sp = await stored(res.headers.get('x-trace-id')!);
     expect(sp.prompt).to.equal('hi');
     expect(sp.attributes).to.not.have.property('tracegate.truncated');
-  });
-});
-
-describe('mapProxy string limit', () => {
-  const exchange = (prompt: string, text: string): ProxyExchange => ({
-    workspaceId: 'w',
-    traceId: 't'.repeat(32),
-    spanId: 's'.repeat(16),
-    parentSpanId: '',
-    startMs: 1000,
-    endMs: 2000,
-    request: { model: 'm' },
-    prompt,
-    provider: 'openai',
-    environment: '',
-    actionName: '',
-    stream: false,
-    attributes: { 'tracegate.truncated': ['earlier'] },
-    outcome: {
-      kind: 'upstream',
-      httpStatus: 200,
-      requestId: '',
-      stream: null,
-      body: { status: 'completed', output: [{ type: 'message', content: [{ type: 'output_text', text }] }] },
-    },
-  });
-
-  it('appends its marks to any already there, and without limits keeps everything', () => {
-    const r = mapProxy(exchange('p'.repeat(100), 'r'.repeat(10)), { maxStringBytes: 32 });
-    expect(r.prompt).to.equal('p'.repeat(32));
-    expect(r.response).to.equal('r'.repeat(10));
-    expect(r.attributes['tracegate.truncated']).to.deep.equal(['earlier', 'tracegate.prompt']);
-    const whole = mapProxy(exchange('p'.repeat(100), 'r'.repeat(100)));
-    expect(whole.prompt.length).to.equal(100);
-    expect(whole.attributes['tracegate.truncated']).to.deep.equal(['earlier']);
   });
 });

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pipeline } from '../../pipeline/pipeline.ts';
 import type { SpanRecord } from '../../core/record.ts';
-import { MapStorage, TestLogger, WS, crashChild, removeDir, tempDir, testConfig } from './helpers.ts';
+import { MapStorage, TestLogger, WS, crashChild, removeDir, tempDir, testConfig } from '../support/spool.ts';
 
 describe('pipeline crash (SIGKILL child)', function () {
   this.timeout(120_000);

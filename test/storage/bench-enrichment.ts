@@ -7,7 +7,7 @@
 import { emptySpan, type SpanRecord } from '../../core/record.ts';
 import type { EnrichmentRecord } from '../../core/enrichment-records.ts';
 import type { UsageQuery } from '../../core/ports/storage.ts';
-import { startSharedClickHouse, stopSharedClickHouse } from '../support/shared.ts';
+import { sharedClickHouse, stopSharedClickHouse } from '../support/shared.ts';
 import { BACKENDS } from './harness.ts';
 
 const T0 = 1_763_787_000_000;
@@ -102,7 +102,7 @@ function spans(ws: string, n: number): SpanRecord[] {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-await startSharedClickHouse();
+await sharedClickHouse();
 try {
   for (const [name, factory] of BACKENDS) {
     const h = await factory();

@@ -3,9 +3,10 @@
 import { expect } from 'chai';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { ident, str, strList, strSet, u64 } from '../../storage/clickhouse-sql.ts';
-import { clickhouseUrl } from '../support/shared.ts';
+import { clickhouseUrl, useSharedClickHouse } from '../support/shared.ts';
 
 describe('clickhouse-sql literals', function () {
+  useSharedClickHouse();
   let client: ClickHouseClient;
   before(function () {
     client = createClient({

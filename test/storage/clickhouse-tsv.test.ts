@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
 import { insertTsv, tsvChunks, tsvLine, TsvWriter } from '../../storage/clickhouse-tsv.ts';
-import { clickhouseUrl, uniqueDatabase } from '../support/shared.ts';
+import { clickhouseUrl, uniqueDatabase, useSharedClickHouse } from '../support/shared.ts';
 import { chdbConnection } from './harness.ts';
 
 const ALL_ASCII = Array.from({ length: 128 }, (_, i) => String.fromCharCode(i)).join('');
@@ -92,6 +92,7 @@ describe('TabSeparated rows (clickhouse-tsv)', function () {
   ] as Array<[string, () => ClickHouseClient]>) {
     describe(name, function () {
       this.timeout(60_000);
+      if (name === 'ClickHouse 18.16') useSharedClickHouse();
       const db = uniqueDatabase('tg_tsv');
       let ch: ClickHouseClient;
       before(async () => {

@@ -6,7 +6,7 @@ import { emptySpan, type SpanRecord } from '../../core/record.ts';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
 import { createStorage } from '../../storage/index.ts';
 import { storeIdentity } from '../../processors/chain-heads.ts';
-import { clickhouseUrl, clusterTests, sharedCluster, uniqueDatabase } from '../support/shared.ts';
+import { clickhouseUrl, clusterTests, sharedCluster, uniqueDatabase, useSharedClickHouse } from '../support/shared.ts';
 import { post, get, flushed, startTestServer } from '../support/server.ts';
 import type { TestClickHouseCluster } from '../support/clickhouse.ts';
 
@@ -33,6 +33,7 @@ const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> =
 
 (clusterTests ? describe : describe.skip)('ClickHouse cluster (2 shards)', function () {
   this.timeout(120_000);
+  useSharedClickHouse(); // the configuration case names it
   let c: TestClickHouseCluster;
   const dbs: string[] = [];
   const open = (database: string, nodeUrls?: string[], name?: string) => {

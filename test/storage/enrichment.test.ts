@@ -26,7 +26,7 @@ import {
   storedFindings,
   storedSpans,
 } from '../../storage/clickhouse-rollup.ts';
-import { clickhouseUrl } from '../support/shared.ts';
+import { clickhouseUrl, useSharedClickHouse } from '../support/shared.ts';
 import { interpolatedQuantile } from '../../storage/enrichment.ts';
 import { BACKENDS, CLICKHOUSES, CONTRACT_BACKENDS, type StoreFactory, type StoreHarness } from './harness.ts';
 
@@ -1331,6 +1331,7 @@ for (const [chName, chFactory] of CLICKHOUSES)
   });
 
 describe('enrichment schema: clickhouse, TRACEGATE_CLICKHOUSE_EXACT_ROLLUPS=false', function () {
+  useSharedClickHouse();
   it('skips the stored-version lookup: a replay is counted again (the documented trade-off)', async function () {
     const db = `t_nolookup_${Date.now()}`;
     const s = new ClickHouseStorage({ url: clickhouseUrl(), database: db, exactRollups: false });

@@ -1,50 +1,17 @@
-// Storage factories for the contract suite: a fresh, isolated store per backend.
+// Storage factories for the contract suite: a fresh, isolated store per backend. The ClickHouse ones need the shared
+// servers (test/support/shared.ts) or chDB; the DuckDB ones come from test/support/stores.ts, which the unit tests use.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { createChdbConnection } from 'chdb/connection';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClickHouseStorage } from '../../storage/clickhouse.ts';
-import { DuckDbStorage } from '../../storage/duckdb.ts';
-import { WorkerStorage } from '../../storage/worker-storage.ts';
-import { loadConfig } from '../../config/index.ts';
-import type { Storage } from '../../core/ports/storage.ts';
-import { clickhouseUrl, clusterTests, sharedCluster, uniqueDatabase } from '../support/shared.ts';
+import { duckdbFactory, harness, workerFactory, type StoreFactory } from '../support/stores.ts';
+import { clusterTests, sharedClickHouse, sharedCluster, uniqueDatabase } from '../support/shared.ts';
 
-export interface StoreHarness {
-  storage: Storage;
-  /** Close and open a new instance on the same data (a collector restart). */
-  reopen(): Promise<Storage>;
-  /** Close and delete everything. */
-  destroy(): Promise<void>;
-}
+export { duckdbFactory, workerFactory, type StoreFactory, type StoreHarness } from '../support/stores.ts';
 
-export type StoreFactory = () => Promise<StoreHarness>;
-
-/** A harness over `create` (called again on reopen); destroy() closes the store, then runs `cleanup`. */
-async function harness(create: () => Storage, cleanup: () => Promise<unknown>): Promise<StoreHarness> {
-  const open = async () => {
-    const s = create();
-    await s.init();
-    return s;
-  };
-  const h: StoreHarness = {
-    storage: await open(),
-    reopen: async () => {
-      await h.storage.close();
-      h.storage = await open();
-      return h.storage;
-    },
-    destroy: async () => {
-      await h.storage.close();
-      await cleanup();
-    },
-  };
-  return h;
-}
-
-export const clickhouseFactory: StoreFactory = () => {
-  const url = clickhouseUrl();
+export const clickhouseFactory: StoreFactory = async () => {
+  const url = await sharedClickHouse();
   const database = uniqueDatabase();
   return harness(
     () => new ClickHouseStorage({ url, database }),
@@ -106,33 +73,10 @@ export const chdbFactory: StoreFactory = () => {
   );
 };
 
-/** A store kept in a fresh temp folder, deleted by destroy(). */
-function tempDirFactory(prefix: string, create: (dir: string) => Storage): StoreFactory {
-  return async () => {
-    const dir = await mkdtemp(join(tmpdir(), prefix));
-    return harness(
-      () => create(dir),
-      () => rm(dir, { recursive: true, force: true }),
-    );
-  };
-}
-
-export const duckdbFactory = tempDirFactory(
-  'tracegate-duckdb-',
-  (dir) =>
-    new DuckDbStorage(join(dir, 'nested', 'tracegate.duckdb'), { writeThreads: 1 }) /* as createStorage sets it */,
-);
-
 export const BACKENDS: ReadonlyArray<[string, StoreFactory]> = [
   ['clickhouse', clickhouseFactory],
   ['duckdb', duckdbFactory],
 ];
-
-/** The server's arrangement: DuckDB behind WorkerStorage, every call crossing to a worker thread. */
-export const workerFactory = tempDirFactory(
-  'tracegate-worker-',
-  (dir) => new WorkerStorage(loadConfig({ TRACEGATE_DATA_DIR: dir })),
-);
 
 /** The ClickHouse server of the tests (Debian's 18.16), current ClickHouse through chDB, and a two-shard 18.16 cluster. */
 export const CLICKHOUSES: ReadonlyArray<[string, StoreFactory]> = [

@@ -7,7 +7,7 @@ import { loadConfig, type Config } from '../../config/index.ts';
 import { startServer, type Running } from '../../collector/server.ts';
 import { createKey } from '../../collector/workspaces/admin.ts';
 import type { Storage } from '../../core/ports/storage.ts';
-import { clickhouseUrl } from './shared.ts';
+import { clickhouseUrl, sharedClickHouse } from './shared.ts';
 
 export type Backend = 'duckdb' | 'clickhouse';
 export const BACKENDS: Backend[] = ['duckdb', 'clickhouse'];
@@ -21,6 +21,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/** The environment of a test server; for 'clickhouse', the shared ClickHouse must be started (useSharedClickHouse()). */
 export function testEnv(backend: Backend, extra: Record<string, string> = {}): Record<string, string> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-test-'));
   const env: Record<string, string> = {
@@ -31,7 +32,8 @@ export function testEnv(backend: Backend, extra: Record<string, string> = {}): R
     TRACEGATE_FLUSH_INTERVAL_MS: '100',
   };
   if (backend === 'clickhouse') {
-    env.TRACEGATE_CLICKHOUSE_URL = clickhouseUrl();
+    // The shared server unless the caller names its own (then the shared one need not be running).
+    env.TRACEGATE_CLICKHOUSE_URL = extra.TRACEGATE_CLICKHOUSE_URL ?? clickhouseUrl();
     env.TRACEGATE_CLICKHOUSE_DATABASE = `t_${randomBytes(6).toString('hex')}`;
   }
   return { ...env, ...extra };
@@ -43,6 +45,7 @@ export async function startTestServer(
   extra: Record<string, string> = {},
   storage?: Storage,
 ): Promise<TestServer> {
+  if (backend === 'clickhouse' && !extra.TRACEGATE_CLICKHOUSE_URL) await sharedClickHouse();
   const env = testEnv(backend, extra);
   const config = loadConfig(env);
   const running = await startServer(config, storage ? { storage } : {});
