@@ -452,14 +452,12 @@ function nextVersion(atLeast = 0): number {
   return lastVersion;
 }
 
-/** Enrichment, verification and analytics come from ClickHouseEnrichment, by delegation. */
-const EnrichmentPorts = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>('enrichment', [
-  ...ENRICHMENT_METHODS,
-  ...VERIFICATION_METHODS,
-  ...ANALYTICS_METHODS,
-]);
+/** The ports implemented by modules of their own, by delegation to the field holding each module. */
+const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>({
+  enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, ...ANALYTICS_METHODS], // ClickHouseEnrichment
+});
 
-export class ClickHouseStorage extends EnrichmentPorts implements Storage {
+export class ClickHouseStorage extends Delegated implements Storage {
   readonly kind = 'clickhouse' as const;
   private readonly client: ClickHouseClient;
   private readonly db: string;

@@ -167,14 +167,12 @@ async function createWaitingForLock(path: string, options: Record<string, string
   }
 }
 
-/** Enrichment, verification and analytics come from DuckDbEnrichment, by delegation. */
-const EnrichmentPorts = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>('enrichment', [
-  ...ENRICHMENT_METHODS,
-  ...VERIFICATION_METHODS,
-  ...ANALYTICS_METHODS,
-]);
+/** The ports implemented by modules of their own, by delegation to the field holding each module. */
+const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>({
+  enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, ...ANALYTICS_METHODS], // DuckDbEnrichment
+});
 
-export class DuckDbStorage extends EnrichmentPorts implements Storage {
+export class DuckDbStorage extends Delegated implements Storage {
   readonly kind = 'duckdb' as const;
   private readonly path: string;
   private instance: DuckDBInstance | null = null;
