@@ -117,7 +117,7 @@ export class ProcessorHost {
       // Where the chains stand before the item: an item failing after the audit or verification processor ran
       // must not leave them linking to records that will never be written (verify would report a gap).
       const mark = this.markChains(item);
-      let batch: Batch = { spans: item.spans, extra: [] };
+      let batch: Batch = { spans: item.spans, extra: item.ctx?.records ? [...item.ctx.records] : [] };
       try {
         item.before?.();
         for (const p of this.processors) batch = await p(batch, item.ctx);

@@ -105,7 +105,9 @@ export class ProcessorWorker implements IngestHost {
   async process(spans: SpanRecord[], ctx: IngestContext | null): Promise<{ accepted: number; rows: number }> {
     const policies: WorkspaceSettings['policies'] = {};
     const alerts: WorkspaceSettings['alerts'] = {};
-    for (const ws of new Set(spans.map((s) => s.workspaceId))) {
+    const workspaces = new Set(spans.map((s) => s.workspaceId));
+    if (ctx) workspaces.add(ctx.workspaceId);
+    for (const ws of workspaces) {
       policies[ws] = await this.settings.policyFor(ws);
       alerts[ws] = await this.settings.alertsFor(ws);
     }

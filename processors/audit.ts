@@ -90,6 +90,7 @@ export function auditProcessor(chain: AuditChain): Processor {
   return (batch, ctx) => {
     if (!ctx) return batch;
     const rejected = ctx.rejected ?? 0;
+    const accepted = batch.spans.length + (ctx.records?.length ?? 0);
     batch.extra.push(
       chain.append({
         workspaceId: ctx.workspaceId,
@@ -97,8 +98,8 @@ export function auditProcessor(chain: AuditChain): Processor {
         actor: ctx.keyId,
         action: 'ingest',
         route: ctx.route,
-        outcome: rejected === 0 ? 'ok' : batch.spans.length ? 'partial' : 'rejected',
-        accepted: batch.spans.length,
+        outcome: rejected === 0 ? 'ok' : accepted ? 'partial' : 'rejected',
+        accepted,
         rejected,
         details: JSON.stringify({ traces: new Set(batch.spans.map((s) => s.traceId)).size }),
       }),

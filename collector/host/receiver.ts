@@ -14,15 +14,15 @@ import type { RouteContext } from './context.ts';
 /** What a receiver's map step produced from one request. */
 export interface Mapped<Reply> {
   /** Span records to make durable. */
-  records: SpanRecord[];
+  spans: SpanRecord[];
   /** Items of the request refused (validation), for the audit record. */
   rejected: number;
-  /** What answer() needs besides the records. */
+  /** What answer() needs besides the spans. */
   reply: Reply;
   /** Set when nothing of the request can be taken (every item refused): thrown, nothing is ingested. */
   refuse?: TracegateError;
-  /** Extra for the pipeline (the proxy's preflight). */
-  ingest?: Pick<IngestContext, 'preflight'>;
+  /** The source's records other than spans (feedback votes, security alerts), spooled with the batch. */
+  records?: IngestContext['records'];
 }
 
 /** A request as map() sees it. */
@@ -54,7 +54,7 @@ export interface ReceiverDeclaration<Payload, Reply> {
   doc: Omit<RouteDoc, 'method' | 'path' | 'auth' | 'errors'>;
   /** The body's bytes → the payload: decoded and checked under the request limits (throws a TracegateError). */
   parse(raw: Buffer, kind: BodyKind, ctx: Context): Payload;
-  /** Payload → span records, through the source's mapper. */
+  /** Payload → records, through the source's mapper. */
   map(payload: Payload, req: Received): Mapped<Reply> | Promise<Mapped<Reply>>;
   /** The answer once the records are durable: sets ctx.status and ctx.body. */
   answer(mapped: Mapped<Reply>, ctx: Context): void;
@@ -92,16 +92,17 @@ function receive<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>, path: s
     const mapped = await decl.map(payload, { caller, now: Date.now(), path, ctx, breathe: turn });
     if (mapped.refuse) throw mapped.refuse;
     await turn();
-    if (mapped.records.length > 0 || decl.auditEmpty) {
-      await r.pipeline.ingest(mapped.records, {
+    const others = mapped.records ?? [];
+    if (mapped.spans.length > 0 || others.length > 0 || decl.auditEmpty) {
+      await r.pipeline.ingest(mapped.spans, {
         workspaceId: caller.workspaceId,
         keyId: caller.keyId,
         route,
         ...(mapped.rejected ? { rejected: mapped.rejected } : {}),
-        ...mapped.ingest,
+        ...(others.length ? { records: others } : {}),
       });
     }
-    countIngested(r, mapped.records);
+    countIngested(r, mapped.spans);
     decl.answer(mapped, ctx);
   };
 }

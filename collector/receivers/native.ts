@@ -76,7 +76,7 @@ export function nativeReceiver(r: RouteContext): ReceiverDeclaration<unknown, Re
     }
     await req.breathe();
     const record = (await mapper(req))(parsed.data);
-    return { records: [record], rejected: 0, reply: { single: true } };
+    return { spans: [record], rejected: 0, reply: { single: true } };
   }
 
   async function batch(body: unknown[], req: Received): Promise<Mapped<Reply>> {
@@ -105,7 +105,7 @@ export function nativeReceiver(r: RouteContext): ReceiverDeclaration<unknown, Re
       results.push({ index, trace: { traceId: record.traceId, status: record.status } });
     }
     const rejected = body.length - records.length;
-    const mapped: Mapped<Reply> = { records, rejected, reply: { single: false, results } };
+    const mapped: Mapped<Reply> = { spans: records, rejected, reply: { single: false, results } };
     if (body.length > 0 && records.length === 0) {
       const refuse = new HttpError(400, 'validation_failed', 'every item in the batch was rejected', results);
       mapped.refuse = Object.assign(refuse, { rejectedItems: body.length });
@@ -134,12 +134,12 @@ export function nativeReceiver(r: RouteContext): ReceiverDeclaration<unknown, Re
     answer(mapped: Mapped<Reply>, ctx: Context) {
       const reply = mapped.reply;
       if (reply.single) {
-        const record = mapped.records[0]!;
+        const record = mapped.spans[0]!;
         ctx.body = { trace: { traceId: record.traceId, status: record.status } };
         return;
       }
       ctx.status = mapped.rejected ? 207 : 200;
-      ctx.body = { accepted: mapped.records.length, rejected: mapped.rejected, results: reply.results };
+      ctx.body = { accepted: mapped.spans.length, rejected: mapped.rejected, results: reply.results };
     },
   };
 }

@@ -90,7 +90,7 @@ function otlpReceiver(r: RouteContext, signal: Signal): ReceiverDeclaration<Payl
     doc: DOCS[signal],
     parse: (raw, enc) => ({ req: decode(raw, enc as OtlpEncoding, limits), enc: enc as OtlpEncoding }),
     map: ({ req, enc }, { caller, now }) => ({
-      records: mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES }),
+      spans: mapOtlp(req, caller.workspaceId, now, { maxStringBytes: r.config.MAX_STRING_BYTES }),
       rejected: req.rejectedSpans,
       reply: { enc, rejected: req.rejectedSpans, errorMessage: req.errorMessage },
     }),

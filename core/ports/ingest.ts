@@ -24,6 +24,11 @@ export interface IngestContext {
   rejected?: number;
   /** The proxy's governance preflight for one span of the batch: its findings and decision are recorded with it. */
   preflight?: PreflightResult;
+  /**
+   * The source's own records other than spans (feedback votes, security alerts, trace metadata): processed and
+   * spooled with the batch, atomically with its spans and its audit record, and counted as accepted items.
+   */
+  records?: EnrichmentRecord[];
 }
 
 /** What a preflight found on a request before it was forwarded (the stored span holds the redacted text). */
