@@ -3,8 +3,9 @@ import { chmodSync, mkdirSync, renameSync, statSync, writeFileSync, rmSync } fro
 import { randomBytes } from 'node:crypto';
 import { DataDirInUse, lockDataDir } from '../platform/data-dir-lock.ts';
 import { join } from 'node:path';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerOptions } from 'node:http';
 import { answerClientErrors } from './http/client-error.ts';
+import { lingeringResponse } from './http/linger.ts';
 import type { Config } from '../config/index.ts';
 import { WorkerStorage } from '../storage/worker-storage.ts';
 import { initInBackground } from '../storage/startup.ts';
@@ -172,8 +173,13 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     closers,
   });
 
-  // A request with no Host header is answered by the app (400 in the JSON shape), not by Node with an empty body.
-  const server = createServer({ requireHostHeader: false }, app.callback()).listen(config.PORT, config.HOST);
+  // A request with no Host header is answered by the app (400 in the JSON shape), not by Node with an empty body. An
+  // answer given while the request body still arrives is followed by a lingering close (http/linger.ts).
+  const options = {
+    requireHostHeader: false,
+    ServerResponse: lingeringResponse({ maxBytes: config.LINGER_MAX_BYTES, maxMs: config.LINGER_TIMEOUT_MS }),
+  };
+  const server = createServer(options, app.callback()).listen(config.PORT, config.HOST);
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
@@ -183,7 +189,7 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
   server.headersTimeout = 66_000;
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.PORT;
-  const adminServer = await loopbackAdmin(config.HOST, app.callback());
+  const adminServer = await loopbackAdmin(config.HOST, app.callback(), options);
   const adminAddr = adminServer?.address();
   const adminPort = typeof adminAddr === 'object' && adminAddr ? adminAddr.port : port;
   const serverFile = join(config.DATA_DIR, 'server.json');
@@ -243,9 +249,10 @@ const REACHED_ON_LOOPBACK = new Set(['0.0.0.0', '::', '127.0.0.1']);
 async function loopbackAdmin(
   host: string,
   handler: ReturnType<ReturnType<typeof createApp>['callback']>,
+  options: ServerOptions,
 ): Promise<Server | null> {
   if (REACHED_ON_LOOPBACK.has(host)) return null;
-  const admin = createServer({ requireHostHeader: false }, (req, res) => {
+  const admin = createServer(options, (req, res) => {
     if (req.url?.startsWith('/admin/')) return void handler(req, res);
     res.writeHead(404, { 'content-type': 'application/json' }).end(
       JSON.stringify({

@@ -85,6 +85,11 @@ export const configSchema = z.object({
   MAX_INFLIGHT_BODY_BYTES: int(DEFAULT_MAX_INFLIGHT_BODY_BYTES, 1024),
   BODY_IDLE_TIMEOUT_MS: ms(15_000, 100), // a request body sending nothing this long is given up (408)
   SOCKET_IDLE_TIMEOUT_MS: ms(60_000, 1000), // a connection with no bytes either way this long is closed (a client not reading its response)
+  // An answer given while its request body is still arriving (413, 401, 415, 429, 503, 404/405) is followed by reading
+  // and discarding the rest of the body, up to this many bytes and this long, before the connection closes (lingering
+  // close): closed at once, a client still sending gets a reset instead of the answer. 0: closed at once.
+  LINGER_MAX_BYTES: int(64 * 1024 * 1024, 0, 1024 * 1024 * 1024),
+  LINGER_TIMEOUT_MS: ms(10_000, 0),
   MAX_SPANS_PER_REQUEST: int(10000, 1),
   MAX_ATTRIBUTE_VALUE_BYTES: int(64 * 1024, 16), // longer attribute strings are truncated and marked
   MAX_ATTRIBUTE_KEY_BYTES: int(1024, 64), // longer attribute (and kvlist) keys are truncated and marked (OTLP)

@@ -112,7 +112,8 @@ export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
   // inflation ignores Content-Length for compressed bodies; the limit applies to the inflated bytes.
   const declared = encoding === 'identity' ? ctx.get('content-length') : '';
   const length = /^[0-9]+$/.test(declared) ? Number(declared) : null;
-  // Refused before reading a byte: the connection closes after the answer, or Node would read (and drop) the rest.
+  // Refused before reading a byte: the connection closes after the answer, once the rest is read and dropped within
+  // the lingering bounds (linger.ts), rather than read whole by Node.
   const unread = (err: HttpError) => {
     if (!ctx.req.complete) err.headers['Connection'] = 'close';
     return err;
@@ -181,8 +182,8 @@ function readStream(
       if (err) {
         budget.release(received);
         chunks.length = 0;
-        // The rest of the body is never read: the connection cannot carry another request (a client reusing it
-        // would have its next request reset), so the answer says it closes.
+        // The rest of the body is only drained (linger.ts): the connection cannot carry another request (a client
+        // reusing it would have its next request reset), so the answer says it closes.
         if (!req.complete) err.headers['Connection'] = 'close';
         if (stream !== req) {
           req.unpipe(stream as unknown as NodeJS.WritableStream);

@@ -67,7 +67,8 @@ describe('requests refused by the HTTP parser', function () {
     const k = JSON.parse((await cli(s, ['keys', 'create', '--workspace', 'declared-413', '--json'])).stdout) as {
       key: string;
     };
-    // `raw` returns once the server closes the connection: before, it kept it open to read the 100 GB announced.
+    // `raw` returns once the server ends the connection after its answer: before, it kept it open to read the 100 GB
+    // announced (now it reads at most TRACEGATE_LINGER_MAX_BYTES more of it, test/native/linger.test.ts).
     const a = parse(
       await raw(
         s.running.port,
