@@ -1,4 +1,5 @@
 // Test doubles and helpers for the spool/pipeline tests.
+import { Pipeline } from '../../pipeline/pipeline.ts';
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -148,4 +149,34 @@ export async function crashChild(
     );
   });
   return acked;
+}
+
+/**
+ * For a describe block: a temp dir, a DuckDB store in it opened before each test and closed after, and pipelines
+ * writing into that store (`over`: settings of the pipeline's collector).
+ */
+export function duckDbPipelines() {
+  const f = {
+    dir: '',
+    storage: null as unknown as DuckDbStorage,
+    openStorage: () => openDuckDb(join(f.dir, 'db')),
+    pipeline: async (s: DuckDbStorage, over: Partial<Record<keyof Config, string>> = {}) => {
+      const p = new Pipeline({
+        config: testConfig(join(f.dir, 'collector'), over),
+        storage: s,
+        logger: new TestLogger(),
+      });
+      await p.start();
+      return p;
+    },
+  };
+  beforeEach(async () => {
+    f.dir = await tempDir();
+    f.storage = await f.openStorage();
+  });
+  afterEach(async () => {
+    await f.storage.close();
+    await removeDir(f.dir);
+  });
+  return f;
 }
