@@ -67,7 +67,7 @@ export interface AlertRecord {
   workspaceId: string;
   alertId: string;
   ruleId: string;
-  kind: string; // latency | cost | error_rate | finding | guardrail
+  kind: string; // latency | cost | error_rate | finding | guardrail | security_alert
   severity: Severity;
   message: string;
   traceId: string; // the trace that tipped it, when there is one

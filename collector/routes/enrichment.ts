@@ -77,7 +77,7 @@ const alertItem = z.object({
   workspaceId: z.string(),
   alertId: z.string(),
   ruleId: z.string(),
-  kind: z.string().describe('latency, cost, error_rate, finding or guardrail'),
+  kind: z.string().describe('latency, cost, error_rate, finding, guardrail or security_alert'),
   severity,
   message: z.string(),
   traceId: z.string().describe("The trace that tipped it; '' when none did"),
