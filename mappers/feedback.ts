@@ -37,17 +37,20 @@ export const DEFAULT_FEEDBACK_NAME = 'user_feedback';
 
 /** up | down | true | false | 1 | 0 | -1, and null (retract). */
 const voteValue = z
-  .union([
-    z.literal(null),
-    z.boolean(),
-    z.literal(1),
-    z.literal(0),
-    z.literal(-1),
-    z
-      .string()
-      .transform((s) => s.trim().toLowerCase())
-      .pipe(z.enum(['up', 'down', 'true', 'false', '1', '0', '-1'])),
-  ])
+  .union(
+    [
+      z.literal(null),
+      z.boolean(),
+      z.literal(1),
+      z.literal(0),
+      z.literal(-1),
+      z
+        .string()
+        .transform((s) => s.trim().toLowerCase())
+        .pipe(z.enum(['up', 'down', 'true', 'false', '1', '0', '-1'])),
+    ],
+    { error: 'must be up, down, true, false, 1, 0 or -1 (0 and -1 are down), or null to retract' },
+  )
   .describe('up | down | true | false | 1 | 0 | -1 (0 and -1 are down), or null to retract the vote');
 
 export function feedbackSchema(maxStringBytes: number) {

@@ -70,7 +70,13 @@ export function toolCallSchema(limits: ToolCallLimits) {
   const long = text(limits.maxStringBytes);
   return z
     .object({
-      name: z.string().min(1).max(256).describe('The tool (gen_ai.tool.name); required'),
+      name: z
+        .string({
+          error: (i) => (i.input === undefined ? 'required: the name of the tool called' : 'must be a string'),
+        })
+        .min(1)
+        .max(256)
+        .describe('The tool (gen_ai.tool.name); required'),
       id: idString.optional().describe("The model's tool-call id (gen_ai.tool.call.id); also call_id, tool_call_id"),
       type: z.string().max(64).optional().describe('function, extension, datastore, mcp, …'),
       description: long.optional(),
