@@ -330,7 +330,7 @@ for (const layout of LAYOUTS) {
         const t = await votesOf('fb-forms');
         expect(t.feedback).to.deep.equal({ user_feedback: { up: 4, down: 5 } });
         const byUser = Object.fromEntries(t.feedbackVotes.map((v: any) => [v.userId, v.value]));
-        forms.forEach(([, want], i) => expect(byUser[`u${i}`]).to.equal(want));
+        for (const [i, [, want]] of forms.entries()) expect(byUser[`u${i}`]).to.equal(want);
         // snake_case and camelCase, other names, metadata, timestamp, source, span target.
         const named = await vote({
           trace_id: 'fb-forms',
