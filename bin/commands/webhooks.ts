@@ -68,5 +68,11 @@ async function revoke(ops: Ops, a: Invocation): Promise<number> {
     return 1;
   }
   console.log(`revoked ${id}`);
+  const all = await ops.listWebhookSecrets();
+  const ws = all.find((s) => s.secretId === id)?.workspaceId;
+  if (ws && !all.some((s) => s.workspaceId === ws && s.revokedAtMs === 0))
+    console.error(
+      `note: workspace ${ws} has no active webhook secret now: signed deliveries are accepted as unverified until one is added`,
+    );
   return 0;
 }
