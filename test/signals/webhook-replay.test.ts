@@ -104,7 +104,7 @@ function suite(name: string, redis: boolean) {
       const out = await cli(a, ['webhooks', 'secret', 'revoke', secretId]);
       expect(out.code, out.stderr).to.equal(0);
       // The workspace's only secret: a signed delivery is then taken as unverified (spec: headers but no secrets).
-      const after = async (s: TestServer) => {
+      const signatureOn = async (s: TestServer) => {
         const res = await deliver(
           s,
           JSON.stringify({ title: 'after revoke', r: Math.random() }),
@@ -113,9 +113,9 @@ function suite(name: string, redis: boolean) {
         expect(res.status, res.text).to.equal(200);
         return res.json.alert.signature;
       };
-      expect(await after(a)).to.equal('unverified');
+      expect(await signatureOn(a)).to.equal('unverified');
       await new Promise((resolve) => setTimeout(resolve, 5_500));
-      expect(await after(b)).to.equal('unverified');
+      expect(await signatureOn(b)).to.equal('unverified');
     });
   });
 }
