@@ -104,12 +104,17 @@ export const timeValue = z
   ])
   .describe('Milliseconds since the epoch, or ISO 8601 with a zone');
 
-/** Milliseconds of a timeValue (fraction kept below the ms when the string has one). */
+/** Milliseconds of a timeValue (a string's digits below the millisecond dropped). */
 export function timeMs(v: number | string): number {
-  if (typeof v === 'number') return v;
+  return typeof v === 'number' ? v : Date.parse(v);
+}
+
+/** Nanoseconds of a timeValue, a string's fraction kept to the nanosecond (as a float of ms cannot hold it). */
+export function timeNs(v: number | string): bigint {
+  if (typeof v === 'number') return BigInt(Math.round(v * 1e6));
   const frac = /\.(\d{4,9})/.exec(v)?.[1];
-  const ms = Date.parse(v);
-  return frac ? ms + Number(`0.${frac.slice(3)}`) : ms;
+  const sub = frac ? BigInt(frac.slice(3).padEnd(6, '0')) : 0n;
+  return BigInt(Date.parse(v)) * 1_000_000n + sub;
 }
 
 /** A free-form JSON object (metadata). */

@@ -5,7 +5,7 @@
 // past the payload limit they are cut and their SHA-256 kept.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { type Attributes, type AttrValue, emptySpan, msToNs, type SpanRecord } from '../core/record.ts';
+import { type Attributes, type AttrValue, emptySpan, type SpanRecord } from '../core/record.ts';
 import { canonicalJson } from '../processors/canonical.ts';
 import {
   canonicalFields,
@@ -14,6 +14,7 @@ import {
   jsonObject,
   parseTraceparent,
   timeMs,
+  timeNs,
   timeValue,
   traceparentString,
   zodIssues,
@@ -177,13 +178,13 @@ function payload(v: unknown, max: number): { text: string; bytes: number; sha256
   return { text: head, bytes: buf.length, sha256: createHash('sha256').update(buf).digest('hex'), cut: true };
 }
 
-/** The span times: what the call gives, the rest from the duration and the receive time. */
-function times(call: ToolCall, now: number): { start: number; end: number } {
-  const d = call.duration_ms;
-  const started = call.started_at === undefined ? undefined : timeMs(call.started_at);
-  const ended = call.ended_at === undefined ? undefined : timeMs(call.ended_at);
-  const end = ended ?? (started !== undefined && d !== undefined ? started + d : started === undefined ? now : started);
-  const start = started ?? (d !== undefined ? Math.max(0, end - d) : end);
+/** The span times in ns: what the call gives, the rest from the duration and the receive time. */
+function times(call: ToolCall, now: number): { start: bigint; end: bigint } {
+  const d = call.duration_ms === undefined ? undefined : BigInt(Math.round(call.duration_ms * 1e6));
+  const started = call.started_at === undefined ? undefined : timeNs(call.started_at);
+  const ended = call.ended_at === undefined ? undefined : timeNs(call.ended_at);
+  const end = ended ?? (started !== undefined ? (d !== undefined ? started + d : started) : BigInt(now) * 1_000_000n);
+  const start = started ?? (d !== undefined ? (end > d ? end - d : 0n) : end);
   return { start, end };
 }
 
@@ -207,9 +208,9 @@ export function mapToolCall(
   r.name = `execute_tool ${call.name}`;
   r.kind = 'tool';
   const { start, end } = times(call, now);
-  r.startTimeNs = msToNs(start);
-  r.endTimeNs = msToNs(end);
-  r.durationMs = Math.max(0, end - start);
+  r.startTimeNs = start.toString();
+  r.endTimeNs = end.toString();
+  r.durationMs = end > start ? Number(end - start) / 1e6 : 0;
   const error = typeof call.error === 'string' ? { message: call.error } : call.error;
   r.status = error ? 'error' : STATUS[call.status ?? 'ok'];
   r.statusMessage = error?.message ?? '';

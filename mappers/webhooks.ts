@@ -74,7 +74,18 @@ const FIELD_PATHS = {
     'security.risk.score',
     'score',
   ],
-  title: ['title', 'name', 'summary', 'rule.name', 'rule.description', 'message', 'description', 'check_id', 'event'],
+  title: [
+    'title',
+    'name',
+    'summary',
+    'secret_type_display_name',
+    'rule.name',
+    'rule.description',
+    'message',
+    'description',
+    'check_id',
+    'event',
+  ],
   category: [
     'category',
     'security.risk.category',
@@ -83,6 +94,8 @@ const FIELD_PATHS = {
     'detector_type',
     'secret_type',
     'threat_type',
+    'pluginId',
+    'plugin_id',
     'rule_id',
     'rule.id',
     'check_id',
@@ -143,13 +156,24 @@ function scalar(v: Json | undefined, max = 256): string {
   return '';
 }
 
-/** Every place a path is looked for: the body itself, then each envelope in it. */
+/**
+ * Every place a path is looked for: the body itself, then the envelopes in it (an alert under `alert`, `data`, …, or
+ * under the one key of a body that has just one, as Semgrep's `semgrep_finding`), and the envelopes in those.
+ */
 function roots(body: Obj): Array<{ prefix: string; obj: Json }> {
   const out: Array<{ prefix: string; obj: Json }> = [{ prefix: '', obj: body }];
-  for (const e of ENVELOPES) {
-    const v = body[e];
-    if (v && typeof v === 'object' && !Array.isArray(v)) out.push({ prefix: `${e}.`, obj: v });
-  }
+  const isObj = (v: Json | undefined): v is Obj => !!v && typeof v === 'object' && !Array.isArray(v);
+  const inner = (o: Obj, prefix: string, depth: number) => {
+    const keys = Object.keys(o);
+    const names = keys.length === 1 && depth === 0 ? [...ENVELOPES, keys[0]!] : ENVELOPES;
+    for (const e of new Set(names)) {
+      const v = o[e];
+      if (!isObj(v)) continue;
+      out.push({ prefix: `${prefix}${e}.`, obj: v });
+      if (depth < 1) inner(v, `${prefix}${e}.`, depth + 1);
+    }
+  };
+  inner(body, '', 0);
   return out;
 }
 
