@@ -35,7 +35,8 @@ async function all<T extends Row>(c: DuckDBConnection, sql: string, params: Para
   return reader.getRowObjectsJS() as T[];
 }
 
-const RESPONSE_ID = `json_extract_string(attributes, '$."gen_ai.response.id"')`;
+/** The provider response id a span holds; try(): attributes kept as sent may hold a lone surrogate DuckDB's JSON refuses. */
+const RESPONSE_ID = `try(json_extract_string(attributes, '$."gen_ai.response.id"'))`;
 
 function fromFeedback(r: Row): FeedbackRecord {
   return {

@@ -14,6 +14,7 @@ import type { RouteContext } from '../host/context.ts';
 import type { Mapped, ReceiverDeclaration } from '../host/receiver.ts';
 import { parseJson } from '../http/body.ts';
 import { HttpError } from '../http/errors.ts';
+import { errorSchema } from '../http/openapi.ts';
 import { DeliveryClaims } from './webhook-replays.ts';
 import {
   deliveryKey,
@@ -100,8 +101,11 @@ export function webhooksReceiver(r: RouteContext): ReceiverDeclaration<Payload, 
       },
       responses: {
         200: { description: 'Stored durably', schema: alertReply },
-        401: { description: 'invalid_signature or stale_delivery (or no valid API key)' },
-        409: { description: 'replayed_delivery: this signed delivery was accepted before' },
+        401: {
+          description: 'invalid_signature or stale_delivery (or no valid API key)',
+          schema: errorSchema,
+        },
+        409: { description: 'replayed_delivery: this signed delivery was accepted before', schema: errorSchema },
       },
     },
     async parse(raw, _kind, ctx) {
