@@ -4,7 +4,14 @@ import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { FeedbackRecord, FeedbackTarget, SecurityAlertRecord } from '../core/enrichment-records.ts';
 import type { Severity } from '../core/governance.ts';
-import type { Page, SecurityAlertQuery, UsageQuery, UsageRow, WebhookSecretRecord } from '../core/ports/storage.ts';
+import type {
+  DeliveryClaim,
+  Page,
+  SecurityAlertQuery,
+  UsageQuery,
+  UsageRow,
+  WebhookSecretRecord,
+} from '../core/ports/storage.ts';
 import { str, strList, u64 } from './clickhouse-sql.ts';
 import { LOOKUP_SETTINGS, lookupChunks, traceDaysOf } from './clickhouse-rollup.ts';
 import { insertTsv } from './clickhouse-tsv.ts';
@@ -459,32 +466,61 @@ export class ClickHouseSignals {
   // ---- accepted deliveries ----
 
   /**
-   * First writer wins: each claim is a row of its own (a claimant id in the key), written synchronously, then the
-   * key's rows are read back; a claim wins only when it is the one row there. Of two claims racing, the one that
-   * read before the other's row landed wins and the other loses; when both read both, both lose (never two
-   * winners: the caller has stored the record already, and a replay of it changes nothing).
+   * First writer wins: each claim is a row of its own (a claimant id in the key), written synchronously (one insert
+   * for the call), then the keys' rows are read back; a claim wins only when it is the one row of its key. Of two
+   * claims racing, the one that read before the other's row landed wins and the other loses; when both read both,
+   * both lose (never two winners: the caller has stored the record already, and a replay of it changes nothing).
    */
-  async claimDelivery(workspaceId: string, key: string, atMs: number): Promise<boolean> {
-    const claimant = randomUUID();
-    const ws = wellFormed(workspaceId);
-    const k = wellFormed(key);
-    await insertTsv(this.client, this.t('webhook_deliveries'), [
-      { workspace_id: ws, delivery_key: k, claimant, at_ms: count(atMs) },
-    ]);
-    const rows = await this.rows<{ claimant: string }>(
-      `SELECT claimant FROM ${this.t('webhook_deliveries')} WHERE workspace_id = ${str(ws)} AND delivery_key = ${str(k)} LIMIT 2`,
-    );
-    return rows.length === 1 && rows[0]!.claimant === claimant;
+  async claimDeliveries(claims: readonly DeliveryClaim[], atMs: number): Promise<boolean[]> {
+    const mine = new Map<string, string>(); // the first claim of each key in the call; later ones lose at once
+    const rows = claims.flatMap((c) => {
+      const id = deliveryId(c);
+      if (mine.has(id)) return [];
+      const claimant = randomUUID();
+      mine.set(id, claimant);
+      return [
+        { workspace_id: wellFormed(c.workspaceId), delivery_key: wellFormed(c.key), claimant, at_ms: count(atMs) },
+      ];
+    });
+    if (rows.length === 0) return claims.map(() => false);
+    await insertTsv(this.client, this.t('webhook_deliveries'), rows);
+    const found = await this.claimRows(claims);
+    const firsts = new Set<string>();
+    return claims.map((c) => {
+      const id = deliveryId(c);
+      if (firsts.has(id)) return false;
+      firsts.add(id);
+      const all = found.get(id) ?? [];
+      return all.length === 1 && all[0] === mine.get(id);
+    });
   }
 
-  async deliveryClaimed(workspaceId: string, key: string): Promise<boolean> {
-    const rows = await this.rows<{ claimant: string }>(
-      `SELECT claimant FROM ${this.t('webhook_deliveries')}
-       WHERE workspace_id = ${str(wellFormed(workspaceId))} AND delivery_key = ${str(wellFormed(key))} LIMIT 1`,
-    );
-    return rows.length > 0;
+  async claimedDeliveries(claims: readonly DeliveryClaim[]): Promise<boolean[]> {
+    if (claims.length === 0) return [];
+    const found = await this.claimRows(claims);
+    return claims.map((c) => (found.get(deliveryId(c))?.length ?? 0) > 0);
+  }
+
+  /** The claimants of each (workspace, key), at most two each (one is what a claim is judged on). */
+  private async claimRows(claims: readonly DeliveryClaim[]): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    const pairs = [...new Set(claims.map((c) => `(${str(wellFormed(c.workspaceId))}, ${str(wellFormed(c.key))})`))];
+    for (let i = 0; i < pairs.length; i += 2000) {
+      const rows = await this.rows<{ workspace_id: string; delivery_key: string; claimant: string }>(
+        `SELECT workspace_id, delivery_key, claimant FROM ${this.t('webhook_deliveries')}
+         WHERE (workspace_id, delivery_key) IN (${pairs.slice(i, i + 2000).join(', ')})
+         LIMIT 2 BY workspace_id, delivery_key`,
+      );
+      for (const r of rows) {
+        const id = deliveryId({ workspaceId: r.workspace_id, key: r.delivery_key });
+        (out.get(id) ?? out.set(id, []).get(id)!).push(r.claimant);
+      }
+    }
+    return out;
   }
 }
+
+const deliveryId = (c: DeliveryClaim) => `${wellFormed(c.workspaceId)}\u0000${wellFormed(c.key)}`;
 
 function withoutVersion(s: WebhookSecretRecord & { version: number }): WebhookSecretRecord {
   const { version: _v, ...rest } = s;

@@ -3,7 +3,14 @@
 import { listValue, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import type { FeedbackRecord, FeedbackTarget, SecurityAlertRecord } from '../core/enrichment-records.ts';
 import type { Severity } from '../core/governance.ts';
-import type { Page, SecurityAlertQuery, UsageQuery, UsageRow, WebhookSecretRecord } from '../core/ports/storage.ts';
+import type {
+  DeliveryClaim,
+  Page,
+  SecurityAlertQuery,
+  UsageQuery,
+  UsageRow,
+  WebhookSecretRecord,
+} from '../core/ports/storage.ts';
 import { count, USAGE_KINDS_SQL, wellFormed } from './codec.ts';
 import type { Serial } from './duckdb-enrichment.ts';
 import { toKeyPage, usageGroupColumn } from './enrichment.ts';
@@ -375,29 +382,44 @@ export class DuckDbSignals {
 
   // ---- accepted deliveries ----
 
-  /** The primary key decides: the first insert of a key wins, any later one conflicts. */
-  async claimDelivery(workspaceId: string, key: string, atMs: number): Promise<boolean> {
-    const purge = ++this.claimsSincePurge >= 1000;
+  /** The primary key decides: the first insert of a key wins, any later one conflicts (one statement for the call). */
+  async claimDeliveries(claims: readonly DeliveryClaim[], atMs: number): Promise<boolean[]> {
+    if (claims.length === 0) return [];
+    const purge = (this.claimsSincePurge += claims.length) >= 1000;
     if (purge) this.claimsSincePurge = 0;
-    return this.serial(async (c) => {
+    const won = await this.serial(async (c) => {
       if (purge)
         await c.run('DELETE FROM webhook_deliveries WHERE at_ms < $before', {
           before: BigInt(Math.max(0, atMs - this.claimTtlMs)),
         });
-      const rows = await all(
+      const rows = await all<{ workspace_id: string; delivery_key: string }>(
         c,
-        `INSERT INTO webhook_deliveries VALUES ($ws, $key, $at) ON CONFLICT DO NOTHING RETURNING delivery_key`,
-        { ws: wellFormed(workspaceId), key: wellFormed(key), at: BigInt(count(atMs)) },
+        `INSERT INTO webhook_deliveries
+         SELECT DISTINCT ON (w, k) w, k, $at FROM (SELECT unnest($ws) AS w, unnest($keys) AS k)
+         ON CONFLICT DO NOTHING RETURNING workspace_id, delivery_key`,
+        {
+          ws: listValue(claims.map((x) => wellFormed(x.workspaceId))),
+          keys: listValue(claims.map((x) => wellFormed(x.key))),
+          at: BigInt(count(atMs)),
+        },
       );
-      return rows.length === 1;
+      return new Set(rows.map((r) => `${r.workspace_id}\u0000${r.delivery_key}`));
     }, true);
+    // Each inserted key won for its first claim in the call only.
+    return claims.map((x) => won.delete(`${wellFormed(x.workspaceId)}\u0000${wellFormed(x.key)}`));
   }
 
-  async deliveryClaimed(workspaceId: string, key: string): Promise<boolean> {
-    const rows = await this.read(
-      'SELECT 1 AS x FROM webhook_deliveries WHERE workspace_id = $ws AND delivery_key = $key',
-      { ws: wellFormed(workspaceId), key: wellFormed(key) },
+  async claimedDeliveries(claims: readonly DeliveryClaim[]): Promise<boolean[]> {
+    if (claims.length === 0) return [];
+    const rows = await this.read<{ workspace_id: string; delivery_key: string }>(
+      `SELECT d.workspace_id, d.delivery_key FROM webhook_deliveries d
+       JOIN (SELECT DISTINCT unnest($ws) AS w, unnest($keys) AS k) q ON d.workspace_id = q.w AND d.delivery_key = q.k`,
+      {
+        ws: listValue(claims.map((x) => wellFormed(x.workspaceId))),
+        keys: listValue(claims.map((x) => wellFormed(x.key))),
+      },
     );
-    return rows.length > 0;
+    const found = new Set(rows.map((r) => `${r.workspace_id}\u0000${r.delivery_key}`));
+    return claims.map((x) => found.has(`${wellFormed(x.workspaceId)}\u0000${wellFormed(x.key)}`));
   }
 }

@@ -1,29 +1,76 @@
 // Accepted signed deliveries, so that a replay is refused by every collector sharing the storage, not only by the one
-// that took the delivery: claims in storage (the first claim of a delivery wins: WebhookStore.claimDelivery), or in
+// that took the delivery: claims in storage (the first claim of a delivery wins: WebhookStore.claimDeliveries), or in
 // Redis when TRACEGATE_REDIS_URL is set (SET NX with an expiry past the timestamp tolerance). While Redis fails,
 // storage takes the claims.
+// Storage is asked for many deliveries at once: the checks and claims arriving while one storage call runs go
+// together in the next (a claim is a write, an fsync on the embedded store and a part on ClickHouse, so one per
+// delivery limited signed deliveries to a few dozen a second).
 import { Redis } from 'ioredis';
-import type { Storage } from '../../core/ports/storage.ts';
+import type { DeliveryClaim, Storage } from '../../core/ports/storage.ts';
 
 /** A Redis command slower than this is given up (storage answers instead). */
 const REDIS_TIMEOUT_MS = 500;
 const REPORT_EVERY_MS = 60_000;
+/** Deliveries asked about in one storage call at most. */
+const MAX_BATCH = 1000;
+
+/** Calls of `run` for items arriving while one runs go together in the next one. */
+class Coalesced<I, O> {
+  private readonly run: (items: I[]) => Promise<O[]>;
+  private queue: Array<{ item: I; resolve: (o: O) => void; reject: (e: unknown) => void }> = [];
+  private running = false;
+
+  constructor(run: (items: I[]) => Promise<O[]>) {
+    this.run = run;
+  }
+
+  call(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      if (!this.running) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.running = true;
+    while (this.queue.length) {
+      const batch = this.queue.splice(0, MAX_BATCH);
+      try {
+        const out = await this.run(batch.map((b) => b.item));
+        batch.forEach((b, i) => b.resolve(out[i]!));
+      } catch (err) {
+        for (const b of batch) b.reject(err);
+      }
+    }
+    this.running = false;
+  }
+}
 
 export class DeliveryClaims {
-  private readonly storage: Pick<Storage, 'claimDelivery' | 'deliveryClaimed'>;
   private readonly redis: Redis | null;
   private readonly ttlSeconds: number;
   private readonly warn: (o: object, m: string) => void;
   private lastReport = 0;
+  private readonly checks: Coalesced<DeliveryClaim, boolean>;
+  private readonly claims: Coalesced<DeliveryClaim, boolean>;
 
-  /** `ttlSeconds`: how long Redis keeps a claim (a replay older than the tolerance is stale anyway). */
+  /**
+   * `ttlSeconds`: how long Redis keeps a claim (a replay older than the tolerance is stale anyway); `read`: storage's
+   * reads under the routes' deadline.
+   */
   constructor(
-    storage: Pick<Storage, 'claimDelivery' | 'deliveryClaimed'>,
-    opts: { redisUrl?: string | undefined; ttlSeconds: number; warn: (o: object, m: string) => void },
+    storage: Pick<Storage, 'claimDeliveries' | 'claimedDeliveries'>,
+    opts: {
+      redisUrl?: string | undefined;
+      ttlSeconds: number;
+      warn: (o: object, m: string) => void;
+      read: <T>(work: () => Promise<T>) => Promise<T>;
+    },
   ) {
-    this.storage = storage;
     this.ttlSeconds = opts.ttlSeconds;
     this.warn = opts.warn;
+    this.checks = new Coalesced((items) => opts.read(() => storage.claimedDeliveries(items)));
+    this.claims = new Coalesced((items) => storage.claimDeliveries(items, Date.now()));
     this.redis = opts.redisUrl
       ? new Redis(opts.redisUrl, {
           enableOfflineQueue: false,
@@ -35,8 +82,8 @@ export class DeliveryClaims {
     this.redis?.on('error', (err: unknown) => this.trouble(err));
   }
 
-  private key(workspaceId: string, key: string): string {
-    return `tracegate:webhook-delivery:${workspaceId}:${key}`;
+  private key(c: DeliveryClaim): string {
+    return `tracegate:webhook-delivery:${c.workspaceId}:${c.key}`;
   }
 
   private trouble(err: unknown): void {
@@ -45,28 +92,28 @@ export class DeliveryClaims {
     this.warn({ err }, 'webhook replay checks: Redis is failing; storage keeps the claims until it answers again');
   }
 
-  /** Whether the delivery was accepted before. `read`: storage's reads under the routes' deadline. */
-  async seen(workspaceId: string, key: string, read: <T>(work: () => Promise<T>) => Promise<T>): Promise<boolean> {
+  /** Whether the delivery was accepted before (in Redis, or in storage: claims taken while Redis failed). */
+  async seen(c: DeliveryClaim): Promise<boolean> {
     if (this.redis) {
       try {
-        if ((await this.redis.exists(this.key(workspaceId, key))) === 1) return true;
+        if ((await this.redis.exists(this.key(c))) === 1) return true;
       } catch (err) {
         this.trouble(err);
       }
     }
-    return read(() => this.storage.deliveryClaimed(workspaceId, key));
+    return this.checks.call(c);
   }
 
   /** Claim the delivery as accepted: false when another claim of it won (a replay). */
-  async claim(workspaceId: string, key: string, atMs: number): Promise<boolean> {
+  async claim(c: DeliveryClaim): Promise<boolean> {
     if (this.redis) {
       try {
-        return (await this.redis.set(this.key(workspaceId, key), String(atMs), 'EX', this.ttlSeconds, 'NX')) === 'OK';
+        return (await this.redis.set(this.key(c), String(Date.now()), 'EX', this.ttlSeconds, 'NX')) === 'OK';
       } catch (err) {
         this.trouble(err);
       }
     }
-    return this.storage.claimDelivery(workspaceId, key, atMs);
+    return this.claims.call(c);
   }
 
   async close(): Promise<void> {

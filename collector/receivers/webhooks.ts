@@ -60,6 +60,7 @@ export function webhooksReceiver(r: RouteContext): ReceiverDeclaration<Payload, 
     redisUrl: r.config.REDIS_URL,
     ttlSeconds: 2 * tolerance + 300,
     warn: (o, m) => r.log.warn(o, m),
+    read: (work) => r.read(work),
   });
   r.onClose(() => claims.close());
 
@@ -81,7 +82,7 @@ export function webhooksReceiver(r: RouteContext): ReceiverDeclaration<Payload, 
         { toleranceSeconds: tolerance },
       );
     const claim = deliveryKey(signed, raw);
-    if (await claims.seen(workspaceId, claim, (work) => r.read(work)))
+    if (await claims.seen({ workspaceId, key: claim }))
       throw new HttpError(409, 'replayed_delivery', 'this signed delivery was accepted before');
     return { signature: 'verified' as const, secretId, claim };
   }
@@ -163,7 +164,7 @@ export function webhooksReceiver(r: RouteContext): ReceiverDeclaration<Payload, 
   /** True unless another claim won; a claim storage cannot take now is logged and counts as won (the record is durable). */
   async function claimed(workspaceId: string, key: string, ctx: Context): Promise<boolean> {
     try {
-      return await claims.claim(workspaceId, key, Date.now());
+      return await claims.claim({ workspaceId, key });
     } catch (err) {
       (ctx.state.log ?? r.log).warn(
         { err },

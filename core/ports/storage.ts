@@ -282,12 +282,19 @@ export interface WebhookStore {
   /** False when no such secret; a second revocation keeps the first time. */
   revokeWebhookSecret(secretId: string, atMs: number): Promise<boolean>;
   /**
-   * Record a delivery as accepted: true for the first claim of `key` in the workspace, false when it was claimed
-   * before (by this collector or another sharing the storage). Of claims racing, at most one gets true.
+   * Record deliveries as accepted, several at once: for each, true for the first claim of its key in its workspace,
+   * false when it was claimed before (by this collector or another sharing the storage), or earlier in the same
+   * call. Of claims racing, at most one gets true.
    */
-  claimDelivery(workspaceId: string, key: string, atMs: number): Promise<boolean>;
-  /** Whether a delivery was claimed (a replay is refused before its body is looked at). */
-  deliveryClaimed(workspaceId: string, key: string): Promise<boolean>;
+  claimDeliveries(claims: readonly DeliveryClaim[], atMs: number): Promise<boolean[]>;
+  /** For each delivery, whether it was claimed (a replay is refused before its body is looked at). */
+  claimedDeliveries(claims: readonly DeliveryClaim[]): Promise<boolean[]>;
+}
+
+/** A signed webhook delivery, by what it signed (its claim key), in a workspace. */
+export interface DeliveryClaim {
+  workspaceId: string;
+  key: string;
 }
 
 /** Every storage engine: all the concerns above, behind one object. */
@@ -367,8 +374,8 @@ export const WEBHOOK_METHODS = [
   'getWebhookSecret',
   'listWebhookSecrets',
   'revokeWebhookSecret',
-  'claimDelivery',
-  'deliveryClaimed',
+  'claimDeliveries',
+  'claimedDeliveries',
 ] as const satisfies readonly (keyof WebhookStore)[];
 
 /** Fails the type check when a port's list misses one of its methods. */

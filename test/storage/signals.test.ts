@@ -295,18 +295,39 @@ function signalsContract(name: string, factory: StoreFactory): void {
       expect(every).to.include.members(['whs_a', 'whs_b', 'whs_c']);
     });
 
-    it('lets one claim of a delivery win, racing claims included', async function () {
-      expect(await s.deliveryClaimed('ws-d', 'k1')).to.equal(false);
-      expect(await s.claimDelivery('ws-d', 'k1', T0)).to.equal(true);
-      expect(await s.claimDelivery('ws-d', 'k1', T0 + 1)).to.equal(false);
-      expect(await s.deliveryClaimed('ws-d', 'k1')).to.equal(true);
-      expect(await s.deliveryClaimed('ws-e', 'k1')).to.equal(false);
-      expect(await s.claimDelivery('ws-e', 'k1', T0)).to.equal(true);
+    it('lets one claim of a delivery win, racing claims included, many in one call', async function () {
+      const one = async (ws: string, key: string) => (await s.claimDeliveries([{ workspaceId: ws, key }], T0))[0];
+      const seen = async (ws: string, key: string) => (await s.claimedDeliveries([{ workspaceId: ws, key }]))[0];
+      expect(await seen('ws-d', 'k1')).to.equal(false);
+      expect(await one('ws-d', 'k1')).to.equal(true);
+      expect(await one('ws-d', 'k1')).to.equal(false);
+      expect(await seen('ws-d', 'k1')).to.equal(true);
+      expect(await seen('ws-e', 'k1')).to.equal(false);
+      expect(await one('ws-e', 'k1')).to.equal(true);
       for (let i = 0; i < 5; i++) {
-        const won = await Promise.all([1, 2, 3, 4].map(() => s.claimDelivery('ws-d', `race-${i}`, T0)));
+        const won = await Promise.all([1, 2, 3, 4].map(() => one('ws-d', `race-${i}`)));
         expect(won.filter(Boolean).length).to.be.at.most(1);
-        expect(await s.claimDelivery('ws-d', `race-${i}`, T0)).to.equal(false);
+        expect(await one('ws-d', `race-${i}`)).to.equal(false);
       }
+      // Several in one call: a key claimed before loses, a key given twice wins once, each workspace on its own.
+      const batch = [
+        { workspaceId: 'ws-d', key: 'k1' },
+        { workspaceId: 'ws-d', key: 'b1' },
+        { workspaceId: 'ws-d', key: 'b1' },
+        { workspaceId: 'ws-f', key: 'b1' },
+        { workspaceId: 'ws-d', key: 'b2' },
+      ];
+      expect(await s.claimDeliveries(batch, T0)).to.deep.equal([false, true, false, true, true]);
+      expect(await s.claimedDeliveries([...batch, { workspaceId: 'ws-g', key: 'b1' }])).to.deep.equal([
+        true,
+        true,
+        true,
+        true,
+        true,
+        false,
+      ]);
+      expect(await s.claimDeliveries([], T0)).to.deep.equal([]);
+      expect(await s.claimedDeliveries([])).to.deep.equal([]);
     });
   });
 }
