@@ -37,7 +37,7 @@ class Coalesced<I, O> {
       const batch = this.queue.splice(0, MAX_BATCH);
       try {
         const out = await this.run(batch.map((b) => b.item));
-        batch.forEach((b, i) => b.resolve(out[i]!));
+        for (const [i, b] of batch.entries()) b.resolve(out[i]!);
       } catch (err) {
         for (const b of batch) b.reject(err);
       }
