@@ -21,6 +21,8 @@ async function start(layout: Layout, fake: FakeResponses): Promise<TestServer> {
     TRACEGATE_MAX_TOOL_PAYLOAD_BYTES: String(TOOL_PAYLOAD_LIMIT),
     TRACEGATE_MAX_WEBHOOK_BODY_BYTES: String(64 * 1024),
     TRACEGATE_MAX_BATCH_ITEMS: '20',
+    TRACEGATE_MAX_BODY_BYTES: String(1024 * 1024),
+    TRACEGATE_MAX_STRING_BYTES: String(64 * 1024),
   };
   if (layout === 'cluster') {
     const c = await sharedCluster();
@@ -675,6 +677,48 @@ for (const layout of LAYOUTS) {
         expect((await send(broken, h)).status).to.equal(400);
         expect((await send(broken, h)).status).to.equal(400);
         // The server still answers.
+        expect((await get(`${s.url}/healthz`)).status).to.equal(200);
+      });
+    });
+
+    describe('hostile bodies on the tool-call and feedback routes', () => {
+      it('refuses what is too large, too deep or not JSON, and keeps answering', async () => {
+        for (const path of ['/api/ingest/tool-calls', '/api/ingest/feedback']) {
+          const huge = JSON.stringify({ name: 'x', trace_id: 't', value: 'up', comment: 'y'.repeat(1100 * 1024) });
+          expect((await post(`${s.url}${path}`, huge, auth)).status, path).to.equal(413);
+          const deep = `{"name":"x","trace_id":"t","value":"up","metadata":${'{"a":'.repeat(100)}1${'}'.repeat(100)}}`;
+          const d = await post(`${s.url}${path}`, deep, auth);
+          expect([d.status, d.json.error.code], path).to.deep.equal([400, 'too_deep']);
+          const broken = await post(`${s.url}${path}`, '{"name": "x",', auth);
+          expect([broken.status, broken.json.error.code], path).to.deep.equal([400, 'invalid_json']);
+          const proto = await post(
+            `${s.url}${path}`,
+            '{"name":"x","trace_id":"t","value":"up","__proto__":{"a":1}}',
+            auth,
+          );
+          expect(proto.status, path).to.equal(400);
+          const text = await fetch(`${s.url}${path}`, {
+            method: 'POST',
+            headers: { ...auth, 'content-type': 'text/plain' },
+            body: 'x',
+          });
+          expect(text.status, path).to.equal(415);
+          expect((await post(`${s.url}${path}`, 'null', auth)).status, path).to.equal(400);
+          expect((await post(`${s.url}${path}`, '"a string"', auth)).status, path).to.equal(400);
+        }
+        // Within the body limit but past the string limit: 400 naming the field.
+        const long = await post(
+          `${s.url}/api/ingest/feedback`,
+          { trace_id: 't', value: 'up', comment: 'z'.repeat(70 * 1024) },
+          auth,
+        );
+        expect([long.status, long.json.error.details[0].field]).to.deep.equal([400, 'comment']);
+        const desc = await post(
+          `${s.url}/api/ingest/tool-calls`,
+          { name: 'x', description: 'z'.repeat(70 * 1024) },
+          auth,
+        );
+        expect([desc.status, desc.json.error.details[0].field]).to.deep.equal([400, 'description']);
         expect((await get(`${s.url}/healthz`)).status).to.equal(200);
       });
     });
