@@ -8,6 +8,7 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { AlertSignature, SecurityAlertRecord } from '../../core/enrichment-records.ts';
+import { TracegateError } from '../../core/errors.ts';
 import type { Caller } from '../../core/ports/ingest.ts';
 import { correlate, mapSecurityAlert, type Obj } from '../../mappers/webhooks.ts';
 import type { RouteContext } from '../host/context.ts';
@@ -68,7 +69,14 @@ export function webhooksReceiver(r: RouteContext): ReceiverDeclaration<Payload, 
   async function verify(raw: Buffer, ctx: Context, workspaceId: string) {
     const signed = signedDelivery(header(ctx, TIMESTAMP_HEADER), header(ctx, SIGNATURE_HEADER));
     if (!signed) return { signature: 'unsigned' as const, secretId: '', claim: null };
-    const secrets = await r.webhookSecrets.active(workspaceId, (work) => r.read(work));
+    const secrets = await r.webhookSecrets
+      .active(workspaceId, (work) => r.read(work))
+      .catch((err: unknown) => {
+        // A collector that cannot open the secrets (another TRACEGATE_SECRETS_KEY) is misconfigured: say so in its log.
+        if (err instanceof TracegateError && err.code !== 'unavailable')
+          (ctx.state.log ?? r.log).error({ code: err.code, workspaceId }, err.message);
+        throw err;
+      });
     if (secrets.length === 0) return { signature: 'unverified' as const, secretId: '', claim: null };
     const secretId = verifyingSecret(signed, raw, secrets);
     // Opaque: which secret, which signature or which part of the content failed is not said.
