@@ -206,7 +206,10 @@ export async function load(opts: {
   seconds: number;
   idReplacement?: boolean;
   serverPid?: number;
+  /** Each request's own body and extra headers (a signature over its body), made by the load generator. */
+  request?: () => { body: string; headers?: Record<string, string> };
 }): Promise<LoadResult> {
+  const make = opts.request;
   const options = {
     url: opts.url,
     method: 'POST' as const,
@@ -214,6 +217,18 @@ export async function load(opts: {
     headers: opts.headers,
     connections: opts.connections,
     idReplacement: opts.idReplacement ?? false,
+    ...(make
+      ? {
+          requests: [
+            {
+              setupRequest: (req: autocannon.Request) => {
+                const r = make();
+                return { ...req, body: r.body, headers: { ...opts.headers, ...r.headers } };
+              },
+            },
+          ],
+        }
+      : {}),
   };
   if (WARMUP_SECONDS > 0) reportWarmup(await autocannon({ ...options, duration: WARMUP_SECONDS }), opts.url);
   const steal = stealMeter();

@@ -7,6 +7,7 @@ import { receivers } from './receivers/index.ts';
 import { enrichmentRoutes } from './routes/enrichment.ts';
 import { opsRoutes } from './routes/ops.ts';
 import { readRoutes } from './routes/read.ts';
+import { signalRoutes } from './routes/signals.ts';
 
 const receiverRoutes = (r: RouteContext) => {
   for (const declare of receivers) serveReceiver(r, declare(r));
@@ -17,5 +18,6 @@ export const routeModules: Array<(r: RouteContext) => void> = [
   receiverRoutes,
   readRoutes,
   enrichmentRoutes,
+  signalRoutes,
   proxyRoutes,
 ];

@@ -24,6 +24,8 @@ import { ProcessorWorker } from '../pipeline/processor-worker.ts';
 import { ChainHeadStore, storeIdentity } from '../processors/chain-heads.ts';
 import { headsOf } from '../processors/verification.ts';
 import { mainAuditChain } from '../processors/audit.ts';
+import { loadSecretsKey, secretBox } from '../processors/secret-box.ts';
+import { WebhookSecrets } from './workspaces/webhook-secrets.ts';
 
 export interface Running {
   server: Server;
@@ -166,6 +168,9 @@ async function start(config: Config, log: Logger, opts: { storage?: Storage }, u
     keys: new KeyVerifier(storage, 30_000, lastKnown),
     limits,
     settings,
+    webhookSecrets: new WebhookSecrets(storage, () =>
+      secretBox(loadSecretsKey(enrichment.keysDir, config.SECRETS_KEY)),
+    ),
     enrichment,
     log,
     metrics,

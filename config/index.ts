@@ -114,6 +114,17 @@ export const configSchema = z.object({
   PROVIDER_BASE_URL: httpUrl().default('https://api.openai.com/v1'),
   PROVIDER_API_KEY: z.string().optional(),
   ID_HASH_KEY: z.string().min(16).optional(), // keys redacted request ids' trace ids; default DATA_DIR/keys/id-hash.key
+  // Encrypts webhook signing secrets at rest (AES-256-GCM): 64 hex digits; default DATA_DIR/keys/secrets.key. Collectors
+  // sharing storage must share it (each must read the secrets the others stored).
+  SECRETS_KEY: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, '64 hex digits (32 bytes), e.g. from `openssl rand -hex 32`')
+    .optional(),
+  // POST /api/ingest/webhooks: |now − X-Service-Delivery-Timestamp| at most this (either way), else 401 stale_delivery
+  WEBHOOK_TOLERANCE_SECONDS: int(300, 1, 86_400),
+  MAX_WEBHOOK_BODY_BYTES: int(256 * 1024, 1024, 64 * 1024 * 1024), // a security alert's body, stored whole (413 beyond)
+  // Tool-call arguments and results longer than this (UTF-8 bytes) are cut, their SHA-256 kept
+  MAX_TOOL_PAYLOAD_BYTES: int(64 * 1024, 256, 64 * 1024 * 1024),
   PROXY_CONNECT_TIMEOUT_MS: ms(10_000, 1), // TCP/TLS connect to the provider
   PROXY_HEADERS_TIMEOUT_MS: ms(600_000, 1), // until response headers (non-streamed reasoning can take minutes)
   PROXY_BODY_TIMEOUT_MS: ms(300_000, 1), // longest silence between two body chunks

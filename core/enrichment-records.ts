@@ -67,7 +67,7 @@ export interface AlertRecord {
   workspaceId: string;
   alertId: string;
   ruleId: string;
-  kind: string; // latency | cost | error_rate | finding | guardrail
+  kind: string; // latency | cost | error_rate | finding | guardrail | security_alert
   severity: Severity;
   message: string;
   traceId: string; // the trace that tipped it, when there is one
@@ -105,11 +105,85 @@ export interface CheckpointRecord {
   atMs: number;
 }
 
+/** What a vote names when it has no trace id of its own, resolved against the trace's spans when read. */
+export const FEEDBACK_TARGETS = ['trace', 'span', 'response', 'request'] as const;
+export type FeedbackTarget = (typeof FEEDBACK_TARGETS)[number];
+
+/**
+ * A thumbs-up/down vote (POST /api/ingest/feedback). `voteKey` is its identity within the workspace: `id:<id>`
+ * (the sender's id), `user:<hash of target, name, user>` (one vote per user, the latest wins) or `vote:<hash of the
+ * item>` (anonymous: each distinct vote counts, a replay collapses). The newest `receivedAtMs` of a key wins; a
+ * retraction is a later version with `retracted` set.
+ */
+export interface FeedbackRecord {
+  recordType: 'feedback';
+  workspaceId: string;
+  voteKey: string;
+  /** The sender's id, or the key's hash part. */
+  voteId: string;
+  /** The trace id as sent (or from a traceparent); '' when the vote names only a span, response or request. */
+  traceId: string;
+  targetType: FeedbackTarget;
+  /** The id of the target as sent (equal to traceId for a trace vote). */
+  targetId: string;
+  name: string;
+  /** 'up' or 'down'; '' for a retraction. */
+  value: '' | 'up' | 'down';
+  retracted: boolean;
+  comment: string;
+  userId: string;
+  source: string;
+  /** JSON object, as text ('{}' when none). */
+  metadata: string;
+  /** When the vote was given (the sender's timestamp, else the receive time). */
+  votedAtMs: number;
+  receivedAtMs: number;
+}
+
+/** How a security alert's delivery was authenticated beyond the API key. */
+export const ALERT_SIGNATURES = ['verified', 'unverified', 'unsigned'] as const;
+export type AlertSignature = (typeof ALERT_SIGNATURES)[number];
+
+/**
+ * An external security alert (POST /api/ingest/webhooks): the body as received plus what was read from it.
+ * `alertId` follows from the workspace and the body, so a redelivery (re-signed or not) collapses into one record.
+ */
+export interface SecurityAlertRecord {
+  recordType: 'security_alert';
+  workspaceId: string;
+  alertId: string;
+  source: string;
+  severity: Severity;
+  /** The sender's own word for it ('' when none). */
+  rawSeverity: string;
+  title: string;
+  category: string;
+  externalId: string;
+  detectedAtMs: number;
+  receivedAtMs: number;
+  /** Correlation keys, first hit of each; traceId may come from a response id the proxy recorded. */
+  traceId: string;
+  spanId: string;
+  requestId: string;
+  responseId: string;
+  sessionId: string;
+  userId: string;
+  signature: AlertSignature;
+  /** The signing secret that verified it ('' unless verified). */
+  secretId: string;
+  /** JSON object of every hit per key: { trace_id: [{ from, value }], … }, as text. */
+  correlation: string;
+  /** The body as received (UTF-8 text). */
+  body: string;
+}
+
 export type EnrichmentRecord =
   | FindingRecord
   | PolicyRecord
   | AuditRecord
   | AlertRecord
   | VerificationRecord
-  | CheckpointRecord;
+  | CheckpointRecord
+  | FeedbackRecord
+  | SecurityAlertRecord;
 export type EnrichmentType = EnrichmentRecord['recordType'];

@@ -3,7 +3,7 @@
 // fire again within the cooldown). Optional signed webhook notification.
 import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { AlertRecord, FindingRecord, Severity } from '../core/enrichment-records.ts';
+import type { AlertRecord, FindingRecord, SecurityAlertRecord, Severity } from '../core/enrichment-records.ts';
 import type { Processor } from '../core/ports/ingest.ts';
 import { USAGE_KINDS, type SpanRecord } from '../core/record.ts';
 import { interpolatedQuantile } from '../storage/enrichment.ts';
@@ -15,8 +15,12 @@ const RANK: Record<Severity, number> = { low: 0, medium: 1, high: 2, critical: 3
 
 export const alertRuleSchema = z.strictObject({
   id: z.string().regex(/^[\w.-]{1,64}$/),
-  /** latency: p95 duration (ms); cost: USD summed; error_rate: errors/requests; finding: severity at or above; guardrail: tripwires. */
-  kind: z.enum(['latency', 'cost', 'error_rate', 'finding', 'guardrail']),
+  /**
+   * latency: p95 duration (ms); cost: USD summed; error_rate: errors/requests; finding: severity at or above;
+   * guardrail: tripwires; security_alert: alerts from POST /api/ingest/webhooks at or above severity, more than
+   * threshold in the window.
+   */
+  kind: z.enum(['latency', 'cost', 'error_rate', 'finding', 'guardrail', 'security_alert']),
   threshold: z.number().min(0).default(0),
   windowSeconds: z.number().int().min(1).max(86_400).default(300),
   minRequests: z.number().int().min(1).default(1),
@@ -111,6 +115,7 @@ export class AlertEvaluator {
     findings: FindingRecord[],
     now: number,
     undo?: Array<() => void>,
+    security: readonly SecurityAlertRecord[] = [],
   ): AlertRecord[] {
     const before = this.state.get(workspaceId);
     const previous = this.previous[workspaceId];
@@ -159,12 +164,12 @@ export class AlertEvaluator {
       // Adds the span's sample (at its arrival) unless it was already counted: a redelivery.
       const mine = { window: st, spans: [] as string[] };
       added.push(mine);
-      const counted = (s: SpanRecord, value: number) => {
-        const span = spanKey(s);
-        const ok = st.add({ at: now, value, error: s.status === 'error', span });
+      const countKey = (span: string, value: number, error: boolean) => {
+        const ok = st.add({ at: now, value, error, span });
         if (ok) mine.spans.push(span);
         return ok;
       };
+      const counted = (s: SpanRecord, value: number) => countKey(spanKey(s), value, s.status === 'error');
       const matching = spans.filter(
         (s) =>
           s.workspaceId === workspaceId &&
@@ -179,6 +184,26 @@ export class AlertEvaluator {
         );
         if (top)
           fire(hits.length, top.traceId, `${top.severity} ${top.category} finding (${top.rule}) in ${top.field}`);
+        continue;
+      }
+      if (rule.kind === 'security_alert') {
+        // An alert redelivered (same id) is counted once; model and action filters do not apply to alerts.
+        const hits = security.filter(
+          (a) =>
+            a.workspaceId === workspaceId &&
+            RANK[a.severity] >= RANK[rule.severity] &&
+            countKey(`security_alert\u0000${a.alertId}`, 1, false),
+        );
+        const top = hits.reduce<SecurityAlertRecord | undefined>(
+          (a, x) => (!a || RANK[x.severity] > RANK[a.severity] ? x : a),
+          undefined,
+        );
+        if (top && st.size > rule.threshold)
+          fire(
+            st.size,
+            top.traceId,
+            `${top.severity} security alert from ${top.source}: ${top.title || top.category || top.externalId || top.alertId}`,
+          );
         continue;
       }
       if (rule.kind === 'guardrail') {
@@ -401,12 +426,14 @@ export function alertProcessor(
       // Lost with the batch: back at the front of the line for the next one (past the cap, the oldest go).
       (batch.lost ??= []).push(() => putBackOutcomes(outcomes, carried));
     }
-    if (batch.spans.length === 0) return batch;
+    const security = batch.extra.filter((r): r is SecurityAlertRecord => r.recordType === 'security_alert');
+    if (batch.spans.length === 0 && security.length === 0) return batch;
     const findings = batch.extra.filter((r): r is FindingRecord => r.recordType === 'finding');
     const now = Date.now();
-    for (const ws of new Set(batch.spans.map((s) => s.workspaceId))) {
+    for (const ws of new Set([...batch.spans, ...security].map((s) => s.workspaceId))) {
       const settings = await source.alertsFor(ws);
-      for (const alert of evaluator.evaluate(ws, settings.rules, batch.spans, findings, now, (batch.lost ??= []))) {
+      const lost = (batch.lost ??= []);
+      for (const alert of evaluator.evaluate(ws, settings.rules, batch.spans, findings, now, lost, security)) {
         const { webhookUrl, webhookSecret } = settings;
         if (webhookUrl) {
           alert.delivered = 'queued';

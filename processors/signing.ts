@@ -81,7 +81,7 @@ function readKey(file: string): KeyObject {
  * Written whole under a temporary name, fsync'd, then linked into place: a crash or a full disk leaves either no
  * file or the whole key, never an empty one every later start would stumble on.
  */
-function writeWhole(file: string, text: string): void {
+export function writeWhole(file: string, text: string): void {
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
     const fd = openSync(tmp, 'wx', 0o600);

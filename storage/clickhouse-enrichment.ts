@@ -34,6 +34,7 @@ import {
 } from './clickhouse-rollup.ts';
 import { finite, wellFormed } from './codec.ts';
 import { insertTsv } from './clickhouse-tsv.ts';
+import { feedbackRow, securityAlertRow } from './clickhouse-signals.ts';
 import {
   alertCursor,
   auditCursor,
@@ -431,6 +432,8 @@ export class ClickHouseEnrichment {
       ),
       this.insert('verification', b.verifications.map(verificationRow)),
       this.insert('verification_checkpoints', b.checkpoints.map(checkpointRow)),
+      this.insert('feedback', b.feedback.map(feedbackRow)),
+      this.insert('security_alerts', b.securityAlerts.map(securityAlertRow)),
     ]);
   }
 

@@ -97,6 +97,10 @@ export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   usage_corrections: 'cityHash64(workspace_id)',
   findings_daily: 'cityHash64(workspace_id)',
   findings_daily_corrections: 'cityHash64(workspace_id)',
+  feedback: 'cityHash64(workspace_id, vote_key)',
+  security_alerts: 'cityHash64(workspace_id, alert_id)',
+  webhook_secrets: 'cityHash64(secret_id)',
+  webhook_deliveries: 'cityHash64(workspace_id, delivery_key)',
 };
 
 export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
@@ -543,6 +547,76 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         SELECT workspace_id, trace_id, chain_id, seq FROM ${db}.verification`,
       `INSERT INTO ${db}.verification_traces (workspace_id, trace_id, chain_id, seq)
         SELECT workspace_id, trace_id, chain_id, seq FROM ${db}.verification`,
+    ],
+  },
+  {
+    version: 12,
+    description: 'feedback votes, security alerts, webhook signing secrets and accepted deliveries',
+    // feedback: one row per version of a vote; the newest received_at_ms of a vote_key stands (reads take it with
+    // LIMIT 1 BY, a retraction is a version with retracted = 1). Neither the key nor a partition holds a date: a
+    // re-vote on another day must replace the first (Langfuse's scores table keys on toDate(timestamp), and such a
+    // re-vote duplicates there). security_alerts: alert_id follows from the body, so redeliveries collapse.
+    // webhook_secrets: versioned like api_keys (a revocation is a later version). webhook_deliveries: one row per
+    // claim; a claim wins only when it is the one row of its key (storage/clickhouse-signals.ts claimDelivery).
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.feedback (
+        workspace_id String,
+        vote_key String,
+        vote_id String,
+        trace_id String,
+        target_type String,
+        target_id String,
+        name String,
+        value String,
+        retracted UInt8,
+        comment String,
+        user_id String,
+        source String,
+        metadata String,
+        voted_at_ms UInt64,
+        received_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree(received_at_ms)
+      ORDER BY (workspace_id, vote_key)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.security_alerts (
+        workspace_id String,
+        alert_id String,
+        source String,
+        severity String,
+        raw_severity String,
+        title String,
+        category String,
+        external_id String,
+        detected_at_ms UInt64,
+        received_at_ms UInt64,
+        trace_id String,
+        span_id String,
+        request_id String,
+        response_id String,
+        session_id String,
+        user_id String,
+        signature String,
+        secret_id String,
+        correlation String,
+        body String
+      ) ENGINE = ReplacingMergeTree(received_at_ms)
+      ORDER BY (workspace_id, alert_id)`,
+      `CREATE TABLE IF NOT EXISTS ${db}.webhook_secrets (
+        secret_id String,
+        workspace_id String,
+        sealed String,
+        created_at_ms UInt64,
+        revoked_at_ms UInt64,
+        version UInt64
+      ) ENGINE = ReplacingMergeTree(version)
+      ORDER BY secret_id`,
+      `CREATE TABLE IF NOT EXISTS ${db}.webhook_deliveries (
+        workspace_id String,
+        delivery_key String,
+        claimant String,
+        at_ms UInt64
+      ) ENGINE = MergeTree()
+      PARTITION BY toYYYYMM(toDateTime(intDiv(at_ms, 1000), 'UTC'))
+      ORDER BY (workspace_id, delivery_key, claimant)`,
     ],
   },
 ];

@@ -1,13 +1,17 @@
 // ClickHouse backend. Works with 18.16 and current releases: plain HTTP, no query parameters
 // (inlined literals via clickhouse-sql.ts), no compression; rows in as TabSeparated (clickhouse-tsv.ts), out as JSONEachRow.
 import {
-  ANALYTICS_METHODS,
   type AnalyticsStore,
   ENRICHMENT_METHODS,
   type EnrichmentStore,
+  SIGNAL_METHODS,
+  type SignalStore,
   VERIFICATION_METHODS,
   type VerificationStore,
+  WEBHOOK_METHODS,
+  type WebhookStore,
 } from '../core/ports/storage.ts';
+import { ClickHouseSignals } from './clickhouse-signals.ts';
 import { delegating } from './delegate.ts';
 import { randomUUID } from 'node:crypto';
 import {
@@ -453,8 +457,9 @@ function nextVersion(atLeast = 0): number {
 }
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
-const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>({
-  enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, ...ANALYTICS_METHODS], // ClickHouseEnrichment
+const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore>({
+  enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // ClickHouseEnrichment
+  signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // ClickHouseSignals (usage: the rollups plus votes)
 });
 
 export class ClickHouseStorage extends Delegated implements Storage {
@@ -462,6 +467,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
   private readonly client: ClickHouseClient;
   private readonly db: string;
   readonly enrichment: ClickHouseEnrichment;
+  readonly signals: ClickHouseSignals;
   private readonly exactRollups: boolean;
 
   private readonly opts: ClickHouseOptions;
@@ -473,6 +479,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
     this.client = this.connect(opts.url, opts.connection);
     this.exactRollups = opts.exactRollups ?? true;
     this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups);
+    this.signals = new ClickHouseSignals(this.client, this.db, (ws, q) => this.enrichment.usage(ws, q));
   }
 
   private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {
@@ -849,7 +856,8 @@ export class ClickHouseStorage extends Delegated implements Storage {
   async listTraces(workspaceId: string, filter: TraceFilter): Promise<TracePage> {
     const f = normalizeFilter(filter);
     const ws = str(wellFormed(workspaceId));
-    const page = await this.tracePage(ws, f);
+    const voted = f.feedback ? await this.signals.votedTraces(workspaceId, f.feedback) : null;
+    const page = await this.tracePage(ws, f, voted);
     if (page.length === 0) return { items: [], nextCursor: null };
     // Only the page's traces are rolled up, on the days they span.
     const days = page.flatMap((r) => [r.d0, r.d1]).sort();
@@ -903,7 +911,11 @@ export class ClickHouseStorage extends Delegated implements Storage {
    * instead took several times as long. Span filters: the subquery (any stored version) narrows the scan,
    * `m` keeps a trace only when one span's newest version satisfies them all.
    */
-  private tracePage(ws: string, f: SpanFilter): Promise<Array<{ trace_id: string; d0: string; d1: string }>> {
+  private tracePage(
+    ws: string,
+    f: SpanFilter,
+    voted: { direct: string; resolved: string[] } | null,
+  ): Promise<Array<{ trace_id: string; d0: string; d1: string }>> {
     const filtered = hasSpanFilter(f);
     const newest = (col: string, as: string) => `, argMax(${col}, ingested_at_ms) AS ${as}`;
     const having = [filtered ? 'max(m) = 1' : '1'];
@@ -920,13 +932,19 @@ export class ClickHouseStorage extends Delegated implements Storage {
         `trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND ${spanConditions(f)})`,
       );
     if (f.traceId !== undefined) narrow.push(`trace_id = ${str(f.traceId)}`);
+    // Votes are sharded by vote, spans by trace: GLOBAL, so that the subquery runs once over every shard's votes.
+    if (voted)
+      narrow.push(
+        `(trace_id GLOBAL IN (${voted.direct})${voted.resolved.length ? ` OR trace_id IN ${strList(voted.resolved)}` : ''})`,
+      );
     // The trace status is one of its spans' statuses: only traces with such a span (in any version) can match.
     // Most spans are 'completed': for it, that subquery would narrow nothing and cost more than it saves.
     if (f.status !== undefined && f.status !== 'completed')
       narrow.push(
         `trace_id IN (SELECT trace_id FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND status = ${str(f.status)})`,
       );
-    return this.rows(`
+    return this.rows(
+      `
       SELECT trace_id, toString(min(d_lo)) AS d0, toString(max(d_hi)) AS d1
       FROM (
         SELECT trace_id, span_id, min(start_date) AS d_lo, max(start_date) AS d_hi
@@ -939,7 +957,9 @@ export class ClickHouseStorage extends Delegated implements Storage {
       GROUP BY trace_id
       HAVING ${having.join(' AND ')}
       ORDER BY min(s_start) DESC, trace_id DESC
-      LIMIT ${f.limit + 1}`);
+      LIMIT ${f.limit + 1}`,
+      LOOKUP_SETTINGS,
+    );
   }
 
   async countSpans(workspaceId: string): Promise<number> {

@@ -276,6 +276,7 @@ export interface SpanFilter {
   source?: string;
   cursor?: Cursor;
   traceId?: string;
+  feedback?: 'up' | 'down';
   limit: number;
 }
 
@@ -296,6 +297,10 @@ export function normalizeFilter(f: TraceFilter): SpanFilter {
   }
   if (f.cursor) out.cursor = decodeCursor(f.cursor);
   if (f.traceId !== undefined) out.traceId = wellFormed(f.traceId);
+  if (f.feedback !== undefined) {
+    if (f.feedback !== 'up' && f.feedback !== 'down') throw new RangeError(`invalid feedback filter: ${f.feedback}`);
+    out.feedback = f.feedback;
+  }
   return out;
 }
 

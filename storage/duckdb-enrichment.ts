@@ -7,8 +7,10 @@ import type {
   AuditRecord,
   CheckpointRecord,
   EnrichmentRecord,
+  FeedbackRecord,
   FindingRecord,
   PolicyRecord,
+  SecurityAlertRecord,
   VerificationRecord,
 } from '../core/enrichment-records.ts';
 import type {
@@ -48,7 +50,7 @@ import {
 
 type Params = Record<string, DuckDBValue>;
 type Row = Record<string, unknown>;
-type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendDouble' | 'appendList'>;
+type Appender = Pick<ColumnRows, 'appendVarchar' | 'appendBigInt' | 'appendDouble' | 'appendList' | 'appendBoolean'>;
 /** Runs fn with the storage's one connection, one call at a time (DuckDbStorage.serial). */
 /** The store's one connection, a statement at a time; `write`: a batch insert (see DuckDbStorage.writeThreads). */
 export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>, write?: boolean) => Promise<T>;
@@ -56,7 +58,7 @@ export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>, write?: boolea
 /** Values ClickHouse's quantiles state holds (a reservoir sampler): usage quantiles are exact up to this many per group. */
 const RESERVOIR = 8192;
 
-type KeyedTable = 'findings' | 'policy_records' | 'alerts';
+type KeyedTable = 'findings' | 'policy_records' | 'alerts' | 'feedback' | 'security_alerts';
 
 /** Versioned records: the newest version wins, the later write on a tie. */
 function upsertSql(table: KeyedTable): string {
@@ -297,6 +299,23 @@ const APPEND = {
     a.appendVarchar(r.signature);
     a.appendBigInt(big(r.atMs));
   },
+  feedback: (a: Appender, r: FeedbackRecord) => {
+    for (const v of [r.workspaceId, r.voteKey, r.voteId, r.traceId, r.targetType, r.targetId, r.name, r.value])
+      a.appendVarchar(v);
+    a.appendBoolean(r.retracted);
+    for (const v of [r.comment, r.userId, r.source, r.metadata]) a.appendVarchar(v);
+    a.appendBigInt(big(r.votedAtMs));
+    a.appendBigInt(big(r.receivedAtMs));
+  },
+  security_alerts: (a: Appender, r: SecurityAlertRecord) => {
+    for (const v of [r.workspaceId, r.alertId, r.source, r.severity, r.rawSeverity, r.title, r.category, r.externalId])
+      a.appendVarchar(v);
+    a.appendBigInt(big(r.detectedAtMs));
+    a.appendBigInt(big(r.receivedAtMs));
+    for (const v of [r.traceId, r.spanId, r.requestId, r.responseId, r.sessionId, r.userId, r.signature])
+      a.appendVarchar(v);
+    for (const v of [r.secretId, r.correlation, r.body]) a.appendVarchar(v);
+  },
 } as const;
 
 function rowsFor(cols: ColumnRows, table: EnrichmentTable, rows: readonly unknown[]): ColumnRows {
@@ -385,6 +404,8 @@ export class DuckDbEnrichment {
       ['findings', b.findings],
       ['policy_records', b.policies],
       ['alerts', b.alerts],
+      ['feedback', b.feedback],
+      ['security_alerts', b.securityAlerts],
     ];
     const chained: Array<[ChainedTable, readonly ChainedRecord[]]> = [
       ['audit_log', b.audits],

@@ -1,12 +1,16 @@
 // DuckDB backend: one embedded database file, one connection, calls serialized.
 import {
-  ANALYTICS_METHODS,
   type AnalyticsStore,
   ENRICHMENT_METHODS,
   type EnrichmentStore,
+  SIGNAL_METHODS,
+  type SignalStore,
   VERIFICATION_METHODS,
   type VerificationStore,
+  WEBHOOK_METHODS,
+  type WebhookStore,
 } from '../core/ports/storage.ts';
+import { DuckDbSignals } from './duckdb-signals.ts';
 import { delegating } from './delegate.ts';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -168,8 +172,9 @@ async function createWaitingForLock(path: string, options: Record<string, string
 }
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
-const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>({
-  enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, ...ANALYTICS_METHODS], // DuckDbEnrichment
+const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore>({
+  enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // DuckDbEnrichment
+  signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // DuckDbSignals (usage: the spans' plus votes)
 });
 
 export class DuckDbStorage extends Delegated implements Storage {
@@ -180,6 +185,10 @@ export class DuckDbStorage extends Delegated implements Storage {
   // One connection, so one statement (or transaction) at a time.
   private queue: Promise<unknown> = Promise.resolve();
   readonly enrichment = new DuckDbEnrichment((fn, write) => this.serial(fn, write));
+  readonly signals = new DuckDbSignals(
+    (fn, write) => this.serial(fn, write),
+    (ws, q) => this.enrichment.usage(ws, q),
+  );
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;
@@ -612,6 +621,12 @@ export class DuckDbStorage extends Delegated implements Storage {
     if (f.traceId !== undefined) {
       match += ' AND trace_id = $tid';
       params.tid = f.traceId;
+    }
+    if (f.feedback !== undefined) {
+      const voted = await this.signals.votedTraces(workspaceId, f.feedback);
+      if (voted.length === 0) return { items: [], nextCursor: null };
+      match += ' AND trace_id IN (SELECT unnest($voted))';
+      params.voted = listValue(voted);
     }
     // The trace status is one of its spans' statuses: only traces with such a span need aggregating.
     if (f.status !== undefined)

@@ -7,10 +7,13 @@ import type {
   AuditRecord,
   CheckpointRecord,
   EnrichmentRecord,
+  FeedbackRecord,
   FindingRecord,
   PolicyRecord,
+  SecurityAlertRecord,
   VerificationRecord,
 } from '../core/enrichment-records.ts';
+import { normFeedback, normSecurityAlert } from './signals.ts';
 import { badQuery } from '../core/errors.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, UsageQuery, UsageRow } from '../core/ports/storage.ts';
 import { count, decodeCursor, encodeCursor, finite, roundSum, wellFormed } from './codec.ts';
@@ -24,6 +27,8 @@ export interface EnrichmentBatch {
   alerts: AlertRecord[];
   verifications: VerificationRecord[];
   checkpoints: CheckpointRecord[];
+  feedback: FeedbackRecord[];
+  securityAlerts: SecurityAlertRecord[];
 }
 
 const w = wellFormed;
@@ -147,7 +152,16 @@ const none = () => 0;
 
 /** Normalizes every record (well-formed strings, non-negative integers, finite floats) and partitions by type. */
 export function partitionEnrichment(rows: readonly EnrichmentRecord[]): EnrichmentBatch {
-  const b: EnrichmentBatch = { findings: [], policies: [], audits: [], alerts: [], verifications: [], checkpoints: [] };
+  const b: EnrichmentBatch = {
+    findings: [],
+    policies: [],
+    audits: [],
+    alerts: [],
+    verifications: [],
+    checkpoints: [],
+    feedback: [],
+    securityAlerts: [],
+  };
   for (const r of rows) {
     switch (r.recordType) {
       case 'finding':
@@ -167,6 +181,12 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
         break;
       case 'checkpoint':
         b.checkpoints.push(normCheckpoint(r));
+        break;
+      case 'feedback':
+        b.feedback.push(normFeedback(r));
+        break;
+      case 'security_alert':
+        b.securityAlerts.push(normSecurityAlert(r));
         break;
       default:
         throw new RangeError(
@@ -193,6 +213,16 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
     ),
     verifications: latest(b.verifications, (r) => key(r.workspaceId, r.chainId, r.seq), none),
     checkpoints: latest(b.checkpoints, (r) => key(r.workspaceId, r.chainId, r.seq), none),
+    feedback: latest(
+      b.feedback,
+      (r) => key(r.workspaceId, r.voteKey),
+      (r) => r.receivedAtMs,
+    ),
+    securityAlerts: latest(
+      b.securityAlerts,
+      (r) => key(r.workspaceId, r.alertId),
+      (r) => r.receivedAtMs,
+    ),
   };
 }
 
@@ -410,6 +440,8 @@ export function toUsageRow(a: UsageAgg): UsageRow {
     p50Ms: a.quantiles[0] ?? 0,
     p95Ms: a.quantiles[1] ?? 0,
     p99Ms: a.quantiles[2] ?? 0,
+    feedbackUp: 0,
+    feedbackDown: 0,
   };
 }
 

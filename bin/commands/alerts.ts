@@ -11,7 +11,8 @@ export const command: Command = {
 
 alerts.json: {"rules":[{"id":"slow","kind":"latency","threshold":2000,"windowSeconds":300,"model":"gpt-4o"}],
 "webhookUrl":"https://…","webhookSecret":"…"}  kinds: latency (p95 ms), cost (USD), error_rate (0..1),
-finding (severity at or above), guardrail (tripwires). Deliveries are signed: X-Service-Signature: v1=<hmac>.
+finding (severity at or above), guardrail (tripwires), security_alert (alerts of POST /api/ingest/webhooks
+at or above severity). Deliveries are signed: X-Service-Signature: v1=<hmac>.
 The file is a JSON object; only the fields it gives change, the others stay as stored ("rules":[] removes
 every rule).`,
   async run(args: string[], config: Config): Promise<number> {

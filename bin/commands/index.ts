@@ -8,6 +8,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   policy: () => import('./policy.ts'),
   provider: () => import('./provider.ts'),
   alerts: () => import('./alerts.ts'),
+  webhooks: () => import('./webhooks.ts'),
   settings: () => import('./settings.ts'),
   verify: () => import('./verify.ts'),
   refused: () => import('./refused.ts'),

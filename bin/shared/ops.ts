@@ -22,11 +22,19 @@ import { AuditChain } from '../../processors/audit.ts';
 import { LastKnown, lastKnownFile } from '../../collector/workspaces/last-known.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
+import { loadSecretsKey, secretBox } from '../../processors/secret-box.ts';
+import {
+  addWebhookSecret,
+  listWebhookSecrets,
+  revokeWebhookSecret,
+} from '../../collector/workspaces/webhook-secrets.ts';
 
 type Created = Awaited<ReturnType<typeof createKey>>;
 type KeyList = Awaited<ReturnType<typeof listKeys>>;
 type Shown = ReturnType<typeof showSettings>;
 export type VerifyResult = Awaited<ReturnType<typeof verifyWorkspace>>;
+type AddedSecret = Awaited<ReturnType<typeof addWebhookSecret>>;
+type SecretList = Awaited<ReturnType<typeof listWebhookSecrets>>;
 
 export interface Ops {
   createKey(workspace: string): Promise<Created>;
@@ -36,6 +44,10 @@ export interface Ops {
   updateSettings(workspace: string, patch: SettingsPatch): Promise<Shown>;
   verify(workspace: string): Promise<VerifyResult>;
   verifiableWorkspaces(): Promise<string[]>;
+  addWebhookSecret(workspace: string): Promise<AddedSecret>;
+  listWebhookSecrets(workspace?: string): Promise<SecretList>;
+  /** When the secret was revoked; null when there is no such secret. */
+  revokeWebhookSecret(secretId: string): Promise<number | null>;
   close(): Promise<void>;
 }
 
@@ -118,6 +130,22 @@ class RemoteOps implements Ops {
   async verifiableWorkspaces() {
     return (await this.call<{ workspaces: string[] }>('GET', '/admin/workspaces')).workspaces;
   }
+  addWebhookSecret(workspace: string) {
+    return this.call<AddedSecret>('POST', '/admin/webhook-secrets', { workspace });
+  }
+  async listWebhookSecrets(workspace?: string) {
+    const path = `/admin/webhook-secrets${workspace ? this.q(workspace) : ''}`;
+    return (await this.call<{ secrets: SecretList }>('GET', path)).secrets;
+  }
+  async revokeWebhookSecret(secretId: string) {
+    try {
+      const path = `/admin/webhook-secrets/${encodeURIComponent(secretId)}/revoke`;
+      return (await this.call<{ revokedAtMs: number }>('POST', path)).revokedAtMs;
+    } catch (e) {
+      if (/no such webhook secret/.test((e as Error).message)) return null;
+      throw e;
+    }
+  }
   async close() {}
 }
 
@@ -172,6 +200,16 @@ class LocalOps implements Ops {
   }
   verifiableWorkspaces() {
     return this.storage.verificationWorkspaces();
+  }
+  addWebhookSecret(workspace: string) {
+    const box = secretBox(loadSecretsKey(join(this.config.DATA_DIR, 'keys'), this.config.SECRETS_KEY));
+    return addWebhookSecret(this.storage, box, workspace, this.audit);
+  }
+  listWebhookSecrets(workspace?: string) {
+    return listWebhookSecrets(this.storage, workspace);
+  }
+  revokeWebhookSecret(secretId: string) {
+    return revokeWebhookSecret(this.storage, secretId, this.audit);
   }
   close() {
     return this.storage.close();

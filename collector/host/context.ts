@@ -16,6 +16,7 @@ import type { Metrics } from '../http/metrics.ts';
 import type { RouteDoc } from '../http/openapi.ts';
 import type { RateLimits } from '../http/rate-limit.ts';
 import type { SettingsStore } from '../workspaces/settings.ts';
+import type { WebhookSecrets } from '../workspaces/webhook-secrets.ts';
 
 /** What the routes read of the pipeline's stats (tests pass small doubles). */
 export type PipelineStats = Pick<
@@ -41,6 +42,8 @@ export interface AppDeps {
   keys: KeyVerifier;
   limits: RateLimits;
   settings: SettingsStore;
+  /** Webhook signing secrets, opened and cached for the webhook receiver; the admin routes manage them. */
+  webhookSecrets: WebhookSecrets;
   enrichment: Enrichment;
   log: Logger;
   metrics: Metrics;

@@ -50,14 +50,19 @@ export interface ReceiverDeclaration<Payload, Reply> {
   auditEmpty?: boolean;
   /** Content types accepted (415 otherwise). */
   accepts: readonly BodyKind[];
+  /** The body's limit in bytes after decompression (413 beyond); default TRACEGATE_MAX_BODY_BYTES. */
+  maxBodyBytes?: number;
   /** The OpenAPI entry of each path (method, path, auth and errors come from the declaration). */
   doc: Omit<RouteDoc, 'method' | 'path' | 'auth' | 'errors'>;
-  /** The body's bytes → the payload: decoded and checked under the request limits (throws a TracegateError). */
-  parse(raw: Buffer, kind: BodyKind, ctx: Context): Payload;
+  /**
+   * The body's bytes → the payload: decoded and checked under the request limits (throws a TracegateError). May
+   * look at the raw bytes before anything parses them (a signature over the body is checked here).
+   */
+  parse(raw: Buffer, kind: BodyKind, ctx: Context): Payload | Promise<Payload>;
   /** Payload → records, through the source's mapper. */
   map(payload: Payload, req: Received): Mapped<Reply> | Promise<Mapped<Reply>>;
-  /** The answer once the records are durable: sets ctx.status and ctx.body. */
-  answer(mapped: Mapped<Reply>, ctx: Context): void;
+  /** The answer once the records are durable: sets ctx.status and ctx.body (after what must follow durability). */
+  answer(mapped: Mapped<Reply>, ctx: Context): void | Promise<void>;
 }
 
 /** Bodies from this size up yield to the event loop between parsing, mapping and ingesting. */
@@ -82,11 +87,11 @@ function receive<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>, path: s
   const route = `POST ${path}`;
   return async (ctx: Context): Promise<void> => {
     const kind = bodyKind(ctx, decl.accepts);
-    const raw = await readBody(ctx, r.config.MAX_BODY_BYTES);
+    const raw = await readBody(ctx, Math.min(decl.maxBodyBytes ?? Infinity, r.config.MAX_BODY_BYTES));
     // Parsing, mapping and ingesting a large body each take a while on the event loop: other requests (and
     // /healthz) get a turn between them. Small bodies, nearly all of them, skip the yield.
     const turn = raw.length >= LARGE_BODY ? breathe : noop;
-    const payload = decl.parse(raw, kind, ctx);
+    const payload = await decl.parse(raw, kind, ctx);
     await turn();
     const caller = ctx.state.caller as Caller;
     const mapped = await decl.map(payload, { caller, now: Date.now(), path, ctx, breathe: turn });
@@ -103,7 +108,7 @@ function receive<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>, path: s
       });
     }
     countIngested(r, mapped.spans);
-    decl.answer(mapped, ctx);
+    await decl.answer(mapped, ctx);
   };
 }
 

@@ -16,6 +16,7 @@ import {
   type AuditSink,
 } from '../workspaces/admin.ts';
 import { parseJson, readBody } from '../http/body.ts';
+import { addWebhookSecret, listWebhookSecrets, revokeWebhookSecret } from '../workspaces/webhook-secrets.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 
@@ -70,6 +71,24 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
       await wsParam(ctx),
       await verificationKeys(r.storage, r.enrichment.keysDir),
     );
+  });
+  r.router.post('/admin/webhook-secrets', guard, async (ctx) => {
+    const body = parseJson(await readBody(ctx, 4096), 8) as { workspace?: unknown };
+    if (typeof body?.workspace !== 'string')
+      throw new HttpError(400, 'invalid_request', 'workspace (string) is required');
+    const added = await addWebhookSecret(r.storage, r.webhookSecrets.box(), body.workspace, audit);
+    r.webhookSecrets.forget(added.workspaceId);
+    ctx.body = added;
+  });
+  r.router.get('/admin/webhook-secrets', guard, async (ctx) => {
+    const workspace = typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined;
+    ctx.body = { secrets: await listWebhookSecrets(r.storage, workspace) };
+  });
+  r.router.post('/admin/webhook-secrets/:secretId/revoke', guard, async (ctx) => {
+    const revokedAtMs = await revokeWebhookSecret(r.storage, ctx.params.secretId!, audit);
+    if (revokedAtMs === null) throw new HttpError(404, 'not_found', 'no such webhook secret');
+    r.webhookSecrets.forget(); // at once here; other collectors within their cache's few seconds
+    ctx.body = { revoked: ctx.params.secretId, revokedAtMs };
   });
   r.router.get('/admin/workspaces', guard, async (ctx) => {
     ctx.body = { workspaces: await r.storage.verificationWorkspaces() };

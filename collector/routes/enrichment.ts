@@ -77,7 +77,7 @@ const alertItem = z.object({
   workspaceId: z.string(),
   alertId: z.string(),
   ruleId: z.string(),
-  kind: z.string().describe('latency, cost, error_rate, finding or guardrail'),
+  kind: z.string().describe('latency, cost, error_rate, finding, guardrail or security_alert'),
   severity,
   message: z.string(),
   traceId: z.string().describe("The trace that tipped it; '' when none did"),
@@ -181,6 +181,12 @@ const usageBody = z.object({
       p50Ms: z.number(),
       p95Ms: z.number(),
       p99Ms: z.number(),
+      feedbackUp: z
+        .number()
+        .describe(
+          "Standing thumbs-up votes given in the bucket on traces of the group (the group of the trace's first model call; '' while the trace is not stored)",
+        ),
+      feedbackDown: z.number().describe('Standing thumbs-down votes, as feedbackUp'),
     }),
   ),
 });
@@ -256,7 +262,7 @@ export function enrichmentRoutes(r: RouteContext): void {
   );
   doc(
     '/api/analytics/usage',
-    'Requests, errors, tokens, cost and p50/p95/p99 latency of model calls (llm and embedding spans) per bucket and group',
+    'Requests, errors, tokens, cost and p50/p95/p99 latency of model calls (llm and embedding spans), and feedback votes, per bucket and group',
     usageBody,
     usageQuery,
   );

@@ -11,6 +11,16 @@ import type { TracePage, TraceSummary } from '../../core/ports/storage.ts';
 import { decodeSpanCursor, encodeSpanCursor } from '../../storage/codec.ts';
 import type { SpanRecord } from '../../core/record.ts';
 import { storedPolicy } from './stored-versions.ts';
+import {
+  feedbackSummary,
+  feedbackSummarySchema,
+  MAX_TRACE_ALERTS,
+  MAX_TRACE_VOTES,
+  publicVote,
+  traceAlert,
+  traceAlertSchema,
+  voteSchema,
+} from './signal-view.ts';
 
 /**
  * Longest page cursor accepted: the longest a cursor of this server can be (a trace id of 256 escaped characters; a
@@ -26,6 +36,10 @@ export const listQuery = z.object({
   environment: z.string().max(4096).optional(),
   status: z.string().max(64).optional(),
   source: z.enum(SOURCES).optional(),
+  feedback: z
+    .enum(['up', 'down'])
+    .optional()
+    .describe('Traces with at least one standing vote of this value (POST /api/ingest/feedback)'),
   limit: whole(1, 1000).default(50),
   cursor: z.string().max(MAX_CURSOR_CHARS).optional().describe('nextCursor from the previous page'),
 });
@@ -152,6 +166,17 @@ export const traceDetailSchema = z.object({
         createdAtMs: z.number(),
       }),
     ),
+    feedback: feedbackSummarySchema,
+    feedbackVotes: z
+      .array(voteSchema)
+      .describe(
+        `The standing votes linked to the trace (naming it, or one of its spans, responses or requests), newest first; at most ${MAX_TRACE_VOTES}`,
+      ),
+    securityAlerts: z
+      .array(traceAlertSchema)
+      .describe(
+        `Security alerts linked to the trace (naming it, or one of its spans, requests or responses), newest first; at most ${MAX_TRACE_ALERTS} (bodies: GET /api/security-alerts)`,
+      ),
   }),
 });
 
@@ -207,6 +232,7 @@ export const READ_LIMITS = {
   findings: 'read:findings',
   policy: 'read:policy',
   usage: 'read:usage',
+  securityAlerts: 'read:security-alerts',
 } as const;
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -238,7 +264,7 @@ export function readRoutes(r: RouteContext): void {
     auth: 'apiKey',
     query: detailQuery,
     summary:
-      'One trace: summary roll-up, spans (a large trace in parts), the span tree, and the governance policy decision recorded for each span',
+      'One trace: summary roll-up, spans (a large trace in parts), the span tree, the governance policy decision recorded for each span, feedback votes and linked security alerts',
     responses: {
       200: { description: 'The trace', schema: traceDetailSchema },
       404: { description: 'No such trace in this workspace', schema: errorSchema },
@@ -259,6 +285,7 @@ export function readRoutes(r: RouteContext): void {
         environment: q.environment,
         status: q.status,
         source: q.source,
+        feedback: q.feedback,
         limit: q.limit,
         cursor: q.cursor,
       }),
@@ -273,7 +300,7 @@ export function readRoutes(r: RouteContext): void {
     const after = q.spanCursor === undefined ? undefined : decodeSpanCursor(q.spanCursor);
     const limit = q.spanLimit ?? r.config.MAX_TRACE_SPANS;
     const caller = ctx.state.caller as Caller;
-    const { page, more, whole, records } = await r.read(async () => {
+    const { page, more, whole, records, votes, alerts } = await r.read(async () => {
       // A part ends early at MAX_TRACE_PART_BYTES of stored spans: a span count alone does not bound an answer's size.
       const part = await r.storage.getTracePart(caller.workspaceId, traceId, {
         limit,
@@ -292,6 +319,8 @@ export function readRoutes(r: RouteContext): void {
           page.length === 0
             ? []
             : await r.storage.getPolicyRecords(caller.workspaceId, traceId, more || after ? ids : undefined),
+        votes: await r.storage.traceFeedback(caller.workspaceId, traceId),
+        alerts: await r.storage.traceSecurityAlerts(caller.workspaceId, traceId, MAX_TRACE_ALERTS),
       };
     });
     if (page.length === 0 && !whole) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
@@ -312,6 +341,9 @@ export function readRoutes(r: RouteContext): void {
         nextSpanCursor: more && last ? encodeSpanCursor({ startNs: last.startTimeNs, spanId: last.spanId }) : null,
         tree: spanTree(spans),
         policy,
+        feedback: feedbackSummary(votes),
+        feedbackVotes: votes.slice(0, MAX_TRACE_VOTES).map(publicVote),
+        securityAlerts: alerts.map(traceAlert),
       },
     } satisfies z.output<typeof traceDetailSchema>;
   });

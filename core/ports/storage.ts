@@ -6,8 +6,10 @@ import type {
   AuditRecord,
   CheckpointRecord,
   EnrichmentRecord,
+  FeedbackRecord,
   FindingRecord,
   PolicyRecord,
+  SecurityAlertRecord,
   VerificationRecord,
 } from '../enrichment-records.ts';
 
@@ -37,6 +39,8 @@ export interface TraceFilter {
   environment?: string;
   status?: string;
   source?: Source;
+  /** Traces with at least one standing vote of this value (direct, or through a span, response or request id). */
+  feedback?: 'up' | 'down';
   /** One trace only (its rollup when GET /api/traces/:id shows a part of its spans). */
   traceId?: string;
   limit: number; // 1..1000
@@ -250,6 +254,49 @@ export interface AnalyticsStore {
   ): Promise<Array<{ day: string; category: string; severity: string; count: number }>>;
 }
 
+/**
+ * Storage: feedback votes and security alerts as they link to traces. A vote or an alert names a trace directly, or
+ * only a span, a provider response or a request id: those are resolved when read, against the spans stored by then
+ * (so one that arrives before its trace is linked once the trace arrives).
+ */
+export interface SignalStore {
+  /** The trace of each provider response id the proxy recorded for the workspace (any upstream); unknown ids left out. */
+  responseTraces(workspaceId: string, responseIds: readonly string[]): Promise<Map<string, string>>;
+  /** The standing votes (newest version of each, retractions left out) linked to the trace, newest first. */
+  traceFeedback(workspaceId: string, traceId: string): Promise<FeedbackRecord[]>;
+  /** The security alerts linked to the trace, newest first, at most `limit`. */
+  traceSecurityAlerts(workspaceId: string, traceId: string, limit: number): Promise<SecurityAlertRecord[]>;
+  /** Newest first by (receivedAtMs, alertId). */
+  listSecurityAlerts(workspaceId: string, q: SecurityAlertQuery): Promise<Page<SecurityAlertRecord>>;
+}
+
+/**
+ * Storage: webhook signing secrets (sealed: storage never holds one in the clear) and the deliveries already
+ * accepted, so that collectors sharing the storage refuse a replay that another of them accepted.
+ */
+export interface WebhookStore {
+  putWebhookSecret(rec: WebhookSecretRecord): Promise<void>;
+  getWebhookSecret(secretId: string): Promise<WebhookSecretRecord | null>;
+  /** A workspace's secrets (every workspace's without one), active and revoked, oldest first. */
+  listWebhookSecrets(workspaceId?: string): Promise<WebhookSecretRecord[]>;
+  /** False when no such secret; a second revocation keeps the first time. */
+  revokeWebhookSecret(secretId: string, atMs: number): Promise<boolean>;
+  /**
+   * Record deliveries as accepted, several at once: for each, true for the first claim of its key in its workspace,
+   * false when it was claimed before (by this collector or another sharing the storage), or earlier in the same
+   * call. Of claims racing, at most one gets true.
+   */
+  claimDeliveries(claims: readonly DeliveryClaim[], atMs: number): Promise<boolean[]>;
+  /** For each delivery, whether it was claimed (a replay is refused before its body is looked at). */
+  claimedDeliveries(claims: readonly DeliveryClaim[]): Promise<boolean[]>;
+}
+
+/** A signed webhook delivery, by what it signed (its claim key), in a workspace. */
+export interface DeliveryClaim {
+  workspaceId: string;
+  key: string;
+}
+
 /** Every storage engine: all the concerns above, behind one object. */
 export interface Storage
   extends StorageLifecycle,
@@ -259,7 +306,9 @@ export interface Storage
     EnrichmentStore,
     VerificationStore,
     SigningKeyStore,
-    AnalyticsStore {}
+    AnalyticsStore,
+    SignalStore,
+    WebhookStore {}
 
 /** True only when `L` names every method of `T`: a method added to a port without its list fails the type check. */
 type Complete<T, L extends readonly (keyof T)[]> = [Exclude<keyof T, L[number]>] extends [never] ? true : false;
@@ -314,6 +363,20 @@ export const SIGNING_KEY_METHODS = [
   'publishedKeys',
 ] as const satisfies readonly (keyof SigningKeyStore)[];
 export const ANALYTICS_METHODS = ['usage', 'findingsDaily'] as const satisfies readonly (keyof AnalyticsStore)[];
+export const SIGNAL_METHODS = [
+  'responseTraces',
+  'traceFeedback',
+  'traceSecurityAlerts',
+  'listSecurityAlerts',
+] as const satisfies readonly (keyof SignalStore)[];
+export const WEBHOOK_METHODS = [
+  'putWebhookSecret',
+  'getWebhookSecret',
+  'listWebhookSecrets',
+  'revokeWebhookSecret',
+  'claimDeliveries',
+  'claimedDeliveries',
+] as const satisfies readonly (keyof WebhookStore)[];
 
 /** Fails the type check when a port's list misses one of its methods. */
 export type PortListsComplete = [
@@ -324,6 +387,8 @@ export type PortListsComplete = [
   Assert<Complete<VerificationStore, typeof VERIFICATION_METHODS>>,
   Assert<Complete<SigningKeyStore, typeof SIGNING_KEY_METHODS>>,
   Assert<Complete<AnalyticsStore, typeof ANALYTICS_METHODS>>,
+  Assert<Complete<SignalStore, typeof SIGNAL_METHODS>>,
+  Assert<Complete<WebhookStore, typeof WEBHOOK_METHODS>>,
 ];
 
 /** Every storage call but the engine's lifecycle (init, close, kind), in port order. */
@@ -335,6 +400,8 @@ export const STORAGE_METHODS = [
   ...VERIFICATION_METHODS,
   ...SIGNING_KEY_METHODS,
   ...ANALYTICS_METHODS,
+  ...SIGNAL_METHODS,
+  ...WEBHOOK_METHODS,
   'ping',
 ] as const;
 
@@ -386,6 +453,29 @@ export interface AlertQuery {
   cursor?: string;
 }
 
+export interface SecurityAlertQuery {
+  source?: string;
+  severity?: string;
+  category?: string;
+  /** Alerts that name this trace, directly or through a response id the proxy had recorded when they arrived. */
+  traceId?: string;
+  signature?: string;
+  /** On receivedAtMs. */
+  fromMs?: number;
+  toMs?: number;
+  limit: number;
+  cursor?: string;
+}
+
+/** A webhook signing secret as stored: `sealed` is the secret encrypted with the collectors' key (AES-256-GCM). */
+export interface WebhookSecretRecord {
+  secretId: string;
+  workspaceId: string;
+  sealed: string;
+  createdAtMs: number;
+  revokedAtMs: number; // 0 when active
+}
+
 export interface UsageQuery {
   groupBy: 'model' | 'actionName' | 'environment' | 'source';
   bucket: 'hour' | 'day';
@@ -406,6 +496,12 @@ export interface UsageRow {
   p50Ms: number;
   p95Ms: number;
   p99Ms: number;
+  /**
+   * Standing votes given in the bucket (their vote time), on traces of the group (the group value of the trace's
+   * first model call, of its root span when it has none; '' while the trace is not stored).
+   */
+  feedbackUp: number;
+  feedbackDown: number;
 }
 
-export type { SpanRecord, SpanKind, Source };
+export type { FeedbackRecord, SecurityAlertRecord, SpanRecord, SpanKind, Source };

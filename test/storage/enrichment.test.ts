@@ -918,6 +918,8 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
           p50Ms: interpolatedQuantile(d, 0.5),
           p95Ms: interpolatedQuantile(d, 0.95),
           p99Ms: interpolatedQuantile(d, 0.99),
+          feedbackUp: 0,
+          feedbackDown: 0,
           ...over,
         };
       };
