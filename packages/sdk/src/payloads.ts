@@ -127,7 +127,7 @@ export interface FeedbackInput {
 /**
  * A vote on the wire, or why it cannot be one. Without a user, each vote counts on the server: the SDK then gives it
  * an id so that a retried batch does not count it twice. With a user, the server keeps one vote per user, and an id
- * would make each change of mind a vote of its own.
+ * would make each change of mind a vote of its own. A retraction (null) names the vote by its id or user.
  */
 export function feedbackPayload(f: FeedbackInput, ids: { newId: () => string; nowMs: number }): Json | string {
   if (!isPlainObject(f)) return 'feedback() takes an object';
@@ -135,8 +135,9 @@ export function feedbackPayload(f: FeedbackInput, ids: { newId: () => string; no
     return 'feedback needs a target: traceId, spanId, responseId or requestId';
   if (!('value' in f) || !VOTE_VALUES.has(f.value))
     return `feedback value must be up, down, true, false, 1, 0, -1 or null (to retract), not ${json(f.value)}`;
+  if (f.value === null && !f.id && !f.userId) return 'null retracts a vote, which needs its id or userId to name it';
   return dropUndefined({
-    id: f.id ?? (f.userId ? undefined : ids.newId()),
+    id: f.id ?? (f.userId || f.value === null ? undefined : ids.newId()),
     trace_id: f.traceId,
     span_id: f.spanId,
     response_id: f.responseId,

@@ -134,8 +134,10 @@ describe('sdk: feedback and tool-call payloads', () => {
     expect(feedbackPayload({ value: 'up' } as any, ids)).to.match(/needs a target/);
     expect(feedbackPayload({ traceId: 't', value: 'sideways' } as any, ids)).to.match(/"sideways"/);
     expect(feedbackPayload({ traceId: 't' } as any, ids)).to.match(/value must be/);
+    expect(feedbackPayload({ traceId: 't', value: null }, ids)).to.match(/needs its id or userId/);
+    expect(feedbackPayload({ traceId: 't', value: null, userId: 'u' }, ids)).to.not.have.property('id');
     for (const value of ['up', 'down', true, false, 1, 0, -1, null] as const)
-      expect(feedbackPayload({ traceId: 't', value }, ids)).to.be.an('object');
+      expect(feedbackPayload({ traceId: 't', value, userId: 'u' }, ids)).to.be.an('object');
   });
 
   it('a tool call gets a span id, and a trace id unless a traceparent or response id links it', () => {
