@@ -291,6 +291,14 @@ describe('sdk (TypeScript): wrapOpenAI with the real openai client', function ()
     const [ea, eb] = await Promise.all([drain(a), drain(b)]);
     expect(ea).to.deep.equal(eb);
 
+    const readable = (
+      await client.responses.create({ model: 'gpt-4o-mini', input: 'as a readable', stream: true })
+    ).toReadableStream();
+    let bytes = '';
+    for await (const chunk of readable as unknown as AsyncIterable<Uint8Array>)
+      bytes += new TextDecoder().decode(chunk);
+    expect(bytes).to.contain('"response.completed"');
+
     const helper = client.responses.stream({ model: 'gpt-4o-mini', input: 'via the stream helper' });
     const final = await helper.finalResponse();
     const parsed = await client.responses.parse({ model: 'gpt-4o-mini', input: 'via parse' });
@@ -306,7 +314,8 @@ describe('sdk (TypeScript): wrapOpenAI with the real openai client', function ()
     const texts = spans.map((x) => x.response);
     expect(texts).to.include.members([final.output_text, parsed.output_text, chatFinal.choices[0]!.message.content]);
     expect(spans.filter((x) => x.prompt === 'tee me')).to.have.length(1); // one trace for both branches
-    expect(spans).to.have.length(5);
+    expect(spans.find((x) => x.prompt === 'as a readable')).to.include({ status: 'completed' });
+    expect(spans).to.have.length(6);
   });
 
   it('asResponse() leaves the raw body to the application (that call is not traced)', async () => {

@@ -155,6 +155,26 @@ class Traces(unittest.TestCase):
         self.assertIn("requestId", str(self.errors[0].details))
         wait_stored(lambda: read_trace(ok) is not None)
 
+    def test_a_forked_child_starts_afresh_and_the_parent_keeps_its_own_queue(self):
+        r = Receiver()
+        try:
+            tg = self.client(r.url, "k", flush_at=1000, flush_interval=60.0)
+            tg.trace("m", "parent", request_id="parent")
+            pid = os.fork()
+            if pid == 0:  # the child: the parent's thread and lock are not its own
+                try:
+                    tg.trace("m", "child", request_id="child")
+                    os._exit(0 if tg.flush(5) and tg.stats["sent"] == 1 else 1)
+                except BaseException:
+                    os._exit(2)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            self.assertTrue(tg.flush())
+            sent = sorted(t["requestId"] for q in r.requests for t in q.body)
+            self.assertEqual(sent, ["child", "parent"])
+        finally:
+            r.close()
+
     def test_nothing_raises_into_the_application(self):
         def raising(e):
             raise RuntimeError("the application's handler is broken")
