@@ -193,13 +193,17 @@ class Delivery(unittest.TestCase):
 
     def _exit_child(self, url, key, count, flush_timeout=10.0):
         action = unique("exit")
+        # The client lives in a function the program has left (and collected): what it queued is still delivered.
         script = (
-            "import sys\n"
+            "import gc, sys\n"
             "from tracegate import Tracegate\n"
-            f"tg = Tracegate({key!r}, {url!r}, flush_at=50, flush_interval=60.0, flush_timeout={flush_timeout},\n"
-            "               retry_base_delay=0.1, on_error=lambda e: print('error', e.code, e.count, file=sys.stderr))\n"
-            f"for i in range({count}):\n"
-            f"    tg.trace('gpt-4o-mini', 'exit prompt %d' % i, {{'response': 'answer %d' % i}}, action_name={action!r})\n"
+            "def handle():\n"
+            f"    tg = Tracegate({key!r}, {url!r}, flush_at=50, flush_interval=60.0, flush_timeout={flush_timeout},\n"
+            "                   retry_base_delay=0.1, on_error=lambda e: print('error', e.code, e.count, file=sys.stderr))\n"
+            f"    for i in range({count}):\n"
+            f"        tg.trace('gpt-4o-mini', 'exit prompt %d' % i, {{'response': 'answer %d' % i}}, action_name={action!r})\n"
+            "handle()\n"
+            "gc.collect()\n"
         )
         env = {**os.environ, "PYTHONPATH": PACKAGE_DIR}
         started = time.monotonic()

@@ -115,7 +115,7 @@ class Tracegate:
             report(TracegateError("internal", f"tracegate SDK defect in Tracegate(): {e!r}"))
         self.enabled = self._exporter is not None
         if self._exporter is not None and flush_at_exit:
-            _at_exit(self)
+            _at_exit(self._exporter)
 
     def _start(self, key: Optional[str], given: Dict[str, Any]) -> Optional[Exporter]:
         if not key:
@@ -305,19 +305,23 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
-_clients: "weakref.WeakSet[Tracegate]" = weakref.WeakSet()
+_exporters: "weakref.WeakSet[Exporter]" = weakref.WeakSet()
 _registered = False
 
 
-def _at_exit(client: Tracegate) -> None:
-    """One atexit hook for every client (held weakly, so a client can still be collected)."""
+def _at_exit(exporter: Exporter) -> None:
+    """One atexit hook for every client. It holds the exporters (which their thread keeps alive while it runs), not
+    the clients: a client the application dropped still delivers what it queued."""
     global _registered
-    _clients.add(client)
+    _exporters.add(exporter)
     if not _registered:
         _registered = True
         atexit.register(_flush_all)
 
 
 def _flush_all() -> None:
-    for c in list(_clients):
-        c.shutdown(c.flush_timeout)
+    for e in list(_exporters):
+        try:
+            e.shutdown(e.flush_timeout)
+        except Exception:  # never let one client's failure stop the others, or the exit
+            pass
