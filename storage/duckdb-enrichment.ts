@@ -9,6 +9,7 @@ import type {
   EnrichmentRecord,
   FindingRecord,
   PolicyRecord,
+  TraceMetaRecord,
   VerificationRecord,
 } from '../core/enrichment-records.ts';
 import type {
@@ -56,7 +57,7 @@ export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>, write?: boolea
 /** Values ClickHouse's quantiles state holds (a reservoir sampler): usage quantiles are exact up to this many per group. */
 const RESERVOIR = 8192;
 
-type KeyedTable = 'findings' | 'policy_records' | 'alerts';
+type KeyedTable = 'findings' | 'policy_records' | 'alerts' | 'trace_meta';
 
 /** Versioned records: the newest version wins, the later write on a tie. */
 function upsertSql(table: KeyedTable): string {
@@ -297,6 +298,17 @@ const APPEND = {
     a.appendVarchar(r.signature);
     a.appendBigInt(big(r.atMs));
   },
+  trace_meta: (a: Appender, r: TraceMetaRecord) => {
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.traceId);
+    a.appendVarchar(r.workflowName);
+    a.appendVarchar(r.groupId);
+    a.appendVarchar(r.metadata);
+    a.appendVarchar(r.organization);
+    a.appendVarchar(r.project);
+    a.appendVarchar(r.source);
+    a.appendBigInt(big(r.updatedAtMs));
+  },
 } as const;
 
 function rowsFor(cols: ColumnRows, table: EnrichmentTable, rows: readonly unknown[]): ColumnRows {
@@ -385,6 +397,7 @@ export class DuckDbEnrichment {
       ['findings', b.findings],
       ['policy_records', b.policies],
       ['alerts', b.alerts],
+      ['trace_meta', b.traceMetas],
     ];
     const chained: Array<[ChainedTable, readonly ChainedRecord[]]> = [
       ['audit_log', b.audits],

@@ -4,6 +4,8 @@ import {
   type AnalyticsStore,
   ENRICHMENT_METHODS,
   type EnrichmentStore,
+  TRACE_LINK_METHODS,
+  type TraceLinkStore,
   VERIFICATION_METHODS,
   type VerificationStore,
 } from '../core/ports/storage.ts';
@@ -28,6 +30,7 @@ import type {
 } from '../core/ports/storage.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
+import { DuckDbTraceLinks, insertProxyCalls } from './duckdb-trace-links.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { storageUnreachable } from '../core/errors.ts';
@@ -43,6 +46,7 @@ import {
   hasSpanFilter,
   latestPerSpan,
   normalizeFilter,
+  proxyCallRowsOf,
   proxyResponseRows,
   tokens,
   toPage,
@@ -168,8 +172,9 @@ async function createWaitingForLock(path: string, options: Record<string, string
 }
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
-const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>({
+const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore & TraceLinkStore>({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, ...ANALYTICS_METHODS], // DuckDbEnrichment
+  traceLinks: TRACE_LINK_METHODS, // DuckDbTraceLinks
 });
 
 export class DuckDbStorage extends Delegated implements Storage {
@@ -180,6 +185,7 @@ export class DuckDbStorage extends Delegated implements Storage {
   // One connection, so one statement (or transaction) at a time.
   private queue: Promise<unknown> = Promise.resolve();
   readonly enrichment = new DuckDbEnrichment((fn, write) => this.serial(fn, write));
+  readonly traceLinks = new DuckDbTraceLinks((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;
@@ -414,7 +420,9 @@ export class DuckDbStorage extends Delegated implements Storage {
     // Dedup first: ON CONFLICT cannot touch the same row twice in one statement.
     const rows = spansToAppend(input);
     const owned = proxyResponseRows(input);
+    const calls = proxyCallRowsOf(input);
     await this.serial(async (c) => {
+      await insertProxyCalls(c, calls);
       // Before the spans, as on ClickHouse; a failed batch is retried whole and both writes are idempotent.
       if (owned.length) {
         await insertStaged(

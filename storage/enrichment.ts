@@ -9,6 +9,7 @@ import type {
   EnrichmentRecord,
   FindingRecord,
   PolicyRecord,
+  TraceMetaRecord,
   VerificationRecord,
 } from '../core/enrichment-records.ts';
 import { badQuery } from '../core/errors.ts';
@@ -24,6 +25,7 @@ export interface EnrichmentBatch {
   alerts: AlertRecord[];
   verifications: VerificationRecord[];
   checkpoints: CheckpointRecord[];
+  traceMetas: TraceMetaRecord[];
 }
 
 const w = wellFormed;
@@ -127,6 +129,21 @@ export function normCheckpoint(r: CheckpointRecord): CheckpointRecord {
   };
 }
 
+export function normTraceMeta(r: TraceMetaRecord): TraceMetaRecord {
+  return {
+    recordType: 'trace_meta',
+    workspaceId: w(r.workspaceId),
+    traceId: w(r.traceId),
+    workflowName: w(r.workflowName),
+    groupId: w(r.groupId),
+    metadata: w(r.metadata),
+    organization: w(r.organization),
+    project: w(r.project),
+    source: w(r.source),
+    updatedAtMs: count(r.updatedAtMs),
+  };
+}
+
 /**
  * Collapse duplicates of one natural key within a batch the way the tables do across batches:
  * the highest version wins, the later one on a tie. Append-only records have no version
@@ -147,7 +164,15 @@ const none = () => 0;
 
 /** Normalizes every record (well-formed strings, non-negative integers, finite floats) and partitions by type. */
 export function partitionEnrichment(rows: readonly EnrichmentRecord[]): EnrichmentBatch {
-  const b: EnrichmentBatch = { findings: [], policies: [], audits: [], alerts: [], verifications: [], checkpoints: [] };
+  const b: EnrichmentBatch = {
+    findings: [],
+    policies: [],
+    audits: [],
+    alerts: [],
+    verifications: [],
+    checkpoints: [],
+    traceMetas: [],
+  };
   for (const r of rows) {
     switch (r.recordType) {
       case 'finding':
@@ -167,6 +192,9 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
         break;
       case 'checkpoint':
         b.checkpoints.push(normCheckpoint(r));
+        break;
+      case 'trace_meta':
+        b.traceMetas.push(normTraceMeta(r));
         break;
       default:
         throw new RangeError(
@@ -193,6 +221,11 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
     ),
     verifications: latest(b.verifications, (r) => key(r.workspaceId, r.chainId, r.seq), none),
     checkpoints: latest(b.checkpoints, (r) => key(r.workspaceId, r.chainId, r.seq), none),
+    traceMetas: latest(
+      b.traceMetas,
+      (r) => key(r.workspaceId, r.traceId),
+      (r) => r.updatedAtMs,
+    ),
   };
 }
 

@@ -50,6 +50,8 @@ export interface ReceiverDeclaration<Payload, Reply> {
   auditEmpty?: boolean;
   /** Content types accepted (415 otherwise). */
   accepts: readonly BodyKind[];
+  /** The body limit, after decompression (413 beyond); default TRACEGATE_MAX_BODY_BYTES. */
+  maxBodyBytes?: number;
   /** The OpenAPI entry of each path (method, path, auth and errors come from the declaration). */
   doc: Omit<RouteDoc, 'method' | 'path' | 'auth' | 'errors'>;
   /** The body's bytes → the payload: decoded and checked under the request limits (throws a TracegateError). */
@@ -82,7 +84,7 @@ function receive<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>, path: s
   const route = `POST ${path}`;
   return async (ctx: Context): Promise<void> => {
     const kind = bodyKind(ctx, decl.accepts);
-    const raw = await readBody(ctx, r.config.MAX_BODY_BYTES);
+    const raw = await readBody(ctx, decl.maxBodyBytes ?? r.config.MAX_BODY_BYTES);
     // Parsing, mapping and ingesting a large body each take a while on the event loop: other requests (and
     // /healthz) get a turn between them. Small bodies, nearly all of them, skip the yield.
     const turn = raw.length >= LARGE_BODY ? breathe : noop;
