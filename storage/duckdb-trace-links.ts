@@ -66,18 +66,20 @@ export class DuckDbTraceLinks {
   }
 
   async proxyCalls(workspaceId: string, refs: readonly ProxyCallRef[]): Promise<ProxyCall[]> {
-    if (refs.length === 0) return [];
-    const ids = (kind: ProxyCallRef['kind']) =>
-      listValue([...new Set(refs.filter((r) => r.kind === kind).map((r) => wellFormed(r.id)))]);
-    const rows = await this.serial((c) =>
-      all<{ id_kind: ProxyCallRef['kind']; call_id: string; trace_id: string; span_id: string }>(
-        c,
-        `SELECT id_kind, call_id, trace_id, span_id FROM proxy_calls WHERE workspace_id = $ws AND (
-          (id_kind = 'response' AND call_id IN (SELECT unnest($responses)))
-          OR (id_kind = 'request' AND call_id IN (SELECT unnest($requests))))`,
-        { ws: wellFormed(workspaceId), responses: ids('response'), requests: ids('request') },
-      ),
-    );
-    return rows.map((r) => ({ kind: r.id_kind, id: r.call_id, traceId: r.trace_id, spanId: r.span_id })).sort(byCall);
+    const out: ProxyCall[] = [];
+    for (const kind of ['request', 'response'] as const) {
+      const ids = [...new Set(refs.filter((r) => r.kind === kind).map((r) => wellFormed(r.id)))];
+      if (ids.length === 0) continue;
+      const rows = await this.serial((c) =>
+        all<{ call_id: string; trace_id: string; span_id: string }>(
+          c,
+          `SELECT call_id, trace_id, span_id FROM proxy_calls
+          WHERE workspace_id = $ws AND id_kind = $kind AND call_id IN (SELECT unnest($ids))`,
+          { ws: wellFormed(workspaceId), kind, ids: listValue(ids) },
+        ),
+      );
+      for (const r of rows) out.push({ kind, id: r.call_id, traceId: r.trace_id, spanId: r.span_id });
+    }
+    return out.sort(byCall);
   }
 }
