@@ -153,7 +153,7 @@ function pick(o: Json, aliases: readonly string[]): [unknown, string] | null {
 
 const BUNDLE_KEYS = ['guardrail_results', 'guardrailResults'];
 const isBundle = (o: Json) => Object.keys(BUNDLE_STAGES).some((k) => Array.isArray(o[k]));
-const fieldOf = (prefix: string, path: string) => (prefix ? `${prefix}.${path}` : path) || '(body)';
+const fieldOf = (prefix: string, path: string) => (prefix && path ? `${prefix}.${path}` : prefix || path) || '(body)';
 
 /** One result in any shape → canonical, or its issues named by the body's own paths. */
 function normalizeResult(raw: unknown, prefix: string, stage: string | undefined, index: number) {

@@ -16,19 +16,25 @@ import { scanFull } from './governance/scan.ts';
 export const GUARDRAIL_INFO = 'guardrail.info';
 
 /**
- * Keys of a result's `info` holding what the checked text contained (detected values, quotes of it, the
- * conversation): Contains PII `detected_entities`, Secret Keys `detected_secrets`/`masked_text`, URL Filter
- * `detected`/`allowed`/`blocked`/`blocked_reasons`, Prompt Injection Detection `evidence`/`observation`/`user_goal`/
- * `action`/`recent_messages`(`_json`), Hallucination Detection statements, LLM checks' `reason`/`reasoning`.
+ * Keys of a result's `info` holding values the guardrail found in the checked text: Contains PII
+ * `detected_entities`, Secret Keys `detected_secrets`, URL Filter `detected`/`allowed`/`blocked`.
  */
-export const DETECTED_KEYS: ReadonlySet<string> = new Set([
-  'checked_text',
-  'masked_text',
+export const VALUE_KEYS: ReadonlySet<string> = new Set([
   'detected_entities',
   'detected_secrets',
   'detected',
   'allowed',
   'blocked',
+]);
+
+/**
+ * Keys of a result's `info` holding text that quotes the checked text or the conversation: `checked_text`, Secret
+ * Keys `masked_text`, URL Filter `blocked_reasons`, Prompt Injection Detection `evidence`/`observation`/`user_goal`/
+ * `action`/`recent_messages`(`_json`), Hallucination Detection statements, LLM checks' `reason`/`reasoning`.
+ */
+export const TEXT_KEYS: ReadonlySet<string> = new Set([
+  'checked_text',
+  'masked_text',
   'blocked_reasons',
   'evidence',
   'observation',
@@ -42,6 +48,9 @@ export const DETECTED_KEYS: ReadonlySet<string> = new Set([
   'reasoning',
 ]);
 
+/** Every key whose strings are masked unless the policy keeps guardrail text clear. */
+export const DETECTED_KEYS: ReadonlySet<string> = new Set([...VALUE_KEYS, ...TEXT_KEYS]);
+
 /** The longest preview kept of a checked text, in characters. */
 export const PREVIEW_CHARS = 160;
 
@@ -50,7 +59,7 @@ export type GuardrailTextMode = NonNullable<Policy['guardrailText']>;
 type Json = { [k: string]: AttrValue };
 const isObj = (v: AttrValue | undefined): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Every string under the detected keys of `info`: the values to mask wherever they appear. */
+/** Every string under the value keys of `info`: the values to mask wherever they appear. */
 function detectedValues(info: Json): string[] {
   const out: string[] = [];
   const walk = (v: AttrValue) => {
@@ -59,7 +68,7 @@ function detectedValues(info: Json): string[] {
     } else if (Array.isArray(v)) v.forEach(walk);
     else if (isObj(v)) Object.values(v).forEach(walk);
   };
-  for (const k of Object.keys(info)) if (DETECTED_KEYS.has(k)) walk(info[k]!);
+  for (const k of Object.keys(info)) if (VALUE_KEYS.has(k)) walk(info[k]!);
   return [...new Set(out)].sort((a, b) => b.length - a.length);
 }
 
@@ -68,19 +77,20 @@ export function maskedPreview(text: string, values: readonly string[], max = PRE
   const spans = scanFull(text).map((f) => ({ start: f.start, end: f.end, category: f.category, severity: f.severity }));
   for (const v of values) {
     for (let at = text.indexOf(v); at >= 0; at = text.indexOf(v, at + v.length))
-      spans.push({ start: at, end: at + v.length, category: 'guardrail', severity: 'high' });
+      spans.push({ start: at, end: at + v.length, category: 'guardrail', severity: 'low' }); // a detector's category wins
   }
   const masked = redact(text, spans).replace(/\s+/g, ' ').trim();
   return masked.length <= max ? masked : `${masked.slice(0, max - 1)}…`;
 }
 
-/** A detected value as stored: masked like a finding's preview ('j***@c***.io' style, else 'ht…(19)'). */
+/**
+ * A string under a detected key as stored: a detected value masked as a finding's preview is ('j***@c***.io'), or
+ * as a token ('ht…(19)') when no detector knows it; a longer text (a reason quoting it) as a masked preview.
+ */
 function maskValue(v: string, values: readonly string[]): string {
-  if (values.includes(v)) {
-    const f = scanFull(v).find((x) => x.start === 0 && x.end === v.length);
-    return f ? redact(v, [f]) : maskToken(v, 2);
-  }
-  return maskedPreview(v, values);
+  if (!values.includes(v)) return maskedPreview(v, values);
+  const f = scanFull(v).find((x) => x.start === 0 && x.end === v.length);
+  return f ? f.preview : maskToken(v, 2);
 }
 
 function maskInfo(v: AttrValue, values: readonly string[], mode: GuardrailTextMode): AttrValue {
@@ -94,11 +104,22 @@ function maskInfo(v: AttrValue, values: readonly string[], mode: GuardrailTextMo
   return v;
 }
 
-/** A guardrail result's span as stored under `mode`: its checked text and detected values masked or left out. */
-export function guardrailText(span: SpanRecord, mode: GuardrailTextMode): SpanRecord {
-  if (mode === 'clear' || span.source !== 'guardrails' || span.kind !== 'guardrail') return span;
+const isResult = (span: SpanRecord) => span.source === 'guardrails' && span.kind === 'guardrail';
+
+/** The values a guardrail result detected (its info's value keys), longest first. */
+export function resultValues(span: SpanRecord): string[] {
   const info = span.attributes[GUARDRAIL_INFO];
-  const values = isObj(info) ? detectedValues(info) : [];
+  return isResult(span) && isObj(info) ? detectedValues(info) : [];
+}
+
+/**
+ * A guardrail result's span as stored under `mode`: its checked text and detected values masked or left out.
+ * `values`: what to mask wherever it appears (default its own detected values; the processor passes those of every
+ * result of the same trace in the batch, so a URL one check blocked is masked in another's preview too).
+ */
+export function guardrailText(span: SpanRecord, mode: GuardrailTextMode, values = resultValues(span)): SpanRecord {
+  if (mode === 'clear' || !isResult(span)) return span;
+  const info = span.attributes[GUARDRAIL_INFO];
   const attributes: Attributes = { ...span.attributes, 'guardrail.text': mode };
   if (span.prompt) attributes['guardrail.checked_text_length'] = span.prompt.length;
   if (isObj(info)) {
@@ -156,10 +177,21 @@ export function guardrailProcessor(policies: PolicySource, findings = true): Pro
       if (!m) modes.set(ws, (m = (await policies.policyFor(ws)).guardrailText ?? 'preview'));
       return m;
     };
+    const values = new Map<string, Set<string>>();
+    const traceKey = (s: SpanRecord) => `${s.workspaceId}\n${s.traceId}`;
+    for (const span of batch.spans) {
+      const found = resultValues(span);
+      if (found.length === 0) continue;
+      const set = values.get(traceKey(span)) ?? values.set(traceKey(span), new Set()).get(traceKey(span))!;
+      for (const v of found) set.add(v);
+    }
     for (let i = 0; i < batch.spans.length; i++) {
       const span = batch.spans[i]!;
       if (span.kind !== 'guardrail') continue;
-      if (span.source === 'guardrails') batch.spans[i] = guardrailText(span, await modeOf(span.workspaceId));
+      if (isResult(span)) {
+        const all = [...(values.get(traceKey(span)) ?? [])].sort((a, b) => b.length - a.length);
+        batch.spans[i] = guardrailText(span, await modeOf(span.workspaceId), all);
+      }
       if (findings && isTripwire(span)) batch.extra.push(tripwireFinding(span));
     }
     return batch;
