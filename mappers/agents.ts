@@ -8,7 +8,7 @@
  * `metadata` → `agents.span.metadata`; the request's OpenAI-Organization, OpenAI-Project, OpenAI-Beta and
  * User-Agent headers → resource attributes `openai.organization`, `openai.project`, `openai.beta`,
  * `user_agent.original`. `agents.span_type` names the span_data type. A span_data field not listed below is kept as
- * `agents.span_data.<field>`.
+ * `agents.span_data.<field>`, a span item field the SDKs do not send as `agents.span.<field>`.
  *
  * | span_data type | kind | name | fields |
  * |---|---|---|---|
@@ -121,7 +121,7 @@ class SpanBuilder {
   constructor(item: SpanItem, ctx: AgentsMapContext) {
     this.ctx = ctx;
     const r = emptySpan(ctx.workspaceId, 'agents');
-    r.traceId = item.id === '' ? '' : item.trace_id;
+    r.traceId = item.trace_id;
     r.spanId = item.id;
     r.parentSpanId = item.parent_id ?? '';
     r.ingestedAtMs = ctx.receivedAtMs;
@@ -163,10 +163,23 @@ class SpanBuilder {
   }
 }
 
+/** A span item's own fields; any other is kept as `agents.span.<field>` (a per-run tracing key never is). */
+const SPAN_KEYS = new Set([
+  'object',
+  'id',
+  'trace_id',
+  'parent_id',
+  'started_at',
+  'ended_at',
+  'span_data',
+  'error',
+  'metadata',
+  'tracing_api_key',
+]);
+
 function mapSpan(item: SpanItem, ctx: AgentsMapContext): SpanRecord {
   const b = new SpanBuilder(item, ctx);
   const { r } = b;
-  r.traceId = item.trace_id;
   const data = item.span_data as Json & { type: string };
   b.set('agents.span_type', data.type);
   const used = (MAPPERS[data.type] ?? other)(b, data);
@@ -177,6 +190,7 @@ function mapSpan(item: SpanItem, ctx: AgentsMapContext): SpanRecord {
     b.set('error.data', item.error.data);
   }
   b.set('agents.span.metadata', item.metadata);
+  for (const k of Object.keys(item)) if (!SPAN_KEYS.has(k)) b.set(`agents.span.${k}`, (item as Json)[k]);
   r.resourceAttributes = resource(ctx);
   return b.finish();
 }

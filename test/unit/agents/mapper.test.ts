@@ -194,8 +194,13 @@ describe('agents mapper: limits, times, the proxied call', () => {
     expect(r.promptTokens).to.equal(5); // kept as sent, not summed (kind chain)
   });
 
-  it('the per-run tracing key of a trace item is not kept', () => {
+  it('the per-run tracing key is not kept; other fields of a span item are', () => {
     const { metas } = mapAll([{ object: 'trace', id: 'trace_k', workflow_name: 'w', tracing_api_key: 'sk-secret' }]);
     expect(JSON.stringify(metas)).to.not.contain('sk-secret');
+    const { spans } = mapAll([
+      item({ type: 'agent', name: 'a' }, { tracing_api_key: 'sk-secret', sdk_extra: { x: 1 } }),
+    ]);
+    expect(JSON.stringify(spans)).to.not.contain('sk-secret');
+    expect(spans[0]!.attributes['agents.span.sdk_extra']).to.deep.equal({ x: 1 });
   });
 });
