@@ -72,7 +72,18 @@ describe('OpenAPI document of the read routes', function () {
 
   it('GET /api/traces/{traceId}: a response schema (summary, spans in parts, tree, policy) and 400 for an invalid trace id or span query', async () => {
     const trace = json200('/api/traces/{traceId}').properties.trace;
-    expect(trace.properties).to.have.keys('traceId', 'summary', 'spans', 'nextSpanCursor', 'tree', 'policy');
+    expect(trace.properties).to.have.keys(
+      'traceId',
+      'summary',
+      'spans',
+      'nextSpanCursor',
+      'tree',
+      'policy',
+      'session',
+      'metadata',
+      'workflow',
+      'guardrails',
+    );
     expect(doc.paths['/api/traces/{traceId}'].get.parameters.map((p: { name: string }) => p.name)).to.include.members([
       'spanLimit',
       'spanCursor',
