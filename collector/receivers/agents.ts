@@ -33,6 +33,8 @@ interface Reply {
 
 /** A batch yields after this long validating and mapping items. */
 const TURN_MS = 20;
+/** An export larger than this is spooled in parts of about this size (ReceiverDeclaration.ingestPartBytes). */
+const AGENTS_PART_BYTES = 8 * 1024 * 1024;
 /** Header values kept with the records, cut to this many characters. */
 const HEADER_CHARS = 256;
 
@@ -129,6 +131,8 @@ export function agentsReceiver(r: RouteContext): ReceiverDeclaration<unknown, Re
     limiter: 'agents',
     accepts: ['json'],
     maxBodyBytes: r.config.AGENTS_MAX_BODY_BYTES,
+    // A forceFlush of 1,000 items of 100 KB is ~100 MB: the processor and storage threads take it a part at a time.
+    ingestPartBytes: AGENTS_PART_BYTES,
     doc: {
       tag: 'ingest',
       summary:

@@ -3,7 +3,7 @@
 // and which guardrails tripped.
 import { z } from 'zod';
 import type { TraceMetaRecord } from '../../core/enrichment-records.ts';
-import type { Storage } from '../../core/ports/storage.ts';
+import type { ProxyCall, Storage } from '../../core/ports/storage.ts';
 import type { SpanRecord } from '../../core/record.ts';
 import { isTripwire } from '../../processors/alerts.ts';
 import type { ProxyCallMemory } from '../host/proxy-calls.ts';
@@ -72,7 +72,7 @@ const responseIdOf = (s: SpanRecord) =>
  * by span id. Runs inside the route's read (its deadline).
  */
 export async function proxiedLinks(
-  storage: Pick<Storage, 'getSpans'>,
+  storage: Pick<Storage, 'getSpans' | 'getTraces' | 'traceSizes'>,
   calls: ProxyCallMemory,
   workspaceId: string,
   spans: readonly SpanRecord[],
@@ -85,11 +85,7 @@ export async function proxiedLinks(
     ids.map((id) => ({ kind: 'response' as const, id })),
     (work) => work(),
   );
-  const byTrace = new Map<string, string[]>();
-  for (const c of found.values()) byTrace.set(c.traceId, [...(byTrace.get(c.traceId) ?? []), c.spanId]);
-  const proxySpans = new Map<string, SpanRecord>();
-  for (const [traceId, spanIds] of byTrace)
-    for (const s of await storage.getSpans(workspaceId, traceId, spanIds)) proxySpans.set(`${traceId}:${s.spanId}`, s);
+  const proxySpans = await spansOfCalls(storage, workspaceId, [...found.values()]);
   for (const s of spans) {
     const call = found.get(`response:${responseIdOf(s)}`);
     const p = call && proxySpans.get(`${call.traceId}:${call.spanId}`);
@@ -107,6 +103,33 @@ export async function proxiedLinks(
       costUsd: p.costUsd,
     });
   }
+  return out;
+}
+
+/** A proxy trace of at most this many spans is read whole, with the others, in one query. */
+const SMALL_TRACE = 16;
+
+/**
+ * The proxy spans of these calls, by `trace:span`. A call the proxy made on its own is a trace of one span: those are
+ * read together (getTraces); a call joined to a larger trace (traceparent) has its span read alone.
+ */
+async function spansOfCalls(
+  storage: Pick<Storage, 'getSpans' | 'getTraces' | 'traceSizes'>,
+  workspaceId: string,
+  calls: readonly ProxyCall[],
+): Promise<Map<string, SpanRecord>> {
+  const out = new Map<string, SpanRecord>();
+  if (calls.length === 0) return out;
+  const wanted = new Set(calls.map((c) => `${c.traceId}:${c.spanId}`));
+  const sizes = await storage.traceSizes(workspaceId, [...new Set(calls.map((c) => c.traceId))]);
+  const small = [...sizes].filter(([, s]) => s.spans <= SMALL_TRACE).map(([t]) => t);
+  const keep = (s: SpanRecord) => {
+    if (wanted.has(`${s.traceId}:${s.spanId}`)) out.set(`${s.traceId}:${s.spanId}`, s);
+  };
+  if (small.length) for (const spans of (await storage.getTraces(workspaceId, small)).values()) spans.forEach(keep);
+  for (const c of calls)
+    if (!small.includes(c.traceId) && sizes.has(c.traceId))
+      (await storage.getSpans(workspaceId, c.traceId, [c.spanId])).forEach(keep);
   return out;
 }
 
