@@ -70,7 +70,11 @@ export const configSchema = z.object({
   AUTH_FAILURE_WINDOW_SECONDS: seconds(60, 1),
 
   MAX_BODY_BYTES: int(20 * 1024 * 1024, 1024), // after decompression
-  MAX_BATCH_ITEMS: int(1000, 1), // native batch items per request
+  MAX_BATCH_ITEMS: int(1000, 1), // items per request of the native batch, the agents export and guardrail results
+  // The agents export route's own body and JSON limits: a forceFlush posts up to 1,000 items whose input and output
+  // the JS exporter caps at 100,000 JSON bytes each (about 100 MB for 1,000 full inputs).
+  AGENTS_MAX_BODY_BYTES: int(128 * 1024 * 1024, 1024),
+  AGENTS_MAX_JSON_VALUES: int(2_000_000, 1000),
   MAX_STRING_BYTES: int(1024 * 1024, 16), // prompt/response and other long strings
   MAX_ATTRIBUTES: int(2048, 1), // attributes per span (flattened conversations need many)
   MAX_EVENTS: int(128, 0), // events per span
@@ -153,13 +157,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'invalid configuration\n  TRACEGATE_CLICKHOUSE_CLUSTER / _NODES: need TRACEGATE_CLICKHOUSE_URL (the node the collector talks to)',
     );
   }
-  // Unset, the budget grows to hold one body at TRACEGATE_MAX_BODY_BYTES, however large that is set.
+  // Unset, the budget grows to hold one body at the largest body limit (TRACEGATE_AGENTS_MAX_BODY_BYTES's too).
   if (raw.MAX_INFLIGHT_BODY_BYTES === undefined)
-    c.MAX_INFLIGHT_BODY_BYTES = Math.max(c.MAX_INFLIGHT_BODY_BYTES, c.MAX_BODY_BYTES);
-  if (c.MAX_INFLIGHT_BODY_BYTES < c.MAX_BODY_BYTES) {
-    throw new ConfigError(
-      `invalid configuration\n  TRACEGATE_MAX_INFLIGHT_BODY_BYTES: ${c.MAX_INFLIGHT_BODY_BYTES} is below TRACEGATE_MAX_BODY_BYTES (${c.MAX_BODY_BYTES}): a body at the limit could never be read`,
+    c.MAX_INFLIGHT_BODY_BYTES = Math.max(c.MAX_INFLIGHT_BODY_BYTES, c.MAX_BODY_BYTES, c.AGENTS_MAX_BODY_BYTES);
+  const below = (limit: number, name: string) =>
+    new ConfigError(
+      `invalid configuration\n  TRACEGATE_MAX_INFLIGHT_BODY_BYTES: ${c.MAX_INFLIGHT_BODY_BYTES} is below ${name} (${limit}): a body at the limit could never be read`,
     );
+  if (c.MAX_INFLIGHT_BODY_BYTES < c.MAX_BODY_BYTES) throw below(c.MAX_BODY_BYTES, 'TRACEGATE_MAX_BODY_BYTES');
+  if (c.MAX_INFLIGHT_BODY_BYTES < c.AGENTS_MAX_BODY_BYTES) {
+    // A budget set below the agents route's default limit bounds that route too; set below an explicit one, it is a mistake.
+    if (raw.AGENTS_MAX_BODY_BYTES !== undefined)
+      throw below(c.AGENTS_MAX_BODY_BYTES, 'TRACEGATE_AGENTS_MAX_BODY_BYTES');
+    c.AGENTS_MAX_BODY_BYTES = c.MAX_INFLIGHT_BODY_BYTES;
   }
   if (c.CLICKHOUSE_NODES.length && !c.CLICKHOUSE_CLUSTER) {
     throw new ConfigError(

@@ -1,5 +1,6 @@
-// Records produced by enrichment, stored next to spans. Each carries its workspace and a
-// `recordType` tag so one spool and one writer carry them with the spans they describe.
+// Records stored next to spans: those enrichment produces, and a source's own records other than spans (trace
+// metadata). Each carries its workspace and a `recordType` tag so one spool and one writer carry them with the
+// spans they describe.
 
 import type { Severity } from './governance.ts';
 
@@ -177,6 +178,27 @@ export interface SecurityAlertRecord {
   body: string;
 }
 
+/**
+ * What an agent runtime says of a whole trace (the OpenAI Agents SDK's `{object: "trace"}` item): sent when the trace
+ * starts, with no times, before, after or without its spans; kept beside them, the newest per (workspace, trace).
+ */
+export interface TraceMetaRecord {
+  recordType: 'trace_meta';
+  workspaceId: string;
+  traceId: string;
+  workflowName: string;
+  /** The conversation or session the trace belongs to ('' for none). */
+  groupId: string;
+  /** A JSON object as sent ('' for none). */
+  metadata: string;
+  /** The OpenAI-Organization and OpenAI-Project headers of the request that carried it ('' when absent). */
+  organization: string;
+  project: string;
+  source: string;
+  /** Server receive time: the version (the newest wins). */
+  updatedAtMs: number;
+}
+
 export type EnrichmentRecord =
   | FindingRecord
   | PolicyRecord
@@ -185,5 +207,6 @@ export type EnrichmentRecord =
   | VerificationRecord
   | CheckpointRecord
   | FeedbackRecord
-  | SecurityAlertRecord;
+  | SecurityAlertRecord
+  | TraceMetaRecord;
 export type EnrichmentType = EnrichmentRecord['recordType'];

@@ -1,6 +1,7 @@
 // Which workspace the proxy handed each provider response id to, as its stored spans prove it. Workspaces may share the provider key tracegate
 // holds, and the provider checks only that key: so the calls about a stored response, and previous_response_id,
 // go out with it only for ids the proxy gave this workspace from this upstream.
+import type { ProxyCallRef } from './ports/storage.ts';
 import type { SpanRecord } from './record.ts';
 
 /** Provider response ids are short tokens (`resp_…`); anything else never reaches the upstream path. */
@@ -49,4 +50,20 @@ export function ownershipOf(span: SpanRecord): ResponseOwnership | null {
   if (a['proxy.caller_key'] === true || typeof id !== 'string' || !RESPONSE_ID.test(id)) return null;
   if (typeof address !== 'string' || address === '' || typeof port !== 'number') return null;
   return { workspaceId: span.workspaceId, responseId: id, upstream: hostPort(address, port), traceId: span.traceId };
+}
+
+/** An id a provider gave a call (`resp_…`, `req_…`): short and printable, or it is not indexed. */
+const CALL_ID = /^[\x21-\x7e]{1,200}$/;
+
+/**
+ * The ids a proxy span names its call by (TraceLinkStore.proxyCalls): the provider's response id and its request id,
+ * whichever key the call went out with (linking is a read in the workspace, not a use of the held key).
+ */
+export function callRefsOf(span: SpanRecord): ProxyCallRef[] {
+  if (span.source !== 'proxy') return [];
+  const out: ProxyCallRef[] = [];
+  const responseId = span.attributes['gen_ai.response.id'];
+  if (typeof responseId === 'string' && CALL_ID.test(responseId)) out.push({ kind: 'response', id: responseId });
+  if (CALL_ID.test(span.requestId)) out.push({ kind: 'request', id: span.requestId });
+  return out;
 }

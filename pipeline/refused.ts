@@ -253,6 +253,17 @@ const ENRICHMENT_FIELDS: { [T in EnrichmentType]: Fields<Extract<EnrichmentRecor
     correlation: 'string',
     body: 'string',
   },
+  trace_meta: {
+    workspaceId: 'string',
+    traceId: 'string',
+    workflowName: 'string',
+    groupId: 'string',
+    metadata: 'string',
+    organization: 'string',
+    project: 'string',
+    source: 'string',
+    updatedAtMs: 'number',
+  },
 };
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -1,11 +1,17 @@
 // Governance at ingestion: scan every span, apply the workspace policy (redaction happens here, before the
 // spool, so raw text is never written anywhere), and record findings and the policy decision.
 import { hash } from 'node:crypto';
-import { CLEAN_POLICY_ATTRIBUTE, type FindingRecord, type PolicyRecord } from '../core/enrichment-records.ts';
+import {
+  CLEAN_POLICY_ATTRIBUTE,
+  type FindingRecord,
+  type PolicyRecord,
+  type TraceMetaRecord,
+} from '../core/enrichment-records.ts';
 import type { Processor } from '../core/ports/ingest.ts';
 import type { Attributes, SpanRecord } from '../core/record.ts';
 import type { PreflightResult } from '../core/ports/ingest.ts';
-import { newScanCache } from './governance/scan.ts';
+import { newScanCache, scanFull } from './governance/scan.ts';
+import { redact } from './governance/redact.ts';
 import {
   actionFor,
   applyGovernance,
@@ -124,6 +130,43 @@ function setAside(span: SpanRecord): [SpanRecord, Attributes | null] {
   return [{ ...span, attributes }, kept];
 }
 
+/** Whether the policy ever masks a finding (every action `flag`: nothing is ever rewritten). */
+const masks = (policy: Policy) =>
+  policy.defaultAction !== 'flag' || Object.values(policy.actions).some((a) => a !== 'flag');
+
+/** `text` with what the policy redacts or blocks masked. */
+function masked(text: string, policy: Policy): string {
+  if (!text) return text;
+  const hits = scanFull(text).filter((f) => {
+    const a = actionFor(policy, f);
+    return a === 'redact' || a === 'block';
+  });
+  return hits.length ? redact(text, hits) : text;
+}
+
+/**
+ * A trace's metadata record (an agent runtime's workflow name, group id and metadata) is stored as the policy has
+ * span text stored: what it redacts or blocks masked (keys and values of the metadata alike). It has no span to
+ * hang findings on: the spans of its trace carry those.
+ */
+export function governedTraceMeta(r: TraceMetaRecord, policy: Policy): TraceMetaRecord {
+  if (!masks(policy)) return r;
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string') return masked(v, policy);
+    if (Array.isArray(v)) return v.map(walk);
+    if (typeof v !== 'object' || v === null) return v;
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) out[masked(k, policy)] = walk(x);
+    return out;
+  };
+  return {
+    ...r,
+    workflowName: masked(r.workflowName, policy),
+    groupId: masked(r.groupId, policy),
+    metadata: r.metadata ? JSON.stringify(walk(JSON.parse(r.metadata))) : '',
+  };
+}
+
 export function governanceProcessor(
   policies: PolicySource,
   maxFindingsPerSpan = 100,
@@ -201,6 +244,13 @@ export function governanceProcessor(
         };
         spans[i] = { ...record, attributes: attrs };
       }
+    }
+    for (let i = 0; i < batch.extra.length; i++) {
+      const r = batch.extra[i]!;
+      if (r.recordType !== 'trace_meta') continue;
+      let policy = cache.get(r.workspaceId);
+      if (!policy) cache.set(r.workspaceId, (policy = await policies.policyFor(r.workspaceId)));
+      batch.extra[i] = governedTraceMeta(r, policy);
     }
     return { spans, extra: batch.extra };
   };

@@ -1,5 +1,6 @@
 // The processor chain run on every batch before it is spooled, in this order:
-// cost → governance (redaction before anything is written) → alerts → audit → verification (hashes what is stored).
+// cost → governance (redaction before anything is written) → guardrails (blocked content masked, tripwires as
+// findings) → alerts → audit → verification (hashes what is stored).
 import { join } from 'node:path';
 import type { Processor } from '../core/ports/ingest.ts';
 import { USAGE_KINDS } from '../core/record.ts';
@@ -7,6 +8,7 @@ import type { AlertRecord } from '../core/enrichment-records.ts';
 import { LOCAL_SOURCES, priceUsd } from './cost.ts';
 import { tokens } from '../storage/codec.ts';
 import { governanceProcessor, type PolicySource } from './governance-processor.ts';
+import { guardrailProcessor } from './guardrails.ts';
 import {
   AlertEvaluator,
   alertProcessor,
@@ -84,7 +86,8 @@ export function createEnrichment(opts: {
   const audit = new AuditChain(undefined, opts.previousAuditHeads);
   if (!opts.enabled)
     return {
-      processors: [costProcessor, auditProcessor(audit)],
+      // Blocked content is masked with enrichment off too: the default must hold whatever the server's settings.
+      processors: [costProcessor, guardrailProcessor(opts.settings, false), auditProcessor(audit)],
       settleDeliveries: async () => [],
       takeAlertOutcomes: () => [],
       putBackAlertOutcomes: () => {},
@@ -107,6 +110,7 @@ export function createEnrichment(opts: {
     processors: [
       costProcessor,
       governanceProcessor(opts.settings, opts.maxFindingsPerSpan, opts.log),
+      guardrailProcessor(opts.settings),
       alertProcessor(opts.settings, evaluator, notifier, outcomes),
       auditProcessor(audit),
       verificationProcessor(verification),

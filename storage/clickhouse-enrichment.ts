@@ -434,6 +434,20 @@ export class ClickHouseEnrichment {
       this.insert('verification_checkpoints', b.checkpoints.map(checkpointRow)),
       this.insert('feedback', b.feedback.map(feedbackRow)),
       this.insert('security_alerts', b.securityAlerts.map(securityAlertRow)),
+      this.insert(
+        'trace_meta',
+        b.traceMetas.map((r) => ({
+          workspace_id: r.workspaceId,
+          trace_id: r.traceId,
+          workflow_name: r.workflowName,
+          group_id: r.groupId,
+          metadata: r.metadata,
+          organization: r.organization,
+          project: r.project,
+          source: r.source,
+          updated_at_ms: r.updatedAtMs,
+        })),
+      ),
     ]);
   }
 

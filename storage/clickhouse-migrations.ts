@@ -101,6 +101,8 @@ export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   security_alerts: 'cityHash64(workspace_id, alert_id)',
   webhook_secrets: 'cityHash64(secret_id)',
   webhook_deliveries: 'cityHash64(workspace_id, delivery_key)',
+  trace_meta: 'cityHash64(workspace_id, trace_id)',
+  proxy_calls: 'cityHash64(workspace_id, call_id)',
 };
 
 export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
@@ -617,6 +619,38 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       ) ENGINE = MergeTree()
       PARTITION BY toYYYYMM(toDateTime(intDiv(at_ms, 1000), 'UTC'))
       ORDER BY (workspace_id, delivery_key, claimant)`,
+    ],
+  },
+  {
+    version: 14,
+    description: 'agent runtime traces: trace metadata, and the index of the calls the proxy recorded',
+    // trace_meta: an Agents SDK trace item (workflow name, group id, metadata), the newest per trace. proxy_calls:
+    // every proxy span by the provider's response id and request id (any key, unlike proxy_responses, which proves
+    // ownership), so an agent's response span and a guardrail result find the call the proxy recorded. Spans stored
+    // before this version are not indexed.
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.trace_meta (
+        workspace_id String,
+        trace_id String,
+        workflow_name String,
+        group_id String,
+        metadata String,
+        organization String,
+        project String,
+        source String,
+        updated_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree(updated_at_ms)
+      ORDER BY (workspace_id, trace_id)
+      SETTINGS index_granularity = 256`,
+      `CREATE TABLE IF NOT EXISTS ${db}.proxy_calls (
+        workspace_id String,
+        id_kind String,
+        call_id String,
+        trace_id String,
+        span_id String
+      ) ENGINE = ReplacingMergeTree()
+      ORDER BY (workspace_id, id_kind, call_id)
+      SETTINGS index_granularity = 256`,
     ],
   },
 ];

@@ -6,6 +6,8 @@ import {
   type EnrichmentStore,
   SIGNAL_METHODS,
   type SignalStore,
+  TRACE_LINK_METHODS,
+  type TraceLinkStore,
   VERIFICATION_METHODS,
   type VerificationStore,
   WEBHOOK_METHODS,
@@ -55,6 +57,7 @@ import {
   type UsageFacts,
 } from './clickhouse-rollup.ts';
 import { auditRow, checkpointRow, ClickHouseEnrichment, verificationRow } from './clickhouse-enrichment.ts';
+import { ClickHouseTraceLinks } from './clickhouse-trace-links.ts';
 import { normAudit, normCheckpoint, normVerification } from './enrichment.ts';
 import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
@@ -69,6 +72,8 @@ import {
   hasSpanFilter,
   latestPerSpan,
   normalizeFilter,
+  proxyCallKey,
+  proxyCallRows,
   proxyResponseRow,
   spanVersionKey,
   tokens,
@@ -76,6 +81,7 @@ import {
   USAGE_KINDS_SQL,
   utcDate,
   wellFormed,
+  type ProxyCallRow,
   type ProxyResponseRow,
   type SpanFilter,
   type TraceAgg,
@@ -457,9 +463,12 @@ function nextVersion(atLeast = 0): number {
 }
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
-const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore>({
+const Delegated = delegating<
+  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore
+>({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // ClickHouseEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // ClickHouseSignals (usage: the rollups plus votes)
+  traceLinks: TRACE_LINK_METHODS, // ClickHouseTraceLinks
 });
 
 export class ClickHouseStorage extends Delegated implements Storage {
@@ -468,6 +477,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
   private readonly db: string;
   readonly enrichment: ClickHouseEnrichment;
   readonly signals: ClickHouseSignals;
+  readonly traceLinks: ClickHouseTraceLinks;
   private readonly exactRollups: boolean;
 
   private readonly opts: ClickHouseOptions;
@@ -480,6 +490,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
     this.exactRollups = opts.exactRollups ?? true;
     this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups);
     this.signals = new ClickHouseSignals(this.client, this.db, (ws, q) => this.enrichment.usage(ws, q));
+    this.traceLinks = new ClickHouseTraceLinks(this.client, this.db);
   }
 
   private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {
@@ -609,6 +620,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
     const dropped: Array<[number, number]> = [];
     let columns: string[] | null = null;
     const owned = new Map<string, ProxyResponseRow>();
+    const calls = new Map<string, ProxyCallRow>();
     const chained = {
       audit_log: new TsvWriter(),
       verification: new TsvWriter(),
@@ -632,6 +644,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
       const prev = spans.get(key);
       const own = () => {
         if (proxied) owned.set(proxied.key, proxied.row);
+        for (const c of proxyCallRows(r)) calls.set(proxyCallKey(c), c);
       };
       if (prev && !(r.ingestedAtMs >= prev.version)) return own(); // as latestPerSpan: the later one wins a tie
       const row = toInsertRow(r);
@@ -669,6 +682,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
         // retried whole by the writer, and replays collapse in both tables.
         await this.insertRows('trace_days', [...index.values()]);
         if (owned.size) await this.insertRows('proxy_responses', [...owned.values()]);
+        if (calls.size) await this.insertRows('proxy_calls', [...calls.values()]);
         await insertBody(this.client, this.t('spans'), ['rollup', ...columns!], body.body(dropped));
         // After the spans: a crash in between leaves the old version counted (never a double correction).
         await this.insertRows('usage_corrections', corrections);

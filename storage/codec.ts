@@ -4,7 +4,7 @@
 import type { AttrValue, Attributes, SpanRecord } from '../core/record.ts';
 import { LATEST_STORABLE_NS, MAX_TOKENS, nsDiffMs, USAGE_KINDS } from '../core/record.ts';
 import { badQuery } from '../core/errors.ts';
-import { ownershipKey, ownershipOf } from '../core/response-ownership.ts';
+import { callRefsOf, ownershipKey, ownershipOf } from '../core/response-ownership.ts';
 import type { TraceFilter, TracePage, TraceSummary } from '../core/ports/storage.ts';
 
 /** USAGE_KINDS as an SQL list, for the roll-up and analytics queries of both backends. */
@@ -65,6 +65,37 @@ export function proxyResponseRows(spans: readonly SpanRecord[]): ProxyResponseRo
   }
   return [...rows.values()];
 }
+
+export interface ProxyCallRow {
+  workspace_id: string;
+  id_kind: 'response' | 'request';
+  call_id: string;
+  trace_id: string;
+  span_id: string;
+}
+
+/** The proxy_calls rows of a proxy span (TraceLinkStore.proxyCalls), one per id it names its call by. */
+export function proxyCallRows(span: SpanRecord): ProxyCallRow[] {
+  const at = {
+    workspace_id: wellFormed(span.workspaceId),
+    trace_id: wellFormed(span.traceId),
+    span_id: wellFormed(span.spanId),
+  };
+  return callRefsOf(span).map((c) => ({ ...at, id_kind: c.kind, call_id: c.id }));
+}
+
+/** The proxy_calls rows of a batch, one per call (ids repeat only in a replayed span). */
+export function proxyCallRowsOf(spans: readonly SpanRecord[]): ProxyCallRow[] {
+  const rows = new Map<string, ProxyCallRow>();
+  for (const span of spans) for (const r of proxyCallRows(span)) rows.set(proxyCallKey(r), r);
+  return [...rows.values()];
+}
+
+/** (kind, id) order, as both engines answer TraceLinkStore.proxyCalls. */
+export const byCall = (a: { kind: string; id: string }, b: { kind: string; id: string }) =>
+  a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+
+export const proxyCallKey = (r: ProxyCallRow) => `${r.workspace_id}\n${r.id_kind}\n${r.call_id}`;
 
 /** Counters are non-negative integers in storage. */
 export function count(n: number): number {

@@ -11,6 +11,7 @@ import type {
   FindingRecord,
   PolicyRecord,
   SecurityAlertRecord,
+  TraceMetaRecord,
   VerificationRecord,
 } from '../core/enrichment-records.ts';
 import type {
@@ -58,7 +59,7 @@ export type Serial = <T>(fn: (c: DuckDBConnection) => Promise<T>, write?: boolea
 /** Values ClickHouse's quantiles state holds (a reservoir sampler): usage quantiles are exact up to this many per group. */
 const RESERVOIR = 8192;
 
-type KeyedTable = 'findings' | 'policy_records' | 'alerts' | 'feedback' | 'security_alerts';
+type KeyedTable = 'findings' | 'policy_records' | 'alerts' | 'feedback' | 'security_alerts' | 'trace_meta';
 
 /** Versioned records: the newest version wins, the later write on a tie. */
 function upsertSql(table: KeyedTable): string {
@@ -316,6 +317,17 @@ const APPEND = {
       a.appendVarchar(v);
     for (const v of [r.secretId, r.correlation, r.body]) a.appendVarchar(v);
   },
+  trace_meta: (a: Appender, r: TraceMetaRecord) => {
+    a.appendVarchar(r.workspaceId);
+    a.appendVarchar(r.traceId);
+    a.appendVarchar(r.workflowName);
+    a.appendVarchar(r.groupId);
+    a.appendVarchar(r.metadata);
+    a.appendVarchar(r.organization);
+    a.appendVarchar(r.project);
+    a.appendVarchar(r.source);
+    a.appendBigInt(big(r.updatedAtMs));
+  },
 } as const;
 
 function rowsFor(cols: ColumnRows, table: EnrichmentTable, rows: readonly unknown[]): ColumnRows {
@@ -406,6 +418,7 @@ export class DuckDbEnrichment {
       ['alerts', b.alerts],
       ['feedback', b.feedback],
       ['security_alerts', b.securityAlerts],
+      ['trace_meta', b.traceMetas],
     ];
     const chained: Array<[ChainedTable, readonly ChainedRecord[]]> = [
       ['audit_log', b.audits],

@@ -334,6 +334,34 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
       )`,
     ],
   },
+  {
+    version: 9,
+    description: 'agent runtime traces: trace metadata, and the index of the calls the proxy recorded',
+    // As ClickHouse v14: trace_meta keeps the newest trace item per trace; proxy_calls finds the proxy span of a
+    // provider response id or request id.
+    statements: [
+      `CREATE TABLE IF NOT EXISTS trace_meta (
+        workspace_id VARCHAR NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        workflow_name VARCHAR NOT NULL,
+        group_id VARCHAR NOT NULL,
+        metadata VARCHAR NOT NULL,
+        organization VARCHAR NOT NULL,
+        project VARCHAR NOT NULL,
+        source VARCHAR NOT NULL,
+        updated_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, trace_id)
+      )`,
+      `CREATE TABLE IF NOT EXISTS proxy_calls (
+        workspace_id VARCHAR NOT NULL,
+        id_kind VARCHAR NOT NULL,
+        call_id VARCHAR NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        span_id VARCHAR NOT NULL,
+        PRIMARY KEY (workspace_id, id_kind, call_id)
+      )`,
+    ],
+  },
 ];
 
 /** `table` made again with `columns` (its own, in its order) and no key; its rows copied over. */
@@ -481,6 +509,21 @@ export const ENRICHMENT_TABLES = {
     ],
     key: ['workspace_id', 'alert_id'],
     version: 'received_at_ms',
+  },
+  trace_meta: {
+    columns: [
+      'workspace_id',
+      'trace_id',
+      'workflow_name',
+      'group_id',
+      'metadata',
+      'organization',
+      'project',
+      'source',
+      'updated_at_ms',
+    ],
+    key: ['workspace_id', 'trace_id'],
+    version: 'updated_at_ms',
   },
 } as const satisfies Record<string, { columns: readonly string[]; key: readonly string[]; version: string | null }>;
 export type EnrichmentTable = keyof typeof ENRICHMENT_TABLES;

@@ -5,6 +5,8 @@ import {
   type EnrichmentStore,
   SIGNAL_METHODS,
   type SignalStore,
+  TRACE_LINK_METHODS,
+  type TraceLinkStore,
   VERIFICATION_METHODS,
   type VerificationStore,
   WEBHOOK_METHODS,
@@ -32,6 +34,7 @@ import type {
 } from '../core/ports/storage.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
+import { DuckDbTraceLinks, insertProxyCalls } from './duckdb-trace-links.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { storageUnreachable } from '../core/errors.ts';
@@ -47,6 +50,7 @@ import {
   hasSpanFilter,
   latestPerSpan,
   normalizeFilter,
+  proxyCallRowsOf,
   proxyResponseRows,
   tokens,
   toPage,
@@ -172,9 +176,12 @@ async function createWaitingForLock(path: string, options: Record<string, string
 }
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
-const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore>({
+const Delegated = delegating<
+  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore
+>({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // DuckDbEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // DuckDbSignals (usage: the spans' plus votes)
+  traceLinks: TRACE_LINK_METHODS, // DuckDbTraceLinks
 });
 
 export class DuckDbStorage extends Delegated implements Storage {
@@ -189,6 +196,7 @@ export class DuckDbStorage extends Delegated implements Storage {
     (fn, write) => this.serial(fn, write),
     (ws, q) => this.enrichment.usage(ws, q),
   );
+  readonly traceLinks = new DuckDbTraceLinks((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;
@@ -423,7 +431,9 @@ export class DuckDbStorage extends Delegated implements Storage {
     // Dedup first: ON CONFLICT cannot touch the same row twice in one statement.
     const rows = spansToAppend(input);
     const owned = proxyResponseRows(input);
+    const calls = proxyCallRowsOf(input);
     await this.serial(async (c) => {
+      await insertProxyCalls(c, calls);
       // Before the spans, as on ClickHouse; a failed batch is retried whole and both writes are idempotent.
       if (owned.length) {
         await insertStaged(

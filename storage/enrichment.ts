@@ -11,6 +11,7 @@ import type {
   FindingRecord,
   PolicyRecord,
   SecurityAlertRecord,
+  TraceMetaRecord,
   VerificationRecord,
 } from '../core/enrichment-records.ts';
 import { normFeedback, normSecurityAlert } from './signals.ts';
@@ -29,6 +30,7 @@ export interface EnrichmentBatch {
   checkpoints: CheckpointRecord[];
   feedback: FeedbackRecord[];
   securityAlerts: SecurityAlertRecord[];
+  traceMetas: TraceMetaRecord[];
 }
 
 const w = wellFormed;
@@ -132,6 +134,21 @@ export function normCheckpoint(r: CheckpointRecord): CheckpointRecord {
   };
 }
 
+export function normTraceMeta(r: TraceMetaRecord): TraceMetaRecord {
+  return {
+    recordType: 'trace_meta',
+    workspaceId: w(r.workspaceId),
+    traceId: w(r.traceId),
+    workflowName: w(r.workflowName),
+    groupId: w(r.groupId),
+    metadata: w(r.metadata),
+    organization: w(r.organization),
+    project: w(r.project),
+    source: w(r.source),
+    updatedAtMs: count(r.updatedAtMs),
+  };
+}
+
 /**
  * Collapse duplicates of one natural key within a batch the way the tables do across batches:
  * the highest version wins, the later one on a tie. Append-only records have no version
@@ -161,6 +178,7 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
     checkpoints: [],
     feedback: [],
     securityAlerts: [],
+    traceMetas: [],
   };
   for (const r of rows) {
     switch (r.recordType) {
@@ -187,6 +205,9 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
         break;
       case 'security_alert':
         b.securityAlerts.push(normSecurityAlert(r));
+        break;
+      case 'trace_meta':
+        b.traceMetas.push(normTraceMeta(r));
         break;
       default:
         throw new RangeError(
@@ -222,6 +243,11 @@ export function partitionEnrichment(rows: readonly EnrichmentRecord[]): Enrichme
       b.securityAlerts,
       (r) => key(r.workspaceId, r.alertId),
       (r) => r.receivedAtMs,
+    ),
+    traceMetas: latest(
+      b.traceMetas,
+      (r) => key(r.workspaceId, r.traceId),
+      (r) => r.updatedAtMs,
     ),
   };
 }

@@ -73,13 +73,17 @@ export async function insertSpoolFiles(
         error: `damaged on disk: unreadable bytes skipped at ${dec.damaged.map((d) => d.at).join(', ')}; acknowledged records in them are lost`,
       });
     for (const f of dec.frames) {
-      for (const r of frameRecords(buf, f)) {
+      // A frame is one request's batch, up to the largest body limit (an agents export of ~100 MB): its records count
+      // for its bytes one by one, so that one large frame is inserted in parts too (DuckDB ran out of its memory
+      // limit inserting one whole).
+      const records = frameRecords(buf, f);
+      const each = f.bytes / Math.max(1, records.length);
+      for (const r of records) {
         if (batch) batch.add(r);
         else rows.push(r);
-        if (++count >= maxRows) await flush();
+        bytes += each;
+        if (++count >= maxRows || bytes >= maxBytes) await flush();
       }
-      bytes += f.bytes;
-      if (bytes >= maxBytes) await flush();
     }
   }
   await flush();

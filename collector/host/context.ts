@@ -15,6 +15,7 @@ import type { ErrorFamily } from '../http/errors.ts';
 import type { Metrics } from '../http/metrics.ts';
 import type { RouteDoc } from '../http/openapi.ts';
 import type { RateLimits } from '../http/rate-limit.ts';
+import type { ProxyCallMemory } from './proxy-calls.ts';
 import type { SettingsStore } from '../workspaces/settings.ts';
 import type { WebhookSecrets } from '../workspaces/webhook-secrets.ts';
 
@@ -83,4 +84,6 @@ export interface RouteContext extends AppDeps {
    * READ_DEADLINE_MS is answered 503 + Retry-After (code `unavailable`); other failures stay 500s. See ReadGate.
    */
   read<T>(work: () => Promise<T>): Promise<T>;
+  /** The calls the proxy recorded, by response or request id (the proxy remembers them; receivers and reads find them). */
+  proxyCalls: ProxyCallMemory;
 }

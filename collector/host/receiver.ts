@@ -50,8 +50,14 @@ export interface ReceiverDeclaration<Payload, Reply> {
   auditEmpty?: boolean;
   /** Content types accepted (415 otherwise). */
   accepts: readonly BodyKind[];
-  /** The body's limit in bytes after decompression (413 beyond); default TRACEGATE_MAX_BODY_BYTES. */
+  /** The body limit, after decompression (413 beyond); default TRACEGATE_MAX_BODY_BYTES. */
   maxBodyBytes?: number;
+  /**
+   * A larger body's records go to the pipeline in parts of about this many body bytes, each durable before the next
+   * is handed over, so that the processor and storage threads hold one part at a time; the answer waits for all of
+   * them (a part failing fails the request: its retry lands on what was stored). Default: one part.
+   */
+  ingestPartBytes?: number;
   /** The OpenAPI entry of each path (method, path, auth and errors come from the declaration). */
   doc: Omit<RouteDoc, 'method' | 'path' | 'auth' | 'errors'>;
   /**
@@ -87,7 +93,7 @@ function receive<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>, path: s
   const route = `POST ${path}`;
   return async (ctx: Context): Promise<void> => {
     const kind = bodyKind(ctx, decl.accepts);
-    const raw = await readBody(ctx, Math.min(decl.maxBodyBytes ?? Infinity, r.config.MAX_BODY_BYTES));
+    const raw = await readBody(ctx, decl.maxBodyBytes ?? r.config.MAX_BODY_BYTES);
     // Parsing, mapping and ingesting a large body each take a while on the event loop: other requests (and
     // /healthz) get a turn between them. Small bodies, nearly all of them, skip the yield.
     const turn = raw.length >= LARGE_BODY ? breathe : noop;
@@ -99,17 +105,30 @@ function receive<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>, path: s
     await turn();
     const others = mapped.records ?? [];
     if (mapped.spans.length > 0 || others.length > 0 || decl.auditEmpty) {
-      await r.pipeline.ingest(mapped.spans, {
-        workspaceId: caller.workspaceId,
-        keyId: caller.keyId,
-        route,
-        ...(mapped.rejected ? { rejected: mapped.rejected } : {}),
-        ...(others.length ? { records: others } : {}),
-      });
+      const parts = partsOf(mapped.spans, raw.length, others.length, decl.ingestPartBytes);
+      for (const [i, spans] of parts.entries()) {
+        await r.pipeline.ingest(spans, {
+          workspaceId: caller.workspaceId,
+          keyId: caller.keyId,
+          route,
+          ...(i === 0 && mapped.rejected ? { rejected: mapped.rejected } : {}),
+          ...(i === 0 && others.length ? { records: others } : {}),
+        });
+      }
     }
     countIngested(r, mapped.spans);
     await decl.answer(mapped, ctx);
   };
+}
+
+/** The spans in parts of about `partBytes` of the body each (by the body's bytes per record), the first with the others. */
+function partsOf(spans: SpanRecord[], bodyBytes: number, others: number, partBytes?: number): SpanRecord[][] {
+  if (!partBytes || bodyBytes <= partBytes) return [spans];
+  const perRecord = bodyBytes / Math.max(1, spans.length + others);
+  const size = Math.max(1, Math.floor(partBytes / perRecord));
+  const parts: SpanRecord[][] = [];
+  for (let at = 0; at < spans.length; at += size) parts.push(spans.slice(at, at + size));
+  return parts.length ? parts : [spans];
 }
 
 function countIngested(r: RouteContext, records: readonly SpanRecord[]): void {

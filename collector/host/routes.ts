@@ -9,6 +9,7 @@ import { type ErrorFamily, errorsIn } from '../http/errors.ts';
 import type { RouteDoc } from '../http/openapi.ts';
 import { READ_LIVENESS_AFTER_MS, ReadGate } from '../http/read-gate.ts';
 import type { AppDeps, GuardOptions, Method, Middleware, RouteContext } from './context.ts';
+import { ProxyCallMemory } from './proxy-calls.ts';
 
 export class RouteHost {
   /** Route pattern → the error shape of its family, for paths not answering in the JSON envelope. */
@@ -19,12 +20,14 @@ export class RouteHost {
   private readonly auth: AuthStrategies;
   private readonly refusals: RefusalAudit;
   private readonly reads: ReadGate;
+  private readonly proxyCalls: ProxyCallMemory;
 
   constructor(deps: AppDeps, router: Router, auth: AuthStrategies, refusals: RefusalAudit) {
     this.deps = deps;
     this.router = router;
     this.auth = auth;
     this.refusals = refusals;
+    this.proxyCalls = new ProxyCallMemory(deps.storage);
     this.reads = new ReadGate(() => deps.storage.ping(), {
       livenessAfterMs: deps.storage.kind === 'clickhouse' ? READ_LIVENESS_AFTER_MS : undefined,
     });
@@ -65,6 +68,7 @@ export class RouteHost {
         this.deps.closers?.push(fn);
       },
       read: (work) => this.reads.run(work),
+      proxyCalls: this.proxyCalls,
     };
   }
 }

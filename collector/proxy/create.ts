@@ -222,6 +222,7 @@ async function persist(parts: ProxyParts, ctx: Context, record: SpanRecord, pref
     const caller = ctx.state.caller as Caller;
     const route = `POST ${PATH}`;
     await parts.r.pipeline.ingest([record], { workspaceId: caller.workspaceId, keyId: caller.keyId, route, preflight });
+    parts.r.proxyCalls.remember(record); // once durable: a call whose span was lost is nobody's to link to
     parts.r.metrics.ingested.inc({ source: 'proxy' });
     return true;
   } catch (err) {

@@ -3,6 +3,8 @@
 import type { RouteContext } from '../host/context.ts';
 import type { ReceiverDeclaration } from '../host/receiver.ts';
 import { feedbackReceiver } from './feedback.ts';
+import { agentsReceiver } from './agents.ts';
+import { guardrailsReceiver } from './guardrails.ts';
 import { nativeReceiver } from './native.ts';
 import { otlpLogsReceiver, otlpTracesReceiver } from './otlp.ts';
 import { toolCallsReceiver } from './tool-calls.ts';
@@ -18,4 +20,6 @@ export const receivers: readonly AnyReceiver[] = [
   toolCallsReceiver,
   feedbackReceiver,
   webhooksReceiver,
+  agentsReceiver,
+  guardrailsReceiver,
 ];

@@ -91,7 +91,7 @@ const findingItem = z.object({
   workspaceId: z.string(),
   traceId: z.string(),
   spanId: z.string(),
-  detector: z.string().describe('pii, secret or injection'),
+  detector: z.string().describe('pii, secret, injection, or guardrail (a tripped guardrail)'),
   rule: z.string().describe('Stable rule id, e.g. pii.email'),
   category: z.string(),
   severity,

@@ -21,6 +21,17 @@ import {
   traceAlertSchema,
   voteSchema,
 } from './signal-view.ts';
+import {
+  guardrailMarks,
+  guardrailMarkSchema,
+  linkSchema,
+  proxiedLinks,
+  sessionFields,
+  sessionOf,
+  type SpanLink,
+  workflowOf,
+  workflowSchema,
+} from './trace-links.ts';
 
 /**
  * Longest page cursor accepted: the longest a cursor of this server can be (a trace id of 256 escaped characters; a
@@ -75,8 +86,12 @@ const traceSummarySchema = z.object({
   totalTokens: z.number(),
   costUsd: z.number(),
 });
+const traceListItemSchema = traceSummarySchema.extend({
+  name: z.string().describe("The agent runtime's workflow name when it sent one, else the root-most span's"),
+  ...sessionFields,
+});
 export const tracePageSchema = z.object({
-  items: z.array(traceSummarySchema),
+  items: z.array(traceListItemSchema),
   nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last'),
 });
 
@@ -112,6 +127,7 @@ const spanSchema = z.object({
   resourceAttributes: attributes,
   events: z.array(z.object({ name: z.string(), timeNs: nsTime, attributes })),
   ingestedAtMs: z.number(),
+  link: linkSchema.optional(),
 });
 const treeNodeSchema: z.ZodType<TreeNode> = z
   .object({
@@ -148,7 +164,11 @@ export const traceDetailSchema = z.object({
     traceId: z.string(),
     summary: traceRollupSchema
       .nullable()
-      .describe("Of the whole trace; prompt, response and provider from this part's spans"),
+      .describe(
+        "Of the whole trace; prompt, response and provider from this part's spans; name: the agent runtime's workflow name when it sent one",
+      ),
+    ...sessionFields,
+    workflow: workflowSchema,
     spans: z.array(spanSchema).describe('In start order: the whole trace, or one part of it (see nextSpanCursor)'),
     nextSpanCursor: z
       .string()
@@ -177,6 +197,7 @@ export const traceDetailSchema = z.object({
       .describe(
         `Security alerts linked to the trace (naming it, or one of its spans, requests or responses), newest first; at most ${MAX_TRACE_ALERTS} (bodies: GET /api/security-alerts)`,
       ),
+    guardrails: z.array(guardrailMarkSchema).describe("This part's guardrail spans, and which tripped"),
   }),
 });
 
@@ -238,8 +259,8 @@ export const READ_LIMITS = {
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 /** Compiles only when a response schema's output type and the type the handler answers are the same. */
 export const sameShape = <A, B>(ok: Same<A, B>) => ok;
-sameShape<z.output<typeof tracePageSchema>, TracePage>(true);
-sameShape<z.output<typeof spanSchema>, ReturnType<typeof publicSpan>>(true);
+sameShape<z.output<typeof traceSummarySchema>, TracePage['items'][number]>(true);
+sameShape<z.output<typeof spanSchema>, ReturnType<typeof publicSpan> & { link?: SpanLink }>(true);
 sameShape<z.output<typeof traceRollupSchema>, NonNullable<ReturnType<typeof summarize>>>(true);
 
 export function readRoutes(r: RouteContext): void {
@@ -264,7 +285,7 @@ export function readRoutes(r: RouteContext): void {
     auth: 'apiKey',
     query: detailQuery,
     summary:
-      'One trace: summary roll-up, spans (a large trace in parts), the span tree, the governance policy decision recorded for each span, feedback votes and linked security alerts',
+      "One trace: summary roll-up, spans (a large trace in parts), the span tree, the governance policy decision recorded for each span, feedback votes and linked security alerts, the agent runtime's workflow, session and metadata, links to the proxied calls of agent response spans, and which guardrails tripped",
     responses: {
       200: { description: 'The trace', schema: traceDetailSchema },
       404: { description: 'No such trace in this workspace', schema: errorSchema },
@@ -276,8 +297,8 @@ export function readRoutes(r: RouteContext): void {
     const q = parseQuery(listQuery, ctx);
     checkRange(q);
     const caller = ctx.state.caller as Caller;
-    const page = await r.read(() =>
-      r.storage.listTraces(caller.workspaceId, {
+    const { page, metas } = await r.read(async () => {
+      const page = await r.storage.listTraces(caller.workspaceId, {
         fromNs: q.from,
         toNs: q.to,
         model: q.model,
@@ -288,9 +309,15 @@ export function readRoutes(r: RouteContext): void {
         feedback: q.feedback,
         limit: q.limit,
         cursor: q.cursor,
-      }),
-    );
-    ctx.body = page satisfies z.output<typeof tracePageSchema>;
+      });
+      const ids = page.items.map((t) => t.traceId);
+      return { page, metas: ids.length ? await r.storage.traceMeta(caller.workspaceId, ids) : new Map() };
+    });
+    const items = page.items.map((t) => {
+      const meta = metas.get(t.traceId);
+      return { ...t, name: meta?.workflowName || t.name, ...sessionOf(meta) };
+    });
+    ctx.body = { items, nextCursor: page.nextCursor } satisfies z.output<typeof tracePageSchema>;
   });
 
   r.on('get', '/api/traces/:traceId', { limiter: READ_LIMITS.trace }, async (ctx) => {
@@ -300,7 +327,7 @@ export function readRoutes(r: RouteContext): void {
     const after = q.spanCursor === undefined ? undefined : decodeSpanCursor(q.spanCursor);
     const limit = q.spanLimit ?? r.config.MAX_TRACE_SPANS;
     const caller = ctx.state.caller as Caller;
-    const { page, more, whole, records, votes, alerts } = await r.read(async () => {
+    const { page, more, whole, records, votes, alerts, meta, links } = await r.read(async () => {
       // A part ends early at MAX_TRACE_PART_BYTES of stored spans: a span count alone does not bound an answer's size.
       const part = await r.storage.getTracePart(caller.workspaceId, traceId, {
         limit,
@@ -321,9 +348,12 @@ export function readRoutes(r: RouteContext): void {
             : await r.storage.getPolicyRecords(caller.workspaceId, traceId, more || after ? ids : undefined),
         votes: await r.storage.traceFeedback(caller.workspaceId, traceId),
         alerts: await r.storage.traceSecurityAlerts(caller.workspaceId, traceId, MAX_TRACE_ALERTS),
+        meta: (await r.storage.traceMeta(caller.workspaceId, [traceId])).get(traceId),
+        links: await proxiedLinks(r.storage, r.proxyCalls, caller.workspaceId, page),
       };
     });
-    if (page.length === 0 && !whole) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
+    // A trace whose runtime announced it (its trace item) but whose spans are still to come is found, with no spans.
+    if (page.length === 0 && !whole && !meta) throw new HttpError(404, 'not_found', `trace ${traceId} not found`);
     const spans = viewSpans(page);
     const policy = storedPolicy(records, page).map((p) => ({
       spanId: p.spanId,
@@ -333,17 +363,24 @@ export function readRoutes(r: RouteContext): void {
       createdAtMs: p.createdAtMs,
     }));
     const last = page.at(-1);
+    const summary = partSummary(spans, whole);
     ctx.body = {
       trace: {
         traceId,
-        summary: partSummary(spans, whole),
-        spans: spans.map(publicSpan),
+        summary: summary && meta?.workflowName ? { ...summary, name: meta.workflowName } : summary,
+        ...sessionOf(meta),
+        workflow: workflowOf(meta),
+        spans: spans.map((s) => {
+          const link = links.get(s.spanId);
+          return link ? { ...publicSpan(s), link } : publicSpan(s);
+        }),
         nextSpanCursor: more && last ? encodeSpanCursor({ startNs: last.startTimeNs, spanId: last.spanId }) : null,
         tree: spanTree(spans),
         policy,
         feedback: feedbackSummary(votes),
         feedbackVotes: votes.slice(0, MAX_TRACE_VOTES).map(publicVote),
         securityAlerts: alerts.map(traceAlert),
+        guardrails: guardrailMarks(spans),
       },
     } satisfies z.output<typeof traceDetailSchema>;
   });

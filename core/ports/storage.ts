@@ -10,6 +10,7 @@ import type {
   FindingRecord,
   PolicyRecord,
   SecurityAlertRecord,
+  TraceMetaRecord,
   VerificationRecord,
 } from '../enrichment-records.ts';
 
@@ -297,6 +298,26 @@ export interface DeliveryClaim {
   key: string;
 }
 
+/** How a call the proxy made is named: the provider's response id (`resp_…`) or its request id (`req_…`). */
+export interface ProxyCallRef {
+  kind: 'response' | 'request';
+  id: string;
+}
+/** The proxy span that recorded a call. */
+export interface ProxyCall extends ProxyCallRef, SpanKey {}
+
+/**
+ * Storage: what joins an agent runtime's traces to the rest. Trace metadata records (TraceMetaRecord) are written
+ * with the enrichment records (insertEnrichment, RecordBatch.add); the proxy-call index with the proxy spans that
+ * name the calls (insertSpans, RecordBatch.add: every proxy span with a response or request id).
+ */
+export interface TraceLinkStore {
+  /** The newest metadata record of each of these traces; traces without one are left out. */
+  traceMeta(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, TraceMetaRecord>>;
+  /** The proxy span that recorded each of these calls, in (kind, id) order; calls the proxy never made are left out. */
+  proxyCalls(workspaceId: string, refs: readonly ProxyCallRef[]): Promise<ProxyCall[]>;
+}
+
 /** Every storage engine: all the concerns above, behind one object. */
 export interface Storage
   extends StorageLifecycle,
@@ -308,7 +329,8 @@ export interface Storage
     SigningKeyStore,
     AnalyticsStore,
     SignalStore,
-    WebhookStore {}
+    WebhookStore,
+    TraceLinkStore {}
 
 /** True only when `L` names every method of `T`: a method added to a port without its list fails the type check. */
 type Complete<T, L extends readonly (keyof T)[]> = [Exclude<keyof T, L[number]>] extends [never] ? true : false;
@@ -377,6 +399,7 @@ export const WEBHOOK_METHODS = [
   'claimDeliveries',
   'claimedDeliveries',
 ] as const satisfies readonly (keyof WebhookStore)[];
+export const TRACE_LINK_METHODS = ['traceMeta', 'proxyCalls'] as const satisfies readonly (keyof TraceLinkStore)[];
 
 /** Fails the type check when a port's list misses one of its methods. */
 export type PortListsComplete = [
@@ -389,6 +412,7 @@ export type PortListsComplete = [
   Assert<Complete<AnalyticsStore, typeof ANALYTICS_METHODS>>,
   Assert<Complete<SignalStore, typeof SIGNAL_METHODS>>,
   Assert<Complete<WebhookStore, typeof WEBHOOK_METHODS>>,
+  Assert<Complete<TraceLinkStore, typeof TRACE_LINK_METHODS>>,
 ];
 
 /** Every storage call but the engine's lifecycle (init, close, kind), in port order. */
@@ -402,6 +426,7 @@ export const STORAGE_METHODS = [
   ...ANALYTICS_METHODS,
   ...SIGNAL_METHODS,
   ...WEBHOOK_METHODS,
+  ...TRACE_LINK_METHODS,
   'ping',
 ] as const;
 

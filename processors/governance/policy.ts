@@ -17,6 +17,9 @@ const pattern = z.string().min(1).max(200);
  * `defaultAction` covers everything else. An unknown key is refused: a typo must not silently leave data unredacted.
  * `modelAllow`/`modelDeny` are case-insensitive whole-string globs where `*` matches any run of characters.
  * `maxPromptChars` 0 means no limit. `minSeverity` ignores weaker findings (default: act on all).
+ * `guardrailText`: what is kept of the text a guardrail checked and the values it detected (processors/guardrails.ts):
+ * `preview` (the default, also when absent) a short preview with every finding and detected value masked, `clear`
+ * the text as sent (the rest of the policy still applies to it), `omit` nothing but its length.
  */
 export const policySchema = z.strictObject({
   version: z.number().int().min(1),
@@ -27,6 +30,7 @@ export const policySchema = z.strictObject({
   maxPromptChars: z.number().int().min(0).default(0),
   requiredEnvironments: z.array(z.string().min(1).max(100)).max(100).default([]),
   minSeverity: z.enum(SEVERITIES).default('low'),
+  guardrailText: z.enum(['preview', 'clear', 'omit']).optional(),
 });
 
 export type Policy = z.output<typeof policySchema>;

@@ -82,6 +82,10 @@ describe('OpenAPI document of the read routes', function () {
       'feedback',
       'feedbackVotes',
       'securityAlerts',
+      'session',
+      'metadata',
+      'workflow',
+      'guardrails',
     );
     expect(doc.paths['/api/traces/{traceId}'].get.parameters.map((p: { name: string }) => p.name)).to.include.members([
       'spanLimit',
@@ -392,5 +396,48 @@ describe('OpenAPI document against real answers', function () {
       ...Array(10).fill(200),
       429,
     ]);
+  });
+
+  it('agents and guardrails answers, and the trace read of an agent run, match their documented schemas', async () => {
+    const h = { authorization: `Bearer ${(await s.key('openapi-agents')).key}` };
+    const agents = '/api/integrations/provider-agents';
+    const guardrails = '/api/integrations/provider-guardrails';
+    const trace = { object: 'trace', id: 'trace_doc', workflow_name: 'Doc run', group_id: 'g-1', metadata: { a: 1 } };
+    const span = {
+      object: 'trace.span',
+      id: 'span_doc',
+      trace_id: 'trace_doc',
+      parent_id: null,
+      started_at: '2026-03-01T10:00:00.000Z',
+      ended_at: '2026-03-01T10:00:01.000Z',
+      span_data: { type: 'guardrail', name: 'g', triggered: true },
+      error: null,
+    };
+    expect(request('post', agents).safeParse({ data: [trace, span] }).success).to.equal(true);
+    conforms('post', agents, 200, await post(`${s.url}${agents}`, { data: [trace, span] }, h));
+    conforms('post', agents, 207, await post(`${s.url}${agents}`, { data: [span, { ...span, id: 5 }] }, h));
+    conforms('post', agents, 400, await post(`${s.url}${agents}`, { data: [{ object: 'trace' }] }, h));
+    conforms('post', agents, 401, await post(`${s.url}${agents}`, { data: [] }, {}));
+    const result = {
+      guardrailName: 'URL Filter',
+      stage: 'output',
+      tripwireTriggered: true,
+      info: { blocked: ['https://x.test'] },
+    };
+    expect(request('post', guardrails).safeParse({ traceId: 'trace_doc', results: [result] }).success).to.equal(true);
+    conforms(
+      'post',
+      guardrails,
+      200,
+      await post(`${s.url}${guardrails}`, { traceId: 'trace_doc', results: [result] }, h),
+    );
+    conforms('post', guardrails, 400, await post(`${s.url}${guardrails}`, { results: [{ stage: 'x' }] }, h));
+    await flushed(s);
+    const list = await get(`${s.url}/api/traces?source=agents`, h);
+    conforms('get', '/api/traces', 200, list);
+    expect(list.json.items[0]).to.include({ name: 'Doc run', session: 'g-1' });
+    const one = await get(`${s.url}/api/traces/trace_doc`, h);
+    conforms('get', '/api/traces/{traceId}', 200, one);
+    expect(one.json.trace.guardrails.map((g: any) => g.tripped)).to.deep.equal([true, true]);
   });
 });

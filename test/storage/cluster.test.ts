@@ -143,7 +143,7 @@ const span = (ws: string, trace: string, id: string, over: Partial<SpanRecord> =
       expect(
         await sql(
           n.url,
-          `SELECT name FROM system.tables WHERE database IN ('${db}', '${db}_local') AND name LIKE 'trace_%' FORMAT TSV`,
+          `SELECT name FROM system.tables WHERE database IN ('${db}', '${db}_local') AND name IN ('trace_index', 'trace_days') FORMAT TSV`,
         ),
       ).to.equal('trace_days\ntrace_days');
   });

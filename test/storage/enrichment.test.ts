@@ -1142,7 +1142,7 @@ for (const [chName, chFactory] of CLICKHOUSES)
         const { db, client } = s2 as unknown as Store;
         const tables = await (
           await client.query({
-            query: `SELECT name FROM system.tables WHERE database IN ('${db}', '${db}_local') AND name LIKE 'trace_%'`,
+            query: `SELECT name FROM system.tables WHERE database IN ('${db}', '${db}_local') AND name IN ('trace_index', 'trace_days')`,
             format: 'JSONEachRow',
           })
         ).json<{ name: string }>();

@@ -6,7 +6,8 @@
 //   'cut'             a few deltas, then the connection is destroyed
 //   'hang'            never answers
 //   'incomplete'      status incomplete (max_output_tokens)
-//   'tool'            a function_call output item
+//   'tool'            a function_call output item (to the request's first function tool, else get_weather, with
+//                     {"city":"Paris"}); once the input holds a function_call_output, the answer quotes that result
 //   'cached'          usage with cached and reasoning tokens
 // Responses are kept (a streamed one from response.created on): GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel and
 // GET /v1/responses/{id}/input_items answer about them (404 in the provider's shape for unknown ids).
@@ -147,14 +148,28 @@ function errorBody(message: string, type: string, code: string | null) {
   return JSON.stringify({ error: { message, type, param: null, code } });
 }
 
+/** The output of the last function_call_output item of the input (a tool-call turn answered), else null. */
+function toolResult(body: any): string | null {
+  if (!Array.isArray(body.input)) return null;
+  const out = body.input.filter((i: any) => i?.type === 'function_call_output').at(-1);
+  if (!out) return null;
+  return typeof out.output === 'string' ? out.output : JSON.stringify(out.output);
+}
+
 function finalResponse(body: any, respId: string, msgId: string, text: string) {
   const mode = body.metadata?.fake;
   if (mode === 'tool') {
+    const result = toolResult(body);
+    if (result !== null) {
+      const answer = `The tool said: ${result}`;
+      return responseObject(body, respId, 'completed', [message(msgId, answer)], usage(body, answer));
+    }
+    const tool = Array.isArray(body.tools) ? body.tools.find((t: any) => t?.type === 'function') : undefined;
     const call = {
       type: 'function_call',
       id: id('fc'),
       call_id: id('call'),
-      name: 'get_weather',
+      name: typeof tool?.name === 'string' ? tool.name : 'get_weather',
       arguments: '{"city":"Paris"}',
       status: 'completed',
     };

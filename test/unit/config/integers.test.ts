@@ -61,7 +61,10 @@ describe('integer settings', () => {
   it('TRACEGATE_MAX_JSON_VALUES and TRACEGATE_MAX_INFLIGHT_BODY_BYTES: defaults, bounds, and the budget holds at least one full body', () => {
     const c = loadConfig({});
     expect(c.MAX_JSON_VALUES).to.equal(250_000);
-    expect(c.MAX_INFLIGHT_BODY_BYTES).to.equal(64 * 1024 * 1024);
+    // Unset, it holds one body at the largest limit: the agents export route's (128 MiB).
+    expect(c.MAX_INFLIGHT_BODY_BYTES).to.equal(128 * 1024 * 1024);
+    expect(c.AGENTS_MAX_BODY_BYTES).to.equal(128 * 1024 * 1024);
+    expect(c.AGENTS_MAX_JSON_VALUES).to.equal(2_000_000);
     expect(() => loadConfig({ TRACEGATE_MAX_JSON_VALUES: '999' })).to.throw(/TRACEGATE_MAX_JSON_VALUES/);
     expect(() => loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(20 * 1024 * 1024 - 1) })).to.throw(
       /TRACEGATE_MAX_INFLIGHT_BODY_BYTES: .*below TRACEGATE_MAX_BODY_BYTES/,
@@ -71,8 +74,18 @@ describe('integer settings', () => {
         .MAX_INFLIGHT_BODY_BYTES,
     ).to.equal(4096);
     // Unset, it holds at least one body at the limit.
-    expect(loadConfig({ TRACEGATE_MAX_BODY_BYTES: String(100 * 1024 * 1024) }).MAX_INFLIGHT_BODY_BYTES).to.equal(
-      100 * 1024 * 1024,
+    expect(loadConfig({ TRACEGATE_MAX_BODY_BYTES: String(200 * 1024 * 1024) }).MAX_INFLIGHT_BODY_BYTES).to.equal(
+      200 * 1024 * 1024,
     );
+    // Set below the agents route's default limit, it bounds that route; below an explicit one, it is refused.
+    expect(loadConfig({ TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(32 * 1024 * 1024) }).AGENTS_MAX_BODY_BYTES).to.equal(
+      32 * 1024 * 1024,
+    );
+    expect(() =>
+      loadConfig({
+        TRACEGATE_MAX_INFLIGHT_BODY_BYTES: String(32 * 1024 * 1024),
+        TRACEGATE_AGENTS_MAX_BODY_BYTES: String(64 * 1024 * 1024),
+      }),
+    ).to.throw(/below TRACEGATE_AGENTS_MAX_BODY_BYTES/);
   });
 });

@@ -302,9 +302,10 @@ describe('insertSpoolFiles (the storage thread reading sealed segments)', () => 
         await insert(rows);
       };
       const res = await insertSpoolFiles(storage, [first!.path, second!.path], 1000, false, 20 * 1024);
-      // An insert closes with the frame that reaches 20 KiB; the second file's rows follow on in the same one.
+      // An insert closes with the record that reaches 20 KiB (each counts for its share of its frame's bytes); the
+      // second file's rows follow on in the same one.
       const frameBytes = encodeFrame(Array.from({ length: 5 }, (_, i) => span(100 + i))).length;
-      const per = 5 * Math.ceil((20 * 1024) / frameBytes);
+      const per = Math.ceil((20 * 1024) / (frameBytes / 5));
       expect(per).to.be.within(15, 30);
       expect(storage.inserts).to.deep.equal([
         ...Array(Math.floor(215 / per)).fill(per),
@@ -315,6 +316,15 @@ describe('insertSpoolFiles (the storage thread reading sealed segments)', () => 
       const byRows = new MapStorage();
       await insertSpoolFiles(byRows, [first!.path, second!.path], 60, false, 1 << 30);
       expect(byRows.inserts).to.deep.equal([60, 60, 60, 35]);
+      // One frame larger than the bound (a large request's batch) is inserted in parts too.
+      const big = new Spool({ dir: join(dir, 'big'), fsync: false });
+      big.open();
+      const frame = encodeFrame(Array.from({ length: 100 }, (_, i) => span(i)));
+      await big.append(frame, 100);
+      const [one] = big.close();
+      const parts = new MapStorage();
+      await insertSpoolFiles(parts, [one!.path], 1000, false, frame.length / 5);
+      expect(parts.inserts).to.deep.equal([20, 20, 20, 20, 20]);
     } finally {
       await removeDir(dir);
     }
