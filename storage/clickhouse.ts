@@ -5,10 +5,13 @@ import {
   type AnalyticsStore,
   ENRICHMENT_METHODS,
   type EnrichmentStore,
+  SESSION_METHODS,
+  type SessionStore,
   VERIFICATION_METHODS,
   type VerificationStore,
 } from '../core/ports/storage.ts';
 import { delegating } from './delegate.ts';
+import { ClickHouseSessions } from './clickhouse-sessions.ts';
 import { randomUUID } from 'node:crypto';
 import {
   ClickHouseLogLevel,
@@ -453,8 +456,9 @@ function nextVersion(atLeast = 0): number {
 }
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
-const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>({
+const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore & SessionStore>({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, ...ANALYTICS_METHODS], // ClickHouseEnrichment
+  sessions: SESSION_METHODS, // ClickHouseSessions
 });
 
 export class ClickHouseStorage extends Delegated implements Storage {
@@ -462,6 +466,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
   private readonly client: ClickHouseClient;
   private readonly db: string;
   readonly enrichment: ClickHouseEnrichment;
+  readonly sessions: ClickHouseSessions;
   private readonly exactRollups: boolean;
 
   private readonly opts: ClickHouseOptions;
@@ -473,6 +478,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
     this.client = this.connect(opts.url, opts.connection);
     this.exactRollups = opts.exactRollups ?? true;
     this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups);
+    this.sessions = new ClickHouseSessions(this.client, this.db);
   }
 
   private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {

@@ -272,6 +272,29 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
       ),
     ],
   },
+  {
+    version: 8,
+    description: 'browser sessions and one-time sign-in links',
+    // Tokens are stored only as their SHA-256 (token_hash). claimed_at_ms: 0 until the link is used (once).
+    statements: [
+      `CREATE TABLE IF NOT EXISTS sessions (
+        session_id VARCHAR NOT NULL,
+        token_hash VARCHAR PRIMARY KEY,
+        workspace_id VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        last_seen_ms BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        revoked_at_ms BIGINT NOT NULL
+      )`,
+      `CREATE TABLE IF NOT EXISTS signin_links (
+        token_hash VARCHAR PRIMARY KEY,
+        workspace_id VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        claimed_at_ms BIGINT NOT NULL
+      )`,
+    ],
+  },
 ];
 
 /** `table` made again with `columns` (its own, in its order) and no key; its rows copied over. */

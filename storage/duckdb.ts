@@ -4,6 +4,8 @@ import {
   type AnalyticsStore,
   ENRICHMENT_METHODS,
   type EnrichmentStore,
+  SESSION_METHODS,
+  type SessionStore,
   VERIFICATION_METHODS,
   type VerificationStore,
 } from '../core/ports/storage.ts';
@@ -28,6 +30,7 @@ import type {
 } from '../core/ports/storage.ts';
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
+import { DuckDbSessions } from './duckdb-sessions.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { storageUnreachable } from '../core/errors.ts';
@@ -168,8 +171,9 @@ async function createWaitingForLock(path: string, options: Record<string, string
 }
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
-const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore>({
+const Delegated = delegating<EnrichmentStore & VerificationStore & AnalyticsStore & SessionStore>({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, ...ANALYTICS_METHODS], // DuckDbEnrichment
+  sessions: SESSION_METHODS, // DuckDbSessions
 });
 
 export class DuckDbStorage extends Delegated implements Storage {
@@ -180,6 +184,7 @@ export class DuckDbStorage extends Delegated implements Storage {
   // One connection, so one statement (or transaction) at a time.
   private queue: Promise<unknown> = Promise.resolve();
   readonly enrichment = new DuckDbEnrichment((fn, write) => this.serial(fn, write));
+  readonly sessions = new DuckDbSessions((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;
