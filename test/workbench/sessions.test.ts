@@ -3,6 +3,11 @@
 // one ClickHouse database seeing a sign-out and a revocation at once.
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { storageUnreachable } from '../../core/errors.ts';
+import { DuckDbStorage } from '../../storage/duckdb.ts';
 import { newSession } from '../../collector/workspaces/sessions.ts';
 import { loadConfig } from '../../config/index.ts';
 import { startServer } from '../../collector/server.ts';
@@ -226,6 +231,48 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('sessions: storage that cannot check the cookie', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let real: DuckDbStorage;
+  let s: TestServer;
+  let mode: 'ok' | 'fail' | 'hang' = 'ok';
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tracegate-session-outage-'));
+    real = new DuckDbStorage(join(dir, 'db.duckdb'));
+    const storage = new Proxy(real, {
+      get: (target, prop, recv) => {
+        const v = Reflect.get(target, prop, recv);
+        if (prop !== 'getSession') return typeof v === 'function' ? v.bind(target) : v;
+        return async (...args: unknown[]) => {
+          if (mode === 'fail') throw storageUnreachable('connection refused');
+          if (mode === 'hang') await new Promise((r) => setTimeout(r, 3000));
+          return (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        };
+      },
+    });
+    s = await startTestServer('duckdb', QUIET, storage);
+  });
+  after(async () => {
+    await s?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('failing or past the lookup deadline: 503 with Retry-After, never let in; answering again: the session works', async () => {
+    const cookie = await signIn(s.url, (await s.key(ws('outage'))).key);
+    mode = 'fail';
+    const failed = await call(s.url, '/api/auth/session', { cookie });
+    expect([failed.status, failed.headers.get('retry-after')]).to.deep.equal([503, '5']);
+    mode = 'hang';
+    const t0 = Date.now();
+    const slow = await call(s.url, '/api/traces', { cookie });
+    expect(slow.status).to.equal(503);
+    expect(Date.now() - t0).to.be.within(1900, 2900); // LOOKUP_DEADLINE_MS
+    mode = 'ok';
+    expect((await call(s.url, '/api/auth/session', { cookie })).status).to.equal(200);
+  });
+});
 
 describe('sessions: offline CLI, and TRACEGATE_PUBLIC_ORIGIN', function () {
   this.timeout(180_000);
