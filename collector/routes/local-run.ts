@@ -100,7 +100,10 @@ async function jsonRun(model: LocalModel, ctx: Context, plan: Run, rec: Recorder
   try {
     res = await model.chat(request(plan), undefined, clientGone(ctx));
   } catch (err) {
-    throw withTrace(err, await rec.failed(err, ''));
+    const traceId = await rec.failed(err, '');
+    // Nobody is left to answer (nor is it a refusal to audit): the run is recorded as cancelled, if at all.
+    if (err instanceof RunCancelled) return void (ctx.respond = false);
+    throw withTrace(err, traceId);
   }
   const latencyMs = Date.now() - rec.started;
   ctx.body = answerOf(res, latencyMs, await rec.answered(res));

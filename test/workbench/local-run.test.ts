@@ -401,6 +401,23 @@ for (const backend of BACKENDS) {
         else await new Promise((r) => setTimeout(r, 100));
       }
       expect([span.status, span.response, span.trainable]).to.deep.equal(['cancelled', 'Hello', false]);
+      // Not streamed: the same, the client leaving while the model answers.
+      const closedAgain = new Promise<void>((r) => (upstreamClosed = r));
+      const gone = new AbortController();
+      const pending = fetch(`${b.s.url}/api/local/run`, {
+        method: 'POST',
+        headers: { cookie: b.cookie, origin: b.s.url, 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt: 'Hi', recordTrace: true, actionName: 'cancel-me-too' }),
+        signal: gone.signal,
+      }).catch((e: Error) => e);
+      await new Promise((r) => setTimeout(r, 300));
+      gone.abort();
+      expect(await pending).to.be.instanceOf(Error);
+      await closedAgain;
+      await new Promise((r) => setTimeout(r, 200));
+      await flushed(b.s);
+      const page = await b.s.running.storage.listTraces(b.workspaceId, { actionName: 'cancel-me-too', limit: 1 });
+      expect(page.items.map((t) => t.status)).to.deep.equal(['cancelled']);
     });
 
     it('the request’s own faults: 400 naming the field, 413, 415; rate-limited per session (429)', async () => {

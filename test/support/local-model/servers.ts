@@ -124,8 +124,11 @@ export function llamaServerBinary(timeoutMs = 30 * 60_000): Promise<string> {
     const started = Date.now();
     execFile('bash', [buildScript], { timeout: timeoutMs, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       const bin = stdout.trim().split('\n').at(-1) ?? '';
-      if (!err && existsSync(bin)) return resolve(bin);
       const waited = Math.round((Date.now() - started) / 1000);
+      if (!err && existsSync(bin)) {
+        if (waited > 1) console.error(`      (waited ${waited} s for llama-server: scripts/build-llama-server.sh)`);
+        return resolve(bin);
+      }
       reject(
         new Error(
           `llama-server is not available after ${waited} s (scripts/build-llama-server.sh; or set LLAMA_SERVER_BIN): ${err?.message ?? ''}\n${stderr.slice(-2000)}`,
