@@ -105,8 +105,8 @@ async function jsonRun(model: LocalModel, ctx: Context, plan: Run, rec: Recorder
     if (err instanceof RunCancelled) return void (ctx.respond = false);
     throw withTrace(err, traceId);
   }
-  const latencyMs = Date.now() - rec.started;
-  ctx.body = answerOf(res, latencyMs, await rec.answered(res));
+  const end = Date.now();
+  ctx.body = answerOf(res, end - rec.started, await rec.answered(res, end));
 }
 
 /**
@@ -132,8 +132,8 @@ async function streamRun(model: LocalModel, ctx: Context, plan: Run, rec: Record
     if (!sse.started) throw withTrace(err, traceId);
     return sse.fail(withTrace(err, traceId));
   }
-  const latencyMs = Date.now() - rec.started;
-  await sse.send('done', answerOf(res, latencyMs, await rec.answered(res)));
+  const end = Date.now();
+  await sse.send('done', answerOf(res, end - rec.started, await rec.answered(res, end)));
   sse.end();
 }
 
@@ -161,22 +161,21 @@ class Recorder {
     this.api = api;
   }
 
-  /** The trace of an answered run (undefined: not asked to record, or not stored). */
-  answered(res: ChatResult): Promise<string | undefined> {
-    return this.record(res, 'completed', '');
+  /** The trace of a run answered at `endMs` (undefined: not asked to record, or not stored). */
+  answered(res: ChatResult, endMs: number): Promise<string | undefined> {
+    return this.record(res, 'completed', '', endMs);
   }
 
   /** A recorded run that failed is stored too: status error (cancelled: the client left), never trainable. */
   failed(err: unknown, partial: string): Promise<string | undefined> {
     const res = { output: partial, model: this.plan.model, promptTokens: 0, completionTokens: 0, finishReason: '' };
     const status = err instanceof RunCancelled ? 'cancelled' : 'error';
-    return this.record(res, status, publicError(err).message);
+    return this.record(res, status, publicError(err).message, Date.now());
   }
 
-  private async record(res: ChatResult, status: LocalRun['status'], statusMessage: string) {
+  private async record(res: ChatResult, status: LocalRun['status'], statusMessage: string, end: number) {
     if (!this.plan.record) return undefined;
     const { plan, ctx } = this;
-    const end = Date.now();
     const run: LocalRun = {
       traceId: newTraceId(),
       requestId: ctx.state.requestId as string,
