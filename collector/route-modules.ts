@@ -1,13 +1,15 @@
 // The routes the app serves, in registration order: the ops routes, every receiver (collector/receivers/index.ts),
-// the read routes and the proxy.
+// the read routes, sessions, the local workbench and the proxy.
 import type { RouteContext } from './host/context.ts';
 import { serveReceiver } from './host/receiver.ts';
 import { proxyRoutes } from './proxy/route.ts';
 import { receivers } from './receivers/index.ts';
 import { enrichmentRoutes } from './routes/enrichment.ts';
+import { localRunRoutes } from './routes/local-run.ts';
 import { opsRoutes } from './routes/ops.ts';
 import { readRoutes } from './routes/read.ts';
 import { signalRoutes } from './routes/signals.ts';
+import { sessionRoutes } from './routes/sessions.ts';
 
 const receiverRoutes = (r: RouteContext) => {
   for (const declare of receivers) serveReceiver(r, declare(r));
@@ -19,5 +21,7 @@ export const routeModules: Array<(r: RouteContext) => void> = [
   readRoutes,
   enrichmentRoutes,
   signalRoutes,
+  sessionRoutes,
+  localRunRoutes,
   proxyRoutes,
 ];

@@ -8,6 +8,8 @@ import {
   type SignalStore,
   TRACE_LINK_METHODS,
   type TraceLinkStore,
+  SESSION_METHODS,
+  type SessionStore,
   VERIFICATION_METHODS,
   type VerificationStore,
   WEBHOOK_METHODS,
@@ -15,6 +17,7 @@ import {
 } from '../core/ports/storage.ts';
 import { ClickHouseSignals } from './clickhouse-signals.ts';
 import { delegating } from './delegate.ts';
+import { ClickHouseSessions } from './clickhouse-sessions.ts';
 import { randomUUID } from 'node:crypto';
 import {
   ClickHouseLogLevel,
@@ -464,11 +467,12 @@ function nextVersion(atLeast = 0): number {
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
 const Delegated = delegating<
-  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore
+  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore & SessionStore
 >({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // ClickHouseEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // ClickHouseSignals (usage: the rollups plus votes)
   traceLinks: TRACE_LINK_METHODS, // ClickHouseTraceLinks
+  sessions: SESSION_METHODS, // ClickHouseSessions
 });
 
 export class ClickHouseStorage extends Delegated implements Storage {
@@ -478,6 +482,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
   readonly enrichment: ClickHouseEnrichment;
   readonly signals: ClickHouseSignals;
   readonly traceLinks: ClickHouseTraceLinks;
+  readonly sessions: ClickHouseSessions;
   private readonly exactRollups: boolean;
 
   private readonly opts: ClickHouseOptions;
@@ -491,6 +496,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
     this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups);
     this.signals = new ClickHouseSignals(this.client, this.db, (ws, q) => this.enrichment.usage(ws, q));
     this.traceLinks = new ClickHouseTraceLinks(this.client, this.db);
+    this.sessions = new ClickHouseSessions(this.client, this.db);
   }
 
   private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {

@@ -7,6 +7,8 @@ import {
   type SignalStore,
   TRACE_LINK_METHODS,
   type TraceLinkStore,
+  SESSION_METHODS,
+  type SessionStore,
   VERIFICATION_METHODS,
   type VerificationStore,
   WEBHOOK_METHODS,
@@ -35,6 +37,7 @@ import type {
 import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { DuckDbTraceLinks, insertProxyCalls } from './duckdb-trace-links.ts';
+import { DuckDbSessions } from './duckdb-sessions.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { storageUnreachable } from '../core/errors.ts';
@@ -177,11 +180,12 @@ async function createWaitingForLock(path: string, options: Record<string, string
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
 const Delegated = delegating<
-  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore
+  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore & SessionStore
 >({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // DuckDbEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // DuckDbSignals (usage: the spans' plus votes)
   traceLinks: TRACE_LINK_METHODS, // DuckDbTraceLinks
+  sessions: SESSION_METHODS, // DuckDbSessions
 });
 
 export class DuckDbStorage extends Delegated implements Storage {
@@ -197,6 +201,7 @@ export class DuckDbStorage extends Delegated implements Storage {
     (ws, q) => this.enrichment.usage(ws, q),
   );
   readonly traceLinks = new DuckDbTraceLinks((fn, write) => this.serial(fn, write));
+  readonly sessions = new DuckDbSessions((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;
