@@ -1,7 +1,7 @@
-// Backend-neutral pieces of the enrichment tables (findings, policy records, audit log, alerts,
-// verification records and checkpoints) and of the analytics: value normalization, the
-// natural keys and which duplicate wins, query normalization, keyset cursors and the usage
-// quantile definition. Both backends go through these so they return identical results.
+// Backend-neutral pieces of the enrichment tables (findings, policy records, audit log, alerts, feedback votes,
+// security alerts, verification records and checkpoints) and of the analytics: value normalization, the natural keys
+// and which duplicate wins, query normalization, keyset cursors and the usage quantile definition. Both backends go
+// through these so they return identical results.
 import type {
   AlertRecord,
   AuditRecord,
@@ -14,8 +14,8 @@ import type {
   TraceMetaRecord,
   VerificationRecord,
 } from '../core/enrichment-records.ts';
-import { normFeedback, normSecurityAlert } from './signals.ts';
 import { badQuery } from '../core/errors.ts';
+import { SEVERITIES } from '../core/governance.ts';
 import type { AlertQuery, AuditQuery, FindingQuery, UsageQuery, UsageRow } from '../core/ports/storage.ts';
 import { count, decodeCursor, encodeCursor, finite, roundSum, wellFormed } from './codec.ts';
 
@@ -146,6 +146,62 @@ export function normTraceMeta(r: TraceMetaRecord): TraceMetaRecord {
     project: w(r.project),
     source: w(r.source),
     updatedAtMs: count(r.updatedAtMs),
+  };
+}
+
+const TARGETS: ReadonlySet<string> = new Set(['trace', 'span', 'response', 'request']);
+
+export function normFeedback(r: FeedbackRecord): FeedbackRecord {
+  const value = r.value === 'up' || r.value === 'down' ? r.value : '';
+  if (!TARGETS.has(r.targetType)) throw new RangeError(`feedback record: unknown targetType ${String(r.targetType)}`);
+  return {
+    recordType: 'feedback',
+    workspaceId: w(r.workspaceId),
+    voteKey: w(r.voteKey),
+    voteId: w(r.voteId),
+    traceId: w(r.traceId),
+    targetType: r.targetType,
+    targetId: w(r.targetId),
+    name: w(r.name),
+    value,
+    retracted: r.retracted === true || value === '',
+    comment: w(r.comment),
+    userId: w(r.userId),
+    source: w(r.source),
+    metadata: w(r.metadata),
+    votedAtMs: count(r.votedAtMs),
+    receivedAtMs: count(r.receivedAtMs),
+  };
+}
+
+export const SEVERITY_SET: ReadonlySet<string> = new Set(SEVERITIES);
+
+export function normSecurityAlert(r: SecurityAlertRecord): SecurityAlertRecord {
+  if (!SEVERITY_SET.has(r.severity)) throw new RangeError(`security_alert record: unknown severity ${r.severity}`);
+  if (!['verified', 'unverified', 'unsigned'].includes(r.signature))
+    throw new RangeError(`security_alert record: unknown signature ${r.signature}`);
+  return {
+    recordType: 'security_alert',
+    workspaceId: w(r.workspaceId),
+    alertId: w(r.alertId),
+    source: w(r.source),
+    severity: r.severity,
+    rawSeverity: w(r.rawSeverity),
+    title: w(r.title),
+    category: w(r.category),
+    externalId: w(r.externalId),
+    detectedAtMs: count(r.detectedAtMs),
+    receivedAtMs: count(r.receivedAtMs),
+    traceId: w(r.traceId),
+    spanId: w(r.spanId),
+    requestId: w(r.requestId),
+    responseId: w(r.responseId),
+    sessionId: w(r.sessionId),
+    userId: w(r.userId),
+    signature: r.signature,
+    secretId: w(r.secretId),
+    correlation: w(r.correlation),
+    body: w(r.body),
   };
 }
 

@@ -1,69 +1,20 @@
-// Backend-neutral pieces of feedback votes and security alerts: value normalization, how a vote or an alert links to
+// Backend-neutral pieces of feedback votes and security alerts: how a vote or an alert links to
 // a trace, the security-alert listing's cursor, and feedback counts merged into usage rows. Both engines go through
 // these so they answer alike.
+import type { Severity } from '../core/governance.ts';
 import type { FeedbackRecord, FeedbackTarget, SecurityAlertRecord } from '../core/enrichment-records.ts';
-import { SEVERITIES, type Severity } from '../core/governance.ts';
 import type { SecurityAlertQuery, UsageQuery, UsageRow } from '../core/ports/storage.ts';
-import { count, wellFormed } from './codec.ts';
-import { decodeKeyCursor, encodeKeyCursor, type KeyCursor, type ListBase, usageRange } from './enrichment.ts';
+import { wellFormed } from './codec.ts';
+import {
+  decodeKeyCursor,
+  encodeKeyCursor,
+  type KeyCursor,
+  type ListBase,
+  SEVERITY_SET,
+  usageRange,
+} from './enrichment.ts';
 
 const w = wellFormed;
-const TARGETS: ReadonlySet<string> = new Set(['trace', 'span', 'response', 'request']);
-
-export function normFeedback(r: FeedbackRecord): FeedbackRecord {
-  const value = r.value === 'up' || r.value === 'down' ? r.value : '';
-  if (!TARGETS.has(r.targetType)) throw new RangeError(`feedback record: unknown targetType ${String(r.targetType)}`);
-  return {
-    recordType: 'feedback',
-    workspaceId: w(r.workspaceId),
-    voteKey: w(r.voteKey),
-    voteId: w(r.voteId),
-    traceId: w(r.traceId),
-    targetType: r.targetType,
-    targetId: w(r.targetId),
-    name: w(r.name),
-    value,
-    retracted: r.retracted === true || value === '',
-    comment: w(r.comment),
-    userId: w(r.userId),
-    source: w(r.source),
-    metadata: w(r.metadata),
-    votedAtMs: count(r.votedAtMs),
-    receivedAtMs: count(r.receivedAtMs),
-  };
-}
-
-const SEVERITY_SET: ReadonlySet<string> = new Set(SEVERITIES);
-
-export function normSecurityAlert(r: SecurityAlertRecord): SecurityAlertRecord {
-  if (!SEVERITY_SET.has(r.severity)) throw new RangeError(`security_alert record: unknown severity ${r.severity}`);
-  if (!['verified', 'unverified', 'unsigned'].includes(r.signature))
-    throw new RangeError(`security_alert record: unknown signature ${r.signature}`);
-  return {
-    recordType: 'security_alert',
-    workspaceId: w(r.workspaceId),
-    alertId: w(r.alertId),
-    source: w(r.source),
-    severity: r.severity,
-    rawSeverity: w(r.rawSeverity),
-    title: w(r.title),
-    category: w(r.category),
-    externalId: w(r.externalId),
-    detectedAtMs: count(r.detectedAtMs),
-    receivedAtMs: count(r.receivedAtMs),
-    traceId: w(r.traceId),
-    spanId: w(r.spanId),
-    requestId: w(r.requestId),
-    responseId: w(r.responseId),
-    sessionId: w(r.sessionId),
-    userId: w(r.userId),
-    signature: r.signature,
-    secretId: w(r.secretId),
-    correlation: w(r.correlation),
-    body: w(r.body),
-  };
-}
-
 // ---- links: what of a trace a vote or an alert may name instead of its id ----
 
 /** The ids a trace answers to besides its own: its spans', their request ids and the provider response ids they hold. */
