@@ -1,14 +1,8 @@
 // The agents export route: POST /api/integrations/provider-agents with the batches an Agents SDK exporter sends (one
 // trace item and 20 spans with a few KB of input each, a new trace per request), next to the native route in the
 // same run, on DuckDB and ClickHouse.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createKey } from '../collector/workspaces/admin.ts';
-import { loadConfig } from '../config/index.ts';
-import { createStorage } from '../storage/index.ts';
-import { describeCpu, fmt, freePort, load, peakRssMb, settledCounter, startChild, terminate } from './lib.ts';
-import { type CaseResult, NATIVE_BODY } from './native.ts';
+import { describeCpu, fmt } from './lib.ts';
+import { type CaseResult, NATIVE_BODY, runNativeServer } from './native.ts';
 
 const SPANS = 20;
 
@@ -109,46 +103,14 @@ async function runServer(
   seconds: number,
   route: 'agents' | 'native',
 ): Promise<CaseResult & { items: number }> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-'));
-  const fullEnv = {
-    TRACEGATE_DATA_DIR: dataDir,
-    TRACEGATE_PORT: String(port),
-    TRACEGATE_HOST: '127.0.0.1',
-    TRACEGATE_LOG_LEVEL: 'warn',
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
-    TRACEGATE_SHUTDOWN_FLUSH_MS: '240000',
-    ...env,
-  };
-  const config = loadConfig(fullEnv);
-  const storage = createStorage(config);
-  await storage.init();
-  const k = await createKey(storage, 'bench');
-  await storage.close();
-  const child = await startChild('bin/tracegate.ts', ['serve'], fullEnv, `http://127.0.0.1:${port}/healthz`);
   const agents = route === 'agents';
-  try {
-    const r = await load({
-      url: `http://127.0.0.1:${port}${agents ? '/api/integrations/provider-agents' : '/api/traces'}`,
-      body: agents ? agentsBody() : NATIVE_BODY,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` },
-      connections: agents ? 16 : 50,
-      seconds,
-      idReplacement: true,
-      serverPid: child.pid!,
-    });
-    const rssMb = peakRssMb(child.pid!);
-    const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, route, Math.max(1000, 2 * r.p99));
-    await terminate(child, 120_000);
-    const s2 = createStorage(config);
-    await s2.init();
-    const stored = await s2.countSpans(k.workspaceId);
-    await s2.close();
-    return { name, ...r, rssMb, stored, acked, items: agents ? SPANS + 1 : 1 };
-  } finally {
-    await terminate(child);
-    rmSync(dataDir, { recursive: true, force: true });
-  }
+  const r = await runNativeServer(name, env, seconds, agents ? 16 : 50, {
+    path: agents ? '/api/integrations/provider-agents' : '/api/traces',
+    body: agents ? agentsBody() : NATIVE_BODY,
+    counter: route,
+    drainMs: 120_000,
+  });
+  return { ...r, items: agents ? SPANS + 1 : 1 };
 }
 
 export async function runAgentsBench(seconds: number, clickhouseUrl: string): Promise<void> {

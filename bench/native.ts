@@ -1,9 +1,4 @@
 // Native ingestion: POST /api/traces with a ~600-byte payload, against the bare-Koa ceiling measured in the same run.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { loadConfig } from '../config/index.ts';
-import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/workspaces/admin.ts';
 import {
   describeCpu,
@@ -12,12 +7,12 @@ import {
   load,
   peakRssMb,
   settledCounter,
-  startChild,
   startCeiling,
   startForked,
   terminate,
   type LoadResult,
 } from './lib.ts';
+import { startBenchServer, storedSpans } from './server.ts';
 
 export const NATIVE_BODY = JSON.stringify({
   requestId: 'bench-[<id>]',
@@ -48,51 +43,43 @@ export interface CaseResult extends LoadResult {
   acked?: number;
 }
 
+/** What a server case posts: the route, one body (ids replaced per request) and the ingest counter it bumps. */
+export interface IngestRoute {
+  path: string;
+  body: string;
+  counter: string;
+  /** How long the final flush may take once the load stops. */
+  drainMs: number;
+}
+const NATIVE_ROUTE: IngestRoute = { path: '/api/traces', body: NATIVE_BODY, counter: 'native', drainMs: 60_000 };
+
 export async function runNativeServer(
   name: string,
   env: Record<string, string>,
   seconds: number,
   connections = 50,
+  route: IngestRoute = NATIVE_ROUTE,
 ): Promise<CaseResult> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-'));
-  const fullEnv = {
-    TRACEGATE_DATA_DIR: dataDir,
-    TRACEGATE_PORT: String(port),
-    TRACEGATE_HOST: '127.0.0.1',
-    TRACEGATE_LOG_LEVEL: 'warn',
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
-    TRACEGATE_SHUTDOWN_FLUSH_MS: '240000',
-    ...env,
-  };
-  const config = loadConfig(fullEnv);
-  const storage = createStorage(config);
-  await storage.init();
-  const k = await createKey(storage, 'bench');
-  await storage.close();
-  const child = await startChild('bin/tracegate.ts', ['serve'], fullEnv, `http://127.0.0.1:${port}/healthz`);
+  const server = await startBenchServer(env, (storage) => createKey(storage, 'bench'));
   try {
+    const pid = server.child.pid!;
     const r = await load({
-      url: `http://127.0.0.1:${port}/api/traces`,
-      body: NATIVE_BODY,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${k.key}` },
+      url: `${server.url}${route.path}`,
+      body: route.body,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${server.made.key}` },
       connections,
       seconds,
       idReplacement: true,
-      serverPid: child.pid!,
+      serverPid: pid,
     });
-    const rssMb = peakRssMb(child.pid!);
+    const rssMb = peakRssMb(pid);
     // autocannon's 2xx count misses answers still in flight when it stops: the server's counter, once settled.
-    const acked = await settledCounter(`http://127.0.0.1:${port}/metrics`, 'native', Math.max(1000, 2 * r.p99));
-    await terminate(child, 60_000); // SIGTERM flushes the spool
-    const s2 = createStorage(config);
-    await s2.init();
-    const stored = await s2.countSpans(k.workspaceId);
-    await s2.close();
+    const acked = await settledCounter(`${server.url}/metrics`, route.counter, Math.max(1000, 2 * r.p99));
+    await terminate(server.child, route.drainMs); // SIGTERM flushes the spool
+    const stored = await storedSpans(server.config, server.made.workspaceId);
     return { name, ...r, rssMb, stored, acked };
   } finally {
-    await terminate(child);
-    rmSync(dataDir, { recursive: true, force: true });
+    await server.close();
   }
 }
 

@@ -1,21 +1,3 @@
-// OTLP ingestion: POST /v1/traces with protobuf requests of 512 GenAI chat spans each, 8 connections,
-// against `bin/tracegate.ts serve` as a child process (embedded store and ClickHouse, enrichment on
-// and off). The ceiling is the project's own protobuf decoder on the same request, in-process, in
-// the same run: ratio = spans/s acknowledged by the server ÷ spans/s the decoder alone manages.
-//
-// Every request is distinct: the body is built once from real SDK spans (ReadableSpans serialized
-// by @opentelemetry/otlp-transformer), and each request gets its own trace ids (a per-request counter
-// written into the first 4 bytes of every traceId; autocannon copies the body when it builds the
-// request, so patching the template in setupRequest is safe). So after SIGTERM (which flushes the
-// spool) storage must hold exactly acknowledged requests × 512 spans.
-//
-//   node bench/otlp.ts                 standalone: starts its own throwaway ClickHouse
-//   BENCH_SECONDS=10                   load duration per case (default 20)
-//   BENCH_OTLP_CASES=duck-on,ch-on,duck-off,ch-off   subset of cases
-//   BENCH_OTLP_PROFILE=/tmp/prof       run the servers with --cpu-prof into that directory
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { SpanKind, context, trace } from '@opentelemetry/api';
@@ -31,16 +13,15 @@ import {
   cpuMeter,
   describeCpu,
   fmt,
-  freePort,
   peakRssMb,
   settledCounter,
-  startChild,
   stealMeter,
   terminate,
   reportWarmup,
   WARMUP_SECONDS,
   type CpuSplit,
 } from './lib.ts';
+import { startBenchServer } from './server.ts';
 
 export const SPANS_PER_REQUEST = 512;
 const TRACES_PER_REQUEST = 32; // 16 chat spans per trace: one root call, 15 follow-up calls under it
@@ -199,28 +180,15 @@ export async function runOtlpServer(
   seconds: number,
   t: OtlpTemplate,
 ): Promise<OtlpCaseResult> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-otlp-'));
-  const fullEnv: Record<string, string> = {
-    TRACEGATE_DATA_DIR: dataDir,
-    TRACEGATE_PORT: String(port),
-    TRACEGATE_HOST: '127.0.0.1',
-    TRACEGATE_LOG_LEVEL: 'warn',
-    // The final flush may take as long as it needs: the stored count is checked right after exit.
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
-    TRACEGATE_SHUTDOWN_FLUSH_MS: '240000',
-    ...env,
-  };
-  const config = loadConfig(fullEnv);
-  const setup = createStorage(config);
-  await setup.init();
-  const k = await createKey(setup, `bench-otlp-${randomBytes(4).toString('hex')}`);
-  await setup.close();
   const profileDir = process.env.BENCH_OTLP_PROFILE;
   const childEnv = profileDir
-    ? { ...fullEnv, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${profileDir}`.trim() }
-    : fullEnv;
-  const child = await startChild('bin/tracegate.ts', ['serve'], childEnv, `http://127.0.0.1:${port}/healthz`);
+    ? { ...env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${profileDir}`.trim() }
+    : env;
+  const server = await startBenchServer(childEnv, (storage) =>
+    createKey(storage, `bench-otlp-${randomBytes(4).toString('hex')}`),
+  );
+  const { child, config, port } = server;
+  const k = server.made;
   try {
     let seq = Math.floor(Math.random() * 0x7fffffff); // distinct from any earlier run against the same database
     const options = {
@@ -265,8 +233,7 @@ export async function runOtlpServer(
       cpu,
     };
   } finally {
-    await terminate(child);
-    rmSync(dataDir, { recursive: true, force: true });
+    await server.close();
   }
 }
 

@@ -3,16 +3,12 @@
 // rounds to whole ms, too coarse for sub-ms overhead). SSE: a custom client in the same process as a stamped fake,
 // so each event's send time (performance.now) and arrival time share one monotonic clock.
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
-import { loadConfig } from '../config/index.ts';
-import { createStorage } from '../storage/index.ts';
 import { createKey } from '../collector/workspaces/admin.ts';
 import { startFakeResponses } from '../test/support/fake-responses.ts';
-import { fmt, freePort, peakRssMb, processCpuSeconds, startChild, stealMeter, terminate } from './lib.ts';
+import { fmt, peakRssMb, processCpuSeconds, stealMeter, terminate } from './lib.ts';
+import { startBenchServer } from './server.ts';
 
 const DELAY_MS = 20;
 const CONNECTIONS = 100;
@@ -145,31 +141,9 @@ async function startFloor(providerUrl: string, fsync: boolean): Promise<{ child:
 async function startProxy(
   providerUrl: string,
 ): Promise<{ child: ChildProcess; url: string; key: string; close(): Promise<void> }> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-proxy-'));
-  const env = {
-    TRACEGATE_DATA_DIR: dataDir,
-    TRACEGATE_PORT: String(port),
-    TRACEGATE_HOST: '127.0.0.1',
-    TRACEGATE_LOG_LEVEL: 'warn',
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
-    TRACEGATE_PROVIDER_BASE_URL: providerUrl,
-    TRACEGATE_PROVIDER_API_KEY: 'sk-bench',
-  };
-  const storage = createStorage(loadConfig(env));
-  await storage.init();
-  const k = await createKey(storage, 'bench-proxy');
-  await storage.close();
-  const child = await startChild('bin/tracegate.ts', ['serve'], env, `http://127.0.0.1:${port}/healthz`);
-  return {
-    child,
-    url: `http://127.0.0.1:${port}`,
-    key: k.key,
-    close: async () => {
-      await terminate(child, 60_000);
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  const env = { TRACEGATE_PROVIDER_BASE_URL: providerUrl, TRACEGATE_PROVIDER_API_KEY: 'sk-bench' };
+  const server = await startBenchServer(env, (storage) => createKey(storage, 'bench-proxy'));
+  return { child: server.child, url: server.url, key: server.made.key, close: () => server.close(60_000) };
 }
 
 interface StreamStats {

@@ -3,16 +3,14 @@
 // (native before and after them, so drift over the run shows). One server per storage; each case its own workspace,
 // so what it stored is counted on its own once the server has stopped (SIGTERM flushes the spool).
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKey } from '../collector/workspaces/admin.ts';
 import { addWebhookSecret } from '../collector/workspaces/webhook-secrets.ts';
-import { loadConfig } from '../config/index.ts';
 import type { Storage } from '../core/ports/storage.ts';
 import { loadSecretsKey, secretBox } from '../processors/secret-box.ts';
 import { createStorage } from '../storage/index.ts';
-import { describeCpu, fmt, freePort, load, peakRssMb, startChild, terminate } from './lib.ts';
+import { describeCpu, fmt, load, peakRssMb, terminate } from './lib.ts';
+import { startBenchServer } from './server.ts';
 import { type CaseResult, combine, NATIVE_BODY } from './native.ts';
 
 interface SignalCase {
@@ -99,29 +97,17 @@ function cases(secret: string): SignalCase[] {
 }
 
 async function runStore(label: string, env: Record<string, string>, seconds: number): Promise<void> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'tracegate-bench-signals-'));
-  const fullEnv = {
-    TRACEGATE_DATA_DIR: dataDir,
-    TRACEGATE_PORT: String(port),
-    TRACEGATE_HOST: '127.0.0.1',
-    TRACEGATE_LOG_LEVEL: 'warn',
-    TRACEGATE_RATE_LIMIT_POINTS: '100000000',
-    TRACEGATE_SHUTDOWN_FLUSH_MS: '240000',
-    ...env,
-  };
-  const config = loadConfig(fullEnv);
   // Keys and the signing secret made before the server starts (it then reads the same key file).
-  const setup = createStorage(config);
-  await setup.init();
-  const box = secretBox(loadSecretsKey(join(dataDir, 'keys')));
-  const all = cases('');
-  const keys = [];
-  for (let i = 0; i < all.length; i++) keys.push(await createKey(setup, `bench-signals-${i}`));
-  const { secret } = await addWebhookSecret(setup, box, keys[4]!.workspaceId, async () => {});
-  await setup.close();
+  const server = await startBenchServer(env, async (setup, dataDir) => {
+    const box = secretBox(loadSecretsKey(join(dataDir, 'keys')));
+    const keys = [];
+    for (let i = 0; i < cases('').length; i++) keys.push(await createKey(setup, `bench-signals-${i}`));
+    const { secret } = await addWebhookSecret(setup, box, keys[4]!.workspaceId, async () => {});
+    return { keys, secret };
+  });
+  const { keys, secret } = server.made;
+  const { child } = server;
   const list = cases(secret);
-  const child = await startChild('bin/tracegate.ts', ['serve'], fullEnv, `http://127.0.0.1:${port}/healthz`);
   const results: Array<{ c: SignalCase; i: number; r: CaseResult }> = [];
   try {
     // native first and last, the signal routes between
@@ -129,7 +115,7 @@ async function runStore(label: string, env: Record<string, string>, seconds: num
       const c = list[i]!;
       let n = i === 0 && results.length ? 10_000_000 : 0;
       const r = await load({
-        url: `http://127.0.0.1:${port}${c.path}`,
+        url: `${server.url}${c.path}`,
         body: c.body(0),
         headers: { 'content-type': 'application/json', authorization: `Bearer ${keys[i]!.key}` },
         connections: 50,
@@ -143,15 +129,14 @@ async function runStore(label: string, env: Record<string, string>, seconds: num
       results.push({ c, i, r: { name: c.name, ...r, rssMb: peakRssMb(child.pid!) } });
     }
     await terminate(child, 120_000);
-    const s = createStorage(config);
+    const s = createStorage(server.config);
     await s.init();
     const stored = new Map<number, number>();
     for (const [i, c] of list.entries()) stored.set(i, await c.stored(s, keys[i]!.workspaceId));
     await s.close();
     print(label, results, stored);
   } finally {
-    await terminate(child);
-    rmSync(dataDir, { recursive: true, force: true });
+    await server.close();
   }
 }
 
