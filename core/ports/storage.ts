@@ -306,6 +306,8 @@ export interface AnalyticsStore {
 export interface SignalStore {
   /** The trace of each provider response id the proxy recorded for the workspace (any upstream); unknown ids left out. */
   responseTraces(workspaceId: string, responseIds: readonly string[]): Promise<Map<string, string>>;
+  /** The trace of each span id stored in the workspace (the web UI's jump to a span); unknown ids left out. */
+  spanTraces(workspaceId: string, spanIds: readonly string[]): Promise<Map<string, string>>;
   /** The standing votes (newest version of each, retractions left out) linked to the trace, newest first. */
   traceFeedback(workspaceId: string, traceId: string): Promise<FeedbackRecord[]>;
   /** The security alerts linked to the trace, newest first, at most `limit`. */
@@ -440,6 +442,7 @@ export const SIGNING_KEY_METHODS = [
 export const ANALYTICS_METHODS = ['usage', 'findingsDaily'] as const satisfies readonly (keyof AnalyticsStore)[];
 export const SIGNAL_METHODS = [
   'responseTraces',
+  'spanTraces',
   'traceFeedback',
   'traceSecurityAlerts',
   'listSecurityAlerts',

@@ -1,0 +1,4 @@
+import { html } from '../lib/html.js';
+export function Workbench() {
+  return html`<p>Workbench</p>`;
+}
