@@ -4,6 +4,7 @@ import type { RouteContext } from './host/context.ts';
 import { serveReceiver } from './host/receiver.ts';
 import { proxyRoutes } from './proxy/route.ts';
 import { receivers } from './receivers/index.ts';
+import { analyticsRoutes } from './routes/analytics.ts';
 import { enrichmentRoutes } from './routes/enrichment.ts';
 import { localRunRoutes } from './routes/local-run.ts';
 import { opsRoutes } from './routes/ops.ts';
@@ -21,6 +22,7 @@ export const routeModules: Array<(r: RouteContext) => void> = [
   receiverRoutes,
   readRoutes,
   enrichmentRoutes,
+  analyticsRoutes,
   signalRoutes,
   sessionRoutes,
   localRunRoutes,

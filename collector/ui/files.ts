@@ -27,7 +27,7 @@ const VENDOR: Record<string, string> = {
   'preact.mjs': 'preact',
   'preact-hooks.mjs': 'preact/hooks',
   'htm.mjs': 'htm',
-  'uplot.mjs': 'uplot',
+  'uplot.mjs': 'uplot/dist/uPlot.esm.js', // the package's main is CommonJS
   'uplot.css': 'uplot/dist/uPlot.min.css',
   'marked.mjs': 'marked',
   'purify.mjs': 'dompurify',

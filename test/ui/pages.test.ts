@@ -294,6 +294,42 @@ describe('web UI pages (chromium)', function () {
   );
 
   it(
+    'the dashboard draws every chart from the analytics routes, and keeps its range in the URL',
+    inTab(
+      () => browser,
+      signedIn,
+      async ({ page }) => {
+        await page.goto(`${s.url}/ui/dashboard`);
+        const titles = [
+          'Traces and tokens',
+          'Latency of model calls (gpt-4o-mini)',
+          'Cost by model',
+          'Error rates',
+          'Feedback',
+          'Guardrails and security alerts',
+        ];
+        for (const title of titles) {
+          const chart = page.getByRole('figure', { name: title });
+          await chart.locator('canvas').waitFor();
+          expect(Number(await chart.getAttribute('data-points')), title).to.be.greaterThan(0);
+          // Drawn: the canvas holds painted pixels (series lines), not only a blank surface.
+          const painted = await chart.locator('canvas').evaluate((c: HTMLCanvasElement) => {
+            const px = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+            let n = 0;
+            for (let i = 3; i < px.length; i += 4) if (px[i]! > 0) n++;
+            return n;
+          });
+          expect(painted, title).to.be.greaterThan(200);
+        }
+        expect(await page.locator('.totals').textContent()).to.include('Security alerts1');
+        await page.getByRole('link', { name: 'Last 30d' }).click();
+        await page.waitForURL(/range=30d/);
+        await page.getByRole('figure', { name: 'Traces and tokens' }).locator('canvas').waitFor();
+      },
+    ),
+  );
+
+  it(
     'dark mode follows prefers-color-scheme',
     inTab(
       () => browser,

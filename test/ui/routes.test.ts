@@ -145,6 +145,20 @@ describe('web UI routes (HTTP)', function () {
     }
   });
 
+  it('GET /api/analytics/activity and /api/analytics/findings: rows per bucket; a bad bucket or reversed range: 400', async () => {
+    const activity = await call(s.url, '/api/analytics/activity?bucket=day', { cookie });
+    expect(activity.status, activity.text).to.equal(200);
+    expect(activity.json.bucket).to.equal('day');
+    expect(activity.json.rows).to.have.length(1);
+    expect(activity.json.rows[0]).to.include({ traces: 1, spans: 1, toolCalls: 0, securityAlerts: 0 });
+    const findings = await call(s.url, '/api/analytics/findings', { cookie });
+    expect([findings.status, findings.json.source, findings.json.rows]).to.deep.equal([200, 'findings', []]);
+    const bad = await call(s.url, '/api/analytics/activity?bucket=week', { cookie });
+    expect([bad.status, bad.json.error.code]).to.deep.equal([400, 'invalid_query']);
+    const reversed = await call(s.url, '/api/analytics/activity?from=2025-01-02&to=2025-01-01', { cookie });
+    expect(reversed.status).to.equal(400);
+  });
+
   it('feedback takes the session cookie from this origin only (403 cross-site or without Origin/Referer); the key path is unchanged', async () => {
     const vote = { id: 'ui-vote', trace_id: 'ui-r1', value: 'up', source: 'ui' };
     const own = await call(s.url, '/api/ingest/feedback', { cookie, body: vote });

@@ -98,19 +98,23 @@ export function TraceDetail({ traceId, loc }) {
     navigate(url.pathname + url.search, { replace: true });
   };
 
+  // Keys can come faster than renders: the index moves at once, the URL (and the render) follows.
+  const current = useRef(selectedIndex);
+  current.current = selectedIndex;
   useEffect(() => {
     const onKey = (/** @type {KeyboardEvent} */ e) => {
       const t = /** @type {HTMLElement} */ (e.target);
       if (e.metaKey || e.ctrlKey || e.altKey || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName) || t.isContentEditable)
         return;
-      if (e.key === 'j') select(selectedIndex + 1);
-      else if (e.key === 'k') select(selectedIndex - 1);
-      else return;
+      const step = e.key === 'j' ? 1 : e.key === 'k' ? -1 : 0;
+      if (!step) return;
       e.preventDefault();
+      current.current = Math.min(Math.max(current.current + step, 0), rows.length - 1);
+      select(current.current);
     };
     document.addEventListener('keydown', onKey);
     return () => document.removeEventListener('keydown', onKey);
-  }, [rows, selectedIndex]);
+  }, [rows]);
 
   if (error)
     return html`<section class="trace">

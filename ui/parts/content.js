@@ -42,11 +42,16 @@ export function messagesOf(value) {
       : null;
   if (!Array.isArray(list) || list.length === 0) return null;
   if (!list.every((m) => m && typeof m === 'object' && ('role' in m || 'type' in m))) return null;
-  return list.map((m) => ({
-    role: String(m.role ?? m.type ?? ''),
-    text: textOf(m.content ?? m.output ?? m.arguments ?? ''),
-    toolCalls: Array.isArray(m.tool_calls) ? m.tool_calls : [],
-  }));
+  return list.map((m) => {
+    // OpenTelemetry GenAI messages carry `parts`: text, tool calls, tool results.
+    const parts = Array.isArray(m.parts) ? m.parts : null;
+    const calls = parts ? parts.filter((p) => p?.type === 'tool_call') : [];
+    return {
+      role: String(m.role ?? m.type ?? ''),
+      text: textOf(parts ? parts.filter((p) => p?.type !== 'tool_call') : (m.content ?? m.output ?? m.arguments ?? '')),
+      toolCalls: Array.isArray(m.tool_calls) ? m.tool_calls : calls,
+    };
+  });
 }
 
 const ROLE_LINE = /^(system|developer|user|assistant|tool): ?/;
