@@ -211,7 +211,12 @@ describe('web UI pages (chromium)', function () {
         await page.keyboard.press('k');
         await page.keyboard.press('k');
         await page.waitForURL(`${s.url}/ui/traces/${data.agentTraceId}?span=${data.toolSpanId}`);
-        // The workbench link of a model call.
+        // The arrow keys in the focused tree: down to the model call (then its workbench link), and back up.
+        await page.getByRole('tree').focus();
+        await page.keyboard.press('ArrowDown');
+        await page.waitForURL(`${s.url}/ui/traces/${data.agentTraceId}?span=${data.llmSpanId}`);
+        await page.keyboard.press('ArrowUp');
+        await page.waitForURL(`${s.url}/ui/traces/${data.agentTraceId}?span=${data.toolSpanId}`);
         await page.keyboard.press('j');
         const rerun = page.getByRole('link', { name: 'Re-run in the workbench' });
         expect(await rerun.getAttribute('href')).to.equal(

@@ -20,7 +20,7 @@ export function duration(ms) {
 }
 
 /** @param {number} n */
-export const count = (n) => (n >= 10_000 ? `${(n / 1000).toFixed(n >= 100_000 ? 0 : 1)}k` : String(n));
+export const count = (n) => (n >= 100_000 ? `${Math.round(n / 1000)}k` : n.toLocaleString('en-US'));
 
 /** @param {number} usd */
 export function cost(usd) {

@@ -154,13 +154,14 @@ function Charts({ data, model, setModel }) {
         x=${x}
         unit="%"
         series=${[
+          // All spans first: the narrower rates stay visible over it where they coincide.
           {
-            label: 'model calls',
+            label: 'all spans',
             values: ratio(
-              sum(data.usage, (r) => r.errors),
-              requests,
+              sum(data.activity, (r) => r.errorSpans),
+              spans,
             ),
-            color: '#ef4444',
+            color: '#8b5cf6',
           },
           {
             label: 'tool calls',
@@ -171,12 +172,12 @@ function Charts({ data, model, setModel }) {
             color: '#f59e0b',
           },
           {
-            label: 'all spans',
+            label: 'model calls',
             values: ratio(
-              sum(data.activity, (r) => r.errorSpans),
-              spans,
+              sum(data.usage, (r) => r.errors),
+              requests,
             ),
-            color: '#8b5cf6',
+            color: '#ef4444',
           },
         ]}
       />

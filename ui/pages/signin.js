@@ -70,8 +70,7 @@ export function SignIn({ onSignedIn }) {
       </form>
       ${error && html`<p class="error" role="alert">${error}</p>`}
       <p class="muted small">
-        The key is exchanged for a session cookie and not kept by the browser. Or run
-        <code>tracegate sessions create --workspace NAME</code> and open the link it prints.
+        The key is exchanged for a session cookie and not kept by the browser. Or run <code>tracegate sessions create --workspace NAME</code> and open the link it prints.
       </p>
     </main>
   `;

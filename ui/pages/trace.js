@@ -98,6 +98,15 @@ export function TraceDetail({ traceId, loc }) {
     navigate(url.pathname + url.search, { replace: true });
   };
 
+  /** @param {string} id @param {boolean} [open] */
+  const toggle = (id, open) =>
+    setCollapsed((was) => {
+      const next = new Set(was);
+      if (open ?? next.has(id)) next.delete(id);
+      else next.add(id);
+      return next;
+    });
+
   // Keys can come faster than renders: the index moves at once, the URL (and the render) follows.
   const current = useRef(selectedIndex);
   current.current = selectedIndex;
@@ -106,7 +115,17 @@ export function TraceDetail({ traceId, loc }) {
       const t = /** @type {HTMLElement} */ (e.target);
       if (e.metaKey || e.ctrlKey || e.altKey || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName) || t.isContentEditable)
         return;
-      const step = e.key === 'j' ? 1 : e.key === 'k' ? -1 : 0;
+      // In the tree, the arrow keys too: up/down between spans, left/right fold and unfold.
+      const inTree = t.closest?.('.tree') !== null;
+      if (inTree && (e.key === 'ArrowLeft' || e.key === 'ArrowRight')) {
+        const row = rows[current.current];
+        if (row?.kids) toggle(row.span.spanId, e.key === 'ArrowRight');
+        e.preventDefault();
+        return;
+      }
+      const down = e.key === 'j' || (inTree && e.key === 'ArrowDown');
+      const up = e.key === 'k' || (inTree && e.key === 'ArrowUp');
+      const step = down ? 1 : up ? -1 : 0;
       if (!step) return;
       e.preventDefault();
       current.current = Math.min(Math.max(current.current + step, 0), rows.length - 1);
@@ -122,13 +141,6 @@ export function TraceDetail({ traceId, loc }) {
       <${Link} href="/ui/traces">← All traces</${Link}>
     </section>`;
   if (!trace) return html`<p class="muted" role="status">Loading trace…</p>`;
-
-  const toggle = (/** @type {string} */ id) => {
-    const next = new Set(collapsed);
-    if (next.has(id)) next.delete(id);
-    else next.add(id);
-    setCollapsed(next);
-  };
 
   return html`
     <section class="trace">
@@ -161,7 +173,7 @@ function TraceHead({ trace, onVoted }) {
         <div><dt>Source</dt><dd>${s.source}</dd></div>
         ${s.environment && html`<div><dt>Environment</dt><dd>${s.environment}</dd></div>`}
         ${s.actionName && html`<div><dt>Action</dt><dd>${s.actionName}</dd></div>`}
-        ${trace.guardrails.length > 0 && html`<div><dt>Guardrails</dt><dd>${trace.guardrails.length} checks${tripped ? html`, <span class="status error">${tripped} tripped</span>` : ''}</dd></div>`}
+        ${trace.guardrails.length > 0 && html`<div><dt>Guardrails</dt><dd>${trace.guardrails.length} ${trace.guardrails.length === 1 ? 'check' : 'checks'}${tripped ? html`, <span class="status error">${tripped} tripped</span>` : ''}</dd></div>`}
       </dl>`
       }
       <div class="head-actions">
@@ -351,8 +363,8 @@ function SpanDetail({ trace, span, findings }) {
         )}</ul></section>`
       }
       ${tool && html`<${ToolSpan} attributes=${a} />`}
-      <${Payload} label=${span.kind === 'tool' ? 'Input' : 'Prompt'} text=${span.prompt} />
-      <${Payload} label=${span.kind === 'tool' ? 'Output' : 'Response'} text=${span.response} />
+      <${Payload} label=${span.kind === 'tool' ? 'Input' : 'Prompt'} text=${tool && same(span.prompt, a['gen_ai.tool.call.arguments']) ? '' : span.prompt} />
+      <${Payload} label=${span.kind === 'tool' ? 'Output' : 'Response'} text=${tool && same(span.response, a['gen_ai.tool.call.result']) ? '' : span.response} />
       <details class="attrs">
         <summary>Attributes (${Object.keys(a).length})</summary>
         <table><tbody>${Object.entries(a).map(([k, v]) => html`<tr key=${k}><th>${k}</th><td>${typeof v === 'string' ? v : JSON.stringify(v)}</td></tr>`)}</tbody></table>
@@ -367,6 +379,10 @@ function SpanDetail({ trace, span, findings }) {
     </article>
   `;
 }
+
+/** The tool section already shows this payload (the mapper copies arguments and result into prompt and response). */
+const same = (/** @type {string} */ text, /** @type {unknown} */ attr) =>
+  attr !== undefined && text === (typeof attr === 'string' ? attr : JSON.stringify(attr));
 
 /** A tool span: the tool, its arguments and its result. @param {{ attributes: Record<string, any> }} props */
 function ToolSpan({ attributes: a }) {

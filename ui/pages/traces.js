@@ -104,7 +104,7 @@ function Table({ items }) {
               <td class="nowrap">${when(nsToMs(t.startTimeNs))}</td>
               <td class="name">
                 <${Link} href=${`/ui/traces/${encodeURIComponent(t.traceId)}`}>${t.name || t.traceId}</${Link}>
-                ${t.actionName && html`<span class="tag">${t.actionName}</span>`}
+                ${t.actionName && t.actionName !== t.name && html`<span class="tag">${t.actionName}</span>`}
                 ${t.environment && html`<span class="tag env">${t.environment}</span>`}
               </td>
               <td>${t.model}</td>

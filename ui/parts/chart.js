@@ -28,7 +28,7 @@ export function Chart({ title, x, series, unit = '', unit2 = '', children = null
       grid: { stroke: grid, width: 1, show: side === 3 },
       ticks: { stroke: grid, width: 1 },
       values: (/** @type {any} */ _u, /** @type {number[]} */ vals) => vals.map((v) => fmt(v, u)),
-      size: 56,
+      size: 70,
     });
     const hasRight = series.some((s) => s.scale === 'y2');
     const plot = new uPlot(
