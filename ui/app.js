@@ -84,4 +84,4 @@ function pageFor(page, loc) {
   return html`<p class="empty">No such page.</p>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+render(html`<${App} />`, /** @type {HTMLElement} */ (document.getElementById('app')));

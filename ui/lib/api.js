@@ -23,6 +23,7 @@ export function queryString(query = {}) {
  * @param {{ method?: string, body?: unknown, query?: Record<string, any>, headers?: Record<string, string> }} [o]
  */
 export async function api(path, o = {}) {
+  /** @type {Record<string, string>} */
   const headers = { accept: 'application/json', ...o.headers };
   if (o.body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(path + queryString(o.query), {

@@ -60,6 +60,7 @@ export function Dashboard({ loc }) {
 
 /** @param {{ data: any, model: string, setModel: (m: string) => void }} props */
 function Charts({ data, model, setModel }) {
+  /** @type {number[]} */
   const x = [];
   for (let t = data.from; t < data.to; t += data.step) x.push(t / 1000);
   const index = new Map(x.map((t, i) => [t, i]));
@@ -79,7 +80,7 @@ function Charts({ data, model, setModel }) {
   const models = [...new Set(data.usage.map((/** @type {any} */ r) => r.key))];
   const byModel = new Map(models.map((m) => [m, data.usage.filter((/** @type {any} */ r) => r.key === m)]));
   const busiest = models
-    .map((m) => [m, byModel.get(m).reduce((n, /** @type {any} */ r) => n + r.requests, 0)])
+    .map((m) => [m, byModel.get(m).reduce((/** @type {number} */ n, /** @type {any} */ r) => n + r.requests, 0)])
     .sort((a, b) => b[1] - a[1])[0]?.[0];
   const shown = models.includes(model) ? model : (busiest ?? '');
   const latency = (/** @type {'p50Ms' | 'p95Ms' | 'p99Ms'} */ k) => {
@@ -91,7 +92,10 @@ function Charts({ data, model, setModel }) {
     return out;
   };
   const costs = models
-    .map((m) => ({ m, total: byModel.get(m).reduce((n, /** @type {any} */ r) => n + r.costUsd, 0) }))
+    .map((m) => ({
+      m,
+      total: byModel.get(m).reduce((/** @type {number} */ n, /** @type {any} */ r) => n + r.costUsd, 0),
+    }))
     .sort((a, b) => b.total - a.total);
   const trips = zeros();
   for (const f of data.findings.filter((/** @type {any} */ f) => f.category === 'guardrail_tripwire')) {
@@ -103,10 +107,10 @@ function Charts({ data, model, setModel }) {
   const tools = sum(data.activity, (r) => r.toolCalls);
   const requests = sum(data.usage, (r) => r.requests);
   const totals = {
-    traces: data.activity.reduce((n, /** @type {any} */ r) => n + r.traces, 0),
-    tokens: data.usage.reduce((n, /** @type {any} */ r) => n + r.totalTokens, 0),
+    traces: data.activity.reduce((/** @type {number} */ n, /** @type {any} */ r) => n + r.traces, 0),
+    tokens: data.usage.reduce((/** @type {number} */ n, /** @type {any} */ r) => n + r.totalTokens, 0),
     cost: costs.reduce((n, c) => n + c.total, 0),
-    alerts: data.activity.reduce((n, /** @type {any} */ r) => n + r.securityAlerts, 0),
+    alerts: data.activity.reduce((/** @type {number} */ n, /** @type {any} */ r) => n + r.securityAlerts, 0),
   };
 
   return html`

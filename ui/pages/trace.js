@@ -156,7 +156,7 @@ export function TraceDetail({ traceId, loc }) {
 /** @param {{ trace: any, onVoted: (t: any) => void }} props */
 function TraceHead({ trace, onVoted }) {
   const s = trace.summary;
-  const tripped = trace.guardrails.filter((g) => g.tripped).length;
+  const tripped = trace.guardrails.filter((/** @type {any} */ g) => g.tripped).length;
   return html`
     <header class="trace-head">
       <div class="crumbs"><${Link} href="/ui/traces">Traces</${Link}> / <span class="mono">${trace.traceId}</span></div>

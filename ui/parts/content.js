@@ -35,20 +35,21 @@ export function parseJson(text) {
  * @param {unknown} value @returns {Array<{ role: string, text: string, toolCalls: any[] }> | null}
  */
 export function messagesOf(value) {
-  const list = Array.isArray(value)
-    ? value
-    : value && typeof value === 'object'
-      ? /** @type {any} */ (value.messages ?? /** @type {any} */ (value).input)
-      : null;
+  const obj = /** @type {any} */ (value);
+  const list = Array.isArray(obj) ? obj : obj && typeof obj === 'object' ? (obj.messages ?? obj.input) : null;
   if (!Array.isArray(list) || list.length === 0) return null;
   if (!list.every((m) => m && typeof m === 'object' && ('role' in m || 'type' in m))) return null;
   return list.map((m) => {
     // OpenTelemetry GenAI messages carry `parts`: text, tool calls, tool results.
     const parts = Array.isArray(m.parts) ? m.parts : null;
-    const calls = parts ? parts.filter((p) => p?.type === 'tool_call') : [];
+    const calls = parts ? parts.filter((/** @type {any} */ p) => p?.type === 'tool_call') : [];
     return {
       role: String(m.role ?? m.type ?? ''),
-      text: textOf(parts ? parts.filter((p) => p?.type !== 'tool_call') : (m.content ?? m.output ?? m.arguments ?? '')),
+      text: textOf(
+        parts
+          ? parts.filter((/** @type {any} */ p) => p?.type !== 'tool_call')
+          : (m.content ?? m.output ?? m.arguments ?? ''),
+      ),
       toolCalls: Array.isArray(m.tool_calls) ? m.tool_calls : calls,
     };
   });
