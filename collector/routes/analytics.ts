@@ -6,7 +6,7 @@ import type { ActivityRow } from '../../core/ports/storage.ts';
 import type { Caller } from '../../core/ports/ingest.ts';
 import type { RouteContext } from '../host/context.ts';
 import { msCeil, parseQuery, time } from '../http/query.ts';
-import { checkRange, READ_AUTH, sameShape, unavailableDoc } from './read.ts';
+import { checkRange, READ_AUTH, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
 
 export const activityQuery = z.object({
   bucket: z.enum(['hour', 'day']).default('hour'),
@@ -78,7 +78,7 @@ export function analyticsRoutes(r: RouteContext): void {
     },
   );
 
-  r.on('get', '/api/analytics/activity', { limiter: 'read:activity', auth: READ_AUTH }, async (ctx) => {
+  r.on('get', '/api/analytics/activity', { limiter: READ_LIMITS.activity, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(activityQuery, ctx);
     checkRange(q);
     const rows = await r.read(() =>
@@ -87,7 +87,7 @@ export function analyticsRoutes(r: RouteContext): void {
     ctx.body = { bucket: q.bucket, rows } satisfies z.output<typeof activityBody>;
   });
 
-  r.on('get', '/api/analytics/findings', { limiter: 'read:findings-daily', auth: READ_AUTH }, async (ctx) => {
+  r.on('get', '/api/analytics/findings', { limiter: READ_LIMITS.findingsDaily, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(findingsDailyQuery, ctx);
     checkRange(q);
     const rows = await r.read(() =>

@@ -275,6 +275,8 @@ export const READ_LIMITS = {
   findings: 'read:findings',
   policy: 'read:policy',
   usage: 'read:usage',
+  activity: 'read:activity',
+  findingsDaily: 'read:findings-daily',
   securityAlerts: 'read:security-alerts',
 } as const;
 
