@@ -2,6 +2,8 @@
 // the allow-listed vendor modules (collector/ui/files.ts), each answer with the security headers. No credential is
 // needed for these: they hold no data; the page's own requests to /api/… carry the session cookie.
 import { readFile, stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { gzip } from 'node:zlib';
 import type { Context } from 'koa';
 import type { RouteContext } from '../host/context.ts';
 import { HttpError } from '../http/errors.ts';
@@ -62,16 +64,32 @@ export function uiRoutes(r: RouteContext): void {
   });
 }
 
-/** A file of the allow-list, revalidated by its modification time. */
+const gzipped = promisify(gzip);
+/** Compressed text files by path, for the modification time they were compressed at (a few hundred kB in all). */
+const compressed = new Map<string, { mtimeMs: number; body: Buffer }>();
+
+/** A file of the allow-list, revalidated by its modification time; text gzipped for a client that takes it. */
 async function sendFile(ctx: Context, file: ServedFile): Promise<void> {
   const info = await stat(file.path);
   ctx.set('Cache-Control', 'no-cache');
   ctx.lastModified = info.mtime;
   ctx.type = file.type;
   ctx.status = 200;
+  const text = !file.type.startsWith('image/png');
+  if (text) ctx.vary('Accept-Encoding');
   if (ctx.fresh) {
     ctx.status = 304;
     return;
   }
-  ctx.body = await readFile(file.path);
+  if (!text || ctx.acceptsEncodings('gzip', 'identity') !== 'gzip') {
+    ctx.body = await readFile(file.path);
+    return;
+  }
+  let hit = compressed.get(file.path);
+  if (hit?.mtimeMs !== info.mtimeMs) {
+    hit = { mtimeMs: info.mtimeMs, body: await gzipped(await readFile(file.path)) };
+    compressed.set(file.path, hit);
+  }
+  ctx.set('Content-Encoding', 'gzip');
+  ctx.body = hit.body;
 }

@@ -94,6 +94,29 @@ describe('web UI routes (HTTP)', function () {
       const r = await fetch(`${s.url}${path}`);
       expect([path, r.status, r.headers.get('content-type')]).to.deep.equal([path, 200, type]);
     }
+    // Text is gzipped for a client that takes it (the same bytes once inflated), as it is without.
+    const { gunzipSync } = await import('node:zlib');
+    const plain = await rawGet(s.url, '/ui/vendor/uplot.mjs');
+    const packed = await new Promise<{ headers: Record<string, any>; body: Buffer }>((resolve, reject) => {
+      const { hostname, port } = new URL(s.url);
+      request(
+        { host: hostname, port, path: '/ui/vendor/uplot.mjs', headers: { 'accept-encoding': 'gzip, br' } },
+        (res) => {
+          const parts: Buffer[] = [];
+          res.on('data', (c: Buffer) => parts.push(c));
+          res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(parts) }));
+        },
+      )
+        .on('error', reject)
+        .end();
+    });
+    expect([plain.headers['content-encoding'], packed.headers['content-encoding'], packed.headers.vary]).to.deep.equal([
+      undefined,
+      'gzip',
+      'Accept-Encoding',
+    ]);
+    expect(gunzipSync(packed.body).toString('utf8')).to.equal(plain.body);
+    expect(packed.body.length).to.be.below(plain.body.length / 2);
     const redirect = await fetch(`${s.url}/ui`, { redirect: 'manual' });
     expect([redirect.status, redirect.headers.get('location')]).to.deep.equal([302, '/ui/']);
   });
