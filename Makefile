@@ -49,6 +49,7 @@ key: run-deps
 
 typecheck: deps local-model
 	npx tsc --noEmit -p .
+	npx tsc --noEmit -p ui
 	npx tsc --noEmit -p $(LOCAL_MODEL)
 
 # Formatting and lint rules (biome.jsonc): `make format` applies both.

@@ -1,15 +1,17 @@
 // The routes the app serves, in registration order: the ops routes, every receiver (collector/receivers/index.ts),
-// the read routes, sessions, the local workbench and the proxy.
+// the read routes, sessions, the local workbench, the proxy and the web UI.
 import type { RouteContext } from './host/context.ts';
 import { serveReceiver } from './host/receiver.ts';
 import { proxyRoutes } from './proxy/route.ts';
 import { receivers } from './receivers/index.ts';
+import { analyticsRoutes } from './routes/analytics.ts';
 import { enrichmentRoutes } from './routes/enrichment.ts';
 import { localRunRoutes } from './routes/local-run.ts';
 import { opsRoutes } from './routes/ops.ts';
 import { readRoutes } from './routes/read.ts';
 import { signalRoutes } from './routes/signals.ts';
 import { sessionRoutes } from './routes/sessions.ts';
+import { uiRoutes } from './ui/routes.ts';
 
 const receiverRoutes = (r: RouteContext) => {
   for (const declare of receivers) serveReceiver(r, declare(r));
@@ -20,8 +22,10 @@ export const routeModules: Array<(r: RouteContext) => void> = [
   receiverRoutes,
   readRoutes,
   enrichmentRoutes,
+  analyticsRoutes,
   signalRoutes,
   sessionRoutes,
   localRunRoutes,
   proxyRoutes,
+  uiRoutes,
 ];

@@ -192,6 +192,19 @@ export class ClickHouseSignals {
     return out;
   }
 
+  async spanTraces(workspaceId: string, spanIds: readonly string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    const ws = str(wellFormed(workspaceId));
+    for (const ids of lookupChunks(spanIds.map(wellFormed))) {
+      const rows = await this.rows<{ span_id: string; t: string }>(
+        `SELECT span_id, any(trace_id) AS t FROM ${this.t('spans')}
+         WHERE workspace_id = ${ws} AND span_id IN ${strList(ids)} GROUP BY span_id`,
+      );
+      for (const r of rows) out.set(r.span_id, r.t);
+    }
+    return out;
+  }
+
   /** The trace's span ids, request ids and the response ids its spans hold (gen_ai.response.id). */
   private async traceLinks(ws: string, traceId: string): Promise<TraceLinks> {
     const links = emptyLinks();

@@ -18,6 +18,7 @@ import {
 import { ClickHouseSignals } from './clickhouse-signals.ts';
 import { delegating } from './delegate.ts';
 import { ClickHouseSessions } from './clickhouse-sessions.ts';
+import { ClickHouseActivity } from './clickhouse-activity.ts';
 import { randomUUID } from 'node:crypto';
 import {
   ClickHouseLogLevel,
@@ -473,6 +474,7 @@ const Delegated = delegating<
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // ClickHouseSignals (usage: the rollups plus votes)
   traceLinks: TRACE_LINK_METHODS, // ClickHouseTraceLinks
   sessions: SESSION_METHODS, // ClickHouseSessions
+  analytics: ['activity'], // ClickHouseActivity
 });
 
 export class ClickHouseStorage extends Delegated implements Storage {
@@ -483,6 +485,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
   readonly signals: ClickHouseSignals;
   readonly traceLinks: ClickHouseTraceLinks;
   readonly sessions: ClickHouseSessions;
+  readonly analytics: ClickHouseActivity;
   private readonly exactRollups: boolean;
 
   private readonly opts: ClickHouseOptions;
@@ -497,6 +500,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
     this.signals = new ClickHouseSignals(this.client, this.db, (ws, q) => this.enrichment.usage(ws, q));
     this.traceLinks = new ClickHouseTraceLinks(this.client, this.db);
     this.sessions = new ClickHouseSessions(this.client, this.db);
+    this.analytics = new ClickHouseActivity(this.client, this.db);
   }
 
   private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {

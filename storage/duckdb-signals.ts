@@ -139,6 +139,16 @@ export class DuckDbSignals {
     return new Map(rows.map((r) => [r.response_id, r.t]));
   }
 
+  async spanTraces(workspaceId: string, spanIds: readonly string[]): Promise<Map<string, string>> {
+    if (spanIds.length === 0) return new Map();
+    const rows = await this.read<{ span_id: string; t: string }>(
+      `SELECT span_id, any_value(trace_id) AS t FROM spans
+       WHERE workspace_id = $ws AND span_id IN (SELECT unnest($ids)) GROUP BY span_id`,
+      { ws: wellFormed(workspaceId), ids: listValue(spanIds.map(wellFormed)) },
+    );
+    return new Map(rows.map((r) => [r.span_id, r.t]));
+  }
+
   private async traceLinks(ws: string, traceId: string): Promise<TraceLinks> {
     const links = emptyLinks();
     const rows = await this.read<{ span_id: string; request_id: string; r: string | null }>(

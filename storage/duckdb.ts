@@ -15,6 +15,7 @@ import {
   type WebhookStore,
 } from '../core/ports/storage.ts';
 import { DuckDbSignals } from './duckdb-signals.ts';
+import { DuckDbActivity } from './duckdb-activity.ts';
 import { delegating } from './delegate.ts';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -186,6 +187,7 @@ const Delegated = delegating<
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // DuckDbSignals (usage: the spans' plus votes)
   traceLinks: TRACE_LINK_METHODS, // DuckDbTraceLinks
   sessions: SESSION_METHODS, // DuckDbSessions
+  analytics: ['activity'], // DuckDbActivity
 });
 
 export class DuckDbStorage extends Delegated implements Storage {
@@ -202,6 +204,7 @@ export class DuckDbStorage extends Delegated implements Storage {
   );
   readonly traceLinks = new DuckDbTraceLinks((fn, write) => this.serial(fn, write));
   readonly sessions = new DuckDbSessions((fn, write) => this.serial(fn, write));
+  readonly analytics = new DuckDbActivity((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;

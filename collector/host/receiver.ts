@@ -42,8 +42,8 @@ export interface ReceiverDeclaration<Payload, Reply> {
   paths: readonly string[];
   /** The rate-limit bucket: one budget per caller. */
   limiter: string;
-  /** Default apiKey. */
-  auth?: AuthName;
+  /** Default apiKey; a list: the first whose credential the request carries (GuardOptions.auth). */
+  auth?: AuthName | readonly AuthName[];
   /** Default the JSON envelope. */
   errors?: Exclude<ErrorFamily, 'envelope'>;
   /** Hand a request with no records to the pipeline all the same, for its audit record (an empty OTLP export). */
@@ -84,9 +84,21 @@ const noop = async () => {};
 export function serveReceiver<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>): void {
   const guard = { auth: decl.auth ?? 'apiKey', limiter: decl.limiter, errors: decl.errors, auditRefusals: true };
   for (const path of decl.paths) {
-    r.docs.push({ ...decl.doc, method: 'post', path, auth: 'apiKey', ...(decl.errors ? { errors: decl.errors } : {}) });
+    r.docs.push({
+      ...decl.doc,
+      method: 'post',
+      path,
+      auth: docAuth(decl.auth),
+      ...(decl.errors ? { errors: decl.errors } : {}),
+    });
     r.on('post', path, guard, receive(r, decl, path));
   }
+}
+
+/** The credentials an OpenAPI entry names (a sign-in link is no credential a receiver takes). */
+function docAuth(auth: ReceiverDeclaration<unknown, unknown>['auth']): RouteDoc['auth'] {
+  const names = typeof auth === 'string' ? [auth] : (auth ?? ['apiKey']);
+  return names.filter((n): n is 'apiKey' | 'session' => n === 'apiKey' || n === 'session');
 }
 
 function receive<P, R>(r: RouteContext, decl: ReceiverDeclaration<P, R>, path: string) {

@@ -76,6 +76,8 @@ export function feedbackReceiver(r: RouteContext): ReceiverDeclaration<unknown, 
   return {
     paths: ['/api/ingest/feedback'],
     limiter: 'feedback',
+    // The web UI votes with the session cookie (from this server's own origin: SessionAuth checks Origin/Referer).
+    auth: ['apiKey', 'session'],
     accepts: ['json'],
     doc: {
       tag: 'ingest',

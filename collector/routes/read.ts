@@ -38,6 +38,9 @@ import {
  * finding's field of at most MAX_FINDING_FIELD_CHARS), well within Node's 16 KB request head.
  */
 export const MAX_CURSOR_CHARS = 8192;
+/** A list with include=signals counts findings up to this many per trace, on pages of at most MAX_SIGNAL_ITEMS. */
+export const MAX_LISTED_FINDINGS = 100;
+export const MAX_SIGNAL_ITEMS = 200;
 
 export const listQuery = z.object({
   from: time.optional().describe('Start of the time range: ms since the epoch or ISO 8601'),
@@ -53,6 +56,12 @@ export const listQuery = z.object({
     .describe('Traces with at least one standing vote of this value (POST /api/ingest/feedback)'),
   limit: whole(1, 1000).default(50),
   cursor: z.string().max(MAX_CURSOR_CHARS).optional().describe('nextCursor from the previous page'),
+  include: z
+    .literal('signals')
+    .optional()
+    .describe(
+      `signals: each item also carries its standing feedback votes (feedbackUp, feedbackDown) and its findings count (at most ${MAX_LISTED_FINDINGS}); a few more reads per trace, so limit stays small (at most ${MAX_SIGNAL_ITEMS})`,
+    ),
 });
 
 /** GET /api/traces/:id reads a trace in parts of at most TRACEGATE_MAX_TRACE_SPANS spans and about TRACEGATE_MAX_TRACE_PART_BYTES (spanLimit, spanCursor). */
@@ -89,11 +98,20 @@ const traceSummarySchema = z.object({
 const traceListItemSchema = traceSummarySchema.extend({
   name: z.string().describe("The agent runtime's workflow name when it sent one, else the root-most span's"),
   ...sessionFields,
+  feedbackUp: z.number().int().optional().describe('include=signals: standing up votes linked to the trace'),
+  feedbackDown: z.number().int().optional().describe('include=signals: standing down votes'),
+  findings: z
+    .number()
+    .int()
+    .optional()
+    .describe(`include=signals: governance findings on the trace's spans, counted up to ${MAX_LISTED_FINDINGS}`),
 });
 export const tracePageSchema = z.object({
   items: z.array(traceListItemSchema),
   nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last'),
 });
+
+const spanTraceSchema = z.object({ spanId: z.string(), traceId: z.string() });
 
 const attrValue = z.json().meta({ id: 'AttributeValue' });
 const attributes = z.record(z.string(), attrValue);
@@ -249,6 +267,7 @@ export const READ_AUTH = ['apiKey', 'session'] as const;
 export const READ_LIMITS = {
   traces: 'read:traces',
   trace: 'read:trace',
+  spanTrace: 'read:span-trace',
   verification: 'read:verification',
   verificationKeys: 'read:verification-keys',
   audit: 'read:audit',
@@ -256,6 +275,8 @@ export const READ_LIMITS = {
   findings: 'read:findings',
   policy: 'read:policy',
   usage: 'read:usage',
+  activity: 'read:activity',
+  findingsDaily: 'read:findings-daily',
   securityAlerts: 'read:security-alerts',
 } as const;
 
@@ -296,11 +317,36 @@ export function readRoutes(r: RouteContext): void {
     },
   });
 
+  r.docs.push({
+    method: 'get',
+    path: '/api/spans/{spanId}/trace',
+    tag: 'read',
+    auth: READ_AUTH,
+    summary: 'The trace holding a span, by the span id alone (the web UI jumps to a span with it)',
+    responses: {
+      200: { description: 'The trace id', schema: spanTraceSchema },
+      404: { description: 'No span of that id in this workspace', schema: errorSchema },
+      503: unavailableDoc,
+    },
+  });
+  r.on('get', '/api/spans/:spanId/trace', { limiter: READ_LIMITS.spanTrace, auth: READ_AUTH }, async (ctx) => {
+    const spanId = ctx.params.spanId!;
+    if (spanId.length > 256) throw new HttpError(400, 'invalid_span_id', 'spanId is too long');
+    const caller = ctx.state.caller as Caller;
+    const traceId = (await r.read(() => r.storage.spanTraces(caller.workspaceId, [spanId]))).get(spanId);
+    if (traceId === undefined) throw new HttpError(404, 'not_found', `span ${spanId} not found`);
+    ctx.body = { spanId, traceId } satisfies z.output<typeof spanTraceSchema>;
+  });
+
   r.on('get', '/api/traces', { limiter: READ_LIMITS.traces, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(listQuery, ctx);
     checkRange(q);
+    if (q.include === 'signals' && q.limit > MAX_SIGNAL_ITEMS)
+      throw new HttpError(400, 'invalid_query', `limit: at most ${MAX_SIGNAL_ITEMS} with include=signals`, [
+        { field: 'limit', message: `at most ${MAX_SIGNAL_ITEMS} with include=signals` },
+      ]);
     const caller = ctx.state.caller as Caller;
-    const { page, metas } = await r.read(async () => {
+    const { page, metas, signals } = await r.read(async () => {
       const page = await r.storage.listTraces(caller.workspaceId, {
         fromNs: q.from,
         toNs: q.to,
@@ -314,11 +360,15 @@ export function readRoutes(r: RouteContext): void {
         cursor: q.cursor,
       });
       const ids = page.items.map((t) => t.traceId);
-      return { page, metas: ids.length ? await r.storage.traceMeta(caller.workspaceId, ids) : new Map() };
+      return {
+        page,
+        metas: ids.length ? await r.storage.traceMeta(caller.workspaceId, ids) : new Map(),
+        signals: q.include === 'signals' ? await traceSignals(r, caller.workspaceId, ids) : new Map(),
+      };
     });
     const items = page.items.map((t) => {
       const meta = metas.get(t.traceId);
-      return { ...t, name: meta?.workflowName || t.name, ...sessionOf(meta) };
+      return { ...t, name: meta?.workflowName || t.name, ...sessionOf(meta), ...signals.get(t.traceId) };
     });
     ctx.body = { items, nextCursor: page.nextCursor } satisfies z.output<typeof tracePageSchema>;
   });
@@ -387,6 +437,24 @@ export function readRoutes(r: RouteContext): void {
       },
     } satisfies z.output<typeof traceDetailSchema>;
   });
+}
+
+type TraceSignals = { feedbackUp: number; feedbackDown: number; findings: number };
+
+/** Votes and findings of each listed trace (include=signals), read as the trace detail reads them. */
+async function traceSignals(r: RouteContext, workspaceId: string, ids: string[]): Promise<Map<string, TraceSignals>> {
+  const out = new Map<string, TraceSignals>();
+  await Promise.all(
+    ids.map(async (traceId) => {
+      const [votes, findings] = await Promise.all([
+        r.storage.traceFeedback(workspaceId, traceId),
+        r.storage.listFindings(workspaceId, { traceId, limit: MAX_LISTED_FINDINGS }),
+      ]);
+      const down = votes.filter((v) => v.value === 'down').length;
+      out.set(traceId, { feedbackUp: votes.length - down, feedbackDown: down, findings: findings.items.length });
+    }),
+  );
+  return out;
 }
 
 /**

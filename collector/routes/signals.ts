@@ -5,7 +5,7 @@ import type { SecurityAlertRecord } from '../../core/enrichment-records.ts';
 import type { Caller } from '../../core/ports/ingest.ts';
 import type { RouteContext } from '../host/context.ts';
 import { msCeil, parseQuery, time, whole } from '../http/query.ts';
-import { checkRange, MAX_CURSOR_CHARS, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
+import { checkRange, MAX_CURSOR_CHARS, READ_AUTH, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
 import { alertPage, listedAlert } from './signal-view.ts';
 
 const severity = z.enum(['low', 'medium', 'high', 'critical']);
@@ -36,13 +36,13 @@ export function signalRoutes(r: RouteContext): void {
     method: 'get',
     path: '/api/security-alerts',
     tag: 'read',
-    auth: 'apiKey',
+    auth: READ_AUTH,
     query: securityAlertsQuery,
     summary:
       'Security alerts received on POST /api/ingest/webhooks, newest first (by receive time), with their bodies and correlation keys',
     responses: { 200: { description: 'A page of alerts', schema: alertPage }, 503: unavailableDoc },
   });
-  r.on('get', '/api/security-alerts', { limiter: READ_LIMITS.securityAlerts }, async (ctx) => {
+  r.on('get', '/api/security-alerts', { limiter: READ_LIMITS.securityAlerts, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(securityAlertsQuery, ctx);
     checkRange(q);
     const caller = ctx.state.caller as Caller;

@@ -291,6 +291,11 @@ export interface SigningKeyStore {
 export interface AnalyticsStore {
   /** Usage analytics over model calls (kind llm and embedding); ClickHouse answers from materialized rollups. */
   usage(workspaceId: string, q: UsageQuery): Promise<UsageRow[]>;
+  /**
+   * Activity per hour or day (UTC) of span start: traces (by their first span in the range), spans, failed spans, tool
+   * calls and their failures, guardrail checks; and security alerts by receive time. Buckets with nothing are left out.
+   */
+  activity(workspaceId: string, q: ActivityQuery): Promise<ActivityRow[]>;
   /** Findings per category and day. */
   findingsDaily(
     workspaceId: string,
@@ -306,6 +311,8 @@ export interface AnalyticsStore {
 export interface SignalStore {
   /** The trace of each provider response id the proxy recorded for the workspace (any upstream); unknown ids left out. */
   responseTraces(workspaceId: string, responseIds: readonly string[]): Promise<Map<string, string>>;
+  /** The trace of each span id stored in the workspace (the web UI's jump to a span); unknown ids left out. */
+  spanTraces(workspaceId: string, spanIds: readonly string[]): Promise<Map<string, string>>;
   /** The standing votes (newest version of each, retractions left out) linked to the trace, newest first. */
   traceFeedback(workspaceId: string, traceId: string): Promise<FeedbackRecord[]>;
   /** The security alerts linked to the trace, newest first, at most `limit`. */
@@ -437,9 +444,14 @@ export const SIGNING_KEY_METHODS = [
   'publishKeys',
   'publishedKeys',
 ] as const satisfies readonly (keyof SigningKeyStore)[];
-export const ANALYTICS_METHODS = ['usage', 'findingsDaily'] as const satisfies readonly (keyof AnalyticsStore)[];
+export const ANALYTICS_METHODS = [
+  'usage',
+  'activity',
+  'findingsDaily',
+] as const satisfies readonly (keyof AnalyticsStore)[];
 export const SIGNAL_METHODS = [
   'responseTraces',
+  'spanTraces',
   'traceFeedback',
   'traceSecurityAlerts',
   'listSecurityAlerts',
@@ -561,6 +573,23 @@ export interface UsageQuery {
   bucket: 'hour' | 'day';
   fromMs?: number; // on span start
   toMs?: number;
+}
+
+export interface ActivityQuery {
+  bucket: 'hour' | 'day';
+  fromMs?: number; // on span start (alerts: receive time), inclusive
+  toMs?: number; // exclusive
+}
+
+export interface ActivityRow {
+  bucketStart: string; // ISO 8601 UTC, start of the hour/day
+  traces: number;
+  spans: number;
+  errorSpans: number;
+  toolCalls: number;
+  toolErrors: number;
+  guardrailChecks: number;
+  securityAlerts: number;
 }
 
 export interface UsageRow {

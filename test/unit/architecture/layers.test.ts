@@ -17,7 +17,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['collector/http', 'collector/local-model'], // bodies, rate limits, errors, OpenAPI; the local model server's client
   ['collector/auth'], // who is calling: one strategy per credential, and the audit of refusals
   ['collector/host'], // the receiver host: declarations and route modules compiled into the app's routes
-  ['collector/receivers', 'collector/routes', 'collector/proxy'], // ingest sources, read routes, the proxy
+  ['collector/receivers', 'collector/routes', 'collector/proxy', 'collector/ui'], // ingest sources, read routes, the proxy, the web UI's files
   ['collector'], // the app and the server
   ['bin'], // the command line
 ];
@@ -70,10 +70,31 @@ describe('architecture: layers', () => {
     expect(violations()).to.deep.equal([]);
   });
 
+  it("the browser code (ui/) imports only ui/ modules and the vendor modules of the page's import map", async () => {
+    const { IMPORTS } = await import('../../../collector/ui/files.ts');
+    const browser = (dir: string): string[] =>
+      readdirSync(join(root, dir)).flatMap((name) => {
+        const path = join(dir, name);
+        if (statSync(join(root, path)).isDirectory()) return browser(path);
+        return path.endsWith('.js') ? [path] : [];
+      });
+    const found: string[] = [];
+    for (const file of browser('ui')) {
+      for (const m of readFileSync(join(root, file), 'utf8').matchAll(
+        /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+'([^']+)'|import\s+'([^']+)'/g,
+      )) {
+        const spec = (m[1] ?? m[2])!;
+        const inside = spec.startsWith('.') && normalize(join(dirname(file), spec)).startsWith('ui/');
+        if (!inside && !Object.hasOwn(IMPORTS, spec)) found.push(`${file} imports ${spec}`);
+      }
+    }
+    expect(found).to.deep.equal([]);
+  });
+
   it('every source folder is in a layer', () => {
     const top = readdirSync(root).filter((n) => statSync(join(root, n)).isDirectory() && sources(n).length > 0);
     const declared = new Set(LAYERS.flat().map((f) => f.split('/')[0]));
-    const outside = ['test', 'bench', 'types', 'node_modules', 'scripts', 'packages', 'docs'];
+    const outside = ['test', 'bench', 'types', 'node_modules', 'scripts', 'packages', 'docs', 'ui'];
     expect(top.filter((n) => !declared.has(n) && !outside.includes(n) && !n.startsWith('.'))).to.deep.equal([]);
   });
 });
