@@ -29,8 +29,7 @@ export const HASH_SPACE = 1n << 64n;
  */
 export function isCurrent(key: TrainingKey, span: SpanRecord | undefined, f: TrainingFilter): span is SpanRecord {
   return (
-    span !== undefined &&
-    span.trainable &&
+    span?.trainable === true &&
     span.kind === 'llm' &&
     textHash(span.prompt) === key.promptHash &&
     textHash(span.response) === key.responseHash &&
