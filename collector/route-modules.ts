@@ -1,10 +1,11 @@
 // The routes the app serves, in registration order: the ops routes, every receiver (collector/receivers/index.ts),
-// the read routes and the proxy.
+// the read routes, the training export and the proxy.
 import type { RouteContext } from './host/context.ts';
 import { serveReceiver } from './host/receiver.ts';
 import { proxyRoutes } from './proxy/route.ts';
 import { receivers } from './receivers/index.ts';
 import { enrichmentRoutes } from './routes/enrichment.ts';
+import { exportRoutes } from './routes/export.ts';
 import { opsRoutes } from './routes/ops.ts';
 import { readRoutes } from './routes/read.ts';
 import { signalRoutes } from './routes/signals.ts';
@@ -19,5 +20,6 @@ export const routeModules: Array<(r: RouteContext) => void> = [
   readRoutes,
   enrichmentRoutes,
   signalRoutes,
+  exportRoutes,
   proxyRoutes,
 ];

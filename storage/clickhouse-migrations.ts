@@ -661,8 +661,9 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     // dedupes and pairs them holding one group at a time; in this order a page reads one range of the key. The view
     // indexes every version of a trainable model call as it is inserted (also rows written behind the collector's
     // back); a read keeps a row only while it names the span's stored version (storage/training.ts). The hash is the
-    // MD5's bytes 9-16 read as a little-endian UInt64: DuckDB's md5_number_lower, and node:crypto's. The copy of the
-    // spans stored before is idempotent (rows collapse).
+    // MD5's bytes 9-16 read as a little-endian UInt64: DuckDB's md5_number_lower, and node:crypto's. stored_bytes (the
+    // span's text) lets a page stop before its rows' size passes a budget. The copy of the spans stored before is
+    // idempotent (rows collapse).
     statements: (db) => [
       `CREATE TABLE IF NOT EXISTS ${db}.training_spans (
         workspace_id String,
@@ -677,6 +678,7 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
         environment String,
         source String,
         training_preferred UInt8,
+        stored_bytes UInt64,
         ingested_at_ms UInt64
       ) ENGINE = ReplacingMergeTree(ingested_at_ms)
       PARTITION BY toYYYYMM(start_date)
@@ -691,7 +693,10 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
 function trainingRows(db: string): string {
   const hash = (col: string) => `reinterpretAsUInt64(substring(MD5(${col}), 9, 8))`;
   return `SELECT workspace_id, ${hash('prompt')} AS prompt_hash, ${hash('response')} AS response_hash, trace_id, span_id,
-        start_ns, start_date, model, action_name, environment, source, training_preferred, ingested_at_ms
+        start_ns, start_date, model, action_name, environment, source, training_preferred,
+        length(prompt) + length(response) + length(events_json) + arraySum(arrayMap(x -> length(x), attr_values))
+          + arraySum(arrayMap(x -> length(x), res_values)) AS stored_bytes,
+        ingested_at_ms
       FROM ${db}.spans WHERE trainable = 1 AND kind = 'llm'`;
 }
 

@@ -8,7 +8,7 @@ import { str, strList } from './clickhouse-sql.ts';
 import { LOOKUP_SETTINGS, lookupChunks } from './clickhouse-rollup.ts';
 import type { ClickHouseSignals } from './clickhouse-signals.ts';
 import type { ClickHouseTraceLinks } from './clickhouse-trace-links.ts';
-import { utcDate, wellFormed } from './codec.ts';
+import { cutPart, utcDate, wellFormed } from './codec.ts';
 import { coachSessionOf, distinctKeys, emptyTraces, isCurrent, type NewestSpans, toolsByTrace } from './training.ts';
 
 /** Drafts read per coach session (its newest ones). */
@@ -94,11 +94,17 @@ export class ClickHouseTraining {
     if (scan.from !== undefined) where.push(`prompt_hash >= ${hashLiteral(scan.from)}`);
     if (scan.below !== undefined) where.push(`prompt_hash < ${hashLiteral(scan.below)}`);
     if (scan.after) where.push(afterSql(scan.after));
-    const read = await this.rows<{ ph: string; rh: string; trace_id: string; span_id: string }>(
-      `SELECT toString(prompt_hash) AS ph, toString(response_hash) AS rh, trace_id, span_id
+    const found = await this.rows<{ ph: string; rh: string; trace_id: string; span_id: string; b: string }>(
+      `SELECT toString(prompt_hash) AS ph, toString(response_hash) AS rh, trace_id, span_id, toString(stored_bytes) AS b
        FROM ${this.db}.training_spans WHERE ${where.join(' AND ')}
        ORDER BY prompt_hash, response_hash, trace_id, span_id
        LIMIT ${Math.max(1, Math.trunc(scan.limit))}`,
+    );
+    const limit = Math.max(1, Math.trunc(scan.limit));
+    const { take: read, more } = cutPart(
+      found.map((r) => ({ ...r, bytes: Number(r.b) })),
+      limit,
+      scan.maxBytes,
     );
     const keys = distinctKeys(
       read.map((r) => ({ promptHash: r.ph, responseHash: r.rh, traceId: r.trace_id, spanId: r.span_id })),
@@ -114,7 +120,13 @@ export class ClickHouseTraining {
       const span = spans.get(`${key.traceId}\u0000${key.spanId}`);
       return isCurrent(key, span, scan.filter) ? [{ key, span }] : [];
     });
-    return { rows, read: read.length, last: keys.at(-1) ?? null, traces: await this.traces(ws, rows, scan) };
+    return {
+      rows,
+      read: read.length,
+      last: keys.at(-1) ?? null,
+      more: more || found.length === limit,
+      traces: await this.traces(ws, rows, scan),
+    };
   }
 
   /** Votes, group ids and tool spans of the traces of a page's rows. */

@@ -381,6 +381,7 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
         environment VARCHAR NOT NULL,
         source VARCHAR NOT NULL,
         training_preferred BOOLEAN NOT NULL,
+        stored_bytes BIGINT NOT NULL,
         ingested_at_ms BIGINT NOT NULL
       )`,
       `INSERT INTO training_spans ${trainingRows('spans')}`,
@@ -391,7 +392,9 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
 /** training_spans' rows of a table with the spans table's columns (v10; the insert staging table too). */
 export function trainingRows(table: string): string {
   return `SELECT workspace_id, md5_number_lower(prompt), md5_number_lower(response), trace_id, span_id, start_ns, model,
-    action_name, environment, source, training_preferred, ingested_at_ms FROM ${table} WHERE trainable AND kind = 'llm'`;
+    action_name, environment, source, training_preferred,
+    strlen(prompt) + strlen(response) + strlen(attributes) + strlen(resource_attributes) + strlen(events_json),
+    ingested_at_ms FROM ${table} WHERE trainable AND kind = 'llm'`;
 }
 
 /** `table` made again with `columns` (its own, in its order) and no key; its rows copied over. */

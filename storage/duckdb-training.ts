@@ -4,7 +4,7 @@
 import { listValue, type DuckDBValue } from '@duckdb/node-api';
 import type { TrainingFilter, TrainingKey, TrainingPage, TrainingScan, TrainingScope } from '../core/ports/storage.ts';
 import type { SpanRecord } from '../core/record.ts';
-import { wellFormed } from './codec.ts';
+import { cutPart, wellFormed } from './codec.ts';
 import type { Serial } from './duckdb-enrichment.ts';
 import type { DuckDbSignals } from './duckdb-signals.ts';
 import type { DuckDbTraceLinks } from './duckdb-trace-links.ts';
@@ -100,11 +100,17 @@ export class DuckDbTraining {
       params.hi = hash(scan.below).toString();
     }
     if (scan.after) where.push(afterSql(scan.after, params));
-    const read = await this.read<{ ph: bigint; rh: bigint; trace_id: string; span_id: string }>(
-      `SELECT prompt_hash AS ph, response_hash AS rh, trace_id, span_id FROM training_spans
+    const found = await this.read<{ ph: bigint; rh: bigint; trace_id: string; span_id: string; b: bigint }>(
+      `SELECT prompt_hash AS ph, response_hash AS rh, trace_id, span_id, stored_bytes AS b FROM training_spans
        WHERE ${where.join(' AND ')}
        ORDER BY prompt_hash, response_hash, trace_id, span_id LIMIT $lim`,
       params,
+    );
+    const limit = Math.max(1, Math.trunc(scan.limit));
+    const { take: read, more } = cutPart(
+      found.map((r) => ({ ...r, bytes: Number(r.b) })),
+      limit,
+      scan.maxBytes,
     );
     const keys = distinctKeys(
       read.map((r) => ({
@@ -125,7 +131,13 @@ export class DuckDbTraining {
       const span = spans.get(`${key.traceId}\u0000${key.spanId}`);
       return isCurrent(key, span, scan.filter) ? [{ key, span }] : [];
     });
-    return { rows, read: read.length, last: keys.at(-1) ?? null, traces: await this.traces(ws, rows, scan) };
+    return {
+      rows,
+      read: read.length,
+      last: keys.at(-1) ?? null,
+      more: more || found.length === limit,
+      traces: await this.traces(ws, rows, scan),
+    };
   }
 
   /** Votes, group ids and tool spans of the traces of a page's rows. */

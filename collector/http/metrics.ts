@@ -68,6 +68,22 @@ export function createMetrics() {
         this.set(inflight.bytes());
       },
     }),
+    trainingExports: new Gauge({
+      name: 'tracegate_training_exports_active',
+      help: 'Training-data exports streaming now (GET /api/export/training, the CLI through the admin route)',
+      registers: [registry],
+    }),
+    trainingPages: new Counter({
+      name: 'tracegate_training_export_pages_total',
+      help: 'Storage pages the training-data exports read',
+      registers: [registry],
+    }),
+    trainingLines: new Counter({
+      name: 'tracegate_training_export_lines_total',
+      help: 'Lines the training-data exports wrote, by format',
+      labelNames: ['format'] as const,
+      registers: [registry],
+    }),
     flushSeconds: new Histogram({
       name: 'tracegate_flush_seconds',
       help: 'Storage insert latency',

@@ -254,6 +254,7 @@ export const READ_LIMITS = {
   policy: 'read:policy',
   usage: 'read:usage',
   securityAlerts: 'read:security-alerts',
+  export: 'read:export',
 } as const;
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;

@@ -359,6 +359,8 @@ export interface TrainingScan {
   /** Exclusive upper bound on the prompt hash (decimal); none: to the end. */
   below?: string;
   limit: number;
+  /** A page ends once its spans' stored text reaches this many bytes (the span reaching it included). */
+  maxBytes?: number;
   /** Read the page's traces' standing votes. */
   votes: boolean;
   /** Read the page's traces' tool spans, at most this many per trace (0: none). */
@@ -380,10 +382,12 @@ export interface TrainingPage {
   /** The stored version of each trainable model call the page's index rows name, in scan order; an index row of an
    * earlier version (different text, no longer trainable, or gone) is left out. */
   rows: Array<{ key: TrainingKey; span: SpanRecord }>;
-  /** Index rows read (up to the scan's limit, stale ones included): fewer than the limit ends the window. */
+  /** Index rows read (stale ones included). */
   read: number;
   /** The last index row read: the next page starts after it (null when none). */
   last: TrainingKey | null;
+  /** Whether rows may follow `last` within the scan's bounds. */
+  more: boolean;
   /** By trace id. */
   traces: Map<string, TrainingTrace>;
 }

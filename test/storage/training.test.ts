@@ -80,7 +80,7 @@ async function scanAll(
   s: Storage,
   ws: string,
   filter: TrainingFilter = {},
-  opts: { limit?: number; windows?: number; votes?: boolean; tools?: number } = {},
+  opts: { limit?: number; windows?: number; votes?: boolean; tools?: number; maxBytes?: number } = {},
 ): Promise<{ rows: TrainingPage['rows']; traces: TrainingPage['traces']; pages: number }> {
   const rows: TrainingPage['rows'] = [];
   const traces: TrainingPage['traces'] = new Map();
@@ -96,6 +96,7 @@ async function scanAll(
         limit: opts.limit ?? 3,
         votes: opts.votes ?? false,
         tools: opts.tools ?? 0,
+        ...(opts.maxBytes ? { maxBytes: opts.maxBytes } : {}),
         ...(after ? { after } : { from }),
         ...(below ? { below } : {}),
       };
@@ -103,7 +104,7 @@ async function scanAll(
       pages++;
       rows.push(...page.rows);
       for (const [t, v] of page.traces) traces.set(t, v);
-      if (page.read < scan.limit || !page.last) break;
+      if (!page.more || !page.last) break;
       after = page.last;
     }
   }
@@ -163,6 +164,10 @@ for (const [name, factory] of CONTRACT_BACKENDS) {
       // Windows over the hash space read the same rows, in the same order.
       const windowed = await scanAll(s, ws, {}, { windows: 4, limit: 2 });
       expect(windowed.rows.map((r) => r.key)).to.deep.equal(rows.map((r) => r.key));
+      // A page stops at its byte budget (each of these spans is over it: a page of one).
+      const cut = await scanAll(s, ws, {}, { limit: 5, maxBytes: 10 });
+      expect(cut.rows.map((r) => r.key)).to.deep.equal(rows.map((r) => r.key));
+      expect(cut.pages).to.be.at.least(11);
       expect((await scanAll(s, 'ws-nobody')).rows).to.deep.equal([]);
     });
 

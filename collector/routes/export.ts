@@ -1,0 +1,219 @@
+// GET /api/export/training: the workspace's trainable model calls as training data, streamed as NDJSON
+// (training/export.ts). Also served to the CLI by the admin route (admin.ts) for a workspace by name.
+import { Readable } from 'node:stream';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { Config } from '../../config/index.ts';
+import type { Caller } from '../../core/ports/ingest.ts';
+import { SOURCES } from '../../core/record.ts';
+import type { Policy } from '../../processors/governance/policy.ts';
+import { type ExportOptions, exportTraining, type TrainingSource } from '../../training/export.ts';
+import { FORMATS, lineRedactor } from '../../training/lines.ts';
+import type { RouteContext } from '../host/context.ts';
+import { HttpError } from '../http/errors.ts';
+import { errorSchema } from '../http/openapi.ts';
+import { parseQuery, time } from '../http/query.ts';
+import { checkRange, READ_LIMITS, unavailableDoc } from './read.ts';
+
+const flag = z.enum(['true', 'false']).transform((v) => v === 'true');
+
+/** Every parameter of an export; one not listed is refused (a misspelt filter must not export everything). */
+export const exportQuery = z.strictObject({
+  format: z.enum(FORMATS).default('openai_chat').describe('Line format'),
+  from: time.optional().describe('Model calls started at or after: ms since the epoch, ISO 8601 or a date'),
+  to: time.optional().describe('Model calls started before (exclusive)'),
+  model: z.string().max(4096).optional(),
+  actionName: z.string().max(4096).optional(),
+  environment: z.string().max(4096).optional(),
+  source: z.enum(SOURCES).optional(),
+  curated: flag.optional().describe('true: trainingPreferred picks only (openai_dpo: as the preferred answer)'),
+  feedback: z
+    .enum(['up', 'down'])
+    .optional()
+    .describe('up: approved answers only (openai_chat, hf_kto); down: rejected answers only (hf_kto)'),
+  evalFraction: z
+    .string()
+    .regex(/^0?\.\d{1,9}$/, 'must be a decimal fraction between 0 and 1, such as 0.1')
+    .transform(Number)
+    .pipe(z.number().gt(0).lt(1))
+    .optional()
+    .describe('Deal conversations to train or eval, this share to eval; each line then carries "split"'),
+  splitSeed: z.string().max(256).optional().describe('Another seed deals conversations differently (default: none)'),
+  provenance: flag.optional().describe('true: each line carries "metadata" naming its trace and span'),
+});
+export type ExportQuery = z.output<typeof exportQuery>;
+
+// One line of each format, for the OpenAPI document.
+const message = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'tool']),
+  content: z.string().optional(),
+  tool_calls: z
+    .array(
+      z.object({
+        id: z.string(),
+        type: z.literal('function'),
+        function: z.object({ name: z.string(), arguments: z.string().describe('JSON text') }),
+      }),
+    )
+    .optional(),
+  tool_call_id: z.string().optional(),
+  weight: z.literal(0).optional().describe('An earlier assistant turn, not trained on'),
+});
+const tools = z.array(z.object({ type: z.literal('function'), function: z.record(z.string(), z.unknown()) }));
+const extra = {
+  split: z.enum(['train', 'eval']).optional().describe('With evalFraction'),
+  metadata: z.record(z.string(), z.unknown()).optional().describe('With provenance=true'),
+};
+const lineSchema = z.union([
+  z.object({ messages: z.array(message), tools: tools.optional(), ...extra }).describe('openai_chat'),
+  z
+    .object({
+      input: z.object({ messages: z.array(message), tools: tools.optional() }),
+      preferred_output: z.array(message),
+      non_preferred_output: z.array(message),
+      ...extra,
+    })
+    .describe('openai_dpo'),
+  z.object({ prompt: z.array(message), completion: z.array(message), label: z.boolean(), ...extra }).describe('hf_kto'),
+]);
+
+/** Combinations the formats do not have: 400 naming the parameter. */
+export function checkExport(q: ExportQuery): void {
+  checkRange(q);
+  const refuse = (field: string, message: string) => {
+    throw new HttpError(400, 'invalid_query', `${field}: ${message}`, [{ field, message }]);
+  };
+  if (q.feedback === 'down' && q.format === 'openai_chat')
+    refuse('feedback', 'openai_chat leaves thumbs-down answers out; feedback=down is for hf_kto');
+  if (q.feedback !== undefined && q.format === 'openai_dpo')
+    refuse('feedback', 'openai_dpo pairs approved with rejected answers; it takes no feedback filter');
+  if (q.splitSeed !== undefined && q.evalFraction === undefined) refuse('splitSeed', 'needs evalFraction');
+}
+
+/** What an export of `q` does, under the server's limits and the workspace's current policy. */
+export function exportOptions(q: ExportQuery, config: Config, policy: Policy): ExportOptions {
+  return {
+    format: q.format,
+    filter: {
+      ...(q.from !== undefined ? { fromNs: q.from } : {}),
+      ...(q.to !== undefined ? { toNs: q.to } : {}),
+      ...(q.model !== undefined ? { model: q.model } : {}),
+      ...(q.actionName !== undefined ? { actionName: q.actionName } : {}),
+      ...(q.environment !== undefined ? { environment: q.environment } : {}),
+      ...(q.source !== undefined ? { source: q.source } : {}),
+      ...(q.curated ? { curated: true } : {}),
+    },
+    ...(q.feedback !== undefined ? { feedback: q.feedback } : {}),
+    ...(q.evalFraction !== undefined ? { split: { evalFraction: q.evalFraction, seed: q.splitSeed ?? '' } } : {}),
+    provenance: q.provenance === true,
+    pageRows: config.EXPORT_PAGE_ROWS,
+    pageBytes: config.EXPORT_PAGE_BYTES,
+    maxPairsPerPrompt: config.EXPORT_MAX_PAIRS_PER_PROMPT,
+    maxToolCalls: config.EXPORT_MAX_TOOL_CALLS,
+    redactor: lineRedactor(policy),
+  };
+}
+
+/** Exports running, per app (its metrics object). */
+const runningOf = new WeakMap<object, { n: number }>();
+
+/**
+ * Answers an export of `workspaceId` as NDJSON. The first storage page is read before the answer starts, so a
+ * storage outage then is a 503 in the JSON envelope; later pages are read as the client takes the lines (the
+ * stream's back-pressure), each under the read deadline, and a client that goes away stops the scan. A failure past
+ * the first page can only end the connection: the answer's chunked encoding is then cut short, which clients report.
+ */
+export async function answerExport(r: RouteContext, ctx: Context, workspaceId: string, q: ExportQuery): Promise<void> {
+  const running = runningOf.get(r.metrics) ?? runningOf.set(r.metrics, { n: 0 }).get(r.metrics)!;
+  if (running.n >= r.config.EXPORT_MAX_CONCURRENT)
+    throw new HttpError(
+      503,
+      'server_busy',
+      `${running.n} training exports are running (TRACEGATE_EXPORT_MAX_CONCURRENT); retry later`,
+      null,
+      { 'Retry-After': '5' },
+    );
+  running.n++;
+  r.metrics.trainingExports.inc();
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    running.n--;
+    r.metrics.trainingExports.dec();
+  };
+  try {
+    const opts = exportOptions(q, r.config, await r.read(() => r.settings.policyFor(workspaceId)));
+    const socket = ctx.req.socket;
+    opts.onPage = (_read, lines) => {
+      r.metrics.trainingPages.inc();
+      if (lines) r.metrics.trainingLines.inc({ format: q.format }, lines);
+      // Working, not idle: pages that make no line send nothing (the idle limit is for clients that stop reading).
+      socket.setTimeout(r.config.SOCKET_IDLE_TIMEOUT_MS);
+    };
+    const store: TrainingSource = {
+      trainingScope: (ws, f) => r.read(() => r.storage.trainingScope(ws, f)),
+      trainingPage: (ws, scan) => r.read(() => r.storage.trainingPage(ws, scan)),
+      coachDrafts: (ws, ids) => r.read(() => r.storage.coachDrafts(ws, ids)),
+    };
+    const lines = exportTraining(store, workspaceId, opts);
+    const first = await lines.next();
+    const body = Readable.from(rest(first, lines, release), { objectMode: false, highWaterMark: 64 * 1024 });
+    body.once('close', release);
+    ctx.state.ownIdleTimeout = true;
+    ctx.status = 200;
+    ctx.type = 'application/x-ndjson';
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = body;
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+/** The chunks after the first one already read; `release` once done, however it ends. */
+async function* rest(
+  first: IteratorResult<string>,
+  lines: AsyncGenerator<string>,
+  release: () => void,
+): AsyncGenerator<string> {
+  try {
+    if (first.done) return;
+    if (first.value) yield first.value;
+    for await (const chunk of lines) if (chunk) yield chunk;
+  } finally {
+    release();
+  }
+}
+
+export function exportRoutes(r: RouteContext): void {
+  r.docs.push({
+    method: 'get',
+    path: '/api/export/training',
+    tag: 'read',
+    auth: 'apiKey',
+    query: exportQuery,
+    summary:
+      "Training data: the workspace's trainable model calls (completed, with prompt and response) as NDJSON, one example a line (openai_chat, openai_dpo, hf_kto), redacted by the current policy, identical prompt/response pairs once",
+    responses: {
+      200: {
+        description: 'One line per example, streamed (application/x-ndjson)',
+        schema: lineSchema,
+        contentType: 'application/x-ndjson',
+      },
+      400: {
+        description: 'An unknown format or parameter, a bad value or combination (names it)',
+        schema: errorSchema,
+      },
+      503: {
+        description: `${unavailableDoc.description}; or TRACEGATE_EXPORT_MAX_CONCURRENT exports running (code server_busy)`,
+        schema: errorSchema,
+      },
+    },
+  });
+  r.on('get', '/api/export/training', { limiter: READ_LIMITS.export }, async (ctx) => {
+    const q = parseQuery(exportQuery, ctx);
+    checkExport(q);
+    await answerExport(r, ctx, (ctx.state.caller as Caller).workspaceId, q);
+  });
+}
