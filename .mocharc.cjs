@@ -6,6 +6,8 @@ const { defaultSpec } = require('./test/support/mocha-spec.cjs');
 module.exports = {
   spec: defaultSpec(['test/unit/**/*.test.ts', 'test/!(unit)/**/*.test.ts']),
   extension: ['ts'],
+  // test/support/local-model installs its own packages there
+  ignore: ['**/node_modules/**'],
   require: ['test/setup.ts'],
   timeout: 90000,
   exit: true,

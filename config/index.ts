@@ -20,6 +20,19 @@ const seconds = (def: number, min = 0) => int(def, min, Math.floor(MAX_TIMER_MS 
 const isHttpUrl = (u: string) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol);
 /** An http(s) URL: z.string().url() also takes `localhost:8123` (scheme "localhost:") and ftp://. */
 const httpUrl = () => z.string().refine(isHttpUrl, { message: 'not an http(s) URL' });
+/** A scheme://host[:port] origin, as browsers send it in Origin (no path, query or credentials); stored normalized. */
+const origin = () =>
+  z
+    .string()
+    .refine(
+      (u) => {
+        if (!isHttpUrl(u)) return false;
+        const url = new URL(u);
+        return url.pathname === '/' && !url.search && !url.hash && !url.username && !url.password && !/[?#]/.test(u);
+      },
+      { message: 'an http(s) origin: scheme://host[:port], nothing after it' },
+    )
+    .transform((u) => new URL(u).origin);
 const bool = (def: boolean) =>
   z
     .enum(['true', 'false', '1', '0'])
@@ -122,6 +135,22 @@ export const configSchema = z.object({
   HEAP_GROWING_PERCENT: int(0, 0, 1000), // `serve`: V8's --heap-growing-percent, every thread: less RSS for more garbage collection (0: V8's own)
   SIGN_EACH_TRACE: bool(false), // an Ed25519 signature per trace, not one signed checkpoint per chain per second
 
+  // The origin browsers reach this server at (behind a proxy that terminates TLS or renames the host): cookie-
+  // authenticated requests that change state must come from it (default: scheme, host and port as the request came).
+  PUBLIC_ORIGIN: origin().optional(),
+  SESSION_IDLE_SECONDS: seconds(1800, 60), // a session unused this long ends
+  SESSION_MAX_SECONDS: seconds(8 * 3600, 60), // a session ends this long after sign-in, used or not
+  SESSION_LINK_SECONDS: seconds(600, 10), // a one-time sign-in link (tracegate sessions create) is good this long
+
+  LOCAL_MODEL_URL: httpUrl().default('http://127.0.0.1:11434'), // the local model server /api/local/run calls
+  LOCAL_MODEL_API: z.enum(['ollama', 'openai']).default('ollama'), // its protocol: Ollama's /api/chat, or OpenAI's /v1
+  LOCAL_MODEL: z.string().min(1).max(256).optional(), // model of a request that names none
+  LOCAL_MODEL_API_KEY: z.string().optional(), // sent as Authorization: Bearer (OpenAI-compatible servers started with a key)
+  LOCAL_MODEL_CONNECT_TIMEOUT_MS: ms(5_000, 1), // connecting to it (then 503)
+  LOCAL_MODEL_IDLE_TIMEOUT_MS: ms(120_000, 1), // longest wait for its first token (a model loading) or between two (504)
+  LOCAL_MODEL_TIMEOUT_MS: ms(600_000, 1), // longest run, first byte to last (504)
+  LOCAL_RUN_MAX_MESSAGES: int(1000, 1), // chat turns in one /api/local/run request
+
   PROVIDER_BASE_URL: httpUrl().default('https://api.openai.com/v1'),
   PROVIDER_API_KEY: z.string().optional(),
   ID_HASH_KEY: z.string().min(16).optional(), // keys redacted request ids' trace ids; default DATA_DIR/keys/id-hash.key
@@ -177,6 +206,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (raw.AGENTS_MAX_BODY_BYTES !== undefined)
       throw below(c.AGENTS_MAX_BODY_BYTES, 'TRACEGATE_AGENTS_MAX_BODY_BYTES');
     c.AGENTS_MAX_BODY_BYTES = c.MAX_INFLIGHT_BODY_BYTES;
+  }
+  if (c.SESSION_IDLE_SECONDS > c.SESSION_MAX_SECONDS) {
+    throw new ConfigError(
+      `invalid configuration\n  TRACEGATE_SESSION_IDLE_SECONDS: ${c.SESSION_IDLE_SECONDS} is above TRACEGATE_SESSION_MAX_SECONDS (${c.SESSION_MAX_SECONDS})`,
+    );
   }
   if (c.CLICKHOUSE_NODES.length && !c.CLICKHOUSE_CLUSTER) {
     throw new ConfigError(

@@ -104,6 +104,9 @@ export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   trace_meta: 'cityHash64(workspace_id, trace_id)',
   proxy_calls: 'cityHash64(workspace_id, call_id)',
   training_spans: 'cityHash64(workspace_id, trace_id)', // filled on each shard from its spans
+  sessions: 'cityHash64(token_hash)', // a session's writes meet on one shard; revoke-by-id reads every shard first
+  signin_links: 'cityHash64(token_hash)',
+  signin_claims: 'cityHash64(token_hash)', // with its link, so a claimer reads every claim of it from one shard
 };
 
 export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
@@ -620,6 +623,41 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       ) ENGINE = MergeTree()
       PARTITION BY toYYYYMM(toDateTime(intDiv(at_ms, 1000), 'UTC'))
       ORDER BY (workspace_id, delivery_key, claimant)`,
+    ],
+  },
+  {
+    version: 13,
+    description: 'browser sessions and one-time sign-in links',
+    // sessions: one row per token hash (the SHA-256 of the cookie's token; the token is never stored), the highest
+    // version standing: a use writes its time, a revocation 2^50 + its time, so a revocation outranks any use written
+    // after it (clickhouse-sessions.ts). signin_claims: who took a link; a claimer seeing another live claim withdraws
+    // its own (withdrawn = 1 replaces the row), so at most one claim of a link stands.
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.sessions (
+        session_id String,
+        token_hash String,
+        workspace_id String,
+        created_at_ms UInt64,
+        last_seen_ms UInt64,
+        expires_at_ms UInt64,
+        revoked_at_ms UInt64,
+        version UInt64
+      ) ENGINE = ReplacingMergeTree(version)
+      ORDER BY token_hash`,
+      `CREATE TABLE IF NOT EXISTS ${db}.signin_links (
+        token_hash String,
+        workspace_id String,
+        created_at_ms UInt64,
+        expires_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree()
+      ORDER BY token_hash`,
+      `CREATE TABLE IF NOT EXISTS ${db}.signin_claims (
+        token_hash String,
+        claimer String,
+        claimed_at_ms UInt64,
+        withdrawn UInt8
+      ) ENGINE = ReplacingMergeTree(withdrawn)
+      ORDER BY (token_hash, claimer)`,
     ],
   },
   {

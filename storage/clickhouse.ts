@@ -10,6 +10,8 @@ import {
   type TraceLinkStore,
   TRAINING_METHODS,
   type TrainingStore,
+  SESSION_METHODS,
+  type SessionStore,
   VERIFICATION_METHODS,
   type VerificationStore,
   WEBHOOK_METHODS,
@@ -17,6 +19,7 @@ import {
 } from '../core/ports/storage.ts';
 import { ClickHouseSignals } from './clickhouse-signals.ts';
 import { delegating } from './delegate.ts';
+import { ClickHouseSessions } from './clickhouse-sessions.ts';
 import { randomUUID } from 'node:crypto';
 import {
   ClickHouseLogLevel,
@@ -467,12 +470,20 @@ function nextVersion(atLeast = 0): number {
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
 const Delegated = delegating<
-  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore & TrainingStore
+  EnrichmentStore &
+    VerificationStore &
+    AnalyticsStore &
+    SignalStore &
+    WebhookStore &
+    TraceLinkStore &
+    TrainingStore &
+    SessionStore
 >({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // ClickHouseEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // ClickHouseSignals (usage: the rollups plus votes)
   traceLinks: TRACE_LINK_METHODS, // ClickHouseTraceLinks
   training: TRAINING_METHODS, // ClickHouseTraining
+  sessions: SESSION_METHODS, // ClickHouseSessions
 });
 
 export class ClickHouseStorage extends Delegated implements Storage {
@@ -483,6 +494,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
   readonly signals: ClickHouseSignals;
   readonly traceLinks: ClickHouseTraceLinks;
   readonly training: ClickHouseTraining;
+  readonly sessions: ClickHouseSessions;
   private readonly exactRollups: boolean;
 
   private readonly opts: ClickHouseOptions;
@@ -499,6 +511,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
     this.training = new ClickHouseTraining(this.client, this.db, this.signals, this.traceLinks, (ws, ids, only) =>
       this.newestSpans(ws, ids, only),
     );
+    this.sessions = new ClickHouseSessions(this.client, this.db);
   }
 
   private connect(url: string, connection?: ClickHouseOptions['connection']): ClickHouseClient {

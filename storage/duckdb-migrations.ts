@@ -335,6 +335,29 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
     ],
   },
   {
+    version: 8,
+    description: 'browser sessions and one-time sign-in links',
+    // Tokens are stored only as their SHA-256 (token_hash). claimed_at_ms: 0 until the link is used (once).
+    statements: [
+      `CREATE TABLE IF NOT EXISTS sessions (
+        session_id VARCHAR NOT NULL,
+        token_hash VARCHAR PRIMARY KEY,
+        workspace_id VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        last_seen_ms BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        revoked_at_ms BIGINT NOT NULL
+      )`,
+      `CREATE TABLE IF NOT EXISTS signin_links (
+        token_hash VARCHAR PRIMARY KEY,
+        workspace_id VARCHAR NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        claimed_at_ms BIGINT NOT NULL
+      )`,
+    ],
+  },
+  {
     version: 9,
     description: 'agent runtime traces: trace metadata, and the index of the calls the proxy recorded',
     // As ClickHouse v14: trace_meta keeps the newest trace item per trace; proxy_calls finds the proxy span of a

@@ -9,6 +9,8 @@ import {
   type TraceLinkStore,
   TRAINING_METHODS,
   type TrainingStore,
+  SESSION_METHODS,
+  type SessionStore,
   VERIFICATION_METHODS,
   type VerificationStore,
   WEBHOOK_METHODS,
@@ -38,6 +40,7 @@ import { DUCKDB_MIGRATIONS, SPAN_COLUMNS, trainingRows } from './duckdb-migratio
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { DuckDbTraceLinks, insertProxyCalls } from './duckdb-trace-links.ts';
 import { DuckDbTraining } from './duckdb-training.ts';
+import { DuckDbSessions } from './duckdb-sessions.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
 import { storageUnreachable } from '../core/errors.ts';
@@ -182,12 +185,20 @@ async function createWaitingForLock(path: string, options: Record<string, string
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
 const Delegated = delegating<
-  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore & TrainingStore
+  EnrichmentStore &
+    VerificationStore &
+    AnalyticsStore &
+    SignalStore &
+    WebhookStore &
+    TraceLinkStore &
+    TrainingStore &
+    SessionStore
 >({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // DuckDbEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // DuckDbSignals (usage: the spans' plus votes)
   traceLinks: TRACE_LINK_METHODS, // DuckDbTraceLinks
   training: TRAINING_METHODS, // DuckDbTraining
+  sessions: SESSION_METHODS, // DuckDbSessions
 });
 
 export class DuckDbStorage extends Delegated implements Storage {
@@ -209,6 +220,7 @@ export class DuckDbStorage extends Delegated implements Storage {
     this.traceLinks,
     (ws, ids, only) => this.newestSpans(ws, ids, only),
   );
+  readonly sessions = new DuckDbSessions((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
   private lost: { reason: string; retryAt: number } | null = null;
   private reopenDelayMs = REOPEN_MIN_MS;

@@ -5,6 +5,7 @@ import type { Command } from '../shared/args.ts';
 export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   serve: () => import('./serve.ts'),
   keys: () => import('./keys.ts'),
+  sessions: () => import('./sessions.ts'),
   policy: () => import('./policy.ts'),
   provider: () => import('./provider.ts'),
   alerts: () => import('./alerts.ts'),

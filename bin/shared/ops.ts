@@ -28,6 +28,14 @@ import {
   listWebhookSecrets,
   revokeWebhookSecret,
 } from '../../collector/workspaces/webhook-secrets.ts';
+import {
+  createSignInLink,
+  defaultOrigin,
+  listSessions,
+  revokeSession,
+  type SessionView,
+  signInLink,
+} from '../../collector/workspaces/sessions.ts';
 
 type Created = Awaited<ReturnType<typeof createKey>>;
 type KeyList = Awaited<ReturnType<typeof listKeys>>;
@@ -35,6 +43,14 @@ type Shown = ReturnType<typeof showSettings>;
 export type VerifyResult = Awaited<ReturnType<typeof verifyWorkspace>>;
 type AddedSecret = Awaited<ReturnType<typeof addWebhookSecret>>;
 type SecretList = Awaited<ReturnType<typeof listWebhookSecrets>>;
+type LinkToken = Awaited<ReturnType<typeof createSignInLink>>;
+/** A one-time sign-in link for the browser. */
+export interface SignInLink {
+  workspaceId: string;
+  workspace: string;
+  link: string;
+  expiresAt: string;
+}
 
 export interface Ops {
   createKey(workspace: string): Promise<Created>;
@@ -48,7 +64,21 @@ export interface Ops {
   listWebhookSecrets(workspace?: string): Promise<SecretList>;
   /** When the secret was revoked; null when there is no such secret. */
   revokeWebhookSecret(secretId: string): Promise<number | null>;
+  createSignInLink(workspace: string): Promise<SignInLink>;
+  listSessions(workspace?: string): Promise<SessionView[]>;
+  revokeSession(sessionId: string): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** The link's origin: TRACEGATE_PUBLIC_ORIGIN, else this machine at the server's port. */
+function toLink(config: Config, port: number, t: LinkToken): SignInLink {
+  const origin = config.PUBLIC_ORIGIN ?? defaultOrigin(config.HOST, port);
+  return {
+    workspaceId: t.workspaceId,
+    workspace: t.workspace,
+    link: signInLink(origin, t.token),
+    expiresAt: t.expiresAt,
+  };
 }
 
 /** Written by a running server: its loopback admin port (the main port unless it listens on another address only). */
@@ -76,8 +106,10 @@ function runningServer(config: Config): ServerFile | null {
 
 class RemoteOps implements Ops {
   private readonly s: ServerFile;
-  constructor(s: ServerFile) {
+  private readonly config: Config;
+  constructor(s: ServerFile, config: Config) {
     this.s = s;
+    this.config = config;
   }
   /** `patient`: no time limit on the answer (verifying a large workspace takes minutes, past fetch's 300 s). */
   private async call<T>(method: string, path: string, body?: unknown, patient = false): Promise<T> {
@@ -146,6 +178,22 @@ class RemoteOps implements Ops {
       throw e;
     }
   }
+  async createSignInLink(workspace: string) {
+    return toLink(this.config, this.s.port, await this.call<LinkToken>('POST', '/admin/sessions', { workspace }));
+  }
+  async listSessions(workspace?: string) {
+    const q = workspace ? this.q(workspace) : '';
+    return (await this.call<{ sessions: SessionView[] }>('GET', `/admin/sessions${q}`)).sessions;
+  }
+  async revokeSession(sessionId: string) {
+    try {
+      await this.call('POST', `/admin/sessions/${encodeURIComponent(sessionId)}/revoke`);
+      return true;
+    } catch (e) {
+      if (/no such session/.test((e as Error).message)) return false;
+      throw e;
+    }
+  }
   async close() {}
 }
 
@@ -211,6 +259,16 @@ class LocalOps implements Ops {
   revokeWebhookSecret(secretId: string) {
     return revokeWebhookSecret(this.storage, secretId, this.audit);
   }
+  async createSignInLink(workspace: string) {
+    const t = await createSignInLink(this.storage, workspace, this.config.SESSION_LINK_SECONDS * 1000, this.audit);
+    return toLink(this.config, this.config.PORT, t);
+  }
+  listSessions(workspace?: string) {
+    return listSessions(this.storage, workspace, this.config.SESSION_IDLE_SECONDS * 1000);
+  }
+  revokeSession(sessionId: string) {
+    return revokeSession(this.storage, sessionId, this.audit);
+  }
   close() {
     return this.storage.close();
   }
@@ -237,7 +295,7 @@ export async function openOps(config: Config, opts: { mayCreate: boolean }): Pro
   } catch (err) {
     if (!(err instanceof DataDirInUse)) throw err;
     const server = runningServer(config);
-    if (server) return new RemoteOps(server);
+    if (server) return new RemoteOps(server, config);
     throw new Error(
       `DATA_DIR ${config.DATA_DIR} is held by process ${err.owner}, which does not answer as a running tracegate server` +
         ' (a server starting or stopping, or `tracegate refused requeue`): try again in a moment',

@@ -15,7 +15,8 @@ export function bearer(ctx: Context): string | null {
   return m ? m[1]! : null;
 }
 
-const tooManyFailures = (retryAfterSeconds: number) =>
+/** 429 for an address past its failed-authentication limit (every credential's strategy answers it so). */
+export const tooManyFailures = (retryAfterSeconds: number) =>
   new HttpError(
     429,
     'rate_limited',
@@ -34,6 +35,10 @@ export class ApiKeyAuth implements AuthStrategy {
   private readonly deps: ApiKeyDeps;
   constructor(deps: ApiKeyDeps) {
     this.deps = deps;
+  }
+
+  present(ctx: Context): boolean {
+    return bearer(ctx) !== null;
   }
 
   async authenticate(ctx: Context): Promise<Caller> {

@@ -5,6 +5,8 @@ import type { Context } from 'koa';
 import type { Caller } from '../../core/ports/ingest.ts';
 
 export interface AuthStrategy {
+  /** Whether the request carries this strategy's credential at all (a route taking several: the first present decides). */
+  present(ctx: Context): boolean;
   /** The caller; or throws a TracegateError: unauthenticated, rate_limited, or unavailable (cannot check now). */
   authenticate(ctx: Context): Promise<Caller>;
 }
@@ -13,5 +15,9 @@ export interface AuthStrategy {
 export interface AuthStrategies {
   /** `Authorization: Bearer <workspace API key>`. */
   apiKey: AuthStrategy;
+  /** The session cookie (`POST /api/auth/session`), for the web UI and the local workbench. */
+  session: AuthStrategy;
+  /** A one-time sign-in link's token in a JSON body (`POST /api/auth/session` only). */
+  signInLink: AuthStrategy;
 }
 export type AuthName = keyof AuthStrategies;

@@ -10,6 +10,7 @@ import type { PipelineStats as FullPipelineStats } from '../../pipeline/pipeline
 import type { Logger } from '../../platform/logger.ts';
 import type { Enrichment } from '../../processors/index.ts';
 import type { KeyVerifier } from '../auth/key-verifier.ts';
+import type { Caller } from '../../core/ports/ingest.ts';
 import type { AuthName } from '../auth/strategy.ts';
 import type { ErrorFamily } from '../http/errors.ts';
 import type { Metrics } from '../http/metrics.ts';
@@ -58,8 +59,11 @@ export type Middleware = (ctx: Context, next: Next) => Promise<void>;
 
 /** How a route is guarded: who may call it, its rate-limit budget, and the shape its errors take. */
 export interface GuardOptions {
-  /** Default `apiKey`; `none` for the public ops routes. */
-  auth?: AuthName | 'none';
+  /**
+   * Default `apiKey`; `none` for the public ops routes. A list: the first strategy whose credential the request
+   * carries decides (an API key header, else the session cookie); with none of them, the first refuses it.
+   */
+  auth?: AuthName | readonly AuthName[] | 'none';
   /** The rate-limit bucket: one budget per caller and bucket (none: not limited). */
   limiter?: string;
   /** Default `envelope`, the JSON error body. */
@@ -77,6 +81,8 @@ export interface RouteContext extends AppDeps {
   on(method: Method, path: string, guard: GuardOptions, ...handlers: Middleware[]): void;
   /** The guard's middleware alone, for a route registered by hand. */
   guard(opts: GuardOptions): Middleware[];
+  /** Authenticates a request with one strategy, for a route that takes a credential only in some cases. */
+  authenticate(ctx: Context, name: AuthName): Promise<Caller>;
   /** Register cleanup to run at shutdown. */
   onClose(fn: () => Promise<void>): void;
   /**

@@ -41,8 +41,12 @@ export class RouteHost {
     const chain: Middleware[] = [];
     if (opts.errors && opts.errors !== 'envelope') chain.push(errorsIn(opts.errors));
     if (opts.auth !== 'none') {
-      const strategy = this.auth[opts.auth ?? 'apiKey'];
+      const names = typeof opts.auth === 'string' ? [opts.auth] : (opts.auth ?? ['apiKey']);
+      const strategies = names.map((name) => this.auth[name]);
+      const [first] = strategies;
+      if (!first) throw new Error('a guard needs at least one authentication strategy');
       chain.push(async (ctx: Context, next: Next) => {
+        const strategy = strategies.length === 1 ? first : (strategies.find((s) => s.present(ctx)) ?? first);
         ctx.state.caller = await strategy.authenticate(ctx);
         await next();
       });
@@ -64,6 +68,7 @@ export class RouteHost {
       docs: this.docs,
       on: (method, path, guard, ...handlers) => this.on(method, path, guard, ...handlers),
       guard: (opts) => this.guard(opts),
+      authenticate: (ctx, name) => this.auth[name].authenticate(ctx),
       onClose: (fn) => {
         this.deps.closers?.push(fn);
       },

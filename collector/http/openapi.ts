@@ -1,12 +1,19 @@
 // OpenAPI 3.1 document assembled from the same zod schemas the routes validate with.
 import { z } from 'zod';
 
+/** The credentials a route takes: the workspace API key (bearer) or the session cookie. */
+export type DocAuth = 'apiKey' | 'session';
+const SCHEME: Readonly<Record<DocAuth, string>> = { apiKey: 'bearerAuth', session: 'sessionCookie' };
+const authsOf = (r: RouteDoc): readonly DocAuth[] =>
+  r.auth === undefined || r.auth === 'none' ? [] : typeof r.auth === 'string' ? [r.auth] : r.auth;
+
 export interface RouteDoc {
   method: 'get' | 'post' | 'put' | 'delete';
   path: string; // OpenAPI style: /api/traces/{traceId}
   summary: string;
   tag: string;
-  auth?: 'apiKey' | 'none';
+  /** A list: any one of them (the first the request carries decides). */
+  auth?: DocAuth | readonly DocAuth[] | 'none';
   request?: { contentTypes: string[]; schema?: z.ZodType };
   query?: z.ZodObject;
   /** `protobuf`: also answered as application/x-protobuf, this message (OTLP routes answer in the request's encoding). */
@@ -96,8 +103,8 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
   const embed = embedder(schemas);
   for (const r of routes) {
     const op: Record<string, unknown> = { summary: r.summary, tags: [r.tag] };
-    if (r.auth === 'apiKey') op.security = [{ bearerAuth: [] }];
     if (r.auth === 'none') op.security = [];
+    else if (r.auth !== undefined) op.security = authsOf(r).map((a) => ({ [SCHEME[a]]: [] }));
     const params: unknown[] = [];
     for (const m of r.path.matchAll(/\{(\w+)\}/g))
       params.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });
@@ -144,7 +151,16 @@ export function buildOpenApi(routes: RouteDoc[], version: string): object {
     info: { title: 'tracegate', version, description: 'OpenTelemetry-native collector for AI execution traces' },
     paths,
     components: {
-      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'Workspace API key (tg_…)' } },
+      securitySchemes: {
+        bearerAuth: { type: 'http', scheme: 'bearer', description: 'Workspace API key (tg_…)' },
+        sessionCookie: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'tg_session',
+          description:
+            "Session cookie from POST /api/auth/session (HttpOnly, SameSite=Strict); a request that changes state must come from the server's own origin",
+        },
+      },
       schemas,
     },
   };
@@ -160,13 +176,18 @@ function standardErrors(r: RouteDoc): Record<string, string> {
       415: 'Unsupported content type or encoding',
     });
   else if (r.query || r.path.includes('{')) e[400] = 'Invalid query or path parameter (details name each one)';
-  if (r.auth === 'apiKey') {
+  const auths = authsOf(r);
+  if (auths.includes('session') && r.method !== 'get') {
+    e[403] = "Cross-site: a session request that changes state must come from the server's own origin";
+    e[415] = 'A session request that changes state carries JSON or no body';
+  }
+  if (auths.length > 0) {
     e[401] = 'Missing or invalid credentials';
     e[429] = 'Rate limited (Retry-After), or too many failed authentications from this address';
     // A key this collector has not seen before (none cached, none last known) cannot be checked while storage is down.
     e[503] = r.request
       ? 'Storage back-pressure, too many request bodies being received or processed at once (server_busy), or the API key cannot be verified while storage is unreachable; Retry-After'
-      : 'The API key cannot be verified while storage is unreachable; Retry-After';
+      : 'The credential cannot be verified while storage is unreachable; Retry-After';
   }
   // The OTLP error middleware turns any unexpected failure into a Status of its own (INTERNAL, generic message).
   if (r.errors === 'rpc-status') e[500] = 'Unexpected server failure: an INTERNAL Status with a generic message';

@@ -17,6 +17,7 @@ import {
 } from '../workspaces/admin.ts';
 import { parseJson, readBody } from '../http/body.ts';
 import { addWebhookSecret, listWebhookSecrets, revokeWebhookSecret } from '../workspaces/webhook-secrets.ts';
+import { createSignInLink, listSessions, revokeSession } from '../workspaces/sessions.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 import { parseParams } from '../http/query.ts';
@@ -55,6 +56,21 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     if (revokedAtMs === null) throw new HttpError(404, 'not_found', 'no such key');
     await r.keys.forget(ctx.params.keyId!, revokedAtMs);
     ctx.body = { revoked: ctx.params.keyId };
+  });
+  r.router.post('/admin/sessions', guard, async (ctx) => {
+    const body = parseJson(await readBody(ctx, 4096), 8) as { workspace?: unknown };
+    if (typeof body?.workspace !== 'string')
+      throw new HttpError(400, 'invalid_request', 'workspace (string) is required');
+    ctx.body = await createSignInLink(r.storage, body.workspace, r.config.SESSION_LINK_SECONDS * 1000, audit);
+  });
+  r.router.get('/admin/sessions', guard, async (ctx) => {
+    const ws = typeof ctx.query.workspace === 'string' ? ctx.query.workspace : undefined;
+    ctx.body = { sessions: await listSessions(r.storage, ws, r.config.SESSION_IDLE_SECONDS * 1000) };
+  });
+  r.router.post('/admin/sessions/:sessionId/revoke', guard, async (ctx) => {
+    if (!(await revokeSession(r.storage, ctx.params.sessionId!, audit)))
+      throw new HttpError(404, 'not_found', 'no such session');
+    ctx.body = { revoked: ctx.params.sessionId };
   });
   r.router.get('/admin/settings', guard, async (ctx) => {
     const s = await r.settings.forWorkspace(await wsParam(ctx));

@@ -15,7 +15,7 @@ import type { ResolvedSettings } from '../workspaces/settings.ts';
 import { verificationKeys, type PublicKeyInfo } from '../../processors/signing.ts';
 import type { VerifyReport } from '../../processors/verification.ts';
 import { verifyTrace } from '../../processors/verify-workspace.ts';
-import { checkRange, MAX_CURSOR_CHARS, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
+import { checkRange, MAX_CURSOR_CHARS, READ_AUTH, READ_LIMITS, sameShape, unavailableDoc } from './read.ts';
 
 const page = {
   from: time.optional(),
@@ -224,7 +224,7 @@ export function enrichmentRoutes(r: RouteContext): void {
       method: 'get',
       path,
       tag: 'enrichment',
-      auth: 'apiKey',
+      auth: READ_AUTH,
       summary,
       query,
       responses: { 200: { description: 'OK', schema: body }, ...more, 503: unavailableDoc },
@@ -267,7 +267,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     usageQuery,
   );
 
-  r.on('get', '/api/audit', { limiter: READ_LIMITS.audit }, async (ctx) => {
+  r.on('get', '/api/audit', { limiter: READ_LIMITS.audit, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(auditQuery, ctx);
     checkRange(q);
     const res = await r.read(() =>
@@ -283,7 +283,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     );
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof auditPage>;
   });
-  r.on('get', '/api/alerts', { limiter: READ_LIMITS.alerts }, async (ctx) => {
+  r.on('get', '/api/alerts', { limiter: READ_LIMITS.alerts, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(alertsQuery, ctx);
     checkRange(q);
     const res = await r.read(() =>
@@ -298,7 +298,7 @@ export function enrichmentRoutes(r: RouteContext): void {
     );
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof alertPage>;
   });
-  r.on('get', '/api/findings', { limiter: READ_LIMITS.findings }, async (ctx) => {
+  r.on('get', '/api/findings', { limiter: READ_LIMITS.findings, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(findingsQuery, ctx);
     checkRange(q);
     // Findings of the spans' stored versions only, one trace's or the workspace's (see stored-versions.ts).
@@ -315,31 +315,36 @@ export function enrichmentRoutes(r: RouteContext): void {
     );
     ctx.body = { items: res.items.map(strip), nextCursor: res.nextCursor } satisfies z.output<typeof findingPage>;
   });
-  r.on('get', '/api/policy', { limiter: READ_LIMITS.policy }, async (ctx) => {
+  r.on('get', '/api/policy', { limiter: READ_LIMITS.policy, auth: READ_AUTH }, async (ctx) => {
     // The settings cache answers within LOOKUP_DEADLINE_MS on its own (last known settings, else a 503).
     const s = await r.settings.forWorkspace(ws(ctx));
     ctx.body = { policy: s.policy, settingsVersion: s.version } satisfies z.output<typeof policyBody>;
   });
-  r.on('get', '/api/verification/keys', { limiter: READ_LIMITS.verificationKeys }, async (ctx) => {
+  r.on('get', '/api/verification/keys', { limiter: READ_LIMITS.verificationKeys, auth: READ_AUTH }, async (ctx) => {
     ctx.body = { keys: await r.read(() => verificationKeys(r.storage, r.enrichment.keysDir)) };
   });
-  r.on('get', '/api/traces/:traceId/verification', { limiter: READ_LIMITS.verification }, async (ctx) => {
-    const traceId = ctx.params.traceId!;
-    if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
-    const report = await r.read(async () =>
-      verifyTrace(r.storage, ws(ctx), traceId, await verificationKeys(r.storage, r.enrichment.keysDir)),
-    );
-    // A stored trace without records is a failure to report (its records were deleted, or it was written around
-    // the collector), unless it is still within the settle window.
-    if (report.recordsChecked === 0 && report.problems.length === 0)
-      throw new HttpError(
-        404,
-        'not_found',
-        `no verification records for trace ${traceId} (not ingested, not yet flushed, or enrichment off)`,
+  r.on(
+    'get',
+    '/api/traces/:traceId/verification',
+    { limiter: READ_LIMITS.verification, auth: READ_AUTH },
+    async (ctx) => {
+      const traceId = ctx.params.traceId!;
+      if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
+      const report = await r.read(async () =>
+        verifyTrace(r.storage, ws(ctx), traceId, await verificationKeys(r.storage, r.enrichment.keysDir)),
       );
-    ctx.body = { traceId, ...report, records: report.records.map(strip) } satisfies z.output<typeof verificationBody>;
-  });
-  r.on('get', '/api/analytics/usage', { limiter: READ_LIMITS.usage }, async (ctx) => {
+      // A stored trace without records is a failure to report (its records were deleted, or it was written around
+      // the collector), unless it is still within the settle window.
+      if (report.recordsChecked === 0 && report.problems.length === 0)
+        throw new HttpError(
+          404,
+          'not_found',
+          `no verification records for trace ${traceId} (not ingested, not yet flushed, or enrichment off)`,
+        );
+      ctx.body = { traceId, ...report, records: report.records.map(strip) } satisfies z.output<typeof verificationBody>;
+    },
+  );
+  r.on('get', '/api/analytics/usage', { limiter: READ_LIMITS.usage, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(usageQuery, ctx);
     checkRange(q);
     const rows = await r.read(() =>

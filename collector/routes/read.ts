@@ -243,6 +243,9 @@ export function checkRange(q: { from?: bigint | undefined; to?: bigint | undefin
  * trace details, verification or usage queries; and `read:` keeps them apart from POST /api/traces (`traces`), so
  * reading never spends ingestion's budget nor the reverse.
  */
+/** The read routes take the workspace API key or the web UI's session cookie (issue 45 reads with it). */
+export const READ_AUTH = ['apiKey', 'session'] as const;
+
 export const READ_LIMITS = {
   traces: 'read:traces',
   trace: 'read:trace',
@@ -269,7 +272,7 @@ export function readRoutes(r: RouteContext): void {
     method: 'get',
     path: '/api/traces',
     tag: 'read',
-    auth: 'apiKey',
+    auth: READ_AUTH,
     query: listQuery,
     summary:
       'List traces, newest first (reads lag writes by about TRACEGATE_FLUSH_INTERVAL_MS, more while storage is busy)',
@@ -283,7 +286,7 @@ export function readRoutes(r: RouteContext): void {
     method: 'get',
     path: '/api/traces/{traceId}',
     tag: 'read',
-    auth: 'apiKey',
+    auth: READ_AUTH,
     query: detailQuery,
     summary:
       "One trace: summary roll-up, spans (a large trace in parts), the span tree, the governance policy decision recorded for each span, feedback votes and linked security alerts, the agent runtime's workflow, session and metadata, links to the proxied calls of agent response spans, and which guardrails tripped",
@@ -294,7 +297,7 @@ export function readRoutes(r: RouteContext): void {
     },
   });
 
-  r.on('get', '/api/traces', { limiter: READ_LIMITS.traces }, async (ctx) => {
+  r.on('get', '/api/traces', { limiter: READ_LIMITS.traces, auth: READ_AUTH }, async (ctx) => {
     const q = parseQuery(listQuery, ctx);
     checkRange(q);
     const caller = ctx.state.caller as Caller;
@@ -321,7 +324,7 @@ export function readRoutes(r: RouteContext): void {
     ctx.body = { items, nextCursor: page.nextCursor } satisfies z.output<typeof tracePageSchema>;
   });
 
-  r.on('get', '/api/traces/:traceId', { limiter: READ_LIMITS.trace }, async (ctx) => {
+  r.on('get', '/api/traces/:traceId', { limiter: READ_LIMITS.trace, auth: READ_AUTH }, async (ctx) => {
     const traceId = ctx.params.traceId!;
     if (traceId.length > 256) throw new HttpError(400, 'invalid_trace_id', 'traceId is too long');
     const q = parseQuery(detailQuery, ctx);

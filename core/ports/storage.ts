@@ -176,6 +176,49 @@ export interface WorkspaceStore {
   revokeApiKey(keyId: string, atMs: number): Promise<boolean>;
 }
 
+/** A browser session (POST /api/auth/session, issue 43): its token is never stored, only the token's SHA-256. */
+export interface SessionRecord {
+  /** Public id, `ses_` + 16 hex digits: what `sessions list` and `revoke`, audit records and rate limits name. */
+  sessionId: string;
+  /** Hex SHA-256 of the cookie's token: the lookup key. */
+  tokenHash: string;
+  workspaceId: string;
+  createdAtMs: number;
+  /** The last use recorded (a use is recorded at most about once a minute). */
+  lastSeenAtMs: number;
+  /** Absolute expiry: the session ends then, used or not. */
+  expiresAtMs: number;
+  /** 0 while not revoked. */
+  revokedAtMs: number;
+}
+
+/** A one-time sign-in link (`tracegate sessions create`): its token stored only as the token's SHA-256. */
+export interface SignInLinkRecord {
+  tokenHash: string;
+  workspaceId: string;
+  createdAtMs: number;
+  expiresAtMs: number;
+}
+
+/** Storage: browser sessions and one-time sign-in links, shared by every collector on the storage. */
+export interface SessionStore {
+  putSession(session: SessionRecord): Promise<void>;
+  /** The session whose token has this hash, revoked or expired ones too; null when none. */
+  getSession(tokenHash: string): Promise<SessionRecord | null>;
+  /** Records a use: lastSeenAtMs becomes atMs if later. Never undoes a revocation, whatever the order of the two. */
+  touchSession(session: SessionRecord, atMs: number): Promise<void>;
+  /** Sessions whose absolute expiry is after `nowMs` (revoked ones included), newest first; of one workspace, or all. */
+  listSessions(q: { workspaceId?: string; nowMs: number }): Promise<SessionRecord[]>;
+  /** Revokes a session by id: the session as revoked (a revoked one keeps its first revocation time); null when none. */
+  revokeSession(sessionId: string, atMs: number): Promise<SessionRecord | null>;
+  putSignInLink(link: SignInLinkRecord): Promise<void>;
+  /**
+   * Takes a link for one sign-in: the link when it exists, has not expired at `atMs` and was never taken; else null.
+   * Of claims racing (collectors sharing the storage included), at most one gets the link.
+   */
+  claimSignInLink(tokenHash: string, atMs: number): Promise<SignInLinkRecord | null>;
+}
+
 /** Storage: each workspace's settings document. */
 export interface SettingsDocStore {
   /** The workspace's settings document (policy, provider, alert rules), newest version; null when never set. */
@@ -408,6 +451,7 @@ export interface Storage
   extends StorageLifecycle,
     SpanStore,
     WorkspaceStore,
+    SessionStore,
     SettingsDocStore,
     EnrichmentStore,
     VerificationStore,
@@ -445,6 +489,15 @@ export const WORKSPACE_METHODS = [
   'listApiKeys',
   'revokeApiKey',
 ] as const satisfies readonly (keyof WorkspaceStore)[];
+export const SESSION_METHODS = [
+  'putSession',
+  'getSession',
+  'touchSession',
+  'listSessions',
+  'revokeSession',
+  'putSignInLink',
+  'claimSignInLink',
+] as const satisfies readonly (keyof SessionStore)[];
 export const SETTINGS_METHODS = ['getSettings', 'putSettings'] as const satisfies readonly (keyof SettingsDocStore)[];
 export const ENRICHMENT_METHODS = [
   'insertEnrichment',
@@ -496,6 +549,7 @@ export const TRAINING_METHODS = [
 export type PortListsComplete = [
   Assert<Complete<SpanStore, typeof SPAN_METHODS>>,
   Assert<Complete<WorkspaceStore, typeof WORKSPACE_METHODS>>,
+  Assert<Complete<SessionStore, typeof SESSION_METHODS>>,
   Assert<Complete<SettingsDocStore, typeof SETTINGS_METHODS>>,
   Assert<Complete<EnrichmentStore, typeof ENRICHMENT_METHODS>>,
   Assert<Complete<VerificationStore, typeof VERIFICATION_METHODS>>,
@@ -511,6 +565,7 @@ export type PortListsComplete = [
 export const STORAGE_METHODS = [
   ...SPAN_METHODS,
   ...WORKSPACE_METHODS,
+  ...SESSION_METHODS,
   ...SETTINGS_METHODS,
   ...ENRICHMENT_METHODS,
   ...VERIFICATION_METHODS,

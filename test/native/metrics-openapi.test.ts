@@ -210,7 +210,7 @@ describe('OpenAPI document against real answers', function () {
     validator(doc, doc.paths[path][method].requestBody.content['application/json'].schema);
 
   it('documents each error in the shape its route family answers, 503 on every route with a key, no unused security scheme', () => {
-    expect(doc.components.securitySchemes).to.have.keys('bearerAuth');
+    expect(doc.components.securitySchemes).to.have.keys('bearerAuth', 'sessionCookie');
     for (const [path, ops] of Object.entries<any>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(ops)) {
         if (!op.security?.length) continue; // the ops routes: /readyz answers 503 with its readiness report

@@ -15,7 +15,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['mappers'], // payloads → span records (pure)
   ['training'], // span records → training-data lines, and the export's scan over storage
   ['collector/workspaces'], // workspaces, API keys and settings as the server caches them
-  ['collector/http'], // bodies, rate limits, errors and their shapes, OpenAPI
+  ['collector/http', 'collector/local-model'], // bodies, rate limits, errors, OpenAPI; the local model server's client
   ['collector/auth'], // who is calling: one strategy per credential, and the audit of refusals
   ['collector/host'], // the receiver host: declarations and route modules compiled into the app's routes
   ['collector/receivers', 'collector/routes', 'collector/proxy'], // ingest sources, read routes, the proxy

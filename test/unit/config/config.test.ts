@@ -35,6 +35,38 @@ describe('configuration bounds', () => {
     );
   });
 
+  it('TRACEGATE_PUBLIC_ORIGIN is an http(s) origin and nothing more, kept normalized', () => {
+    expect(loadConfig({}).PUBLIC_ORIGIN).to.equal(undefined);
+    expect(loadConfig({ TRACEGATE_PUBLIC_ORIGIN: 'https://TG.example.com:443/' }).PUBLIC_ORIGIN).to.equal(
+      'https://tg.example.com',
+    );
+    for (const bad of ['tg.example.com', 'ftp://x', 'https://x/ui', 'https://x?a', 'https://u:p@x', 'https://x/#'])
+      expect(() => loadConfig({ TRACEGATE_PUBLIC_ORIGIN: bad }), bad).to.throw(
+        /TRACEGATE_PUBLIC_ORIGIN: an http\(s\) origin/,
+      );
+  });
+
+  it('sessions: 30 min idle and 8 h at most by default; idle no longer than the maximum; links good 10 min', () => {
+    const c = loadConfig({});
+    expect([c.SESSION_IDLE_SECONDS, c.SESSION_MAX_SECONDS, c.SESSION_LINK_SECONDS]).to.deep.equal([1800, 28800, 600]);
+    expect(() =>
+      loadConfig({ TRACEGATE_SESSION_IDLE_SECONDS: '7200', TRACEGATE_SESSION_MAX_SECONDS: '3600' }),
+    ).to.throw(/TRACEGATE_SESSION_IDLE_SECONDS: 7200 is above TRACEGATE_SESSION_MAX_SECONDS/);
+    expect(() => loadConfig({ TRACEGATE_SESSION_IDLE_SECONDS: '59' })).to.throw(/TRACEGATE_SESSION_IDLE_SECONDS/);
+  });
+
+  it('the local model server: Ollama at 127.0.0.1:11434 by default, or an OpenAI-compatible one; an http(s) URL', () => {
+    const c = loadConfig({});
+    expect([c.LOCAL_MODEL_URL, c.LOCAL_MODEL_API, c.LOCAL_MODEL]).to.deep.equal([
+      'http://127.0.0.1:11434',
+      'ollama',
+      undefined,
+    ]);
+    expect(loadConfig({ TRACEGATE_LOCAL_MODEL_API: 'openai' }).LOCAL_MODEL_API).to.equal('openai');
+    expect(() => loadConfig({ TRACEGATE_LOCAL_MODEL_API: 'vllm' })).to.throw(/TRACEGATE_LOCAL_MODEL_API/);
+    expect(() => loadConfig({ TRACEGATE_LOCAL_MODEL_URL: 'localhost:11434' })).to.throw(/TRACEGATE_LOCAL_MODEL_URL/);
+  });
+
   it('TRACEGATE_PORT is 0 (any free port; the tests use it) to 65535', () => {
     for (const bad of ['70000', '65536', '-1', '80.5'])
       expect(() => loadConfig({ TRACEGATE_PORT: bad }), bad).to.throw(/TRACEGATE_PORT/);
