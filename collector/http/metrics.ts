@@ -78,6 +78,11 @@ export function createMetrics() {
       help: 'Storage pages the training-data exports read',
       registers: [registry],
     }),
+    trainingFailures: new Counter({
+      name: 'tracegate_training_export_failures_total',
+      help: 'Training-data exports cut short by a failure after their answer began (the connection closed unfinished)',
+      registers: [registry],
+    }),
     trainingLines: new Counter({
       name: 'tracegate_training_export_lines_total',
       help: 'Lines the training-data exports wrote, by format',

@@ -20,8 +20,7 @@ import { addWebhookSecret, listWebhookSecrets, revokeWebhookSecret } from '../wo
 import { createSignInLink, listSessions, revokeSession } from '../workspaces/sessions.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
-import { parseParams } from '../http/query.ts';
-import { answerExport, checkExport, exportQuery } from './export.ts';
+import { answerExport, checkedExport } from './export.ts';
 
 export function adminRoutes(r: RouteContext, adminToken: string): void {
   const guard = async (ctx: Context, next: Next) => {
@@ -112,9 +111,7 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
   r.router.get('/admin/export/training', guard, async (ctx) => {
     const id = await wsParam(ctx);
     const { workspace: _w, ...query } = ctx.query;
-    const q = parseParams(exportQuery, query);
-    checkExport(q);
-    await answerExport(r, ctx, id, q);
+    await answerExport(r, ctx, id, checkedExport(query as Record<string, string>));
   });
   r.router.get('/admin/workspaces', guard, async (ctx) => {
     ctx.body = { workspaces: await r.storage.verificationWorkspaces() };

@@ -1,6 +1,6 @@
 // GET /api/export/training: the workspace's trainable model calls as training data, streamed as NDJSON
 // (training/export.ts). Also served to the CLI by the admin route (admin.ts) for a workspace by name.
-import { Readable } from 'node:stream';
+import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { Config } from '../../config/index.ts';
@@ -12,7 +12,7 @@ import { FORMATS, lineRedactor } from '../../training/lines.ts';
 import type { RouteContext } from '../host/context.ts';
 import { HttpError } from '../http/errors.ts';
 import { errorSchema } from '../http/openapi.ts';
-import { parseQuery, time } from '../http/query.ts';
+import { parseParams, parseQuery, time } from '../http/query.ts';
 import { checkRange, READ_LIMITS, unavailableDoc } from './read.ts';
 
 const flag = z.enum(['true', 'false']).transform((v) => v === 'true');
@@ -90,6 +90,13 @@ export function checkExport(q: ExportQuery): void {
   if (q.splitSeed !== undefined && q.evalFraction === undefined) refuse('splitSeed', 'needs evalFraction');
 }
 
+/** Query parameters given as strings (the CLI's), checked as the route checks them. */
+export function checkedExport(params: Record<string, string>): ExportQuery {
+  const q = parseParams(exportQuery, params);
+  checkExport(q);
+  return q;
+}
+
 /** What an export of `q` does, under the server's limits and the workspace's current policy. */
 export function exportOptions(q: ExportQuery, config: Config, policy: Policy): ExportOptions {
   return {
@@ -121,7 +128,7 @@ const runningOf = new WeakMap<object, { n: number }>();
  * Answers an export of `workspaceId` as NDJSON. The first storage page is read before the answer starts, so a
  * storage outage then is a 503 in the JSON envelope; later pages are read as the client takes the lines (the
  * stream's back-pressure), each under the read deadline, and a client that goes away stops the scan. A failure past
- * the first page can only end the connection: the answer's chunked encoding is then cut short, which clients report.
+ * the first page cuts the connection (see stream).
  */
 export async function answerExport(r: RouteContext, ctx: Context, workspaceId: string, q: ExportQuery): Promise<void> {
   const running = runningOf.get(r.metrics) ?? runningOf.set(r.metrics, { n: 0 }).get(r.metrics)!;
@@ -135,13 +142,6 @@ export async function answerExport(r: RouteContext, ctx: Context, workspaceId: s
     );
   running.n++;
   r.metrics.trainingExports.inc();
-  let released = false;
-  const release = () => {
-    if (released) return;
-    released = true;
-    running.n--;
-    r.metrics.trainingExports.dec();
-  };
   try {
     const opts = exportOptions(q, r.config, await r.read(() => r.settings.policyFor(workspaceId)));
     const socket = ctx.req.socket;
@@ -158,31 +158,52 @@ export async function answerExport(r: RouteContext, ctx: Context, workspaceId: s
     };
     const lines = exportTraining(store, workspaceId, opts);
     const first = await lines.next();
-    const body = Readable.from(rest(first, lines, release), { objectMode: false, highWaterMark: 64 * 1024 });
-    body.once('close', release);
     ctx.state.ownIdleTimeout = true;
-    ctx.status = 200;
-    ctx.type = 'application/x-ndjson';
-    ctx.set('Cache-Control', 'no-store');
-    ctx.body = body;
-  } catch (err) {
-    release();
-    throw err;
+    await stream(r, ctx, first, lines);
+  } finally {
+    running.n--;
+    r.metrics.trainingExports.dec();
   }
 }
 
-/** The chunks after the first one already read; `release` once done, however it ends. */
-async function* rest(
+/** Waits until `res` takes more (or is gone). */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    res.once('drain', resolve);
+    res.once('close', resolve);
+  });
+}
+
+/**
+ * Writes the lines as the client takes them. A failure once the answer has begun destroys the connection: the
+ * chunked body then lacks its last chunk, which every HTTP client reports as an incomplete transfer, so a cut-short
+ * export never looks complete (a final "error" line could be taken for data by a consumer that does not look for it).
+ */
+async function stream(
+  r: RouteContext,
+  ctx: Context,
   first: IteratorResult<string>,
   lines: AsyncGenerator<string>,
-  release: () => void,
-): AsyncGenerator<string> {
+): Promise<void> {
+  ctx.respond = false;
+  const res = ctx.res;
+  res.statusCode = 200;
+  for (const [k, v] of Object.entries(ctx.response.headers)) if (v !== undefined) res.setHeader(k, v as string);
+  res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-store');
   try {
-    if (first.done) return;
-    if (first.value) yield first.value;
-    for await (const chunk of lines) if (chunk) yield chunk;
+    let chunk = first;
+    while (!chunk.done && !res.destroyed) {
+      if (chunk.value && !res.write(chunk.value)) await drained(res);
+      chunk = await lines.next();
+    }
+    if (!res.destroyed) res.end();
+  } catch (err) {
+    r.metrics.trainingFailures.inc();
+    r.log.warn({ err, path: ctx.path }, 'training export failed after its answer began; connection cut');
+    res.destroy();
   } finally {
-    release();
+    await lines.return(undefined); // a client gone: the scan stops here
   }
 }
 

@@ -16,11 +16,17 @@ export function messageProblems(messages: unknown, needLastAssistant = true): st
   if (!Array.isArray(messages) || messages.length === 0) return ['missing_messages_list'];
   const problems: string[] = [];
   const calls = new Set<string>();
-  messages.forEach((m, i) => {
+  for (const [i, m] of messages.entries()) {
     const at = (p: string) => problems.push(`messages[${i}]: ${p}`);
-    if (!isObj(m)) return at('data_type: not an object');
+    if (!isObj(m)) {
+      at('data_type: not an object');
+      continue;
+    }
     for (const k of Object.keys(m)) if (!KEYS.has(k)) at(`message_unrecognized_key: ${k}`);
-    if (typeof m.role !== 'string') return at('message_missing_key: role');
+    if (typeof m.role !== 'string') {
+      at('message_missing_key: role');
+      continue;
+    }
     if (!ROLES.has(m.role)) at(`unrecognized_role: ${m.role}`);
     const toolCalls = m.tool_calls;
     const hasCalls = Array.isArray(toolCalls) && toolCalls.length > 0;
@@ -34,30 +40,35 @@ export function messageProblems(messages: unknown, needLastAssistant = true): st
       if (m.role !== 'assistant') at('tool_calls on a message that is not the assistant’s');
       if (!Array.isArray(toolCalls) || toolCalls.length === 0) at('tool_calls is not a non-empty list');
       else
-        toolCalls.forEach((c, j) => {
-          const bad = (p: string) => at(`tool_calls[${j}]: ${p}`);
-          if (!isObj(c)) return bad('not an object');
-          if (typeof c.id !== 'string' || c.id === '') bad('no id');
-          else calls.add(c.id);
-          if (c.type !== 'function') bad(`type ${String(c.type)} is not function`);
-          const fn = c.function;
-          if (!isObj(fn) || typeof fn.name !== 'string' || fn.name === '') return bad('no function name');
-          if (typeof fn.arguments !== 'string') return bad('arguments are not JSON text');
-          try {
-            JSON.parse(fn.arguments);
-          } catch {
-            bad('arguments are not valid JSON');
-          }
-        });
+        for (const [j, c] of toolCalls.entries()) for (const p of callProblems(c, calls)) at(`tool_calls[${j}]: ${p}`);
     }
     if (m.role === 'tool') {
       if (typeof m.tool_call_id !== 'string' || !calls.has(m.tool_call_id)) at('tool message answers no earlier call');
     } else if (m.tool_call_id !== undefined) at('tool_call_id on a message that is not a tool result');
-  });
+  }
   if (!messages.some((m) => isObj(m) && m.role === 'assistant') && needLastAssistant)
     problems.push('example_missing_assistant_message');
   const last = messages.at(-1);
-  if (needLastAssistant && !(isObj(last) && last.role === 'assistant')) problems.push('last message is not the assistant’s');
+  if (needLastAssistant && !(isObj(last) && last.role === 'assistant'))
+    problems.push('last message is not the assistant’s');
+  return problems;
+}
+
+/** Problems with one tool call; its id added to `calls`. */
+function callProblems(c: unknown, calls: Set<string>): string[] {
+  if (!isObj(c)) return ['not an object'];
+  const problems: string[] = [];
+  if (typeof c.id !== 'string' || c.id === '') problems.push('no id');
+  else calls.add(c.id);
+  if (c.type !== 'function') problems.push(`type ${String(c.type)} is not function`);
+  const fn = c.function;
+  if (!isObj(fn) || typeof fn.name !== 'string' || fn.name === '') return [...problems, 'no function name'];
+  if (typeof fn.arguments !== 'string') return [...problems, 'arguments are not JSON text'];
+  try {
+    JSON.parse(fn.arguments);
+  } catch {
+    problems.push('arguments are not valid JSON');
+  }
   return problems;
 }
 
@@ -74,8 +85,14 @@ function toolsProblems(tools: unknown): string[] {
 /** Problems with one openai_chat line (its `split` and `metadata`, tracegate's own marks, allowed). */
 export function chatLineProblems(line: unknown): string[] {
   if (!isObj(line)) return ['data_type: not an object'];
-  const extra = Object.keys(line).filter((k) => !['messages', 'tools', 'parallel_tool_calls', 'split', 'metadata'].includes(k));
-  return [...extra.map((k) => `unrecognized key ${k}`), ...messageProblems(line.messages), ...toolsProblems(line.tools)];
+  const extra = Object.keys(line).filter(
+    (k) => !['messages', 'tools', 'parallel_tool_calls', 'split', 'metadata'].includes(k),
+  );
+  return [
+    ...extra.map((k) => `unrecognized key ${k}`),
+    ...messageProblems(line.messages),
+    ...toolsProblems(line.tools),
+  ];
 }
 
 /** Problems with one openai_dpo line: the input as a conversation to answer, one assistant message on each side. */
@@ -87,7 +104,12 @@ export function dpoLineProblems(line: unknown): string[] {
   for (const side of ['preferred_output', 'non_preferred_output']) {
     const out = line[side];
     if (!Array.isArray(out) || out.length !== 1) problems.push(`${side}: not one message`);
-    else problems.push(...messageProblems(out).map((p) => `${side}: ${p}`).filter((p) => !p.includes('tool message')));
+    else
+      problems.push(
+        ...messageProblems(out)
+          .map((p) => `${side}: ${p}`)
+          .filter((p) => !p.includes('tool message')),
+      );
   }
   return problems;
 }
@@ -96,7 +118,8 @@ export function dpoLineProblems(line: unknown): string[] {
 export function expectValidChatLines(lines: readonly unknown[]): void {
   lines.forEach((l, i) => {
     const p = chatLineProblems(l);
-    if (p.length) throw new Error(`line ${i + 1} fails OpenAI's fine-tuning checks: ${p.join('; ')}\n${JSON.stringify(l)}`);
+    if (p.length)
+      throw new Error(`line ${i + 1} fails OpenAI's fine-tuning checks: ${p.join('; ')}\n${JSON.stringify(l)}`);
   });
 }
 

@@ -22,7 +22,13 @@ export function call(over: Partial<SpanRecord> & { source?: Source } = {}): Span
   };
 }
 
-export function toolSpan(id: string, name: string, args: unknown, result: unknown, startOffsetNs = 500_000_000n): SpanRecord {
+export function toolSpan(
+  id: string,
+  name: string,
+  args: unknown,
+  result: unknown,
+  startOffsetNs = 500_000_000n,
+): SpanRecord {
   return call({
     spanId: `tool-${id}`,
     kind: 'tool',
@@ -52,7 +58,10 @@ export const CONVENTIONS: Record<string, { span: SpanRecord; roles: string[] }> 
         'gen_ai.system_instructions': JSON.stringify([{ type: 'text', content: 'You are terse.' }]),
         'gen_ai.input.messages': JSON.stringify([
           { role: 'user', parts: [{ type: 'text', content: 'Weather in Paris?' }] },
-          { role: 'assistant', parts: [{ type: 'tool_call', id: 'c1', name: 'weather', arguments: { city: 'Paris' } }] },
+          {
+            role: 'assistant',
+            parts: [{ type: 'tool_call', id: 'c1', name: 'weather', arguments: { city: 'Paris' } }],
+          },
           { role: 'tool', parts: [{ type: 'tool_call_response', id: 'c1', response: { celsius: 18 } }] },
         ]),
         'gen_ai.output.messages': JSON.stringify([
@@ -156,7 +165,10 @@ export const CONVENTIONS: Record<string, { span: SpanRecord; roles: string[] }> 
       attributes: {
         'gen_ai.input.messages': JSON.stringify([
           { role: 'user', content: 'do it' },
-          { role: 'assistant', tool_calls: [{ id: 'lost', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+          {
+            role: 'assistant',
+            tool_calls: [{ id: 'lost', type: 'function', function: { name: 'f', arguments: '{}' } }],
+          },
           { role: 'user', content: 'well?' },
           { role: 'tool', tool_call_id: 'nobody', content: 'stray' },
         ]),

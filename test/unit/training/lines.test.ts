@@ -5,7 +5,12 @@ import { expect } from 'chai';
 import { parsePolicy } from '../../../processors/governance/policy.ts';
 import { chatLine, dpoLine, ktoLine, lineRedactor, splitOf } from '../../../training/lines.ts';
 import { conversationOf } from '../../../training/messages.ts';
-import { chatLineProblems, dpoLineProblems, expectValidChatLines, expectValidDpoLines } from '../../support/openai-ft-check.ts';
+import {
+  chatLineProblems,
+  dpoLineProblems,
+  expectValidChatLines,
+  expectValidDpoLines,
+} from '../../support/openai-ft-check.ts';
 import { CONVENTIONS, call, toolSpan } from './fixtures.ts';
 
 describe('training export: conversations and lines', () => {
@@ -38,7 +43,10 @@ describe('training export: conversations and lines', () => {
   it("a single-call source's tool spans become the assistant's calls and tool results, before the answer", () => {
     const span = call({ source: 'native', prompt: 'Order 7?', response: 'Shipped.' });
     const line = chatLine(
-      conversationOf(span, [toolSpan('t1', 'find_order', { id: 7 }, { status: 'shipped' }), toolSpan('t2', 'eta', {}, 'Monday')]),
+      conversationOf(span, [
+        toolSpan('t1', 'find_order', { id: 7 }, { status: 'shipped' }),
+        toolSpan('t2', 'eta', {}, 'Monday'),
+      ]),
     );
     expectValidChatLines([line]);
     expect((line.messages as Array<{ role: string }>).map((m) => m.role)).to.deep.equal([
@@ -54,17 +62,62 @@ describe('training export: conversations and lines', () => {
   });
 
   it('the checks refuse what OpenAI refuses (so that passing them means something)', () => {
-    const ok = { messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }] };
+    const ok = {
+      messages: [
+        { role: 'user', content: 'a' },
+        { role: 'assistant', content: 'b' },
+      ],
+    };
     expect(chatLineProblems(ok)).to.deep.equal([]);
     const bad: Array<[unknown, RegExp]> = [
       [{}, /missing_messages_list/],
       [{ messages: [{ role: 'user', content: 'a' }] }, /last message/],
-      [{ messages: [{ role: 'robot', content: 'a' }, { role: 'assistant', content: 'b' }] }, /unrecognized_role/],
+      [
+        {
+          messages: [
+            { role: 'robot', content: 'a' },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+        /unrecognized_role/,
+      ],
       [{ messages: [{ role: 'user' }, { role: 'assistant', content: 'b' }] }, /missing_content/],
-      [{ messages: [{ role: 'user', content: '' }, { role: 'assistant', content: 'b' }] }, /empty content/],
-      [{ messages: [{ role: 'user', content: [{ type: 'text' }] }, { role: 'assistant', content: 'b' }] }, /not text/],
-      [{ messages: [{ role: 'user', content: 'a', extra: 1 }, { role: 'assistant', content: 'b' }] }, /unrecognized_key/],
-      [{ messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b', weight: 2 }] }, /weight/],
+      [
+        {
+          messages: [
+            { role: 'user', content: '' },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+        /empty content/,
+      ],
+      [
+        {
+          messages: [
+            { role: 'user', content: [{ type: 'text' }] },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+        /not text/,
+      ],
+      [
+        {
+          messages: [
+            { role: 'user', content: 'a', extra: 1 },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+        /unrecognized_key/,
+      ],
+      [
+        {
+          messages: [
+            { role: 'user', content: 'a' },
+            { role: 'assistant', content: 'b', weight: 2 },
+          ],
+        },
+        /weight/,
+      ],
       [
         {
           messages: [
@@ -77,11 +130,18 @@ describe('training export: conversations and lines', () => {
         /JSON text/,
       ],
       [
-        { messages: [{ role: 'user', content: 'a' }, { role: 'tool', tool_call_id: 'y', content: 'r' }, { role: 'assistant', content: 'b' }] },
+        {
+          messages: [
+            { role: 'user', content: 'a' },
+            { role: 'tool', tool_call_id: 'y', content: 'r' },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
         /answers no earlier call/,
       ],
     ];
-    for (const [line, problem] of bad) expect(chatLineProblems(line).join('; '), JSON.stringify(line)).to.match(problem);
+    for (const [line, problem] of bad)
+      expect(chatLineProblems(line).join('; '), JSON.stringify(line)).to.match(problem);
   });
 
   it('openai_dpo: one input without SFT weights, one preferred and one other answer', () => {
@@ -91,7 +151,8 @@ describe('training export: conversations and lines', () => {
     expect(JSON.stringify(line)).to.not.include('weight');
     expect(line.preferred_output).to.deep.equal([{ role: 'assistant', content: 'answer two' }]);
     expect(line.non_preferred_output).to.deep.equal([{ role: 'assistant', content: 'no idea' }]);
-    expect(dpoLineProblems({ input: { messages: [] }, preferred_output: [], non_preferred_output: [] })).to.not.be.empty;
+    expect(dpoLineProblems({ input: { messages: [] }, preferred_output: [], non_preferred_output: [] })).to.not.be
+      .empty;
   });
 
   it('hf_kto: the prompt as messages, the answer as the completion, the label', () => {
@@ -120,7 +181,9 @@ describe('training export: conversations and lines', () => {
         { role: 'user', content: `mail ${email}` },
         {
           role: 'assistant',
-          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'send', arguments: JSON.stringify({ to: email }) } }],
+          tool_calls: [
+            { id: 'c1', type: 'function', function: { name: 'send', arguments: JSON.stringify({ to: email }) } },
+          ],
         },
         { role: 'tool', tool_call_id: 'c1', content: `sent to ${email}` },
         { role: 'assistant', content: 'done' },
