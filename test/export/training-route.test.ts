@@ -175,6 +175,38 @@ for (const backend of BACKENDS)
       expect(dpo.lines[0]!.non_preferred_output).to.deep.equal([{ role: 'assistant', content: 'Go away.' }]);
     });
 
+    it('openai_dpo from curation: a curated coach answer against the draft of its coach session it replaced', async () => {
+      const coach = { authorization: `Bearer ${(await s.key(`coach-${backend}`)).key}` };
+      const coachTrace = (requestId: string, actionName: string, response: string, extra: object = {}) =>
+        post(
+          `${s.url}/api/traces`,
+          {
+            requestId,
+            model: 'local',
+            prompt: 'Explain DNS briefly',
+            response,
+            actionName,
+            parameters: { source: 'coach', coachSessionId: 'cs-1', ...extra },
+          },
+          coach,
+        );
+      for (const r of [
+        await coachTrace('draft-1', 'coach_local_draft', 'DNS is a phone book.'),
+        await coachTrace('cur-1', 'coach_curated', 'DNS maps names to IP addresses.', { trainingPreferred: true }),
+      ])
+        expect(r.status, r.text).to.equal(200);
+      await flushed(s);
+      const dpo = await exp('?format=openai_dpo', coach);
+      expectValidDpoLines(dpo.lines);
+      expect(dpo.lines.map((l) => [l.preferred_output[0].content, l.non_preferred_output[0].content])).to.deep.equal([
+        ['DNS maps names to IP addresses.', 'DNS is a phone book.'],
+      ]);
+      expect(dpo.lines[0]!.input.messages).to.deep.equal([{ role: 'user', content: 'Explain DNS briefly' }]);
+      expect((await exp('?format=openai_dpo&source=native', coach)).lines).to.deep.equal([]);
+      const curated = await exp('?curated=true', coach);
+      expect(curated.lines.map(lastText)).to.deep.equal(['DNS maps names to IP addresses.']);
+    });
+
     it('split: each line marked train or eval, one conversation on one side, the same every time', async () => {
       const r = await exp('?evalFraction=0.3&provenance=true');
       expectValidChatLines(r.lines.map(({ split: _s, metadata: _m, ...l }) => l));
