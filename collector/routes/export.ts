@@ -166,11 +166,16 @@ export async function answerExport(r: RouteContext, ctx: Context, workspaceId: s
   }
 }
 
-/** Waits until `res` takes more (or is gone). */
+/** Waits until `res` takes more (or is gone); both listeners removed then, so none pile up over a long export. */
 function drained(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
-    res.once('drain', resolve);
-    res.once('close', resolve);
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
   });
 }
 
