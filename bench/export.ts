@@ -3,7 +3,8 @@
 // that growth is the same at 1 M as at 100 k (the export holds a page at a time, whatever the count).
 // The calls are written through the storage API in bulk (insertSpans, the collector's own write path) into a store
 // the server then opens: the first 100 k, an export, the next 900 k, an export. A server per measurement, warmed up
-// by a small export first; its RSS sampled every 50 ms (/proc/<pid>/status VmRSS).
+// by a small export first; the full export runs twice (cold, then warm: see Passes); RSS sampled every 50 ms
+// (/proc/<pid>/status VmRSS).
 // EXPORT_BENCH_SIZES (default 100000,1000000) and EXPORT_BENCH_ENGINES (default duckdb,clickhouse) narrow it.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -103,7 +104,16 @@ async function exportOnce(url: string, key: string, pid: number, query = ''): Pr
   return { lines, seconds: (performance.now() - t) / 1000, idleMb, peakMb, bytes };
 }
 
-async function measure(env: Record<string, string>, key: string, expected: number): Promise<Measured> {
+interface Passes {
+  /** A fresh server's RSS, after a small export. */
+  idleMb: number;
+  /** The first full export, from that fresh server: its caches (DuckDB's buffer pool, up to its memory limit) fill. */
+  cold: Measured;
+  /** The same export again: idleMb here is the RSS the first one left, so the growth is the export's own. */
+  warm: Measured;
+}
+
+async function measure(env: Record<string, string>, key: string, expected: number): Promise<Passes> {
   const port = await freePort();
   const child = await startChild(
     'bin/tracegate.ts',
@@ -116,9 +126,13 @@ async function measure(env: Record<string, string>, key: string, expected: numbe
     // Warm-up: the route, the storage thread and its first queries, then a quiet moment.
     await exportOnce(url, key, child.pid!, `?to=${T0 + 2000}`);
     await sleep(2000);
-    const m = await exportOnce(url, key, child.pid!);
-    if (m.lines !== expected) throw new Error(`exported ${m.lines} lines, expected ${expected}`);
-    return m;
+    const idleMb = rssMb(child.pid!);
+    const cold = await exportOnce(url, key, child.pid!);
+    await sleep(2000);
+    const warm = await exportOnce(url, key, child.pid!);
+    for (const m of [cold, warm])
+      if (m.lines !== expected) throw new Error(`exported ${m.lines} lines, expected ${expected}`);
+    return { idleMb, cold, warm };
   } finally {
     await terminate(child);
   }
@@ -132,14 +146,21 @@ export async function runExportBench(chUrl?: string): Promise<void> {
     '\n== training export (GET /api/export/training, openai_chat): lines/s and server RSS over its idle RSS ==',
   );
   console.log(
-    'engine'.padEnd(20),
+    '(cold: the first full export of a fresh server, over its idle RSS; warm: the same export again, over the RSS the first left)',
+  );
+  console.log(
+    'engine'.padEnd(12),
     'stored'.padStart(10),
     'seed/s'.padStart(9),
-    'lines/s'.padStart(9),
     'MiB out'.padStart(8),
     'idle MiB'.padStart(9),
-    'peak MiB'.padStart(9),
-    'growth MiB'.padStart(11),
+    'cold lines/s'.padStart(13),
+    'peak'.padStart(6),
+    'growth'.padStart(7),
+    'warm lines/s'.padStart(13),
+    'before'.padStart(7),
+    'peak'.padStart(6),
+    'growth'.padStart(7),
   );
   try {
     for (const engine of ENGINES) {
@@ -155,27 +176,33 @@ export async function runExportBench(chUrl?: string): Promise<void> {
         const { key, workspaceId } = await createKey(storage, 'bench-export');
         await storage.close();
         let stored = 0;
-        const growth: number[] = [];
+        const growth: Array<[number, number]> = [];
         for (const size of SIZES) {
           const seedRate = await seed(env, workspaceId, stored, size);
           stored = size;
-          const m = await measure(env, key, size);
-          growth.push(m.peakMb - m.idleMb);
+          const { idleMb, cold, warm } = await measure(env, key, size);
+          growth.push([cold.peakMb - idleMb, warm.peakMb - warm.idleMb]);
           console.log(
-            engine.padEnd(20),
+            engine.padEnd(12),
             fmt(size).padStart(10),
             fmt(seedRate).padStart(9),
-            fmt(m.lines / m.seconds).padStart(9),
-            fmt(m.bytes / 2 ** 20).padStart(8),
-            fmt(m.idleMb).padStart(9),
-            fmt(m.peakMb).padStart(9),
-            fmt(m.peakMb - m.idleMb).padStart(11),
+            fmt(cold.bytes / 2 ** 20).padStart(8),
+            fmt(idleMb).padStart(9),
+            fmt(cold.lines / cold.seconds).padStart(13),
+            fmt(cold.peakMb).padStart(6),
+            fmt(cold.peakMb - idleMb).padStart(7),
+            fmt(warm.lines / warm.seconds).padStart(13),
+            fmt(warm.idleMb).padStart(7),
+            fmt(warm.peakMb).padStart(6),
+            fmt(warm.peakMb - warm.idleMb).padStart(7),
           );
         }
-        if (growth.length > 1)
+        if (growth.length > 1) {
+          const [first, last] = [growth[0]!, growth.at(-1)!];
           console.log(
-            `${engine}: growth at ${fmt(SIZES.at(-1)!)} / at ${fmt(SIZES[0]!)}: ${fmt(growth.at(-1)! / Math.max(1, growth[0]!), 2)}`,
+            `${engine}: RSS growth at ${fmt(SIZES.at(-1)!)} against ${fmt(SIZES[0]!)}: cold ${fmt(last[0])} vs ${fmt(first[0])} MiB, warm ${fmt(last[1])} vs ${fmt(first[1])} MiB`,
           );
+        }
       } finally {
         rmSync(dataDir, { recursive: true, force: true });
       }
