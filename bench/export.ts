@@ -5,7 +5,8 @@
 // the server then opens: the first 100 k, an export, the next 900 k, an export. A server per measurement, warmed up
 // by a small export first; the full export runs twice (cold, then warm: see Passes); RSS sampled every 50 ms
 // (/proc/<pid>/status VmRSS).
-// EXPORT_BENCH_SIZES (default 100000,1000000) and EXPORT_BENCH_ENGINES (default duckdb,clickhouse) narrow it.
+// EXPORT_BENCH_SIZES (default 100000,1000000) and EXPORT_BENCH_ENGINES (default duckdb,clickhouse) narrow it;
+// EXPORT_BENCH_WARM=0 skips the warm pass.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +20,8 @@ import { fmt, freePort, sleep, startChild, terminate } from './lib.ts';
 
 const SIZES = (process.env.EXPORT_BENCH_SIZES ?? '100000,1000000').split(',').map(Number);
 const ENGINES = (process.env.EXPORT_BENCH_ENGINES ?? 'duckdb,clickhouse').split(',');
+/** EXPORT_BENCH_WARM=0: the cold pass only (ClickHouse's caches are not in the server's RSS). */
+const WARM = process.env.EXPORT_BENCH_WARM !== '0';
 const BATCH = 10_000;
 const T0 = 1_795_000_000_000; // ms
 
@@ -110,7 +113,7 @@ interface Passes {
   /** The first full export, from that fresh server: its caches (DuckDB's buffer pool, up to its memory limit) fill. */
   cold: Measured;
   /** The same export again: idleMb here is the RSS the first one left, so the growth is the export's own. */
-  warm: Measured;
+  warm: Measured | null;
 }
 
 async function measure(env: Record<string, string>, key: string, expected: number): Promise<Passes> {
@@ -129,8 +132,8 @@ async function measure(env: Record<string, string>, key: string, expected: numbe
     const idleMb = rssMb(child.pid!);
     const cold = await exportOnce(url, key, child.pid!);
     await sleep(2000);
-    const warm = await exportOnce(url, key, child.pid!);
-    for (const m of [cold, warm])
+    const warm = WARM ? await exportOnce(url, key, child.pid!) : null;
+    for (const m of [cold, warm ?? cold])
       if (m.lines !== expected) throw new Error(`exported ${m.lines} lines, expected ${expected}`);
     return { idleMb, cold, warm };
   } finally {
@@ -181,7 +184,8 @@ export async function runExportBench(chUrl?: string): Promise<void> {
           const seedRate = await seed(env, workspaceId, stored, size);
           stored = size;
           const { idleMb, cold, warm } = await measure(env, key, size);
-          growth.push([cold.peakMb - idleMb, warm.peakMb - warm.idleMb]);
+          const warmGrowth = warm ? warm.peakMb - warm.idleMb : Number.NaN;
+          growth.push([cold.peakMb - idleMb, warmGrowth]);
           console.log(
             engine.padEnd(12),
             fmt(size).padStart(10),
@@ -191,10 +195,10 @@ export async function runExportBench(chUrl?: string): Promise<void> {
             fmt(cold.lines / cold.seconds).padStart(13),
             fmt(cold.peakMb).padStart(6),
             fmt(cold.peakMb - idleMb).padStart(7),
-            fmt(warm.lines / warm.seconds).padStart(13),
-            fmt(warm.idleMb).padStart(7),
-            fmt(warm.peakMb).padStart(6),
-            fmt(warm.peakMb - warm.idleMb).padStart(7),
+            (warm ? fmt(warm.lines / warm.seconds) : '—').padStart(13),
+            (warm ? fmt(warm.idleMb) : '—').padStart(7),
+            (warm ? fmt(warm.peakMb) : '—').padStart(6),
+            (warm ? fmt(warmGrowth) : '—').padStart(7),
           );
         }
         if (growth.length > 1) {

@@ -83,6 +83,11 @@ export function createMetrics() {
       help: 'Training-data exports cut short by a failure after their answer began (the connection closed unfinished)',
       registers: [registry],
     }),
+    trainingRetries: new Counter({
+      name: 'tracegate_training_export_read_retries_total',
+      help: 'Storage pages a running training-data export read again after storage was unavailable',
+      registers: [registry],
+    }),
     trainingLines: new Counter({
       name: 'tracegate_training_export_lines_total',
       help: 'Lines the training-data exports wrote, by format',

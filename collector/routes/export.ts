@@ -1,9 +1,11 @@
 // GET /api/export/training: the workspace's trainable model calls as training data, streamed as NDJSON
 // (training/export.ts). Also served to the CLI by the admin route (admin.ts) for a workspace by name.
 import type { ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { Config } from '../../config/index.ts';
+import { StorageUnavailableError } from '../../core/errors.ts';
 import type { Caller } from '../../core/ports/ingest.ts';
 import { SOURCES } from '../../core/record.ts';
 import type { Policy } from '../../processors/governance/policy.ts';
@@ -151,18 +153,38 @@ export async function answerExport(r: RouteContext, ctx: Context, workspaceId: s
       // Working, not idle: pages that make no line send nothing (the idle limit is for clients that stop reading).
       socket.setTimeout(r.config.SOCKET_IDLE_TIMEOUT_MS);
     };
+    let begun = false;
+    const read = <T>(work: () => Promise<T>) => (begun ? patiently(r, () => r.read(work)) : r.read(work));
     const store: TrainingSource = {
-      trainingScope: (ws, f) => r.read(() => r.storage.trainingScope(ws, f)),
-      trainingPage: (ws, scan) => r.read(() => r.storage.trainingPage(ws, scan)),
-      coachDrafts: (ws, ids) => r.read(() => r.storage.coachDrafts(ws, ids)),
+      trainingScope: (ws, f) => read(() => r.storage.trainingScope(ws, f)),
+      trainingPage: (ws, scan) => read(() => r.storage.trainingPage(ws, scan)),
+      coachDrafts: (ws, ids) => read(() => r.storage.coachDrafts(ws, ids)),
     };
     const lines = exportTraining(store, workspaceId, opts);
     const first = await lines.next();
+    begun = true;
     ctx.state.ownIdleTimeout = true;
     await stream(r, ctx, first, lines);
   } finally {
     running.n--;
     r.metrics.trainingExports.dec();
+  }
+}
+
+/**
+ * A read once the answer has begun: storage unavailable (down, or slower than the read deadline) is tried again,
+ * TRACEGATE_EXPORT_READ_RETRIES times, 1, 2, 4, … s apart (the scan resumes at its key), before the export is cut:
+ * an export may have run for an hour when storage blinks. Before the answer, the client gets the 503 at once.
+ */
+async function patiently<T>(r: RouteContext, read: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await read();
+    } catch (err) {
+      if (!(err instanceof StorageUnavailableError) || attempt >= r.config.EXPORT_READ_RETRIES) throw err;
+      r.metrics.trainingRetries.inc();
+      await sleep(1000 * 2 ** Math.min(attempt, 5));
+    }
   }
 }
 

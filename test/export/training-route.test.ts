@@ -345,12 +345,51 @@ describe('training export: storage failing mid-export', function () {
       .and.below(60 * 400 * 1024);
   };
 
+  it('storage unavailable for a moment mid-export: the page is read again, the export completes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tracegate-export-blip-'));
+    const real = new DuckDbStorage(join(dir, 'db.duckdb'));
+    let pages = 0;
+    let blips = 0;
+    // The real store, its third page refused once as a ClickHouse client refuses a connection (an outage).
+    const blinking = new Proxy(real, {
+      get: (target, prop, recv) => {
+        const v = Reflect.get(target, prop, recv);
+        if (typeof v !== 'function') return v;
+        if (prop !== 'trainingPage') return v.bind(target);
+        return (...args: unknown[]) => {
+          if (++pages === 3 && blips++ === 0)
+            return Promise.reject(
+              Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' }),
+            );
+          return (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        };
+      },
+    }) as Storage;
+    const s = await startTestServer('duckdb', { TRACEGATE_EXPORT_PAGE_ROWS: '1' }, blinking);
+    try {
+      const auth = { authorization: `Bearer ${(await s.key('blip')).key}` };
+      for (let i = 0; i < 6; i++)
+        expect(
+          (await post(`${s.url}/api/traces`, { requestId: `b${i}`, prompt: `p${i}`, response: `r${i}` }, auth)).status,
+        ).to.equal(200);
+      await flushed(s);
+      const r = await get(`${s.url}/api/export/training`, auth);
+      expect(r.status).to.equal(200);
+      expect(ndjson(r.text).map(lastText).sort()).to.deep.equal(['r0', 'r1', 'r2', 'r3', 'r4', 'r5']);
+      expect(blips).to.equal(1);
+      expect((await get(`${s.url}/metrics`)).text).to.match(/^tracegate_training_export_read_retries_total 1$/m);
+    } finally {
+      await s.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('duckdb: the database closed under the export', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tracegate-export-fail-'));
     const storage: Storage = new DuckDbStorage(join(dir, 'db.duckdb'));
     const s = await startTestServer(
       'duckdb',
-      { TRACEGATE_EXPORT_PAGE_ROWS: '1', TRACEGATE_EXPORT_MAX_CONCURRENT: '1' },
+      { TRACEGATE_EXPORT_PAGE_ROWS: '1', TRACEGATE_EXPORT_MAX_CONCURRENT: '1', TRACEGATE_EXPORT_READ_RETRIES: '1' },
       storage,
     );
     try {
