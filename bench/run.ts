@@ -1,5 +1,5 @@
 // `make bench`: every case prints its figures next to a baseline measured in the same run.
-// BENCH_SECONDS (default 20) shortens runs for a quick look; BENCH_ONLY=native,otlp,proxy,signals,agents picks cases (and
+// BENCH_SECONDS (default 20) shortens runs for a quick look; BENCH_ONLY=native,otlp,proxy,signals,agents,export picks cases (and
 // BENCH_ONLY=lookup the ClickHouse stored-version lookup, not run by default); BENCH_ENRICHMENT_ROUNDS (default 4)
 // sets the rounds of native enrichment on/off.
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
@@ -18,7 +18,7 @@ import {
 } from './native.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 20);
-const only = new Set((process.env.BENCH_ONLY ?? 'native,otlp,proxy,signals,agents').split(','));
+const only = new Set((process.env.BENCH_ONLY ?? 'native,otlp,proxy,signals,agents,export').split(','));
 
 function printEnrichment(pairs: Array<[string, CaseResult[], CaseResult[]]>): void {
   console.log('\n== enrichment cost: native ingestion with governance, alerts, audit and verification on vs off ==');
@@ -163,6 +163,10 @@ try {
   if (only.has('agents')) {
     const { runAgentsBench } = await import('./agents.ts');
     await runAgentsBench(seconds, ch.url);
+  }
+  if (only.has('export')) {
+    const { runExportBench } = await import('./export.ts');
+    await runExportBench(ch.url);
   }
   if (only.has('lookup')) {
     // not in the default set: it writes millions of spans first

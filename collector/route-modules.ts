@@ -1,11 +1,12 @@
 // The routes the app serves, in registration order: the ops routes, every receiver (collector/receivers/index.ts),
-// the read routes, sessions, the local workbench, the proxy and the web UI.
+// the read routes, the training export, sessions, the local workbench, the proxy and the web UI.
 import type { RouteContext } from './host/context.ts';
 import { serveReceiver } from './host/receiver.ts';
 import { proxyRoutes } from './proxy/route.ts';
 import { receivers } from './receivers/index.ts';
 import { analyticsRoutes } from './routes/analytics.ts';
 import { enrichmentRoutes } from './routes/enrichment.ts';
+import { exportRoutes } from './routes/export.ts';
 import { localRunRoutes } from './routes/local-run.ts';
 import { opsRoutes } from './routes/ops.ts';
 import { readRoutes } from './routes/read.ts';
@@ -24,6 +25,7 @@ export const routeModules: Array<(r: RouteContext) => void> = [
   enrichmentRoutes,
   analyticsRoutes,
   signalRoutes,
+  exportRoutes,
   sessionRoutes,
   localRunRoutes,
   proxyRoutes,

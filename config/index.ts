@@ -95,6 +95,14 @@ export const configSchema = z.object({
   MAX_TRACE_SPANS: int(10_000, 10, 1_000_000), // spans GET /api/traces/:id answers at most (the rest by spanCursor)
   // A part of a trace ends once its spans' stored text reaches this (a JSON answer cannot pass ~512 MB, and costs several times its size)
   MAX_TRACE_PART_BYTES: int(16 * 1024 * 1024, 64 * 1024, 256 * 1024 * 1024),
+  // The training export reads storage a page at a time: at most this many model calls, and a page ends once their
+  // stored text reaches EXPORT_PAGE_BYTES (what an export holds at once, besides one group of equal prompts).
+  EXPORT_PAGE_ROWS: int(500, 1, 10_000),
+  EXPORT_PAGE_BYTES: int(8 * 1024 * 1024, 64 * 1024, 256 * 1024 * 1024),
+  EXPORT_MAX_PAIRS_PER_PROMPT: int(8, 1, 1000), // openai_dpo: pairs made from the votes on one prompt
+  EXPORT_MAX_TOOL_CALLS: int(128, 0, 10_000), // tool spans of a trace turned into tool calls
+  EXPORT_MAX_CONCURRENT: int(2, 1, 64), // exports running at once per collector (503 beyond)
+  EXPORT_READ_RETRIES: int(4, 0, 20), // storage unavailable once an export's answer began: reads again, 1, 2, 4, … s apart
   MAX_JSON_DEPTH: int(64, 8, 1000), // bracket depth of any JSON body
   MAX_JSON_VALUES: int(DEFAULT_MAX_JSON_VALUES, 1000), // JSON values in a body (containers + elements; 413 beyond)
   // Decompressed body bytes held at once across all requests, from arrival to answer (503 + Retry-After beyond);

@@ -103,6 +103,7 @@ export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   webhook_deliveries: 'cityHash64(workspace_id, delivery_key)',
   trace_meta: 'cityHash64(workspace_id, trace_id)',
   proxy_calls: 'cityHash64(workspace_id, call_id)',
+  training_spans: 'cityHash64(workspace_id, trace_id)', // filled on each shard from its spans
   sessions: 'cityHash64(token_hash)', // a session's writes meet on one shard; revoke-by-id reads every shard first
   signin_links: 'cityHash64(token_hash)',
   signin_claims: 'cityHash64(token_hash)', // with its link, so a claimer reads every claim of it from one shard
@@ -691,7 +692,51 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       SETTINGS index_granularity = 256`,
     ],
   },
+  {
+    version: 15,
+    description: 'training_spans: the training export scans trainable model calls by prompt and response hash',
+    // The export streams identical prompt/response pairs and the answers to one prompt one after another, so it
+    // dedupes and pairs them holding one group at a time; in this order a page reads one range of the key. The view
+    // indexes every version of a trainable model call as it is inserted (also rows written behind the collector's
+    // back); a read keeps a row only while it names the span's stored version (storage/training.ts). The hash is the
+    // MD5's bytes 9-16 read as a little-endian UInt64: DuckDB's md5_number_lower, and node:crypto's. stored_bytes (the
+    // span's text) lets a page stop before its rows' size passes a budget. The copy of the spans stored before is
+    // idempotent (rows collapse).
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.training_spans (
+        workspace_id String,
+        prompt_hash UInt64,
+        response_hash UInt64,
+        trace_id String,
+        span_id String,
+        start_ns UInt64,
+        start_date Date,
+        model String,
+        action_name String,
+        environment String,
+        source String,
+        training_preferred UInt8,
+        stored_bytes UInt64,
+        ingested_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree(ingested_at_ms)
+      PARTITION BY toYYYYMM(start_date)
+      ORDER BY (workspace_id, prompt_hash, response_hash, trace_id, span_id)`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.training_spans_mv TO ${db}.training_spans AS ${trainingRows(db)}`,
+      `INSERT INTO ${db}.training_spans ${trainingRows(db)}`,
+    ],
+  },
 ];
+
+/** training_spans' rows of the spans table's (v15). */
+function trainingRows(db: string): string {
+  const hash = (col: string) => `reinterpretAsUInt64(substring(MD5(${col}), 9, 8))`;
+  return `SELECT workspace_id, ${hash('prompt')} AS prompt_hash, ${hash('response')} AS response_hash, trace_id, span_id,
+        start_ns, start_date, model, action_name, environment, source, training_preferred,
+        length(prompt) + length(response) + length(events_json) + arraySum(arrayMap(x -> length(x), attr_values))
+          + arraySum(arrayMap(x -> length(x), res_values)) AS stored_bytes,
+        ingested_at_ms
+      FROM ${db}.spans WHERE trainable = 1 AND kind = 'llm'`;
+}
 
 /**
  * Run after the migrations at every start: what later versions dropped, dropped again. A collector still running

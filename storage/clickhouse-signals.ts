@@ -22,6 +22,7 @@ import {
   alertLinked,
   byAlertTime,
   byVoteTime,
+  countVotes,
   emptyLinks,
   linkTargets,
   mergeFeedback,
@@ -286,6 +287,42 @@ export class ClickHouseSignals {
       for (const r of rows) votes.set(r.vote_key, fromFeedback(r));
     }
     return [...votes.values()].filter((v) => voteLinked(v, id, links)).sort(byVoteTime);
+  }
+
+  /** The standing votes linked to each of these traces, counted (the training export's selection, a page at a time). */
+  async voteCounts(
+    workspaceId: string,
+    traceIds: readonly string[],
+  ): Promise<Map<string, { up: number; down: number }>> {
+    const ws = str(wellFormed(workspaceId));
+    const out = new Map<string, { up: number; down: number }>();
+    for (const ids of lookupChunks([...new Set(traceIds.map(wellFormed))])) {
+      const links = new Map(ids.map((t) => [t, emptyLinks()]));
+      const days = [...new Set((await traceDaysOf(this.client, this.db, ws, ids)).map((r) => r.d))];
+      if (days.length) {
+        const rows = await this.rows<{ trace_id: string; span_id: string; request_id: string; r: string }>(
+          `SELECT DISTINCT trace_id, span_id, request_id, attr_values[indexOf(attr_keys, 'gen_ai.response.id')] AS r
+           FROM ${this.t('spans')} WHERE workspace_id = ${ws} AND start_date IN ${strList(days)} AND trace_id IN ${strList(ids)}`,
+        );
+        for (const r of rows) {
+          const l = links.get(r.trace_id);
+          if (l) addLinks(l, r.span_id, r.request_id, r.r);
+        }
+      }
+      const targets = [...links.values()].flatMap(linkTargets);
+      const matches = [`trace_id IN ${strList(ids)}`];
+      for (let i = 0; i < targets.length; i += 2000) {
+        const part = targets.slice(i, i + 2000).map(([t, v]) => `(${str(t)}, ${str(v)})`);
+        matches.push(`trace_id = '' AND (target_type, target_id) IN (${part.join(', ')})`);
+      }
+      const votes = new Map<string, FeedbackRecord>();
+      for (const match of matches) {
+        const rows = await this.rows<FeedbackRow>(`SELECT * FROM (${this.newestVotes(ws, match)}) WHERE retracted = 0`);
+        for (const r of rows) votes.set(r.vote_key, fromFeedback(r));
+      }
+      for (const [t, c] of countVotes(votes.values(), links)) out.set(t, c);
+    }
+    return out;
   }
 
   /** The standing votes' (vote key, trace id as sent, target) of a value, for the trace list's feedback filter. */

@@ -8,6 +8,8 @@ import {
   type SignalStore,
   TRACE_LINK_METHODS,
   type TraceLinkStore,
+  TRAINING_METHODS,
+  type TrainingStore,
   SESSION_METHODS,
   type SessionStore,
   VERIFICATION_METHODS,
@@ -62,6 +64,7 @@ import {
 } from './clickhouse-rollup.ts';
 import { auditRow, checkpointRow, ClickHouseEnrichment, verificationRow } from './clickhouse-enrichment.ts';
 import { ClickHouseTraceLinks } from './clickhouse-trace-links.ts';
+import { ClickHouseTraining } from './clickhouse-training.ts';
 import { normAudit, normCheckpoint, normVerification } from './enrichment.ts';
 import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
@@ -468,11 +471,19 @@ function nextVersion(atLeast = 0): number {
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
 const Delegated = delegating<
-  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore & SessionStore
+  EnrichmentStore &
+    VerificationStore &
+    AnalyticsStore &
+    SignalStore &
+    WebhookStore &
+    TraceLinkStore &
+    TrainingStore &
+    SessionStore
 >({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // ClickHouseEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // ClickHouseSignals (usage: the rollups plus votes)
   traceLinks: TRACE_LINK_METHODS, // ClickHouseTraceLinks
+  training: TRAINING_METHODS, // ClickHouseTraining
   sessions: SESSION_METHODS, // ClickHouseSessions
   analytics: ['activity'], // ClickHouseActivity
 });
@@ -484,6 +495,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
   readonly enrichment: ClickHouseEnrichment;
   readonly signals: ClickHouseSignals;
   readonly traceLinks: ClickHouseTraceLinks;
+  readonly training: ClickHouseTraining;
   readonly sessions: ClickHouseSessions;
   readonly analytics: ClickHouseActivity;
   private readonly exactRollups: boolean;
@@ -499,6 +511,9 @@ export class ClickHouseStorage extends Delegated implements Storage {
     this.enrichment = new ClickHouseEnrichment(this.client, this.db, this.exactRollups);
     this.signals = new ClickHouseSignals(this.client, this.db, (ws, q) => this.enrichment.usage(ws, q));
     this.traceLinks = new ClickHouseTraceLinks(this.client, this.db);
+    this.training = new ClickHouseTraining(this.client, this.db, this.signals, this.traceLinks, (ws, ids, only) =>
+      this.newestSpans(ws, ids, only),
+    );
     this.sessions = new ClickHouseSessions(this.client, this.db);
     this.analytics = new ClickHouseActivity(this.client, this.db);
   }
@@ -804,6 +819,31 @@ export class ClickHouseStorage extends Delegated implements Storage {
         if (list) list.push(rec);
         else out.set(rec.traceId, [rec]);
       }
+    }
+    return out;
+  }
+
+  /** The newest version of the spans of these traces: `only` those span ids, of that kind (a newest version of another kind is left out). */
+  private async newestSpans(
+    workspaceId: string,
+    traceIds: readonly string[],
+    only: { spanIds?: readonly string[]; kind?: string },
+  ): Promise<SpanRecord[]> {
+    const out: SpanRecord[] = [];
+    const ws = str(wellFormed(workspaceId));
+    const spans = only.spanIds?.length ? `AND span_id IN ${strList(only.spanIds.map(wellFormed))}` : '';
+    const kind = only.kind === undefined ? '' : `WHERE kind = ${str(only.kind)}`;
+    for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
+      const dates = await this.traceDays(ws, chunk);
+      if (dates.length === 0) continue;
+      const rows = await this.rows<SpanReadRow>(
+        `SELECT * FROM (
+           SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL
+           WHERE workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id IN ${strList(chunk)} ${spans}
+           ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id) ${kind}`,
+        LOOKUP_SETTINGS,
+      );
+      for (const row of rows) out.push(fromReadRow(row));
     }
     return out;
   }

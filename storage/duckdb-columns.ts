@@ -80,20 +80,21 @@ export class ColumnRows {
 }
 
 /**
- * Rows into `table` through its staging table: `append` fills them, `sql` moves them (one statement, atomic on its
- * own), and the staging table is emptied after, so its rows' memory comes back now rather than at the next insert.
+ * Rows into `table` through its staging table: `append` fills them, `sql` moves them (each statement atomic on its
+ * own, in turn: a batch that fails part-way is retried whole, so each must be idempotent), and the staging table is
+ * emptied after, so its rows' memory comes back now rather than at the next insert.
  */
 export async function insertStaged(
   c: DuckDBConnection,
   table: string,
   append: (cols: ColumnRows) => void,
-  sql: string,
+  sql: string | readonly string[],
 ): Promise<void> {
   const cols = await ColumnRows.forTable(c, table);
   append(cols);
   await cols.fillStaging(c, table);
   try {
-    await c.run(sql);
+    for (const statement of typeof sql === 'string' ? [sql] : sql) await c.run(statement);
   } finally {
     await clearStaging(c, table);
   }

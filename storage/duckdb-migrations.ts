@@ -385,7 +385,40 @@ export const DUCKDB_MIGRATIONS: readonly DuckDbMigration[] = [
       )`,
     ],
   },
+  {
+    version: 10,
+    description: 'training_spans: the training export scans trainable model calls by prompt and response hash',
+    // As ClickHouse v15. Appended to with every span insert (duckdb.ts), every version, no key: a read keeps a row only
+    // while it names the span's stored version (storage/training.ts), so an index over it would only cost each insert
+    // a probe and the memory of an entry per row. The rows of the spans stored before are copied here.
+    statements: [
+      `CREATE TABLE IF NOT EXISTS training_spans (
+        workspace_id VARCHAR NOT NULL,
+        prompt_hash UBIGINT NOT NULL,
+        response_hash UBIGINT NOT NULL,
+        trace_id VARCHAR NOT NULL,
+        span_id VARCHAR NOT NULL,
+        start_ns UBIGINT NOT NULL,
+        model VARCHAR NOT NULL,
+        action_name VARCHAR NOT NULL,
+        environment VARCHAR NOT NULL,
+        source VARCHAR NOT NULL,
+        training_preferred BOOLEAN NOT NULL,
+        stored_bytes BIGINT NOT NULL,
+        ingested_at_ms BIGINT NOT NULL
+      )`,
+      `INSERT INTO training_spans ${trainingRows('spans')}`,
+    ],
+  },
 ];
+
+/** training_spans' rows of a table with the spans table's columns (v10; the insert staging table too). */
+export function trainingRows(table: string): string {
+  return `SELECT workspace_id, md5_number_lower(prompt), md5_number_lower(response), trace_id, span_id, start_ns, model,
+    action_name, environment, source, training_preferred,
+    strlen(prompt) + strlen(response) + strlen(attributes) + strlen(resource_attributes) + strlen(events_json),
+    ingested_at_ms FROM ${table} WHERE trainable AND kind = 'llm'`;
+}
 
 /** `table` made again with `columns` (its own, in its order) and no key; its rows copied over. */
 function withoutKey(table: string, columns: string): string[] {

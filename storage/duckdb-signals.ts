@@ -19,6 +19,7 @@ import {
   alertLinked,
   byAlertTime,
   byVoteTime,
+  countVotes,
   emptyLinks,
   mergeFeedback,
   normalizeSecurityAlertQuery,
@@ -212,6 +213,36 @@ export class DuckDbSignals {
       .map(fromFeedback)
       .filter((v) => voteLinked(v, id, links))
       .sort(byVoteTime);
+  }
+
+  /** The standing votes linked to each of these traces, counted (the training export's selection, a page at a time). */
+  async voteCounts(
+    workspaceId: string,
+    traceIds: readonly string[],
+  ): Promise<Map<string, { up: number; down: number }>> {
+    const ws = wellFormed(workspaceId);
+    const ids = [...new Set(traceIds.map(wellFormed))];
+    if (ids.length === 0) return new Map();
+    const links = new Map(ids.map((t) => [t, emptyLinks()]));
+    const rows = await this.read<{ trace_id: string; span_id: string; request_id: string; r: string | null }>(
+      `SELECT trace_id, span_id, request_id, ${RESPONSE_ID} AS r FROM spans
+       WHERE workspace_id = $ws AND trace_id IN (SELECT unnest($ids))`,
+      { ws, ids: listValue(ids) },
+    );
+    for (const r of rows) addLinks(links.get(r.trace_id)!, r.span_id, r.request_id, r.r ?? '');
+    const params: Params = { ws, ids: listValue(ids) };
+    const pending = (['span', 'response', 'request'] as const).flatMap((type) => {
+      const set = new Set([...links.values()].flatMap((l) => [...l[`${type}Ids`]]));
+      if (set.size === 0) return [];
+      params[type] = listValue([...set]);
+      return [`(target_type = '${type}' AND target_id IN (SELECT unnest($${type})))`];
+    });
+    const votes = await this.read(
+      `SELECT * FROM feedback WHERE workspace_id = $ws AND NOT retracted
+       AND (trace_id IN (SELECT unnest($ids)) ${pending.length ? `OR (trace_id = '' AND (${pending.join(' OR ')}))` : ''})`,
+      params,
+    );
+    return countVotes(votes.map(fromFeedback), links);
   }
 
   /** Trace ids with a standing vote of this value (direct, or pending and resolved now), for the trace list. */

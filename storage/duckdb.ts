@@ -7,6 +7,8 @@ import {
   type SignalStore,
   TRACE_LINK_METHODS,
   type TraceLinkStore,
+  TRAINING_METHODS,
+  type TrainingStore,
   SESSION_METHODS,
   type SessionStore,
   VERIFICATION_METHODS,
@@ -35,9 +37,10 @@ import type {
   TracePage,
   Workspace,
 } from '../core/ports/storage.ts';
-import { DUCKDB_MIGRATIONS, SPAN_COLUMNS } from './duckdb-migrations.ts';
+import { DUCKDB_MIGRATIONS, SPAN_COLUMNS, trainingRows } from './duckdb-migrations.ts';
 import { DuckDbEnrichment } from './duckdb-enrichment.ts';
 import { DuckDbTraceLinks, insertProxyCalls } from './duckdb-trace-links.ts';
+import { DuckDbTraining } from './duckdb-training.ts';
 import { DuckDbSessions } from './duckdb-sessions.ts';
 import { insertStaged, type ColumnRows, stagingOf } from './duckdb-columns.ts';
 import { refuseNewerSchema } from './startup.ts';
@@ -141,6 +144,8 @@ const UPSERT_SPANS = `INSERT INTO spans SELECT * FROM ${stagingOf('spans')}
     .map((c) => `${c} = excluded.${c}`)
     .join(', ')}
   WHERE excluded.ingested_at_ms >= spans.ingested_at_ms`;
+/** Every trainable model call's version into the training export's index (rows of earlier versions stay: see v10). */
+const INDEX_TRAINING = `INSERT INTO training_spans ${trainingRows(stagingOf('spans'))}`;
 
 /**
  * DuckDB's FatalException ("FATAL Error: …", e.g. a checkpoint that hit a full disk) invalidates the instance:
@@ -181,11 +186,19 @@ async function createWaitingForLock(path: string, options: Record<string, string
 
 /** The ports implemented by modules of their own, by delegation to the field holding each module. */
 const Delegated = delegating<
-  EnrichmentStore & VerificationStore & AnalyticsStore & SignalStore & WebhookStore & TraceLinkStore & SessionStore
+  EnrichmentStore &
+    VerificationStore &
+    AnalyticsStore &
+    SignalStore &
+    WebhookStore &
+    TraceLinkStore &
+    TrainingStore &
+    SessionStore
 >({
   enrichment: [...ENRICHMENT_METHODS, ...VERIFICATION_METHODS, 'findingsDaily'], // DuckDbEnrichment
   signals: [...SIGNAL_METHODS, ...WEBHOOK_METHODS, 'usage'], // DuckDbSignals (usage: the spans' plus votes)
   traceLinks: TRACE_LINK_METHODS, // DuckDbTraceLinks
+  training: TRAINING_METHODS, // DuckDbTraining
   sessions: SESSION_METHODS, // DuckDbSessions
   analytics: ['activity'], // DuckDbActivity
 });
@@ -203,6 +216,12 @@ export class DuckDbStorage extends Delegated implements Storage {
     (ws, q) => this.enrichment.usage(ws, q),
   );
   readonly traceLinks = new DuckDbTraceLinks((fn, write) => this.serial(fn, write));
+  readonly training = new DuckDbTraining(
+    (fn, write) => this.serial(fn, write),
+    this.signals,
+    this.traceLinks,
+    (ws, ids, only) => this.newestSpans(ws, ids, only),
+  );
   readonly sessions = new DuckDbSessions((fn, write) => this.serial(fn, write));
   readonly analytics = new DuckDbActivity((fn, write) => this.serial(fn, write));
   /** Set while the instance is closed after DuckDB invalidated it: why, and when to try opening it again. */
@@ -459,7 +478,7 @@ export class DuckDbStorage extends Delegated implements Storage {
           `INSERT INTO proxy_responses SELECT * FROM ${stagingOf('proxy_responses')} ON CONFLICT DO NOTHING`,
         );
       }
-      await insertStaged(c, 'spans', (cols) => appendSpans(cols, rows), UPSERT_SPANS);
+      await insertStaged(c, 'spans', (cols) => appendSpans(cols, rows), [UPSERT_SPANS, INDEX_TRAINING]);
     }, true);
   }
 
@@ -545,6 +564,26 @@ export class DuckDbStorage extends Delegated implements Storage {
       ),
     );
     return rows.map((r) => ({ traceId: r.trace_id, spanId: r.span_id, ingestedAtMs: Number(r.v) })).sort(bySpanKey);
+  }
+
+  /** The stored spans of these traces: `only` those span ids, of that kind. */
+  private async newestSpans(
+    workspaceId: string,
+    traceIds: readonly string[],
+    only: { spanIds?: readonly string[]; kind?: string },
+  ): Promise<SpanRecord[]> {
+    if (traceIds.length === 0) return [];
+    const params: Params = { ws: wellFormed(workspaceId), t: listValue(traceIds.map(wellFormed)) };
+    let where = 'trace_id IN (SELECT unnest($t))';
+    if (only.spanIds?.length) {
+      where += ' AND span_id IN (SELECT unnest($s))';
+      params.s = listValue(only.spanIds.map(wellFormed));
+    }
+    if (only.kind !== undefined) {
+      where += ' AND kind = $kind';
+      params.kind = only.kind;
+    }
+    return (await this.serial((c) => this.wholeRows(c, where, params))).map(fromRow);
   }
 
   async getTraces(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {

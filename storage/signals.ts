@@ -63,6 +63,35 @@ export function alertLinked(a: SecurityAlertRecord, traceId: string, links: Trac
   );
 }
 
+/**
+ * The standing votes linked to each of these traces, counted up and down: a vote naming a trace counts for it, one
+ * naming a span, response or request for every trace whose links hold it (as voteLinked links them on a trace read).
+ */
+export function countVotes(
+  votes: Iterable<FeedbackRecord>,
+  links: ReadonlyMap<string, TraceLinks>,
+): Map<string, { up: number; down: number }> {
+  const out = new Map<string, { up: number; down: number }>();
+  for (const t of links.keys()) out.set(t, { up: 0, down: 0 });
+  const byTarget = new Map<string, string[]>();
+  for (const [t, l] of links)
+    for (const [type, id] of linkTargets(l)) {
+      const k = `${type}\u0000${id}`;
+      const list = byTarget.get(k);
+      if (list) list.push(t);
+      else byTarget.set(k, [t]);
+    }
+  for (const v of votes) {
+    if (v.retracted || (v.value !== 'up' && v.value !== 'down')) continue;
+    const traces = v.traceId !== '' ? [v.traceId] : (byTarget.get(`${v.targetType}\u0000${v.targetId}`) ?? []);
+    for (const t of traces) {
+      const c = out.get(t);
+      if (c) c[v.value]++;
+    }
+  }
+  return out;
+}
+
 /** Newest vote first, then vote key: the order of a trace's votes. */
 export function byVoteTime(a: FeedbackRecord, b: FeedbackRecord): number {
   return b.votedAtMs - a.votedAtMs || (a.voteKey < b.voteKey ? 1 : a.voteKey > b.voteKey ? -1 : 0);

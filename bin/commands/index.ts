@@ -12,5 +12,6 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   webhooks: () => import('./webhooks.ts'),
   settings: () => import('./settings.ts'),
   verify: () => import('./verify.ts'),
+  export: () => import('./export.ts'),
   refused: () => import('./refused.ts'),
 };

@@ -21,6 +21,8 @@ import { SettingsStore, type SettingsPatch } from '../../collector/workspaces/se
 import { AuditChain } from '../../processors/audit.ts';
 import { LastKnown, lastKnownFile } from '../../collector/workspaces/last-known.ts';
 import { verificationKeys } from '../../processors/signing.ts';
+import { checkedExport, exportOptions } from '../../collector/routes/export.ts';
+import { exportTraining } from '../../training/export.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
 import { loadSecretsKey, secretBox } from '../../processors/secret-box.ts';
 import {
@@ -67,6 +69,8 @@ export interface Ops {
   createSignInLink(workspace: string): Promise<SignInLink>;
   listSessions(workspace?: string): Promise<SessionView[]>;
   revokeSession(sessionId: string): Promise<boolean>;
+  /** The training export's NDJSON for a workspace; `params`: GET /api/export/training's query parameters. */
+  exportTraining(workspace: string, params: Record<string, string>): Promise<AsyncIterable<string | Uint8Array>>;
   close(): Promise<void>;
 }
 
@@ -194,6 +198,21 @@ class RemoteOps implements Ops {
       throw e;
     }
   }
+  async exportTraining(workspace: string, params: Record<string, string>) {
+    const port = this.s.adminPort ?? this.s.port;
+    const q = new URLSearchParams({ ...params, workspace });
+    const res = await fetch(`http://127.0.0.1:${port}/admin/export/training?${q}`, {
+      headers: { authorization: `Bearer ${this.s.adminToken}` },
+      dispatcher: new Agent({ headersTimeout: 0, bodyTimeout: 0 }),
+    });
+    if (!res.ok) {
+      const json = (await res.json().catch(() => ({}))) as { error?: { message: string } };
+      throw new Error(json.error?.message ?? `server answered ${res.status}`);
+    }
+    if (!res.body) throw new Error('the server answered no body');
+    // A server failing mid-export cuts its chunked answer short: reading it then throws ("terminated").
+    return res.body as AsyncIterable<Uint8Array>;
+  }
   async close() {}
 }
 
@@ -268,6 +287,12 @@ class LocalOps implements Ops {
   }
   revokeSession(sessionId: string) {
     return revokeSession(this.storage, sessionId, this.audit);
+  }
+  async exportTraining(workspace: string, params: Record<string, string>) {
+    const query = checkedExport(params);
+    const id = await workspaceId(this.storage, workspace);
+    const opts = exportOptions(query, this.config, await this.store.policyFor(id));
+    return exportTraining(this.storage, id, opts);
   }
   close() {
     return this.storage.close();

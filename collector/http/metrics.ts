@@ -68,6 +68,32 @@ export function createMetrics() {
         this.set(inflight.bytes());
       },
     }),
+    trainingExports: new Gauge({
+      name: 'tracegate_training_exports_active',
+      help: 'Training-data exports streaming now (GET /api/export/training, the CLI through the admin route)',
+      registers: [registry],
+    }),
+    trainingPages: new Counter({
+      name: 'tracegate_training_export_pages_total',
+      help: 'Storage pages the training-data exports read',
+      registers: [registry],
+    }),
+    trainingFailures: new Counter({
+      name: 'tracegate_training_export_failures_total',
+      help: 'Training-data exports cut short by a failure after their answer began (the connection closed unfinished)',
+      registers: [registry],
+    }),
+    trainingRetries: new Counter({
+      name: 'tracegate_training_export_read_retries_total',
+      help: 'Storage pages a running training-data export read again after storage was unavailable',
+      registers: [registry],
+    }),
+    trainingLines: new Counter({
+      name: 'tracegate_training_export_lines_total',
+      help: 'Lines the training-data exports wrote, by format',
+      labelNames: ['format'] as const,
+      registers: [registry],
+    }),
     flushSeconds: new Histogram({
       name: 'tracegate_flush_seconds',
       help: 'Storage insert latency',

@@ -52,14 +52,21 @@ export const whole = (min: number, max: number) =>
 
 /** Validates ctx.query; 400 naming the first bad parameter, every problem in details. */
 export function parseQuery<T extends z.ZodType>(schema: T, ctx: Context): z.output<T> {
-  const r = schema.safeParse(ctx.query);
+  return parseParams(schema, ctx.query);
+}
+
+/** Validates query parameters given another way (the CLI's options), as parseQuery does. */
+export function parseParams<T extends z.ZodType>(schema: T, params: unknown): z.output<T> {
+  const r = schema.safeParse(params);
   if (!r.success) {
+    // A parameter the route does not take (a strict schema) is named as the field.
+    const field = (i: z.core.$ZodIssue) => (i.code === 'unrecognized_keys' ? i.keys.join(', ') : i.path.join('.'));
     const i = r.error.issues[0]!;
     throw new HttpError(
       400,
       'invalid_query',
-      `${i.path.join('.')}: ${i.message}`,
-      r.error.issues.map((x) => ({ field: x.path.join('.'), message: x.message })),
+      `${field(i)}: ${i.message}`,
+      r.error.issues.map((x) => ({ field: field(x), message: x.message })),
     );
   }
   return r.data;

@@ -20,6 +20,7 @@ import { addWebhookSecret, listWebhookSecrets, revokeWebhookSecret } from '../wo
 import { createSignInLink, listSessions, revokeSession } from '../workspaces/sessions.ts';
 import { verificationKeys } from '../../processors/signing.ts';
 import { verifyWorkspace } from '../../processors/verify-workspace.ts';
+import { answerExport, checkedExport } from './export.ts';
 
 export function adminRoutes(r: RouteContext, adminToken: string): void {
   const guard = async (ctx: Context, next: Next) => {
@@ -105,6 +106,12 @@ export function adminRoutes(r: RouteContext, adminToken: string): void {
     if (revokedAtMs === null) throw new HttpError(404, 'not_found', 'no such webhook secret');
     r.webhookSecrets.forget(); // at once here; other collectors within their cache's few seconds
     ctx.body = { revoked: ctx.params.secretId, revokedAtMs };
+  });
+  // The CLI's `export training` while a server holds the data: the public route's answer, for a workspace by name.
+  r.router.get('/admin/export/training', guard, async (ctx) => {
+    const id = await wsParam(ctx);
+    const { workspace: _w, ...query } = ctx.query;
+    await answerExport(r, ctx, id, checkedExport(query as Record<string, string>));
   });
   r.router.get('/admin/workspaces', guard, async (ctx) => {
     ctx.body = { workspaces: await r.storage.verificationWorkspaces() };

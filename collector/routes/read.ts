@@ -278,6 +278,7 @@ export const READ_LIMITS = {
   activity: 'read:activity',
   findingsDaily: 'read:findings-daily',
   securityAlerts: 'read:security-alerts',
+  export: 'read:export',
 } as const;
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;

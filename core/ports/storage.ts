@@ -368,6 +368,91 @@ export interface TraceLinkStore {
   proxyCalls(workspaceId: string, refs: readonly ProxyCallRef[]): Promise<ProxyCall[]>;
 }
 
+/**
+ * Where the training export's scan is: its order is a model call's prompt hash, response hash (the low 64 bits of the
+ * MD5 of the stored text, as decimal), trace id and span id, so identical prompt/response pairs, and the answers to one
+ * prompt, come one after another.
+ */
+export interface TrainingKey {
+  promptHash: string;
+  responseHash: string;
+  traceId: string;
+  spanId: string;
+}
+
+/** Which trainable model calls the export reads; each is matched on its stored (newest) version. */
+export interface TrainingFilter {
+  fromNs?: bigint; // span start, inclusive
+  toNs?: bigint; // exclusive
+  model?: string;
+  actionName?: string;
+  environment?: string;
+  source?: string;
+  /** trainingPreferred picks only. */
+  curated?: boolean;
+}
+
+/** What the export needs to know before its scan: how many index rows match (to size its windows), and whether
+ * the workspace has any votes or tool spans at all (each page then skips what it cannot find). */
+export interface TrainingScope {
+  candidates: number;
+  votes: boolean;
+  tools: boolean;
+}
+
+/** One page of the export's scan: at most `limit` index rows after `after`, prompt hashes in [`from`, `below`). */
+export interface TrainingScan {
+  filter: TrainingFilter;
+  after?: TrainingKey;
+  /** Inclusive lower bound on the prompt hash (decimal). */
+  from?: string;
+  /** Exclusive upper bound on the prompt hash (decimal); none: to the end. */
+  below?: string;
+  limit: number;
+  /** A page ends once its spans' stored text reaches this many bytes (the span reaching it included). */
+  maxBytes?: number;
+  /** Read the page's traces' standing votes. */
+  votes: boolean;
+  /** Read the page's traces' tool spans, at most this many per trace (0: none). */
+  tools: number;
+}
+
+/** What the export knows of a trace on its page. */
+export interface TrainingTrace {
+  /** Standing votes linked to the trace (as the trace read links them). */
+  up: number;
+  down: number;
+  /** The agent runtime's group id (conversation), '' when none. */
+  groupId: string;
+  /** Its tool spans (kind tool), in start order. */
+  tools: SpanRecord[];
+}
+
+export interface TrainingPage {
+  /** The stored version of each trainable model call the page's index rows name, in scan order; an index row of an
+   * earlier version (different text, no longer trainable, or gone) is left out. */
+  rows: Array<{ key: TrainingKey; span: SpanRecord }>;
+  /** Index rows read (stale ones included). */
+  read: number;
+  /** The last index row read: the next page starts after it (null when none). */
+  last: TrainingKey | null;
+  /** Whether rows may follow `last` within the scan's bounds. */
+  more: boolean;
+  /** By trace id. */
+  traces: Map<string, TrainingTrace>;
+}
+
+/** Storage: the training-data export's scan, by an index of trainable model calls (clickhouse v15, duckdb v10). */
+export interface TrainingStore {
+  trainingScope(workspaceId: string, filter: TrainingFilter): Promise<TrainingScope>;
+  trainingPage(workspaceId: string, scan: TrainingScan): Promise<TrainingPage>;
+  /**
+   * The trainable coach drafts (source coach, actionName coach_local_draft) of each coach session named, its newest
+   * few (by start), in no particular order.
+   */
+  coachDrafts(workspaceId: string, sessionIds: readonly string[]): Promise<Map<string, SpanRecord[]>>;
+}
+
 /** Every storage engine: all the concerns above, behind one object. */
 export interface Storage
   extends StorageLifecycle,
@@ -381,7 +466,8 @@ export interface Storage
     AnalyticsStore,
     SignalStore,
     WebhookStore,
-    TraceLinkStore {}
+    TraceLinkStore,
+    TrainingStore {}
 
 /** True only when `L` names every method of `T`: a method added to a port without its list fails the type check. */
 type Complete<T, L extends readonly (keyof T)[]> = [Exclude<keyof T, L[number]>] extends [never] ? true : false;
@@ -465,6 +551,11 @@ export const WEBHOOK_METHODS = [
   'claimedDeliveries',
 ] as const satisfies readonly (keyof WebhookStore)[];
 export const TRACE_LINK_METHODS = ['traceMeta', 'proxyCalls'] as const satisfies readonly (keyof TraceLinkStore)[];
+export const TRAINING_METHODS = [
+  'trainingScope',
+  'trainingPage',
+  'coachDrafts',
+] as const satisfies readonly (keyof TrainingStore)[];
 
 /** Fails the type check when a port's list misses one of its methods. */
 export type PortListsComplete = [
@@ -479,6 +570,7 @@ export type PortListsComplete = [
   Assert<Complete<SignalStore, typeof SIGNAL_METHODS>>,
   Assert<Complete<WebhookStore, typeof WEBHOOK_METHODS>>,
   Assert<Complete<TraceLinkStore, typeof TRACE_LINK_METHODS>>,
+  Assert<Complete<TrainingStore, typeof TRAINING_METHODS>>,
 ];
 
 /** Every storage call but the engine's lifecycle (init, close, kind), in port order. */
@@ -494,6 +586,7 @@ export const STORAGE_METHODS = [
   ...SIGNAL_METHODS,
   ...WEBHOOK_METHODS,
   ...TRACE_LINK_METHODS,
+  ...TRAINING_METHODS,
   'ping',
 ] as const;
 

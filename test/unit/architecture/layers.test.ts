@@ -13,6 +13,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['processors'], // enrichment: cost, governance, audit, alerts, verification
   ['pipeline', 'protocols'], // records → processors → spool → storage; wire protocols (OTLP)
   ['mappers'], // payloads → span records (pure)
+  ['training'], // span records → training-data lines, and the export's scan over storage
   ['collector/workspaces'], // workspaces, API keys and settings as the server caches them
   ['collector/http', 'collector/local-model'], // bodies, rate limits, errors, OpenAPI; the local model server's client
   ['collector/auth'], // who is calling: one strategy per credential, and the audit of refusals

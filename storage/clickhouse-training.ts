@@ -1,0 +1,185 @@
+// ClickHouse side of TrainingStore (schema: clickhouse-migrations.ts v15): the training export's scan over
+// training_spans, in its key order, a page at a time; then the stored version of each span it names, and the votes,
+// groups and tool spans of the page's traces.
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { TrainingFilter, TrainingKey, TrainingPage, TrainingScan, TrainingScope } from '../core/ports/storage.ts';
+import type { SpanRecord } from '../core/record.ts';
+import { str, strList } from './clickhouse-sql.ts';
+import { LOOKUP_SETTINGS, lookupChunks } from './clickhouse-rollup.ts';
+import type { ClickHouseSignals } from './clickhouse-signals.ts';
+import type { ClickHouseTraceLinks } from './clickhouse-trace-links.ts';
+import { cutPart, utcDate, wellFormed } from './codec.ts';
+import { coachSessionOf, distinctKeys, emptyTraces, isCurrent, type NewestSpans, toolsByTrace } from './training.ts';
+
+/** Drafts read per coach session (its newest ones). */
+const DRAFTS_PER_SESSION = 8;
+
+/** A hash (decimal digits, already checked) as a UInt64 literal: plain digits, which 18.16 reads as UInt64. */
+function hashLiteral(decimal: string): string {
+  if (!/^\d{1,20}$/.test(decimal) || BigInt(decimal) >= 1n << 64n)
+    throw new RangeError(`not a hash: ${JSON.stringify(decimal)}`);
+  return decimal;
+}
+
+/** The filter on training_spans' own columns (a row of an earlier version may match where the span no longer does). */
+function filterSql(f: TrainingFilter): string[] {
+  const c: string[] = [];
+  if (f.fromNs !== undefined)
+    c.push(`start_date >= toDate(${str(utcDate(f.fromNs.toString()))})`, `start_ns >= ${f.fromNs.toString()}`);
+  if (f.toNs !== undefined)
+    c.push(`start_ns < ${f.toNs.toString()}`, `start_date <= toDate(${str(utcDate(f.toNs.toString()))})`);
+  if (f.model !== undefined) c.push(`model = ${str(wellFormed(f.model))}`);
+  if (f.actionName !== undefined) c.push(`action_name = ${str(wellFormed(f.actionName))}`);
+  if (f.environment !== undefined) c.push(`environment = ${str(wellFormed(f.environment))}`);
+  if (f.source !== undefined) c.push(`source = ${str(wellFormed(f.source))}`);
+  if (f.curated) c.push('training_preferred = 1');
+  return c;
+}
+
+/** Rows strictly after `k` in the key order. */
+function afterSql(k: TrainingKey): string {
+  const p = hashLiteral(k.promptHash);
+  const r = hashLiteral(k.responseHash);
+  const t = str(wellFormed(k.traceId));
+  const s = str(wellFormed(k.spanId));
+  return `(prompt_hash > ${p} OR (prompt_hash = ${p} AND (response_hash > ${r} OR (response_hash = ${r}
+    AND (trace_id > ${t} OR (trace_id = ${t} AND span_id > ${s}))))))`;
+}
+
+export class ClickHouseTraining {
+  private readonly client: ClickHouseClient;
+  private readonly db: string;
+  private readonly signals: ClickHouseSignals;
+  private readonly links: ClickHouseTraceLinks;
+  private readonly newest: NewestSpans;
+
+  /** `db` must already be a checked identifier. */
+  constructor(
+    client: ClickHouseClient,
+    db: string,
+    signals: ClickHouseSignals,
+    links: ClickHouseTraceLinks,
+    newest: NewestSpans,
+  ) {
+    this.client = client;
+    this.db = db;
+    this.signals = signals;
+    this.links = links;
+    this.newest = newest;
+  }
+
+  private async rows<T>(query: string): Promise<T[]> {
+    const rs = await this.client.query({ query, format: 'JSONEachRow', clickhouse_settings: LOOKUP_SETTINGS });
+    return rs.json<T>();
+  }
+
+  async trainingScope(workspaceId: string, filter: TrainingFilter): Promise<TrainingScope> {
+    const ws = str(wellFormed(workspaceId));
+    const where = [`workspace_id = ${ws}`, ...filterSql(filter)].join(' AND ');
+    const [n] = await this.rows<{ n: string }>(`SELECT count() AS n FROM ${this.db}.training_spans WHERE ${where}`);
+    // A column, not a constant: 18.16 loses a WHERE column on a Distributed table when only a constant is selected.
+    const any = async (table: string, column: string, cond: string) =>
+      (await this.rows(`SELECT ${column} FROM ${this.db}.${table} WHERE workspace_id = ${ws} AND ${cond} LIMIT 1`))
+        .length > 0;
+    return {
+      candidates: Number(n?.n ?? 0),
+      votes: await any('feedback', 'vote_key', '1 = 1'),
+      tools: await any('spans', 'span_id', `kind = 'tool'`),
+    };
+  }
+
+  async trainingPage(workspaceId: string, scan: TrainingScan): Promise<TrainingPage> {
+    const ws = wellFormed(workspaceId);
+    const where = [`workspace_id = ${str(ws)}`, ...filterSql(scan.filter)];
+    if (scan.from !== undefined) where.push(`prompt_hash >= ${hashLiteral(scan.from)}`);
+    if (scan.below !== undefined) where.push(`prompt_hash < ${hashLiteral(scan.below)}`);
+    if (scan.after) where.push(afterSql(scan.after));
+    const found = await this.rows<{ ph: string; rh: string; trace_id: string; span_id: string; b: string }>(
+      `SELECT toString(prompt_hash) AS ph, toString(response_hash) AS rh, trace_id, span_id, toString(stored_bytes) AS b
+       FROM ${this.db}.training_spans WHERE ${where.join(' AND ')}
+       ORDER BY prompt_hash, response_hash, trace_id, span_id
+       LIMIT ${Math.max(1, Math.trunc(scan.limit))}`,
+    );
+    const limit = Math.max(1, Math.trunc(scan.limit));
+    const { take: read, more } = cutPart(
+      found.map((r) => ({ ...r, bytes: Number(r.b) })),
+      limit,
+      scan.maxBytes,
+    );
+    const keys = distinctKeys(
+      read.map((r) => ({ promptHash: r.ph, responseHash: r.rh, traceId: r.trace_id, spanId: r.span_id })),
+    );
+    const traceIds = [...new Set(keys.map((k) => k.traceId))];
+    const spans = new Map(
+      (await this.newest(ws, traceIds, { spanIds: [...new Set(keys.map((k) => k.spanId))] })).map((s) => [
+        `${s.traceId}\u0000${s.spanId}`,
+        s,
+      ]),
+    );
+    const rows = keys.flatMap((key) => {
+      const span = spans.get(`${key.traceId}\u0000${key.spanId}`);
+      return isCurrent(key, span, scan.filter) ? [{ key, span }] : [];
+    });
+    return {
+      rows,
+      read: read.length,
+      last: keys.at(-1) ?? null,
+      more: more || found.length === limit,
+      traces: await this.traces(ws, rows, scan),
+    };
+  }
+
+  /** Votes, group ids and tool spans of the traces of a page's rows. */
+  private async traces(ws: string, rows: TrainingPage['rows'], scan: TrainingScan): Promise<TrainingPage['traces']> {
+    const ids = [...new Set(rows.map((r) => r.span.traceId))];
+    const out = emptyTraces(ids);
+    if (ids.length === 0) return out;
+    if (scan.votes)
+      for (const [t, c] of await this.signals.voteCounts(ws, ids)) {
+        const entry = out.get(t);
+        if (entry) [entry.up, entry.down] = [c.up, c.down];
+      }
+    for (const [t, meta] of await this.links.traceMeta(ws, ids)) {
+      const entry = out.get(t);
+      if (entry) entry.groupId = meta.groupId;
+    }
+    if (scan.tools > 0)
+      for (const [t, tools] of toolsByTrace(await this.newest(ws, ids, { kind: 'tool' }), scan.tools)) {
+        const entry = out.get(t);
+        if (entry) entry.tools = tools;
+      }
+    return out;
+  }
+
+  async coachDrafts(workspaceId: string, sessionIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {
+    const ws = str(wellFormed(workspaceId));
+    const out = new Map<string, SpanRecord[]>();
+    for (const chunk of lookupChunks(sessionIds.map(wellFormed))) {
+      // The drafts' keys first (their session from the stored parameters), then their stored versions.
+      const keys = await this.rows<{ trace_id: string; span_id: string }>(
+        `SELECT trace_id, span_id FROM (
+           SELECT trace_id, span_id, start_ns,
+             visitParamExtractString(attr_values[indexOf(attr_keys, 'parameters')], 'coachSessionId') AS coach_session
+           FROM ${this.db}.spans
+           WHERE workspace_id = ${ws} AND source = 'coach' AND action_name = 'coach_local_draft' AND trainable = 1)
+         WHERE coach_session IN ${strList(chunk)}
+         ORDER BY start_ns DESC LIMIT ${DRAFTS_PER_SESSION} BY coach_session`,
+      );
+      if (keys.length === 0) continue;
+      const wanted = new Set(keys.map((k) => `${k.trace_id}\u0000${k.span_id}`));
+      const spans = await this.newest(wellFormed(workspaceId), [...new Set(keys.map((k) => k.trace_id))], {
+        spanIds: [...new Set(keys.map((k) => k.span_id))],
+      });
+      const asked = new Set(chunk);
+      for (const s of spans) {
+        const session = coachSessionOf(s);
+        if (!wanted.has(`${s.traceId}\u0000${s.spanId}`) || !asked.has(session)) continue;
+        if (!(s.trainable && s.source === 'coach' && s.actionName === 'coach_local_draft')) continue;
+        const list = out.get(session);
+        if (list) list.push(s);
+        else out.set(session, [s]);
+      }
+    }
+    return out;
+  }
+}
