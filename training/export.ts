@@ -26,7 +26,8 @@ export interface ExportOptions {
   filter: TrainingFilter;
   /** up: approved answers only (openai_chat, hf_kto); down: rejected answers only (hf_kto). */
   feedback?: 'up' | 'down';
-  split?: { evalFraction: number; seed: string };
+  /** `only`: that side's lines alone, without the mark. */
+  split?: { evalFraction: number; seed: string; only?: 'train' | 'eval' };
   /** Add `metadata` naming the trace and span of each answer. */
   provenance: boolean;
   /** Index rows a storage page reads at most. */
@@ -161,8 +162,10 @@ export async function* exportTraining(
 ): AsyncGenerator<string> {
   const out: string[] = [];
   const emit = (line: Line, key: string, provenance: Record<string, unknown>) => {
+    const side = opts.split && splitOf(key, opts.split.evalFraction, opts.split.seed);
+    if (side && opts.split?.only && side !== opts.split.only) return;
     const body = opts.redactor ? opts.redactor(line) : line;
-    if (opts.split) body.split = splitOf(key, opts.split.evalFraction, opts.split.seed);
+    if (side && !opts.split?.only) body.split = side;
     if (opts.provenance) body.metadata = provenance;
     out.push(`${JSON.stringify(body)}\n`);
   };

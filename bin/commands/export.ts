@@ -19,6 +19,7 @@ const PARAMS = {
   feedback: 'feedback',
   'eval-fraction': 'evalFraction',
   'split-seed': 'splitSeed',
+  split: 'split',
 } as const;
 
 const OPTIONS = {
@@ -42,7 +43,7 @@ export const command: Command = {
   ],
   help: `usage: tracegate export training --workspace NAME [--format openai_chat|openai_dpo|hf_kto]
          [--from TIME] [--to TIME] [--action-name NAME] [--model MODEL] [--environment ENV] [--source SOURCE]
-         [--curated] [--feedback up|down] [--eval-fraction F [--split-seed S]] [--provenance] [--out FILE]
+         [--curated] [--feedback up|down] [--eval-fraction F [--split-seed S] [--split train|eval]] [--provenance] [--out FILE]
 
 Writes the workspace's trainable model calls as training data, one JSON example per line, exactly as
 GET /api/export/training answers (docs/routes.md): the options are its query parameters.

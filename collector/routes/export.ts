@@ -41,6 +41,10 @@ export const exportQuery = z.strictObject({
     .optional()
     .describe('Deal conversations to train or eval, this share to eval; each line then carries "split"'),
   splitSeed: z.string().max(256).optional().describe('Another seed deals conversations differently (default: none)'),
+  split: z
+    .enum(['train', 'eval'])
+    .optional()
+    .describe('With evalFraction: only the lines of that side, unmarked (a file ready to upload)'),
   provenance: flag.optional().describe('true: each line carries "metadata" naming its trace and span'),
 });
 export type ExportQuery = z.output<typeof exportQuery>;
@@ -90,6 +94,7 @@ export function checkExport(q: ExportQuery): void {
   if (q.feedback !== undefined && q.format === 'openai_dpo')
     refuse('feedback', 'openai_dpo pairs approved with rejected answers; it takes no feedback filter');
   if (q.splitSeed !== undefined && q.evalFraction === undefined) refuse('splitSeed', 'needs evalFraction');
+  if (q.split !== undefined && q.evalFraction === undefined) refuse('split', 'needs evalFraction');
 }
 
 /** Query parameters given as strings (the CLI's), checked as the route checks them. */
@@ -113,7 +118,9 @@ export function exportOptions(q: ExportQuery, config: Config, policy: Policy): E
       ...(q.curated ? { curated: true } : {}),
     },
     ...(q.feedback !== undefined ? { feedback: q.feedback } : {}),
-    ...(q.evalFraction !== undefined ? { split: { evalFraction: q.evalFraction, seed: q.splitSeed ?? '' } } : {}),
+    ...(q.evalFraction !== undefined
+      ? { split: { evalFraction: q.evalFraction, seed: q.splitSeed ?? '', ...(q.split ? { only: q.split } : {}) } }
+      : {}),
     provenance: q.provenance === true,
     pageRows: config.EXPORT_PAGE_ROWS,
     pageBytes: config.EXPORT_PAGE_BYTES,

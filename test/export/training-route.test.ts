@@ -219,6 +219,20 @@ for (const backend of BACKENDS)
       expect(reseeded.lines.map((l) => l.split)).to.not.deep.equal(r.lines.map((l) => l.split));
     });
 
+    it('split=train|eval: that side alone, unmarked, valid as it is; the two sides make the whole', async () => {
+      const marked = await exp('?evalFraction=0.3&provenance=true');
+      const side = async (name: string) => (await exp(`?evalFraction=0.3&split=${name}&provenance=true`)).lines;
+      const [train, evalLines] = [await side('train'), await side('eval')];
+      for (const l of [...train, ...evalLines]) expect(l).to.not.have.property('split');
+      expectValidChatLines([...train, ...evalLines].map(({ metadata: _m, ...l }) => l));
+      const ids = (lines: typeof train) => lines.map((l) => l.metadata.spanId as string);
+      expect(ids(train)).to.deep.equal(ids(marked.lines.filter((l) => l.split === 'train')));
+      expect(ids(evalLines)).to.deep.equal(ids(marked.lines.filter((l) => l.split === 'eval')));
+      const refused = await fetch(`${s.url}/api/export/training?split=eval`, { headers: auth });
+      expect(refused.status).to.equal(400);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).to.include('split');
+    });
+
     it("the workspace's current policy redacts what is exported; another workspace's traces never show", async () => {
       expect(JSON.stringify((await exp()).lines)).to.include(EMAIL); // stored under the default policy (flag)
       const file = join(s.dataDir, 'policy.json');
