@@ -557,6 +557,22 @@ export class ClickHouseEnrichment {
     return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
   }
 
+  async findingCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>> {
+    const ids = [...new Set(traceIds.map(wellFormed))];
+    const out = new Map<string, number>();
+    if (ids.length === 0) return out;
+    // Distinct natural keys: a finding's versions (replays) count once, as listFindings shows it once.
+    const rows = await this.rows<{ trace_id: string; n: string }>(
+      `SELECT trace_id, toString(count()) AS n FROM (
+         SELECT DISTINCT trace_id, span_id, field, rule, start_offset FROM ${this.t('findings')}
+         WHERE workspace_id = ${str(wellFormed(workspaceId))} AND trace_id IN ${strSet(ids)})
+       GROUP BY trace_id`,
+      LOOKUP_SETTINGS,
+    );
+    for (const r of rows) out.set(r.trace_id, Number(r.n));
+    return out;
+  }
+
   /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
   async getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
     const read = (only: string) =>

@@ -480,6 +480,22 @@ export class DuckDbEnrichment {
     return toKeyPage(rows.map(fromFinding), f.limit, findingCursor);
   }
 
+  async findingCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>> {
+    const ids = [...new Set(traceIds.map(wellFormed))];
+    const out = new Map<string, number>();
+    if (ids.length === 0) return out;
+    const rows = await this.serial((conn) =>
+      all(
+        conn,
+        `SELECT trace_id, count(*) AS n FROM findings
+         WHERE workspace_id = $ws AND trace_id IN (SELECT unnest($ids)) GROUP BY trace_id`,
+        { ws: wellFormed(workspaceId), ids: listValue(ids) },
+      ),
+    );
+    for (const r of rows) out.set(String(r.trace_id), Number(r.n));
+    return out;
+  }
+
   /** The newest decision per span of the trace, ordered by (createdAtMs, spanId). */
   async getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]> {
     if (spanIds?.length === 0) return [];

@@ -38,8 +38,7 @@ import {
  * finding's field of at most MAX_FINDING_FIELD_CHARS), well within Node's 16 KB request head.
  */
 export const MAX_CURSOR_CHARS = 8192;
-/** A list with include=signals counts findings up to this many per trace, on pages of at most MAX_SIGNAL_ITEMS. */
-export const MAX_LISTED_FINDINGS = 100;
+/** A list with include=signals is a page of at most this many traces. */
 export const MAX_SIGNAL_ITEMS = 200;
 
 export const listQuery = z.object({
@@ -60,7 +59,7 @@ export const listQuery = z.object({
     .literal('signals')
     .optional()
     .describe(
-      `signals: each item also carries its standing feedback votes (feedbackUp, feedbackDown) and its findings count (at most ${MAX_LISTED_FINDINGS}); a few more reads per trace, so limit stays small (at most ${MAX_SIGNAL_ITEMS})`,
+      `signals: each item also carries its standing feedback votes (feedbackUp, feedbackDown) and its findings count; two more reads for the page, so limit stays small (at most ${MAX_SIGNAL_ITEMS})`,
     ),
 });
 
@@ -100,11 +99,7 @@ const traceListItemSchema = traceSummarySchema.extend({
   ...sessionFields,
   feedbackUp: z.number().int().optional().describe('include=signals: standing up votes linked to the trace'),
   feedbackDown: z.number().int().optional().describe('include=signals: standing down votes'),
-  findings: z
-    .number()
-    .int()
-    .optional()
-    .describe(`include=signals: governance findings on the trace's spans, counted up to ${MAX_LISTED_FINDINGS}`),
+  findings: z.number().int().optional().describe("include=signals: governance findings on the trace's spans"),
 });
 export const tracePageSchema = z.object({
   items: z.array(traceListItemSchema),
@@ -442,19 +437,17 @@ export function readRoutes(r: RouteContext): void {
 
 type TraceSignals = { feedbackUp: number; feedbackDown: number; findings: number };
 
-/** Votes and findings of each listed trace (include=signals), read as the trace detail reads them. */
+/** Votes and findings of each listed trace (include=signals): two reads for the page, as the trace detail counts them. */
 async function traceSignals(r: RouteContext, workspaceId: string, ids: string[]): Promise<Map<string, TraceSignals>> {
+  const [votes, findings] = await Promise.all([
+    r.storage.voteCounts(workspaceId, ids),
+    r.storage.findingCounts(workspaceId, ids),
+  ]);
   const out = new Map<string, TraceSignals>();
-  await Promise.all(
-    ids.map(async (traceId) => {
-      const [votes, findings] = await Promise.all([
-        r.storage.traceFeedback(workspaceId, traceId),
-        r.storage.listFindings(workspaceId, { traceId, limit: MAX_LISTED_FINDINGS }),
-      ]);
-      const down = votes.filter((v) => v.value === 'down').length;
-      out.set(traceId, { feedbackUp: votes.length - down, feedbackDown: down, findings: findings.items.length });
-    }),
-  );
+  for (const traceId of ids) {
+    const v = votes.get(traceId) ?? { up: 0, down: 0 };
+    out.set(traceId, { feedbackUp: v.up, feedbackDown: v.down, findings: findings.get(traceId) ?? 0 });
+  }
   return out;
 }
 

@@ -236,6 +236,8 @@ export interface EnrichmentStore {
   /** Insert enrichment records of any type; idempotent per record's natural key (see each table). */
   insertEnrichment(rows: EnrichmentRecord[]): Promise<void>;
   listFindings(workspaceId: string, q: FindingQuery): Promise<Page<FindingRecord>>;
+  /** How many findings each of these traces holds (each natural key once); traces without any left out. */
+  findingCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, number>>;
   /** A trace's policy records (the newest per span), in (createdAtMs, spanId) order; `spanIds`: of those spans only. */
   getPolicyRecords(workspaceId: string, traceId: string, spanIds?: readonly string[]): Promise<PolicyRecord[]>;
   /** Newest first by (atMs, chainId, seq). */
@@ -315,6 +317,8 @@ export interface SignalStore {
   spanTraces(workspaceId: string, spanIds: readonly string[]): Promise<Map<string, string>>;
   /** The standing votes (newest version of each, retractions left out) linked to the trace, newest first. */
   traceFeedback(workspaceId: string, traceId: string): Promise<FeedbackRecord[]>;
+  /** The standing votes linked to each of these traces, counted as `traceFeedback` would list them (every trace named). */
+  voteCounts(workspaceId: string, traceIds: readonly string[]): Promise<Map<string, { up: number; down: number }>>;
   /** The security alerts linked to the trace, newest first, at most `limit`. */
   traceSecurityAlerts(workspaceId: string, traceId: string, limit: number): Promise<SecurityAlertRecord[]>;
   /** Newest first by (receivedAtMs, alertId). */
@@ -509,6 +513,7 @@ export const SETTINGS_METHODS = ['getSettings', 'putSettings'] as const satisfie
 export const ENRICHMENT_METHODS = [
   'insertEnrichment',
   'listFindings',
+  'findingCounts',
   'getPolicyRecords',
   'listAudit',
   'auditPage',
@@ -539,6 +544,7 @@ export const SIGNAL_METHODS = [
   'responseTraces',
   'spanTraces',
   'traceFeedback',
+  'voteCounts',
   'traceSecurityAlerts',
   'listSecurityAlerts',
 ] as const satisfies readonly (keyof SignalStore)[];

@@ -275,6 +275,10 @@ function enrichmentContract(name: string, factory: StoreFactory): void {
       await s.insertEnrichment([f, p, a, al, v, empty, cp]);
 
       expect((await s.listFindings(ws, { limit: 10 })).items).to.deep.equal([f]);
+      // Counted per trace for a page of the trace list: a replayed finding counts once, a trace with none is left out.
+      await s.insertEnrichment([f]);
+      expect(await s.findingCounts(ws, [f.traceId, 'no-such-trace'])).to.deep.equal(new Map([[f.traceId, 1]]));
+      expect(await s.findingCounts('ws-other', [f.traceId])).to.deep.equal(new Map());
       expect(await s.getPolicyRecords(ws, p.traceId)).to.deep.equal([p]);
       // those of some spans only (a part of a large trace)
       expect(await s.getPolicyRecords(ws, p.traceId, ['other', p.spanId])).to.deep.equal([p]);

@@ -113,6 +113,7 @@ function signalsContract(name: string, factory: StoreFactory): void {
         vote(ws, { voteKey: 'user:u2', voteId: 'u2', userId: 'u2', value: '', retracted: true, receivedAtMs: T0 + 9 }),
       ]);
       expect(keys(await s.traceFeedback(ws, 'trace-a'))).to.deep.equal(['id:v1', 'vote:x']);
+      expect(await s.voteCounts(ws, ['trace-a'])).to.deep.equal(new Map([['trace-a', { up: 1, down: 1 }]]));
       // A vote after its retraction stands again.
       await s.insertEnrichment([
         vote(ws, { voteKey: 'user:u2', voteId: 'u2', userId: 'u2', value: 'up', receivedAtMs: T0 + 10 }),
@@ -138,6 +139,13 @@ function signalsContract(name: string, factory: StoreFactory): void {
       ]);
       expect(keys(await s.traceFeedback(ws, 'trace-l'))).to.deep.equal(['k-req', 'k-resp', 'k-span']);
       expect(keys(await s.traceFeedback(ws, 'trace-m'))).to.deep.equal(['k-other']);
+      // Counted for a page of traces (the trace list) as the trace read lists them; a trace with none counts zero.
+      const counts = await s.voteCounts(ws, ['trace-l', 'trace-m', 'trace-none']);
+      expect(Object.fromEntries(counts)).to.deep.equal({
+        'trace-l': { up: 2, down: 1 },
+        'trace-m': { up: 1, down: 0 },
+        'trace-none': { up: 0, down: 0 },
+      });
       // The same spans in another workspace link nothing of this one.
       await s.insertSpans([
         span('ws-links-2', 'trace-l', 'sp-2', { attributes: { 'gen_ai.response.id': 'resp_abc' } }),
@@ -161,6 +169,10 @@ function signalsContract(name: string, factory: StoreFactory): void {
       ]);
       expect(keys(await s.traceFeedback(ws, 'trace-l'))).to.deep.equal(['k-req', 'k-resp']);
       expect(keys(await s.traceFeedback(ws, 'trace-m'))).to.deep.equal(['k-other', 'k-span']);
+      expect(Object.fromEntries(await s.voteCounts(ws, ['trace-l', 'trace-m']))).to.deep.equal({
+        'trace-l': { up: 1, down: 1 },
+        'trace-m': { up: 2, down: 0 },
+      });
     });
 
     it('counts standing votes in usage, in the bucket of the vote under its trace group', async function () {
