@@ -42,3 +42,26 @@ export function mergeActivity(parts: Array<Array<{ bucketSec: number } & Partial
     .sort((a, b) => a[0] - b[0])
     .map(([sec, c]) => ({ bucketStart: new Date(sec * 1000).toISOString(), ...c }));
 }
+
+/**
+ * The engines' three grouped reads (spans, traces, security alerts: columns b, n, e, tc, te, g; counts as text or
+ * numbers), merged by bucket.
+ */
+export function activityRows(
+  spans: ReadonlyArray<Record<string, unknown>>,
+  traces: ReadonlyArray<Record<string, unknown>>,
+  alerts: ReadonlyArray<Record<string, unknown>>,
+): ActivityRow[] {
+  return mergeActivity([
+    spans.map((r) => ({
+      bucketSec: Number(r.b),
+      spans: Number(r.n),
+      errorSpans: Number(r.e),
+      toolCalls: Number(r.tc),
+      toolErrors: Number(r.te),
+      guardrailChecks: Number(r.g),
+    })),
+    traces.map((r) => ({ bucketSec: Number(r.b), traces: Number(r.n) })),
+    alerts.map((r) => ({ bucketSec: Number(r.b), securityAlerts: Number(r.n) })),
+  ]);
+}

@@ -4,7 +4,7 @@
 // correction rows usage_hourly needs (clickhouse-rollup.ts). The range prunes by start_date (the partition key) first.
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { ActivityQuery, ActivityRow } from '../core/ports/storage.ts';
-import { activityRange, bucketSeconds, mergeActivity } from './activity.ts';
+import { activityRange, bucketSeconds, activityRows } from './activity.ts';
 import { str, u64 } from './clickhouse-sql.ts';
 import { wellFormed } from './codec.ts';
 
@@ -63,17 +63,6 @@ export class ClickHouseActivity {
       FROM (SELECT alert_id, any(received_at_ms) AS r FROM ${this.db}.security_alerts
         WHERE ${alertConds.join(' AND ')} GROUP BY alert_id)
       GROUP BY b`);
-    return mergeActivity([
-      spans.map((r) => ({
-        bucketSec: Number(r.b),
-        spans: Number(r.n),
-        errorSpans: Number(r.e),
-        toolCalls: Number(r.tc),
-        toolErrors: Number(r.te),
-        guardrailChecks: Number(r.g),
-      })),
-      traces.map((r) => ({ bucketSec: Number(r.b), traces: Number(r.n) })),
-      alerts.map((r) => ({ bucketSec: Number(r.b), securityAlerts: Number(r.n) })),
-    ]);
+    return activityRows(spans, traces, alerts);
   }
 }

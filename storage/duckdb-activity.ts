@@ -2,7 +2,7 @@
 // counts over the range.
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { ActivityQuery, ActivityRow } from '../core/ports/storage.ts';
-import { activityRange, bucketSeconds, mergeActivity } from './activity.ts';
+import { activityRange, bucketSeconds, activityRows } from './activity.ts';
 import { wellFormed } from './codec.ts';
 import type { Serial } from './duckdb-enrichment.ts';
 
@@ -61,17 +61,6 @@ export class DuckDbActivity {
         alertParams,
       ),
     ]);
-    return mergeActivity([
-      spans.map((r) => ({
-        bucketSec: Number(r.b),
-        spans: Number(r.n),
-        errorSpans: Number(r.e),
-        toolCalls: Number(r.tc),
-        toolErrors: Number(r.te),
-        guardrailChecks: Number(r.g),
-      })),
-      traces.map((r) => ({ bucketSec: Number(r.b), traces: Number(r.n) })),
-      alerts.map((r) => ({ bucketSec: Number(r.b), securityAlerts: Number(r.n) })),
-    ]);
+    return activityRows(spans, traces, alerts);
   }
 }
