@@ -735,8 +735,8 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
     // and view, not columns added to the old ones: added columns read empty on the rows already indexed. The view
     // exists before the copy, so a span inserted meanwhile is indexed by one or the other (rows collapse); only an
     // insert begun before the view existed and committed after the copy began is in neither (18.16 has no way to
-    // wait for it). The
-    // computed columns are ALIAS ones: 18.16's view cannot insert into a table with MATERIALIZED columns.
+    // wait for it). The computed columns are ALIAS ones: 18.16's view cannot insert into a table with MATERIALIZED
+    // columns.
     statements: (db) => [
       `CREATE TABLE IF NOT EXISTS ${db}.training_calls (
         workspace_id String,
