@@ -103,7 +103,8 @@ export const SHARDING_KEYS: Readonly<Record<string, string>> = {
   webhook_deliveries: 'cityHash64(workspace_id, delivery_key)',
   trace_meta: 'cityHash64(workspace_id, trace_id)',
   proxy_calls: 'cityHash64(workspace_id, call_id)',
-  training_spans: 'cityHash64(workspace_id, trace_id)', // filled on each shard from its spans
+  training_spans: 'cityHash64(workspace_id, trace_id)', // dropped by v16; listed so its stale Distributed table goes too
+  training_calls: 'cityHash64(workspace_id, trace_id)', // filled on each shard from its spans
   sessions: 'cityHash64(token_hash)', // a session's writes meet on one shard; revoke-by-id reads every shard first
   signin_links: 'cityHash64(token_hash)',
   signin_claims: 'cityHash64(token_hash)', // with its link, so a claimer reads every claim of it from one shard
@@ -725,7 +726,83 @@ export const CLICKHOUSE_MIGRATIONS: readonly ClickHouseMigration[] = [
       `INSERT INTO ${db}.training_spans ${trainingRows(db)}`,
     ],
   },
+  {
+    version: 16,
+    description: 'training_calls: the training index with the text of each call, replacing training_spans',
+    // A page of training_spans named its calls in hash order, so reading their text by trace id from spans read
+    // nearly every granule of it: each page cost as much as the whole store. The index now carries every column a
+    // span read decodes, and a page checks against spans only which version is stored (narrow columns). A new table
+    // and view, not columns added to the old ones: added columns read empty on the rows already indexed. The view
+    // exists before the copy, so a span inserted meanwhile is indexed by one or the other (rows collapse); only an
+    // insert begun before the view existed and committed after the copy began is in neither (18.16 has no way to
+    // wait for it). The computed columns are ALIAS ones: 18.16's view cannot insert into a table with MATERIALIZED
+    // columns.
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.training_calls (
+        workspace_id String,
+        prompt_hash UInt64,
+        response_hash UInt64,
+        trace_id String,
+        span_id String,
+        parent_span_id String,
+        name String,
+        kind String,
+        source String,
+        start_ns UInt64,
+        end_ns UInt64,
+        start_date Date,
+        duration_ms_bits UInt64,
+        duration_ms Float64 ALIAS reinterpretAsFloat64(reinterpretAsString(duration_ms_bits)),
+        status String,
+        status_message String,
+        model String,
+        provider String,
+        prompt String,
+        response String,
+        prompt_tokens UInt64,
+        completion_tokens UInt64,
+        total_tokens UInt64,
+        cost_usd_bits UInt64,
+        cost_usd Float64 ALIAS reinterpretAsFloat64(reinterpretAsString(cost_usd_bits)),
+        finish_reason String,
+        action_name String,
+        environment String,
+        request_id String,
+        training_preferred UInt8,
+        trainable UInt8,
+        attr_keys Array(String),
+        attr_values Array(String),
+        attr_types Array(String),
+        res_keys Array(String),
+        res_values Array(String),
+        res_types Array(String),
+        events_json String,
+        stored_bytes UInt64,
+        ingested_at_ms UInt64
+      ) ENGINE = ReplacingMergeTree(ingested_at_ms)
+      PARTITION BY toYYYYMM(start_date)
+      ORDER BY (workspace_id, prompt_hash, response_hash, trace_id, span_id)`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.training_calls_mv TO ${db}.training_calls AS ${trainingCalls(db)}`,
+      `INSERT INTO ${db}.training_calls ${trainingCalls(db)}`,
+      `DROP TABLE IF EXISTS ${db}.training_spans_mv`,
+      `DROP TABLE IF EXISTS ${db}.training_spans`,
+    ],
+  },
 ];
+
+/** training_calls' rows of the spans table's (v16): the spans row as stored, with its hashes and text size. */
+function trainingCalls(db: string): string {
+  const hash = (col: string) => `reinterpretAsUInt64(substring(MD5(${col}), 9, 8))`;
+  return `SELECT workspace_id, ${hash('prompt')} AS prompt_hash, ${hash('response')} AS response_hash, trace_id, span_id,
+        parent_span_id, name, kind, source, start_ns, end_ns, start_date, duration_ms_bits, status, status_message,
+        model, provider, prompt, response, prompt_tokens, completion_tokens, total_tokens, cost_usd_bits,
+        finish_reason, action_name, environment, request_id, training_preferred, trainable,
+        attr_keys, attr_values, attr_types, res_keys, res_values, res_types, events_json,
+        length(prompt) + length(response) + length(events_json) + arraySum(arrayMap(x -> length(x), attr_values))
+          + arraySum(arrayMap(x -> length(x), res_values)) AS stored_bytes,
+        ingested_at_ms
+      FROM ${db}.spans WHERE trainable = 1 AND kind = 'llm'`;
+}
 
 /** training_spans' rows of the spans table's (v15). */
 function trainingRows(db: string): string {
@@ -751,5 +828,8 @@ export function supersededObjects(db: string): ClickHouseStatement[] {
     `DROP TABLE IF EXISTS ${db}.usage_hourly_embedding_mv`,
     `DROP TABLE IF EXISTS ${db}.findings_daily_mv`,
     { dropColumn: `ALTER TABLE ${db}.usage_hourly DROP COLUMN cost_usd_sum` },
+    // v15's view re-created after v16 dropped its table would fail every span insert.
+    `DROP TABLE IF EXISTS ${db}.training_spans_mv`,
+    `DROP TABLE IF EXISTS ${db}.training_spans`,
   ];
 }

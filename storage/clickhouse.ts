@@ -28,7 +28,7 @@ import {
   type ClickHouseClient,
   type ClickHouseClientConfigOptions,
 } from '@clickhouse/client';
-import { isEnrichment, type SpanRecord, type Source, type SpanKind } from '../core/record.ts';
+import { isEnrichment, type SpanRecord } from '../core/record.ts';
 import type { EnrichmentRecord } from '../core/enrichment-records.ts';
 import type {
   ApiKeyRecord,
@@ -65,6 +65,7 @@ import {
 import { auditRow, checkpointRow, ClickHouseEnrichment, verificationRow } from './clickhouse-enrichment.ts';
 import { ClickHouseTraceLinks } from './clickhouse-trace-links.ts';
 import { ClickHouseTraining } from './clickhouse-training.ts';
+import { fromReadRow, SPAN_COLUMNS, type SpanReadRow, STORED_BYTES } from './clickhouse-span-read.ts';
 import { normAudit, normCheckpoint, normVerification } from './enrichment.ts';
 import { insertBody, insertTsv, tsvLine, TsvWriter } from './clickhouse-tsv.ts';
 import { ident, str, strList, u64 } from './clickhouse-sql.ts';
@@ -73,7 +74,6 @@ import {
   checkNs,
   count,
   cutPart,
-  decodeAttrs,
   encodeAttrs,
   finite,
   hasSpanFilter,
@@ -162,57 +162,6 @@ interface SpanInsertRow {
   events_json: string;
   ingested_at_ms: number;
 }
-
-/** Span row as read back: 64-bit integers arrive as JSON strings. */
-interface SpanReadRow {
-  workspace_id: string;
-  trace_id: string;
-  span_id: string;
-  parent_span_id: string;
-  name: string;
-  kind: string;
-  source: string;
-  start_ns: string;
-  end_ns: string;
-  duration_ms: number;
-  status: string;
-  status_message: string;
-  model: string;
-  provider: string;
-  prompt: string;
-  response: string;
-  prompt_tokens: string;
-  completion_tokens: string;
-  total_tokens: string;
-  cost_usd: number;
-  finish_reason: string;
-  action_name: string;
-  environment: string;
-  request_id: string;
-  training_preferred: number;
-  trainable: number;
-  attr_keys: string[];
-  attr_values: string[];
-  attr_types: string[];
-  res_keys: string[];
-  res_values: string[];
-  res_types: string[];
-  events_json: string;
-  ingested_at_ms: string;
-}
-
-const SPAN_COLUMNS = `workspace_id, trace_id, span_id, parent_span_id, name, kind, source,
-  toString(start_ns) AS start_ns, toString(end_ns) AS end_ns, duration_ms,
-  status, status_message, model, provider, prompt, response,
-  prompt_tokens, completion_tokens, total_tokens, cost_usd,
-  finish_reason, action_name, environment, request_id, training_preferred, trainable,
-  attr_keys, attr_values, attr_types, res_keys, res_values, res_types, events_json,
-  toString(ingested_at_ms) AS ingested_at_ms`;
-
-/** What a part's byte budget counts (SpanPage.maxBytes): the bytes of a span's text as stored. */
-const STORED_BYTES = `length(name) + length(status_message) + length(model) + length(provider) + length(prompt) + length(response)
-  + length(events_json) + arraySum(arrayMap(x -> length(x), attr_keys)) + arraySum(arrayMap(x -> length(x), attr_values))
-  + arraySum(arrayMap(x -> length(x), res_keys)) + arraySum(arrayMap(x -> length(x), res_values))`;
 
 /** The newest version of each span as its spans-table row, rollup flag not set (also bench/storage-floor.ts's rows). */
 export function spanInsertRows(input: SpanRecord[]): SpanInsertRow[] {
@@ -424,41 +373,6 @@ async function runUnless(
     const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec(message)?.[1];
     if (!done(code, message)) throw e;
   }
-}
-
-function fromReadRow(r: SpanReadRow): SpanRecord {
-  return {
-    workspaceId: r.workspace_id,
-    traceId: r.trace_id,
-    spanId: r.span_id,
-    parentSpanId: r.parent_span_id,
-    name: r.name,
-    kind: r.kind as SpanKind,
-    source: r.source as Source,
-    startTimeNs: r.start_ns,
-    endTimeNs: r.end_ns,
-    durationMs: r.duration_ms,
-    status: r.status,
-    statusMessage: r.status_message,
-    model: r.model,
-    provider: r.provider,
-    prompt: r.prompt,
-    response: r.response,
-    promptTokens: Number(r.prompt_tokens),
-    completionTokens: Number(r.completion_tokens),
-    totalTokens: Number(r.total_tokens),
-    costUsd: r.cost_usd,
-    finishReason: r.finish_reason,
-    actionName: r.action_name,
-    environment: r.environment,
-    requestId: r.request_id,
-    trainingPreferred: r.training_preferred === 1,
-    trainable: r.trainable === 1,
-    attributes: decodeAttrs(r.attr_keys, r.attr_values, r.attr_types),
-    resourceAttributes: decodeAttrs(r.res_keys, r.res_values, r.res_types),
-    events: JSON.parse(r.events_json) as SpanRecord['events'],
-    ingestedAtMs: Number(r.ingested_at_ms),
-  };
 }
 
 // Versions for workspaces/api_keys rows: strictly increasing within the process, so a revoke

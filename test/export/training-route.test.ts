@@ -443,7 +443,7 @@ describe('training export: storage failing mid-export', function () {
       const auth = { authorization: `Bearer ${(await s.key('fail')).key}` };
       await seed(s, auth);
       const db = s.config.CLICKHOUSE_DATABASE;
-      await cutShort(s, auth, () => client.command({ query: `DROP TABLE ${db}.training_spans` }).then(() => {}));
+      await cutShort(s, auth, () => client.command({ query: `DROP TABLE ${db}.training_calls` }).then(() => {}));
       // Now failing from the first page: the CLI gets the 503, exits 1 and writes nothing.
       const out = join(dir, 'train.jsonl');
       const r = await cli(s, ['export', 'training', '--workspace', 'fail', '--out', out]);

@@ -210,6 +210,21 @@ for (const [name, factory] of CONTRACT_BACKENDS) {
       expect(ids((await scanAll(s, ws, { model: 'old-model' })).rows)).to.deep.equal(['v3']);
     });
 
+    it('two versions stored in the same millisecond: one line, at the text a trace read gives', async () => {
+      const ws = 'ws-ties';
+      // One key of the stored spans (collapsed), and two days (two stored rows of one ingested_at_ms).
+      await s.insertSpans([span(ws, 't1', { response: 'first', at: 5_000 })]);
+      await s.insertSpans([span(ws, 't1', { response: 'second', at: 5_000 })]);
+      await s.insertSpans([span(ws, 't2', { response: 'first', at: 5_000 })]);
+      await s.insertSpans([span(ws, 't2', { response: 'second', at: 5_000, startNs: T0 + 86_400_000_000_000n })]);
+      const { rows } = await scanAll(s, ws, {}, { limit: 10 });
+      expect(ids(rows)).to.deep.equal(['t1', 't2']);
+      for (const r of rows) {
+        expect(['first', 'second']).to.include(r.span.response);
+        if (r.span.traceId === 't1') expect(r.span.response).to.equal((await s.getTrace(ws, 't1'))[0]!.response);
+      }
+    });
+
     it('filters: time, model, action, environment, source, curated picks', async () => {
       const ws = 'ws-filters';
       const day = 86_400_000_000_000n;
