@@ -10,7 +10,7 @@ import { fromReadRow, SPAN_COLUMNS, type SpanReadRow } from './clickhouse-span-r
 import type { ClickHouseSignals } from './clickhouse-signals.ts';
 import type { ClickHouseTraceLinks } from './clickhouse-trace-links.ts';
 import { cutPart, utcDate, wellFormed } from './codec.ts';
-import { coachSessionOf, distinctKeys, emptyTraces, isCurrent, type NewestSpans, toolsByTrace } from './training.ts';
+import { coachSessionOf, distinctKeys, isCurrent, type NewestSpans, pageTraces } from './training.ts';
 
 /** Drafts read per coach session (its newest ones). */
 const DRAFTS_PER_SESSION = 8;
@@ -250,25 +250,8 @@ export class ClickHouseTraining {
   }
 
   /** Votes, group ids and tool spans of the traces of a page's rows. */
-  private async traces(ws: string, rows: TrainingPage['rows'], scan: TrainingScan): Promise<TrainingPage['traces']> {
-    const ids = [...new Set(rows.map((r) => r.span.traceId))];
-    const out = emptyTraces(ids);
-    if (ids.length === 0) return out;
-    if (scan.votes)
-      for (const [t, c] of await this.signals.voteCounts(ws, ids)) {
-        const entry = out.get(t);
-        if (entry) [entry.up, entry.down] = [c.up, c.down];
-      }
-    for (const [t, meta] of await this.links.traceMeta(ws, ids)) {
-      const entry = out.get(t);
-      if (entry) entry.groupId = meta.groupId;
-    }
-    if (scan.tools > 0)
-      for (const [t, tools] of toolsByTrace(await this.newest(ws, ids, { kind: 'tool' }), scan.tools)) {
-        const entry = out.get(t);
-        if (entry) entry.tools = tools;
-      }
-    return out;
+  private traces(ws: string, rows: TrainingPage['rows'], scan: TrainingScan): Promise<TrainingPage['traces']> {
+    return pageTraces({ signals: this.signals, links: this.links, newest: this.newest }, ws, rows, scan);
   }
 
   async coachDrafts(workspaceId: string, sessionIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {

@@ -8,7 +8,7 @@ import { cutPart, wellFormed } from './codec.ts';
 import type { Serial } from './duckdb-enrichment.ts';
 import type { DuckDbSignals } from './duckdb-signals.ts';
 import type { DuckDbTraceLinks } from './duckdb-trace-links.ts';
-import { coachSessionOf, distinctKeys, emptyTraces, isCurrent, type NewestSpans, toolsByTrace } from './training.ts';
+import { coachSessionOf, distinctKeys, isCurrent, type NewestSpans, pageTraces } from './training.ts';
 
 type Params = Record<string, DuckDBValue>;
 type Row = Record<string, unknown>;
@@ -141,25 +141,8 @@ export class DuckDbTraining {
   }
 
   /** Votes, group ids and tool spans of the traces of a page's rows. */
-  private async traces(ws: string, rows: TrainingPage['rows'], scan: TrainingScan): Promise<TrainingPage['traces']> {
-    const ids = [...new Set(rows.map((r) => r.span.traceId))];
-    const out = emptyTraces(ids);
-    if (ids.length === 0) return out;
-    if (scan.votes)
-      for (const [t, c] of await this.signals.voteCounts(ws, ids)) {
-        const entry = out.get(t);
-        if (entry) [entry.up, entry.down] = [c.up, c.down];
-      }
-    for (const [t, meta] of await this.links.traceMeta(ws, ids)) {
-      const entry = out.get(t);
-      if (entry) entry.groupId = meta.groupId;
-    }
-    if (scan.tools > 0)
-      for (const [t, tools] of toolsByTrace(await this.newest(ws, ids, { kind: 'tool' }), scan.tools)) {
-        const entry = out.get(t);
-        if (entry) entry.tools = tools;
-      }
-    return out;
+  private traces(ws: string, rows: TrainingPage['rows'], scan: TrainingScan): Promise<TrainingPage['traces']> {
+    return pageTraces({ signals: this.signals, links: this.links, newest: this.newest }, ws, rows, scan);
   }
 
   async coachDrafts(workspaceId: string, sessionIds: readonly string[]): Promise<Map<string, SpanRecord[]>> {

@@ -1,7 +1,15 @@
 // Backend-neutral parts of the training export's scan (TrainingStore): the hash both engines index, which index rows
 // still name a span's stored version, and a coach span's session.
 import { createHash } from 'node:crypto';
-import type { TrainingFilter, TrainingKey, TrainingTrace } from '../core/ports/storage.ts';
+import type {
+  SignalStore,
+  TraceLinkStore,
+  TrainingFilter,
+  TrainingKey,
+  TrainingPage,
+  TrainingScan,
+  TrainingTrace,
+} from '../core/ports/storage.ts';
 import type { SpanRecord } from '../core/record.ts';
 
 /**
@@ -104,5 +112,39 @@ export function toolsByTrace(spans: readonly SpanRecord[], max: number): Map<str
     });
     out.set(t, list.slice(0, max));
   }
+  return out;
+}
+
+/** What an engine reads a page's traces from: its signals and trace-link modules, and its newest-span lookup. */
+export interface PageTraceSources {
+  signals: Pick<SignalStore, 'voteCounts'>;
+  links: Pick<TraceLinkStore, 'traceMeta'>;
+  newest: NewestSpans;
+}
+
+/** Votes, group ids and tool spans of the traces of a page's rows (both engines). */
+export async function pageTraces(
+  src: PageTraceSources,
+  ws: string,
+  rows: TrainingPage['rows'],
+  scan: TrainingScan,
+): Promise<TrainingPage['traces']> {
+  const ids = [...new Set(rows.map((r) => r.span.traceId))];
+  const out = emptyTraces(ids);
+  if (ids.length === 0) return out;
+  if (scan.votes)
+    for (const [t, c] of await src.signals.voteCounts(ws, ids)) {
+      const entry = out.get(t);
+      if (entry) [entry.up, entry.down] = [c.up, c.down];
+    }
+  for (const [t, meta] of await src.links.traceMeta(ws, ids)) {
+    const entry = out.get(t);
+    if (entry) entry.groupId = meta.groupId;
+  }
+  if (scan.tools > 0)
+    for (const [t, tools] of toolsByTrace(await src.newest(ws, ids, { kind: 'tool' }), scan.tools)) {
+      const entry = out.get(t);
+      if (entry) entry.tools = tools;
+    }
   return out;
 }
