@@ -204,7 +204,7 @@ export async function runExportBench(chUrl?: string): Promise<void> {
         if (growth.length > 1) {
           const [first, last] = [growth[0]!, growth.at(-1)!];
           console.log(
-            `${engine}: RSS growth at ${fmt(SIZES.at(-1)!)} against ${fmt(SIZES[0]!)}: cold ${fmt(last[0])} vs ${fmt(first[0])} MiB, warm ${fmt(last[1])} vs ${fmt(first[1])} MiB`,
+            `${engine}: RSS growth at ${fmt(SIZES.at(-1)!)} against ${fmt(SIZES[0]!)}: cold ${fmt(last[0])} vs ${fmt(first[0])} MiB${WARM ? `, warm ${fmt(last[1])} vs ${fmt(first[1])} MiB` : ''}`,
           );
         }
       } finally {
