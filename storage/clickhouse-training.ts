@@ -4,12 +4,12 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { TrainingFilter, TrainingKey, TrainingPage, TrainingScan, TrainingScope } from '../core/ports/storage.ts';
 import type { SpanRecord } from '../core/record.ts';
-import { str, strList } from './clickhouse-sql.ts';
+import { str, strList, u64 } from './clickhouse-sql.ts';
 import { LOOKUP_SETTINGS, lookupChunks, traceDaysOf } from './clickhouse-rollup.ts';
 import { fromReadRow, SPAN_COLUMNS, type SpanReadRow } from './clickhouse-span-read.ts';
 import type { ClickHouseSignals } from './clickhouse-signals.ts';
 import type { ClickHouseTraceLinks } from './clickhouse-trace-links.ts';
-import { cutPart, utcDate, wellFormed } from './codec.ts';
+import { clampNs, cutPart, utcDate, wellFormed } from './codec.ts';
 import { coachSessionOf, distinctKeys, isCurrent, type NewestSpans, pageTraces } from './training.ts';
 
 /** Drafts read per coach session (its newest ones). */
@@ -25,10 +25,14 @@ function hashLiteral(decimal: string): string {
 /** The filter on training_calls' own columns (a row of an earlier version may match where the span no longer does). */
 function filterSql(f: TrainingFilter): string[] {
   const c: string[] = [];
-  if (f.fromNs !== undefined)
-    c.push(`start_date >= toDate(${str(utcDate(f.fromNs.toString()))})`, `start_ns >= ${f.fromNs.toString()}`);
-  if (f.toNs !== undefined)
-    c.push(`start_ns < ${f.toNs.toString()}`, `start_date <= toDate(${str(utcDate(f.toNs.toString()))})`);
+  if (f.fromNs !== undefined) {
+    const from = clampNs(f.fromNs).toString();
+    c.push(`start_date >= toDate(${str(utcDate(from))})`, `start_ns >= ${u64(from)}`);
+  }
+  if (f.toNs !== undefined) {
+    const to = clampNs(f.toNs).toString();
+    c.push(`start_ns < ${u64(to)}`, `start_date <= toDate(${str(utcDate(to))})`);
+  }
   if (f.model !== undefined) c.push(`model = ${str(wellFormed(f.model))}`);
   if (f.actionName !== undefined) c.push(`action_name = ${str(wellFormed(f.actionName))}`);
   if (f.environment !== undefined) c.push(`environment = ${str(wellFormed(f.environment))}`);

@@ -311,11 +311,15 @@ export interface SpanFilter {
   limit: number;
 }
 
+/**
+ * A time bound clamped to [0, just past LATEST_STORABLE_NS (2106-02-07)]: a bound such as ?to=9999-12-31 or
+ * ?from=1960-01-01 would otherwise overflow UInt64 or ClickHouse's Date. Just past, so that `to` (exclusive) still
+ * includes a span starting at the latest storable instant and a `from` after it matches nothing.
+ */
+export const clampNs = (ns: bigint): bigint => (ns < 0n ? 0n : ns > LATEST_STORABLE_NS ? LATEST_STORABLE_NS + 1n : ns);
+
 export function normalizeFilter(f: TraceFilter): SpanFilter {
-  // Clamped to just past LATEST_STORABLE_NS (2106-02-07): a bound such as ?to=9999-12-31 would otherwise
-  // overflow UInt64 or ClickHouse's Date. Just past, so that `to` (exclusive) still includes a span starting at
-  // the latest storable instant and a `from` after it matches nothing.
-  const clamp = (ns: bigint) => (ns < 0n ? 0n : ns > LATEST_STORABLE_NS ? LATEST_STORABLE_NS + 1n : ns).toString();
+  const clamp = (ns: bigint) => clampNs(ns).toString();
   const msNs = (ms: number) => BigInt(Math.max(0, Math.floor(ms))) * 1_000_000n;
   const out: SpanFilter = { limit: Math.min(1000, Math.max(1, Math.trunc(f.limit) || 1)) };
   if (f.fromNs !== undefined) out.fromNs = clamp(f.fromNs);

@@ -4,7 +4,7 @@
 import { listValue, type DuckDBValue } from '@duckdb/node-api';
 import type { TrainingFilter, TrainingKey, TrainingPage, TrainingScan, TrainingScope } from '../core/ports/storage.ts';
 import type { SpanRecord } from '../core/record.ts';
-import { cutPart, wellFormed } from './codec.ts';
+import { clampNs, cutPart, wellFormed } from './codec.ts';
 import type { Serial } from './duckdb-enrichment.ts';
 import type { DuckDbSignals } from './duckdb-signals.ts';
 import type { DuckDbTraceLinks } from './duckdb-trace-links.ts';
@@ -29,8 +29,8 @@ function filterSql(f: TrainingFilter, params: Params): string[] {
     c.push(sql);
     params[name] = v;
   };
-  if (f.fromNs !== undefined) add('start_ns >= $from_ns::UBIGINT', 'from_ns', f.fromNs.toString());
-  if (f.toNs !== undefined) add('start_ns < $to_ns::UBIGINT', 'to_ns', f.toNs.toString());
+  if (f.fromNs !== undefined) add('start_ns >= $from_ns::UBIGINT', 'from_ns', clampNs(f.fromNs).toString());
+  if (f.toNs !== undefined) add('start_ns < $to_ns::UBIGINT', 'to_ns', clampNs(f.toNs).toString());
   if (f.model !== undefined) add('model = $model', 'model', wellFormed(f.model));
   if (f.actionName !== undefined) add('action_name = $action', 'action', wellFormed(f.actionName));
   if (f.environment !== undefined) add('environment = $env', 'env', wellFormed(f.environment));

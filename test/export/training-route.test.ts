@@ -153,6 +153,10 @@ for (const backend of BACKENDS)
       expect(await answers(`?from=${now + 60_000}`)).to.deep.equal([]);
       expect(await answers(`?to=${now - 3_600_000}`)).to.deep.equal([]);
       expect(await answers(`?from=${now - 3_600_000}&to=${now + 60_000}&model=m2`)).to.deep.equal(['m2']);
+      // Bounds outside what storage holds (before 1970, past 2106) are clamped, as the trace list clamps them.
+      expect(await answers('?from=1960-01-01&to=2600-01-01&model=m2')).to.deep.equal(['m2']);
+      expect(await answers('?from=1960-01-01&to=1965-01-01')).to.deep.equal([]);
+      expect(await answers('?from=2600-01-01')).to.deep.equal([]);
     });
 
     it('hf_kto: voted answers with their label; openai_dpo: the approved and the rejected answer to one prompt', async () => {
