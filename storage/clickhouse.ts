@@ -741,12 +741,16 @@ export class ClickHouseStorage extends Delegated implements Storage {
   private async newestSpans(
     workspaceId: string,
     traceIds: readonly string[],
-    only: { spanIds?: readonly string[]; kind?: string },
+    only: { spanIds?: readonly string[]; kind?: string; perTrace?: number },
   ): Promise<SpanRecord[]> {
     const out: SpanRecord[] = [];
     const ws = str(wellFormed(workspaceId));
     const spans = only.spanIds?.length ? `AND span_id IN ${strList(only.spanIds.map(wellFormed))}` : '';
     const kind = only.kind === undefined ? '' : `WHERE kind = ${str(only.kind)}`;
+    const perTrace =
+      only.perTrace === undefined
+        ? ''
+        : `ORDER BY start_ns, span_id LIMIT ${Math.max(0, Math.trunc(only.perTrace))} BY trace_id`;
     for (const chunk of lookupChunks(traceIds.map(wellFormed))) {
       const dates = await this.traceDays(ws, chunk);
       if (dates.length === 0) continue;
@@ -754,7 +758,7 @@ export class ClickHouseStorage extends Delegated implements Storage {
         `SELECT * FROM (
            SELECT ${SPAN_COLUMNS} FROM ${this.t('spans')} FINAL
            WHERE workspace_id = ${ws} AND start_date IN ${strList(dates)} AND trace_id IN ${strList(chunk)} ${spans}
-           ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id) ${kind}`,
+           ORDER BY toUInt64(ingested_at_ms) DESC LIMIT 1 BY trace_id, span_id) ${kind} ${perTrace}`,
         LOOKUP_SETTINGS,
       );
       for (const row of rows) out.push(fromReadRow(row));

@@ -20,11 +20,14 @@ export function textHash(text: string): string {
   return createHash('md5').update(text, 'utf8').digest().readBigUInt64LE(8).toString();
 }
 
-/** The newest version of spans of these traces: `spanIds` (any when absent), of `kind` (any when absent). */
+/**
+ * The newest version of spans of these traces: `spanIds` (any when absent), of `kind` (any when absent); `perTrace`:
+ * only each trace's first that many (by start, then span id), so a page never holds every tool span of its traces.
+ */
 export type NewestSpans = (
   workspaceId: string,
   traceIds: readonly string[],
-  only: { spanIds?: readonly string[]; kind?: string },
+  only: { spanIds?: readonly string[]; kind?: string; perTrace?: number },
 ) => Promise<SpanRecord[]>;
 
 /** 2^64: one past the largest hash. */
@@ -142,7 +145,10 @@ export async function pageTraces(
     if (entry) entry.groupId = meta.groupId;
   }
   if (scan.tools > 0)
-    for (const [t, tools] of toolsByTrace(await src.newest(ws, ids, { kind: 'tool' }), scan.tools)) {
+    for (const [t, tools] of toolsByTrace(
+      await src.newest(ws, ids, { kind: 'tool', perTrace: scan.tools }),
+      scan.tools,
+    )) {
       const entry = out.get(t);
       if (entry) entry.tools = tools;
     }
