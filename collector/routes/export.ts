@@ -161,7 +161,9 @@ export async function answerExport(r: RouteContext, ctx: Context, workspaceId: s
       socket.setTimeout(r.config.SOCKET_IDLE_TIMEOUT_MS);
     };
     let begun = false;
-    const read = <T>(work: () => Promise<T>) => (begun ? patiently(r, () => r.read(work)) : r.read(work));
+    // Waiting for storage is working too: each retry re-arms the idle limit, or it would cut the export first.
+    const keepAlive = () => socket.setTimeout(r.config.SOCKET_IDLE_TIMEOUT_MS);
+    const read = <T>(work: () => Promise<T>) => (begun ? patiently(r, () => r.read(work), keepAlive) : r.read(work));
     const store: TrainingSource = {
       trainingScope: (ws, f) => read(() => r.storage.trainingScope(ws, f)),
       trainingPage: (ws, scan) => read(() => r.storage.trainingPage(ws, scan)),
@@ -183,8 +185,9 @@ export async function answerExport(r: RouteContext, ctx: Context, workspaceId: s
  * TRACEGATE_EXPORT_READ_RETRIES times, 1, 2, 4, … s apart (the scan resumes at its key), before the export is cut:
  * an export may have run for an hour when storage blinks. Before the answer, the client gets the 503 at once.
  */
-async function patiently<T>(r: RouteContext, read: () => Promise<T>): Promise<T> {
+async function patiently<T>(r: RouteContext, read: () => Promise<T>, keepAlive: () => void): Promise<T> {
   for (let attempt = 0; ; attempt++) {
+    keepAlive();
     try {
       return await read();
     } catch (err) {

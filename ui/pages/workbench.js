@@ -182,7 +182,7 @@ function Chat({ model, instructions, thread, setThread, text, setText }) {
       last &&
       html`<p class="meta" role="status">
       ${last.model} · ${last.usage.promptTokens} in · ${last.usage.completionTokens} out · ${duration(last.latencyMs)} · ${last.finishReason} · streamed in ${last.parts} parts
-      ${last.traceId && html` · <${Link} href=${`/ui/traces/${last.traceId}`}>open the recorded trace</${Link}>`}
+      ${last.traceId && html` · <${Link} href=${`/ui/traces/${encodeURIComponent(last.traceId)}`}>open the recorded trace</${Link}>`}
     </p>`
     }
     ${error && html`<p class="error" role="alert">${error}</p>`}
@@ -279,14 +279,14 @@ function Coach({ model, instructions, text, setText }) {
     ${
       draft &&
       html`<section class="payload" aria-label="Draft">
-      <h3>Draft ${draft.traceId && html`<${Link} class="small" href=${`/ui/traces/${draft.traceId}`}>trace</${Link}>`}</h3>
+      <h3>Draft ${draft.traceId && html`<${Link} class="small" href=${`/ui/traces/${encodeURIComponent(draft.traceId)}`}>trace</${Link}>`}</h3>
       <label for="coach-edit" class="sr-only">Corrected answer</label>
       <textarea id="coach-edit" rows="8" value=${draft.traceId ? edited : draft.output} disabled=${!draft.traceId}
         onInput=${(/** @type {any} */ e) => setEdited(e.currentTarget.value)}></textarea>
       <div><button type="button" onClick=${curate} disabled=${busy || !draft.traceId}>Curate into a training pick</button></div>
     </section>`
     }
-    ${curated && html`<p role="status" class="verify ok">Curated: <${Link} href=${`/ui/traces/${curated}`}>${curated}</${Link}> (coach_curated, training preferred)</p>`}
+    ${curated && html`<p role="status" class="verify ok">Curated: <${Link} href=${`/ui/traces/${encodeURIComponent(curated)}`}>${curated}</${Link}> (coach_curated, training preferred)</p>`}
     ${error && html`<p class="error" role="alert">${error}</p>`}
   `;
 }
