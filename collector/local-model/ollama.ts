@@ -1,42 +1,14 @@
 // Ollama's protocol: POST /api/chat, streamed as NDJSON (one JSON object a line; the last says done: true with the
 // counts); GET /api/tags lists the models. https://github.com/ollama/ollama/blob/main/docs/api.md
-import { badResponse, jsonObject, LineSplitter, tokenCount } from './lines.ts';
-import {
-  type AnswerParser,
-  type AnswerSummary,
-  type ChatRequest,
-  isObject,
-  type ModelInfo,
-  modelError,
-  type Protocol,
-} from './protocol.ts';
+import { badResponse, jsonObject, tokenCount } from './lines.ts';
+import { type ChatRequest, isObject, LineAnswer, type ModelInfo, modelError, type Protocol } from './protocol.ts';
 
-class OllamaAnswer implements AnswerParser {
-  private readonly lines: LineSplitter;
-  finished = false;
-  private result: AnswerSummary = { model: '', promptTokens: 0, completionTokens: 0, finishReason: '' };
-  constructor(maxLineChars: number) {
-    this.lines = new LineSplitter(maxLineChars);
-  }
-
-  push(chunk: Uint8Array): string[] {
-    const out: string[] = [];
-    for (const line of this.lines.push(chunk)) this.line(line, out);
-    return out;
-  }
-
-  end(): string[] {
-    const out: string[] = [];
-    for (const line of this.lines.end()) this.line(line, out);
+class OllamaAnswer extends LineAnswer {
+  protected ended(): void {
     if (!this.finished) throw badResponse('the answer ended before its last line (done: true)');
-    return out;
   }
 
-  summary(): AnswerSummary {
-    return this.result;
-  }
-
-  private line(line: string, out: string[]): void {
+  protected line(line: string, out: string[]): void {
     if (this.finished || line.trim() === '') return;
     const o = jsonObject(line, 'a line of the answer');
     if (o.error !== undefined) throw modelError(typeof o.error === 'string' ? o.error : JSON.stringify(o.error));

@@ -1,50 +1,29 @@
 // OpenAI's protocol as local servers speak it (llama.cpp's llama-server, LM Studio, vLLM): POST /v1/chat/completions
 // streamed as server-sent events (chat.completion.chunk objects, the usage in a last chunk when asked for with
 // stream_options.include_usage, then `data: [DONE]`); GET /v1/models lists the models.
-import { badResponse, jsonObject, LineSplitter, tokenCount } from './lines.ts';
+import { badResponse, jsonObject, tokenCount } from './lines.ts';
 import {
-  type AnswerParser,
-  type AnswerSummary,
   type ChatRequest,
   errorText,
   isObject,
+  LineAnswer,
   type ModelInfo,
   modelError,
   type Protocol,
 } from './protocol.ts';
 
-class OpenAiAnswer implements AnswerParser {
-  private readonly lines: LineSplitter;
-  /** `data: [DONE]` arrived. */
-  finished = false;
+class OpenAiAnswer extends LineAnswer {
   private sawFinish = false;
   private data: string[] = [];
-  private result: AnswerSummary = { model: '', promptTokens: 0, completionTokens: 0, finishReason: '' };
-  constructor(maxLineChars: number) {
-    this.lines = new LineSplitter(maxLineChars);
-  }
-
-  push(chunk: Uint8Array): string[] {
-    const out: string[] = [];
-    for (const line of this.lines.push(chunk)) this.line(line, out);
-    return out;
-  }
 
   /** A server that ends the stream after the finishing chunk but without [DONE] has still answered whole. */
-  end(): string[] {
-    const out: string[] = [];
-    for (const line of this.lines.end()) this.line(line, out);
+  protected ended(out: string[]): void {
     this.dispatch(out);
     if (!this.finished && !this.sawFinish) throw badResponse('the answer ended before it finished (no finish_reason)');
-    return out;
-  }
-
-  summary(): AnswerSummary {
-    return this.result;
   }
 
   /** SSE: `data:` lines gather into an event, a blank line ends it; comments and other fields are skipped. */
-  private line(line: string, out: string[]): void {
+  protected line(line: string, out: string[]): void {
     if (this.finished) return;
     if (line === '') return this.dispatch(out);
     if (line.startsWith(':')) return;

@@ -1,7 +1,7 @@
 // What a local model protocol is to the client (client.ts): where to send a chat and ask for the models, the body
 // to send, and how to read the streamed answer. Two of them: Ollama's (ollama.ts) and OpenAI's (openai.ts).
 import { TracegateError } from '../../core/errors.ts';
-import { preview } from './lines.ts';
+import { LineSplitter, preview } from './lines.ts';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -41,6 +41,38 @@ export interface AnswerParser {
   /** The stream ended: throws when the answer had not finished. */
   end(): string[];
   summary(): AnswerSummary;
+}
+
+/** An answer read a line at a time: each protocol says what a line means and when the answer is whole. */
+export abstract class LineAnswer implements AnswerParser {
+  private readonly lines: LineSplitter;
+  finished = false;
+  protected result: AnswerSummary = { model: '', promptTokens: 0, completionTokens: 0, finishReason: '' };
+  constructor(maxLineChars: number) {
+    this.lines = new LineSplitter(maxLineChars);
+  }
+
+  push(chunk: Uint8Array): string[] {
+    const out: string[] = [];
+    for (const line of this.lines.push(chunk)) this.line(line, out);
+    return out;
+  }
+
+  end(): string[] {
+    const out: string[] = [];
+    for (const line of this.lines.end()) this.line(line, out);
+    this.ended(out);
+    return out;
+  }
+
+  summary(): AnswerSummary {
+    return this.result;
+  }
+
+  /** One line of the stream: its text deltas go to `out`. */
+  protected abstract line(line: string, out: string[]): void;
+  /** The stream ended: what is still held goes to `out`; throws when the answer had not finished. */
+  protected abstract ended(out: string[]): void;
 }
 
 export interface Protocol {
